@@ -1,0 +1,116 @@
+//! Workspace API keys: shown once at creation, stored as a SHA-256 hash (the key is 256 bits of
+//! randomness, so a slow hash adds nothing), listed by prefix, revocable.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use chrono::{DateTime, Utc};
+use rand::RngCore;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::db::Db;
+use crate::domain::{Role, TenantId, UserId};
+use crate::error::{Error, Result};
+
+const KEY_PREFIX: &str = "hrld_";
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ApiKey {
+    pub id: Uuid,
+    pub name: String,
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// The authenticated caller of an API request.
+#[derive(Clone, Copy, Debug)]
+pub struct ApiCaller {
+    pub key_id: Uuid,
+    pub tenant: TenantId,
+}
+
+fn hash_key(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+/// Creates a key; returns it with the one and only copy of its secret.
+pub async fn create(db: &Db, tenant: TenantId, actor: Option<UserId>, actor_role: Role, name: &str) -> Result<(ApiKey, String)> {
+    actor_role.require(Role::Admin)?;
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 80 {
+        return Err(Error::Invalid("Give the key a name of 1–80 characters.".into()));
+    }
+    let mut secret = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut secret);
+    let key = format!("{KEY_PREFIX}{}", B64.encode(secret));
+    let prefix: String = key.chars().take(KEY_PREFIX.len() + 6).collect();
+    let id = Uuid::new_v4();
+    let mut tx = db.tenant_tx(tenant).await?;
+    let created_at: DateTime<Utc> = sqlx::query_scalar(
+        "INSERT INTO api_keys (id, tenant_id, name, prefix, key_hash, created_by) VALUES ($1, $2, $3, $4, $5, $6)
+         RETURNING created_at",
+    )
+    .bind(id)
+    .bind(tenant)
+    .bind(name)
+    .bind(&prefix)
+    .bind(hash_key(&key))
+    .bind(actor)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok((ApiKey { id, name: name.to_string(), prefix, created_at, last_used_at: None, revoked_at: None }, key))
+}
+
+pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<ApiKey>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows: Vec<(Uuid, String, String, DateTime<Utc>, Option<DateTime<Utc>>, Option<DateTime<Utc>>)> =
+        sqlx::query_as(
+            "SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_keys
+             WHERE tenant_id = $1 ORDER BY revoked_at IS NOT NULL, created_at DESC",
+        )
+        .bind(tenant)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, name, prefix, created_at, last_used_at, revoked_at)| ApiKey {
+            id,
+            name,
+            prefix,
+            created_at,
+            last_used_at,
+            revoked_at,
+        })
+        .collect())
+}
+
+pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: Uuid) -> Result<()> {
+    actor_role.require(Role::Admin)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let n = sqlx::query("UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL")
+        .bind(tenant)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    if n == 0 { Err(Error::NotFound) } else { Ok(()) }
+}
+
+/// Resolves a bearer key to its workspace; unknown, malformed and revoked keys are all
+/// `Unauthenticated`.
+pub async fn authenticate(db: &Db, key: &str) -> Result<ApiCaller> {
+    if !key.starts_with(KEY_PREFIX) || key.len() > 100 {
+        return Err(Error::Unauthenticated);
+    }
+    let row: Option<(Uuid, TenantId)> = sqlx::query_as("SELECT key_id, tenant_id FROM authenticate_api_key($1)")
+        .bind(hash_key(key))
+        .fetch_optional(db.pool())
+        .await?;
+    row.map(|(key_id, tenant)| ApiCaller { key_id, tenant }).ok_or(Error::Unauthenticated)
+}

@@ -1,0 +1,102 @@
+//! The runtime connection pool and the transactions every query runs in.
+//!
+//! Row-level security is the backstop for tenancy: every tenant-owned table has a FORCEd policy
+//! comparing `tenant_id` with `app_tenant_id()`, which reads the transaction-local setting made
+//! here. `set_config(.., true)` lasts until the transaction ends, so a pooled connection never
+//! carries one request's tenant into the next.
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::domain::{TenantId, UserId};
+use crate::error::Result;
+
+/// The role the app and workers run as (see the first migration).
+pub const RUNTIME_ROLE: &str = "herald_app";
+
+pub type Tx = Transaction<'static, Postgres>;
+
+#[derive(Clone, Debug)]
+pub struct Db {
+    pool: PgPool,
+}
+
+impl Db {
+    /// Connects as the runtime role. `url` is the runtime URL (see [`runtime_url`]).
+    pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Self> {
+        let options = PgConnectOptions::from_str(url)?.application_name("herald");
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await?;
+        Ok(Self { pool })
+    }
+
+    pub fn from_pool(pool: PgPool) -> Self {
+        Self { pool }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// A transaction with no tenant and no user: tenant-owned rows are invisible in it.
+    pub async fn begin(&self) -> Result<Tx> {
+        Ok(self.pool.begin().await?)
+    }
+
+    /// A transaction scoped to one tenant.
+    pub async fn tenant_tx(&self, tenant: TenantId) -> Result<Tx> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT set_config('app.tenant_id', $1, true)")
+            .bind(tenant.to_string())
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
+    /// A transaction that sees the given user's own memberships (and their workspaces) across
+    /// tenants, for the workspace switcher.
+    pub async fn user_tx(&self, user: UserId) -> Result<Tx> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT set_config('app.user_id', $1, true)")
+            .bind(user.to_string())
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
+    /// A transaction scoped to a tenant that also knows the acting user.
+    pub async fn tenant_user_tx(&self, tenant: TenantId, user: UserId) -> Result<Tx> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT set_config('app.tenant_id', $1, true), set_config('app.user_id', $2, true)")
+            .bind(tenant.to_string())
+            .bind(user.to_string())
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+/// The runtime URL: `explicit` if given, else the owner's `database_url` with the user replaced
+/// by [`RUNTIME_ROLE`] and no password (fits trust/peer auth in dev and CI; production sets
+/// `HERALD_APP_DATABASE_URL`).
+pub fn runtime_url(database_url: &str, explicit: Option<&str>) -> anyhow::Result<String> {
+    if let Some(url) = explicit {
+        return Ok(url.to_string());
+    }
+    let mut url = url::Url::parse(database_url)?;
+    url.set_username(RUNTIME_ROLE)
+        .map_err(|()| anyhow::anyhow!("DATABASE_URL cannot carry a user name"))?;
+    url.set_password(None)
+        .map_err(|()| anyhow::anyhow!("DATABASE_URL cannot carry a password"))?;
+    Ok(url.to_string())
+}

@@ -1,0 +1,80 @@
+//! Background jobs on apalis's Postgres backend.
+//!
+//! The queue is at-least-once: a job may run twice after a crash. Jobs whose effect must happen
+//! once (campaign sends) keep their own idempotency record in Herald's tables; system mail (invites,
+//! confirmations) tolerates the rare duplicate.
+
+use apalis::prelude::*;
+use apalis_postgres::PostgresStorage;
+use serde::{Deserialize, Serialize};
+
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::mail::{Mailer, OutgoingMail};
+
+/// Mail the product sends on its own behalf: invites now, confirmations later.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SendSystemMail {
+    pub mail: OutgoingMail,
+}
+
+/// Enqueues jobs. Cheap to clone.
+#[derive(Clone)]
+pub struct Jobs {
+    system_mail: PostgresStorage<SendSystemMail>,
+}
+
+impl std::fmt::Debug for Jobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Jobs")
+    }
+}
+
+impl Jobs {
+    pub fn new(db: &Db) -> Self {
+        Self { system_mail: PostgresStorage::new(db.pool()) }
+    }
+
+    pub async fn enqueue_system_mail(&self, mail: OutgoingMail) -> Result<()> {
+        let mut storage = self.system_mail.clone();
+        storage
+            .push(SendSystemMail { mail })
+            .await
+            .map_err(|e| Error::Unexpected(anyhow::anyhow!("enqueue system mail: {e}")))?;
+        Ok(())
+    }
+}
+
+async fn send_system_mail(job: SendSystemMail, mailer: Data<Mailer>) -> Result<(), BoxDynError> {
+    mailer.send(&job.mail).await.map_err(|e| {
+        tracing::warn!(error = ?e, "system mail failed; apalis will retry");
+        Box::new(e) as BoxDynError
+    })
+}
+
+/// A name no other process uses, now or after a restart: apalis tracks liveness per worker name,
+/// and a restarted worker reusing its name would keep its own orphaned jobs looking alive.
+pub fn unique_worker_name(kind: &str) -> String {
+    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    format!("{kind}@{host}:{}:{}", std::process::id(), &nonce[..8])
+}
+
+/// Runs the job workers until `shutdown` completes, then lets in-flight jobs finish.
+pub async fn run_workers<F>(db: Db, mailer: Mailer, shutdown: F) -> anyhow::Result<()>
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let backend = PostgresStorage::<SendSystemMail>::new(db.pool());
+    let worker = WorkerBuilder::new(unique_worker_name("system-mail"))
+        .backend(backend)
+        .data(mailer)
+        .build(send_system_mail);
+    worker
+        .run_until(async move {
+            shutdown.await;
+            Ok::<(), std::io::Error>(())
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("job worker stopped: {e}"))
+}

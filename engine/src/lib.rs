@@ -1,0 +1,23 @@
+//! Herald's engine: domain types, use cases and queries, mail transport and background jobs.
+//!
+//! It knows nothing of axum or Leptos: `herald-app` (server functions) and `herald-server`
+//! (HTTP API, CLI, workers) call the functions here and map [`Error`] to their own responses.
+
+pub mod api_keys;
+pub mod db;
+pub mod domain;
+pub mod error;
+pub mod invites;
+pub mod jobs;
+pub mod mail;
+pub mod migrate;
+pub mod password;
+pub mod rate_limit;
+pub mod smtp_sink;
+pub mod tokens;
+pub mod users;
+pub mod workspaces;
+
+pub use db::Db;
+pub use domain::{Email, Role, Slug, TenantId, UserId};
+pub use error::{Error, Result};

@@ -1,0 +1,84 @@
+//! Outgoing mail over real SMTP (lettre). In dev the default server is the built-in catcher
+//! (see [`crate::smtp_sink`]); in production `HERALD_SMTP_URL` names the relay.
+
+use lettre::message::{Mailbox, MultiPart};
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use serde::{Deserialize, Serialize};
+
+use crate::domain::Email;
+use crate::error::{Error, Result};
+
+/// One message to one recipient, already rendered.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OutgoingMail {
+    pub to: String,
+    pub subject: String,
+    pub html: String,
+    pub text: String,
+}
+
+#[derive(Clone)]
+pub struct Mailer {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: Mailbox,
+}
+
+impl std::fmt::Debug for Mailer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Mailer(from {})", self.from)
+    }
+}
+
+impl Mailer {
+    /// `url` is lettre's SMTP URL syntax: `smtp://host:port` (plain), `smtp://host:587?tls=required`
+    /// (STARTTLS) or `smtps://user:pass@host:465` (TLS).
+    pub fn from_url(url: &str, from: &str) -> anyhow::Result<Self> {
+        let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(url)
+            .map_err(|e| anyhow::anyhow!("HERALD_SMTP_URL is not a valid SMTP URL: {e}"))?
+            .build();
+        let from: Mailbox = from.parse().map_err(|e| anyhow::anyhow!("invalid sender address {from:?}: {e}"))?;
+        Ok(Self { transport, from })
+    }
+
+    /// Sends one message with an HTML and a plain-text part. Subjects and addresses are checked
+    /// for CR/LF (header injection) before they reach lettre.
+    #[tracing::instrument(skip_all, fields(to = %mail.to))]
+    pub async fn send(&self, mail: &OutgoingMail) -> Result<()> {
+        let to = Email::parse(&mail.to)?;
+        if mail.subject.chars().any(char::is_control) {
+            return Err(Error::Invalid("The subject must be one line.".into()));
+        }
+        let to: Mailbox = to
+            .as_str()
+            .parse()
+            .map_err(|_| Error::Invalid(format!("“{}” is not a valid email address", mail.to)))?;
+        let message = Message::builder()
+            .from(self.from.clone())
+            .to(to)
+            .subject(mail.subject.clone())
+            .multipart(MultiPart::alternative_plain_html(mail.text.clone(), mail.html.clone()))
+            .map_err(|e| Error::Unexpected(anyhow::anyhow!("building message: {e}")))?;
+        self.transport
+            .send(message)
+            .await
+            .map_err(|e| Error::Unexpected(anyhow::anyhow!("SMTP send failed: {e}")))?;
+        Ok(())
+    }
+}
+
+/// Escapes text for inclusion in HTML (mail bodies and server-rendered dev pages).
+pub fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+

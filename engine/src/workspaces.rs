@@ -1,0 +1,258 @@
+//! Workspaces (tenants), their settings and their members.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::db::Db;
+use crate::domain::{Email, Role, Slug, TenantId, UserId};
+use crate::error::{Error, Result, is_unique_violation};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkspaceSummary {
+    pub id: TenantId,
+    pub name: String,
+    pub slug: String,
+    pub role: Role,
+}
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct Workspace {
+    pub id: TenantId,
+    pub name: String,
+    pub slug: String,
+    pub postal_address: String,
+    pub default_from_name: String,
+    pub default_from_email: String,
+}
+
+impl Workspace {
+    /// CAN-SPAM: no campaign may be sent before a physical postal address is on file.
+    pub fn can_send_campaigns(&self) -> bool {
+        !self.postal_address.trim().is_empty()
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Member {
+    pub user_id: UserId,
+    pub email: String,
+    pub name: String,
+    pub role: Role,
+    pub joined_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug)]
+pub struct SettingsUpdate {
+    pub name: String,
+    pub postal_address: String,
+    pub default_from_name: String,
+    pub default_from_email: String,
+}
+
+fn check_name(name: &str) -> Result<String> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 80 {
+        return Err(Error::Invalid("The workspace name needs 1–80 characters.".into()));
+    }
+    Ok(name.to_string())
+}
+
+/// Creates a workspace with `owner` as its owner.
+#[tracing::instrument(skip(db))]
+pub async fn create(db: &Db, owner: UserId, name: &str, slug: Option<&str>) -> Result<WorkspaceSummary> {
+    let name = check_name(name)?;
+    let slug = match slug.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(s) => Slug::parse(s)?,
+        None => Slug::from_name(&name)?,
+    };
+    let id = TenantId::new();
+    let mut tx = db.tenant_user_tx(id, owner).await?;
+    let res = sqlx::query("INSERT INTO tenants (id, name, slug) VALUES ($1, $2, $3)")
+        .bind(id)
+        .bind(&name)
+        .bind(slug.as_str())
+        .execute(&mut *tx)
+        .await;
+    if let Err(e) = res {
+        return Err(if is_unique_violation(&e, "tenants_slug_key") {
+            Error::Conflict(format!("The slug “{slug}” is taken. Choose another."))
+        } else {
+            e.into()
+        });
+    }
+    sqlx::query("INSERT INTO memberships (tenant_id, user_id, role) VALUES ($1, $2, 'owner')")
+        .bind(id)
+        .bind(owner)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(WorkspaceSummary { id, name, slug: slug.to_string(), role: Role::Owner })
+}
+
+/// The workspaces `user` belongs to, by name.
+pub async fn list_for_user(db: &Db, user: UserId) -> Result<Vec<WorkspaceSummary>> {
+    let mut tx = db.user_tx(user).await?;
+    let rows: Vec<(TenantId, String, String, String)> = sqlx::query_as(
+        "SELECT t.id, t.name, t.slug, m.role FROM memberships m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.user_id = $1 ORDER BY lower(t.name), t.slug",
+    )
+    .bind(user)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    rows.into_iter()
+        .map(|(id, name, slug, role)| Ok(WorkspaceSummary { id, name, slug, role: Role::parse(&role)? }))
+        .collect()
+}
+
+/// `user`'s role in `tenant`, or `None` when not a member.
+pub async fn role_of(db: &Db, tenant: TenantId, user: UserId) -> Result<Option<Role>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let role: Option<String> = sqlx::query_scalar("SELECT role FROM memberships WHERE tenant_id = $1 AND user_id = $2")
+        .bind(tenant)
+        .bind(user)
+        .fetch_optional(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    role.map(|r| Role::parse(&r)).transpose()
+}
+
+pub async fn get(db: &Db, tenant: TenantId) -> Result<Workspace> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let ws = sqlx::query_as(
+        "SELECT id, name, slug, postal_address, default_from_name, default_from_email FROM tenants WHERE id = $1",
+    )
+    .bind(tenant)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(Error::NotFound)?;
+    tx.commit().await?;
+    Ok(ws)
+}
+
+pub async fn id_for_slug(db: &Db, slug: &str) -> Result<TenantId> {
+    let id: Option<TenantId> = sqlx::query_scalar("SELECT tenant_id_for_slug($1)")
+        .bind(slug)
+        .fetch_one(db.pool())
+        .await?;
+    id.ok_or(Error::NotFound)
+}
+
+#[tracing::instrument(skip(db, update))]
+pub async fn update_settings(db: &Db, tenant: TenantId, update: SettingsUpdate) -> Result<Workspace> {
+    let name = check_name(&update.name)?;
+    let postal_address = update.postal_address.trim().to_string();
+    if postal_address.chars().count() > 500 {
+        return Err(Error::Invalid("The postal address can have at most 500 characters.".into()));
+    }
+    let from_name = update.default_from_name.trim().to_string();
+    if from_name.chars().any(char::is_control) || from_name.chars().count() > 100 {
+        return Err(Error::Invalid("The sender name must be one line of at most 100 characters.".into()));
+    }
+    let from_email = match update.default_from_email.trim() {
+        "" => String::new(),
+        s => Email::parse(s)?.to_string(),
+    };
+    let mut tx = db.tenant_tx(tenant).await?;
+    let ws = sqlx::query_as(
+        "UPDATE tenants SET name = $2, postal_address = $3, default_from_name = $4, default_from_email = $5,
+                updated_at = now()
+         WHERE id = $1
+         RETURNING id, name, slug, postal_address, default_from_name, default_from_email",
+    )
+    .bind(tenant)
+    .bind(name)
+    .bind(postal_address)
+    .bind(from_name)
+    .bind(from_email)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(Error::NotFound)?;
+    tx.commit().await?;
+    Ok(ws)
+}
+
+pub async fn members(db: &Db, tenant: TenantId) -> Result<Vec<Member>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows: Vec<(UserId, String, String, String, DateTime<Utc>)> = sqlx::query_as(
+        "SELECT u.id, u.email, u.name, m.role, m.created_at FROM memberships m JOIN users u ON u.id = m.user_id
+         WHERE m.tenant_id = $1 ORDER BY m.created_at, lower(u.email)",
+    )
+    .bind(tenant)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    rows.into_iter()
+        .map(|(user_id, email, name, role, joined_at)| {
+            Ok(Member { user_id, email, name, role: Role::parse(&role)?, joined_at })
+        })
+        .collect()
+}
+
+/// Changes a member's role. Only owners grant or take away ownership, and the last owner stays.
+#[tracing::instrument(skip(db))]
+pub async fn set_role(db: &Db, tenant: TenantId, actor: Role, user: UserId, role: Role) -> Result<()> {
+    actor.require(Role::Admin)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let current: Option<String> =
+        sqlx::query_scalar("SELECT role FROM memberships WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE")
+            .bind(tenant)
+            .bind(user)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let current = Role::parse(&current.ok_or(Error::NotFound)?)?;
+    if (current == Role::Owner || role == Role::Owner) && actor != Role::Owner {
+        return Err(Error::Forbidden);
+    }
+    if current == Role::Owner && role != Role::Owner {
+        ensure_another_owner(&mut tx, tenant).await?;
+    }
+    sqlx::query("UPDATE memberships SET role = $3 WHERE tenant_id = $1 AND user_id = $2")
+        .bind(tenant)
+        .bind(user)
+        .bind(role.as_str())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Removes a member. Admins may remove non-owners; owners anyone but the last owner.
+#[tracing::instrument(skip(db))]
+pub async fn remove_member(db: &Db, tenant: TenantId, actor: Role, user: UserId) -> Result<()> {
+    actor.require(Role::Admin)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let current: Option<String> =
+        sqlx::query_scalar("SELECT role FROM memberships WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE")
+            .bind(tenant)
+            .bind(user)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let current = Role::parse(&current.ok_or(Error::NotFound)?)?;
+    if current == Role::Owner {
+        if actor != Role::Owner {
+            return Err(Error::Forbidden);
+        }
+        ensure_another_owner(&mut tx, tenant).await?;
+    }
+    sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND user_id = $2")
+        .bind(tenant)
+        .bind(user)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn ensure_another_owner(tx: &mut crate::db::Tx, tenant: TenantId) -> Result<()> {
+    // Lock every owner row so two concurrent demotions cannot both see "another owner".
+    let owners: Vec<UserId> =
+        sqlx::query_scalar("SELECT user_id FROM memberships WHERE tenant_id = $1 AND role = 'owner' FOR UPDATE")
+            .bind(tenant)
+            .fetch_all(&mut **tx)
+            .await?;
+    if owners.len() < 2 {
+        return Err(Error::Invalid("A workspace needs at least one owner. Make someone else owner first.".into()));
+    }
+    Ok(())
+}
