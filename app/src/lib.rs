@@ -1,0 +1,68 @@
+//! Herald's web UI: Leptos pages (server-rendered, then hydrated) and the server functions they
+//! call. Server functions are thin: check the session and role, call one engine use case, map
+//! its error. Everything under `ssr` is compiled into the server only.
+
+#![recursion_limit = "256"]
+
+pub mod auth;
+pub mod components;
+pub mod error;
+pub mod pages;
+#[cfg(feature = "ssr")]
+pub mod ssr;
+
+use leptos::prelude::*;
+use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_router::components::{ParentRoute, Route, Router, Routes};
+use leptos_router::path;
+
+use components::shell::AppShell;
+use pages::{
+    api_keys::ApiKeysPage, audience::AudiencePage, campaigns::CampaignsPage, dashboard::DashboardPage,
+    invite::InvitePage, login::LoginPage, members::MembersPage, new_workspace::NewWorkspacePage,
+    not_found::NotFoundPage, settings::SettingsPage, signup::SignupPage,
+};
+
+/// The HTML document around the app, rendered on the server.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <AutoReload options=options.clone()/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body class="bg-slate-50 text-slate-800 antialiased">
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/herald.css"/>
+        <Title text="Herald"/>
+        <Router>
+            <Routes fallback=NotFoundPage>
+                <Route path=path!("/login") view=LoginPage/>
+                <Route path=path!("/signup") view=SignupPage/>
+                <Route path=path!("/workspaces/new") view=NewWorkspacePage/>
+                <Route path=path!("/invite/:token") view=InvitePage/>
+                <ParentRoute path=path!("") view=AppShell>
+                    <Route path=path!("") view=DashboardPage/>
+                    <Route path=path!("/audience") view=AudiencePage/>
+                    <Route path=path!("/campaigns") view=CampaignsPage/>
+                    <Route path=path!("/settings") view=SettingsPage/>
+                    <Route path=path!("/settings/members") view=MembersPage/>
+                    <Route path=path!("/settings/api-keys") view=ApiKeysPage/>
+                </ParentRoute>
+            </Routes>
+        </Router>
+    }
+}

@@ -202,3 +202,52 @@ pub async fn accept(db: &Db, signer: &Signer, token: &str, user: UserId, user_em
     tx.commit().await?;
     Ok(claim.t)
 }
+
+/// Creates an invite and queues its email (through the job queue and the mailer).
+#[allow(clippy::too_many_arguments)]
+pub async fn invite_and_mail(
+    db: &Db,
+    signer: &Signer,
+    jobs: &crate::jobs::Jobs,
+    base_url: &str,
+    tenant: TenantId,
+    actor: UserId,
+    actor_role: Role,
+    email: &Email,
+    role: Role,
+) -> Result<PendingInvite> {
+    let new = create(db, signer, tenant, actor, actor_role, email, role).await?;
+    let ws = crate::workspaces::get(db, tenant).await?;
+    let inviter = crate::users::get_user(db, actor).await?;
+    let inviter = if inviter.name.is_empty() { inviter.email } else { inviter.name };
+    let link = format!("{}/invite/{}", base_url.trim_end_matches('/'), new.token);
+    jobs.enqueue_system_mail(invite_mail(email, &ws.name, &inviter, role, &link)).await?;
+    Ok(new.invite)
+}
+
+fn invite_mail(to: &Email, workspace: &str, inviter: &str, role: Role, link: &str) -> crate::mail::OutgoingMail {
+    use crate::mail::escape_html as e;
+    // Workspace and inviter names are user input: keep them out of the subject's structure and
+    // escape them in HTML.
+    let subject = format!("{} invited you to {} on Herald", one_line(inviter), one_line(workspace));
+    let text = format!(
+        "{inviter} invited you to join the workspace “{workspace}” on Herald as {role}.\n\n\
+         Accept the invite: {link}\n\nThe link works once and expires in {VALID_FOR_DAYS} days. \
+         If you did not expect this, ignore this email."
+    );
+    let html = format!(
+        "<div style=\"font-family:sans-serif;max-width:520px\">\
+         <p>{} invited you to join the workspace <strong>{}</strong> on Herald as <strong>{role}</strong>.</p>\
+         <p><a href=\"{}\" style=\"display:inline-block;background:#4f46e5;color:#fff;padding:10px 18px;border-radius:6px;text-decoration:none\">Accept the invite</a></p>\
+         <p style=\"color:#64748b;font-size:13px\">Or open this link: {}<br>It works once and expires in {VALID_FOR_DAYS} days. If you did not expect this, ignore this email.</p></div>",
+        e(inviter),
+        e(workspace),
+        e(link),
+        e(link)
+    );
+    crate::mail::OutgoingMail { to: to.to_string(), subject, html, text }
+}
+
+fn one_line(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+}

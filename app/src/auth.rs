@@ -1,0 +1,151 @@
+//! Sign-up, login, logout, and the session summary every page's shell reads.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::AppError;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceItem {
+    pub id: String,
+    pub name: String,
+    pub slug: String,
+    pub role: String,
+}
+
+impl WorkspaceItem {
+    pub fn can_administer(&self) -> bool {
+        matches!(self.role.as_str(), "owner" | "admin")
+    }
+    pub fn can_author(&self) -> bool {
+        matches!(self.role.as_str(), "owner" | "admin" | "author")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub email: String,
+    pub name: String,
+    pub workspaces: Vec<WorkspaceItem>,
+    pub current: Option<WorkspaceItem>,
+    pub dev_mode: bool,
+}
+
+/// Only same-site relative paths are followed after login (no open redirect).
+pub fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
+        _ => "/".to_string(),
+    }
+}
+
+#[server(prefix = "/rpc", endpoint = "session")]
+pub async fn get_session_info() -> Result<Option<SessionInfo>, AppError> {
+    use crate::ssr::*;
+    use herald_engine::{users, workspaces};
+    let state = state()?;
+    let session = session().await?;
+    let Some(user_id) = session_user(&session).await? else { return Ok(None) };
+    let user = match users::get_user(&state.db, user_id).await {
+        Ok(u) => u,
+        Err(herald_engine::Error::NotFound) => {
+            log_out(&session).await?;
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let list = workspaces::list_for_user(&state.db, user_id).await?;
+    let items: Vec<WorkspaceItem> = list
+        .iter()
+        .map(|w| WorkspaceItem { id: w.id.to_string(), name: w.name.clone(), slug: w.slug.clone(), role: w.role.to_string() })
+        .collect();
+    let wanted = session
+        .get::<herald_engine::TenantId>(SESSION_TENANT)
+        .await
+        .ok()
+        .flatten()
+        .map(|t| t.to_string());
+    let current = items.iter().find(|w| Some(&w.id) == wanted.as_ref()).or(items.first()).cloned();
+    if let Some(c) = &current {
+        if wanted.as_ref() != Some(&c.id) {
+            if let Some(w) = list.iter().find(|w| w.id.to_string() == c.id) {
+                set_session_tenant(&session, w.id).await?;
+            }
+        }
+    }
+    Ok(Some(SessionInfo { email: user.email, name: user.name, workspaces: items, current, dev_mode: state.dev_mode }))
+}
+
+#[server(prefix = "/rpc", endpoint = "signup")]
+pub async fn signup(email: String, name: String, password: String, next: Option<String>) -> Result<(), AppError> {
+    use crate::ssr::*;
+    use herald_engine::{Email, users};
+    let state = state()?;
+    if !state.auth_ip_limiter.check(&format!("signup:{}", client_ip().await)) {
+        return Err(AppError::RateLimited.respond());
+    }
+    let email = Email::parse(&email)?;
+    let user = users::create_user(&state.db, &email, &name, &password).await?;
+    let session = session().await?;
+    log_in(&session, user).await?;
+    leptos_axum::redirect(&safe_next(next.as_deref()));
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "login")]
+pub async fn login(email: String, password: String, next: Option<String>) -> Result<(), AppError> {
+    use crate::ssr::*;
+    use herald_engine::users;
+    let state = state()?;
+    let ip_ok = state.auth_ip_limiter.check(&format!("login:{}", client_ip().await));
+    let account_ok = state.auth_account_limiter.check(&email.trim().to_lowercase());
+    if !ip_ok || !account_ok {
+        return Err(AppError::RateLimited.respond());
+    }
+    match users::authenticate(&state.db, &email, &password).await {
+        Ok(user) => {
+            let session = session().await?;
+            log_in(&session, user).await?;
+            leptos_axum::redirect(&safe_next(next.as_deref()));
+            Ok(())
+        }
+        // One message for unknown email and wrong password.
+        Err(herald_engine::Error::Unauthenticated) => {
+            Err(AppError::Invalid("That email and password do not match an account.".into()).respond())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[server(prefix = "/rpc", endpoint = "logout")]
+pub async fn logout() -> Result<(), AppError> {
+    use crate::ssr::*;
+    let session = session().await?;
+    log_out(&session).await?;
+    leptos_axum::redirect("/login");
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "switch_workspace")]
+pub async fn switch_workspace(workspace_id: String) -> Result<(), AppError> {
+    use crate::ssr::*;
+    let (state, session, user) = require_user().await?;
+    let tenant: herald_engine::TenantId = workspace_id.parse()?;
+    if herald_engine::workspaces::role_of(&state.db, tenant, user).await?.is_none() {
+        return Err(AppError::NotFound.respond());
+    }
+    set_session_tenant(&session, tenant).await?;
+    leptos_axum::redirect("/");
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "create_workspace")]
+pub async fn create_workspace(name: String, slug: String) -> Result<(), AppError> {
+    use crate::ssr::*;
+    let (state, session, user) = require_user().await?;
+    let slug = Some(slug.as_str()).filter(|s| !s.trim().is_empty());
+    let ws = herald_engine::workspaces::create(&state.db, user, &name, slug).await?;
+    set_session_tenant(&session, ws.id).await?;
+    leptos_axum::redirect("/");
+    Ok(())
+}

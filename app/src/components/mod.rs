@@ -1,0 +1,2 @@
+pub mod shell;
+pub mod ui;

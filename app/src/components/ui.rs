@@ -1,0 +1,75 @@
+//! Small presentational pieces shared by the pages.
+
+use leptos::prelude::*;
+
+use crate::error::AppError;
+
+/// The heading row of a page.
+#[component]
+pub fn PageHeader(#[prop(into)] title: String, #[prop(into, optional)] subtitle: String) -> impl IntoView {
+    view! {
+        <div class="mb-6">
+            <h1 class="text-2xl font-semibold text-slate-900">{title}</h1>
+            {(!subtitle.is_empty()).then(|| view! { <p class="mt-1 text-sm text-slate-500">{subtitle}</p> })}
+        </div>
+    }
+}
+
+/// A white card around a section of a page.
+#[component]
+pub fn Card(children: Children, #[prop(into, optional)] title: String) -> impl IntoView {
+    view! {
+        <section class="mb-6 rounded-xl border border-slate-200 bg-white p-6 shadow-sm">
+            {(!title.is_empty()).then(|| view! { <h2 class="mb-4 text-lg font-medium text-slate-900">{title}</h2> })}
+            {children()}
+        </section>
+    }
+}
+
+/// What a page shows when there is nothing yet, with the next step to take.
+#[component]
+pub fn EmptyState(
+    #[prop(into)] title: String,
+    #[prop(into)] body: String,
+    #[prop(into, optional)] action_href: String,
+    #[prop(into, optional)] action_label: String,
+) -> impl IntoView {
+    view! {
+        <div class="rounded-xl border-2 border-dashed border-slate-200 bg-white px-6 py-12 text-center">
+            <h2 class="text-lg font-medium text-slate-900">{title}</h2>
+            <p class="mx-auto mt-2 max-w-md text-sm text-slate-500">{body}</p>
+            {(!action_href.is_empty()).then(|| view! {
+                <a href=action_href class="btn-primary mt-6 inline-block">{action_label}</a>
+            })}
+        </div>
+    }
+}
+
+/// The outcome of a server action: its error in red, or nothing.
+#[component]
+pub fn ActionError<T, S>(value: S) -> impl IntoView
+where
+    T: Clone + Send + Sync + 'static,
+    S: Get<Value = Option<Result<T, AppError>>> + Send + Sync + 'static,
+{
+    move || {
+        value.get().and_then(|r| r.err()).map(|e| {
+            view! {
+                <p role="alert" class="mt-3 rounded-md bg-red-50 px-3 py-2 text-sm text-red-700">{e.to_string()}</p>
+            }
+        })
+    }
+}
+
+/// An error from loading a page's data.
+#[component]
+pub fn LoadError(error: AppError) -> impl IntoView {
+    view! {
+        <p role="alert" class="rounded-md bg-red-50 px-3 py-2 text-sm text-red-700">{error.to_string()}</p>
+    }
+}
+
+/// "2026-11-22 14:03" in UTC, from an RFC 3339 string.
+pub fn short_time(rfc3339: &str) -> String {
+    rfc3339.get(0..16).map(|s| s.replace('T', " ")).unwrap_or_else(|| rfc3339.to_string())
+}

@@ -1,0 +1,94 @@
+//! The one error type every server function returns. It carries only text that is safe to show:
+//! internal failures (database, I/O) are logged on the server and arrive as `Internal`.
+
+use leptos::server_fn::codec::JsonEncoding;
+use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("Please log in.")]
+    Unauthenticated,
+    #[error("You do not have permission to do that.")]
+    Forbidden,
+    #[error("Not found.")]
+    NotFound,
+    #[error("Too many attempts. Wait a minute and try again.")]
+    RateLimited,
+    #[error("Something went wrong on our side. Please try again.")]
+    Internal,
+    #[error("Could not reach Herald. Check your connection and try again.")]
+    Network,
+}
+
+impl FromServerFnError for AppError {
+    type Encoder = JsonEncoding;
+
+    fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
+        match value {
+            ServerFnErrorErr::Request(_) | ServerFnErrorErr::Response(_) => AppError::Network,
+            ServerFnErrorErr::Args(_) | ServerFnErrorErr::MissingArg(_) => {
+                AppError::Invalid("Some fields are missing or malformed.".into())
+            }
+            other => {
+                #[cfg(feature = "ssr")]
+                tracing::error!(error = %other, "server function plumbing failed");
+                let _ = other;
+                AppError::Internal
+            }
+        }
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl AppError {
+    pub fn status(&self) -> http::StatusCode {
+        use http::StatusCode;
+        match self {
+            AppError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::Conflict(_) => StatusCode::CONFLICT,
+            AppError::Unauthenticated => StatusCode::UNAUTHORIZED,
+            AppError::Forbidden => StatusCode::FORBIDDEN,
+            AppError::NotFound => StatusCode::NOT_FOUND,
+            AppError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            AppError::Internal | AppError::Network => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl From<herald_engine::Error> for AppError {
+    fn from(e: herald_engine::Error) -> Self {
+        use herald_engine::Error as E;
+        let app = match e {
+            E::Invalid(m) => AppError::Invalid(m),
+            E::Conflict(m) => AppError::Conflict(m),
+            E::Unauthenticated => AppError::Unauthenticated,
+            E::Forbidden => AppError::Forbidden,
+            E::NotFound => AppError::NotFound,
+            E::RateLimited => AppError::RateLimited,
+            E::Unexpected(e) => {
+                // The whole cause chain goes to the log; the browser gets an opaque message.
+                tracing::error!(error = ?e, "unexpected error in a server function");
+                AppError::Internal
+            }
+        };
+        app.respond()
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl AppError {
+    /// Gives the HTTP response a matching status (server functions default to 500), so API-like
+    /// callers and tests see 401/403/404/422 rather than a generic failure.
+    pub fn respond(self) -> Self {
+        if let Some(res) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
+            res.set_status(self.status());
+        }
+        self
+    }
+}

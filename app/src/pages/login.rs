@@ -1,0 +1,52 @@
+//! `/login`
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+
+use crate::auth::Login;
+use crate::components::ui::ActionError;
+
+/// The frame of the logged-out pages: a centred card under the product name.
+#[component]
+pub fn AuthCard(#[prop(into)] title: String, children: Children) -> impl IntoView {
+    view! {
+        <div class="flex min-h-screen items-center justify-center bg-slate-50 px-4">
+            <div class="w-full max-w-sm">
+                <div class="mb-6 text-center text-2xl font-bold tracking-tight text-indigo-600">"Herald"</div>
+                <div class="rounded-xl border border-slate-200 bg-white p-8 shadow-sm">
+                    <h1 class="mb-6 text-xl font-semibold text-slate-900">{title}</h1>
+                    {children()}
+                </div>
+            </div>
+        </div>
+    }
+}
+
+#[component]
+pub fn LoginPage() -> impl IntoView {
+    let action = ServerAction::<Login>::new();
+    let next = move || use_query_map().with(|q| q.get("next")).unwrap_or_default();
+    let signup_href = move || format!("/signup?next={}", next());
+    view! {
+        <AuthCard title="Log in">
+            <ActionForm action=action attr:class="space-y-4">
+                <input type="hidden" name="next" value=next/>
+                <div>
+                    <label for="email" class="label">"Email"</label>
+                    <input id="email" name="email" type="email" required autocomplete="username" autofocus class="input"/>
+                </div>
+                <div>
+                    <label for="password" class="label">"Password"</label>
+                    <input id="password" name="password" type="password" required autocomplete="current-password" class="input"/>
+                </div>
+                <button type="submit" class="btn-primary w-full" disabled=move || action.pending().get()>
+                    {move || if action.pending().get() { "Logging in…" } else { "Log in" }}
+                </button>
+                <ActionError value=action.value()/>
+            </ActionForm>
+            <p class="mt-6 text-center text-sm text-slate-500">
+                "New to Herald? " <a href=signup_href class="text-indigo-600 hover:underline">"Create an account"</a>
+            </p>
+        </AuthCard>
+    }
+}

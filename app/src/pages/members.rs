@@ -1,0 +1,232 @@
+//! `/settings/members`: who is in the workspace, their roles, and pending invites.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::components::ui::{ActionError, Card, LoadError, short_time};
+use crate::error::AppError;
+use crate::pages::settings::SettingsTabs;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MemberRow {
+    pub user_id: String,
+    pub email: String,
+    pub name: String,
+    pub role: String,
+    pub joined_at: String,
+    pub is_me: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct InviteRow {
+    pub id: String,
+    pub email: String,
+    pub role: String,
+    pub expires_at: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MembersView {
+    pub members: Vec<MemberRow>,
+    pub invites: Vec<InviteRow>,
+    pub can_manage: bool,
+    pub is_owner: bool,
+}
+
+#[server(prefix = "/rpc", endpoint = "list_members")]
+pub async fn list_members() -> Result<MembersView, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, invites, workspaces};
+    let m = require_role(Role::Viewer).await?;
+    let members = workspaces::members(&m.state.db, m.tenant)
+        .await?
+        .into_iter()
+        .map(|x| MemberRow {
+            is_me: x.user_id == m.user,
+            user_id: x.user_id.to_string(),
+            email: x.email,
+            name: x.name,
+            role: x.role.to_string(),
+            joined_at: x.joined_at.to_rfc3339(),
+        })
+        .collect();
+    // Viewers and authors see the team but not the addresses of people not yet in it.
+    let invites = if m.role.can_administer() {
+        invites::pending(&m.state.db, m.tenant)
+            .await?
+            .into_iter()
+            .map(|i| InviteRow { id: i.id.to_string(), email: i.email, role: i.role.to_string(), expires_at: i.expires_at.to_rfc3339() })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(MembersView { members, invites, can_manage: m.role.can_administer(), is_owner: m.role == Role::Owner })
+}
+
+#[server(prefix = "/rpc", endpoint = "invite_member")]
+pub async fn invite_member(email: String, role: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Email, Role, invites};
+    let m = require_role(Role::Admin).await?;
+    let email = Email::parse(&email)?;
+    let role = Role::parse(&role)?;
+    let s = &m.state;
+    invites::invite_and_mail(&s.db, &s.signer, &s.jobs, &s.base_url, m.tenant, m.user, m.role, &email, role).await?;
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "change_member_role")]
+pub async fn change_member_role(user_id: String, role: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, workspaces};
+    let m = require_role(Role::Admin).await?;
+    workspaces::set_role(&m.state.db, m.tenant, m.role, user_id.parse()?, Role::parse(&role)?).await?;
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "remove_member")]
+pub async fn remove_member(user_id: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, workspaces};
+    let m = require_role(Role::Admin).await?;
+    workspaces::remove_member(&m.state.db, m.tenant, m.role, user_id.parse()?).await?;
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "revoke_invite")]
+pub async fn revoke_invite(invite_id: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, invites};
+    let m = require_role(Role::Admin).await?;
+    let id = uuid::Uuid::parse_str(&invite_id).map_err(|_| AppError::NotFound.respond())?;
+    invites::revoke(&m.state.db, m.tenant, m.role, id).await?;
+    Ok(())
+}
+
+#[component]
+pub fn MembersPage() -> impl IntoView {
+    let invite = ServerAction::<InviteMember>::new();
+    let change = ServerAction::<ChangeMemberRole>::new();
+    let remove = ServerAction::<RemoveMember>::new();
+    let revoke = ServerAction::<RevokeInvite>::new();
+    let data = Resource::new(
+        move || (invite.version().get(), change.version().get(), remove.version().get(), revoke.version().get()),
+        |_| list_members(),
+    );
+    view! {
+        <SettingsTabs active="/settings/members"/>
+        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(v) => view! { <MembersBody v=v invite=invite change=change remove=remove revoke=revoke/> }.into_any(),
+                    Err(e) => view! { <LoadError error=e/> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn MembersBody(
+    v: MembersView,
+    invite: ServerAction<InviteMember>,
+    change: ServerAction<ChangeMemberRole>,
+    remove: ServerAction<RemoveMember>,
+    revoke: ServerAction<RevokeInvite>,
+) -> impl IntoView {
+    let can_manage = v.can_manage;
+    let roles: &'static [&'static str] = if v.is_owner { &["owner", "admin", "author", "viewer"] } else { &["admin", "author", "viewer"] };
+    let sent_to = move || match invite.value().get() {
+        Some(Ok(())) => Some("Invite sent."),
+        _ => None,
+    };
+    view! {
+        {can_manage.then(|| view! {
+            <Card title="Invite a teammate">
+                <ActionForm action=invite attr:class="flex flex-wrap items-end gap-3">
+                    <div class="min-w-64 flex-1">
+                        <label for="invite-email" class="label">"Email"</label>
+                        <input id="invite-email" name="email" type="email" required class="input" placeholder="name@example.com"/>
+                    </div>
+                    <div>
+                        <label for="invite-role" class="label">"Role"</label>
+                        <select id="invite-role" name="role" class="input">
+                            <option value="author" selected>"Author — audience and campaigns"</option>
+                            <option value="admin">"Admin — also members, settings, API keys"</option>
+                            <option value="viewer">"Viewer — read only"</option>
+                        </select>
+                    </div>
+                    <button type="submit" class="btn-primary" disabled=move || invite.pending().get()>"Send invite"</button>
+                </ActionForm>
+                <p class="mt-2 text-sm text-emerald-600" role="status">{sent_to}</p>
+                <ActionError value=invite.value()/>
+            </Card>
+        })}
+        <Card title="Members">
+            <ActionError value=change.value()/>
+            <ActionError value=remove.value()/>
+            <table class="w-full text-left text-sm" data-testid="members-table">
+                <thead class="text-xs uppercase text-slate-400">
+                    <tr><th class="py-2">"Member"</th><th>"Role"</th><th>"Joined"</th><th></th></tr>
+                </thead>
+                <tbody class="divide-y divide-slate-100">
+                    {v.members.into_iter().map(|m| {
+                        let uid = m.user_id.clone();
+                        let uid2 = m.user_id.clone();
+                        let current_role = m.role.clone();
+                        let editable = can_manage && (roles.contains(&m.role.as_str()));
+                        view! {
+                            <tr>
+                                <td class="py-3">
+                                    <div class="font-medium text-slate-800">{m.email.clone()} {m.is_me.then_some(" (you)")}</div>
+                                    <div class="text-xs text-slate-500">{m.name.clone()}</div>
+                                </td>
+                                <td>
+                                    {if editable {
+                                        view! {
+                                            <ActionForm action=change attr:class="flex items-center gap-2">
+                                                <input type="hidden" name="user_id" value=uid/>
+                                                <select name="role" class="rounded-md border-slate-300 text-sm" aria-label=format!("Role of {}", m.email)>
+                                                    {roles.iter().map(|r| view! { <option value=*r selected=*r == current_role>{*r}</option> }).collect_view()}
+                                                </select>
+                                                <button type="submit" class="text-xs text-indigo-600 hover:underline">"Change"</button>
+                                            </ActionForm>
+                                        }.into_any()
+                                    } else {
+                                        view! { <span class="badge">{m.role.clone()}</span> }.into_any()
+                                    }}
+                                </td>
+                                <td class="text-slate-500">{short_time(&m.joined_at)}</td>
+                                <td class="text-right">
+                                    {(editable && !m.is_me).then(|| view! {
+                                        <ActionForm action=remove>
+                                            <input type="hidden" name="user_id" value=uid2/>
+                                            <button type="submit" class="text-xs text-red-600 hover:underline">"Remove"</button>
+                                        </ActionForm>
+                                    })}
+                                </td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </Card>
+        {(can_manage && !v.invites.is_empty()).then(|| view! {
+            <Card title="Pending invites">
+                <ActionError value=revoke.value()/>
+                <ul class="divide-y divide-slate-100 text-sm" data-testid="pending-invites">
+                    {v.invites.into_iter().map(|i| view! {
+                        <li class="flex items-center justify-between py-2">
+                            <span>{i.email} " · " <span class="badge">{i.role}</span>
+                                <span class="ml-2 text-xs text-slate-400">"expires " {short_time(&i.expires_at)}</span></span>
+                            <ActionForm action=revoke>
+                                <input type="hidden" name="invite_id" value=i.id/>
+                                <button type="submit" class="text-xs text-red-600 hover:underline">"Withdraw"</button>
+                            </ActionForm>
+                        </li>
+                    }).collect_view()}
+                </ul>
+            </Card>
+        })}
+    }
+}

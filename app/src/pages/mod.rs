@@ -1,0 +1,11 @@
+pub mod api_keys;
+pub mod audience;
+pub mod campaigns;
+pub mod dashboard;
+pub mod invite;
+pub mod login;
+pub mod members;
+pub mod new_workspace;
+pub mod not_found;
+pub mod settings;
+pub mod signup;

@@ -1,0 +1,112 @@
+//! Server-only plumbing shared by the server functions: the application state they get from
+//! context, and the session and role checks every one of them starts with.
+
+use std::sync::Arc;
+
+use herald_engine::jobs::Jobs;
+use herald_engine::rate_limit::RateLimiter;
+use herald_engine::tokens::Signer;
+use herald_engine::{Db, Role, TenantId, UserId};
+use leptos::prelude::*;
+use tower_sessions::Session;
+
+use crate::error::AppError;
+
+pub const SESSION_USER: &str = "user_id";
+pub const SESSION_TENANT: &str = "tenant_id";
+
+/// Everything a server function may need, provided once by the server as Leptos context.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub db: Db,
+    pub signer: Signer,
+    pub jobs: Jobs,
+    /// Public base URL, e.g. `https://herald.example.com` (no trailing slash).
+    pub base_url: String,
+    pub dev_mode: bool,
+    /// Login and sign-up attempts per client IP.
+    pub auth_ip_limiter: Arc<RateLimiter>,
+    /// Login attempts per account (lowercased email).
+    pub auth_account_limiter: Arc<RateLimiter>,
+}
+
+pub fn state() -> Result<AppState, AppError> {
+    use_context::<AppState>().ok_or_else(|| {
+        tracing::error!("AppState missing from context");
+        AppError::Internal
+    })
+}
+
+pub async fn session() -> Result<Session, AppError> {
+    leptos_axum::extract::<Session>().await.map_err(|e| {
+        tracing::error!(error = ?e, "session layer missing");
+        AppError::Internal
+    })
+}
+
+/// The client address as seen by the socket (not X-Forwarded-For, which anyone can send).
+pub async fn client_ip() -> String {
+    use axum::extract::ConnectInfo;
+    use std::net::SocketAddr;
+    match leptos_axum::extract::<ConnectInfo<SocketAddr>>().await {
+        Ok(ConnectInfo(addr)) => addr.ip().to_string(),
+        Err(_) => "unknown".into(),
+    }
+}
+
+fn session_err(e: tower_sessions::session::Error) -> AppError {
+    tracing::error!(error = ?e, "session store failed");
+    AppError::Internal
+}
+
+pub async fn session_user(session: &Session) -> Result<Option<UserId>, AppError> {
+    session.get::<UserId>(SESSION_USER).await.map_err(session_err)
+}
+
+pub async fn set_session_tenant(session: &Session, tenant: TenantId) -> Result<(), AppError> {
+    session.insert(SESSION_TENANT, tenant).await.map_err(session_err)
+}
+
+/// Starts a logged-in session for `user`, with a new session id (no fixation).
+pub async fn log_in(session: &Session, user: UserId) -> Result<(), AppError> {
+    session.cycle_id().await.map_err(session_err)?;
+    session.insert(SESSION_USER, user).await.map_err(session_err)?;
+    Ok(())
+}
+
+pub async fn log_out(session: &Session) -> Result<(), AppError> {
+    session.flush().await.map_err(session_err)
+}
+
+/// The logged-in user, or `Unauthenticated`.
+pub async fn require_user() -> Result<(AppState, Session, UserId), AppError> {
+    let state = state()?;
+    let session = session().await?;
+    let user = session_user(&session).await?.ok_or_else(|| AppError::Unauthenticated.respond())?;
+    Ok((state, session, user))
+}
+
+/// The caller of a workspace-scoped server function.
+#[derive(Clone, Debug)]
+pub struct Member {
+    pub state: AppState,
+    pub user: UserId,
+    pub tenant: TenantId,
+    pub role: Role,
+}
+
+/// Checks the session, the current workspace and that the user's role there is at least `min`.
+/// The role is read from the database on every call, so a removed member loses access at once.
+pub async fn require_role(min: Role) -> Result<Member, AppError> {
+    let (state, session, user) = require_user().await?;
+    let tenant = session
+        .get::<TenantId>(SESSION_TENANT)
+        .await
+        .map_err(session_err)?
+        .ok_or_else(|| AppError::NotFound.respond())?;
+    let role = herald_engine::workspaces::role_of(&state.db, tenant, user)
+        .await?
+        .ok_or_else(|| AppError::Forbidden.respond())?;
+    role.require(min)?;
+    Ok(Member { state, user, tenant, role })
+}
