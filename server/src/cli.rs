@@ -1,0 +1,178 @@
+//! The `herald` command line: serve, worker, migrate and operator commands.
+
+use clap::{Parser, Subcommand};
+use std::io::Read;
+use std::process::ExitCode;
+
+use crate::config::Config;
+use crate::startup::{Application, core, run_background};
+
+#[derive(Parser, Debug)]
+#[command(name = "herald", version, about = "Herald: newsletters that reach every reader exactly once.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve the web app and run background workers (the default). In development, migrates first.
+    Serve,
+    /// Run background workers only. Several may run at once, on several machines, against one database.
+    Worker,
+    /// Apply database migrations as the DATABASE_URL role (creates the runtime role if needed).
+    Migrate,
+    /// Operator commands for scripts and first set-up.
+    #[command(subcommand)]
+    Admin(Admin),
+}
+
+#[derive(Subcommand, Debug)]
+enum Admin {
+    /// Create an account; the password is read from standard input.
+    CreateUser {
+        #[arg(long)]
+        email: String,
+        #[arg(long, default_value = "")]
+        name: String,
+        /// Read the password from standard input (required: passwords never go on the command line).
+        #[arg(long, required = true)]
+        password_stdin: bool,
+    },
+    /// Create a workspace owned by an existing account.
+    CreateWorkspace {
+        /// The owner's email.
+        #[arg(long)]
+        owner: String,
+        #[arg(long)]
+        name: String,
+        /// Defaults to one derived from the name.
+        #[arg(long)]
+        slug: Option<String>,
+    },
+    /// Create an API key for a workspace and print it (it is shown only once).
+    CreateApiKey {
+        /// The workspace's slug.
+        #[arg(long)]
+        workspace: String,
+        #[arg(long, default_value = "Created from the command line")]
+        name: String,
+    },
+}
+
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("herald: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("herald: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli.command.unwrap_or(Command::Serve), config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One clear line; the cause chain is in the log at debug level.
+            tracing::debug!(error = ?e, "exiting with an error");
+            eprintln!("herald: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,apalis=warn,apalis_postgres=warn,tower_http=info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+}
+
+async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
+    match command {
+        Command::Migrate => {
+            herald_engine::migrate::run(&config.database_url).await?;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Serve => {
+            if config.is_dev() {
+                herald_engine::migrate::run(&config.database_url).await?;
+            }
+            let app = Application::build(&config).await?;
+            tracing::info!(url = %config.base_url, "Herald is listening on http://{}", app.addr);
+            if let Some((_, smtp)) = &app.sink {
+                tracing::info!("dev mail catcher: smtp://{smtp}, inbox at {}/dev/inbox", config.base_url);
+            }
+            app.run(shutdown_signal()).await
+        }
+        Command::Worker => {
+            let core = core(&config).await?;
+            tracing::info!("worker started");
+            run_background(core.db, core.mailer, shutdown_signal()).await
+        }
+        Command::Admin(admin) => run_admin(admin, &config).await,
+    }
+}
+
+async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
+    use herald_engine::{Db, Email, Role, api_keys, users, workspaces};
+    let db = Db::connect(&config.app_database_url, 2).await?;
+    let clear = |e: herald_engine::Error| anyhow::anyhow!("{e}");
+    match admin {
+        Admin::CreateUser { email, name, password_stdin: _ } => {
+            let mut password = String::new();
+            std::io::stdin().read_to_string(&mut password)?;
+            let password = password.trim_end_matches(['\r', '\n']);
+            let email = Email::parse(&email).map_err(clear)?;
+            let id = users::create_user(&db, &email, &name, password).await.map_err(clear)?;
+            println!("created user {email} ({id})");
+        }
+        Admin::CreateWorkspace { owner, name, slug } => {
+            let user = users::find_by_email(&db, &owner).await.map_err(clear)?.ok_or_else(|| anyhow::anyhow!("no account with email {owner}"))?;
+            let ws = workspaces::create(&db, user.id, &name, slug.as_deref()).await.map_err(clear)?;
+            println!("created workspace {} (slug {}, id {})", ws.name, ws.slug, ws.id);
+        }
+        Admin::CreateApiKey { workspace, name } => {
+            let tenant = workspaces::id_for_slug(&db, &workspace)
+                .await
+                .map_err(|_| anyhow::anyhow!("no workspace with slug {workspace}"))?;
+            let (_, key) = api_keys::create(&db, tenant, None, Role::Owner, &name).await.map_err(clear)?;
+            println!("{key}");
+        }
+    }
+    Ok(())
+}
+
+/// Flips to true on Ctrl-C or SIGTERM.
+fn shutdown_signal() -> tokio::sync::watch::Receiver<bool> {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let term = std::future::pending::<()>();
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term => {}
+        }
+        tracing::info!("shutting down");
+        let _ = tx.send(true);
+    });
+    rx
+}

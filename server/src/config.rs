@@ -1,0 +1,170 @@
+//! Settings, from the environment, each with a documented default (see README "Settings").
+//! A bad or missing setting is one clear line, never a panic.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Development,
+    Production,
+}
+
+#[derive(Clone)]
+pub struct Config {
+    pub mode: Mode,
+    /// Owner role: runs migrations.
+    pub database_url: String,
+    /// Runtime role: everything else (RLS applies to it).
+    pub app_database_url: String,
+    pub bind: SocketAddr,
+    /// Public base URL without trailing slash.
+    pub base_url: String,
+    pub secret_key: Vec<u8>,
+    pub smtp_url: String,
+    /// Where the dev mail catcher listens (development only).
+    pub dev_smtp_bind: Option<String>,
+    pub mail_from: String,
+    pub site_root: String,
+    pub data_dir: PathBuf,
+    pub db_max_connections: u32,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("mode", &self.mode)
+            .field("bind", &self.bind)
+            .field("base_url", &self.base_url)
+            .field("smtp_url", &"<redacted>")
+            .field("secret_key", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+impl Config {
+    pub fn is_dev(&self) -> bool {
+        self.mode == Mode::Development
+    }
+
+    pub fn secure_cookies(&self) -> bool {
+        self.base_url.starts_with("https://")
+    }
+
+    pub fn from_env() -> Result<Self, String> {
+        Self::from_lookup(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+    }
+
+    /// Reads settings through `get` (the environment, or a map in tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mode = match get("HERALD_ENV").as_deref() {
+            None | Some("development") | Some("dev") => Mode::Development,
+            Some("production") | Some("prod") => Mode::Production,
+            Some(other) => return Err(format!("HERALD_ENV must be `development` or `production`, not `{other}`")),
+        };
+        let database_url = get("DATABASE_URL").ok_or("DATABASE_URL is not set (e.g. postgres://postgres@127.0.0.1:5432/herald)")?;
+        if !(database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
+            return Err("DATABASE_URL must start with postgres://".into());
+        }
+        let app_database_url = herald_engine::db::runtime_url(&database_url, get("HERALD_APP_DATABASE_URL").as_deref())
+            .map_err(|e| format!("DATABASE_URL: {e}"))?;
+        let bind_raw = get("HERALD_BIND").unwrap_or_else(|| "127.0.0.1:3000".into());
+        let bind: SocketAddr = bind_raw
+            .parse()
+            .map_err(|_| format!("HERALD_BIND must be an address like 127.0.0.1:3000, not `{bind_raw}`"))?;
+        let base_url = get("HERALD_BASE_URL").unwrap_or_else(|| format!("http://{bind}"));
+        let parsed = url::Url::parse(&base_url).map_err(|_| format!("HERALD_BASE_URL is not a URL: `{base_url}`"))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+            return Err(format!("HERALD_BASE_URL must be an http(s) URL, not `{base_url}`"));
+        }
+        let base_url = base_url.trim_end_matches('/').to_string();
+        let data_dir = PathBuf::from(get("HERALD_DATA_DIR").unwrap_or_else(|| ".herald".into()));
+        let secret_key = match (get("HERALD_SECRET_KEY"), mode) {
+            (Some(k), _) if k.len() >= 32 => k.into_bytes(),
+            (Some(_), _) => return Err("HERALD_SECRET_KEY must be at least 32 characters".into()),
+            (None, Mode::Production) => {
+                return Err("HERALD_SECRET_KEY is required in production (at least 32 random characters)".into());
+            }
+            (None, Mode::Development) => dev_secret_key(&data_dir)?,
+        };
+        let dev_smtp_bind = match mode {
+            Mode::Development => Some(get("HERALD_DEV_SMTP_BIND").unwrap_or_else(|| "127.0.0.1:2525".into())),
+            Mode::Production => None,
+        };
+        let smtp_url = match (get("HERALD_SMTP_URL"), &dev_smtp_bind) {
+            (Some(u), _) => u,
+            (None, Some(catcher)) => format!("smtp://{catcher}"),
+            (None, None) => return Err("HERALD_SMTP_URL is required in production (e.g. smtp://user:pass@relay:587?tls=required)".into()),
+        };
+        let mail_from = get("HERALD_MAIL_FROM").unwrap_or_else(|| "Herald <noreply@localhost>".into());
+        let site_root = get("LEPTOS_SITE_ROOT").unwrap_or_else(|| "target/site".into());
+        let db_max_connections = match get("HERALD_DB_MAX_CONNECTIONS") {
+            None => 20,
+            Some(v) => v.parse().ok().filter(|n| *n > 0).ok_or("HERALD_DB_MAX_CONNECTIONS must be a positive number")?,
+        };
+        Ok(Self {
+            mode,
+            database_url,
+            app_database_url,
+            bind,
+            base_url,
+            secret_key,
+            smtp_url,
+            dev_smtp_bind,
+            mail_from,
+            site_root,
+            data_dir,
+            db_max_connections,
+        })
+    }
+}
+
+/// The development key: generated once and kept in the data dir so sessions and links survive
+/// restarts.
+fn dev_secret_key(dir: &std::path::Path) -> Result<Vec<u8>, String> {
+    let path = dir.join("secret_key");
+    if let Ok(k) = std::fs::read_to_string(&path) {
+        if k.trim().len() >= 32 {
+            return Ok(k.trim().as_bytes().to_vec());
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create HERALD_DATA_DIR {}: {e}", dir.display()))?;
+    let key = hex::encode(rand::random::<[u8; 32]>());
+    std::fs::write(&path, &key).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    }
+    Ok(key.into_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<Config, String> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn missing_and_bad_settings_are_one_clear_line() {
+        assert!(cfg(&[]).err().is_some_and(|e| e.contains("DATABASE_URL")));
+        let prod = [("DATABASE_URL", "postgres://u@h/db"), ("HERALD_ENV", "production")];
+        assert!(cfg(&prod).err().is_some_and(|e| e.contains("HERALD_SECRET_KEY")));
+        let bad_bind = [("DATABASE_URL", "postgres://u@h/db"), ("HERALD_BIND", "nope"), ("HERALD_SECRET_KEY", &"k".repeat(32))];
+        assert!(cfg(&bad_bind).err().is_some_and(|e| e.contains("HERALD_BIND")));
+    }
+
+    #[test]
+    fn defaults_point_at_the_dev_catcher_and_the_runtime_role() -> Result<(), String> {
+        let c = cfg(&[("DATABASE_URL", "postgres://postgres:pw@127.0.0.1:5432/herald"), ("HERALD_SECRET_KEY", &"k".repeat(32))])?;
+        assert_eq!(c.smtp_url, "smtp://127.0.0.1:2525");
+        assert_eq!(c.base_url, "http://127.0.0.1:3000");
+        assert_eq!(c.app_database_url, "postgres://herald_app@127.0.0.1:5432/herald");
+        assert!(!c.secure_cookies());
+        Ok(())
+    }
+}

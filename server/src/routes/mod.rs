@@ -1,0 +1,3 @@
+pub mod api;
+pub mod dev_inbox;
+pub mod health;

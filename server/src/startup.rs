@@ -1,0 +1,207 @@
+//! Builds the application (state, router, background tasks) so that `herald serve` and the
+//! integration tests start exactly the same thing; tests bind port 0.
+
+use axum::Router;
+use axum::extract::FromRef;
+use axum::http::{HeaderName, Request};
+use axum::middleware::from_fn_with_state;
+use axum::routing::get;
+use herald_app::ssr::AppState;
+use herald_app::{App, shell};
+use herald_engine::jobs::Jobs;
+use herald_engine::mail::Mailer;
+use herald_engine::rate_limit::RateLimiter;
+use herald_engine::smtp_sink::MailSink;
+use herald_engine::tokens::Signer;
+use herald_engine::{Db, migrate};
+use leptos::config::LeptosOptions;
+use leptos::prelude::provide_context;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use tower_sessions::cookie::SameSite;
+use tower_sessions::{Expiry, SessionManagerLayer};
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::routes::{api, dev_inbox, health};
+use crate::security::{AllowedOrigin, require_same_origin};
+use crate::sessions::PgSessionStore;
+
+/// Largest request body outside endpoints that set their own limit.
+const BODY_LIMIT: usize = 2 * 1024 * 1024;
+
+/// Axum state: what handlers outside Leptos need.
+#[derive(Clone)]
+pub struct ServerState {
+    pub app: AppState,
+    pub metrics: Arc<Metrics>,
+    pub leptos: LeptosOptions,
+}
+
+impl FromRef<ServerState> for LeptosOptions {
+    fn from_ref(s: &ServerState) -> Self {
+        s.leptos.clone()
+    }
+}
+
+/// The running parts shared by web and worker processes.
+pub struct Core {
+    pub db: Db,
+    pub mailer: Mailer,
+    pub sink: Option<(MailSink, SocketAddr)>,
+}
+
+/// Connects as the runtime role, checks it cannot bypass RLS, starts the dev mail catcher if
+/// configured and builds the mailer.
+pub async fn core(config: &Config) -> anyhow::Result<Core> {
+    let db = Db::connect(&config.app_database_url, config.db_max_connections)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to the database as the runtime role: {e}"))?;
+    migrate::check_runtime_role(&db).await?;
+    let mut smtp_url = config.smtp_url.clone();
+    let sink = match &config.dev_smtp_bind {
+        Some(bind) => {
+            let (sink, addr) = MailSink::start(bind)
+                .await
+                .map_err(|e| anyhow::anyhow!("dev mail catcher cannot listen on {bind}: {e}"))?;
+            // With the default URL pointing at the catcher, follow it to the port it really got.
+            if smtp_url == format!("smtp://{bind}") {
+                smtp_url = format!("smtp://{addr}");
+            }
+            Some((sink, addr))
+        }
+        None => None,
+    };
+    let mailer = Mailer::from_url(&smtp_url, &config.mail_from)?;
+    Ok(Core { db, mailer, sink })
+}
+
+pub struct Application {
+    listener: TcpListener,
+    router: Router,
+    pub addr: SocketAddr,
+    pub state: AppState,
+    pub sink: Option<(MailSink, SocketAddr)>,
+    core_db: Db,
+    mailer: Mailer,
+}
+
+impl Application {
+    pub async fn build(config: &Config) -> anyhow::Result<Self> {
+        let Core { db, mailer, sink } = core(config).await?;
+        let listener = TcpListener::bind(config.bind)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.bind))?;
+        let addr = listener.local_addr()?;
+        let state = AppState {
+            db: db.clone(),
+            signer: Signer::new(&config.secret_key),
+            jobs: Jobs::new(&db),
+            base_url: config.base_url.clone(),
+            dev_mode: config.is_dev(),
+            auth_ip_limiter: Arc::new(RateLimiter::new(30, Duration::from_secs(60))),
+            auth_account_limiter: Arc::new(RateLimiter::new(10, Duration::from_secs(60))),
+        };
+        let router = router(config, state.clone(), addr, sink.as_ref().map(|s| s.0.clone()));
+        Ok(Self { listener, router, addr, state, sink, core_db: db, mailer })
+    }
+
+    /// Serves HTTP and runs the background workers until `shutdown` resolves.
+    pub async fn run(self, shutdown: tokio::sync::watch::Receiver<bool>) -> anyhow::Result<()> {
+        let workers = tokio::spawn(run_background(self.core_db.clone(), self.mailer.clone(), shutdown.clone()));
+        let mut rx = shutdown.clone();
+        axum::serve(self.listener, self.router.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async move {
+                let _ = rx.wait_for(|stop| *stop).await;
+            })
+            .await?;
+        workers.await??;
+        Ok(())
+    }
+}
+
+/// The job workers and housekeeping, until `shutdown` flips to true.
+pub async fn run_background(db: Db, mailer: Mailer, shutdown: tokio::sync::watch::Receiver<bool>) -> anyhow::Result<()> {
+    let store = PgSessionStore::new(db.pool().clone());
+    let mut rx = shutdown.clone();
+    let housekeeping = tokio::spawn(async move {
+        loop {
+            if let Err(e) = store.delete_expired().await {
+                tracing::warn!(error = %e, "expired session cleanup failed");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
+                _ = rx.wait_for(|stop| *stop) => break,
+            }
+        }
+    });
+    let mut rx = shutdown;
+    let result = herald_engine::jobs::run_workers(db, mailer, async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    })
+    .await;
+    housekeeping.abort();
+    result
+}
+
+fn router(config: &Config, state: AppState, addr: SocketAddr, sink: Option<MailSink>) -> Router {
+    let leptos = LeptosOptions::builder()
+        .output_name("herald")
+        .site_root(config.site_root.as_str())
+        .site_pkg_dir("pkg")
+        .site_addr(addr)
+        .build();
+    let server_state = ServerState { app: state.clone(), metrics: Arc::new(Metrics::default()), leptos: leptos.clone() };
+    let routes = generate_route_list(App);
+    let context = {
+        let state = state.clone();
+        move || provide_context(state.clone())
+    };
+
+    let session_layer = SessionManagerLayer::new(PgSessionStore::new(state.db.pool().clone()))
+        .with_name("herald_session")
+        .with_http_only(true)
+        .with_same_site(SameSite::Lax)
+        .with_secure(config.secure_cookies())
+        .with_expiry(Expiry::OnInactivity(tower_sessions::cookie::time::Duration::days(14)));
+
+    let mut router = Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(health::metrics))
+        .merge(api::router())
+        .leptos_routes_with_context(&server_state, routes, context.clone(), {
+            let leptos = leptos.clone();
+            move || shell(leptos.clone())
+        });
+    if let Some(sink) = sink {
+        // The catcher's pages exist only in development mode.
+        router = router.merge(
+            Router::new()
+                .route("/dev/inbox", get(dev_inbox::list))
+                .route("/dev/inbox/messages.json", get(dev_inbox::list_json))
+                .route("/dev/inbox/{id}", get(dev_inbox::show))
+                .with_state(sink),
+        );
+    }
+    let request_id = HeaderName::from_static("x-request-id");
+    router
+        .route_layer(from_fn_with_state(server_state.metrics.clone(), crate::metrics::track))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
+        .layer(session_layer)
+        .layer(from_fn_with_state(AllowedOrigin::from_base_url(&config.base_url), require_same_origin))
+        .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+            let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
+            tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = %id)
+        }))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .with_state(server_state)
+}
