@@ -65,7 +65,11 @@ pub async fn run_workers<F>(db: Db, mailer: Mailer, shutdown: F) -> anyhow::Resu
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
-    let backend = PostgresStorage::<SendSystemMail>::new(db.pool());
+    // LISTEN/NOTIFY wakes the worker the moment a job is inserted; the interval picks up retries
+    // whose run_at has come, and anything a missed notification left behind.
+    let backend = PostgresStorage::<SendSystemMail>::new(db.pool())
+        .with_pubsub()
+        .poll_with_strategy(Strategy::new().interval(std::time::Duration::from_secs(1)));
     let worker = WorkerBuilder::new(unique_worker_name("system-mail"))
         .backend(backend)
         .data(mailer)

@@ -1,0 +1,130 @@
+// Shared steps and fixtures for Herald's browser tests.
+import { test as base, expect, type Browser, type BrowserContext, type Page } from "@playwright/test";
+
+export { expect };
+
+export const PASSWORD = "correct horse battery staple";
+
+/** Unique per run and per call, so tests never collide with earlier runs' accounts. */
+export function uniqueId(): string {
+  return `${Date.now()}-${Math.random().toString(36).slice(2, 7)}`;
+}
+
+export function uniqueEmail(prefix: string): string {
+  return `${prefix}-${uniqueId()}@example.com`;
+}
+
+// Leptos renders every page on the server, then the wasm bundle hydrates it. Until it has,
+// forms still work (they post natively) but nothing reactive does. There is no "hydrated" event,
+// so this probe, injected before any page script, notes when the wasm module is instantiated:
+// the hydration script calls hydrate() in the promise chain right after, and a setTimeout(0)
+// runs only once that chain (and the microtasks hydration queues) has finished.
+const HYDRATION_PROBE = `(() => {
+  const mark = (promise) => {
+    promise.then(() => setTimeout(() => { window.__heraldHydrated = true; }, 0), () => {});
+    return promise;
+  };
+  const streaming = WebAssembly.instantiateStreaming;
+  if (streaming) {
+    WebAssembly.instantiateStreaming = function (...args) { return mark(streaming.apply(this, args)); };
+  }
+  const instantiate = WebAssembly.instantiate;
+  WebAssembly.instantiate = function (...args) { return mark(instantiate.apply(this, args)); };
+})();`;
+
+/**
+ * Adds the hydration probe to a browser context and collects what would mean the front end is
+ * broken: uncaught exceptions and Rust panics (console_error_panic_hook logs "panicked at").
+ */
+export async function instrument(context: BrowserContext, problems: string[]): Promise<void> {
+  await context.addInitScript(HYDRATION_PROBE);
+  const watch = (page: Page) => {
+    page.on("pageerror", (e) => problems.push(`${page.url()}: uncaught ${e.name}: ${e.message}`));
+    page.on("console", (m) => {
+      if (m.type() === "error" && /panicked|hydration/i.test(m.text())) {
+        problems.push(`${page.url()}: console error: ${m.text()}`);
+      }
+    });
+  };
+  context.pages().forEach(watch);
+  context.on("page", watch);
+}
+
+/** A second, independent browser (its own cookies), instrumented like the default one. */
+export async function newInstrumentedContext(
+  browser: Browser,
+  baseURL: string | undefined,
+  problems: string[],
+): Promise<BrowserContext> {
+  const context = await browser.newContext({ baseURL });
+  await instrument(context, problems);
+  return context;
+}
+
+/**
+ * `test` with the default context instrumented; each test fails if the browser reported a panic
+ * or an uncaught exception, even when the assertions passed.
+ */
+export const test = base.extend<{ browserProblems: string[] }>({
+  // eslint-disable-next-line no-empty-pattern
+  browserProblems: async ({}, use) => {
+    await use([]);
+  },
+  context: async ({ context, browserProblems }, use) => {
+    await instrument(context, browserProblems);
+    await use(context);
+  },
+  page: async ({ page, browserProblems }, use) => {
+    await use(page);
+    expect(browserProblems, "errors reported by the browser").toEqual([]);
+  },
+});
+
+export async function waitForHydration(page: Page): Promise<void> {
+  await page.waitForFunction(() => (window as unknown as { __heraldHydrated?: boolean }).__heraldHydrated === true, null, {
+    timeout: 30_000,
+  });
+}
+
+/** Loads a page and waits until the front end has hydrated it. */
+export async function gotoHydrated(page: Page, url: string): Promise<void> {
+  await page.goto(url);
+  await waitForHydration(page);
+}
+
+/** Fills in and submits the sign-up form on the current page (/signup). */
+export async function fillSignup(page: Page, account: { name: string; email: string; password?: string }): Promise<void> {
+  await page.getByLabel("Your name").fill(account.name);
+  await page.getByLabel("Email", { exact: true }).fill(account.email);
+  await page.getByLabel("Password", { exact: true }).fill(account.password ?? PASSWORD);
+  await page.getByRole("button", { name: "Create account" }).click();
+}
+
+/** Fills in and submits the login form on the current page (/login). */
+export async function fillLogin(page: Page, email: string, password: string = PASSWORD): Promise<void> {
+  await page.getByLabel("Email", { exact: true }).fill(email);
+  await page.getByLabel("Password", { exact: true }).fill(password);
+  await page.getByRole("button", { name: "Log in" }).click();
+}
+
+/** From /workspaces/new: creates a workspace and waits for its dashboard. */
+export async function createWorkspace(page: Page, name: string): Promise<void> {
+  await expect(page).toHaveURL(/\/workspaces\/new$/);
+  await page.getByLabel("Workspace name").fill(name);
+  await page.getByRole("button", { name: "Create workspace" }).click();
+  await expect(page).toHaveURL(/\/$/);
+  await expect(page.getByRole("heading", { level: 1, name })).toBeVisible();
+}
+
+/** Signs a new account up and creates its first workspace; ends on the dashboard. */
+export async function signUpWithWorkspace(page: Page, email: string, workspace: string): Promise<void> {
+  await gotoHydrated(page, "/signup");
+  await fillSignup(page, { name: "Owner", email });
+  await createWorkspace(page, workspace);
+  await expect(page.getByTestId("current-user")).toHaveText(email);
+}
+
+export async function logOut(page: Page): Promise<void> {
+  await page.getByRole("button", { name: "Log out" }).click();
+  await expect(page).toHaveURL(/\/login(\?.*)?$/);
+}

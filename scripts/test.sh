@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# `make test`: the one command that says whether Herald works. From a clean clone it installs
+# what is missing, starts a private Postgres if no DATABASE_URL works, then runs, stopping at
+# the first failure:
+#
+#   1. cargo fmt --check
+#   2. clippy, native (engine + server, all targets) and wasm (frontend), warnings denied
+#   3. cargo test (engine + server; the Rust tests make a fresh database per test)
+#   4. cargo leptos build, then the Playwright suite against a real `herald serve` on a fresh
+#      database, with the dev mail catcher (skip with SKIP_E2E=1 for a quick local run)
+#
+# Safe to run repeatedly; the e2e server and database are removed on exit.
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$HERALD_ROOT"
+
+started=$SECONDS
+ensure_tools
+ensure_postgres
+
+log "cargo fmt --check"
+cargo fmt --all --check
+
+# Native steps run under leptos_env (see lib.sh) so they share build artifacts with
+# `cargo leptos build` below instead of rebuilding leptos and everything above it each time.
+log "clippy (native: herald-engine, herald-server)"
+leptos_env cargo clippy -p herald-engine -p herald-server --all-targets -- -D warnings
+
+# The front end's target dir and environment are cargo-leptos's own for the wasm build, so the
+# proc macros built for this step are the ones `cargo leptos build` reuses.
+log "clippy (wasm32: herald-frontend)"
+leptos_env cargo clippy -p herald-frontend --target wasm32-unknown-unknown \
+  --target-dir "$CARGO_TARGET_DIR/front" -- -D warnings
+
+log "cargo test (DATABASE_URL=${DATABASE_URL%%\?*})"
+leptos_env cargo test -p herald-engine -p herald-server
+
+if [[ "${SKIP_E2E:-0}" == 1 ]]; then
+  warn "SKIP_E2E=1: browser tests skipped"
+  log "Passed (without e2e) in $((SECONDS - started))s"
+  exit 0
+fi
+
+# Runs after cargo test on purpose: cargo test also links target/debug/herald, and the copy
+# the browser tests run must be the one cargo-leptos built (it knows the site's file names).
+log "cargo leptos build"
+cargo leptos build
+
+# cargo-leptos writes the site to `site-root` ("target/site") relative to the workspace root,
+# even when CARGO_TARGET_DIR points elsewhere; look in both places in case that ever changes.
+site_root=""
+for candidate in "$HERALD_ROOT/target/site" "$CARGO_TARGET_DIR/site"; do
+  if [[ -f "$candidate/pkg/herald.js" && -f "$candidate/pkg/herald.css" ]]; then
+    site_root="$candidate"
+    break
+  fi
+done
+[[ -n "$site_root" ]] || die "cargo leptos build left no site (pkg/herald.js, pkg/herald.css) in target/site or \$CARGO_TARGET_DIR/site"
+herald_bin="$CARGO_TARGET_DIR/debug/herald"
+[[ -x "$herald_bin" ]] || die "no server binary at $herald_bin"
+
+# ---------------------------------------------------------------------------------------------
+# End-to-end: a real server on its own ports and its own database
+# ---------------------------------------------------------------------------------------------
+e2e_bind=127.0.0.1:3100
+e2e_smtp=127.0.0.1:2626
+e2e_base="http://$e2e_bind"
+e2e_dir="$HERALD_ROOT/.herald/e2e"
+e2e_log="$e2e_dir/server.log"
+e2e_db="herald_e2e_$(date +%Y%m%d%H%M%S)_$$"
+e2e_url="$(db_url_with_name "$DATABASE_URL" "$e2e_db")"
+server_pid=""
+
+cleanup() {
+  local status=$?
+  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill "$server_pid" 2>/dev/null || true
+    # Graceful shutdown lets in-flight jobs finish; do not wait for ever.
+    for _ in $(seq 1 50); do
+      kill -0 "$server_pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -9 "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  # WITH (FORCE) ends the runtime role's pooled connections if the server did not.
+  psql "$DATABASE_URL" -qc "DROP DATABASE IF EXISTS \"$e2e_db\" WITH (FORCE)" >/dev/null 2>&1 ||
+    warn "could not drop database $e2e_db"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# A server left over from an interrupted run would answer our readiness check with old code.
+if curl -fsS -o /dev/null --max-time 2 "$e2e_base/healthz" 2>/dev/null; then
+  die "something is already listening on $e2e_bind; stop it first"
+fi
+
+log "Creating database $e2e_db"
+psql "$DATABASE_URL" -qc "CREATE DATABASE \"$e2e_db\"" >/dev/null
+
+rm -rf "$e2e_dir"
+mkdir -p "$e2e_dir"
+log "Starting herald serve on $e2e_base (log: ${e2e_log#"$HERALD_ROOT"/})"
+# Development mode: migrations run on start and the dev mail catcher (and /dev/inbox) is on.
+env DATABASE_URL="$e2e_url" \
+  HERALD_ENV=development \
+  HERALD_BIND="$e2e_bind" \
+  HERALD_BASE_URL="$e2e_base" \
+  HERALD_DEV_SMTP_BIND="$e2e_smtp" \
+  HERALD_SMTP_URL="smtp://$e2e_smtp" \
+  HERALD_DATA_DIR="$e2e_dir" \
+  LEPTOS_SITE_ROOT="$site_root" \
+  RUST_LOG="${RUST_LOG:-info}" \
+  "$herald_bin" serve >"$e2e_log" 2>&1 &
+server_pid=$!
+
+ready=0
+for _ in $(seq 1 120); do
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    break
+  fi
+  if curl -fsS -o /dev/null --max-time 2 "$e2e_base/readyz" 2>/dev/null; then
+    ready=1
+    break
+  fi
+  sleep 0.5
+done
+if [[ $ready -ne 1 ]]; then
+  warn "server log:"
+  cat "$e2e_log" >&2
+  if kill -0 "$server_pid" 2>/dev/null; then
+    die "herald serve did not become ready at $e2e_base/readyz within 60s"
+  fi
+  die "herald serve exited before it was ready"
+fi
+
+log "Playwright (end2end/)"
+if ! (cd end2end && HERALD_E2E_BASE_URL="$e2e_base" npx playwright test); then
+  warn "last 100 lines of the server log ($e2e_log):"
+  tail -n 100 "$e2e_log" >&2
+  die "browser tests failed (traces: end2end/test-results, report: npx playwright show-report in end2end/)"
+fi
+
+log "All checks passed in $((SECONDS - started))s"

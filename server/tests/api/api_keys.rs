@@ -1,0 +1,74 @@
+use crate::helpers::*;
+use reqwest::StatusCode;
+
+async fn get_workspace(app: &TestApp, key: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(format!("{}/api/v1/workspace", app.base))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("request")
+}
+
+#[tokio::test]
+async fn api_keys_authenticate_until_revoked_and_only_for_their_workspace() {
+    let t = two_tenants().await;
+    let app = &t.app;
+    let created = t.a.call("create_api_key", &[("name", "site")]).await;
+    assert!(created.ok(), "{:?} {}", created.status, created.body);
+    let key = created.body.as_str().expect("the key, once").to_string();
+    assert!(key.starts_with("hrld_"));
+
+    let r = get_workspace(app, &key).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: serde_json::Value = r.json().await.unwrap_or_default();
+    assert_eq!(body["id"], t.a_id.as_str());
+    assert_eq!(body["name"], "Tenant A");
+
+    // Stored hashed: the secret is nowhere in the database.
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM api_keys WHERE key_hash = $1 OR prefix = $1")
+        .bind(&key)
+        .fetch_one(&app.owner)
+        .await
+        .unwrap_or(-1);
+    assert_eq!(stored, 0);
+
+    // Listed by prefix with a last-used time, never in full.
+    let list = t.a.call("list_api_keys", &[]).await.body;
+    assert!(!list.to_string().contains(&key));
+    assert!(list[0]["last_used_at"].is_string());
+    // Tenant B cannot see or revoke A's key.
+    assert_eq!(t.b.call("list_api_keys", &[]).await.body.as_array().map(Vec::len), Some(0));
+    let id = list[0]["id"].as_str().unwrap_or_default().to_string();
+    assert_eq!(t.b.call("revoke_api_key", &[("key_id", &id)]).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(get_workspace(app, &key).await.status(), StatusCode::OK);
+
+    assert!(t.a.call("revoke_api_key", &[("key_id", &id)]).await.ok());
+    let r = get_workspace(app, &key).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let err: serde_json::Value = r.json().await.unwrap_or_default();
+    assert_eq!(err["code"], "unauthenticated");
+}
+
+#[tokio::test]
+async fn bad_keys_are_401_and_unknown_api_paths_404_as_json() {
+    let app = spawn_app().await;
+    for key in ["", "nope", "hrld_forged", &"x".repeat(500)] {
+        assert_eq!(get_workspace(&app, key).await.status(), StatusCode::UNAUTHORIZED, "{key:?}");
+    }
+    let r = reqwest::get(format!("{}/api/v1/workspace", app.base)).await.expect("request");
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = reqwest::get(format!("{}/api/v1/nothing-here", app.base)).await.expect("request");
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let body: serde_json::Value = r.json().await.unwrap_or_default();
+    assert_eq!(body["code"], "not_found");
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_the_api() {
+    let app = spawn_app().await;
+    let doc: serde_json::Value = reqwest::get(format!("{}/api/v1/openapi.json", app.base)).await.expect("request").json().await.unwrap_or_default();
+    assert!(doc["openapi"].as_str().unwrap_or_default().starts_with("3."));
+    assert!(doc["paths"]["/api/v1/workspace"]["get"].is_object());
+    assert!(doc["components"]["securitySchemes"]["api_key"].is_object());
+}

@@ -1,0 +1,254 @@
+//! `spawn_app()` and a `Browser` that talks to server functions the way the hydrated UI does.
+
+#![allow(dead_code)]
+
+use herald_server::config::Config;
+use herald_server::startup::Application;
+use reqwest::StatusCode;
+use serde_json::Value;
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+pub type TestResult = anyhow::Result<()>;
+
+static TEMPLATE: OnceCell<String> = OnceCell::const_new();
+
+fn owner_url() -> String {
+    std::env::var("DATABASE_URL").expect("DATABASE_URL must point at a Postgres superuser for the tests (make test sets it)")
+}
+
+fn url_with_db(url: &str, db: &str) -> String {
+    let mut u = url::Url::parse(url).expect("DATABASE_URL is a URL");
+    u.set_path(&format!("/{db}"));
+    u.to_string()
+}
+
+async fn admin_pool() -> anyhow::Result<PgPool> {
+    Ok(PgPoolOptions::new().max_connections(1).connect(&owner_url()).await?)
+}
+
+/// Migrates a template database once per test process; each test copies it (fast) instead of
+/// migrating from scratch. Leftovers of earlier runs are dropped first.
+async fn template() -> anyhow::Result<String> {
+    TEMPLATE
+        .get_or_try_init(|| async {
+            let pid = std::process::id();
+            let name = format!("herald_tpl_{pid}");
+            let admin = admin_pool().await?;
+            let stale: Vec<String> = sqlx::query_scalar(
+                "SELECT datname::text FROM pg_database WHERE (datname LIKE 'herald_tpl_%' OR datname LIKE 'herald_t_%')
+                 AND datname NOT LIKE $1",
+            )
+            .bind(format!("%\\_{pid}%"))
+            .fetch_all(&admin)
+            .await?;
+            for db in stale {
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"))).execute(&admin).await;
+            }
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&admin).await?;
+            herald_engine::migrate::run(&url_with_db(&owner_url(), &name)).await?;
+            Ok::<_, anyhow::Error>(name)
+        })
+        .await
+        .cloned()
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub app: herald_app::ssr::AppState,
+    pub sink: herald_engine::smtp_sink::MailSink,
+    /// Owner (superuser) connection to this test's database, for assertions behind RLS's back.
+    pub owner: PgPool,
+    pub db_url: String,
+    _stop: tokio::sync::watch::Sender<bool>,
+}
+
+pub async fn spawn_app() -> TestApp {
+    try_spawn_app().await.expect("test app starts")
+}
+
+async fn try_spawn_app() -> anyhow::Result<TestApp> {
+    let template = template().await?;
+    let db = format!("herald_t_{}_{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    let admin = admin_pool().await?;
+    // Copies of one template can collide ("source database is being accessed"): retry briefly.
+    let mut attempt = 0;
+    loop {
+        match sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{db}\" TEMPLATE \"{template}\""))).execute(&admin).await {
+            Ok(_) => break,
+            Err(e) if attempt < 20 => {
+                attempt += 1;
+                tracing_hint(&e);
+                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    admin.close().await;
+    let db_url = url_with_db(&owner_url(), &db);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let data_dir = std::env::temp_dir().join(format!("herald-test-{db}"));
+    let vars: HashMap<&str, String> = HashMap::from([
+        ("DATABASE_URL", db_url.clone()),
+        ("HERALD_BIND", format!("127.0.0.1:{port}")),
+        ("HERALD_DEV_SMTP_BIND", "127.0.0.1:0".to_string()),
+        ("HERALD_SECRET_KEY", "test-secret-key-that-is-long-enough-0123456789".to_string()),
+        ("HERALD_DATA_DIR", data_dir.display().to_string()),
+        ("HERALD_DB_MAX_CONNECTIONS", "8".to_string()),
+    ]);
+    let config = Config::from_lookup(|k| vars.get(k).cloned()).map_err(anyhow::Error::msg)?;
+    let app = Application::build(&config).await?;
+    let state = app.state.clone();
+    let sink = app.sink.as_ref().map(|s| s.0.clone()).ok_or_else(|| anyhow::anyhow!("dev catcher not running"))?;
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(app.run(rx));
+    let owner = PgPoolOptions::new().max_connections(2).connect(&db_url).await?;
+    Ok(TestApp { base: format!("http://127.0.0.1:{port}"), app: state, sink, owner, db_url, _stop: stop })
+}
+
+fn tracing_hint(e: &sqlx::Error) {
+    if std::env::var("TEST_LOG").is_ok() {
+        eprintln!("retrying CREATE DATABASE: {e}");
+    }
+}
+
+/// One browser: its own cookie jar, sending the app's Origin like a real page does.
+pub struct Browser {
+    pub client: reqwest::Client,
+    pub base: String,
+}
+
+pub struct FnResponse {
+    pub status: StatusCode,
+    pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl FnResponse {
+    pub fn ok(&self) -> bool {
+        self.status.is_success()
+    }
+
+    /// The user-facing message of an AppError body such as `{"Invalid":"..."}`.
+    pub fn message(&self) -> String {
+        match &self.body {
+            Value::Object(m) => m.values().next().and_then(|v| v.as_str()).unwrap_or_default().to_string(),
+            Value::String(s) => s.clone(),
+            _ => String::new(),
+        }
+    }
+}
+
+impl TestApp {
+    pub fn browser(&self) -> Browser {
+        let client = reqwest::Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("http client");
+        Browser { client, base: self.base.clone() }
+    }
+
+    /// A new account, logged in, with a workspace it owns. Returns (browser, workspace id).
+    pub async fn owner_with_workspace(&self, email: &str, workspace: &str) -> (Browser, String) {
+        let b = self.browser();
+        let r = b.signup(email, "correct horse battery").await;
+        assert!(r.ok(), "signup {email}: {:?} {}", r.status, r.body);
+        let r = b.call("create_workspace", &[("name", workspace), ("slug", "")]).await;
+        assert!(r.ok(), "create workspace: {:?} {}", r.status, r.body);
+        let info = b.session().await;
+        let id = info["current"]["id"].as_str().expect("current workspace").to_string();
+        (b, id)
+    }
+
+    /// Adds an existing account to a workspace with a role, behind the UI's back (test set-up).
+    pub async fn add_member(&self, workspace_id: &str, email: &str, role: &str) -> Browser {
+        let b = self.browser();
+        assert!(b.signup(email, "correct horse battery").await.ok());
+        sqlx::query(
+            "INSERT INTO memberships (tenant_id, user_id, role) SELECT $1::uuid, id, $3 FROM users WHERE lower(email) = lower($2)",
+        )
+        .bind(workspace_id)
+        .bind(email)
+        .bind(role)
+        .execute(&self.owner)
+        .await
+        .expect("add membership");
+        assert!(b.call("switch_workspace", &[("workspace_id", workspace_id)]).await.ok());
+        b
+    }
+
+    /// Waits for mail to `to` and returns its text part.
+    pub async fn mail_text_to(&self, to: &str) -> String {
+        let m = self.sink.wait_for_recipient(to, Duration::from_secs(15)).await.unwrap_or_else(|| panic!("no mail to {to}"));
+        m.parse().text.unwrap_or_default()
+    }
+}
+
+impl Browser {
+    /// Calls a server function (`/rpc/<name>`) with a form body, as the hydrated UI does.
+    pub async fn call(&self, name: &str, form: &[(&str, &str)]) -> FnResponse {
+        self.call_with_origin(name, form, Some(&self.base.clone())).await
+    }
+
+    pub async fn call_with_origin(&self, name: &str, form: &[(&str, &str)], origin: Option<&str>) -> FnResponse {
+        let mut req = self
+            .client
+            .post(format!("{}/rpc/{name}", self.base))
+            .header("Accept", "application/json")
+            .form(form);
+        if let Some(o) = origin {
+            req = req.header("Origin", o);
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let text = res.text().await.unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        FnResponse { status, body, headers }
+    }
+
+    pub async fn signup(&self, email: &str, password: &str) -> FnResponse {
+        self.call("signup", &[("email", email), ("name", "Test User"), ("password", password)]).await
+    }
+
+    pub async fn login(&self, email: &str, password: &str) -> FnResponse {
+        self.call("login", &[("email", email), ("password", password)]).await
+    }
+
+    /// The session summary (`null` when logged out).
+    pub async fn session(&self) -> Value {
+        let r = self.call("session", &[]).await;
+        assert!(r.ok(), "session: {:?} {}", r.status, r.body);
+        r.body
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(format!("{}{path}", self.base)).send().await.expect("request")
+    }
+}
+
+/// Two workspaces with an owner each: the cross-tenant harness later features extend.
+pub struct TwoTenants {
+    pub app: TestApp,
+    pub a: Browser,
+    pub a_id: String,
+    pub b: Browser,
+    pub b_id: String,
+}
+
+pub async fn two_tenants() -> TwoTenants {
+    let app = spawn_app().await;
+    let (a, a_id) = app.owner_with_workspace("owner-a@example.com", "Tenant A").await;
+    let (b, b_id) = app.owner_with_workspace("owner-b@example.com", "Tenant B").await;
+    TwoTenants { app, a, a_id, b, b_id }
+}
+
+/// Finds the first `{base}/invite/<token>` link in a text.
+pub fn invite_token(text: &str) -> String {
+    let start = text.find("/invite/").expect("invite link in mail") + "/invite/".len();
+    text[start..].split_whitespace().next().expect("token").to_string()
+}

@@ -1,0 +1,14 @@
+//! Integration tests: the real app on a random port, a fresh Postgres database per test (copied
+//! from a template migrated once per run), real SMTP into the project's own mail sink.
+//! Needs `DATABASE_URL` (an owner/superuser connection); `make test` provides one.
+
+mod helpers;
+
+mod accounts;
+mod api_keys;
+mod cli;
+mod invites;
+mod operability;
+mod roles;
+mod security;
+mod tenancy;

@@ -1,0 +1,62 @@
+use crate::helpers::*;
+use reqwest::StatusCode;
+
+#[tokio::test]
+async fn cross_site_posts_are_refused() {
+    let app = spawn_app().await;
+    let (b, _) = app.owner_with_workspace("csrf@example.com", "Csrf").await;
+    let settings = [("name", "Hacked"), ("postal_address", ""), ("default_from_name", ""), ("default_from_email", "")];
+    for origin in [None, Some("https://evil.example"), Some("http://127.0.0.1:1")] {
+        let r = b.call_with_origin("update_workspace_settings", &settings, origin).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "origin {origin:?}");
+    }
+    assert_eq!(b.call("workspace_settings", &[]).await.body["name"], "Csrf");
+    // A same-origin Referer (no Origin header) is accepted.
+    let r = b
+        .client
+        .post(format!("{}/rpc/update_workspace_settings", app.base))
+        .header("Referer", format!("{}/settings", app.base))
+        .header("Accept", "application/json")
+        .form(&settings)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn state_changing_server_functions_refuse_get() {
+    let app = spawn_app().await;
+    let (b, _) = app.owner_with_workspace("get@example.com", "Get").await;
+    for f in ["logout", "update_workspace_settings", "create_api_key", "invite_member", "signup", "login"] {
+        let r = b.get(&format!("/rpc/{f}?name=x")).await;
+        assert!(!r.status().is_success(), "GET /rpc/{f} answered {}", r.status());
+    }
+    assert!(!b.session().await.is_null(), "still logged in: GET /rpc/logout did nothing");
+}
+
+#[tokio::test]
+async fn internal_errors_do_not_leak_database_text() {
+    let app = spawn_app().await;
+    let (b, _) = app.owner_with_workspace("leak@example.com", "Leak").await;
+    // Break the database under the app: the next query fails inside Postgres.
+    sqlx::query("ALTER TABLE api_keys RENAME TO api_keys_gone").execute(&app.owner).await.expect("rename");
+    let r = b.call("list_api_keys", &[]).await;
+    assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+    let text = r.body.to_string().to_lowercase();
+    assert!(text.contains("something went wrong"), "{text}");
+    for leak in ["relation", "api_keys", "sql", "postgres", "does not exist"] {
+        assert!(!text.contains(leak), "leaked {leak:?}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn open_redirects_after_login_are_refused() {
+    let app = spawn_app().await;
+    let b = app.browser();
+    let r = b.call("signup", &[("email", "next@example.com"), ("name", ""), ("password", "correct horse battery"), ("next", "//evil.example/x")]).await;
+    assert!(r.ok());
+    assert_eq!(r.headers.get("location").and_then(|v| v.to_str().ok()), Some("/"));
+    let r = b.call("login", &[("email", "next@example.com"), ("password", "correct horse battery"), ("next", "/settings/members")]).await;
+    assert_eq!(r.headers.get("location").and_then(|v| v.to_str().ok()), Some("/settings/members"));
+}

@@ -1,0 +1,124 @@
+//! Isolation: RLS on every tenant-owned table, nothing visible without a tenant, and no server
+//! function or endpoint that reaches across workspaces.
+
+use crate::helpers::*;
+use herald_engine::TenantId;
+use reqwest::StatusCode;
+
+#[tokio::test]
+async fn every_table_with_a_tenant_id_has_forced_row_level_security() {
+    let app = spawn_app().await;
+    let rows: Vec<(String, bool, bool)> = sqlx::query_as(
+        "SELECT c.relname::text, c.relrowsecurity, c.relforcerowsecurity
+         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')
+           AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped)",
+    )
+    .fetch_all(&app.owner)
+    .await
+    .expect("catalog query");
+    assert!(rows.len() >= 3, "expected tenant-owned tables, found {rows:?}");
+    let unprotected: Vec<_> = rows.iter().filter(|(_, on, forced)| !(*on && *forced)).map(|r| r.0.clone()).collect();
+    assert!(unprotected.is_empty(), "tables with tenant_id but without ENABLE+FORCE ROW LEVEL SECURITY: {unprotected:?}");
+    // Every such table has at least one policy.
+    let without_policy: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'public' AND c.relkind = 'r'
+           AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant_id')
+           AND NOT EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid)",
+    )
+    .fetch_all(&app.owner)
+    .await
+    .expect("policy query");
+    assert!(without_policy.is_empty(), "{without_policy:?}");
+}
+
+#[tokio::test]
+async fn the_runtime_role_is_neither_owner_nor_superuser_nor_bypassrls() {
+    let app = spawn_app().await;
+    let (user, superuser, bypass): (String, bool, bool) =
+        sqlx::query_as("SELECT rolname::text, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+            .fetch_one(app.app.db.pool())
+            .await
+            .expect("role query");
+    assert_eq!(user, "herald_app");
+    assert!(!superuser && !bypass);
+    let owned: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tableowner = current_user")
+        .fetch_one(app.app.db.pool())
+        .await
+        .expect("owner query");
+    assert_eq!(owned, 0);
+}
+
+#[tokio::test]
+async fn queries_without_a_tenant_see_nothing() {
+    let t = two_tenants().await;
+    assert!(t.a.call("create_api_key", &[("name", "k")]).await.ok());
+    assert!(t.a.call("invite_member", &[("email", "i@example.com"), ("role", "viewer")]).await.ok());
+    let db = &t.app.app.db;
+    for table in ["tenants", "memberships", "invites", "api_keys"] {
+        let owner_sees: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}"))).fetch_one(&t.app.owner).await.expect("count");
+        assert!(owner_sees > 0, "{table} has rows");
+        let mut tx = db.begin().await.expect("tx");
+        let runtime_sees: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}"))).fetch_one(&mut *tx).await.expect("count");
+        assert_eq!(runtime_sees, 0, "{table} leaked rows with no tenant set");
+        // Outside a transaction too (set_config is transaction-local, so nothing carries over).
+        let pooled: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}"))).fetch_one(db.pool()).await.expect("count");
+        assert_eq!(pooled, 0, "{table} leaked rows on a pooled connection");
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_transaction_sees_and_changes_only_its_own_rows() {
+    let t = two_tenants().await;
+    let a: TenantId = t.a_id.parse().expect("uuid");
+    let b: TenantId = t.b_id.parse().expect("uuid");
+    let mut tx = t.app.app.db.tenant_tx(a).await.expect("tx");
+    let visible: Vec<String> = sqlx::query_scalar("SELECT name FROM tenants").fetch_all(&mut *tx).await.expect("select");
+    assert_eq!(visible, vec!["Tenant A".to_string()]);
+    let changed = sqlx::query("UPDATE tenants SET name = 'pwned' WHERE id = $1").bind(b).execute(&mut *tx).await.expect("update").rows_affected();
+    assert_eq!(changed, 0);
+    let moved = sqlx::query("INSERT INTO memberships (tenant_id, user_id, role) SELECT $1, user_id, 'owner' FROM memberships LIMIT 1")
+        .bind(b)
+        .execute(&mut *tx)
+        .await;
+    assert!(moved.is_err(), "writing a row for another tenant must violate the policy");
+}
+
+/// The cross-tenant harness: tenant A's session aims every workspace-scoped server function at
+/// tenant B's ids. Later features add their functions to this list.
+#[tokio::test]
+async fn no_server_function_reaches_another_workspace() {
+    let t = two_tenants().await;
+    // Give B things to aim at.
+    let key = t.b.call("create_api_key", &[("name", "b-key")]).await.body.as_str().unwrap_or_default().to_string();
+    assert!(t.b.call("invite_member", &[("email", "b-invitee@example.com"), ("role", "viewer")]).await.ok());
+    let b_members = t.b.call("list_members", &[]).await.body;
+    let b_owner_id = b_members["members"][0]["user_id"].as_str().unwrap_or_default().to_string();
+    let b_invite_id = b_members["invites"][0]["id"].as_str().unwrap_or_default().to_string();
+    let b_key_id = t.b.call("list_api_keys", &[]).await.body[0]["id"].as_str().unwrap_or_default().to_string();
+
+    let attempts: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("switch_workspace", vec![("workspace_id", &t.b_id)]),
+        ("change_member_role", vec![("user_id", &b_owner_id), ("role", "viewer")]),
+        ("remove_member", vec![("user_id", &b_owner_id)]),
+        ("revoke_invite", vec![("invite_id", &b_invite_id)]),
+        ("revoke_api_key", vec![("key_id", &b_key_id)]),
+    ];
+    for (f, args) in &attempts {
+        let r = t.a.call(f, args).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {}", r.status, r.body);
+    }
+    // A's reads show only A.
+    let a_members = t.a.call("list_members", &[]).await.body.to_string();
+    assert!(!a_members.contains("owner-b@example.com") && !a_members.contains("b-invitee"));
+    assert_eq!(t.a.call("workspace_settings", &[]).await.body["name"], "Tenant A");
+    assert_eq!(t.a.session().await["workspaces"].as_array().map(Vec::len), Some(1));
+
+    // B is untouched.
+    let after = t.b.call("list_members", &[]).await.body;
+    assert_eq!(after["members"][0]["role"], "owner");
+    assert_eq!(after["invites"].as_array().map(Vec::len), Some(1));
+    let r = reqwest::Client::new().get(format!("{}/api/v1/workspace", t.app.base)).bearer_auth(&key).send().await.expect("request");
+    assert_eq!(r.status(), StatusCode::OK);
+}
