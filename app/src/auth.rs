@@ -57,14 +57,14 @@ pub async fn get_session_info() -> Result<Option<SessionInfo>, AppError> {
     let list = workspaces::list_for_user(&state.db, user_id).await?;
     let items: Vec<WorkspaceItem> = list
         .iter()
-        .map(|w| WorkspaceItem { id: w.id.to_string(), name: w.name.clone(), slug: w.slug.clone(), role: w.role.to_string() })
+        .map(|w| WorkspaceItem {
+            id: w.id.to_string(),
+            name: w.name.clone(),
+            slug: w.slug.clone(),
+            role: w.role.to_string(),
+        })
         .collect();
-    let wanted = session
-        .get::<herald_engine::TenantId>(SESSION_TENANT)
-        .await
-        .ok()
-        .flatten()
-        .map(|t| t.to_string());
+    let wanted = session.get::<herald_engine::TenantId>(SESSION_TENANT).await.ok().flatten().map(|t| t.to_string());
     let current = items.iter().find(|w| Some(&w.id) == wanted.as_ref()).or(items.first()).cloned();
     if let Some(c) = &current {
         if wanted.as_ref() != Some(&c.id) {

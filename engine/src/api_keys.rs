@@ -37,7 +37,13 @@ fn hash_key(key: &str) -> String {
 }
 
 /// Creates a key; returns it with the one and only copy of its secret.
-pub async fn create(db: &Db, tenant: TenantId, actor: Option<UserId>, actor_role: Role, name: &str) -> Result<(ApiKey, String)> {
+pub async fn create(
+    db: &Db,
+    tenant: TenantId,
+    actor: Option<UserId>,
+    actor_role: Role,
+    name: &str,
+) -> Result<(ApiKey, String)> {
     actor_role.require(Role::Admin)?;
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 80 {
@@ -92,12 +98,13 @@ pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<ApiKey>> {
 pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: Uuid) -> Result<()> {
     actor_role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
-    let n = sqlx::query("UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL")
-        .bind(tenant)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+    let n =
+        sqlx::query("UPDATE api_keys SET revoked_at = now() WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL")
+            .bind(tenant)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
     tx.commit().await?;
     if n == 0 { Err(Error::NotFound) } else { Ok(()) }
 }

@@ -51,10 +51,7 @@ impl Db {
     /// A transaction scoped to one tenant.
     pub async fn tenant_tx(&self, tenant: TenantId) -> Result<Tx> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT set_config('app.tenant_id', $1, true)")
-            .bind(tenant.to_string())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query("SELECT set_config('app.tenant_id', $1, true)").bind(tenant.to_string()).execute(&mut *tx).await?;
         Ok(tx)
     }
 
@@ -62,10 +59,7 @@ impl Db {
     /// tenants, for the workspace switcher.
     pub async fn user_tx(&self, user: UserId) -> Result<Tx> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT set_config('app.user_id', $1, true)")
-            .bind(user.to_string())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query("SELECT set_config('app.user_id', $1, true)").bind(user.to_string()).execute(&mut *tx).await?;
         Ok(tx)
     }
 
@@ -94,9 +88,7 @@ pub fn runtime_url(database_url: &str, explicit: Option<&str>) -> anyhow::Result
         return Ok(url.to_string());
     }
     let mut url = url::Url::parse(database_url)?;
-    url.set_username(RUNTIME_ROLE)
-        .map_err(|()| anyhow::anyhow!("DATABASE_URL cannot carry a user name"))?;
-    url.set_password(None)
-        .map_err(|()| anyhow::anyhow!("DATABASE_URL cannot carry a password"))?;
+    url.set_username(RUNTIME_ROLE).map_err(|()| anyhow::anyhow!("DATABASE_URL cannot carry a user name"))?;
+    url.set_password(None).map_err(|()| anyhow::anyhow!("DATABASE_URL cannot carry a password"))?;
     Ok(url.to_string())
 }

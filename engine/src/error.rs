@@ -36,9 +36,7 @@ impl From<sqlx::Error> for Error {
 /// True when `e` is a unique violation of the named constraint (or index).
 pub(crate) fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
     match e {
-        sqlx::Error::Database(db) => {
-            db.code().as_deref() == Some("23505") && db.constraint() == Some(constraint)
-        }
+        sqlx::Error::Database(db) => db.code().as_deref() == Some("23505") && db.constraint() == Some(constraint),
         _ => false,
     }
 }

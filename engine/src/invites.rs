@@ -116,12 +116,13 @@ pub async fn pending(db: &Db, tenant: TenantId) -> Result<Vec<PendingInvite>> {
 pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: Uuid) -> Result<()> {
     actor_role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
-    let n = sqlx::query("UPDATE invites SET revoked_at = now() WHERE tenant_id = $1 AND id = $2 AND accepted_at IS NULL")
-        .bind(tenant)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+    let n =
+        sqlx::query("UPDATE invites SET revoked_at = now() WHERE tenant_id = $1 AND id = $2 AND accepted_at IS NULL")
+            .bind(tenant)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
     tx.commit().await?;
     if n == 0 { Err(Error::NotFound) } else { Ok(()) }
 }
@@ -186,9 +187,9 @@ pub async fn accept(db: &Db, signer: &Signer, token: &str, user: UserId, user_em
             Some((_, false)) => {
                 Error::Invalid("This invite has already been used, was withdrawn or has expired.".into())
             }
-            Some((email, true)) => Error::Invalid(format!(
-                "This invite is for {email}. Log in with that address to accept it."
-            )),
+            Some((email, true)) => {
+                Error::Invalid(format!("This invite is for {email}. Log in with that address to accept it."))
+            }
         });
     };
     sqlx::query(

@@ -70,10 +70,8 @@ where
     let backend = PostgresStorage::<SendSystemMail>::new(db.pool())
         .with_pubsub()
         .poll_with_strategy(Strategy::new().interval(std::time::Duration::from_secs(1)));
-    let worker = WorkerBuilder::new(unique_worker_name("system-mail"))
-        .backend(backend)
-        .data(mailer)
-        .build(send_system_mail);
+    let worker =
+        WorkerBuilder::new(unique_worker_name("system-mail")).backend(backend).data(mailer).build(send_system_mail);
     worker
         .run_until(async move {
             shutdown.await;

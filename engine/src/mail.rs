@@ -48,20 +48,15 @@ impl Mailer {
         if mail.subject.chars().any(char::is_control) {
             return Err(Error::Invalid("The subject must be one line.".into()));
         }
-        let to: Mailbox = to
-            .as_str()
-            .parse()
-            .map_err(|_| Error::Invalid(format!("“{}” is not a valid email address", mail.to)))?;
+        let to: Mailbox =
+            to.as_str().parse().map_err(|_| Error::Invalid(format!("“{}” is not a valid email address", mail.to)))?;
         let message = Message::builder()
             .from(self.from.clone())
             .to(to)
             .subject(mail.subject.clone())
             .multipart(MultiPart::alternative_plain_html(mail.text.clone(), mail.html.clone()))
             .map_err(|e| Error::Unexpected(anyhow::anyhow!("building message: {e}")))?;
-        self.transport
-            .send(message)
-            .await
-            .map_err(|e| Error::Unexpected(anyhow::anyhow!("SMTP send failed: {e}")))?;
+        self.transport.send(message).await.map_err(|e| Error::Unexpected(anyhow::anyhow!("SMTP send failed: {e}")))?;
         Ok(())
     }
 }
@@ -81,4 +76,3 @@ pub fn escape_html(s: &str) -> String {
     }
     out
 }
-

@@ -53,21 +53,21 @@ async fn ensure_runtime_role(pool: &PgPool) -> anyhow::Result<()> {
 
 /// True when every migration compiled into this binary has been applied.
 pub async fn is_current(db: &Db) -> crate::Result<bool> {
-    let applied: Vec<i64> = sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
-        .fetch_all(db.pool())
-        .await?;
+    let applied: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success").fetch_all(db.pool()).await?;
     Ok(MIGRATOR.iter().filter(|m| m.migration_type.is_up_migration()).all(|m| applied.contains(&m.version)))
 }
 
 /// Refuses to run as a role that row-level security would not apply to.
 pub async fn check_runtime_role(db: &Db) -> anyhow::Result<()> {
-    let (user, superuser, bypass): (String, bool, bool) = sqlx::query_as(
-        "SELECT rolname::text, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user",
-    )
-    .fetch_one(db.pool())
-    .await?;
+    let (user, superuser, bypass): (String, bool, bool) =
+        sqlx::query_as("SELECT rolname::text, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+            .fetch_one(db.pool())
+            .await?;
     if superuser || bypass {
-        anyhow::bail!("the runtime database role {user} is a superuser or BYPASSRLS; row-level security would not apply");
+        anyhow::bail!(
+            "the runtime database role {user} is a superuser or BYPASSRLS; row-level security would not apply"
+        );
     }
     Ok(())
 }

@@ -55,7 +55,8 @@ pub async fn verify(password: String, phc: Option<String>) -> Result<bool> {
 }
 
 // argon2id(19 MiB, t=2, p=1) of a random string nobody knows.
-const DUMMY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$3Vb8SLqYJzV6LgqXyE8n1tu4mE9RFKXbpL3s1rXbn5c";
+const DUMMY_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$3Vb8SLqYJzV6LgqXyE8n1tu4mE9RFKXbpL3s1rXbn5c";
 
 #[cfg(test)]
 mod tests {

@@ -42,13 +42,8 @@ impl CaughtMail {
             return ParsedMail { text: Some(String::from_utf8_lossy(&self.raw).into_owned()), ..Default::default() };
         };
         let addr = |a: Option<&mail_parser::Address>| {
-            a.map(|a| {
-                a.iter()
-                    .filter_map(|x| x.address().map(str::to_string))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default()
+            a.map(|a| a.iter().filter_map(|x| x.address().map(str::to_string)).collect::<Vec<_>>().join(", "))
+                .unwrap_or_default()
         };
         ParsedMail {
             subject: msg.subject().unwrap_or_default().to_string(),
@@ -56,10 +51,7 @@ impl CaughtMail {
             to: addr(msg.to()),
             html: msg.body_html(0).map(|s| s.into_owned()),
             text: msg.body_text(0).map(|s| s.into_owned()),
-            headers: msg
-                .headers_raw()
-                .map(|(name, value)| (name.to_string(), value.trim().to_string()))
-                .collect(),
+            headers: msg.headers_raw().map(|(name, value)| (name.to_string(), value.trim().to_string())).collect(),
         }
     }
 }
@@ -283,7 +275,12 @@ mod tests {
     async fn header_injection_is_refused_before_smtp() -> anyhow::Result<()> {
         let (_sink, addr) = MailSink::start("127.0.0.1:0").await?;
         let mailer = Mailer::from_url(&format!("smtp://{addr}"), "noreply@herald.test")?;
-        let mut mail = OutgoingMail { to: "a@example.com".into(), subject: "x\r\nBcc: b@example.com".into(), html: String::new(), text: String::new() };
+        let mut mail = OutgoingMail {
+            to: "a@example.com".into(),
+            subject: "x\r\nBcc: b@example.com".into(),
+            html: String::new(),
+            text: String::new(),
+        };
         assert!(mailer.send(&mail).await.is_err());
         mail.subject = "ok".into();
         mail.to = "a@example.com\r\nRCPT TO:<b@example.com>".into();

@@ -131,10 +131,8 @@ pub async fn get(db: &Db, tenant: TenantId) -> Result<Workspace> {
 }
 
 pub async fn id_for_slug(db: &Db, slug: &str) -> Result<TenantId> {
-    let id: Option<TenantId> = sqlx::query_scalar("SELECT tenant_id_for_slug($1)")
-        .bind(slug)
-        .fetch_one(db.pool())
-        .await?;
+    let id: Option<TenantId> =
+        sqlx::query_scalar("SELECT tenant_id_for_slug($1)").bind(slug).fetch_one(db.pool()).await?;
     id.ok_or(Error::NotFound)
 }
 

@@ -136,7 +136,10 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
             println!("created user {email} ({id})");
         }
         Admin::CreateWorkspace { owner, name, slug } => {
-            let user = users::find_by_email(&db, &owner).await.map_err(clear)?.ok_or_else(|| anyhow::anyhow!("no account with email {owner}"))?;
+            let user = users::find_by_email(&db, &owner)
+                .await
+                .map_err(clear)?
+                .ok_or_else(|| anyhow::anyhow!("no account with email {owner}"))?;
             let ws = workspaces::create(&db, user.id, &name, slug.as_deref()).await.map_err(clear)?;
             println!("created workspace {} (slug {}, id {})", ws.name, ws.slug, ws.id);
         }

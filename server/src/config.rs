@@ -62,7 +62,8 @@ impl Config {
             Some("production") | Some("prod") => Mode::Production,
             Some(other) => return Err(format!("HERALD_ENV must be `development` or `production`, not `{other}`")),
         };
-        let database_url = get("DATABASE_URL").ok_or("DATABASE_URL is not set (e.g. postgres://postgres@127.0.0.1:5432/herald)")?;
+        let database_url =
+            get("DATABASE_URL").ok_or("DATABASE_URL is not set (e.g. postgres://postgres@127.0.0.1:5432/herald)")?;
         if !(database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
             return Err("DATABASE_URL must start with postgres://".into());
         }
@@ -94,13 +95,19 @@ impl Config {
         let smtp_url = match (get("HERALD_SMTP_URL"), &dev_smtp_bind) {
             (Some(u), _) => u,
             (None, Some(catcher)) => format!("smtp://{catcher}"),
-            (None, None) => return Err("HERALD_SMTP_URL is required in production (e.g. smtp://user:pass@relay:587?tls=required)".into()),
+            (None, None) => {
+                return Err(
+                    "HERALD_SMTP_URL is required in production (e.g. smtp://user:pass@relay:587?tls=required)".into()
+                );
+            }
         };
         let mail_from = get("HERALD_MAIL_FROM").unwrap_or_else(|| "Herald <noreply@localhost>".into());
         let site_root = get("LEPTOS_SITE_ROOT").unwrap_or_else(|| "target/site".into());
         let db_max_connections = match get("HERALD_DB_MAX_CONNECTIONS") {
             None => 20,
-            Some(v) => v.parse().ok().filter(|n| *n > 0).ok_or("HERALD_DB_MAX_CONNECTIONS must be a positive number")?,
+            Some(v) => {
+                v.parse().ok().filter(|n| *n > 0).ok_or("HERALD_DB_MAX_CONNECTIONS must be a positive number")?
+            }
         };
         Ok(Self {
             mode,
@@ -154,13 +161,17 @@ mod tests {
         assert!(cfg(&[]).err().is_some_and(|e| e.contains("DATABASE_URL")));
         let prod = [("DATABASE_URL", "postgres://u@h/db"), ("HERALD_ENV", "production")];
         assert!(cfg(&prod).err().is_some_and(|e| e.contains("HERALD_SECRET_KEY")));
-        let bad_bind = [("DATABASE_URL", "postgres://u@h/db"), ("HERALD_BIND", "nope"), ("HERALD_SECRET_KEY", &"k".repeat(32))];
+        let bad_bind =
+            [("DATABASE_URL", "postgres://u@h/db"), ("HERALD_BIND", "nope"), ("HERALD_SECRET_KEY", &"k".repeat(32))];
         assert!(cfg(&bad_bind).err().is_some_and(|e| e.contains("HERALD_BIND")));
     }
 
     #[test]
     fn defaults_point_at_the_dev_catcher_and_the_runtime_role() -> Result<(), String> {
-        let c = cfg(&[("DATABASE_URL", "postgres://postgres:pw@127.0.0.1:5432/herald"), ("HERALD_SECRET_KEY", &"k".repeat(32))])?;
+        let c = cfg(&[
+            ("DATABASE_URL", "postgres://postgres:pw@127.0.0.1:5432/herald"),
+            ("HERALD_SECRET_KEY", &"k".repeat(32)),
+        ])?;
         assert_eq!(c.smtp_url, "smtp://127.0.0.1:2525");
         assert_eq!(c.base_url, "http://127.0.0.1:3000");
         assert_eq!(c.app_database_url, "postgres://herald_app@127.0.0.1:5432/herald");

@@ -45,14 +45,16 @@ impl Metrics {
         out.push_str("# HELP herald_http_requests_total HTTP requests by method, route and status.\n");
         out.push_str("# TYPE herald_http_requests_total counter\n");
         for ((m, r, s), n) in self.requests.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            let _ = writeln!(out, "herald_http_requests_total{{method=\"{m}\",route=\"{}\",status=\"{s}\"}} {n}", esc(r));
+            let _ =
+                writeln!(out, "herald_http_requests_total{{method=\"{m}\",route=\"{}\",status=\"{s}\"}} {n}", esc(r));
         }
         out.push_str("# HELP herald_http_request_duration_seconds HTTP request latency.\n");
         out.push_str("# TYPE herald_http_request_duration_seconds histogram\n");
         for ((m, r), h) in self.latency.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             let labels = format!("method=\"{m}\",route=\"{}\"", esc(r));
             for (i, b) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(out, "herald_http_request_duration_seconds_bucket{{{labels},le=\"{b}\"}} {}", h.counts[i]);
+                let _ =
+                    writeln!(out, "herald_http_request_duration_seconds_bucket{{{labels},le=\"{b}\"}} {}", h.counts[i]);
             }
             let _ = writeln!(out, "herald_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", h.count);
             let _ = writeln!(out, "herald_http_request_duration_seconds_sum{{{labels}}} {}", h.sum);
@@ -70,11 +72,10 @@ fn esc(s: &str) -> String {
 /// create unbounded label values).
 pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
     let method = req.method().to_string();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| if req.uri().path().starts_with("/pkg/") { "/pkg/*".into() } else { "unmatched".into() });
+    let route =
+        req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| {
+            if req.uri().path().starts_with("/pkg/") { "/pkg/*".into() } else { "unmatched".into() }
+        });
     let started = Instant::now();
     let res = next.run(req).await;
     metrics.record(&method, &route, res.status().as_u16(), started.elapsed().as_secs_f64());

@@ -87,7 +87,11 @@ impl SessionStore for PgSessionStore {
     }
 
     async fn delete(&self, id: &Id) -> session_store::Result<()> {
-        sqlx::query("DELETE FROM sessions WHERE id = $1").bind(id.to_string()).execute(&self.pool).await.map_err(backend)?;
+        sqlx::query("DELETE FROM sessions WHERE id = $1")
+            .bind(id.to_string())
+            .execute(&self.pool)
+            .await
+            .map_err(backend)?;
         Ok(())
     }
 }

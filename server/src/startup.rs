@@ -127,7 +127,11 @@ impl Application {
 }
 
 /// The job workers and housekeeping, until `shutdown` flips to true.
-pub async fn run_background(db: Db, mailer: Mailer, shutdown: tokio::sync::watch::Receiver<bool>) -> anyhow::Result<()> {
+pub async fn run_background(
+    db: Db,
+    mailer: Mailer,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
     let store = PgSessionStore::new(db.pool().clone());
     let mut rx = shutdown.clone();
     let housekeeping = tokio::spawn(async move {
@@ -157,7 +161,8 @@ fn router(config: &Config, state: AppState, addr: SocketAddr, sink: Option<MailS
         .site_pkg_dir("pkg")
         .site_addr(addr)
         .build();
-    let server_state = ServerState { app: state.clone(), metrics: Arc::new(Metrics::default()), leptos: leptos.clone() };
+    let server_state =
+        ServerState { app: state.clone(), metrics: Arc::new(Metrics::default()), leptos: leptos.clone() };
     let routes = generate_route_list(App);
     let context = {
         let state = state.clone();

@@ -52,9 +52,24 @@ pub fn DashboardPage() -> impl IntoView {
 #[component]
 fn Checklist(s: DashboardSummary) -> impl IntoView {
     let steps = [
-        (s.has_postal_address, "Add your postal address", "The law (CAN-SPAM) requires it in every campaign; Herald will not send without it.", "/settings"),
-        (s.has_sender, "Set a default sender", "The name and address your readers will see in their inbox.", "/settings"),
-        (s.members > 1 || s.pending_invites > 0, "Invite your team", "Authors write and send; viewers read the numbers.", "/settings/members"),
+        (
+            s.has_postal_address,
+            "Add your postal address",
+            "The law (CAN-SPAM) requires it in every campaign; Herald will not send without it.",
+            "/settings",
+        ),
+        (
+            s.has_sender,
+            "Set a default sender",
+            "The name and address your readers will see in their inbox.",
+            "/settings",
+        ),
+        (
+            s.members > 1 || s.pending_invites > 0,
+            "Invite your team",
+            "Authors write and send; viewers read the numbers.",
+            "/settings/members",
+        ),
     ];
     let done = steps.iter().filter(|s| s.0).count();
     view! {

@@ -55,7 +55,12 @@ pub async fn list_members() -> Result<MembersView, AppError> {
         invites::pending(&m.state.db, m.tenant)
             .await?
             .into_iter()
-            .map(|i| InviteRow { id: i.id.to_string(), email: i.email, role: i.role.to_string(), expires_at: i.expires_at.to_rfc3339() })
+            .map(|i| InviteRow {
+                id: i.id.to_string(),
+                email: i.email,
+                role: i.role.to_string(),
+                expires_at: i.expires_at.to_rfc3339(),
+            })
             .collect()
     } else {
         Vec::new()
@@ -135,7 +140,8 @@ fn MembersBody(
     revoke: ServerAction<RevokeInvite>,
 ) -> impl IntoView {
     let can_manage = v.can_manage;
-    let roles: &'static [&'static str] = if v.is_owner { &["owner", "admin", "author", "viewer"] } else { &["admin", "author", "viewer"] };
+    let roles: &'static [&'static str] =
+        if v.is_owner { &["owner", "admin", "author", "viewer"] } else { &["admin", "author", "viewer"] };
     let sent_to = move || match invite.value().get() {
         Some(Ok(())) => Some("Invite sent."),
         _ => None,

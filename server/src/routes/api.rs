@@ -85,7 +85,10 @@ pub struct WorkspaceJson {
         (status = 401, description = "Missing, unknown or revoked key", body = ApiError),
     )
 )]
-pub async fn get_workspace(State(state): State<ServerState>, caller: ApiCaller) -> Result<Json<WorkspaceJson>, ApiFailure> {
+pub async fn get_workspace(
+    State(state): State<ServerState>,
+    caller: ApiCaller,
+) -> Result<Json<WorkspaceJson>, ApiFailure> {
     let ws = herald_engine::workspaces::get(&state.app.db, caller.tenant).await?;
     Ok(Json(WorkspaceJson { id: ws.id.0, can_send_campaigns: ws.can_send_campaigns(), name: ws.name, slug: ws.slug }))
 }

@@ -58,7 +58,13 @@ pub async fn show(State(sink): State<MailSink>, Path(id): Path<String>) -> Respo
     let headers: String = p
         .headers
         .iter()
-        .map(|(k, v)| format!("<tr><td class=\"pr-4 align-top font-medium\">{}</td><td class=\"break-all\">{}</td></tr>", e(k), e(v)))
+        .map(|(k, v)| {
+            format!(
+                "<tr><td class=\"pr-4 align-top font-medium\">{}</td><td class=\"break-all\">{}</td></tr>",
+                e(k),
+                e(v)
+            )
+        })
         .collect();
     // The HTML part is shown in a sandboxed iframe: no scripts, no same-origin access.
     let html = p

@@ -17,7 +17,13 @@ async fn sign_up_logs_in_and_log_out_ends_the_session() {
     let r = b.signup("Ada@Example.com", "correct horse battery").await;
     assert!(r.ok(), "{:?} {}", r.status, r.body);
     let cookie = session_cookie(&r).expect("session cookie set");
-    let raw = r.headers.get_all("set-cookie").iter().map(|v| v.to_str().unwrap_or_default().to_string()).collect::<Vec<_>>().join("\n");
+    let raw = r
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap_or_default().to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(raw.contains("HttpOnly") && raw.contains("SameSite=Lax"), "{raw}");
     assert!(!cookie.is_empty());
     assert_eq!(b.session().await["email"], "Ada@Example.com");
@@ -102,7 +108,8 @@ async fn login_is_rate_limited_per_account() {
 async fn passwords_are_stored_as_argon2id() {
     let app = spawn_app().await;
     assert!(app.browser().signup("hash@example.com", "correct horse battery").await.ok());
-    let hash: String = sqlx::query_scalar("SELECT password_hash FROM users").fetch_one(&app.owner).await.unwrap_or_default();
+    let hash: String =
+        sqlx::query_scalar("SELECT password_hash FROM users").fetch_one(&app.owner).await.unwrap_or_default();
     assert!(hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{hash}");
 }
 

@@ -2,12 +2,7 @@ use crate::helpers::*;
 use reqwest::StatusCode;
 
 async fn get_workspace(app: &TestApp, key: &str) -> reqwest::Response {
-    reqwest::Client::new()
-        .get(format!("{}/api/v1/workspace", app.base))
-        .bearer_auth(key)
-        .send()
-        .await
-        .expect("request")
+    reqwest::Client::new().get(format!("{}/api/v1/workspace", app.base)).bearer_auth(key).send().await.expect("request")
 }
 
 #[tokio::test]
@@ -67,7 +62,12 @@ async fn bad_keys_are_401_and_unknown_api_paths_404_as_json() {
 #[tokio::test]
 async fn the_openapi_document_describes_the_api() {
     let app = spawn_app().await;
-    let doc: serde_json::Value = reqwest::get(format!("{}/api/v1/openapi.json", app.base)).await.expect("request").json().await.unwrap_or_default();
+    let doc: serde_json::Value = reqwest::get(format!("{}/api/v1/openapi.json", app.base))
+        .await
+        .expect("request")
+        .json()
+        .await
+        .unwrap_or_default();
     assert!(doc["openapi"].as_str().unwrap_or_default().starts_with("3."));
     assert!(doc["paths"]["/api/v1/workspace"]["get"].is_object());
     assert!(doc["components"]["securitySchemes"]["api_key"].is_object());

@@ -17,7 +17,8 @@ pub type TestResult = anyhow::Result<()>;
 static TEMPLATE: OnceCell<String> = OnceCell::const_new();
 
 fn owner_url() -> String {
-    std::env::var("DATABASE_URL").expect("DATABASE_URL must point at a Postgres superuser for the tests (make test sets it)")
+    std::env::var("DATABASE_URL")
+        .expect("DATABASE_URL must point at a Postgres superuser for the tests (make test sets it)")
 }
 
 fn url_with_db(url: &str, db: &str) -> String {
@@ -46,7 +47,9 @@ async fn template() -> anyhow::Result<String> {
             .fetch_all(&admin)
             .await?;
             for db in stale {
-                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"))).execute(&admin).await;
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)")))
+                    .execute(&admin)
+                    .await;
             }
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&admin).await?;
             herald_engine::migrate::run(&url_with_db(&owner_url(), &name)).await?;
@@ -77,7 +80,10 @@ async fn try_spawn_app() -> anyhow::Result<TestApp> {
     // Copies of one template can collide ("source database is being accessed"): retry briefly.
     let mut attempt = 0;
     loop {
-        match sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{db}\" TEMPLATE \"{template}\""))).execute(&admin).await {
+        match sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{db}\" TEMPLATE \"{template}\"")))
+            .execute(&admin)
+            .await
+        {
             Ok(_) => break,
             Err(e) if attempt < 20 => {
                 attempt += 1;
@@ -183,7 +189,11 @@ impl TestApp {
 
     /// Waits for mail to `to` and returns its text part.
     pub async fn mail_text_to(&self, to: &str) -> String {
-        let m = self.sink.wait_for_recipient(to, Duration::from_secs(15)).await.unwrap_or_else(|| panic!("no mail to {to}"));
+        let m = self
+            .sink
+            .wait_for_recipient(to, Duration::from_secs(15))
+            .await
+            .unwrap_or_else(|| panic!("no mail to {to}"));
         m.parse().text.unwrap_or_default()
     }
 }
@@ -195,11 +205,8 @@ impl Browser {
     }
 
     pub async fn call_with_origin(&self, name: &str, form: &[(&str, &str)], origin: Option<&str>) -> FnResponse {
-        let mut req = self
-            .client
-            .post(format!("{}/rpc/{name}", self.base))
-            .header("Accept", "application/json")
-            .form(form);
+        let mut req =
+            self.client.post(format!("{}/rpc/{name}", self.base)).header("Accept", "application/json").form(form);
         if let Some(o) = origin {
             req = req.header("Origin", o);
         }

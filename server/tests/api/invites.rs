@@ -9,7 +9,11 @@ async fn an_invite_is_mailed_accepted_once_and_creates_the_membership() {
     assert!(r.ok(), "{:?} {}", r.status, r.body);
 
     // The invite travels through the job queue and real SMTP into the sink.
-    let mail = app.sink.wait_for_recipient("new.hire@example.com", std::time::Duration::from_secs(15)).await.expect("invite mail");
+    let mail = app
+        .sink
+        .wait_for_recipient("new.hire@example.com", std::time::Duration::from_secs(15))
+        .await
+        .expect("invite mail");
     let parsed = mail.parse();
     assert!(parsed.subject.contains("Invite Co"), "{}", parsed.subject);
     let token = invite_token(&parsed.text.unwrap_or_default());
@@ -71,7 +75,16 @@ async fn forged_and_withdrawn_invites_are_refused() {
 async fn owners_cannot_be_invited_and_members_cannot_be_invited_twice() {
     let app = spawn_app().await;
     let (owner, _) = app.owner_with_workspace("boss3@example.com", "Rules").await;
-    assert_eq!(owner.call("invite_member", &[("email", "y@example.com"), ("role", "owner")]).await.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(owner.call("invite_member", &[("email", "boss3@example.com"), ("role", "admin")]).await.status, StatusCode::CONFLICT);
-    assert_eq!(owner.call("invite_member", &[("email", "bad\r\nBcc: z@example.com"), ("role", "admin")]).await.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        owner.call("invite_member", &[("email", "y@example.com"), ("role", "owner")]).await.status,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(
+        owner.call("invite_member", &[("email", "boss3@example.com"), ("role", "admin")]).await.status,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(
+        owner.call("invite_member", &[("email", "bad\r\nBcc: z@example.com"), ("role", "admin")]).await.status,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
 }

@@ -11,10 +11,16 @@ async fn health_readiness_metrics_and_request_ids() {
     assert_eq!(b.get("/readyz").await.status(), StatusCode::OK);
     assert_eq!(b.get("/login").await.status(), StatusCode::OK);
     let metrics = b.get("/metrics").await.text().await.unwrap_or_default();
-    assert!(metrics.contains("herald_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("herald_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"} 1"),
+        "{metrics}"
+    );
     assert!(metrics.contains("herald_http_request_duration_seconds_bucket"));
     // Readiness notices a missing migration.
-    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = (SELECT max(version) FROM _sqlx_migrations)").execute(&app.owner).await.expect("delete");
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = (SELECT max(version) FROM _sqlx_migrations)")
+        .execute(&app.owner)
+        .await
+        .expect("delete");
     assert_eq!(b.get("/readyz").await.status(), StatusCode::SERVICE_UNAVAILABLE);
 }
 

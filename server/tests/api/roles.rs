@@ -10,9 +10,16 @@ async fn each_role_can_do_exactly_what_it_should() {
     let admin = app.add_member(&ws, "admin@example.com", "admin").await;
     let author = app.add_member(&ws, "author@example.com", "author").await;
     let viewer = app.add_member(&ws, "viewer@example.com", "viewer").await;
-    let settings = [("name", "Roles"), ("postal_address", "1 Main St"), ("default_from_name", "R"), ("default_from_email", "r@example.com")];
+    let settings = [
+        ("name", "Roles"),
+        ("postal_address", "1 Main St"),
+        ("default_from_name", "R"),
+        ("default_from_email", "r@example.com"),
+    ];
 
-    for (who, b, admin_ok) in [("owner", &owner, true), ("admin", &admin, true), ("author", &author, false), ("viewer", &viewer, false)] {
+    for (who, b, admin_ok) in
+        [("owner", &owner, true), ("admin", &admin, true), ("author", &author, false), ("viewer", &viewer, false)]
+    {
         // Everyone in the workspace can read.
         for read in ["workspace_settings", "dashboard_summary", "list_members"] {
             let r = b.call(read, &[]).await;
@@ -24,7 +31,11 @@ async fn each_role_can_do_exactly_what_it_should() {
         assert_eq!(b.call("list_api_keys", &[]).await.status, expect, "{who} list keys");
         assert_eq!(b.call("create_api_key", &[("name", "k")]).await.status, expect, "{who} create key");
         let invitee = format!("invitee-{who}@example.com");
-        assert_eq!(b.call("invite_member", &[("email", &invitee), ("role", "viewer")]).await.status, expect, "{who} invite");
+        assert_eq!(
+            b.call("invite_member", &[("email", &invitee), ("role", "viewer")]).await.status,
+            expect,
+            "{who} invite"
+        );
     }
     // Viewers do not see pending invites' addresses.
     let v = viewer.call("list_members", &[]).await;
@@ -39,13 +50,26 @@ async fn only_owners_touch_ownership_and_the_last_owner_stays() {
     let admin = app.add_member(&ws, "a@example.com", "admin").await;
     let members = owner.call("list_members", &[]).await.body;
     let id_of = |email: &str| {
-        members["members"].as_array().into_iter().flatten().find(|m| m["email"] == email).and_then(|m| m["user_id"].as_str()).unwrap_or_default().to_string()
+        members["members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["email"] == email)
+            .and_then(|m| m["user_id"].as_str())
+            .unwrap_or_default()
+            .to_string()
     };
     let (owner_id, admin_id) = (id_of("o@example.com"), id_of("a@example.com"));
     // An admin cannot demote or remove the owner, nor make themselves owner.
-    assert_eq!(admin.call("change_member_role", &[("user_id", &owner_id), ("role", "viewer")]).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        admin.call("change_member_role", &[("user_id", &owner_id), ("role", "viewer")]).await.status,
+        StatusCode::FORBIDDEN
+    );
     assert_eq!(admin.call("remove_member", &[("user_id", &owner_id)]).await.status, StatusCode::FORBIDDEN);
-    assert_eq!(admin.call("change_member_role", &[("user_id", &admin_id), ("role", "owner")]).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        admin.call("change_member_role", &[("user_id", &admin_id), ("role", "owner")]).await.status,
+        StatusCode::FORBIDDEN
+    );
     // The only owner cannot step down.
     let r = owner.call("change_member_role", &[("user_id", &owner_id), ("role", "admin")]).await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);

@@ -19,7 +19,10 @@ async fn every_table_with_a_tenant_id_has_forced_row_level_security() {
     .expect("catalog query");
     assert!(rows.len() >= 3, "expected tenant-owned tables, found {rows:?}");
     let unprotected: Vec<_> = rows.iter().filter(|(_, on, forced)| !(*on && *forced)).map(|r| r.0.clone()).collect();
-    assert!(unprotected.is_empty(), "tables with tenant_id but without ENABLE+FORCE ROW LEVEL SECURITY: {unprotected:?}");
+    assert!(
+        unprotected.is_empty(),
+        "tables with tenant_id but without ENABLE+FORCE ROW LEVEL SECURITY: {unprotected:?}"
+    );
     // Every such table has at least one policy.
     let without_policy: Vec<String> = sqlx::query_scalar(
         "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -43,10 +46,11 @@ async fn the_runtime_role_is_neither_owner_nor_superuser_nor_bypassrls() {
             .expect("role query");
     assert_eq!(user, "herald_app");
     assert!(!superuser && !bypass);
-    let owned: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tableowner = current_user")
-        .fetch_one(app.app.db.pool())
-        .await
-        .expect("owner query");
+    let owned: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tableowner = current_user")
+            .fetch_one(app.app.db.pool())
+            .await
+            .expect("owner query");
     assert_eq!(owned, 0);
 }
 
@@ -57,13 +61,22 @@ async fn queries_without_a_tenant_see_nothing() {
     assert!(t.a.call("invite_member", &[("email", "i@example.com"), ("role", "viewer")]).await.ok());
     let db = &t.app.app.db;
     for table in ["tenants", "memberships", "invites", "api_keys"] {
-        let owner_sees: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}"))).fetch_one(&t.app.owner).await.expect("count");
+        let owner_sees: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+            .fetch_one(&t.app.owner)
+            .await
+            .expect("count");
         assert!(owner_sees > 0, "{table} has rows");
         let mut tx = db.begin().await.expect("tx");
-        let runtime_sees: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}"))).fetch_one(&mut *tx).await.expect("count");
+        let runtime_sees: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+            .fetch_one(&mut *tx)
+            .await
+            .expect("count");
         assert_eq!(runtime_sees, 0, "{table} leaked rows with no tenant set");
         // Outside a transaction too (set_config is transaction-local, so nothing carries over).
-        let pooled: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}"))).fetch_one(db.pool()).await.expect("count");
+        let pooled: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+            .fetch_one(db.pool())
+            .await
+            .expect("count");
         assert_eq!(pooled, 0, "{table} leaked rows on a pooled connection");
     }
 }
@@ -74,14 +87,22 @@ async fn a_tenant_transaction_sees_and_changes_only_its_own_rows() {
     let a: TenantId = t.a_id.parse().expect("uuid");
     let b: TenantId = t.b_id.parse().expect("uuid");
     let mut tx = t.app.app.db.tenant_tx(a).await.expect("tx");
-    let visible: Vec<String> = sqlx::query_scalar("SELECT name FROM tenants").fetch_all(&mut *tx).await.expect("select");
+    let visible: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM tenants").fetch_all(&mut *tx).await.expect("select");
     assert_eq!(visible, vec!["Tenant A".to_string()]);
-    let changed = sqlx::query("UPDATE tenants SET name = 'pwned' WHERE id = $1").bind(b).execute(&mut *tx).await.expect("update").rows_affected();
-    assert_eq!(changed, 0);
-    let moved = sqlx::query("INSERT INTO memberships (tenant_id, user_id, role) SELECT $1, user_id, 'owner' FROM memberships LIMIT 1")
+    let changed = sqlx::query("UPDATE tenants SET name = 'pwned' WHERE id = $1")
         .bind(b)
         .execute(&mut *tx)
-        .await;
+        .await
+        .expect("update")
+        .rows_affected();
+    assert_eq!(changed, 0);
+    let moved = sqlx::query(
+        "INSERT INTO memberships (tenant_id, user_id, role) SELECT $1, user_id, 'owner' FROM memberships LIMIT 1",
+    )
+    .bind(b)
+    .execute(&mut *tx)
+    .await;
     assert!(moved.is_err(), "writing a row for another tenant must violate the policy");
 }
 
@@ -119,6 +140,11 @@ async fn no_server_function_reaches_another_workspace() {
     let after = t.b.call("list_members", &[]).await.body;
     assert_eq!(after["members"][0]["role"], "owner");
     assert_eq!(after["invites"].as_array().map(Vec::len), Some(1));
-    let r = reqwest::Client::new().get(format!("{}/api/v1/workspace", t.app.base)).bearer_auth(&key).send().await.expect("request");
+    let r = reqwest::Client::new()
+        .get(format!("{}/api/v1/workspace", t.app.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("request");
     assert_eq!(r.status(), StatusCode::OK);
 }
