@@ -66,12 +66,13 @@ pub async fn get_session_info() -> Result<Option<SessionInfo>, AppError> {
         .collect();
     let wanted = session.get::<herald_engine::TenantId>(SESSION_TENANT).await.ok().flatten().map(|t| t.to_string());
     let current = items.iter().find(|w| Some(&w.id) == wanted.as_ref()).or(items.first()).cloned();
-    if let Some(c) = &current {
-        if wanted.as_ref() != Some(&c.id) {
-            if let Some(w) = list.iter().find(|w| w.id.to_string() == c.id) {
-                set_session_tenant(&session, w.id).await?;
-            }
-        }
+    // Remember the fallback choice so later calls agree with what this page showed.
+    if let Some(w) = current
+        .as_ref()
+        .filter(|c| wanted.as_ref() != Some(&c.id))
+        .and_then(|c| list.iter().find(|w| w.id.to_string() == c.id))
+    {
+        set_session_tenant(&session, w.id).await?;
     }
     Ok(Some(SessionInfo { email: user.email, name: user.name, workspaces: items, current, dev_mode: state.dev_mode }))
 }

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 
 const KEY_PREFIX: &str = "hrld_";
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 pub struct ApiKey {
     pub id: Uuid,
     pub name: String,
@@ -73,26 +73,15 @@ pub async fn create(
 
 pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<ApiKey>> {
     let mut tx = db.tenant_tx(tenant).await?;
-    let rows: Vec<(Uuid, String, String, DateTime<Utc>, Option<DateTime<Utc>>, Option<DateTime<Utc>>)> =
-        sqlx::query_as(
-            "SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_keys
-             WHERE tenant_id = $1 ORDER BY revoked_at IS NOT NULL, created_at DESC",
-        )
-        .bind(tenant)
-        .fetch_all(&mut *tx)
-        .await?;
+    let keys = sqlx::query_as::<_, ApiKey>(
+        "SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_keys
+         WHERE tenant_id = $1 ORDER BY revoked_at IS NOT NULL, created_at DESC",
+    )
+    .bind(tenant)
+    .fetch_all(&mut *tx)
+    .await?;
     tx.commit().await?;
-    Ok(rows
-        .into_iter()
-        .map(|(id, name, prefix, created_at, last_used_at, revoked_at)| ApiKey {
-            id,
-            name,
-            prefix,
-            created_at,
-            last_used_at,
-            revoked_at,
-        })
-        .collect())
+    Ok(keys)
 }
 
 pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: Uuid) -> Result<()> {

@@ -27,6 +27,8 @@ enum Command {
     Admin(Admin),
 }
 
+// The variants mirror the subcommand names (`create-user`, …), so the shared prefix is wanted.
+#[allow(clippy::enum_variant_names)]
 #[derive(Subcommand, Debug)]
 enum Admin {
     /// Create an account; the password is read from standard input.

@@ -130,10 +130,10 @@ impl Config {
 /// restarts.
 fn dev_secret_key(dir: &std::path::Path) -> Result<Vec<u8>, String> {
     let path = dir.join("secret_key");
-    if let Ok(k) = std::fs::read_to_string(&path) {
-        if k.trim().len() >= 32 {
-            return Ok(k.trim().as_bytes().to_vec());
-        }
+    if let Ok(k) = std::fs::read_to_string(&path)
+        && k.trim().len() >= 32
+    {
+        return Ok(k.trim().as_bytes().to_vec());
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create HERALD_DATA_DIR {}: {e}", dir.display()))?;
     let key = hex::encode(rand::random::<[u8; 32]>());

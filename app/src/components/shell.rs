@@ -44,7 +44,7 @@ pub fn AppShell() -> impl IntoView {
 fn Frame(info: SessionInfo) -> impl IntoView {
     let switch = ServerAction::<SwitchWorkspace>::new();
     let logout = ServerAction::<Logout>::new();
-    let current = info.current.clone().unwrap_or_else(|| unreachable_workspace());
+    let current = info.current.clone().unwrap_or_else(unreachable_workspace);
     let current_id = current.id.clone();
     let nav = [("/", "Dashboard"), ("/audience", "Audience"), ("/campaigns", "Campaigns"), ("/settings", "Settings")];
     view! {
