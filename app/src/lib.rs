@@ -20,7 +20,8 @@ use components::shell::AppShell;
 use pages::{
     api_keys::ApiKeysPage, audience::AudiencePage, campaigns::CampaignsPage, dashboard::DashboardPage,
     invite::InvitePage, login::LoginPage, members::MembersPage, new_workspace::NewWorkspacePage,
-    not_found::NotFoundPage, settings::SettingsPage, signup::SignupPage,
+    not_found::NotFoundPage, reader::ReaderPage, readers::ReadersPage, settings::SettingsPage, signup::SignupPage,
+    suppressions::SuppressionsPage,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -57,6 +58,9 @@ pub fn App() -> impl IntoView {
                 <ParentRoute path=path!("") view=AppShell>
                     <Route path=path!("") view=DashboardPage/>
                     <Route path=path!("/audience") view=AudiencePage/>
+                    <Route path=path!("/audience/readers") view=ReadersPage/>
+                    <Route path=path!("/audience/readers/:id") view=ReaderPage/>
+                    <Route path=path!("/audience/suppressions") view=SuppressionsPage/>
                     <Route path=path!("/campaigns") view=CampaignsPage/>
                     <Route path=path!("/settings") view=SettingsPage/>
                     <Route path=path!("/settings/members") view=MembersPage/>

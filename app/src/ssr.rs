@@ -28,6 +28,8 @@ pub struct AppState {
     pub auth_ip_limiter: Arc<RateLimiter>,
     /// Login attempts per account (lowercased email).
     pub auth_account_limiter: Arc<RateLimiter>,
+    /// Public form posts (hosted subscribe page, embedded forms) per client IP.
+    pub public_form_limiter: Arc<RateLimiter>,
 }
 
 pub fn state() -> Result<AppState, AppError> {

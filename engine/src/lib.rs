@@ -4,6 +4,7 @@
 //! (HTTP API, CLI, workers) call the functions here and map [`Error`] to their own responses.
 
 pub mod api_keys;
+pub mod audience;
 pub mod db;
 pub mod domain;
 pub mod error;

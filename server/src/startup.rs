@@ -107,6 +107,7 @@ impl Application {
             dev_mode: config.is_dev(),
             auth_ip_limiter: Arc::new(RateLimiter::new(30, Duration::from_secs(60))),
             auth_account_limiter: Arc::new(RateLimiter::new(10, Duration::from_secs(60))),
+            public_form_limiter: Arc::new(RateLimiter::new(20, Duration::from_secs(60))),
         };
         let router = router(config, state.clone(), addr, sink.as_ref().map(|s| s.0.clone()));
         Ok(Self { listener, router, addr, state, sink, core_db: db, mailer })
@@ -181,6 +182,7 @@ fn router(config: &Config, state: AppState, addr: SocketAddr, sink: Option<MailS
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
         .merge(api::router())
+        .merge(crate::routes::public::router())
         .leptos_routes_with_context(&server_state, routes, context.clone(), {
             let leptos = leptos.clone();
             move || shell(leptos.clone())

@@ -1,17 +1,274 @@
-//! `/audience`: lists and readers. Until the audience feature lands, an honest empty state.
+//! `/audience`: the workspace's lists with their counts, creating and editing lists, and the
+//! embeddable sign-up form for each.
 
 use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{EmptyState, PageHeader};
+use crate::components::ui::{ActionError, Card, EmptyState, LoadError, PageHeader};
+use crate::error::AppError;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ListRow {
+    pub id: String,
+    pub name: String,
+    pub slug: String,
+    pub description: String,
+    pub opt_in: String,
+    pub visibility: String,
+    pub confirmed: i64,
+    pub unconfirmed: i64,
+    pub unsubscribed: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ListsView {
+    pub lists: Vec<ListRow>,
+    pub workspace_slug: String,
+    pub base_url: String,
+    pub can_edit: bool,
+}
+
+#[server(prefix = "/rpc", endpoint = "list_lists")]
+pub async fn list_lists() -> Result<ListsView, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::lists, workspaces};
+    let m = require_role(Role::Viewer).await?;
+    let ws = workspaces::get(&m.state.db, m.tenant).await?;
+    let lists = lists::with_counts(&m.state.db, m.tenant)
+        .await?
+        .into_iter()
+        .map(|l| ListRow {
+            id: l.list.id.to_string(),
+            name: l.list.name,
+            slug: l.list.slug,
+            description: l.list.description,
+            opt_in: l.list.opt_in,
+            visibility: l.list.visibility,
+            confirmed: l.confirmed,
+            unconfirmed: l.unconfirmed,
+            unsubscribed: l.unsubscribed,
+        })
+        .collect();
+    Ok(ListsView { lists, workspace_slug: ws.slug, base_url: m.state.base_url.clone(), can_edit: m.role.can_author() })
+}
+
+/// Creates a list (empty `id`) or updates one.
+#[server(prefix = "/rpc", endpoint = "save_list")]
+pub async fn save_list(
+    id: String,
+    name: String,
+    slug: String,
+    description: String,
+    opt_in: String,
+    visibility: String,
+) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::lists};
+    let m = require_role(Role::Author).await?;
+    let input = lists::ListInput { name, slug: Some(slug), description, opt_in, visibility };
+    if id.trim().is_empty() {
+        lists::create(&m.state.db, m.tenant, m.role, &input).await?;
+    } else {
+        let id = uuid::Uuid::parse_str(&id).map_err(|_| AppError::NotFound.respond())?;
+        lists::update(&m.state.db, m.tenant, m.role, id, &input).await?;
+    }
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "delete_list")]
+pub async fn delete_list(id: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::lists};
+    let m = require_role(Role::Author).await?;
+    let id = uuid::Uuid::parse_str(&id).map_err(|_| AppError::NotFound.respond())?;
+    lists::delete(&m.state.db, m.tenant, m.role, id).await?;
+    Ok(())
+}
+
+/// The tabs above every audience page.
+#[component]
+pub fn AudienceTabs(active: &'static str) -> impl IntoView {
+    let tabs =
+        [("/audience", "Lists"), ("/audience/readers", "Readers"), ("/audience/suppressions", "Suppression list")];
+    view! {
+        <PageHeader title="Audience" subtitle="Lists, readers and who must never be mailed"/>
+        <nav class="mb-6 flex gap-6 border-b border-slate-200 text-sm" aria-label="Audience">
+            {tabs.into_iter().map(|(href, label)| {
+                let cls = if href == active {
+                    "-mb-px border-b-2 border-indigo-600 pb-2 font-medium text-indigo-700"
+                } else {
+                    "pb-2 text-slate-500 hover:text-slate-800"
+                };
+                view! { <a href=href class=cls>{label}</a> }
+            }).collect_view()}
+        </nav>
+    }
+}
 
 #[component]
 pub fn AudiencePage() -> impl IntoView {
+    let save = ServerAction::<SaveList>::new();
+    let delete = ServerAction::<DeleteList>::new();
+    let data = Resource::new(move || (save.version().get(), delete.version().get()), |_| list_lists());
     view! {
-        <PageHeader title="Audience" subtitle="Lists, readers and sign-up pages"/>
-        <EmptyState
-            title="No readers yet"
-            body="Lists, hosted subscribe pages and CSV import are not built yet. Meanwhile, set your postal address and default sender so the first campaign can go out as soon as they are."
-            action_href="/settings"
-            action_label="Open workspace settings"/>
+        <AudienceTabs active="/audience"/>
+        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(v) => view! { <ListsBody v=v save=save delete=delete/> }.into_any(),
+                    Err(e) => view! { <LoadError error=e/> }.into_any(),
+                }
+            })}
+        </Suspense>
     }
+}
+
+#[component]
+fn ListsBody(v: ListsView, save: ServerAction<SaveList>, delete: ServerAction<DeleteList>) -> impl IntoView {
+    let editing = RwSignal::new(None::<ListRow>);
+    let hosted = format!("{}/s/{}", v.base_url, v.workspace_slug);
+    let can_edit = v.can_edit;
+    let empty = v.lists.is_empty();
+    let rows = v.lists.clone();
+    let for_snippet = v.lists;
+    view! {
+        <div class="mb-4 flex items-center justify-between text-sm text-slate-500">
+            <span>"Hosted sign-up page: " <a href=hosted.clone() class="text-indigo-600 hover:underline" target="_blank">{hosted.clone()}</a></span>
+        </div>
+        {empty.then(|| view! {
+            <EmptyState title="No lists yet"
+                body="A list is what readers subscribe to: a newsletter, a product-updates feed. Create the first one below; public lists appear on your hosted sign-up page."/>
+        })}
+        {(!empty).then(|| view! {
+            <Card>
+                <table class="w-full text-left text-sm" data-testid="lists-table">
+                    <thead class="text-xs uppercase text-slate-400">
+                        <tr><th class="py-2">"List"</th><th>"Opt-in"</th><th>"Confirmed"</th><th>"Unconfirmed"</th><th>"Unsubscribed"</th><th></th></tr>
+                    </thead>
+                    <tbody class="divide-y divide-slate-100">
+                        {rows.into_iter().map(|l| {
+                            let row = l.clone();
+                            let id = l.id.clone();
+                            let readers_href = format!("/audience/readers?list={}", l.id);
+                            view! {
+                                <tr>
+                                    <td class="py-3">
+                                        <a href=readers_href class="font-medium text-slate-800 hover:text-indigo-600">{l.name.clone()}</a>
+                                        <span class="badge ml-2">{l.visibility.clone()}</span>
+                                        <div class="text-xs text-slate-500">{l.description.clone()}</div>
+                                    </td>
+                                    <td>{l.opt_in.clone()}</td>
+                                    <td data-testid="confirmed-count">{l.confirmed}</td>
+                                    <td>{l.unconfirmed}</td>
+                                    <td>{l.unsubscribed}</td>
+                                    <td class="text-right">
+                                        {can_edit.then(|| view! {
+                                            <button type="button" class="text-xs text-indigo-600 hover:underline" on:click=move |_| editing.set(Some(row.clone()))>"Edit"</button>
+                                            <ActionForm action=delete attr:class="inline">
+                                                <input type="hidden" name="id" value=id.clone()/>
+                                                <button type="submit" class="ml-3 text-xs text-red-600 hover:underline">"Delete"</button>
+                                            </ActionForm>
+                                        })}
+                                    </td>
+                                </tr>
+                            }
+                        }).collect_view()}
+                    </tbody>
+                </table>
+                <ActionError value=delete.value()/>
+            </Card>
+        })}
+        {can_edit.then(|| view! { <ListForm save=save editing=editing/> })}
+        {(!empty).then(|| view! { <EmbedSnippet hosted=hosted lists=for_snippet/> })}
+    }
+}
+
+#[component]
+fn ListForm(save: ServerAction<SaveList>, editing: RwSignal<Option<ListRow>>) -> impl IntoView {
+    let get = move |f: fn(&ListRow) -> String| editing.with(|e| e.as_ref().map(f).unwrap_or_default());
+    view! {
+        <Card title="">
+            <h2 class="mb-4 text-lg font-medium text-slate-900">
+                {move || if editing.with(Option::is_some) { "Edit list" } else { "Create a list" }}
+            </h2>
+            <ActionForm action=save attr:class="grid grid-cols-2 gap-4">
+                <input type="hidden" name="id" prop:value=move || get(|l| l.id.clone())/>
+                <div>
+                    <label for="list-name" class="label">"Name"</label>
+                    <input id="list-name" name="name" required maxlength="100" class="input" prop:value=move || get(|l| l.name.clone())/>
+                </div>
+                <div>
+                    <label for="list-slug" class="label">"Address (slug)"</label>
+                    <input id="list-slug" name="slug" maxlength="48" class="input" placeholder="from the name" prop:value=move || get(|l| l.slug.clone())/>
+                </div>
+                <div class="col-span-2">
+                    <label for="list-description" class="label">"Description"</label>
+                    <input id="list-description" name="description" maxlength="1000" class="input" prop:value=move || get(|l| l.description.clone())/>
+                </div>
+                <div>
+                    <label for="list-opt-in" class="label">"Opt-in"</label>
+                    <select id="list-opt-in" name="opt_in" class="input" prop:value=move || { let v = get(|l| l.opt_in.clone()); if v.is_empty() { "double".to_string() } else { v } }>
+                        <option value="double">"Double: readers confirm by email (recommended)"</option>
+                        <option value="single">"Single: subscribed at once"</option>
+                    </select>
+                </div>
+                <div>
+                    <label for="list-visibility" class="label">"Visibility"</label>
+                    <select id="list-visibility" name="visibility" class="input" prop:value=move || { let v = get(|l| l.visibility.clone()); if v.is_empty() { "public".to_string() } else { v } }>
+                        <option value="public">"Public: on the sign-up page and preference center"</option>
+                        <option value="private">"Private: import and API only"</option>
+                    </select>
+                </div>
+                <div class="col-span-2 flex items-center gap-3">
+                    <button type="submit" class="btn-primary" disabled=move || save.pending().get()>
+                        {move || if editing.with(Option::is_some) { "Save list" } else { "Create list" }}
+                    </button>
+                    {move || editing.with(Option::is_some).then(|| view! {
+                        <button type="button" class="btn-secondary" on:click=move |_| editing.set(None)>"Cancel"</button>
+                    })}
+                </div>
+            </ActionForm>
+            <ActionError value=save.value()/>
+        </Card>
+    }
+}
+
+#[component]
+fn EmbedSnippet(hosted: String, lists: Vec<ListRow>) -> impl IntoView {
+    let public: Vec<ListRow> = lists.into_iter().filter(|l| l.visibility == "public").collect();
+    let boxes: String = public
+        .iter()
+        .map(|l| {
+            format!(
+                "  <label><input type=\"checkbox\" name=\"list\" value=\"{}\" checked> {}</label>\n",
+                l.id,
+                html_escape(&l.name)
+            )
+        })
+        .collect();
+    let snippet = format!(
+        "<form method=\"post\" action=\"{hosted}\">\n  <input type=\"email\" name=\"email\" placeholder=\"you@example.com\" required>\n  <input type=\"text\" name=\"name\" placeholder=\"Your name\">\n{boxes}  <input type=\"text\" name=\"website\" tabindex=\"-1\" autocomplete=\"off\" style=\"position:absolute;left:-10000px\" aria-hidden=\"true\">\n  <button type=\"submit\">Subscribe</button>\n</form>"
+    );
+    let copied = RwSignal::new(false);
+    let to_copy = snippet.clone();
+    view! {
+        <Card title="Embed a sign-up form">
+            <p class="mb-3 text-sm text-slate-500">"Paste this into any web page. It posts to your hosted page, with the same spam protection."</p>
+            <pre class="overflow-x-auto rounded-md bg-slate-900 p-4 text-xs text-slate-100" data-testid="embed-snippet">{snippet}</pre>
+            <button type="button" class="btn-secondary mt-3" on:click=move |_| {
+                #[cfg(feature = "hydrate")]
+                {
+                    // The promise is not awaited: a refused permission leaves the text selectable.
+                    let _ = leptos::prelude::window().navigator().clipboard().write_text(&to_copy);
+                }
+                #[cfg(not(feature = "hydrate"))]
+                let _ = &to_copy;
+                copied.set(true);
+            }>{move || if copied.get() { "Copied" } else { "Copy snippet" }}</button>
+        </Card>
+    }
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }

@@ -97,7 +97,8 @@ fn Checklist(s: DashboardSummary) -> impl IntoView {
                 <p class="text-sm text-slate-500">{format!("members · {} pending invites", s.pending_invites)}</p>
             </Card>
             <Card title="Readers">
-                <p class="text-sm text-slate-500">"No readers yet. Lists, sign-up pages and CSV import are next on the roadmap."</p>
+                <p class="text-sm text-slate-500">"Create lists, share your hosted sign-up page and manage readers under Audience."</p>
+                <a href="/audience" class="mt-3 inline-block text-sm text-indigo-600 hover:underline">"Open Audience →"</a>
             </Card>
         </div>
     }

@@ -7,5 +7,8 @@ pub mod login;
 pub mod members;
 pub mod new_workspace;
 pub mod not_found;
+pub mod reader;
+pub mod readers;
 pub mod settings;
 pub mod signup;
+pub mod suppressions;

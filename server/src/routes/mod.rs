@@ -1,3 +1,4 @@
 pub mod api;
 pub mod dev_inbox;
 pub mod health;
+pub mod public;

@@ -6,6 +6,7 @@ mod helpers;
 
 mod accounts;
 mod api_keys;
+mod audience;
 mod cli;
 mod invites;
 mod operability;

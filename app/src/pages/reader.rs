@@ -1,0 +1,203 @@
+//! `/audience/readers/:id`: one reader: attributes editor, subscriptions, consent history, data
+//! export and erasure.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_params_map;
+use serde::{Deserialize, Serialize};
+
+use crate::components::ui::{ActionError, Card, LoadError, short_time};
+use crate::error::AppError;
+use crate::pages::audience::AudienceTabs;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SubscriptionView {
+    pub list_name: String,
+    pub status: String,
+    pub since: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ConsentView {
+    pub when: String,
+    pub action: String,
+    pub list: Option<String>,
+    pub source: String,
+    pub ip: Option<String>,
+    pub wording: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReaderView {
+    pub id: i64,
+    pub email: String,
+    pub name: String,
+    pub attributes_json: String,
+    pub status: String,
+    pub suppressed: Option<String>,
+    pub subscriptions: Vec<SubscriptionView>,
+    pub consent: Vec<ConsentView>,
+    pub export_json: String,
+    pub can_edit: bool,
+    pub can_erase: bool,
+}
+
+#[server(prefix = "/rpc", endpoint = "get_reader")]
+pub async fn get_reader(id: i64) -> Result<ReaderView, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::readers};
+    let m = require_role(Role::Viewer).await?;
+    let d = readers::detail(&m.state.db, m.tenant, id).await?;
+    let export = readers::export(&m.state.db, m.tenant, id).await?;
+    Ok(ReaderView {
+        id: d.reader.id,
+        email: d.reader.email,
+        name: d.reader.name,
+        attributes_json: serde_json::to_string_pretty(&d.reader.attributes).unwrap_or_default(),
+        status: d.reader.status,
+        suppressed: d.suppressed,
+        subscriptions: d
+            .subscriptions
+            .into_iter()
+            .map(|s| SubscriptionView {
+                since: s.unsubscribed_at.or(s.confirmed_at).unwrap_or(s.created_at).to_rfc3339(),
+                list_name: s.list_name,
+                status: s.status,
+            })
+            .collect(),
+        consent: d
+            .consent
+            .into_iter()
+            .map(|e| ConsentView {
+                when: e.created_at.to_rfc3339(),
+                action: e.action,
+                list: e.list_name,
+                source: e.source,
+                ip: e.ip,
+                wording: e.wording,
+            })
+            .collect(),
+        export_json: serde_json::to_string_pretty(&export).unwrap_or_default(),
+        can_edit: m.role.can_author(),
+        can_erase: m.role.can_administer(),
+    })
+}
+
+#[server(prefix = "/rpc", endpoint = "update_reader")]
+pub async fn update_reader(id: i64, name: String, attributes: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::consent::Origin, audience::readers};
+    let m = require_role(Role::Author).await?;
+    let attributes: serde_json::Value =
+        serde_json::from_str(if attributes.trim().is_empty() { "{}" } else { &attributes })
+            .map_err(|e| AppError::Invalid(format!("The attributes are not valid JSON: {e}")).respond())?;
+    readers::update(&m.state.db, m.tenant, m.role, id, &name, attributes, &Origin::new("admin")).await?;
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "erase_reader")]
+pub async fn erase_reader(id: i64) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::readers};
+    let m = require_role(Role::Admin).await?;
+    readers::erase(&m.state.db, m.tenant, m.role, id).await?;
+    leptos_axum::redirect("/audience/readers");
+    Ok(())
+}
+
+#[component]
+pub fn ReaderPage() -> impl IntoView {
+    let id = move || use_params_map().with(|p| p.get("id")).and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+    let save = ServerAction::<UpdateReader>::new();
+    let erase = ServerAction::<EraseReader>::new();
+    let data = Resource::new(move || (id(), save.version().get()), |(id, _)| get_reader(id));
+    view! {
+        <AudienceTabs active="/audience/readers"/>
+        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(r) => view! { <ReaderBody r=r save=save erase=erase/> }.into_any(),
+                    Err(e) => view! { <LoadError error=e/> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerAction<EraseReader>) -> impl IntoView {
+    let ro = !r.can_edit;
+    let download = format!("data:application/json;charset=utf-8,{}", encode_component(&r.export_json));
+    let file_name = format!("reader-{}.json", r.id);
+    let confirm_erase = RwSignal::new(false);
+    view! {
+        <div class="mb-4 flex items-center justify-between">
+            <div>
+                <h2 class="text-xl font-semibold text-slate-900" data-testid="reader-email">{r.email.clone()}</h2>
+                <p class="text-sm text-slate-500"><span class="badge">{r.status.clone()}</span>
+                    {r.suppressed.clone().map(|s| view! { <span class="badge ml-2 bg-red-50 text-red-700">"suppressed: " {s}</span> })}</p>
+            </div>
+            <a href=download download=file_name class="btn-secondary">"Export data (JSON)"</a>
+        </div>
+        <div class="grid grid-cols-2 gap-6">
+            <Card title="Profile">
+                <ActionForm action=save attr:class="space-y-3">
+                    <input type="hidden" name="id" value=r.id/>
+                    <div><label for="r-name" class="label">"Name"</label><input id="r-name" name="name" class="input" value=r.name.clone() disabled=ro/></div>
+                    <div>
+                        <label for="r-attrs" class="label">"Attributes (JSON object)"</label>
+                        <textarea id="r-attrs" name="attributes" rows="8" class="input font-mono text-xs" disabled=ro>{r.attributes_json.clone()}</textarea>
+                    </div>
+                    {(!ro).then(|| view! { <button type="submit" class="btn-primary">"Save"</button> })}
+                    <ActionError value=save.value()/>
+                </ActionForm>
+            </Card>
+            <Card title="Subscriptions">
+                {if r.subscriptions.is_empty() {
+                    view! { <p class="text-sm text-slate-500">"Not on any list."</p> }.into_any()
+                } else {
+                    view! {
+                        <ul class="divide-y divide-slate-100 text-sm" data-testid="subscriptions">
+                            {r.subscriptions.into_iter().map(|s| view! {
+                                <li class="flex justify-between py-2"><span>{s.list_name}</span>
+                                    <span><span class="badge">{s.status}</span><span class="ml-2 text-xs text-slate-400">{short_time(&s.since)}</span></span></li>
+                            }).collect_view()}
+                        </ul>
+                    }.into_any()
+                }}
+            </Card>
+        </div>
+        <Card title="Consent history">
+            <table class="w-full text-left text-xs">
+                <thead class="uppercase text-slate-400"><tr><th class="py-1">"When"</th><th>"What"</th><th>"List"</th><th>"Source"</th><th>"IP"</th></tr></thead>
+                <tbody class="divide-y divide-slate-100">
+                    {r.consent.into_iter().map(|e| view! {
+                        <tr title=e.wording.clone().unwrap_or_default()>
+                            <td class="py-1">{short_time(&e.when)}</td><td>{e.action}</td><td>{e.list.unwrap_or_default()}</td>
+                            <td>{e.source}</td><td>{e.ip.unwrap_or_default()}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </Card>
+        {r.can_erase.then(|| view! {
+            <Card title="Erase this reader">
+                <p class="text-sm text-slate-500">"Removes their profile and subscriptions for good (GDPR erasure). If they are on the suppression list, that entry stays so they are never mailed again."</p>
+                <label class="mt-3 flex items-center gap-2 text-sm"><input type="checkbox" on:change=move |ev| confirm_erase.set(event_target_checked(&ev))/>"I understand this cannot be undone"</label>
+                <ActionForm action=erase attr:class="mt-3">
+                    <input type="hidden" name="id" value=r.id/>
+                    <button type="submit" class="btn-primary bg-red-600 hover:bg-red-700" disabled=move || !confirm_erase.get()>"Erase reader"</button>
+                </ActionForm>
+                <ActionError value=erase.value()/>
+            </Card>
+        })}
+    }
+}
+
+fn encode_component(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,193 @@
+//! `/audience/readers`: search and filter readers (email or name, list, status, an attribute
+//! condition), page through them newest first, and add one by hand.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+use serde::{Deserialize, Serialize};
+
+use crate::components::ui::{ActionError, Card, LoadError, short_time};
+use crate::error::AppError;
+use crate::pages::audience::{AudienceTabs, ListRow, list_lists};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReaderRow {
+    pub id: i64,
+    pub email: String,
+    pub name: String,
+    pub status: String,
+    pub created_at: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReadersView {
+    pub readers: Vec<ReaderRow>,
+    pub next_before: Option<i64>,
+}
+
+#[server(prefix = "/rpc", endpoint = "search_readers")]
+pub async fn search_readers(
+    q: String,
+    list: String,
+    status: String,
+    attribute: String,
+    before: Option<i64>,
+) -> Result<ReadersView, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::Role;
+    use herald_engine::audience::readers::{self, AttributeCondition, ReaderFilter};
+    let m = require_role(Role::Viewer).await?;
+    let filter = ReaderFilter {
+        search: Some(q).filter(|s| !s.trim().is_empty()),
+        list: if list.is_empty() {
+            None
+        } else {
+            Some(uuid::Uuid::parse_str(&list).map_err(|_| AppError::NotFound.respond())?)
+        },
+        status: Some(status).filter(|s| !s.is_empty()),
+        attribute: if attribute.trim().is_empty() { None } else { Some(AttributeCondition::parse(&attribute)?) },
+    };
+    let page = readers::search(&m.state.db, m.tenant, &filter, before, 50).await?;
+    Ok(ReadersView {
+        readers: page
+            .readers
+            .into_iter()
+            .map(|r| ReaderRow {
+                id: r.id,
+                email: r.email,
+                name: r.name,
+                status: r.status,
+                created_at: r.created_at.to_rfc3339(),
+            })
+            .collect(),
+        next_before: page.next_before,
+    })
+}
+
+#[server(prefix = "/rpc", endpoint = "add_reader")]
+pub async fn add_reader(email: String, name: String, list: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::consent::Origin, audience::readers};
+    let m = require_role(Role::Author).await?;
+    let lists: Vec<uuid::Uuid> = uuid::Uuid::parse_str(&list).ok().into_iter().collect();
+    let origin = Origin {
+        wording: Some("Added by a workspace member, who attests the reader's consent.".into()),
+        ..Origin::new("admin")
+    };
+    readers::add(&m.state.db, m.tenant, m.role, &email, &name, &lists, &origin).await?;
+    Ok(())
+}
+
+#[component]
+pub fn ReadersPage() -> impl IntoView {
+    let query = use_query_map();
+    let param = move |k: &str| query.with(|q| q.get(k)).unwrap_or_default();
+    let add = ServerAction::<AddReader>::new();
+    let lists = Resource::new(|| (), |_| list_lists());
+    let before = move || query.with(|q| q.get("before")).and_then(|b| b.parse::<i64>().ok());
+    let readers = Resource::new(
+        move || (param("q"), param("list"), param("status"), param("attribute"), before(), add.version().get()),
+        |(q, list, status, attribute, before, _)| search_readers(q, list, status, attribute, before),
+    );
+    view! {
+        <AudienceTabs active="/audience/readers"/>
+        <Card>
+            <form method="get" class="grid grid-cols-5 gap-3" role="search">
+                <input name="q" class="input col-span-2" placeholder="Search email or name" prop:value=move || param("q") aria-label="Search"/>
+                <select name="list" class="input" aria-label="List" prop:value=move || param("list")>
+                    <option value="">"All lists"</option>
+                    <Suspense>
+                        {move || Suspend::new(async move {
+                            lists.await.map(|v| v.lists.into_iter().map(|l: ListRow| view! { <option value=l.id>{l.name}</option> }).collect_view()).ok()
+                        })}
+                    </Suspense>
+                </select>
+                <select name="status" class="input" aria-label="Status" prop:value=move || param("status")>
+                    <option value="">"Any status"</option>
+                    <option value="active">"Active"</option>
+                    <option value="unsubscribed">"Left everything"</option>
+                    <option value="blocklisted">"Blocklisted"</option>
+                </select>
+                <button type="submit" class="btn-primary">"Filter"</button>
+                <input name="attribute" class="input col-span-4 font-mono text-xs" placeholder="Attribute condition, e.g. city = \"Lyon\" or plan in [\"pro\", \"team\"]"
+                    prop:value=move || param("attribute") aria-label="Attribute condition"/>
+            </form>
+        </Card>
+        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match readers.await {
+                    Ok(v) => view! { <ReaderTable v=v/> }.into_any(),
+                    Err(e) => view! { <LoadError error=e/> }.into_any(),
+                }
+            })}
+        </Suspense>
+        <Card title="Add a reader">
+            <ActionForm action=add attr:class="flex flex-wrap items-end gap-3">
+                <div class="min-w-56 flex-1"><label for="new-email" class="label">"Email"</label><input id="new-email" name="email" type="email" required class="input"/></div>
+                <div class="min-w-40 flex-1"><label for="new-name" class="label">"Name"</label><input id="new-name" name="name" class="input"/></div>
+                <div>
+                    <label for="new-list" class="label">"Add to list (confirmed)"</label>
+                    <select id="new-list" name="list" class="input">
+                        <option value="">"No list"</option>
+                        <Suspense>
+                            {move || Suspend::new(async move {
+                                lists.await.map(|v| v.lists.into_iter().map(|l| view! { <option value=l.id>{l.name}</option> }).collect_view()).ok()
+                            })}
+                        </Suspense>
+                    </select>
+                </div>
+                <button type="submit" class="btn-primary">"Add reader"</button>
+            </ActionForm>
+            <p class="mt-2 text-xs text-slate-500">"Adding someone by hand records in the consent ledger that you attest their consent."</p>
+            <ActionError value=add.value()/>
+        </Card>
+    }
+}
+
+#[component]
+fn ReaderTable(v: ReadersView) -> impl IntoView {
+    if v.readers.is_empty() {
+        return view! {
+            <Card><p class="py-6 text-center text-sm text-slate-500">"No readers match. Share your sign-up page, add someone below, or change the filter."</p></Card>
+        }
+        .into_any();
+    }
+    let next = v.next_before.map(|b| {
+        let query = use_query_map().get_untracked();
+        let mut params: Vec<String> = ["q", "list", "status", "attribute"]
+            .iter()
+            .filter_map(|k| query.get(k).map(|v| format!("{k}={}", urlencode(&v))))
+            .collect();
+        params.push(format!("before={b}"));
+        format!("/audience/readers?{}", params.join("&"))
+    });
+    view! {
+        <Card>
+            <table class="w-full text-left text-sm" data-testid="readers-table">
+                <thead class="text-xs uppercase text-slate-400"><tr><th class="py-2">"Reader"</th><th>"Status"</th><th>"Added"</th></tr></thead>
+                <tbody class="divide-y divide-slate-100">
+                    {v.readers.into_iter().map(|r| view! {
+                        <tr>
+                            <td class="py-2">
+                                <a href=format!("/audience/readers/{}", r.id) class="font-medium text-slate-800 hover:text-indigo-600">{r.email}</a>
+                                <div class="text-xs text-slate-500">{r.name}</div>
+                            </td>
+                            <td><span class="badge">{r.status}</span></td>
+                            <td class="text-slate-500">{short_time(&r.created_at)}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+            {next.map(|href| view! { <div class="mt-4 text-right"><a href=href class="btn-secondary">"Older readers →"</a></div> })}
+        </Card>
+    }
+    .into_any()
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,181 @@
+//! Lists: named groups of readers, each with an opt-in mode and a visibility.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::db::Db;
+use crate::domain::{Role, Slug, TenantId};
+use crate::error::{Error, Result, is_unique_violation};
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct List {
+    pub id: Uuid,
+    pub name: String,
+    pub slug: String,
+    pub description: String,
+    /// `single` or `double`.
+    pub opt_in: String,
+    /// `public` (offered on the hosted page and the preference center) or `private`.
+    pub visibility: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl List {
+    pub fn is_double_opt_in(&self) -> bool {
+        self.opt_in == "double"
+    }
+}
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct ListWithCounts {
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub list: List,
+    pub confirmed: i64,
+    pub unconfirmed: i64,
+    pub unsubscribed: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct ListInput {
+    pub name: String,
+    pub slug: Option<String>,
+    pub description: String,
+    pub opt_in: String,
+    pub visibility: String,
+}
+
+const COLUMNS: &str = "id, name, slug, description, opt_in, visibility, created_at";
+
+fn check(input: &ListInput) -> Result<(String, Slug)> {
+    let name = input.name.trim();
+    if name.is_empty() || name.chars().count() > 100 {
+        return Err(Error::Invalid("The list name needs 1–100 characters.".into()));
+    }
+    if input.description.chars().count() > 1000 {
+        return Err(Error::Invalid("The description can have at most 1000 characters.".into()));
+    }
+    if !matches!(input.opt_in.as_str(), "single" | "double") {
+        return Err(Error::Invalid("Opt-in must be “single” or “double”.".into()));
+    }
+    if !matches!(input.visibility.as_str(), "public" | "private") {
+        return Err(Error::Invalid("Visibility must be “public” or “private”.".into()));
+    }
+    let slug = match input.slug.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        Some(s) => Slug::parse(s)?,
+        None => Slug::from_name(name)?,
+    };
+    Ok((name.to_string(), slug))
+}
+
+fn slug_taken(e: sqlx::Error, slug: &Slug) -> Error {
+    if is_unique_violation(&e, "lists_tenant_id_slug_key") {
+        Error::Conflict(format!("Another list already uses the address “{slug}”."))
+    } else {
+        e.into()
+    }
+}
+
+pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &ListInput) -> Result<List> {
+    role.require(Role::Author)?;
+    let (name, slug) = check(input)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let list = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO lists (id, tenant_id, name, slug, description, opt_in, visibility)
+         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+    )))
+    .bind(Uuid::new_v4())
+    .bind(tenant)
+    .bind(name)
+    .bind(slug.as_str())
+    .bind(input.description.trim())
+    .bind(&input.opt_in)
+    .bind(&input.visibility)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(|e| slug_taken(e, &slug))?;
+    tx.commit().await?;
+    Ok(list)
+}
+
+pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &ListInput) -> Result<List> {
+    role.require(Role::Author)?;
+    let (name, slug) = check(input)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let list = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE lists SET name = $3, slug = $4, description = $5, opt_in = $6, visibility = $7, updated_at = now()
+         WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
+    )))
+    .bind(tenant)
+    .bind(id)
+    .bind(name)
+    .bind(slug.as_str())
+    .bind(input.description.trim())
+    .bind(&input.opt_in)
+    .bind(&input.visibility)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(|e| slug_taken(e, &slug))?
+    .ok_or(Error::NotFound)?;
+    tx.commit().await?;
+    Ok(list)
+}
+
+pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<()> {
+    role.require(Role::Author)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let n = sqlx::query("DELETE FROM lists WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    if n == 0 { Err(Error::NotFound) } else { Ok(()) }
+}
+
+pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<List> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let list =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM lists WHERE tenant_id = $1 AND id = $2")))
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(Error::NotFound)?;
+    tx.commit().await?;
+    Ok(list)
+}
+
+/// Every list with its subscription counts, by name.
+pub async fn with_counts(db: &Db, tenant: TenantId) -> Result<Vec<ListWithCounts>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows = sqlx::query_as(
+        "SELECT l.id, l.name, l.slug, l.description, l.opt_in, l.visibility, l.created_at,
+                count(*) FILTER (WHERE s.status = 'confirmed') AS confirmed,
+                count(*) FILTER (WHERE s.status = 'unconfirmed') AS unconfirmed,
+                count(*) FILTER (WHERE s.status = 'unsubscribed') AS unsubscribed
+         FROM lists l LEFT JOIN subscriptions s ON s.list_id = l.id
+         WHERE l.tenant_id = $1
+         GROUP BY l.id ORDER BY lower(l.name)",
+    )
+    .bind(tenant)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// The lists offered on the hosted subscribe page and the preference center.
+pub async fn public(db: &Db, tenant: TenantId) -> Result<Vec<List>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM lists WHERE tenant_id = $1 AND visibility = 'public' ORDER BY lower(name)"
+    )))
+    .bind(tenant)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}

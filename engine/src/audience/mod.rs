@@ -1,0 +1,7 @@
+//! Who receives mail: lists, readers, subscriptions, the consent ledger and the suppression list.
+
+pub mod consent;
+pub mod lists;
+pub mod readers;
+pub mod subscribe;
+pub mod suppressions;

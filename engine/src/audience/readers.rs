@@ -1,0 +1,309 @@
+//! Readers (subscribers) as authors see them: search and filter with keyset pagination, the
+//! detail page, edits, GDPR export and erasure.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::{Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::consent::{self, ConsentEvent, Origin};
+use crate::db::Db;
+use crate::domain::{Email, Role, TenantId};
+use crate::error::{Error, Result};
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct Reader {
+    pub id: i64,
+    pub email: String,
+    pub name: String,
+    pub attributes: Value,
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An attribute condition from the audience filter: `city = "Lyon"` or `plan in ["pro", "team"]`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttributeCondition {
+    Equals(String, Value),
+    In(String, Vec<Value>),
+}
+
+impl AttributeCondition {
+    /// Parses `key = <json>` or `key in [<json>, …]`. Keys are letters, digits, `_` and `-`.
+    pub fn parse(raw: &str) -> Result<Self> {
+        let bad = || Error::Invalid("Write the condition as  city = \"Lyon\"  or  plan in [\"pro\", \"team\"].".into());
+        let raw = raw.trim();
+        let (key, rest, is_in) = if let Some((k, v)) = raw.split_once('=') {
+            (k.trim(), v.trim(), false)
+        } else {
+            let lower = raw.to_lowercase();
+            let at = lower.find(" in ").ok_or_else(bad)?;
+            (raw[..at].trim(), raw[at + 4..].trim(), true)
+        };
+        let key = key.strip_prefix("attributes.").unwrap_or(key);
+        if key.is_empty() || !key.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-') {
+            return Err(bad());
+        }
+        let value: Value = serde_json::from_str(rest).map_err(|_| bad())?;
+        match (is_in, value) {
+            (true, Value::Array(items)) if !items.is_empty() => Ok(Self::In(key.to_string(), items)),
+            (false, v) if !v.is_array() && !v.is_object() => Ok(Self::Equals(key.to_string(), v)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ReaderFilter {
+    /// Matches email or name (case-insensitive substring).
+    pub search: Option<String>,
+    pub list: Option<Uuid>,
+    /// `active`, `unsubscribed`, `blocklisted`.
+    pub status: Option<String>,
+    pub attribute: Option<AttributeCondition>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ReaderPage {
+    pub readers: Vec<Reader>,
+    /// Pass as `before` to get the next page; `None` on the last page.
+    pub next_before: Option<i64>,
+}
+
+/// Appends the filter's WHERE conditions (the query already has `WHERE r.tenant_id = …`).
+pub(crate) fn push_filter(q: &mut QueryBuilder<Postgres>, f: &ReaderFilter) -> Result<()> {
+    if let Some(s) = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        let pattern = format!("%{}%", s.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        q.push(" AND (lower(r.email) || ' ' || lower(r.name)) LIKE ").push_bind(pattern);
+    }
+    if let Some(status) = &f.status {
+        if !matches!(status.as_str(), "active" | "unsubscribed" | "blocklisted") {
+            return Err(Error::Invalid(format!("unknown status “{status}”")));
+        }
+        q.push(" AND r.status = ").push_bind(status.clone());
+    }
+    if let Some(list) = f.list {
+        q.push(" AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.list_id = ")
+            .push_bind(list)
+            .push(" AND s.reader_id = r.id AND s.status <> 'unsubscribed')");
+    }
+    match &f.attribute {
+        None => {}
+        // `@>` uses the jsonb_path_ops GIN index.
+        Some(AttributeCondition::Equals(k, v)) => {
+            q.push(" AND r.attributes @> ").push_bind(serde_json::json!({ k: v }));
+        }
+        Some(AttributeCondition::In(k, vs)) => {
+            q.push(" AND (");
+            for (i, v) in vs.iter().enumerate() {
+                if i > 0 {
+                    q.push(" OR ");
+                }
+                q.push("r.attributes @> ").push_bind(serde_json::json!({ k: v }));
+            }
+            q.push(")");
+        }
+    }
+    Ok(())
+}
+
+/// Newest first, `limit` per page, continuing below `before` (keyset pagination: every page
+/// costs the same however deep it is).
+pub async fn search(
+    db: &Db,
+    tenant: TenantId,
+    f: &ReaderFilter,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<ReaderPage> {
+    let limit = limit.clamp(1, 500);
+    let mut q = QueryBuilder::<Postgres>::new(
+        "SELECT r.id, r.email, r.name, r.attributes, r.status, r.created_at, r.updated_at FROM readers r WHERE r.tenant_id = ",
+    );
+    q.push_bind(tenant);
+    push_filter(&mut q, f)?;
+    if let Some(b) = before {
+        q.push(" AND r.id < ").push_bind(b);
+    }
+    q.push(" ORDER BY r.id DESC LIMIT ").push_bind(limit + 1);
+    let mut tx = db.tenant_tx(tenant).await?;
+    let mut readers: Vec<Reader> = q.build_query_as().fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    let next_before = if readers.len() as i64 > limit {
+        readers.truncate(limit as usize);
+        readers.last().map(|r| r.id)
+    } else {
+        None
+    };
+    Ok(ReaderPage { readers, next_before })
+}
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct SubscriptionRow {
+    pub list_id: Uuid,
+    pub list_name: String,
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    pub confirmed_at: Option<DateTime<Utc>>,
+    pub unsubscribed_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ReaderDetail {
+    pub reader: Reader,
+    pub subscriptions: Vec<SubscriptionRow>,
+    pub consent: Vec<ConsentEvent>,
+    pub suppressed: Option<String>,
+}
+
+pub async fn detail(db: &Db, tenant: TenantId, id: i64) -> Result<ReaderDetail> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let reader: Reader = sqlx::query_as(
+        "SELECT id, email, name, attributes, status, created_at, updated_at FROM readers WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(Error::NotFound)?;
+    let subscriptions = sqlx::query_as(
+        "SELECT s.list_id, l.name AS list_name, s.status, s.created_at, s.confirmed_at, s.unsubscribed_at
+         FROM subscriptions s JOIN lists l ON l.id = s.list_id WHERE s.tenant_id = $1 AND s.reader_id = $2 ORDER BY lower(l.name)",
+    )
+    .bind(tenant)
+    .bind(id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let consent = consent::for_reader(&mut tx, tenant, id).await?;
+    let suppressed = super::suppressions::is_suppressed(&mut tx, tenant, &reader.email).await?;
+    tx.commit().await?;
+    Ok(ReaderDetail { reader, subscriptions, consent, suppressed })
+}
+
+/// Edits a reader's name and attributes (an object).
+pub async fn update(
+    db: &Db,
+    tenant: TenantId,
+    role: Role,
+    id: i64,
+    name: &str,
+    attributes: Value,
+    origin: &Origin,
+) -> Result<Reader> {
+    role.require(Role::Author)?;
+    if !attributes.is_object() {
+        return Err(Error::Invalid("Attributes must be a JSON object, like {\"city\": \"Lyon\"}.".into()));
+    }
+    if name.chars().any(char::is_control) || name.chars().count() > 200 {
+        return Err(Error::Invalid("The name must be one line of at most 200 characters.".into()));
+    }
+    let mut tx = db.tenant_tx(tenant).await?;
+    let reader: Reader = sqlx::query_as(
+        "UPDATE readers SET name = $3, attributes = $4, updated_at = now() WHERE tenant_id = $1 AND id = $2
+         RETURNING id, email, name, attributes, status, created_at, updated_at",
+    )
+    .bind(tenant)
+    .bind(id)
+    .bind(name.trim())
+    .bind(&attributes)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(Error::NotFound)?;
+    consent::record(&mut tx, tenant, id, None, "profile_updated", origin).await?;
+    tx.commit().await?;
+    Ok(reader)
+}
+
+/// Adds one reader by hand (the author attests consent), optionally to lists as confirmed.
+pub async fn add(
+    db: &Db,
+    tenant: TenantId,
+    role: Role,
+    email: &str,
+    name: &str,
+    lists: &[Uuid],
+    origin: &Origin,
+) -> Result<i64> {
+    role.require(Role::Author)?;
+    let email = Email::parse(email)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let (id, _) = super::subscribe::upsert_reader(&mut tx, tenant, &email, name).await?;
+    for list in lists {
+        let n = sqlx::query(
+            "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
+             SELECT $1, l.id, $3, 'confirmed', now() FROM lists l WHERE l.tenant_id = $1 AND l.id = $2
+             ON CONFLICT (list_id, reader_id) DO UPDATE SET status = 'confirmed', confirmed_at = now(), unsubscribed_at = NULL
+             WHERE subscriptions.status <> 'confirmed'",
+        )
+        .bind(tenant)
+        .bind(list)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n > 0 {
+            consent::record(&mut tx, tenant, id, Some(*list), "subscribe", origin).await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// Everything Herald holds about one reader, as JSON (GDPR access request).
+pub async fn export(db: &Db, tenant: TenantId, id: i64) -> Result<Value> {
+    let d = detail(db, tenant, id).await?;
+    Ok(serde_json::json!({
+        "reader": d.reader,
+        "subscriptions": d.subscriptions,
+        "consent_history": d.consent,
+        "suppressed": d.suppressed,
+        "exported_at": Utc::now(),
+    }))
+}
+
+/// Erases a reader (GDPR): the row and subscriptions go; ledger rows lose every personal detail;
+/// a suppression entry, if any, stays (only the address hash-equivalent needed to keep not
+/// mailing them: the lowercased address and the reason).
+pub async fn erase(db: &Db, tenant: TenantId, role: Role, id: i64) -> Result<()> {
+    role.require(Role::Admin)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query("UPDATE consent_events SET ip = NULL, user_agent = NULL WHERE tenant_id = $1 AND reader_id = $2")
+        .bind(tenant)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    let n = sqlx::query("DELETE FROM readers WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    if n == 0 { Err(Error::NotFound) } else { Ok(()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_conditions_parse() {
+        assert_eq!(
+            AttributeCondition::parse(r#"city = "Lyon""#).ok(),
+            Some(AttributeCondition::Equals("city".into(), "Lyon".into()))
+        );
+        assert_eq!(
+            AttributeCondition::parse(r#"plan in ["pro", "team"]"#).ok(),
+            Some(AttributeCondition::In("plan".into(), vec!["pro".into(), "team".into()]))
+        );
+        assert_eq!(
+            AttributeCondition::parse("attributes.age = 42").ok(),
+            Some(AttributeCondition::Equals("age".into(), 42.into()))
+        );
+        for bad in ["city", "= 1", "city = Lyon", "plan in []", "a b = 1", "x in 3"] {
+            assert!(AttributeCondition::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

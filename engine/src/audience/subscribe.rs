@@ -1,0 +1,418 @@
+//! The public side: the hosted subscribe form, double opt-in confirmation, and leaving (the
+//! unsubscribe page, RFC 8058 one-click, the preference center).
+//!
+//! Answers never reveal whether an address was already known: the form always says "check your
+//! inbox", and a bot cannot make Herald mail-bomb a stranger (at most one confirmation per
+//! address per list per [`CONFIRMATION_RESEND_AFTER_MINUTES`]).
+
+use chrono::{Duration, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::consent::{self, Origin};
+use super::lists::{self, List};
+use super::suppressions;
+use crate::db::{Db, Tx};
+use crate::domain::{Email, TenantId};
+use crate::error::{Error, Result};
+use crate::jobs::Jobs;
+use crate::mail::{OutgoingMail, escape_html};
+use crate::tokens::Signer;
+
+pub const CONFIRM_PURPOSE: &str = "confirm";
+pub const UNSUBSCRIBE_PURPOSE: &str = "unsubscribe";
+pub const CONFIRMATION_VALID_HOURS: i64 = 48;
+pub const CONFIRMATION_RESEND_AFTER_MINUTES: i64 = 15;
+
+/// The default consent wording shown on hosted forms (and stored in the ledger with each
+/// subscription made through them).
+pub fn default_wording(workspace: &str) -> String {
+    format!(
+        "By subscribing you agree that {workspace} may email you its newsletter. Every email has a link to unsubscribe at once."
+    )
+}
+
+#[derive(Serialize, Deserialize)]
+struct ConfirmClaim {
+    t: TenantId,
+    r: i64,
+    /// (list, nonce) pairs: the nonce makes each link single-use.
+    l: Vec<(Uuid, Uuid)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct UnsubscribeClaim {
+    t: TenantId,
+    r: i64,
+    l: Option<Uuid>,
+}
+
+/// A signed, non-expiring unsubscribe URL for one reader (and the list a message was sent for).
+pub fn unsubscribe_url(signer: &Signer, base_url: &str, tenant: TenantId, reader: i64, list: Option<Uuid>) -> String {
+    let token = signer.sign(UNSUBSCRIBE_PURPOSE, None, &UnsubscribeClaim { t: tenant, r: reader, l: list });
+    format!("{}/u/{token}", base_url.trim_end_matches('/'))
+}
+
+pub struct SubscribeRequest {
+    pub email: String,
+    pub name: String,
+    pub list_ids: Vec<Uuid>,
+    pub origin: Origin,
+}
+
+/// Everything the public subscribe endpoint needs.
+pub struct PublicContext<'a> {
+    pub db: &'a Db,
+    pub signer: &'a Signer,
+    pub jobs: &'a Jobs,
+    pub base_url: &'a str,
+}
+
+/// Upserts a reader by lowercased address. An existing reader's name is only filled in, never
+/// replaced, so a stranger cannot rename someone through a public form.
+pub(crate) async fn upsert_reader(tx: &mut Tx, tenant: TenantId, email: &Email, name: &str) -> Result<(i64, String)> {
+    let row: (i64, String) = sqlx::query_as(
+        "INSERT INTO readers (tenant_id, email, name) VALUES ($1, $2, $3)
+         ON CONFLICT (tenant_id, lower(email)) DO UPDATE
+            SET name = CASE WHEN readers.name = '' THEN excluded.name ELSE readers.name END
+         RETURNING id, status",
+    )
+    .bind(tenant)
+    .bind(email.as_str())
+    .bind(name.trim().chars().take(200).collect::<String>())
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(row)
+}
+
+/// Handles a hosted-form submission. Returns Ok whether or not anything changed or was sent.
+pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeRequest) -> Result<()> {
+    let email = Email::parse(&req.email)?;
+    if req.name.chars().any(char::is_control) {
+        return Err(Error::Invalid("The name must be one line.".into()));
+    }
+    let public = lists::public(cx.db, tenant).await?;
+    let chosen: Vec<&List> = public.iter().filter(|l| req.list_ids.contains(&l.id)).collect();
+    if chosen.is_empty() {
+        return Err(Error::Invalid("Choose at least one list.".into()));
+    }
+    let mut tx = cx.db.tenant_tx(tenant).await?;
+    // Bounced, complained or blocklisted addresses are silently ignored: the answer is the same.
+    if let Some(reason) = suppressions::is_suppressed(&mut tx, tenant, email.as_str()).await?
+        && reason != "unsubscribed_all"
+    {
+        return Ok(());
+    }
+    let (reader, status) = upsert_reader(&mut tx, tenant, &email, &req.name).await?;
+    if status == "blocklisted" {
+        return Ok(());
+    }
+    let mut to_confirm: Vec<(Uuid, Uuid)> = Vec::new();
+    for list in chosen {
+        if list.is_double_opt_in() {
+            // Start (or restart) a pending subscription; mail only if none went out recently.
+            let nonce = Uuid::new_v4();
+            let row: Option<(String, Option<Uuid>)> = sqlx::query_as(
+                "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmation_nonce, confirmation_sent_at)
+                 VALUES ($1, $2, $3, 'unconfirmed', $4, now())
+                 ON CONFLICT (list_id, reader_id) DO UPDATE
+                    SET status = 'unconfirmed', unsubscribed_at = NULL,
+                        confirmation_nonce = excluded.confirmation_nonce, confirmation_sent_at = now()
+                  WHERE subscriptions.status <> 'confirmed'
+                    AND (subscriptions.confirmation_sent_at IS NULL
+                         OR subscriptions.confirmation_sent_at < now() - make_interval(mins => $5))
+                 RETURNING status, confirmation_nonce",
+            )
+            .bind(tenant)
+            .bind(list.id)
+            .bind(reader)
+            .bind(nonce)
+            .bind(CONFIRMATION_RESEND_AFTER_MINUTES as i32)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some((_, Some(n))) = row {
+                consent::record(&mut tx, tenant, reader, Some(list.id), "subscribe_requested", &req.origin).await?;
+                to_confirm.push((list.id, n));
+            }
+        } else {
+            let changed = sqlx::query(
+                "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
+                 VALUES ($1, $2, $3, 'confirmed', now())
+                 ON CONFLICT (list_id, reader_id) DO UPDATE
+                    SET status = 'confirmed', confirmed_at = now(), unsubscribed_at = NULL
+                  WHERE subscriptions.status <> 'confirmed'",
+            )
+            .bind(tenant)
+            .bind(list.id)
+            .bind(reader)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if changed > 0 {
+                consent::record(&mut tx, tenant, reader, Some(list.id), "subscribe", &req.origin).await?;
+                rejoin(&mut tx, tenant, reader, email.as_str()).await?;
+            }
+        }
+    }
+    tx.commit().await?;
+    if !to_confirm.is_empty() {
+        let ws = crate::workspaces::get(cx.db, tenant).await?;
+        let expires = Utc::now() + Duration::hours(CONFIRMATION_VALID_HOURS);
+        let token = cx.signer.sign(
+            CONFIRM_PURPOSE,
+            Some(expires.timestamp()),
+            &ConfirmClaim { t: tenant, r: reader, l: to_confirm.clone() },
+        );
+        let link = format!("{}/confirm/{token}", cx.base_url.trim_end_matches('/'));
+        let names: Vec<String> =
+            public.iter().filter(|l| to_confirm.iter().any(|(id, _)| *id == l.id)).map(|l| l.name.clone()).collect();
+        cx.jobs.enqueue_system_mail(confirmation_mail(&email, &ws.name, &names, &link)).await?;
+    }
+    Ok(())
+}
+
+/// A reader who left everything and now opts in again is active again.
+async fn rejoin(tx: &mut Tx, tenant: TenantId, reader: i64, email: &str) -> Result<()> {
+    sqlx::query("UPDATE readers SET status = 'active', updated_at = now() WHERE tenant_id = $1 AND id = $2 AND status = 'unsubscribed'")
+        .bind(tenant)
+        .bind(reader)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query(
+        "DELETE FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2) AND reason = 'unsubscribed_all'",
+    )
+    .bind(tenant)
+    .bind(email)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+fn confirmation_mail(to: &Email, workspace: &str, lists: &[String], link: &str) -> OutgoingMail {
+    let workspace_line: String = workspace.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let list_text = lists.join(", ");
+    OutgoingMail {
+        to: to.to_string(),
+        subject: format!("Confirm your subscription to {workspace_line}"),
+        text: format!(
+            "Please confirm that you want to receive {list_text} from {workspace}.\n\nConfirm: {link}\n\n\
+             The link works for {CONFIRMATION_VALID_HOURS} hours. If you did not ask for this, ignore this email and nothing will happen."
+        ),
+        html: format!(
+            "<div style=\"font-family:sans-serif;max-width:520px\"><p>Please confirm that you want to receive <strong>{}</strong> from <strong>{}</strong>.</p>\
+             <p><a href=\"{}\" style=\"display:inline-block;background:#4f46e5;color:#fff;padding:10px 18px;border-radius:6px;text-decoration:none\">Confirm subscription</a></p>\
+             <p style=\"color:#64748b;font-size:13px\">The link works for {CONFIRMATION_VALID_HOURS} hours. If you did not ask for this, ignore this email and nothing will happen.</p></div>",
+            escape_html(&list_text),
+            escape_html(workspace),
+            escape_html(link)
+        ),
+    }
+}
+
+/// What a confirmation link would confirm (shown before the reader presses the button, so mail
+/// scanners that prefetch links confirm nothing).
+#[derive(Clone, Debug, Serialize)]
+pub struct ConfirmPreview {
+    pub workspace: String,
+    pub email: String,
+    pub lists: Vec<String>,
+}
+
+pub async fn confirm_preview(db: &Db, signer: &Signer, token: &str) -> Result<ConfirmPreview> {
+    let claim: ConfirmClaim = signer.verify(CONFIRM_PURPOSE, token)?;
+    let ws = crate::workspaces::get(db, claim.t).await?;
+    let mut tx = db.tenant_tx(claim.t).await?;
+    let email: String = sqlx::query_scalar("SELECT email FROM readers WHERE tenant_id = $1 AND id = $2")
+        .bind(claim.t)
+        .bind(claim.r)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(Error::NotFound)?;
+    let ids: Vec<Uuid> = claim.l.iter().map(|(l, _)| *l).collect();
+    let lists: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM lists WHERE tenant_id = $1 AND id = ANY($2) ORDER BY lower(name)")
+            .bind(claim.t)
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    Ok(ConfirmPreview { workspace: ws.name, email, lists })
+}
+
+/// Confirms the subscriptions a link names. Single use: each (list, nonce) confirms once.
+/// Returns the names of the lists confirmed now.
+pub async fn confirm(db: &Db, signer: &Signer, token: &str, origin: &Origin) -> Result<ConfirmPreview> {
+    let claim: ConfirmClaim = signer.verify(CONFIRM_PURPOSE, token)?;
+    let mut preview = confirm_preview(db, signer, token).await?;
+    let mut tx = db.tenant_tx(claim.t).await?;
+    let mut confirmed = Vec::new();
+    for (list, nonce) in &claim.l {
+        let name: Option<String> = sqlx::query_scalar(
+            "UPDATE subscriptions s SET status = 'confirmed', confirmed_at = now(), confirmation_nonce = NULL
+             FROM lists l
+             WHERE s.tenant_id = $1 AND s.list_id = $2 AND s.reader_id = $3 AND s.confirmation_nonce = $4
+               AND s.status = 'unconfirmed' AND l.id = s.list_id
+             RETURNING l.name",
+        )
+        .bind(claim.t)
+        .bind(list)
+        .bind(claim.r)
+        .bind(nonce)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(name) = name {
+            consent::record(&mut tx, claim.t, claim.r, Some(*list), "confirm", origin).await?;
+            confirmed.push(name);
+        }
+    }
+    if confirmed.is_empty() {
+        return Err(Error::Invalid(
+            "This confirmation link has already been used or was replaced by a newer one.".into(),
+        ));
+    }
+    rejoin(&mut tx, claim.t, claim.r, &preview.email).await?;
+    tx.commit().await?;
+    preview.lists = confirmed;
+    Ok(preview)
+}
+
+/// What the unsubscribe page shows.
+#[derive(Clone, Debug, Serialize)]
+pub struct UnsubscribePage {
+    pub workspace: String,
+    pub email: String,
+    /// The list the message was sent for, if any: (id, name, still subscribed).
+    pub list: Option<(Uuid, String, bool)>,
+    /// Public lists with whether the reader is subscribed (for the preference center).
+    pub preferences: Vec<(Uuid, String, bool)>,
+    pub left_everything: bool,
+}
+
+pub async fn unsubscribe_page(db: &Db, signer: &Signer, token: &str) -> Result<UnsubscribePage> {
+    let claim: UnsubscribeClaim = signer.verify(UNSUBSCRIBE_PURPOSE, token)?;
+    let ws = crate::workspaces::get(db, claim.t).await?;
+    let mut tx = db.tenant_tx(claim.t).await?;
+    let (email, status): (String, String) =
+        sqlx::query_as("SELECT email, status FROM readers WHERE tenant_id = $1 AND id = $2")
+            .bind(claim.t)
+            .bind(claim.r)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(Error::NotFound)?;
+    let rows: Vec<(Uuid, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT l.id, l.name, l.visibility, s.status FROM lists l
+         LEFT JOIN subscriptions s ON s.list_id = l.id AND s.reader_id = $2
+         WHERE l.tenant_id = $1 AND (l.visibility = 'public' OR l.id = $3) ORDER BY lower(l.name)",
+    )
+    .bind(claim.t)
+    .bind(claim.r)
+    .bind(claim.l)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let subscribed = |s: &Option<String>| matches!(s.as_deref(), Some("confirmed") | Some("unconfirmed"));
+    let list = claim.l.and_then(|id| rows.iter().find(|r| r.0 == id)).map(|r| (r.0, r.1.clone(), subscribed(&r.3)));
+    let preferences = rows.iter().filter(|r| r.2 == "public").map(|r| (r.0, r.1.clone(), subscribed(&r.3))).collect();
+    Ok(UnsubscribePage { workspace: ws.name, email, list, preferences, left_everything: status == "unsubscribed" })
+}
+
+/// What an unsubscribe request asks for.
+pub enum Leave {
+    /// The list the message was for (RFC 8058 one-click uses this; with no list, everything).
+    ThisList,
+    Everything,
+    /// Keep exactly these public lists (the preference center).
+    Preferences(Vec<Uuid>),
+}
+
+/// Applies an unsubscribe or preference change. Takes effect at once: the send engine re-checks
+/// subscriptions and suppressions right before each message.
+pub async fn leave(db: &Db, signer: &Signer, token: &str, what: Leave, origin: &Origin) -> Result<()> {
+    let claim: UnsubscribeClaim = signer.verify(UNSUBSCRIBE_PURPOSE, token)?;
+    let (t, r) = (claim.t, claim.r);
+    let mut tx = db.tenant_tx(t).await?;
+    let email: String = sqlx::query_scalar("SELECT email FROM readers WHERE tenant_id = $1 AND id = $2")
+        .bind(t)
+        .bind(r)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(Error::NotFound)?;
+    let what = match (what, claim.l) {
+        (Leave::ThisList, None) => Leave::Everything,
+        (w, _) => w,
+    };
+    match what {
+        Leave::ThisList => {
+            let list = claim.l.ok_or(Error::NotFound)?;
+            unsubscribe_from(&mut tx, t, r, list, origin).await?;
+        }
+        Leave::Everything => {
+            let lists: Vec<Uuid> =
+                sqlx::query_scalar("SELECT list_id FROM subscriptions WHERE tenant_id = $1 AND reader_id = $2 AND status <> 'unsubscribed'")
+                    .bind(t)
+                    .bind(r)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            for list in lists {
+                unsubscribe_from(&mut tx, t, r, list, origin).await?;
+            }
+            sqlx::query("UPDATE readers SET status = 'unsubscribed', updated_at = now() WHERE tenant_id = $1 AND id = $2 AND status = 'active'")
+                .bind(t)
+                .bind(r)
+                .execute(&mut *tx)
+                .await?;
+            suppressions::add_in(&mut tx, t, &email, "unsubscribed_all", &origin.source).await?;
+            consent::record(&mut tx, t, r, None, "unsubscribe_all", origin).await?;
+        }
+        Leave::Preferences(keep) => {
+            let public: Vec<(Uuid, Option<String>, String)> = sqlx::query_as(
+                "SELECT l.id, s.status, l.opt_in FROM lists l LEFT JOIN subscriptions s ON s.list_id = l.id AND s.reader_id = $2
+                 WHERE l.tenant_id = $1 AND l.visibility = 'public'",
+            )
+            .bind(t)
+            .bind(r)
+            .fetch_all(&mut *tx)
+            .await?;
+            for (list, status, _opt_in) in public {
+                let on = matches!(status.as_deref(), Some("confirmed") | Some("unconfirmed"));
+                let want = keep.contains(&list);
+                if on && !want {
+                    unsubscribe_from(&mut tx, t, r, list, origin).await?;
+                } else if !on && want {
+                    // The reader proved control of the address by holding this link: no second
+                    // opt-in round trip is needed.
+                    sqlx::query(
+                        "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at) VALUES ($1, $2, $3, 'confirmed', now())
+                         ON CONFLICT (list_id, reader_id) DO UPDATE SET status = 'confirmed', confirmed_at = now(), unsubscribed_at = NULL",
+                    )
+                    .bind(t)
+                    .bind(list)
+                    .bind(r)
+                    .execute(&mut *tx)
+                    .await?;
+                    consent::record(&mut tx, t, r, Some(list), "subscribe", origin).await?;
+                    rejoin(&mut tx, t, r, &email).await?;
+                }
+            }
+        }
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn unsubscribe_from(tx: &mut Tx, t: TenantId, r: i64, list: Uuid, origin: &Origin) -> Result<()> {
+    let n = sqlx::query(
+        "UPDATE subscriptions SET status = 'unsubscribed', unsubscribed_at = now(), confirmation_nonce = NULL
+         WHERE tenant_id = $1 AND list_id = $2 AND reader_id = $3 AND status <> 'unsubscribed'",
+    )
+    .bind(t)
+    .bind(list)
+    .bind(r)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    if n > 0 {
+        consent::record(tx, t, r, Some(list), "unsubscribe", origin).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! The per-workspace suppression list: addresses this workspace never mails, whatever list they
+//! are on. Keyed by lowercased address; one workspace's entries never affect another's.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::db::{Db, Tx};
+use crate::domain::{Email, Role, TenantId};
+use crate::error::{Error, Result};
+
+pub const REASONS: [&str; 4] = ["hard_bounce", "complaint", "manual", "unsubscribed_all"];
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct Suppression {
+    pub email_lower: String,
+    pub reason: String,
+    pub source: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Suppression {
+    /// Bounces and complaints protect the workspace's sending reputation: removing them needs
+    /// an explicit confirmation.
+    pub fn needs_confirmation_to_remove(&self) -> bool {
+        matches!(self.reason.as_str(), "hard_bounce" | "complaint")
+    }
+}
+
+/// Adds (or keeps) a suppression inside a caller's tenant transaction. An existing entry keeps its
+/// original reason unless the new one is a bounce or complaint, which are stronger.
+pub async fn add_in(tx: &mut Tx, tenant: TenantId, email: &str, reason: &str, source: &str) -> Result<()> {
+    if !REASONS.contains(&reason) {
+        return Err(Error::Invalid(format!("unknown suppression reason “{reason}”")));
+    }
+    sqlx::query(
+        "INSERT INTO suppressions (tenant_id, email_lower, reason, source) VALUES ($1, lower($2), $3, $4)
+         ON CONFLICT (tenant_id, email_lower) DO UPDATE SET reason = excluded.reason, source = excluded.source
+         WHERE excluded.reason IN ('hard_bounce', 'complaint') AND suppressions.reason NOT IN ('hard_bounce', 'complaint')",
+    )
+    .bind(tenant)
+    .bind(email.trim())
+    .bind(reason)
+    .bind(source)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Adds many addresses (a pasted list or a CSV column). Returns (added or kept, invalid lines).
+pub async fn add_many(
+    db: &Db,
+    tenant: TenantId,
+    role: Role,
+    emails: &[String],
+    reason: &str,
+    source: &str,
+) -> Result<(usize, Vec<String>)> {
+    role.require(Role::Author)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let mut ok = 0;
+    let mut invalid = Vec::new();
+    for raw in emails.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
+        match Email::parse(raw) {
+            Ok(email) => {
+                add_in(&mut tx, tenant, email.as_str(), reason, source).await?;
+                ok += 1;
+            }
+            Err(_) => invalid.push(raw.chars().take(200).collect()),
+        }
+    }
+    tx.commit().await?;
+    Ok((ok, invalid))
+}
+
+pub async fn is_suppressed(tx: &mut Tx, tenant: TenantId, email: &str) -> Result<Option<String>> {
+    Ok(sqlx::query_scalar("SELECT reason FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2)")
+        .bind(tenant)
+        .bind(email.trim())
+        .fetch_optional(&mut **tx)
+        .await?)
+}
+
+/// Searches by address fragment, newest first, at most `limit`.
+pub async fn search(db: &Db, tenant: TenantId, query: &str, limit: i64) -> Result<Vec<Suppression>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let pattern =
+        format!("%{}%", query.trim().to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+    let rows = sqlx::query_as(
+        "SELECT email_lower, reason, source, created_at FROM suppressions
+         WHERE tenant_id = $1 AND email_lower LIKE $2 ORDER BY created_at DESC, email_lower LIMIT $3",
+    )
+    .bind(tenant)
+    .bind(pattern)
+    .bind(limit.clamp(1, 1000))
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// Removes a suppression (admins only). A bounce or complaint needs `confirmed = true`.
+pub async fn remove(db: &Db, tenant: TenantId, role: Role, email: &str, confirmed: bool) -> Result<()> {
+    role.require(Role::Admin)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let reason = is_suppressed(&mut tx, tenant, email).await?.ok_or(Error::NotFound)?;
+    if matches!(reason.as_str(), "hard_bounce" | "complaint") && !confirmed {
+        return Err(Error::Invalid(format!(
+            "This address is suppressed because of a {}. Mailing it again can hurt your sending reputation; confirm to remove it.",
+            reason.replace('_', " ")
+        )));
+    }
+    sqlx::query("DELETE FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2)")
+        .bind(tenant)
+        .bind(email.trim())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}

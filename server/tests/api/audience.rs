@@ -1,0 +1,386 @@
+//! Lists, the hosted subscribe page, double opt-in, leaving, the consent ledger and suppressions.
+
+use crate::helpers::*;
+use reqwest::StatusCode;
+use std::time::Duration;
+
+/// Creates a list through the UI's server function and returns its id.
+pub async fn create_list(b: &Browser, name: &str, slug: &str, opt_in: &str, visibility: &str) -> String {
+    let r = b
+        .call(
+            "save_list",
+            &[
+                ("id", ""),
+                ("name", name),
+                ("slug", slug),
+                ("description", "A list"),
+                ("opt_in", opt_in),
+                ("visibility", visibility),
+            ],
+        )
+        .await;
+    assert!(r.ok(), "save_list: {:?} {}", r.status, r.body);
+    let lists = b.call("list_lists", &[]).await.body;
+    lists["lists"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|l| l["slug"] == slug)
+        .and_then(|l| l["id"].as_str())
+        .expect("list id")
+        .to_string()
+}
+
+/// Posts the hosted form the way a browser without JavaScript does.
+pub async fn subscribe(app: &TestApp, ws_slug: &str, email: &str, lists: &[&str]) -> reqwest::Response {
+    let mut form: Vec<(&str, &str)> = vec![("email", email), ("name", "Reader"), ("website", "")];
+    form.extend(lists.iter().map(|l| ("list", *l)));
+    reqwest::Client::new().post(format!("{}/s/{ws_slug}", app.base)).form(&form).send().await.expect("request")
+}
+
+fn link(text: &str, path: &str) -> String {
+    let start = text.find(path).expect("link in mail") + path.len();
+    text[start..].split_whitespace().next().expect("token").to_string()
+}
+
+async fn ws_slug(b: &Browser) -> String {
+    b.session().await["current"]["slug"].as_str().unwrap_or_default().to_string()
+}
+
+async fn counts(b: &Browser, list: &str) -> (i64, i64, i64) {
+    let v = b.call("list_lists", &[]).await.body;
+    let l = v["lists"].as_array().into_iter().flatten().find(|l| l["id"] == list).cloned().unwrap_or_default();
+    (
+        l["confirmed"].as_i64().unwrap_or(-1),
+        l["unconfirmed"].as_i64().unwrap_or(-1),
+        l["unsubscribed"].as_i64().unwrap_or(-1),
+    )
+}
+
+#[tokio::test]
+async fn double_opt_in_happy_path_writes_the_ledger() {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("author@example.com", "Weekly News").await;
+    let slug = ws_slug(&owner).await;
+    let list = create_list(&owner, "Weekly", "weekly", "double", "public").await;
+
+    let page = reqwest::get(format!("{}/s/{slug}", app.base)).await.expect("page").text().await.unwrap_or_default();
+    assert!(page.contains("Subscribe to Weekly News") && page.contains("name=\"website\""));
+    let r = subscribe(&app, &slug, "Reader@Example.com", &[&list]).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.text().await.unwrap_or_default().contains("Check your inbox"));
+    assert_eq!(counts(&owner, &list).await, (0, 1, 0));
+
+    let text = app.mail_text_to("reader@example.com").await;
+    let token = link(&text, "/confirm/");
+    // GET only shows what will happen (mail scanners prefetch links).
+    let preview =
+        reqwest::get(format!("{}/confirm/{token}", app.base)).await.expect("get").text().await.unwrap_or_default();
+    assert!(preview.contains("Confirm subscription") && preview.contains("Weekly"));
+    assert_eq!(counts(&owner, &list).await, (0, 1, 0));
+    let done = reqwest::Client::new().post(format!("{}/confirm/{token}", app.base)).send().await.expect("post");
+    assert_eq!(done.status(), StatusCode::OK);
+    assert!(done.text().await.unwrap_or_default().contains("You are subscribed"));
+    assert_eq!(counts(&owner, &list).await, (1, 0, 0));
+
+    // Reused link.
+    let again = reqwest::Client::new().post(format!("{}/confirm/{token}", app.base)).send().await.expect("post");
+    assert_eq!(again.status(), StatusCode::BAD_REQUEST);
+
+    let actions: Vec<(String, String)> = sqlx::query_as("SELECT action, source FROM consent_events ORDER BY id")
+        .fetch_all(&app.owner)
+        .await
+        .expect("ledger");
+    assert_eq!(actions.iter().map(|a| a.0.as_str()).collect::<Vec<_>>(), ["subscribe_requested", "confirm"]);
+    let wording: Option<String> =
+        sqlx::query_scalar("SELECT wording FROM consent_events WHERE action = 'subscribe_requested'")
+            .fetch_one(&app.owner)
+            .await
+            .expect("wording");
+    assert!(wording.unwrap_or_default().contains("Weekly News may email you"));
+}
+
+#[tokio::test]
+async fn forged_expired_and_other_workspace_tokens_are_4xx() {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("a@example.com", "Tokens").await;
+    let slug = ws_slug(&owner).await;
+    let list = create_list(&owner, "L", "l1", "double", "public").await;
+    subscribe(&app, &slug, "t@example.com", &[&list]).await;
+    let token = link(&app.mail_text_to("t@example.com").await, "/confirm/");
+    let client = reqwest::Client::new();
+    for bad in ["x", "a.b", &format!("{token}x"), &token[1..]] {
+        for path in ["confirm", "u"] {
+            let r = client
+                .post(format!("{}/{path}/{bad}", app.base))
+                .body("List-Unsubscribe=One-Click")
+                .send()
+                .await
+                .expect("post");
+            assert!(r.status().is_client_error(), "{path}/{bad} → {}", r.status());
+        }
+    }
+    // A confirmation token is not an unsubscribe token.
+    let r = client.get(format!("{}/u/{token}", app.base)).send().await.expect("get");
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    // Expired: signed with the right key but a past expiry.
+    let signer = &app.app.signer;
+    let expired = signer.sign("confirm", Some(1), &serde_json::json!({"t": uuid::Uuid::nil(), "r": 1, "l": []}));
+    let r = client.post(format!("{}/confirm/{expired}", app.base)).send().await.expect("post");
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap_or_default().contains("expired"));
+}
+
+#[tokio::test]
+async fn the_form_never_reveals_known_addresses_and_does_not_mail_bomb() {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("b@example.com", "Enum").await;
+    let slug = ws_slug(&owner).await;
+    let list = create_list(&owner, "L", "l2", "double", "public").await;
+    let first = subscribe(&app, &slug, "victim@example.com", &[&list]).await.text().await.unwrap_or_default();
+    let second = subscribe(&app, &slug, "victim@example.com", &[&list]).await.text().await.unwrap_or_default();
+    let fresh = subscribe(&app, &slug, "new@example.com", &[&list]).await.text().await.unwrap_or_default();
+    assert_eq!(first, second);
+    assert_eq!(first, fresh);
+    app.mail_text_to("new@example.com").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let to_victim =
+        app.sink.messages().await.iter().filter(|m| m.rcpt_to.iter().any(|r| r == "victim@example.com")).count();
+    assert_eq!(to_victim, 1, "one confirmation per address per list per window");
+    // Honeypot: filled in → same answer, nothing stored.
+    let r = reqwest::Client::new()
+        .post(format!("{}/s/{slug}", app.base))
+        .form(&[("email", "bot@example.com"), ("list", list.as_str()), ("website", "http://spam")])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    let bots: i64 = sqlx::query_scalar("SELECT count(*) FROM readers WHERE email = 'bot@example.com'")
+        .fetch_one(&app.owner)
+        .await
+        .unwrap_or(-1);
+    assert_eq!(bots, 0);
+    // Bad input is a clear 422 on the form, nothing stored.
+    let r = subscribe(&app, &slug, "not an email", &[&list]).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().await.unwrap_or_default().contains("not a valid email"));
+}
+
+#[tokio::test]
+async fn the_public_form_is_rate_limited_per_ip() {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("c@example.com", "Rate").await;
+    let slug = ws_slug(&owner).await;
+    let list = create_list(&owner, "L", "l3", "single", "public").await;
+    let mut limited = false;
+    for i in 0..40 {
+        let r = subscribe(&app, &slug, &format!("r{i}@example.com"), &[&list]).await;
+        if r.status() == StatusCode::TOO_MANY_REQUESTS {
+            limited = true;
+            break;
+        }
+    }
+    assert!(limited);
+}
+
+#[tokio::test]
+async fn one_click_unsubscribe_and_the_preference_center() {
+    let app = spawn_app().await;
+    let (owner, ws) = app.owner_with_workspace("d@example.com", "Leave").await;
+    let slug = ws_slug(&owner).await;
+    let news = create_list(&owner, "News", "news", "single", "public").await;
+    let deals = create_list(&owner, "Deals", "deals", "single", "public").await;
+    subscribe(&app, &slug, "leaver@example.com", &[&news, &deals]).await;
+    assert_eq!(counts(&owner, &news).await, (1, 0, 0));
+    let reader: i64 = sqlx::query_scalar("SELECT id FROM readers WHERE email = 'leaver@example.com'")
+        .fetch_one(&app.owner)
+        .await
+        .expect("reader");
+    let tenant: herald_engine::TenantId = ws.parse().expect("uuid");
+    let news_id = uuid::Uuid::parse_str(&news).expect("uuid");
+    let url =
+        herald_engine::audience::subscribe::unsubscribe_url(&app.app.signer, &app.base, tenant, reader, Some(news_id));
+
+    let page = reqwest::get(&url).await.expect("get").text().await.unwrap_or_default();
+    assert!(page.contains("Unsubscribe from News") && page.contains("Unsubscribe from everything"));
+    // RFC 8058: one POST, no page, takes effect at once.
+    let r = reqwest::Client::new()
+        .post(&url)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("List-Unsubscribe=One-Click")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(counts(&owner, &news).await, (0, 0, 1));
+    assert_eq!(counts(&owner, &deals).await, (1, 0, 0));
+
+    // Preference center: back on News, off Deals.
+    let r = reqwest::Client::new()
+        .post(&url)
+        .form(&[("action", "preferences"), ("list", news.as_str())])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(counts(&owner, &news).await, (1, 0, 0));
+    assert_eq!(counts(&owner, &deals).await, (0, 0, 1));
+
+    // Everything: reader leaves, suppression recorded.
+    let r = reqwest::Client::new().post(&url).form(&[("action", "all")]).send().await.expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    let status: String = sqlx::query_scalar("SELECT status FROM readers WHERE id = $1")
+        .bind(reader)
+        .fetch_one(&app.owner)
+        .await
+        .expect("status");
+    assert_eq!(status, "unsubscribed");
+    let reason: String = sqlx::query_scalar("SELECT reason FROM suppressions WHERE email_lower = 'leaver@example.com'")
+        .fetch_one(&app.owner)
+        .await
+        .expect("suppression");
+    assert_eq!(reason, "unsubscribed_all");
+    let ledger: Vec<String> =
+        sqlx::query_scalar("SELECT action || ':' || source FROM consent_events WHERE reader_id = $1 ORDER BY id")
+            .bind(reader)
+            .fetch_all(&app.owner)
+            .await
+            .expect("ledger");
+    assert!(ledger.contains(&"unsubscribe:one_click".to_string()), "{ledger:?}");
+    assert!(ledger.contains(&"subscribe:unsubscribe_link".to_string()), "{ledger:?}");
+    assert!(ledger.contains(&"unsubscribe_all:unsubscribe_link".to_string()), "{ledger:?}");
+}
+
+#[tokio::test]
+async fn suppressions_are_per_workspace_and_bounces_need_confirmation_to_remove() {
+    let t = two_tenants().await;
+    let r = t.a.call("add_suppressions", &[("emails", "x@example.com\nnot-an-email, y@example.com")]).await;
+    assert!(r.ok(), "{}", r.body);
+    assert!(r.body.as_str().unwrap_or_default().contains("2 addresses suppressed"));
+    assert_eq!(t.a.call("search_suppressions", &[("q", "")]).await.body["rows"].as_array().map(Vec::len), Some(2));
+    assert_eq!(t.b.call("search_suppressions", &[("q", "")]).await.body["rows"].as_array().map(Vec::len), Some(0));
+    // A suppressed address in A can still subscribe in B.
+    let b_slug = t.b.session().await["current"]["slug"].as_str().unwrap_or_default().to_string();
+    let b_list = create_list(&t.b, "B list", "b-list", "single", "public").await;
+    subscribe(&t.app, &b_slug, "x@example.com", &[&b_list]).await;
+    assert_eq!(counts(&t.b, &b_list).await, (1, 0, 0));
+    // …but not in A.
+    let a_slug = t.a.session().await["current"]["slug"].as_str().unwrap_or_default().to_string();
+    let a_list = create_list(&t.a, "A list", "a-list", "single", "public").await;
+    let tenant: herald_engine::TenantId = t.a_id.parse().expect("uuid");
+    let mut tx = t.app.app.db.tenant_tx(tenant).await.expect("tx");
+    herald_engine::audience::suppressions::add_in(&mut tx, tenant, "bounced@example.com", "hard_bounce", "test")
+        .await
+        .expect("add");
+    tx.commit().await.expect("commit");
+    subscribe(&t.app, &a_slug, "bounced@example.com", &[&a_list]).await;
+    assert_eq!(counts(&t.a, &a_list).await, (0, 0, 0));
+    let r = t.a.call("remove_suppression", &[("email", "bounced@example.com")]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(t.a.call("remove_suppression", &[("email", "bounced@example.com"), ("confirmed", "yes")]).await.ok());
+}
+
+#[tokio::test]
+async fn readers_are_searched_filtered_paged_and_erased() {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("e@example.com", "Readers").await;
+    let list = create_list(&owner, "Main", "main", "single", "private").await;
+    for i in 0..60 {
+        let r = owner
+            .call(
+                "add_reader",
+                &[
+                    ("email", &format!("p{i:02}@example.com")),
+                    ("name", &format!("Person {i}")),
+                    ("list", if i % 2 == 0 { list.as_str() } else { "" }),
+                ],
+            )
+            .await;
+        assert!(r.ok(), "{}", r.body);
+    }
+    let page1 = owner.call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", "")]).await.body;
+    assert_eq!(page1["readers"].as_array().map(Vec::len), Some(50));
+    let before = page1["next_before"].as_i64().expect("more pages").to_string();
+    let page2 = owner
+        .call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", ""), ("before", &before)])
+        .await
+        .body;
+    assert_eq!(page2["readers"].as_array().map(Vec::len), Some(10));
+    assert!(page2["next_before"].is_null());
+    let on_list =
+        owner.call("search_readers", &[("q", ""), ("list", &list), ("status", ""), ("attribute", "")]).await.body;
+    assert_eq!(on_list["readers"].as_array().map(Vec::len), Some(30));
+    let by_name =
+        owner.call("search_readers", &[("q", "person 4"), ("list", ""), ("status", ""), ("attribute", "")]).await.body;
+    assert_eq!(by_name["readers"].as_array().map(Vec::len), Some(11));
+
+    // Attributes and the attribute filter.
+    let id = by_name["readers"][0]["id"].as_i64().expect("id").to_string();
+    let r = owner
+        .call(
+            "update_reader",
+            &[("id", &id), ("name", "Lyonnais"), ("attributes", r#"{"city": "Lyon", "plan": "pro"}"#)],
+        )
+        .await;
+    assert!(r.ok(), "{}", r.body);
+    let lyon = owner
+        .call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", r#"city = "Lyon""#)])
+        .await
+        .body;
+    assert_eq!(lyon["readers"].as_array().map(Vec::len), Some(1));
+    let plans = owner
+        .call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", r#"plan in ["pro", "team"]"#)])
+        .await
+        .body;
+    assert_eq!(plans["readers"].as_array().map(Vec::len), Some(1));
+    let bad =
+        owner.call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", "city Lyon")]).await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let bad_json = owner.call("update_reader", &[("id", &id), ("name", "x"), ("attributes", "{nope")]).await;
+    assert_eq!(bad_json.status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // Export has the ledger; erase removes the person.
+    let detail = owner.call("get_reader", &[("id", &id)]).await.body;
+    assert!(detail["export_json"].as_str().unwrap_or_default().contains("consent_history"));
+    assert!(owner.call("erase_reader", &[("id", &id)]).await.ok());
+    assert_eq!(owner.call("get_reader", &[("id", &id)]).await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn no_audience_function_reaches_another_workspace() {
+    let t = two_tenants().await;
+    let b_list = create_list(&t.b, "Secret", "secret", "single", "private").await;
+    assert!(t.b.call("add_reader", &[("email", "b-reader@example.com"), ("name", ""), ("list", &b_list)]).await.ok());
+    let b_reader = t.b.call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", "")]).await.body
+        ["readers"][0]["id"]
+        .as_i64()
+        .expect("id")
+        .to_string();
+    let attempts: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("get_reader", vec![("id", &b_reader)]),
+        ("update_reader", vec![("id", &b_reader), ("name", "x"), ("attributes", "{}")]),
+        ("erase_reader", vec![("id", &b_reader)]),
+        ("delete_list", vec![("id", &b_list)]),
+        (
+            "save_list",
+            vec![
+                ("id", &b_list),
+                ("name", "x"),
+                ("slug", "taken-over"),
+                ("description", ""),
+                ("opt_in", "single"),
+                ("visibility", "public"),
+            ],
+        ),
+    ];
+    for (f, args) in &attempts {
+        let r = t.a.call(f, args).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {}", r.status, r.body);
+    }
+    // Adding A's reader to B's list silently adds nothing.
+    assert!(t.a.call("add_reader", &[("email", "a-reader@example.com"), ("name", ""), ("list", &b_list)]).await.ok());
+    assert_eq!(counts(&t.b, &b_list).await, (1, 0, 0));
+    let filtered =
+        t.a.call("search_readers", &[("q", ""), ("list", &b_list), ("status", ""), ("attribute", "")]).await.body;
+    assert_eq!(filtered["readers"].as_array().map(Vec::len), Some(0));
+}
