@@ -33,8 +33,9 @@ use crate::routes::{api, dev_inbox, health};
 use crate::security::{AllowedOrigin, require_same_origin};
 use crate::sessions::PgSessionStore;
 
-/// Largest request body outside endpoints that set their own limit.
-const BODY_LIMIT: usize = 2 * 1024 * 1024;
+/// Hard ceiling on any request body. axum extractors also default to 2 MB; the routes that need
+/// more (API bulk upsert) raise that with `DefaultBodyLimit`.
+const BODY_LIMIT: usize = 16 * 1024 * 1024;
 
 /// Axum state: what handlers outside Leptos need.
 #[derive(Clone)]

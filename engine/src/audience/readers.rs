@@ -251,6 +251,39 @@ pub async fn add(
     Ok(id)
 }
 
+/// Takes a reader off one list (an author or API action), recorded in the ledger.
+pub async fn unsubscribe(db: &Db, tenant: TenantId, role: Role, id: i64, list: Uuid, origin: &Origin) -> Result<()> {
+    role.require(Role::Author)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let n = sqlx::query(
+        "UPDATE subscriptions SET status = 'unsubscribed', unsubscribed_at = now(), confirmation_nonce = NULL
+         WHERE tenant_id = $1 AND reader_id = $2 AND list_id = $3 AND status <> 'unsubscribed'",
+    )
+    .bind(tenant)
+    .bind(id)
+    .bind(list)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if n == 0 {
+        let exists: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM subscriptions WHERE tenant_id = $1 AND reader_id = $2 AND list_id = $3)",
+        )
+        .bind(tenant)
+        .bind(id)
+        .bind(list)
+        .fetch_one(&mut *tx)
+        .await?;
+        if !exists {
+            return Err(Error::NotFound);
+        }
+    } else {
+        consent::record(&mut tx, tenant, id, Some(list), "unsubscribe", origin).await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
 /// Everything Herald holds about one reader, as JSON (GDPR access request).
 pub async fn export(db: &Db, tenant: TenantId, id: i64) -> Result<Value> {
     let d = detail(db, tenant, id).await?;

@@ -70,5 +70,8 @@ async fn the_openapi_document_describes_the_api() {
         .unwrap_or_default();
     assert!(doc["openapi"].as_str().unwrap_or_default().starts_with("3."));
     assert!(doc["paths"]["/api/v1/workspace"]["get"].is_object());
+    for path in ["/api/v1/lists", "/api/v1/readers", "/api/v1/readers/bulk", "/api/v1/suppressions"] {
+        assert!(doc["paths"][path].is_object(), "{path} missing from the OpenAPI document");
+    }
     assert!(doc["components"]["securitySchemes"]["api_key"].is_object());
 }

@@ -7,6 +7,7 @@ mod helpers;
 mod accounts;
 mod api_keys;
 mod audience;
+mod audience_api;
 mod cli;
 mod invites;
 mod operability;

@@ -1,16 +1,42 @@
 //! The REST API under `/api/v1`: JSON, authenticated with `Authorization: Bearer <key>`, acting in
 //! the key's workspace. Errors are JSON with a stable `code` and a human `message`.
 
-use axum::extract::{FromRequestParts, State};
+pub mod lists;
+pub mod readers;
+pub mod suppressions;
+pub mod workspace;
+
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router, routing::get};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use herald_engine::Role;
 use herald_engine::api_keys::{self, ApiCaller};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::startup::ServerState;
+
+/// What an API key may do: it acts for the workspace with an admin's rights.
+pub const API_ROLE: Role = Role::Admin;
+
+/// `Json<T>` whose rejections (bad JSON, wrong fields, wrong content type) are the API's JSON
+/// errors with code `invalid`, not axum's plain-text ones.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiFailure;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Self(v)),
+            Err(e) => Err(ApiFailure(herald_engine::Error::Invalid(e.body_text()))),
+        }
+    }
+}
 
 #[derive(Serialize, ToSchema)]
 pub struct ApiError {
@@ -66,33 +92,6 @@ impl FromRequestParts<ServerState> for ApiCaller {
     }
 }
 
-#[derive(Serialize, ToSchema)]
-pub struct WorkspaceJson {
-    pub id: uuid::Uuid,
-    pub name: String,
-    pub slug: String,
-    /// Whether a postal address is on file (required before campaigns can be sent).
-    pub can_send_campaigns: bool,
-}
-
-/// The workspace this API key acts in.
-#[utoipa::path(
-    get,
-    path = "/api/v1/workspace",
-    security(("api_key" = [])),
-    responses(
-        (status = 200, description = "The key's workspace", body = WorkspaceJson),
-        (status = 401, description = "Missing, unknown or revoked key", body = ApiError),
-    )
-)]
-pub async fn get_workspace(
-    State(state): State<ServerState>,
-    caller: ApiCaller,
-) -> Result<Json<WorkspaceJson>, ApiFailure> {
-    let ws = herald_engine::workspaces::get(&state.app.db, caller.tenant).await?;
-    Ok(Json(WorkspaceJson { id: ws.id.0, can_send_campaigns: ws.can_send_campaigns(), name: ws.name, slug: ws.slug }))
-}
-
 struct BearerAuth;
 
 impl Modify for BearerAuth {
@@ -109,8 +108,18 @@ impl Modify for BearerAuth {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Herald API", version = "1", description = "Authenticate with `Authorization: Bearer <API key>`; every call acts in the key's workspace."),
-    paths(get_workspace),
-    components(schemas(WorkspaceJson, ApiError)),
+    paths(
+        workspace::get_workspace,
+        lists::index, lists::create, lists::show, lists::update, lists::delete,
+        readers::index, readers::show, readers::create, readers::update, readers::delete,
+        readers::bulk_upsert, readers::subscribe, readers::unsubscribe,
+        suppressions::index, suppressions::add, suppressions::remove,
+    ),
+    components(schemas(
+        workspace::WorkspaceJson, ApiError, lists::ListBody, readers::CreateBody, readers::UpdateBody,
+        readers::BulkBody, readers::BulkResult, readers::BulkInvalid, readers::SubscribeBody,
+        suppressions::AddBody, suppressions::AddResult,
+    )),
     modifiers(&BearerAuth)
 )]
 pub struct ApiDoc;
@@ -126,6 +135,15 @@ async fn not_found() -> ApiFailure {
 pub fn router() -> Router<ServerState> {
     Router::new()
         .route("/api/v1/openapi.json", get(openapi))
-        .route("/api/v1/workspace", get(get_workspace))
+        .route("/api/v1/workspace", get(workspace::get_workspace))
+        .route("/api/v1/lists", get(lists::index).post(lists::create))
+        .route("/api/v1/lists/{id}", get(lists::show).put(lists::update).delete(lists::delete))
+        .route("/api/v1/readers", get(readers::index).post(readers::create))
+        .route("/api/v1/readers/bulk", readers::bulk_route())
+        .route("/api/v1/readers/{id}", get(readers::show).patch(readers::update).delete(readers::delete))
+        .route("/api/v1/readers/{id}/subscriptions", post(readers::subscribe))
+        .route("/api/v1/readers/{id}/subscriptions/{list_id}", delete(readers::unsubscribe))
+        .route("/api/v1/suppressions", get(suppressions::index).post(suppressions::add))
+        .route("/api/v1/suppressions/{email}", delete(suppressions::remove))
         .route("/api/v1/{*rest}", axum::routing::any(not_found))
 }

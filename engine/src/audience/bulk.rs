@@ -1,0 +1,168 @@
+//! Batch upserts of readers: the API's bulk endpoint and (next) the CSV import share this path.
+//! One round trip per batch with `unnest` arrays; addresses are merged on their lowercased form,
+//! so replaying a batch (an API retry, a re-run import) changes nothing the second time.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashMap;
+use uuid::Uuid;
+
+use super::consent::Origin;
+use crate::db::Tx;
+use crate::domain::{Email, TenantId};
+use crate::error::{Error, Result};
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct ReaderInput {
+    pub email: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub attributes: Option<Value>,
+}
+
+/// What to do with addresses already in the workspace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Existing {
+    /// Fill in a non-empty name and merge attributes (the default).
+    #[default]
+    Update,
+    /// Leave them exactly as they are.
+    Skip,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct BatchOutcome {
+    pub created: u64,
+    pub updated: u64,
+    pub skipped: u64,
+    /// (index in the input, reason) for rows that were not valid.
+    pub invalid: Vec<(usize, String)>,
+}
+
+/// Upserts `rows` and subscribes the created/updated readers to `lists` as confirmed (the caller
+/// attests consent; one ledger row per new subscription, with `origin`).
+pub async fn upsert(
+    tx: &mut Tx,
+    tenant: TenantId,
+    rows: &[ReaderInput],
+    lists: &[Uuid],
+    existing: Existing,
+    origin: &Origin,
+) -> Result<BatchOutcome> {
+    let mut out = BatchOutcome::default();
+    // Merge duplicates inside the batch (Postgres cannot upsert one row twice in a statement).
+    let mut order: Vec<String> = Vec::new();
+    let mut merged: HashMap<String, (String, String, serde_json::Map<String, Value>)> = HashMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        let email = match Email::parse(&row.email) {
+            Ok(e) => e,
+            Err(e) => {
+                out.invalid.push((i, e.to_string()));
+                continue;
+            }
+        };
+        if row.name.chars().any(char::is_control) {
+            out.invalid.push((i, "the name must be one line".into()));
+            continue;
+        }
+        let attrs = match &row.attributes {
+            None | Some(Value::Null) => serde_json::Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => {
+                out.invalid.push((i, "attributes must be an object".into()));
+                continue;
+            }
+        };
+        let key = email.lowercase();
+        match merged.get_mut(&key) {
+            Some((_, name, a)) => {
+                if !row.name.trim().is_empty() {
+                    *name = row.name.trim().to_string();
+                }
+                a.extend(attrs);
+                out.skipped += 1;
+            }
+            None => {
+                order.push(key.clone());
+                merged.insert(key, (email.to_string(), row.name.trim().chars().take(200).collect(), attrs));
+            }
+        }
+    }
+    if order.is_empty() {
+        return Ok(out);
+    }
+    let mut emails = Vec::with_capacity(order.len());
+    let mut names = Vec::with_capacity(order.len());
+    let mut attrs = Vec::with_capacity(order.len());
+    for key in &order {
+        let (e, n, a) = &merged[key];
+        emails.push(e.clone());
+        names.push(n.clone());
+        attrs.push(Value::Object(a.clone()));
+    }
+    let conflict = match existing {
+        Existing::Update => {
+            "DO UPDATE SET name = CASE WHEN excluded.name <> '' THEN excluded.name ELSE readers.name END,
+                           attributes = readers.attributes || excluded.attributes, updated_at = now()"
+        }
+        Existing::Skip => "DO NOTHING",
+    };
+    let touched: Vec<(i64, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO readers (tenant_id, email, name, attributes)
+         SELECT $1, e, n, a FROM unnest($2::text[], $3::text[], $4::jsonb[]) AS t(e, n, a)
+         ON CONFLICT (tenant_id, lower(email)) {conflict}
+         RETURNING id, (xmax = 0) AS inserted"
+    )))
+    .bind(tenant)
+    .bind(&emails)
+    .bind(&names)
+    .bind(&attrs)
+    .fetch_all(&mut **tx)
+    .await?;
+    out.created = touched.iter().filter(|t| t.1).count() as u64;
+    out.updated = touched.len() as u64 - out.created;
+    out.skipped += (order.len() - touched.len()) as u64;
+    if !lists.is_empty() && !touched.is_empty() {
+        let ids: Vec<i64> = touched.iter().map(|t| t.0).collect();
+        sqlx::query(
+            "WITH new AS (
+                INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
+                SELECT $1, l.id, rd.id, 'confirmed', now()
+                FROM readers rd CROSS JOIN lists l
+                -- Readers who left everything are not put back on lists by an import or API call.
+                WHERE rd.tenant_id = $1 AND rd.id = ANY($2) AND rd.status = 'active'
+                  AND l.tenant_id = $1 AND l.id = ANY($3)
+                ON CONFLICT (list_id, reader_id) DO UPDATE SET status = 'confirmed', confirmed_at = now(), unsubscribed_at = NULL
+                WHERE subscriptions.status = 'unconfirmed'
+                RETURNING list_id, reader_id
+             )
+             INSERT INTO consent_events (tenant_id, reader_id, list_id, action, source, ip, user_agent, wording)
+             SELECT $1, reader_id, list_id, 'subscribe', $4, $5, $6, $7 FROM new",
+        )
+        .bind(tenant)
+        .bind(&ids)
+        .bind(lists)
+        .bind(&origin.source)
+        .bind(origin.ip.as_deref())
+        .bind(origin.user_agent.as_deref())
+        .bind(origin.wording.as_deref())
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(out)
+}
+
+/// Checks a bulk request's size before any work.
+pub fn check_size(n: usize, max: usize) -> Result<()> {
+    if n == 0 {
+        return Err(Error::Invalid("Send at least one reader.".into()));
+    }
+    if n > max {
+        return Err(Error::Invalid(format!(
+            "At most {max} readers per request; split the rest into further requests."
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,242 @@
+//! `/api/v1/readers`: get, search, create, update, delete, bulk upsert, and (un)subscribing to
+//! lists. Another workspace's ids answer 404, exactly like ids that do not exist.
+
+use axum::Json;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::StatusCode;
+use axum::routing::{MethodRouter, post};
+use herald_engine::api_keys::ApiCaller;
+use herald_engine::audience::bulk::{self, BatchOutcome, Existing, ReaderInput};
+use herald_engine::audience::consent::Origin;
+use herald_engine::audience::readers::{self, AttributeCondition, Reader, ReaderDetail, ReaderFilter, ReaderPage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
+use crate::startup::ServerState;
+
+/// The most readers one bulk request may carry.
+pub const BULK_MAX: usize = 10_000;
+
+fn api_origin() -> Origin {
+    Origin {
+        wording: Some("Added through the API by the workspace, which attests the reader's consent.".into()),
+        ..Origin::new("api")
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SearchQuery {
+    pub q: Option<String>,
+    pub list: Option<Uuid>,
+    pub status: Option<String>,
+    /// e.g. `city = "Lyon"` or `plan in ["pro","team"]`
+    pub attribute: Option<String>,
+    /// Continue below this id (the previous page's `next_before`).
+    pub before: Option<i64>,
+    pub limit: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/api/v1/readers", security(("api_key" = [])),
+    params(
+        ("q" = Option<String>, Query, description = "Email or name fragment"),
+        ("list" = Option<Uuid>, Query, description = "Only readers on this list"),
+        ("status" = Option<String>, Query, description = "active, unsubscribed or blocklisted"),
+        ("attribute" = Option<String>, Query, description = "e.g. city = \"Lyon\""),
+        ("before" = Option<i64>, Query, description = "Keyset cursor: next_before of the previous page"),
+        ("limit" = Option<i64>, Query, description = "1–500, default 100"),
+    ),
+    responses((status = 200, description = "A page of readers, newest first"), (status = 422, body = ApiError)))]
+pub async fn index(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Query(q): Query<SearchQuery>,
+) -> Result<Json<ReaderPage>, ApiFailure> {
+    let filter = ReaderFilter {
+        search: q.q,
+        list: q.list,
+        status: q.status,
+        attribute: q
+            .attribute
+            .as_deref()
+            .filter(|a| !a.trim().is_empty())
+            .map(AttributeCondition::parse)
+            .transpose()?,
+    };
+    Ok(Json(readers::search(&s.app.db, caller.tenant, &filter, q.before, q.limit.unwrap_or(100)).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/readers/{id}", security(("api_key" = [])),
+    responses((status = 200, description = "The reader with subscriptions and consent history"), (status = 404, body = ApiError)))]
+pub async fn show(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<i64>,
+) -> Result<Json<ReaderDetail>, ApiFailure> {
+    Ok(Json(readers::detail(&s.app.db, caller.tenant, id).await?))
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct CreateBody {
+    pub email: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub attributes: Option<Value>,
+    /// Lists to subscribe the reader to, as confirmed (you attest their consent).
+    #[serde(default)]
+    pub lists: Vec<Uuid>,
+}
+
+#[utoipa::path(post, path = "/api/v1/readers", security(("api_key" = [])), request_body = CreateBody,
+    responses((status = 201, description = "Created"), (status = 409, body = ApiError), (status = 422, body = ApiError)))]
+pub async fn create(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    ApiJson(body): ApiJson<CreateBody>,
+) -> Result<(StatusCode, Json<ReaderDetail>), ApiFailure> {
+    let mut tx = s.app.db.tenant_tx(caller.tenant).await?;
+    let input = ReaderInput { email: body.email, name: body.name, attributes: body.attributes };
+    let out =
+        bulk::upsert(&mut tx, caller.tenant, std::slice::from_ref(&input), &body.lists, Existing::Skip, &api_origin())
+            .await?;
+    if let Some((_, reason)) = out.invalid.first() {
+        return Err(herald_engine::Error::Invalid(reason.clone()).into());
+    }
+    if out.created == 0 {
+        return Err(herald_engine::Error::Conflict(
+            "A reader with this email already exists; use PATCH /api/v1/readers/{id} or the bulk endpoint.".into(),
+        )
+        .into());
+    }
+    let id: i64 = sqlx::query_scalar("SELECT id FROM readers WHERE tenant_id = $1 AND lower(email) = lower($2)")
+        .bind(caller.tenant)
+        .bind(input.email.trim())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(herald_engine::Error::from)?;
+    tx.commit().await.map_err(herald_engine::Error::from)?;
+    Ok((StatusCode::CREATED, Json(readers::detail(&s.app.db, caller.tenant, id).await?)))
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct UpdateBody {
+    pub name: Option<String>,
+    /// Replaces the attributes object.
+    pub attributes: Option<Value>,
+}
+
+#[utoipa::path(patch, path = "/api/v1/readers/{id}", security(("api_key" = [])), request_body = UpdateBody,
+    responses((status = 200, description = "Updated"), (status = 404, body = ApiError), (status = 422, body = ApiError)))]
+pub async fn update(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<i64>,
+    ApiJson(body): ApiJson<UpdateBody>,
+) -> Result<Json<Reader>, ApiFailure> {
+    let current = readers::detail(&s.app.db, caller.tenant, id).await?.reader;
+    let name = body.name.unwrap_or(current.name);
+    let attributes = body.attributes.unwrap_or(current.attributes);
+    Ok(Json(readers::update(&s.app.db, caller.tenant, API_ROLE, id, &name, attributes, &api_origin()).await?))
+}
+
+#[utoipa::path(delete, path = "/api/v1/readers/{id}", security(("api_key" = [])),
+    responses((status = 204, description = "Erased (GDPR); a suppression entry, if any, stays"), (status = 404, body = ApiError)))]
+pub async fn delete(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<i64>,
+) -> Result<StatusCode, ApiFailure> {
+    readers::erase(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct BulkBody {
+    /// Up to 10,000 readers (`email`, optional `name`, optional `attributes` object); merged on
+    /// the lowercased email, so a retry is harmless.
+    #[schema(value_type = Vec<Object>)]
+    pub readers: Vec<ReaderInput>,
+    #[serde(default)]
+    pub lists: Vec<Uuid>,
+    /// `update` (default) or `skip` for addresses already in the workspace.
+    #[serde(default)]
+    #[schema(value_type = String)]
+    pub existing: Existing,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct BulkResult {
+    pub created: u64,
+    pub updated: u64,
+    pub skipped: u64,
+    pub invalid: Vec<BulkInvalid>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct BulkInvalid {
+    /// Position in the request's `readers` array.
+    pub index: usize,
+    pub reason: String,
+}
+
+impl From<BatchOutcome> for BulkResult {
+    fn from(o: BatchOutcome) -> Self {
+        Self {
+            created: o.created,
+            updated: o.updated,
+            skipped: o.skipped,
+            invalid: o.invalid.into_iter().map(|(index, reason)| BulkInvalid { index, reason }).collect(),
+        }
+    }
+}
+
+#[utoipa::path(post, path = "/api/v1/readers/bulk", security(("api_key" = [])), request_body = BulkBody,
+    responses((status = 200, body = BulkResult), (status = 422, body = ApiError)))]
+pub async fn bulk_upsert(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    ApiJson(body): ApiJson<BulkBody>,
+) -> Result<Json<BulkResult>, ApiFailure> {
+    bulk::check_size(body.readers.len(), BULK_MAX)?;
+    let mut tx = s.app.db.tenant_tx(caller.tenant).await?;
+    let out = bulk::upsert(&mut tx, caller.tenant, &body.readers, &body.lists, body.existing, &api_origin()).await?;
+    tx.commit().await.map_err(herald_engine::Error::from)?;
+    Ok(Json(out.into()))
+}
+
+/// The bulk route with room for 10,000 readers (other JSON bodies keep axum's 2 MB default).
+pub fn bulk_route() -> MethodRouter<ServerState> {
+    post(bulk_upsert).layer(DefaultBodyLimit::max(16 * 1024 * 1024))
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct SubscribeBody {
+    pub lists: Vec<Uuid>,
+}
+
+#[utoipa::path(post, path = "/api/v1/readers/{id}/subscriptions", security(("api_key" = [])), request_body = SubscribeBody,
+    responses((status = 200, description = "The reader's subscriptions"), (status = 404, body = ApiError)))]
+pub async fn subscribe(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<i64>,
+    ApiJson(body): ApiJson<SubscribeBody>,
+) -> Result<Json<ReaderDetail>, ApiFailure> {
+    let detail = readers::detail(&s.app.db, caller.tenant, id).await?;
+    readers::add(&s.app.db, caller.tenant, API_ROLE, &detail.reader.email, "", &body.lists, &api_origin()).await?;
+    Ok(Json(readers::detail(&s.app.db, caller.tenant, id).await?))
+}
+
+#[utoipa::path(delete, path = "/api/v1/readers/{id}/subscriptions/{list_id}", security(("api_key" = [])),
+    responses((status = 204, description = "Unsubscribed"), (status = 404, body = ApiError)))]
+pub async fn unsubscribe(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path((id, list)): Path<(i64, Uuid)>,
+) -> Result<StatusCode, ApiFailure> {
+    readers::unsubscribe(&s.app.db, caller.tenant, API_ROLE, id, list, &api_origin()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

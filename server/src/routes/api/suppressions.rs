@@ -1,0 +1,80 @@
+//! `/api/v1/suppressions`: the workspace's suppression list.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use herald_engine::api_keys::ApiCaller;
+use herald_engine::audience::suppressions::{self, Suppression};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
+use crate::startup::ServerState;
+
+#[derive(Deserialize)]
+pub struct SearchQuery {
+    #[serde(default)]
+    pub q: String,
+}
+
+#[utoipa::path(get, path = "/api/v1/suppressions", security(("api_key" = [])),
+    params(("q" = Option<String>, Query, description = "Address fragment")),
+    responses((status = 200, description = "Newest first, at most 1000")))]
+pub async fn index(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Query(q): Query<SearchQuery>,
+) -> Result<Json<Vec<Suppression>>, ApiFailure> {
+    Ok(Json(suppressions::search(&s.app.db, caller.tenant, &q.q, 1000).await?))
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct AddBody {
+    pub emails: Vec<String>,
+    /// `manual` (default), `hard_bounce`, `complaint` or `unsubscribed_all`.
+    #[serde(default = "manual")]
+    pub reason: String,
+}
+
+fn manual() -> String {
+    "manual".into()
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AddResult {
+    pub suppressed: usize,
+    pub invalid: Vec<String>,
+}
+
+#[utoipa::path(post, path = "/api/v1/suppressions", security(("api_key" = [])), request_body = AddBody,
+    responses((status = 200, body = AddResult), (status = 422, body = ApiError)))]
+pub async fn add(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    ApiJson(body): ApiJson<AddBody>,
+) -> Result<Json<AddResult>, ApiFailure> {
+    herald_engine::audience::bulk::check_size(body.emails.len(), 10_000)?;
+    let (suppressed, invalid) =
+        suppressions::add_many(&s.app.db, caller.tenant, API_ROLE, &body.emails, &body.reason, "api").await?;
+    Ok(Json(AddResult { suppressed, invalid }))
+}
+
+#[derive(Deserialize)]
+pub struct RemoveQuery {
+    /// Must be `true` to remove a hard bounce or complaint.
+    #[serde(default)]
+    pub confirm: bool,
+}
+
+#[utoipa::path(delete, path = "/api/v1/suppressions/{email}", security(("api_key" = [])),
+    params(("confirm" = Option<bool>, Query, description = "Required (true) for hard bounces and complaints")),
+    responses((status = 204, description = "Removed"), (status = 404, body = ApiError), (status = 422, body = ApiError)))]
+pub async fn remove(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(email): Path<String>,
+    Query(q): Query<RemoveQuery>,
+) -> Result<StatusCode, ApiFailure> {
+    suppressions::remove(&s.app.db, caller.tenant, API_ROLE, &email, q.confirm).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
