@@ -184,6 +184,7 @@ fn router(config: &Config, state: AppState, addr: SocketAddr, sink: Option<MailS
         .route("/metrics", get(health::metrics))
         .merge(api::router())
         .merge(crate::routes::public::router())
+        .route("/audience/readers/export.csv", get(crate::routes::export::readers_csv))
         .leptos_routes_with_context(&server_state, routes, context.clone(), {
             let leptos = leptos.clone();
             move || shell(leptos.clone())

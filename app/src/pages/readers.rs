@@ -88,8 +88,16 @@ pub fn ReadersPage() -> impl IntoView {
         move || (param("q"), param("list"), param("status"), param("attribute"), before(), add.version().get()),
         |(q, list, status, attribute, before, _)| search_readers(q, list, status, attribute, before),
     );
+    let export_href = move || {
+        let params: Vec<String> =
+            ["q", "list", "status", "attribute"].iter().map(|k| format!("{k}={}", urlencode(&param(k)))).collect();
+        format!("/audience/readers/export.csv?{}", params.join("&"))
+    };
     view! {
         <AudienceTabs active="/audience/readers"/>
+        <div class="-mt-2 mb-4 flex justify-end">
+            <a href=export_href class="btn-secondary" rel="external" download="readers.csv">"Export CSV"</a>
+        </div>
         <Card>
             <form method="get" class="grid grid-cols-5 gap-3" role="search">
                 <input name="q" class="input col-span-2" placeholder="Search email or name" prop:value=move || param("q") aria-label="Search"/>

@@ -2,6 +2,7 @@
 
 pub mod bulk;
 pub mod consent;
+pub mod export;
 pub mod lists;
 pub mod readers;
 pub mod subscribe;

@@ -1,4 +1,5 @@
 pub mod api;
 pub mod dev_inbox;
+pub mod export;
 pub mod health;
 pub mod public;

@@ -384,3 +384,29 @@ async fn no_audience_function_reaches_another_workspace() {
         t.a.call("search_readers", &[("q", ""), ("list", &b_list), ("status", ""), ("attribute", "")]).await.body;
     assert_eq!(filtered["readers"].as_array().map(Vec::len), Some(0));
 }
+
+#[tokio::test]
+async fn export_streams_the_filtered_readers_with_formulas_neutralised() {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("x@example.com", "Export").await;
+    assert!(
+        owner
+            .call("add_reader", &[("email", "evil@example.com"), ("name", "=HYPERLINK(\"http://x\")"), ("list", "")])
+            .await
+            .ok()
+    );
+    assert!(
+        owner.call("add_reader", &[("email", "plain@example.com"), ("name", "Plain, Person"), ("list", "")]).await.ok()
+    );
+    let csv = owner.get("/audience/readers/export.csv?q=&list=&status=&attribute=").await;
+    assert_eq!(csv.status(), StatusCode::OK);
+    assert!(csv.headers()["content-type"].to_str().unwrap_or_default().starts_with("text/csv"));
+    let body = csv.text().await.unwrap_or_default();
+    assert!(body.starts_with("email,name,status,created_at,lists,attributes\r\n"), "{body}");
+    assert!(body.contains("evil@example.com,\"'=HYPERLINK(\"\"http://x\"\")\""), "{body}");
+    assert!(body.contains("\"Plain, Person\""));
+    let filtered = owner.get("/audience/readers/export.csv?q=plain").await.text().await.unwrap_or_default();
+    assert_eq!(filtered.lines().count(), 2, "{filtered}");
+    // Logged out: no data.
+    assert_eq!(app.browser().get("/audience/readers/export.csv").await.status(), StatusCode::UNAUTHORIZED);
+}
