@@ -19,9 +19,9 @@ use leptos_router::path;
 use components::shell::AppShell;
 use pages::{
     api_keys::ApiKeysPage, audience::AudiencePage, campaigns::CampaignsPage, dashboard::DashboardPage,
-    invite::InvitePage, login::LoginPage, members::MembersPage, new_workspace::NewWorkspacePage,
-    not_found::NotFoundPage, reader::ReaderPage, readers::ReadersPage, settings::SettingsPage, signup::SignupPage,
-    suppressions::SuppressionsPage,
+    import::ImportPage, imports::ImportsPage, invite::InvitePage, login::LoginPage, members::MembersPage,
+    new_workspace::NewWorkspacePage, not_found::NotFoundPage, reader::ReaderPage, readers::ReadersPage,
+    settings::SettingsPage, signup::SignupPage, suppressions::SuppressionsPage,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -61,6 +61,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/audience/readers") view=ReadersPage/>
                     <Route path=path!("/audience/readers/:id") view=ReaderPage/>
                     <Route path=path!("/audience/suppressions") view=SuppressionsPage/>
+                    <Route path=path!("/audience/imports") view=ImportsPage/>
+                    <Route path=path!("/audience/imports/:id") view=ImportPage/>
                     <Route path=path!("/campaigns") view=CampaignsPage/>
                     <Route path=path!("/settings") view=SettingsPage/>
                     <Route path=path!("/settings/members") view=MembersPage/>

@@ -18,10 +18,18 @@ pub struct SendSystemMail {
     pub mail: OutgoingMail,
 }
 
+/// Runs one CSV import (see [`crate::audience::import`]); resumable.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ImportReaders {
+    pub tenant: crate::domain::TenantId,
+    pub import: uuid::Uuid,
+}
+
 /// Enqueues jobs. Cheap to clone.
 #[derive(Clone)]
 pub struct Jobs {
     system_mail: PostgresStorage<SendSystemMail>,
+    imports: PostgresStorage<ImportReaders>,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -32,7 +40,7 @@ impl std::fmt::Debug for Jobs {
 
 impl Jobs {
     pub fn new(db: &Db) -> Self {
-        Self { system_mail: PostgresStorage::new(db.pool()) }
+        Self { system_mail: PostgresStorage::new(db.pool()), imports: PostgresStorage::new(db.pool()) }
     }
 
     pub async fn enqueue_system_mail(&self, mail: OutgoingMail) -> Result<()> {
@@ -43,6 +51,19 @@ impl Jobs {
             .map_err(|e| Error::Unexpected(anyhow::anyhow!("enqueue system mail: {e}")))?;
         Ok(())
     }
+
+    pub async fn enqueue_import(&self, tenant: crate::domain::TenantId, import: uuid::Uuid) -> Result<()> {
+        let mut storage = self.imports.clone();
+        storage
+            .push(ImportReaders { tenant, import })
+            .await
+            .map_err(|e| Error::Unexpected(anyhow::anyhow!("enqueue import: {e}")))?;
+        Ok(())
+    }
+}
+
+async fn import_readers(job: ImportReaders, db: Data<Db>) -> Result<(), BoxDynError> {
+    crate::audience::import::run(&db, job.tenant, job.import).await.map_err(|e| Box::new(e) as BoxDynError)
 }
 
 async fn send_system_mail(job: SendSystemMail, mailer: Data<Mailer>) -> Result<(), BoxDynError> {
@@ -70,13 +91,24 @@ where
     let backend = PostgresStorage::<SendSystemMail>::new(db.pool())
         .with_pubsub()
         .poll_with_strategy(Strategy::new().interval(std::time::Duration::from_secs(1)));
-    let worker =
+    let mail_worker =
         WorkerBuilder::new(unique_worker_name("system-mail")).backend(backend).data(mailer).build(send_system_mail);
-    worker
-        .run_until(async move {
-            shutdown.await;
-            Ok::<(), std::io::Error>(())
-        })
-        .await
-        .map_err(|e| anyhow::anyhow!("job worker stopped: {e}"))
+    let import_backend = PostgresStorage::<ImportReaders>::new(db.pool())
+        .with_pubsub()
+        .poll_with_strategy(Strategy::new().interval(std::time::Duration::from_secs(1)));
+    let import_worker =
+        WorkerBuilder::new(unique_worker_name("import")).backend(import_backend).data(db.clone()).build(import_readers);
+    // One shutdown signal, fanned out to both workers.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+        Ok::<(), std::io::Error>(())
+    };
+    let (a, b) = tokio::join!(mail_worker.run_until(until(stop_rx.clone())), import_worker.run_until(until(stop_rx)));
+    a.map_err(|e| anyhow::anyhow!("system mail worker stopped: {e}"))?;
+    b.map_err(|e| anyhow::anyhow!("import worker stopped: {e}"))
 }

@@ -28,6 +28,8 @@ pub struct Config {
     pub site_root: String,
     pub data_dir: PathBuf,
     pub db_max_connections: u32,
+    /// Largest CSV upload accepted.
+    pub import_max_bytes: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -109,8 +111,15 @@ impl Config {
                 v.parse().ok().filter(|n| *n > 0).ok_or("HERALD_DB_MAX_CONNECTIONS must be a positive number")?
             }
         };
+        let import_max_bytes = match get("HERALD_IMPORT_MAX_BYTES") {
+            None => 500 * 1024 * 1024,
+            Some(v) => {
+                v.parse().ok().filter(|n| *n > 0).ok_or("HERALD_IMPORT_MAX_BYTES must be a positive number of bytes")?
+            }
+        };
         Ok(Self {
             mode,
+            import_max_bytes,
             database_url,
             app_database_url,
             bind,

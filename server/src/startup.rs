@@ -203,9 +203,11 @@ fn router(config: &Config, state: AppState, addr: SocketAddr, sink: Option<MailS
     router
         .route_layer(from_fn_with_state(server_state.metrics.clone(), crate::metrics::track))
         .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
+        .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
+        // After the general body limit: CSV uploads have their own, much larger one.
+        .merge(crate::routes::imports::router(config.import_max_bytes))
         .layer(session_layer)
         .layer(from_fn_with_state(AllowedOrigin::from_base_url(&config.base_url), require_same_origin))
-        .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
             let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");

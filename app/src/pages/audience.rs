@@ -88,8 +88,12 @@ pub async fn delete_list(id: String) -> Result<(), AppError> {
 /// The tabs above every audience page.
 #[component]
 pub fn AudienceTabs(active: &'static str) -> impl IntoView {
-    let tabs =
-        [("/audience", "Lists"), ("/audience/readers", "Readers"), ("/audience/suppressions", "Suppression list")];
+    let tabs = [
+        ("/audience", "Lists"),
+        ("/audience/readers", "Readers"),
+        ("/audience/imports", "Import"),
+        ("/audience/suppressions", "Suppression list"),
+    ];
     view! {
         <PageHeader title="Audience" subtitle="Lists, readers and who must never be mailed"/>
         <nav class="mb-6 flex gap-6 border-b border-slate-200 text-sm" aria-label="Audience">

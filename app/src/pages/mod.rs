@@ -2,6 +2,8 @@ pub mod api_keys;
 pub mod audience;
 pub mod campaigns;
 pub mod dashboard;
+pub mod import;
+pub mod imports;
 pub mod invite;
 pub mod login;
 pub mod members;

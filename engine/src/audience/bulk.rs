@@ -63,10 +63,6 @@ pub async fn upsert(
                 continue;
             }
         };
-        if row.name.chars().any(char::is_control) {
-            out.invalid.push((i, "the name must be one line".into()));
-            continue;
-        }
         let attrs = match &row.attributes {
             None | Some(Value::Null) => serde_json::Map::new(),
             Some(Value::Object(m)) => m.clone(),
@@ -75,18 +71,26 @@ pub async fn upsert(
                 continue;
             }
         };
+        // Names from spreadsheets may hold line breaks (a quoted cell): keep them one line.
+        let name = row
+            .name
+            .split(char::is_control)
+            .filter(|s| !s.trim().is_empty())
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" ");
         let key = email.lowercase();
         match merged.get_mut(&key) {
-            Some((_, name, a)) => {
-                if !row.name.trim().is_empty() {
-                    *name = row.name.trim().to_string();
+            Some((_, existing_name, a)) => {
+                if !name.is_empty() {
+                    *existing_name = name.clone();
                 }
                 a.extend(attrs);
                 out.skipped += 1;
             }
             None => {
                 order.push(key.clone());
-                merged.insert(key, (email.to_string(), row.name.trim().chars().take(200).collect(), attrs));
+                merged.insert(key, (email.to_string(), name.chars().take(200).collect(), attrs));
             }
         }
     }

@@ -5,9 +5,8 @@ use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use herald_app::ssr::{SESSION_TENANT, SESSION_USER};
+use herald_engine::Role;
 use herald_engine::audience::{export, readers::AttributeCondition, readers::ReaderFilter};
-use herald_engine::{TenantId, UserId, workspaces};
 use serde::Deserialize;
 use tower_sessions::Session;
 use uuid::Uuid;
@@ -27,19 +26,10 @@ pub struct ExportQuery {
 }
 
 pub async fn readers_csv(State(state): State<ServerState>, session: Session, Query(q): Query<ExportQuery>) -> Response {
-    let user = session.get::<UserId>(SESSION_USER).await.ok().flatten();
-    let tenant = session.get::<TenantId>(SESSION_TENANT).await.ok().flatten();
-    let (Some(user), Some(tenant)) = (user, tenant) else {
-        return (StatusCode::UNAUTHORIZED, "Log in first.").into_response();
+    let tenant = match super::session_auth::require_member(&state.app.db, &session, Role::Viewer).await {
+        Ok((tenant, _, _)) => tenant,
+        Err(response) => return response,
     };
-    match workspaces::role_of(&state.app.db, tenant, user).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return (StatusCode::FORBIDDEN, "Not a member of this workspace.").into_response(),
-        Err(e) => {
-            tracing::error!(error = ?e, "export: role lookup failed");
-            return (StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong.").into_response();
-        }
-    }
     let attribute = match q.attribute.trim() {
         "" => None,
         a => match AttributeCondition::parse(a) {

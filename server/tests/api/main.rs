@@ -9,6 +9,7 @@ mod api_keys;
 mod audience;
 mod audience_api;
 mod cli;
+mod imports;
 mod invites;
 mod operability;
 mod roles;

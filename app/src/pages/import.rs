@@ -1,0 +1,241 @@
+//! `/audience/imports/:id`: map the columns, choose lists and mode, start; then a live progress
+//! bar (polling, so it survives a reload) with counts, rows per second and the error report.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_params_map;
+use serde::{Deserialize, Serialize};
+
+use crate::components::ui::{ActionError, Card, LoadError};
+use crate::error::AppError;
+use crate::pages::audience::{AudienceTabs, ListRow, list_lists};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImportDetail {
+    pub id: String,
+    pub file_name: String,
+    pub status: String,
+    pub columns: Vec<String>,
+    pub preview: Vec<Vec<String>>,
+    pub mapping: Vec<String>,
+    pub rows_read: i64,
+    pub created: i64,
+    pub updated: i64,
+    pub skipped: i64,
+    pub invalid: i64,
+    pub percent: u8,
+    pub rows_per_second: f64,
+    pub error: Option<String>,
+}
+
+#[server(prefix = "/rpc", endpoint = "get_import")]
+pub async fn get_import(id: String) -> Result<ImportDetail, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::import};
+    let m = require_role(Role::Viewer).await?;
+    let id = uuid::Uuid::parse_str(&id).map_err(|_| AppError::NotFound.respond())?;
+    let v = import::get(&m.state.db, m.tenant, id).await?;
+    Ok(ImportDetail {
+        percent: v.percent(),
+        id: v.id.to_string(),
+        file_name: v.file_name,
+        status: v.status,
+        columns: v.columns,
+        preview: v.preview,
+        mapping: v.mapping,
+        rows_read: v.rows_read,
+        created: v.created,
+        updated: v.updated,
+        skipped: v.skipped,
+        invalid: v.invalid,
+        rows_per_second: v.rows_per_second,
+        error: v.error,
+    })
+}
+
+/// `mapping` has one entry per column; `lists` is a comma-separated list of list ids.
+#[server(prefix = "/rpc", endpoint = "start_import")]
+pub async fn start_import(
+    id: String,
+    mapping: Vec<String>,
+    lists: String,
+    mode: String,
+    existing: String,
+) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::import};
+    let m = require_role(Role::Author).await?;
+    let id = uuid::Uuid::parse_str(&id).map_err(|_| AppError::NotFound.respond())?;
+    let list_ids = lists
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| uuid::Uuid::parse_str(s.trim()).map_err(|_| AppError::NotFound.respond()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let start = import::StartImport { mapping, list_ids, mode, existing };
+    import::start(&m.state.db, &m.state.jobs, m.tenant, m.role, id, start).await?;
+    Ok(())
+}
+
+#[component]
+pub fn ImportPage() -> impl IntoView {
+    let id = move || use_params_map().with(|p| p.get("id")).unwrap_or_default();
+    let start = ServerAction::<StartImport>::new();
+    let tick = RwSignal::new(0u32);
+    let detail = Resource::new(move || (id(), tick.get(), start.version().get()), |(id, _, _)| get_import(id));
+    // Poll while the import is queued or running (in the browser only).
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(
+            move || {
+                let active = detail
+                    .get_untracked()
+                    .and_then(|r| r.ok())
+                    .is_some_and(|d| matches!(d.status.as_str(), "queued" | "running"));
+                if active {
+                    tick.update(|t| *t += 1);
+                }
+            },
+            std::time::Duration::from_millis(1000),
+        ) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    view! {
+        <AudienceTabs active="/audience/imports"/>
+        <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match detail.await {
+                    Ok(d) if d.status == "uploaded" || (d.status == "failed" && d.rows_read == 0) => view! { <Mapping d=d start=start/> }.into_any(),
+                    Ok(d) => view! { <Progress d=d start=start/> }.into_any(),
+                    Err(e) => view! { <LoadError error=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+const ROLES: [(&str, &str); 3] = [("email", "Email"), ("name", "Name"), ("ignore", "Ignore")];
+
+#[component]
+fn Mapping(d: ImportDetail, start: ServerAction<StartImport>) -> impl IntoView {
+    let lists = Resource::new(|| (), |_| list_lists());
+    let chosen = RwSignal::new(Vec::<String>::new());
+    let columns = d.columns.clone();
+    view! {
+        <Card title=format!("Import “{}”", d.file_name)>
+            <ActionForm action=start attr:class="space-y-6">
+                <input type="hidden" name="id" value=d.id.clone()/>
+                <input type="hidden" name="lists" prop:value=move || chosen.get().join(",")/>
+                <div class="overflow-x-auto">
+                    <table class="w-full text-left text-sm" data-testid="import-preview">
+                        <thead>
+                            <tr>
+                                {columns.iter().enumerate().map(|(i, c)| {
+                                    let guess = d.mapping.get(i).cloned().unwrap_or_else(|| "ignore".into());
+                                    let attr = format!("attributes.{}", c.trim().to_lowercase().replace(|ch: char| !ch.is_alphanumeric(), "_"));
+                                    view! {
+                                        <th class="p-2 align-top">
+                                            <div class="text-xs font-medium text-slate-700">{c.clone()}</div>
+                                            <select name=format!("mapping[{i}]") class="input mt-1 text-xs" aria-label=format!("Column {c}")>
+                                                {ROLES.iter().map(|(v, label)| view! { <option value=*v selected=guess == *v>{*label}</option> }).collect_view()}
+                                                <option value=attr.clone() selected=guess.starts_with("attributes.")>{format!("Attribute {}", attr.trim_start_matches("attributes."))}</option>
+                                            </select>
+                                        </th>
+                                    }
+                                }).collect_view()}
+                            </tr>
+                        </thead>
+                        <tbody class="divide-y divide-slate-100 text-slate-600">
+                            {d.preview.iter().map(|row| view! {
+                                <tr>{row.iter().map(|cell| view! { <td class="p-2">{cell.clone()}</td> }).collect_view()}</tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                </div>
+                <fieldset>
+                    <legend class="label">"Add the readers to these lists"</legend>
+                    <Suspense>
+                        {move || Suspend::new(async move {
+                            lists.await.map(|v| v.lists.into_iter().map(|l: ListRow| {
+                                let id = l.id.clone();
+                                view! {
+                                    <label class="mr-4 inline-flex items-center gap-2 text-sm">
+                                        <input type="checkbox" on:change=move |ev| {
+                                            let on = event_target_checked(&ev);
+                                            let id = id.clone();
+                                            chosen.update(|c| { c.retain(|x| *x != id); if on { c.push(id); } });
+                                        }/>
+                                        {l.name}
+                                    </label>
+                                }
+                            }).collect_view()).ok()
+                        })}
+                    </Suspense>
+                </fieldset>
+                <div class="grid grid-cols-2 gap-4">
+                    <div>
+                        <label for="import-mode" class="label">"Consent"</label>
+                        <select id="import-mode" name="mode" class="input">
+                            <option value="confirmed">"Add as confirmed: I attest these readers consented"</option>
+                            <option value="opt_in">"Send them an opt-in email first"</option>
+                        </select>
+                    </div>
+                    <div>
+                        <label for="import-existing" class="label">"Readers already here"</label>
+                        <select id="import-existing" name="existing" class="input">
+                            <option value="update">"Update their name and attributes"</option>
+                            <option value="skip">"Leave them unchanged"</option>
+                        </select>
+                    </div>
+                </div>
+                <button type="submit" class="btn-primary" disabled=move || start.pending().get()>"Start import"</button>
+                <ActionError value=start.value()/>
+            </ActionForm>
+        </Card>
+    }
+}
+
+#[component]
+fn Progress(d: ImportDetail, start: ServerAction<StartImport>) -> impl IntoView {
+    let done = d.status == "done";
+    let failed = d.status == "failed";
+    let errors_href = format!("/audience/imports/{}/errors.csv", d.id);
+    view! {
+        <Card title=format!("Import “{}”", d.file_name)>
+            <div class="mb-2 flex items-center justify-between text-sm">
+                <span><span class="badge" data-testid="import-status">{d.status.clone()}</span></span>
+                <span class="font-medium" data-testid="import-percent">{format!("{}%", d.percent)}</span>
+            </div>
+            <div class="h-3 w-full rounded-full bg-slate-100" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow=d.percent>
+                <div class="h-3 rounded-full transition-all" class:bg-indigo-500=!failed class:bg-red-500=failed style=format!("width: {}%", d.percent)></div>
+            </div>
+            <dl class="mt-6 grid grid-cols-6 gap-4 text-center text-sm">
+                <div><dt class="text-slate-500">"Rows read"</dt><dd class="text-lg font-semibold" data-testid="rows-read">{d.rows_read}</dd></div>
+                <div><dt class="text-slate-500">"Imported"</dt><dd class="text-lg font-semibold" data-testid="rows-created">{d.created}</dd></div>
+                <div><dt class="text-slate-500">"Updated"</dt><dd class="text-lg font-semibold">{d.updated}</dd></div>
+                <div><dt class="text-slate-500">"Skipped"</dt><dd class="text-lg font-semibold">{d.skipped}</dd></div>
+                <div><dt class="text-slate-500">"Invalid"</dt><dd class="text-lg font-semibold" data-testid="rows-invalid">{d.invalid}</dd></div>
+                <div><dt class="text-slate-500">"Rows/s"</dt><dd class="text-lg font-semibold">{format!("{:.0}", d.rows_per_second)}</dd></div>
+            </dl>
+            {(d.invalid > 0).then(|| view! {
+                <p class="mt-4 text-sm">
+                    <a href=errors_href class="text-indigo-600 hover:underline" rel="external" download="import-errors.csv">"Download the error report"</a>
+                    " — each invalid row with its line number and the reason."
+                </p>
+            })}
+            {d.error.clone().map(|e| view! { <p role="alert" class="mt-4 rounded-md bg-red-50 px-3 py-2 text-sm text-red-700">{e}</p> })}
+            {failed.then(|| {
+                let mapping = d.mapping.clone();
+                view! {
+                    <ActionForm action=start attr:class="mt-4">
+                        <input type="hidden" name="id" value=d.id.clone()/>
+                        {mapping.into_iter().enumerate().map(|(i, m)| view! { <input type="hidden" name=format!("mapping[{i}]") value=m/> }).collect_view()}
+                        <input type="hidden" name="lists" value=""/>
+                        <input type="hidden" name="mode" value="confirmed"/>
+                        <input type="hidden" name="existing" value="update"/>
+                        <button type="submit" class="btn-primary">"Run again (continues where it stopped)"</button>
+                    </ActionForm>
+                }
+            })}
+            {done.then(|| view! { <a href="/audience/readers" class="btn-secondary mt-6 inline-block">"See the readers"</a> })}
+        </Card>
+    }
+}

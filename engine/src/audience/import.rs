@@ -1,0 +1,643 @@
+//! CSV import: upload (kept in Postgres in 1 MB chunks), preview and column mapping, then a
+//! background job that streams the file through the CSV parser in batches.
+//!
+//! Each batch's readers, subscriptions, ledger rows, error rows, counters and checkpoint commit
+//! in one transaction, and readers merge on their lowercased address: a killed or failed import
+//! re-run resumes after the last committed line and creates no duplicates.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::io::Read;
+use uuid::Uuid;
+
+use super::bulk::{self, Existing, ReaderInput};
+use super::consent::Origin;
+use crate::db::Db;
+use crate::domain::{Role, TenantId, UserId};
+use crate::error::{Error, Result};
+
+pub const CHUNK_BYTES: usize = 1024 * 1024;
+const BATCH_ROWS: usize = 5_000;
+const PREVIEW_ROWS: usize = 5;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ImportView {
+    pub id: Uuid,
+    pub file_name: String,
+    pub size_bytes: i64,
+    pub status: String,
+    pub delimiter: String,
+    /// The header row.
+    pub columns: Vec<String>,
+    /// The first rows after the header.
+    pub preview: Vec<Vec<String>>,
+    /// Per column: "email", "name", "attributes.<key>" or "ignore".
+    pub mapping: Vec<String>,
+    pub list_ids: Vec<Uuid>,
+    pub mode: String,
+    pub existing: String,
+    pub rows_read: i64,
+    pub created: i64,
+    pub updated: i64,
+    pub skipped: i64,
+    pub invalid: i64,
+    pub bytes_done: i64,
+    pub error: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub rows_per_second: f64,
+}
+
+impl ImportView {
+    pub fn percent(&self) -> u8 {
+        if self.status == "done" {
+            100
+        } else if self.size_bytes > 0 {
+            ((self.bytes_done as f64 / self.size_bytes as f64) * 100.0).clamp(0.0, 99.0) as u8
+        } else {
+            0
+        }
+    }
+}
+
+pub async fn begin_upload(
+    db: &Db,
+    tenant: TenantId,
+    user: Option<UserId>,
+    role: Role,
+    file_name: &str,
+) -> Result<Uuid> {
+    role.require(Role::Author)?;
+    let id = Uuid::new_v4();
+    let name: String = file_name.chars().filter(|c| !c.is_control()).take(200).collect();
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query("INSERT INTO imports (id, tenant_id, created_by, file_name) VALUES ($1, $2, $3, $4)")
+        .bind(id)
+        .bind(tenant)
+        .bind(user)
+        .bind(if name.is_empty() { "upload.csv".to_string() } else { name })
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+pub async fn append_chunk(db: &Db, tenant: TenantId, id: Uuid, seq: i32, data: &[u8]) -> Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query("INSERT INTO import_chunks (import_id, tenant_id, seq, data) VALUES ($1, $2, $3, $4)")
+        .bind(id)
+        .bind(tenant)
+        .bind(seq)
+        .bind(data)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Marks the upload complete, detects the delimiter and guesses the column mapping.
+pub async fn finish_upload(db: &Db, tenant: TenantId, id: Uuid, size: i64) -> Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let first: Option<Vec<u8>> = sqlx::query_scalar("SELECT data FROM import_chunks WHERE import_id = $1 AND seq = 0")
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let first = first.ok_or_else(|| Error::Invalid("The file is empty.".into()))?;
+    let delimiter = detect_delimiter(&first);
+    let (header, _) = parse_preview(&first, delimiter);
+    if header.is_empty() {
+        return Err(Error::Invalid("The file has no header row.".into()));
+    }
+    let mapping: Vec<String> = header.iter().map(|h| guess_mapping(h)).collect();
+    sqlx::query("UPDATE imports SET status = 'uploaded', size_bytes = $3, delimiter = $4, mapping = $5 WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant)
+        .bind(id)
+        .bind(size)
+        .bind((delimiter as char).to_string())
+        .bind(serde_json::json!(mapping))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+fn detect_delimiter(data: &[u8]) -> u8 {
+    let first_line = data.split(|b| *b == b'\n').next().unwrap_or_default();
+    [b',', b';', b'\t'].into_iter().max_by_key(|d| first_line.iter().filter(|b| *b == d).count()).unwrap_or(b',')
+}
+
+fn guess_mapping(header: &str) -> String {
+    let h = header.trim().to_lowercase();
+    match h.as_str() {
+        "email" | "e-mail" | "mail" | "email address" | "email_address" => "email".into(),
+        "name" | "full name" | "full_name" | "fullname" => "name".into(),
+        _ => {
+            let key: String = h.chars().map(|c| if c.is_alphanumeric() { c } else { '_' }).collect();
+            let key = key.trim_matches('_');
+            if key.is_empty() { "ignore".into() } else { format!("attributes.{key}") }
+        }
+    }
+}
+
+/// Header and first rows of a file's first chunk (lossy: for display only).
+fn parse_preview(data: &[u8], delimiter: u8) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut rdr = csv::ReaderBuilder::new().delimiter(delimiter).has_headers(false).flexible(true).from_reader(data);
+    let mut rows = rdr
+        .byte_records()
+        .take(PREVIEW_ROWS + 1)
+        .filter_map(|r| r.ok())
+        .map(|r| r.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect::<Vec<_>>());
+    let mut header = rows.next().unwrap_or_default();
+    if let Some(first) = header.first_mut() {
+        *first = first.trim_start_matches('\u{feff}').to_string();
+    }
+    (header, rows.collect())
+}
+
+#[derive(sqlx::FromRow)]
+struct ImportRow {
+    id: Uuid,
+    file_name: String,
+    size_bytes: i64,
+    status: String,
+    delimiter: String,
+    mapping: serde_json::Value,
+    list_ids: Vec<Uuid>,
+    mode: String,
+    existing: String,
+    rows_read: i64,
+    created: i64,
+    updated: i64,
+    skipped: i64,
+    invalid: i64,
+    bytes_done: i64,
+    checkpoint_line: i64,
+    error: Option<String>,
+    started_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+async fn load(db: &Db, tenant: TenantId, id: Uuid) -> Result<ImportRow> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let row = sqlx::query_as(
+        "SELECT id, file_name, size_bytes, status, delimiter, mapping, list_ids, mode, existing, rows_read, created, updated,
+                skipped, invalid, bytes_done, checkpoint_line, error, started_at, finished_at
+         FROM imports WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(Error::NotFound)?;
+    tx.commit().await?;
+    Ok(row)
+}
+
+pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<ImportView> {
+    let r = load(db, tenant, id).await?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let first: Option<Vec<u8>> = sqlx::query_scalar(
+        "SELECT substring(data FROM 1 FOR 65536) FROM import_chunks WHERE import_id = $1 AND seq = 0",
+    )
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let delimiter = r.delimiter.bytes().next().unwrap_or(b',');
+    let (columns, preview) = first.map(|f| parse_preview(&f, delimiter)).unwrap_or_default();
+    let elapsed = match (r.started_at, r.finished_at) {
+        (Some(s), Some(f)) => (f - s).num_milliseconds(),
+        (Some(s), None) => (Utc::now() - s).num_milliseconds(),
+        _ => 0,
+    };
+    Ok(ImportView {
+        id: r.id,
+        file_name: r.file_name,
+        size_bytes: r.size_bytes,
+        status: r.status,
+        delimiter: r.delimiter,
+        columns,
+        preview,
+        mapping: serde_json::from_value(r.mapping).unwrap_or_default(),
+        list_ids: r.list_ids,
+        mode: r.mode,
+        existing: r.existing,
+        rows_read: r.rows_read,
+        created: r.created,
+        updated: r.updated,
+        skipped: r.skipped,
+        invalid: r.invalid,
+        bytes_done: r.bytes_done,
+        error: r.error,
+        started_at: r.started_at,
+        finished_at: r.finished_at,
+        rows_per_second: if elapsed > 0 { r.rows_read as f64 * 1000.0 / elapsed as f64 } else { 0.0 },
+    })
+}
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct ImportSummary {
+    pub id: Uuid,
+    pub file_name: String,
+    pub status: String,
+    pub rows_read: i64,
+    pub invalid: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The newest imports first.
+pub async fn recent(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<ImportSummary>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows = sqlx::query_as(
+        "SELECT id, file_name, status, rows_read, invalid, created_at FROM imports WHERE tenant_id = $1 ORDER BY created_at DESC LIMIT $2",
+    )
+    .bind(tenant)
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+pub struct StartImport {
+    pub mapping: Vec<String>,
+    pub list_ids: Vec<Uuid>,
+    pub mode: String,
+    pub existing: String,
+}
+
+/// Checks the choices and queues the import job. Allowed once uploaded, and again after a
+/// failure (it resumes where it stopped).
+pub async fn start(
+    db: &Db,
+    jobs: &crate::jobs::Jobs,
+    tenant: TenantId,
+    role: Role,
+    id: Uuid,
+    s: StartImport,
+) -> Result<()> {
+    role.require(Role::Author)?;
+    if s.mapping.iter().filter(|m| *m == "email").count() != 1 {
+        return Err(Error::Invalid("Map exactly one column to Email.".into()));
+    }
+    if s.mapping.iter().filter(|m| *m == "name").count() > 1 {
+        return Err(Error::Invalid("Map at most one column to Name.".into()));
+    }
+    for m in &s.mapping {
+        let ok = m == "email"
+            || m == "name"
+            || m == "ignore"
+            || m.strip_prefix("attributes.").is_some_and(|k| !k.is_empty());
+        if !ok {
+            return Err(Error::Invalid(format!("Unknown column mapping “{m}”.")));
+        }
+    }
+    if s.mode != "confirmed" {
+        return Err(Error::Invalid(
+            "Importing with opt-in emails is not available yet: import as confirmed (you attest consent) or let readers sign up on your hosted page.".into(),
+        ));
+    }
+    if !matches!(s.existing.as_str(), "update" | "skip") {
+        return Err(Error::Invalid("Existing readers must be updated or skipped.".into()));
+    }
+    let mut tx = db.tenant_tx(tenant).await?;
+    let n = sqlx::query(
+        "UPDATE imports SET status = 'queued', mapping = $3, list_ids = $4, mode = $5, existing = $6, error = NULL
+         WHERE tenant_id = $1 AND id = $2 AND status IN ('uploaded', 'failed')",
+    )
+    .bind(tenant)
+    .bind(id)
+    .bind(serde_json::json!(s.mapping))
+    .bind(&s.list_ids)
+    .bind(&s.mode)
+    .bind(&s.existing)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if n == 0 {
+        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM imports WHERE tenant_id = $1 AND id = $2)")
+            .bind(tenant)
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+        return Err(if exists {
+            Error::Conflict("This import is already queued, running or finished.".into())
+        } else {
+            Error::NotFound
+        });
+    }
+    // Lists must be this workspace's.
+    let owned: i64 = sqlx::query_scalar("SELECT count(*) FROM lists WHERE tenant_id = $1 AND id = ANY($2)")
+        .bind(tenant)
+        .bind(&s.list_ids)
+        .fetch_one(&mut *tx)
+        .await?;
+    if owned as usize != s.list_ids.len() {
+        return Err(Error::NotFound);
+    }
+    tx.commit().await?;
+    jobs.enqueue_import(tenant, id).await
+}
+
+/// A `Read` over the file's chunks, fetched one at a time from Postgres by an async task.
+struct ChunkReader {
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl Read for ChunkReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.pos >= self.buf.len() {
+            match self.rx.recv() {
+                Ok(next) => {
+                    self.buf = next;
+                    self.pos = 0;
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// One parsed row: its line number, the reader (or why the row is invalid) and the raw text.
+type ParsedRow = (u64, std::result::Result<ReaderInput, String>, String);
+
+struct Batch {
+    rows: Vec<ParsedRow>,
+    last_line: u64,
+    bytes: u64,
+}
+
+fn build_reader(fields: &[&str], mapping: &[String]) -> ReaderInput {
+    let mut input = ReaderInput { email: String::new(), name: String::new(), attributes: None };
+    let mut attrs = serde_json::Map::new();
+    for (value, role) in fields.iter().zip(mapping) {
+        match role.as_str() {
+            "email" => input.email = value.trim().to_string(),
+            "name" => input.name = value.trim().to_string(),
+            other => {
+                if let Some(key) = other.strip_prefix("attributes.")
+                    && !value.trim().is_empty()
+                {
+                    attrs.insert(key.to_string(), serde_json::Value::String(value.trim().to_string()));
+                }
+            }
+        }
+    }
+    input.attributes = Some(serde_json::Value::Object(attrs));
+    input
+}
+
+/// Parses the whole file on a blocking thread, sending batches of rows after `checkpoint`.
+fn parse(
+    reader: ChunkReader,
+    delimiter: u8,
+    mapping: Vec<String>,
+    checkpoint: u64,
+    out: tokio::sync::mpsc::Sender<Batch>,
+) {
+    let mut rdr = csv::ReaderBuilder::new().delimiter(delimiter).has_headers(false).flexible(true).from_reader(reader);
+    let width = mapping.len();
+    let mut batch = Batch { rows: Vec::with_capacity(BATCH_ROWS), last_line: checkpoint, bytes: 0 };
+    let mut record = csv::ByteRecord::new();
+    let mut first = true;
+    loop {
+        let line = rdr.position().line();
+        match rdr.read_byte_record(&mut record) {
+            Ok(false) => break,
+            Ok(true) => {}
+            Err(e) => {
+                // A broken quote or similar: report the line; the parser resynchronises on the next.
+                if line > checkpoint {
+                    batch.rows.push((line, Err(format!("unreadable CSV: {e}")), String::new()));
+                }
+                continue;
+            }
+        }
+        let line = record.position().map(|p| p.line()).unwrap_or(line);
+        if first {
+            first = false;
+            continue; // the header
+        }
+        batch.last_line = line;
+        batch.bytes = rdr.position().byte();
+        if line <= checkpoint {
+            continue;
+        }
+        let sep = (delimiter as char).to_string();
+        let raw: String =
+            record.iter().map(String::from_utf8_lossy).collect::<Vec<_>>().join(&sep).chars().take(500).collect();
+        let parsed = if record.len() != width {
+            Err(format!("expected {width} columns, found {}", record.len()))
+        } else {
+            match record.iter().map(std::str::from_utf8).collect::<std::result::Result<Vec<&str>, _>>() {
+                Ok(fields) => Ok(build_reader(&fields, &mapping)),
+                Err(_) => Err("not valid UTF-8 text (save the file as UTF-8)".to_string()),
+            }
+        };
+        batch.rows.push((line, parsed, raw));
+        if batch.rows.len() >= BATCH_ROWS {
+            let next = Batch { rows: Vec::with_capacity(BATCH_ROWS), last_line: batch.last_line, bytes: batch.bytes };
+            if out.blocking_send(std::mem::replace(&mut batch, next)).is_err() {
+                return;
+            }
+        }
+    }
+    batch.bytes = rdr.position().byte();
+    let _ = out.blocking_send(batch);
+}
+
+/// The import job: resumable, idempotent per batch.
+pub async fn run(db: &Db, tenant: TenantId, id: Uuid) -> Result<()> {
+    let imp = load(db, tenant, id).await?;
+    if !matches!(imp.status.as_str(), "queued" | "running") {
+        return Ok(()); // done, failed or never started: nothing to do (a duplicate delivery)
+    }
+    {
+        let mut tx = db.tenant_tx(tenant).await?;
+        sqlx::query("UPDATE imports SET status = 'running', started_at = coalesce(started_at, now()) WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+    }
+    match run_batches(db, tenant, &imp).await {
+        Ok(()) => {
+            let mut tx = db.tenant_tx(tenant).await?;
+            sqlx::query("UPDATE imports SET status = 'done', finished_at = now(), bytes_done = size_bytes WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM import_chunks WHERE import_id = $1").bind(id).execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(error = ?e, import = %id, "import failed; it can be re-run and resumes after the last committed line");
+            let mut tx = db.tenant_tx(tenant).await?;
+            sqlx::query("UPDATE imports SET status = 'failed', error = $3 WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(id)
+                .bind("The import stopped because of an internal error. Run it again: it continues where it stopped.")
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Err(e)
+        }
+    }
+}
+
+async fn run_batches(db: &Db, tenant: TenantId, imp: &ImportRow) -> Result<()> {
+    let mapping: Vec<String> = serde_json::from_value(imp.mapping.clone()).unwrap_or_default();
+    let delimiter = imp.delimiter.bytes().next().unwrap_or(b',');
+    let existing = if imp.existing == "skip" { Existing::Skip } else { Existing::Update };
+    let origin = Origin {
+        wording: Some(format!(
+            "Imported from {} by a workspace member, who attests the readers' consent.",
+            imp.file_name
+        )),
+        ..Origin::new("import")
+    };
+
+    // Chunks flow Postgres → (async fetcher) → std channel → (blocking parser) → batches.
+    let (chunk_tx, chunk_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+    let fetch_db = db.clone();
+    let import_id = imp.id;
+    let fetcher = tokio::spawn(async move {
+        let mut seq = 0i32;
+        loop {
+            let mut tx = fetch_db.tenant_tx(tenant).await?;
+            let data: Option<Vec<u8>> =
+                sqlx::query_scalar("SELECT data FROM import_chunks WHERE import_id = $1 AND seq = $2")
+                    .bind(import_id)
+                    .bind(seq)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            tx.commit().await?;
+            let Some(data) = data else { return Ok::<(), Error>(()) };
+            let sender = chunk_tx.clone();
+            // The channel is bounded: waiting for room must not block the async runtime.
+            if tokio::task::spawn_blocking(move || sender.send(data))
+                .await
+                .map_err(|e| Error::Unexpected(e.into()))?
+                .is_err()
+            {
+                return Ok(());
+            }
+            seq += 1;
+        }
+    });
+    let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel::<Batch>(2);
+    let checkpoint = imp.checkpoint_line.max(0) as u64;
+    let parser = tokio::task::spawn_blocking(move || {
+        parse(ChunkReader { rx: chunk_rx, buf: Vec::new(), pos: 0 }, delimiter, mapping, checkpoint, batch_tx)
+    });
+
+    while let Some(batch) = batch_rx.recv().await {
+        let mut tx = db.tenant_tx(tenant).await?;
+        let mut inputs = Vec::with_capacity(batch.rows.len());
+        let mut input_lines = Vec::with_capacity(batch.rows.len());
+        let mut errors: Vec<(i64, String, String)> = Vec::new();
+        for (line, parsed, raw) in &batch.rows {
+            match parsed {
+                Ok(input) => {
+                    inputs.push(input.clone());
+                    input_lines.push((*line, raw));
+                }
+                Err(reason) => errors.push((*line as i64, reason.clone(), raw.clone())),
+            }
+        }
+        let out = bulk::upsert(&mut tx, tenant, &inputs, &imp.list_ids, existing, &origin).await?;
+        for (index, reason) in &out.invalid {
+            if let Some((line, raw)) = input_lines.get(*index) {
+                errors.push((*line as i64, reason.clone(), (*raw).clone()));
+            }
+        }
+        if !errors.is_empty() {
+            let (lines, rest): (Vec<i64>, Vec<(String, String)>) =
+                errors.into_iter().map(|(l, r, raw)| (l, (r, raw))).unzip();
+            let (reasons, raws): (Vec<String>, Vec<String>) = rest.into_iter().unzip();
+            sqlx::query(
+                "INSERT INTO import_errors (import_id, tenant_id, line, reason, raw)
+                 SELECT $1, $2, l, r, w FROM unnest($3::bigint[], $4::text[], $5::text[]) AS t(l, r, w)
+                 ON CONFLICT (import_id, line) DO NOTHING",
+            )
+            .bind(imp.id)
+            .bind(tenant)
+            .bind(&lines)
+            .bind(&reasons)
+            .bind(&raws)
+            .execute(&mut *tx)
+            .await?;
+        }
+        let invalid_now: i64 = sqlx::query_scalar("SELECT count(*) FROM import_errors WHERE import_id = $1")
+            .bind(imp.id)
+            .fetch_one(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE imports SET rows_read = rows_read + $3, created = created + $4, updated = updated + $5, skipped = skipped + $6,
+                    invalid = $7, checkpoint_line = $8, bytes_done = $9
+             WHERE tenant_id = $1 AND id = $2",
+        )
+        .bind(tenant)
+        .bind(imp.id)
+        .bind(batch.rows.len() as i64)
+        .bind(out.created as i64)
+        .bind(out.updated as i64)
+        .bind(out.skipped as i64)
+        .bind(invalid_now)
+        .bind(batch.last_line as i64)
+        .bind(batch.bytes as i64)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+    }
+    parser.await.map_err(|e| Error::Unexpected(e.into()))?;
+    fetcher.await.map_err(|e| Error::Unexpected(e.into()))??;
+    Ok(())
+}
+
+/// The invalid rows as CSV (line, reason, row), for download. "line" is the row number as a
+/// spreadsheet shows it: the header is 1, and a quoted cell spanning lines stays one row.
+pub async fn errors_csv(db: &Db, tenant: TenantId, id: Uuid) -> Result<String> {
+    load(db, tenant, id).await?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows: Vec<(i64, String, String)> = sqlx::query_as(
+        "SELECT line, reason, raw FROM import_errors WHERE tenant_id = $1 AND import_id = $2 ORDER BY line",
+    )
+    .bind(tenant)
+    .bind(id)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let mut out = String::from("line,reason,row\r\n");
+    for (line, reason, raw) in rows {
+        out.push_str(&format!("{line},{},{}\r\n", super::export::cell(&reason), super::export::cell(&raw)));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delimiters_and_mappings_are_guessed() {
+        assert_eq!(detect_delimiter(b"email;name;city\na;b;c"), b';');
+        assert_eq!(detect_delimiter(b"email,name\n"), b',');
+        assert_eq!(detect_delimiter(b"email\tname\n"), b'\t');
+        assert_eq!(guess_mapping("E-mail"), "email");
+        assert_eq!(guess_mapping("Full Name"), "name");
+        assert_eq!(guess_mapping("Home City"), "attributes.home_city");
+        let (h, rows) = parse_preview("\u{feff}email,name\n\"a@x.io\",\"Line\nBreak\"\n".as_bytes(), b',');
+        assert_eq!(h, vec!["email", "name"]);
+        assert_eq!(rows[0][1], "Line\nBreak");
+    }
+}

@@ -1,0 +1,205 @@
+//! CSV import: upload, mapping, the background job, bad rows reported by line, re-runs.
+
+use crate::helpers::*;
+use reqwest::StatusCode;
+use std::time::Duration;
+
+/// Uploads `bytes` as a multipart file and returns the import id (from the redirect).
+pub async fn upload(b: &Browser, name: &str, bytes: Vec<u8>) -> String {
+    let part = reqwest::multipart::Part::bytes(bytes).file_name(name.to_string()).mime_str("text/csv").expect("mime");
+    let form = reqwest::multipart::Form::new().part("file", part);
+    let r = b
+        .client
+        .post(format!("{}/audience/imports/upload", b.base))
+        .header("Origin", &b.base)
+        .multipart(form)
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "{:?}", r.text().await);
+    let location = r.headers()["location"].to_str().expect("location").to_string();
+    location.rsplit('/').next().expect("id").to_string()
+}
+
+pub async fn wait_done(b: &Browser, id: &str) -> serde_json::Value {
+    for _ in 0..200 {
+        let d = b.call("get_import", &[("id", id)]).await.body;
+        if matches!(d["status"].as_str(), Some("done") | Some("failed")) {
+            return d;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("import {id} did not finish");
+}
+
+fn messy_csv() -> Vec<u8> {
+    // BOM, `;` delimiter, a quoted newline, a duplicate (different case), a bad email,
+    // a wrong column count, and a line that is not UTF-8.
+    let mut bytes = "\u{feff}Email;Name;City\r\n".as_bytes().to_vec();
+    bytes.extend_from_slice(b"ann@example.com;Ann;Lyon\r\n");
+    bytes.extend_from_slice(b"bob@example.com;\"Bob\nBuilder\";Paris\r\n");
+    bytes.extend_from_slice(b"ANN@example.com;;Lille\r\n");
+    bytes.extend_from_slice(b"not-an-email;Nope;Nowhere\r\n");
+    bytes.extend_from_slice(b"cat@example.com;Cat\r\n");
+    bytes.extend_from_slice(b"dan@example.com;D\xe9sir\xe9e;Nice\r\n");
+    bytes.extend_from_slice(b"eve@example.com;Eve;=cmd\r\n");
+    bytes
+}
+
+#[tokio::test]
+async fn a_messy_csv_imports_what_it_can_and_reports_the_rest_by_line() {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("imp@example.com", "Import").await;
+    let list = crate::audience::create_list(&owner, "Imported", "imported", "double", "private").await;
+    let id = upload(&owner, "people.csv", messy_csv()).await;
+
+    let d = owner.call("get_import", &[("id", &id)]).await.body;
+    assert_eq!(d["status"], "uploaded");
+    assert_eq!(d["columns"], serde_json::json!(["Email", "Name", "City"]));
+    assert_eq!(d["mapping"], serde_json::json!(["email", "name", "attributes.city"]));
+    assert_eq!(d["preview"][1][1], "Bob\nBuilder");
+
+    let r = owner
+        .call(
+            "start_import",
+            &[
+                ("id", &id),
+                ("mapping[0]", "email"),
+                ("mapping[1]", "name"),
+                ("mapping[2]", "attributes.city"),
+                ("lists", &list),
+                ("mode", "confirmed"),
+                ("existing", "update"),
+            ],
+        )
+        .await;
+    assert!(r.ok(), "{:?} {}", r.status, r.body);
+    let d = wait_done(&owner, &id).await;
+    assert_eq!(d["status"], "done", "{d}");
+    assert_eq!(d["percent"], 100);
+    assert_eq!(d["rows_read"], 7);
+    assert_eq!(d["created"], 3, "{d}"); // ann, bob, eve (ann's duplicate merged)
+    assert_eq!(d["invalid"], 3, "{d}");
+
+    let errors = owner.get(&format!("/audience/imports/{id}/errors.csv")).await.text().await.unwrap_or_default();
+    let lines: Vec<&str> = errors.lines().collect();
+    assert_eq!(lines[0], "line,reason,row");
+    // Row numbers as a spreadsheet shows them (the header is row 1; Bob's two-line cell is one row).
+    assert!(lines.iter().any(|l| l.starts_with("5,") && l.contains("not a valid email")), "{errors}");
+    assert!(lines.iter().any(|l| l.starts_with("6,") && l.contains("expected 3 columns, found 2")), "{errors}");
+    assert!(lines.iter().any(|l| l.starts_with("7,") && l.contains("UTF-8")), "{errors}");
+
+    let ann: (String, serde_json::Value) =
+        sqlx::query_as("SELECT name, attributes FROM readers WHERE lower(email) = 'ann@example.com'")
+            .fetch_one(&app.owner)
+            .await
+            .expect("ann");
+    assert_eq!(ann.0, "Ann");
+    assert_eq!(ann.1["city"], "Lille", "the later row's attributes win");
+    let bob: String = sqlx::query_scalar("SELECT name FROM readers WHERE email = 'bob@example.com'")
+        .fetch_one(&app.owner)
+        .await
+        .expect("bob");
+    assert_eq!(bob, "Bob Builder", "line breaks in a quoted name become a space");
+    let confirmed: i64 = sqlx::query_scalar("SELECT count(*) FROM subscriptions WHERE status = 'confirmed'")
+        .fetch_one(&app.owner)
+        .await
+        .expect("subs");
+    assert_eq!(confirmed, 3);
+    let ledger: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM consent_events WHERE source = 'import' AND wording LIKE '%people.csv%'",
+    )
+    .fetch_one(&app.owner)
+    .await
+    .expect("ledger");
+    assert_eq!(ledger, 3);
+    // The file is gone once imported.
+    let chunks: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM import_chunks").fetch_one(&app.owner).await.expect("chunks");
+    assert_eq!(chunks, 0);
+}
+
+#[tokio::test]
+async fn a_re_run_resumes_after_the_checkpoint_without_duplicates() {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("rerun@example.com", "Rerun").await;
+    let mut csv = b"email,name\n".to_vec();
+    for i in 0..12_000 {
+        csv.extend_from_slice(format!("r{i}@example.com,Reader {i}\n").as_bytes());
+    }
+    let id = upload(&owner, "big.csv", csv.clone()).await;
+    // As if a worker had committed the first 5,000 rows (lines 2–5001) and then died.
+    let start = [
+        ("id", id.as_str()),
+        ("mapping[0]", "email"),
+        ("mapping[1]", "name"),
+        ("lists", ""),
+        ("mode", "confirmed"),
+        ("existing", "update"),
+    ];
+    sqlx::query("UPDATE imports SET status = 'failed', checkpoint_line = 5001, rows_read = 5000 WHERE id = $1::uuid")
+        .bind(&id)
+        .execute(&app.owner)
+        .await
+        .expect("simulate a crash");
+    assert!(owner.call("start_import", &start).await.ok());
+    let d = wait_done(&owner, &id).await;
+    assert_eq!(d["status"], "done");
+    assert_eq!(d["rows_read"], 12_000);
+    assert_eq!(d["created"], 7_000, "only the rows after the checkpoint were processed");
+    // Importing the same file again creates nobody new.
+    let again = upload(&owner, "big.csv", csv).await;
+    let start2 = [
+        ("id", again.as_str()),
+        ("mapping[0]", "email"),
+        ("mapping[1]", "name"),
+        ("lists", ""),
+        ("mode", "confirmed"),
+        ("existing", "skip"),
+    ];
+    assert!(owner.call("start_import", &start2).await.ok());
+    let d = wait_done(&owner, &again).await;
+    assert_eq!((d["created"].as_i64(), d["skipped"].as_i64()), (Some(5_000), Some(7_000)), "{d}");
+    let readers: i64 = sqlx::query_scalar("SELECT count(*) FROM readers").fetch_one(&app.owner).await.expect("count");
+    assert_eq!(readers, 12_000);
+    // A finished import cannot be started twice.
+    assert_eq!(owner.call("start_import", &start2).await.status, StatusCode::CONFLICT);
+}
+
+#[tokio::test]
+async fn imports_are_per_workspace_and_need_an_email_column() {
+    let t = two_tenants().await;
+    let id = upload(&t.a, "a.csv", b"email,name\nx@example.com,X\n".to_vec()).await;
+    assert_eq!(t.b.call("get_import", &[("id", &id)]).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(t.b.get(&format!("/audience/imports/{id}/errors.csv")).await.status(), StatusCode::NOT_FOUND);
+    let no_email = [
+        ("id", id.as_str()),
+        ("mapping[0]", "name"),
+        ("mapping[1]", "name"),
+        ("lists", ""),
+        ("mode", "confirmed"),
+        ("existing", "update"),
+    ];
+    assert_eq!(t.a.call("start_import", &no_email).await.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let ok = [
+        ("id", id.as_str()),
+        ("mapping[0]", "email"),
+        ("mapping[1]", "name"),
+        ("lists", ""),
+        ("mode", "confirmed"),
+        ("existing", "update"),
+    ];
+    assert_eq!(t.b.call("start_import", &ok).await.status, StatusCode::NOT_FOUND);
+    // Viewers cannot upload.
+    let viewer = t.app.add_member(&t.a_id, "viewer-imp@example.com", "viewer").await;
+    let part = reqwest::multipart::Part::bytes(b"email\nv@example.com\n".to_vec()).file_name("v.csv");
+    let r = viewer
+        .client
+        .post(format!("{}/audience/imports/upload", viewer.base))
+        .header("Origin", &viewer.base)
+        .multipart(reqwest::multipart::Form::new().part("file", part))
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+}
