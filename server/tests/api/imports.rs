@@ -22,7 +22,7 @@ pub async fn upload(b: &Browser, name: &str, bytes: Vec<u8>) -> String {
 }
 
 pub async fn wait_done(b: &Browser, id: &str) -> serde_json::Value {
-    for _ in 0..200 {
+    for _ in 0..6000 {
         let d = b.call("get_import", &[("id", id)]).await.body;
         if matches!(d["status"].as_str(), Some("done") | Some("failed")) {
             return d;

@@ -8,6 +8,7 @@ mod accounts;
 mod api_keys;
 mod audience;
 mod audience_api;
+mod bench_import;
 mod cli;
 mod imports;
 mod invites;

@@ -1,0 +1,47 @@
+// An author imports a CSV with a bad row, watches the progress reach 100 % and downloads the
+// error report.
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated } from "./helpers";
+
+test("CSV import with a bad row reaches 100 % and reports the row", async ({ page }) => {
+  await signUpWithWorkspace(page, uniqueEmail("importer"), `Imports ${uniqueId()}`);
+
+  await gotoHydrated(page, "/audience/imports");
+  const rows = ["email,name,city"];
+  for (let i = 0; i < 250; i++) rows.push(`reader${i}@example.com,Reader ${i},Lyon`);
+  rows.push("this is not an email,Broken,Nowhere");
+  await page.getByLabel("CSV file").setInputFiles({
+    name: "readers.csv",
+    mimeType: "text/csv",
+    buffer: Buffer.from(rows.join("\n") + "\n"),
+  });
+  await page.getByRole("button", { name: "Upload" }).click();
+
+  // Mapping step: the columns were guessed from the header.
+  await expect(page).toHaveURL(/\/audience\/imports\/[0-9a-f-]+$/);
+  await expect(page.getByTestId("import-preview")).toContainText("reader0@example.com");
+  await expect(page.getByLabel("Column email")).toHaveValue("email");
+  await expect(page.getByLabel("Column city")).toHaveValue("attributes.city");
+  await page.getByRole("button", { name: "Start import" }).click();
+
+  // Progress, live.
+  await expect(page.getByTestId("import-percent")).toHaveText("100%", { timeout: 30_000 });
+  await expect(page.getByTestId("import-status")).toHaveText("done");
+  await expect(page.getByTestId("rows-created")).toHaveText("250");
+  await expect(page.getByTestId("rows-invalid")).toHaveText("1");
+
+  // The report survives a reload, and names the bad row.
+  await page.reload();
+  await expect(page.getByTestId("import-percent")).toHaveText("100%");
+  const download = page.waitForEvent("download");
+  await page.getByRole("link", { name: "Download the error report" }).click();
+  const file = await download;
+  const stream = await file.createReadStream();
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  const report = Buffer.concat(chunks).toString("utf8");
+  expect(report).toContain("line,reason,row");
+  expect(report).toMatch(/^252,.*not a valid email/m);
+
+  await page.getByRole("link", { name: "See the readers" }).click();
+  await expect(page.getByTestId("readers-table")).toContainText("reader249@example.com");
+});
