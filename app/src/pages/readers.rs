@@ -77,16 +77,76 @@ pub async fn add_reader(email: String, name: String, list: String) -> Result<(),
     Ok(())
 }
 
+/// Applies a bulk action to the selected readers (`scope = "selected"`, `ids` comma-separated) or
+/// to everyone matching the filter (`scope = "filter"`). Returns a summary to show.
+#[server(prefix = "/rpc", endpoint = "bulk_readers")]
+#[allow(clippy::too_many_arguments)]
+pub async fn bulk_readers(
+    scope: String,
+    ids: String,
+    q: String,
+    list: String,
+    status: String,
+    attribute: String,
+    action: String,
+    target_list: String,
+) -> Result<String, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::Role;
+    use herald_engine::audience::consent::Origin;
+    use herald_engine::audience::readers::{self, AttributeCondition, BulkAction, ReaderFilter, Target};
+    let m = require_role(Role::Author).await?;
+    let parse_list =
+        |s: &str| uuid::Uuid::parse_str(s).map_err(|_| AppError::Invalid("Choose a list.".into()).respond());
+    let target = if scope == "filter" {
+        Target::Filter(ReaderFilter {
+            search: Some(q).filter(|s| !s.trim().is_empty()),
+            list: if list.is_empty() { None } else { Some(parse_list(&list)?) },
+            status: Some(status).filter(|s| !s.is_empty()),
+            attribute: if attribute.trim().is_empty() { None } else { Some(AttributeCondition::parse(&attribute)?) },
+        })
+    } else {
+        let ids: Vec<i64> = ids.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+        if ids.is_empty() {
+            return Err(AppError::Invalid("Select at least one reader.".into()).respond());
+        }
+        Target::Ids(ids)
+    };
+    let action = match action.as_str() {
+        "add_to_list" => BulkAction::AddToList(parse_list(&target_list)?),
+        "remove_from_list" => BulkAction::RemoveFromList(parse_list(&target_list)?),
+        "unsubscribe_all" => BulkAction::UnsubscribeAll,
+        "delete" => BulkAction::Delete,
+        _ => return Err(AppError::Invalid("Choose an action.".into()).respond()),
+    };
+    let origin = Origin { wording: Some("Bulk change by a workspace member.".into()), ..Origin::new("admin") };
+    let n = readers::bulk_action(&m.state.db, m.tenant, m.role, &target, &action, &origin).await?;
+    Ok(format!("Done: {n} readers changed."))
+}
+
 #[component]
 pub fn ReadersPage() -> impl IntoView {
     let query = use_query_map();
     let param = move |k: &str| query.with(|q| q.get(k)).unwrap_or_default();
     let add = ServerAction::<AddReader>::new();
+    let bulk = ServerAction::<BulkReaders>::new();
+    let selected = RwSignal::new(Vec::<i64>::new());
+    let selected_ids = move || selected.with(|s| s.iter().map(i64::to_string).collect::<Vec<String>>().join(","));
     let lists = Resource::new(|| (), |_| list_lists());
     let before = move || query.with(|q| q.get("before")).and_then(|b| b.parse::<i64>().ok());
     let readers = Resource::new(
-        move || (param("q"), param("list"), param("status"), param("attribute"), before(), add.version().get()),
-        |(q, list, status, attribute, before, _)| search_readers(q, list, status, attribute, before),
+        move || {
+            (
+                param("q"),
+                param("list"),
+                param("status"),
+                param("attribute"),
+                before(),
+                add.version().get(),
+                bulk.version().get(),
+            )
+        },
+        |(q, list, status, attribute, before, _, _)| search_readers(q, list, status, attribute, before),
     );
     let export_href = move || {
         let params: Vec<String> =
@@ -123,11 +183,50 @@ pub fn ReadersPage() -> impl IntoView {
         <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match readers.await {
-                    Ok(v) => view! { <ReaderTable v=v/> }.into_any(),
+                    Ok(v) => view! { <ReaderTable v=v selected=selected/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
             })}
         </Suspense>
+        <Card title="Bulk actions">
+            <ActionForm action=bulk attr:class="flex flex-wrap items-end gap-3">
+                <input type="hidden" name="ids" prop:value=selected_ids/>
+                <input type="hidden" name="q" prop:value=move || param("q")/>
+                <input type="hidden" name="list" prop:value=move || param("list")/>
+                <input type="hidden" name="status" prop:value=move || param("status")/>
+                <input type="hidden" name="attribute" prop:value=move || param("attribute")/>
+                <div>
+                    <label for="bulk-scope" class="label">"Apply to"</label>
+                    <select id="bulk-scope" name="scope" class="input">
+                        <option value="selected">{move || format!("The {} selected readers", selected.with(Vec::len))}</option>
+                        <option value="filter">"Everyone matching the filter"</option>
+                    </select>
+                </div>
+                <div>
+                    <label for="bulk-action" class="label">"Action"</label>
+                    <select id="bulk-action" name="action" class="input">
+                        <option value="add_to_list">"Add to list (confirmed)"</option>
+                        <option value="remove_from_list">"Remove from list"</option>
+                        <option value="unsubscribe_all">"Unsubscribe from everything"</option>
+                        <option value="delete">"Delete (erase)"</option>
+                    </select>
+                </div>
+                <div>
+                    <label for="bulk-list" class="label">"List"</label>
+                    <select id="bulk-list" name="target_list" class="input">
+                        <option value="">"—"</option>
+                        <Suspense>
+                            {move || Suspend::new(async move {
+                                lists.await.map(|v| v.lists.into_iter().map(|l| view! { <option value=l.id>{l.name}</option> }).collect_view()).ok()
+                            })}
+                        </Suspense>
+                    </select>
+                </div>
+                <button type="submit" class="btn-primary" disabled=move || bulk.pending().get()>"Apply"</button>
+            </ActionForm>
+            <p class="mt-2 text-sm text-emerald-700" role="status">{move || bulk.value().get().and_then(|r| r.ok())}</p>
+            <ActionError value=bulk.value()/>
+        </Card>
         <Card title="Add a reader">
             <ActionForm action=add attr:class="flex flex-wrap items-end gap-3">
                 <div class="min-w-56 flex-1"><label for="new-email" class="label">"Email"</label><input id="new-email" name="email" type="email" required class="input"/></div>
@@ -152,7 +251,7 @@ pub fn ReadersPage() -> impl IntoView {
 }
 
 #[component]
-fn ReaderTable(v: ReadersView) -> impl IntoView {
+fn ReaderTable(v: ReadersView, selected: RwSignal<Vec<i64>>) -> impl IntoView {
     if v.readers.is_empty() {
         return view! {
             <Card><p class="py-6 text-center text-sm text-slate-500">"No readers match. Share your sign-up page, add someone below, or change the filter."</p></Card>
@@ -171,10 +270,18 @@ fn ReaderTable(v: ReadersView) -> impl IntoView {
     view! {
         <Card>
             <table class="w-full text-left text-sm" data-testid="readers-table">
-                <thead class="text-xs uppercase text-slate-400"><tr><th class="py-2">"Reader"</th><th>"Status"</th><th>"Added"</th></tr></thead>
+                <thead class="text-xs uppercase text-slate-400"><tr><th class="w-8"></th><th class="py-2">"Reader"</th><th>"Status"</th><th>"Added"</th></tr></thead>
                 <tbody class="divide-y divide-slate-100">
                     {v.readers.into_iter().map(|r| view! {
                         <tr>
+                            <td>
+                                <input type="checkbox" aria-label=format!("Select {}", r.email)
+                                    prop:checked=move || selected.with(|s| s.contains(&r.id))
+                                    on:change=move |ev| {
+                                        let on = event_target_checked(&ev);
+                                        selected.update(|s| { s.retain(|x| *x != r.id); if on { s.push(r.id); } });
+                                    }/>
+                            </td>
                             <td class="py-2">
                                 <a href=format!("/audience/readers/{}", r.id) class="font-medium text-slate-800 hover:text-indigo-600">{r.email}</a>
                                 <div class="text-xs text-slate-500">{r.name}</div>

@@ -284,6 +284,140 @@ pub async fn unsubscribe(db: &Db, tenant: TenantId, role: Role, id: i64, list: U
     Ok(())
 }
 
+/// What a bulk action applies to: chosen readers, or everyone matching a filter.
+#[derive(Clone, Debug)]
+pub enum Target {
+    Ids(Vec<i64>),
+    Filter(ReaderFilter),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BulkAction {
+    /// Subscribe as confirmed (the author attests consent). Readers who left everything, and
+    /// subscriptions someone unsubscribed from, are left alone.
+    AddToList(Uuid),
+    RemoveFromList(Uuid),
+    /// Unsubscribe from everything and suppress (reason `unsubscribed_all`).
+    UnsubscribeAll,
+    /// Erase (admins only), as [`erase`] does one by one.
+    Delete,
+}
+
+/// Applies `action` to every reader in `target`, set-based (one statement per step, however many
+/// readers). Returns how many readers it changed.
+pub async fn bulk_action(
+    db: &Db,
+    tenant: TenantId,
+    role: Role,
+    target: &Target,
+    action: &BulkAction,
+    origin: &Origin,
+) -> Result<u64> {
+    role.require(if *action == BulkAction::Delete { Role::Admin } else { Role::Author })?;
+    // The target as a temporary table, so each step below is one statement.
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query("CREATE TEMP TABLE bulk_target (id bigint PRIMARY KEY) ON COMMIT DROP").execute(&mut *tx).await?;
+    let mut q =
+        QueryBuilder::<Postgres>::new("INSERT INTO bulk_target SELECT r.id FROM readers r WHERE r.tenant_id = ");
+    q.push_bind(tenant);
+    match target {
+        Target::Ids(ids) => {
+            q.push(" AND r.id = ANY(").push_bind(ids.clone()).push(")");
+        }
+        Target::Filter(f) => push_filter(&mut q, f)?,
+    }
+    let n = q.build().execute(&mut *tx).await?.rows_affected();
+    let (t, src, ip, ua, wording) =
+        (tenant, &origin.source, origin.ip.as_deref(), origin.user_agent.as_deref(), origin.wording.as_deref());
+    let changed = match action {
+        BulkAction::AddToList(list) => sqlx::query(
+            "WITH new AS (
+                INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
+                SELECT $1, l.id, r.id, 'confirmed', now() FROM bulk_target b JOIN readers r ON r.id = b.id
+                JOIN lists l ON l.tenant_id = $1 AND l.id = $2
+                WHERE r.tenant_id = $1 AND r.status = 'active'
+                ON CONFLICT (list_id, reader_id) DO UPDATE SET status = 'confirmed', confirmed_at = now()
+                WHERE subscriptions.status = 'unconfirmed'
+                RETURNING reader_id)
+             INSERT INTO consent_events (tenant_id, reader_id, list_id, action, source, ip, user_agent, wording)
+             SELECT $1, reader_id, $2, 'subscribe', $3, $4, $5, $6 FROM new",
+        )
+        .bind(t)
+        .bind(list)
+        .bind(src)
+        .bind(ip)
+        .bind(ua)
+        .bind(wording)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected(),
+        BulkAction::RemoveFromList(list) => sqlx::query(
+            "WITH gone AS (
+                UPDATE subscriptions s SET status = 'unsubscribed', unsubscribed_at = now(), confirmation_nonce = NULL
+                FROM bulk_target b WHERE s.tenant_id = $1 AND s.list_id = $2 AND s.reader_id = b.id AND s.status <> 'unsubscribed'
+                RETURNING s.reader_id)
+             INSERT INTO consent_events (tenant_id, reader_id, list_id, action, source, ip, user_agent, wording)
+             SELECT $1, reader_id, $2, 'unsubscribe', $3, $4, $5, $6 FROM gone",
+        )
+        .bind(t)
+        .bind(list)
+        .bind(src)
+        .bind(ip)
+        .bind(ua)
+        .bind(wording)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected(),
+        BulkAction::UnsubscribeAll => {
+            sqlx::query(
+                "UPDATE subscriptions s SET status = 'unsubscribed', unsubscribed_at = now(), confirmation_nonce = NULL
+                 FROM bulk_target b WHERE s.tenant_id = $1 AND s.reader_id = b.id AND s.status <> 'unsubscribed'",
+            )
+            .bind(t)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO suppressions (tenant_id, email_lower, reason, source)
+                 SELECT $1, lower(r.email), 'unsubscribed_all', $2 FROM bulk_target b JOIN readers r ON r.id = b.id
+                 ON CONFLICT (tenant_id, email_lower) DO NOTHING",
+            )
+            .bind(t)
+            .bind(src)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "WITH left_all AS (
+                    UPDATE readers r SET status = 'unsubscribed', updated_at = now() FROM bulk_target b
+                    WHERE r.tenant_id = $1 AND r.id = b.id AND r.status = 'active' RETURNING r.id)
+                 INSERT INTO consent_events (tenant_id, reader_id, action, source, ip, user_agent, wording)
+                 SELECT $1, id, 'unsubscribe_all', $2, $3, $4, $5 FROM left_all",
+            )
+            .bind(t)
+            .bind(src)
+            .bind(ip)
+            .bind(ua)
+            .bind(wording)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+        }
+        BulkAction::Delete => {
+            sqlx::query("UPDATE consent_events e SET ip = NULL, user_agent = NULL FROM bulk_target b WHERE e.tenant_id = $1 AND e.reader_id = b.id")
+                .bind(t)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM readers r USING bulk_target b WHERE r.tenant_id = $1 AND r.id = b.id")
+                .bind(t)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected()
+        }
+    };
+    tx.commit().await?;
+    tracing::info!(targeted = n, changed, ?action, "bulk reader action");
+    Ok(changed)
+}
+
 /// Everything Herald holds about one reader, as JSON (GDPR access request).
 pub async fn export(db: &Db, tenant: TenantId, id: i64) -> Result<Value> {
     let d = detail(db, tenant, id).await?;

@@ -410,3 +410,103 @@ async fn export_streams_the_filtered_readers_with_formulas_neutralised() {
     // Logged out: no data.
     assert_eq!(app.browser().get("/audience/readers/export.csv").await.status(), StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn bulk_actions_apply_to_a_selection_or_a_whole_filter() {
+    let t = two_tenants().await;
+    let owner = &t.a;
+    let list = create_list(owner, "Bulk", "bulk", "single", "private").await;
+    for i in 0..10 {
+        let email = format!("{}{i}@example.com", if i < 4 { "lyon" } else { "paris" });
+        assert!(owner.call("add_reader", &[("email", &email), ("name", ""), ("list", "")]).await.ok());
+    }
+    let all = owner.call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", "")]).await.body;
+    let ids: Vec<String> = all["readers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(2)
+        .map(|r| r["id"].as_i64().unwrap_or_default().to_string())
+        .collect();
+    let bulk = |scope: &'static str, ids: String, q: &'static str, action: &'static str, target: String| {
+        let owner = &t.a;
+        async move {
+            owner
+                .call(
+                    "bulk_readers",
+                    &[
+                        ("scope", scope),
+                        ("ids", &ids),
+                        ("q", q),
+                        ("list", ""),
+                        ("status", ""),
+                        ("attribute", ""),
+                        ("action", action),
+                        ("target_list", &target),
+                    ],
+                )
+                .await
+        }
+    };
+    // Everyone matching "lyon" onto the list.
+    let r = bulk("filter", String::new(), "lyon", "add_to_list", list.clone()).await;
+    assert!(r.ok(), "{}", r.body);
+    assert_eq!(counts(owner, &list).await, (4, 0, 0));
+    // Two selected readers off it, then everything for them.
+    let r = bulk("selected", ids.join(","), "", "unsubscribe_all", String::new()).await;
+    assert!(r.ok(), "{}", r.body);
+    let suppressed: i64 = sqlx::query_scalar("SELECT count(*) FROM suppressions WHERE reason = 'unsubscribed_all'")
+        .fetch_one(&t.app.owner)
+        .await
+        .expect("count");
+    assert_eq!(suppressed, 2);
+    // Tenant B's filter-wide delete touches nothing of A's.
+    let rb =
+        t.b.call(
+            "bulk_readers",
+            &[
+                ("scope", "filter"),
+                ("ids", ""),
+                ("q", ""),
+                ("list", ""),
+                ("status", ""),
+                ("attribute", ""),
+                ("action", "delete"),
+                ("target_list", ""),
+            ],
+        )
+        .await;
+    assert!(rb.ok());
+    assert_eq!(rb.body, "Done: 0 readers changed.");
+    // A's ids through B's session change nothing either.
+    let rb =
+        t.b.call(
+            "bulk_readers",
+            &[
+                ("scope", "selected"),
+                ("ids", &ids.join(",")),
+                ("q", ""),
+                ("list", ""),
+                ("status", ""),
+                ("attribute", ""),
+                ("action", "delete"),
+                ("target_list", ""),
+            ],
+        )
+        .await;
+    assert_eq!(rb.body, "Done: 0 readers changed.");
+    // Delete by filter in A.
+    let r = bulk("filter", String::new(), "paris", "delete", String::new()).await;
+    assert_eq!(r.body, "Done: 6 readers changed.");
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM readers").fetch_one(&t.app.owner).await.expect("count");
+    assert_eq!(left, 4);
+    // Bad input is a clear error.
+    assert_eq!(
+        bulk("selected", String::new(), "", "delete", String::new()).await.status,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(
+        bulk("filter", String::new(), "", "add_to_list", String::new()).await.status,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+}

@@ -27,7 +27,11 @@ async fn bench_import_one_million_rows() {
     csv.push_str("email,name,city,plan\n");
     let cities = ["Lyon", "Paris", "Nantes", "Lille", "Nice"];
     for i in 0..rows {
-        csv.push_str(&format!("reader{i}@example.com,Reader {i},{},{}\n", cities[i % 5], if i % 3 == 0 { "pro" } else { "free" }));
+        csv.push_str(&format!(
+            "reader{i}@example.com,Reader {i},{},{}\n",
+            cities[i % 5],
+            if i % 3 == 0 { "pro" } else { "free" }
+        ));
     }
     let size = csv.len();
     let t = Instant::now();
