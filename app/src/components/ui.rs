@@ -73,3 +73,36 @@ pub fn LoadError(error: AppError) -> impl IntoView {
 pub fn short_time(rfc3339: &str) -> String {
     rfc3339.get(0..16).map(|s| s.replace('T', " ")).unwrap_or_else(|| rfc3339.to_string())
 }
+
+/// A page heading with a row of tabs under it (Settings, Audience).
+#[component]
+pub fn TabbedHeader(
+    #[prop(into)] title: String,
+    #[prop(into, optional)] subtitle: String,
+    tabs: &'static [(&'static str, &'static str)],
+    active: &'static str,
+) -> impl IntoView {
+    view! {
+        <PageHeader title=title subtitle=subtitle/>
+        <nav class="mb-6 flex gap-6 border-b border-slate-200 text-sm" aria-label="Sections">
+            {tabs.iter().map(|(href, label)| {
+                let cls = if *href == active {
+                    "-mb-px border-b-2 border-indigo-600 pb-2 font-medium text-indigo-700"
+                } else {
+                    "pb-2 text-slate-500 hover:text-slate-800"
+                };
+                view! { <a href=*href class=cls>{*label}</a> }
+            }).collect_view()}
+        </nav>
+    }
+}
+
+/// Percent-encodes a query-string value or a data: URL payload.
+pub fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, EmptyState, LoadError, PageHeader};
+use crate::components::ui::{ActionError, Card, EmptyState, LoadError, TabbedHeader};
 use crate::error::AppError;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -88,25 +88,13 @@ pub async fn delete_list(id: String) -> Result<(), AppError> {
 /// The tabs above every audience page.
 #[component]
 pub fn AudienceTabs(active: &'static str) -> impl IntoView {
-    let tabs = [
+    const TABS: &[(&str, &str)] = &[
         ("/audience", "Lists"),
         ("/audience/readers", "Readers"),
         ("/audience/imports", "Import"),
         ("/audience/suppressions", "Suppression list"),
     ];
-    view! {
-        <PageHeader title="Audience" subtitle="Lists, readers and who must never be mailed"/>
-        <nav class="mb-6 flex gap-6 border-b border-slate-200 text-sm" aria-label="Audience">
-            {tabs.into_iter().map(|(href, label)| {
-                let cls = if href == active {
-                    "-mb-px border-b-2 border-indigo-600 pb-2 font-medium text-indigo-700"
-                } else {
-                    "pb-2 text-slate-500 hover:text-slate-800"
-                };
-                view! { <a href=href class=cls>{label}</a> }
-            }).collect_view()}
-        </nav>
-    }
+    view! { <TabbedHeader title="Audience" subtitle="Lists, readers and who must never be mailed" tabs=TABS active=active/> }
 }
 
 #[component]

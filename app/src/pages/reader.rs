@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, short_time};
+use crate::components::ui::{ActionError, Card, LoadError, short_time, url_encode};
 use crate::error::AppError;
 use crate::pages::audience::AudienceTabs;
 
@@ -126,7 +126,7 @@ pub fn ReaderPage() -> impl IntoView {
 #[component]
 fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerAction<EraseReader>) -> impl IntoView {
     let ro = !r.can_edit;
-    let download = format!("data:application/json;charset=utf-8,{}", encode_component(&r.export_json));
+    let download = format!("data:application/json;charset=utf-8,{}", url_encode(&r.export_json));
     let file_name = format!("reader-{}.json", r.id);
     let confirm_erase = RwSignal::new(false);
     view! {
@@ -191,13 +191,4 @@ fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerActi
             </Card>
         })}
     }
-}
-
-fn encode_component(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

@@ -5,9 +5,9 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, short_time};
+use crate::components::ui::{ActionError, Card, LoadError, short_time, url_encode};
 use crate::error::AppError;
-use crate::pages::audience::{AudienceTabs, ListRow, list_lists};
+use crate::pages::audience::{AudienceTabs, ListRow, ListsView, list_lists};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ReaderRow {
@@ -77,13 +77,11 @@ pub async fn add_reader(email: String, name: String, list: String) -> Result<(),
     Ok(())
 }
 
-/// Applies a bulk action to the selected readers (`scope = "selected"`, `ids` comma-separated) or
-/// to everyone matching the filter (`scope = "filter"`). Returns a summary to show.
+/// Applies a bulk action to the selected readers (`scope = "ids:1,2,3"`) or to everyone matching
+/// the filter (`scope = "filter"`). Returns a summary to show.
 #[server(prefix = "/rpc", endpoint = "bulk_readers")]
-#[allow(clippy::too_many_arguments)]
 pub async fn bulk_readers(
     scope: String,
-    ids: String,
     q: String,
     list: String,
     status: String,
@@ -106,7 +104,8 @@ pub async fn bulk_readers(
             attribute: if attribute.trim().is_empty() { None } else { Some(AttributeCondition::parse(&attribute)?) },
         })
     } else {
-        let ids: Vec<i64> = ids.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+        let ids: Vec<i64> =
+            scope.strip_prefix("ids:").unwrap_or("").split(',').filter_map(|s| s.trim().parse().ok()).collect();
         if ids.is_empty() {
             return Err(AppError::Invalid("Select at least one reader.".into()).respond());
         }
@@ -131,7 +130,8 @@ pub fn ReadersPage() -> impl IntoView {
     let add = ServerAction::<AddReader>::new();
     let bulk = ServerAction::<BulkReaders>::new();
     let selected = RwSignal::new(Vec::<i64>::new());
-    let selected_ids = move || selected.with(|s| s.iter().map(i64::to_string).collect::<Vec<String>>().join(","));
+    let selected_ids =
+        move || format!("ids:{}", selected.with(|s| s.iter().map(i64::to_string).collect::<Vec<String>>().join(",")));
     let lists = Resource::new(|| (), |_| list_lists());
     let before = move || query.with(|q| q.get("before")).and_then(|b| b.parse::<i64>().ok());
     let readers = Resource::new(
@@ -150,7 +150,7 @@ pub fn ReadersPage() -> impl IntoView {
     );
     let export_href = move || {
         let params: Vec<String> =
-            ["q", "list", "status", "attribute"].iter().map(|k| format!("{k}={}", urlencode(&param(k)))).collect();
+            ["q", "list", "status", "attribute"].iter().map(|k| format!("{k}={}", url_encode(&param(k)))).collect();
         format!("/audience/readers/export.csv?{}", params.join("&"))
     };
     view! {
@@ -163,11 +163,7 @@ pub fn ReadersPage() -> impl IntoView {
                 <input name="q" class="input col-span-2" placeholder="Search email or name" prop:value=move || param("q") aria-label="Search"/>
                 <select name="list" class="input" aria-label="List" prop:value=move || param("list")>
                     <option value="">"All lists"</option>
-                    <Suspense>
-                        {move || Suspend::new(async move {
-                            lists.await.map(|v| v.lists.into_iter().map(|l: ListRow| view! { <option value=l.id>{l.name}</option> }).collect_view()).ok()
-                        })}
-                    </Suspense>
+                    <ListOptions lists=lists/>
                 </select>
                 <select name="status" class="input" aria-label="Status" prop:value=move || param("status")>
                     <option value="">"Any status"</option>
@@ -190,7 +186,7 @@ pub fn ReadersPage() -> impl IntoView {
         </Suspense>
         <Card title="Bulk actions">
             <ActionForm action=bulk attr:class="flex flex-wrap items-end gap-3">
-                <input type="hidden" name="ids" prop:value=selected_ids/>
+
                 <input type="hidden" name="q" prop:value=move || param("q")/>
                 <input type="hidden" name="list" prop:value=move || param("list")/>
                 <input type="hidden" name="status" prop:value=move || param("status")/>
@@ -198,7 +194,7 @@ pub fn ReadersPage() -> impl IntoView {
                 <div>
                     <label for="bulk-scope" class="label">"Apply to"</label>
                     <select id="bulk-scope" name="scope" class="input">
-                        <option value="selected">{move || format!("The {} selected readers", selected.with(Vec::len))}</option>
+                        <option prop:value=selected_ids>{move || format!("The {} selected readers", selected.with(Vec::len))}</option>
                         <option value="filter">"Everyone matching the filter"</option>
                     </select>
                 </div>
@@ -215,11 +211,7 @@ pub fn ReadersPage() -> impl IntoView {
                     <label for="bulk-list" class="label">"List"</label>
                     <select id="bulk-list" name="target_list" class="input">
                         <option value="">"—"</option>
-                        <Suspense>
-                            {move || Suspend::new(async move {
-                                lists.await.map(|v| v.lists.into_iter().map(|l| view! { <option value=l.id>{l.name}</option> }).collect_view()).ok()
-                            })}
-                        </Suspense>
+                        <ListOptions lists=lists/>
                     </select>
                 </div>
                 <button type="submit" class="btn-primary" disabled=move || bulk.pending().get()>"Apply"</button>
@@ -235,11 +227,7 @@ pub fn ReadersPage() -> impl IntoView {
                     <label for="new-list" class="label">"Add to list (confirmed)"</label>
                     <select id="new-list" name="list" class="input">
                         <option value="">"No list"</option>
-                        <Suspense>
-                            {move || Suspend::new(async move {
-                                lists.await.map(|v| v.lists.into_iter().map(|l| view! { <option value=l.id>{l.name}</option> }).collect_view()).ok()
-                            })}
-                        </Suspense>
+                        <ListOptions lists=lists/>
                     </select>
                 </div>
                 <button type="submit" class="btn-primary">"Add reader"</button>
@@ -262,7 +250,7 @@ fn ReaderTable(v: ReadersView, selected: RwSignal<Vec<i64>>) -> impl IntoView {
         let query = use_query_map().get_untracked();
         let mut params: Vec<String> = ["q", "list", "status", "attribute"]
             .iter()
-            .filter_map(|k| query.get(k).map(|v| format!("{k}={}", urlencode(&v))))
+            .filter_map(|k| query.get(k).map(|v| format!("{k}={}", url_encode(&v))))
             .collect();
         params.push(format!("before={b}"));
         format!("/audience/readers?{}", params.join("&"))
@@ -298,11 +286,14 @@ fn ReaderTable(v: ReadersView, selected: RwSignal<Vec<i64>>) -> impl IntoView {
     .into_any()
 }
 
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+/// `<option>`s for the workspace's lists, once loaded.
+#[component]
+fn ListOptions(lists: Resource<Result<ListsView, AppError>>) -> impl IntoView {
+    view! {
+        <Suspense>
+            {move || Suspend::new(async move {
+                lists.await.map(|v| v.lists.into_iter().map(|l: ListRow| view! { <option value=l.id>{l.name}</option> }).collect_view()).ok()
+            })}
+        </Suspense>
+    }
 }

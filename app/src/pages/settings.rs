@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, PageHeader};
+use crate::components::ui::{ActionError, Card, LoadError, TabbedHeader};
 use crate::error::AppError;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -50,20 +50,9 @@ pub async fn update_workspace_settings(
 /// The tabs above every settings page.
 #[component]
 pub fn SettingsTabs(active: &'static str) -> impl IntoView {
-    let tabs = [("/settings", "General"), ("/settings/members", "Members"), ("/settings/api-keys", "API keys")];
-    view! {
-        <PageHeader title="Settings"/>
-        <nav class="mb-6 flex gap-6 border-b border-slate-200 text-sm" aria-label="Settings">
-            {tabs.into_iter().map(|(href, label)| {
-                let cls = if href == active {
-                    "-mb-px border-b-2 border-indigo-600 pb-2 font-medium text-indigo-700"
-                } else {
-                    "pb-2 text-slate-500 hover:text-slate-800"
-                };
-                view! { <a href=href class=cls>{label}</a> }
-            }).collect_view()}
-        </nav>
-    }
+    const TABS: &[(&str, &str)] =
+        &[("/settings", "General"), ("/settings/members", "Members"), ("/settings/api-keys", "API keys")];
+    view! { <TabbedHeader title="Settings" tabs=TABS active=active/> }
 }
 
 #[component]

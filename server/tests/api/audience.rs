@@ -430,13 +430,14 @@ async fn bulk_actions_apply_to_a_selection_or_a_whole_filter() {
         .collect();
     let bulk = |scope: &'static str, ids: String, q: &'static str, action: &'static str, target: String| {
         let owner = &t.a;
+        // The UI sends either "filter" or "ids:1,2,3".
+        let scope = if scope == "selected" { format!("ids:{ids}") } else { scope.to_string() };
         async move {
             owner
                 .call(
                     "bulk_readers",
                     &[
-                        ("scope", scope),
-                        ("ids", &ids),
+                        ("scope", &scope),
                         ("q", q),
                         ("list", ""),
                         ("status", ""),
@@ -466,7 +467,6 @@ async fn bulk_actions_apply_to_a_selection_or_a_whole_filter() {
             "bulk_readers",
             &[
                 ("scope", "filter"),
-                ("ids", ""),
                 ("q", ""),
                 ("list", ""),
                 ("status", ""),
@@ -483,8 +483,7 @@ async fn bulk_actions_apply_to_a_selection_or_a_whole_filter() {
         t.b.call(
             "bulk_readers",
             &[
-                ("scope", "selected"),
-                ("ids", &ids.join(",")),
+                ("scope", &format!("ids:{}", ids.join(","))),
                 ("q", ""),
                 ("list", ""),
                 ("status", ""),
