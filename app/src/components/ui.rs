@@ -82,9 +82,10 @@ pub fn TabbedHeader(
     tabs: &'static [(&'static str, &'static str)],
     active: &'static str,
 ) -> impl IntoView {
+    let label = title.clone();
     view! {
         <PageHeader title=title subtitle=subtitle/>
-        <nav class="mb-6 flex gap-6 border-b border-slate-200 text-sm" aria-label="Sections">
+        <nav class="mb-6 flex gap-6 border-b border-slate-200 text-sm" aria-label=label>
             {tabs.iter().map(|(href, label)| {
                 let cls = if *href == active {
                     "-mb-px border-b-2 border-indigo-600 pb-2 font-medium text-indigo-700"
