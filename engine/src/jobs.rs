@@ -62,8 +62,11 @@ impl Jobs {
     }
 }
 
-async fn import_readers(job: ImportReaders, db: Data<Db>) -> Result<(), BoxDynError> {
-    crate::audience::import::run(&db, job.tenant, job.import).await.map_err(|e| Box::new(e) as BoxDynError)
+async fn import_readers(
+    job: ImportReaders,
+    cx: Data<crate::audience::import::ImportContext>,
+) -> Result<(), BoxDynError> {
+    crate::audience::import::run(&cx, job.tenant, job.import).await.map_err(|e| Box::new(e) as BoxDynError)
 }
 
 async fn send_system_mail(job: SendSystemMail, mailer: Data<Mailer>) -> Result<(), BoxDynError> {
@@ -82,7 +85,13 @@ pub fn unique_worker_name(kind: &str) -> String {
 }
 
 /// Runs the job workers until `shutdown` completes, then lets in-flight jobs finish.
-pub async fn run_workers<F>(db: Db, mailer: Mailer, shutdown: F) -> anyhow::Result<()>
+pub async fn run_workers<F>(
+    db: Db,
+    mailer: Mailer,
+    signer: crate::tokens::Signer,
+    base_url: String,
+    shutdown: F,
+) -> anyhow::Result<()>
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
@@ -96,8 +105,10 @@ where
     let import_backend = PostgresStorage::<ImportReaders>::new(db.pool())
         .with_pubsub()
         .poll_with_strategy(Strategy::new().interval(std::time::Duration::from_secs(1)));
-    let import_worker =
-        WorkerBuilder::new(unique_worker_name("import")).backend(import_backend).data(db.clone()).build(import_readers);
+    let import_worker = WorkerBuilder::new(unique_worker_name("import"))
+        .backend(import_backend)
+        .data(crate::audience::import::ImportContext { db: db.clone(), signer, jobs: Jobs::new(&db), base_url })
+        .build(import_readers);
     // One shutdown signal, fanned out to both workers.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -118,7 +118,8 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Worker => {
             let core = core(&config).await?;
             tracing::info!("worker started");
-            run_background(core.db, core.mailer, shutdown_signal()).await
+            let signer = herald_engine::tokens::Signer::new(&config.secret_key);
+            run_background(core.db, core.mailer, signer, config.base_url.clone(), shutdown_signal()).await
         }
         Command::Admin(admin) => run_admin(admin, &config).await,
     }

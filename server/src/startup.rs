@@ -116,7 +116,13 @@ impl Application {
 
     /// Serves HTTP and runs the background workers until `shutdown` resolves.
     pub async fn run(self, shutdown: tokio::sync::watch::Receiver<bool>) -> anyhow::Result<()> {
-        let workers = tokio::spawn(run_background(self.core_db.clone(), self.mailer.clone(), shutdown.clone()));
+        let workers = tokio::spawn(run_background(
+            self.core_db.clone(),
+            self.mailer.clone(),
+            self.state.signer.clone(),
+            self.state.base_url.clone(),
+            shutdown.clone(),
+        ));
         let mut rx = shutdown.clone();
         axum::serve(self.listener, self.router.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(async move {
@@ -132,6 +138,8 @@ impl Application {
 pub async fn run_background(
     db: Db,
     mailer: Mailer,
+    signer: Signer,
+    base_url: String,
     shutdown: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     let store = PgSessionStore::new(db.pool().clone());
@@ -148,7 +156,7 @@ pub async fn run_background(
         }
     });
     let mut rx = shutdown;
-    let result = herald_engine::jobs::run_workers(db, mailer, async move {
+    let result = herald_engine::jobs::run_workers(db, mailer, signer, base_url, async move {
         let _ = rx.wait_for(|stop| *stop).await;
     })
     .await;

@@ -39,6 +39,9 @@ pub struct BatchOutcome {
     pub skipped: u64,
     /// (index in the input, reason) for rows that were not valid.
     pub invalid: Vec<(usize, String)>,
+    /// The readers created or updated.
+    #[serde(skip)]
+    pub reader_ids: Vec<i64>,
 }
 
 /// Upserts `rows` and subscribes the created/updated readers to `lists` as confirmed (the caller
@@ -128,6 +131,7 @@ pub async fn upsert(
     out.created = touched.iter().filter(|t| t.1).count() as u64;
     out.updated = touched.len() as u64 - out.created;
     out.skipped += (order.len() - touched.len()) as u64;
+    out.reader_ids = touched.iter().map(|t| t.0).collect();
     if !lists.is_empty() && !touched.is_empty() {
         let ids: Vec<i64> = touched.iter().map(|t| t.0).collect();
         sqlx::query(

@@ -292,10 +292,11 @@ pub async fn start(
             return Err(Error::Invalid(format!("Unknown column mapping “{m}”.")));
         }
     }
-    if s.mode != "confirmed" {
-        return Err(Error::Invalid(
-            "Importing with opt-in emails is not available yet: import as confirmed (you attest consent) or let readers sign up on your hosted page.".into(),
-        ));
+    if !matches!(s.mode.as_str(), "confirmed" | "opt_in") {
+        return Err(Error::Invalid("Choose how consent is handled: confirmed or opt-in email.".into()));
+    }
+    if s.mode == "opt_in" && s.list_ids.is_empty() {
+        return Err(Error::Invalid("Opt-in emails ask readers to confirm a list: choose at least one.".into()));
     }
     if !matches!(s.existing.as_str(), "update" | "skip") {
         return Err(Error::Invalid("Existing readers must be updated or skipped.".into()));
@@ -452,8 +453,18 @@ fn parse(
     let _ = out.blocking_send(batch);
 }
 
+/// What the import job needs besides the database: opt-in mode mails confirmations.
+#[derive(Clone, Debug)]
+pub struct ImportContext {
+    pub db: Db,
+    pub signer: crate::tokens::Signer,
+    pub jobs: crate::jobs::Jobs,
+    pub base_url: String,
+}
+
 /// The import job: resumable, idempotent per batch.
-pub async fn run(db: &Db, tenant: TenantId, id: Uuid) -> Result<()> {
+pub async fn run(cx: &ImportContext, tenant: TenantId, id: Uuid) -> Result<()> {
+    let db = &cx.db;
     let imp = load(db, tenant, id).await?;
     if !matches!(imp.status.as_str(), "queued" | "running") {
         return Ok(()); // done, failed or never started: nothing to do (a duplicate delivery)
@@ -467,7 +478,7 @@ pub async fn run(db: &Db, tenant: TenantId, id: Uuid) -> Result<()> {
             .await?;
         tx.commit().await?;
     }
-    match run_batches(db, tenant, &imp).await {
+    match run_batches(cx, tenant, &imp).await {
         Ok(()) => {
             let mut tx = db.tenant_tx(tenant).await?;
             sqlx::query("UPDATE imports SET status = 'done', finished_at = now(), bytes_done = size_bytes WHERE tenant_id = $1 AND id = $2")
@@ -494,15 +505,30 @@ pub async fn run(db: &Db, tenant: TenantId, id: Uuid) -> Result<()> {
     }
 }
 
-async fn run_batches(db: &Db, tenant: TenantId, imp: &ImportRow) -> Result<()> {
+async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> Result<()> {
+    let db = &cx.db;
+    let opt_in = imp.mode == "opt_in";
+    let workspace = crate::workspaces::get(db, tenant).await?.name;
+    let list_names: Vec<String> = {
+        let mut tx = db.tenant_tx(tenant).await?;
+        let names =
+            sqlx::query_scalar("SELECT name FROM lists WHERE tenant_id = $1 AND id = ANY($2) ORDER BY lower(name)")
+                .bind(tenant)
+                .bind(&imp.list_ids)
+                .fetch_all(&mut *tx)
+                .await?;
+        tx.commit().await?;
+        names
+    };
     let mapping: Vec<String> = serde_json::from_value(imp.mapping.clone()).unwrap_or_default();
     let delimiter = imp.delimiter.bytes().next().unwrap_or(b',');
     let existing = if imp.existing == "skip" { Existing::Skip } else { Existing::Update };
     let origin = Origin {
-        wording: Some(format!(
-            "Imported from {} by a workspace member, who attests the readers' consent.",
-            imp.file_name
-        )),
+        wording: Some(if opt_in {
+            format!("Imported from {}; each reader is asked to confirm by email.", imp.file_name)
+        } else {
+            format!("Imported from {} by a workspace member, who attests the readers' consent.", imp.file_name)
+        }),
         ..Origin::new("import")
     };
 
@@ -554,7 +580,15 @@ async fn run_batches(db: &Db, tenant: TenantId, imp: &ImportRow) -> Result<()> {
                 Err(reason) => errors.push((*line as i64, reason.clone(), raw.clone())),
             }
         }
-        let out = bulk::upsert(&mut tx, tenant, &inputs, &imp.list_ids, existing, &origin).await?;
+        // Confirmed mode subscribes in the same statement; opt-in mode starts pending
+        // subscriptions and mails after the batch commits.
+        let confirmed_lists: &[Uuid] = if opt_in { &[] } else { &imp.list_ids };
+        let out = bulk::upsert(&mut tx, tenant, &inputs, confirmed_lists, existing, &origin).await?;
+        let to_mail = if opt_in {
+            super::subscribe::start_pending(&mut tx, tenant, &out.reader_ids, &imp.list_ids, &origin).await?
+        } else {
+            Vec::new()
+        };
         for (index, reason) in &out.invalid {
             if let Some((line, raw)) = input_lines.get(*index) {
                 errors.push((*line as i64, reason.clone(), (*raw).clone()));
@@ -598,6 +632,16 @@ async fn run_batches(db: &Db, tenant: TenantId, imp: &ImportRow) -> Result<()> {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
+        let public = super::subscribe::PublicContext { db, signer: &cx.signer, jobs: &cx.jobs, base_url: &cx.base_url };
+        for (reader, email, pairs) in to_mail {
+            match crate::domain::Email::parse(&email) {
+                Ok(email) => {
+                    super::subscribe::send_confirmation(&public, tenant, reader, &email, &workspace, &list_names, pairs)
+                        .await?
+                }
+                Err(_) => tracing::warn!(reader, "stored address no longer parses; confirmation not sent"),
+            }
+        }
     }
     parser.await.map_err(|e| Error::Unexpected(e.into()))?;
     fetcher.await.map_err(|e| Error::Unexpected(e.into()))??;

@@ -157,18 +157,86 @@ pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeR
     tx.commit().await?;
     if !to_confirm.is_empty() {
         let ws = crate::workspaces::get(cx.db, tenant).await?;
-        let expires = Utc::now() + Duration::hours(CONFIRMATION_VALID_HOURS);
-        let token = cx.signer.sign(
-            CONFIRM_PURPOSE,
-            Some(expires.timestamp()),
-            &ConfirmClaim { t: tenant, r: reader, l: to_confirm.clone() },
-        );
-        let link = format!("{}/confirm/{token}", cx.base_url.trim_end_matches('/'));
         let names: Vec<String> =
             public.iter().filter(|l| to_confirm.iter().any(|(id, _)| *id == l.id)).map(|l| l.name.clone()).collect();
-        cx.jobs.enqueue_system_mail(confirmation_mail(&email, &ws.name, &names, &link)).await?;
+        send_confirmation(cx, tenant, reader, &email, &ws.name, &names, to_confirm).await?;
     }
     Ok(())
+}
+
+/// Queues one confirmation email for `reader`, covering the (list, nonce) pairs in `to_confirm`.
+pub(crate) async fn send_confirmation(
+    cx: &PublicContext<'_>,
+    tenant: TenantId,
+    reader: i64,
+    email: &Email,
+    workspace: &str,
+    list_names: &[String],
+    to_confirm: Vec<(Uuid, Uuid)>,
+) -> Result<()> {
+    let expires = Utc::now() + Duration::hours(CONFIRMATION_VALID_HOURS);
+    let token = cx.signer.sign(
+        CONFIRM_PURPOSE,
+        Some(expires.timestamp()),
+        &ConfirmClaim { t: tenant, r: reader, l: to_confirm },
+    );
+    let link = format!("{}/confirm/{token}", cx.base_url.trim_end_matches('/'));
+    cx.jobs.enqueue_system_mail(confirmation_mail(email, workspace, list_names, &link)).await
+}
+
+/// A reader to mail a confirmation to: (reader id, address, the (list, nonce) pairs).
+pub(crate) type PendingConfirmation = (i64, String, Vec<(Uuid, Uuid)>);
+
+/// Opt-in for many readers at once (an import in opt-in mode): starts pending subscriptions on
+/// `lists` for the active, unsuppressed ones, under the same rules as the hosted form (never over
+/// a confirmed or unsubscribed subscription, at most one mail per window), and returns per reader
+/// its address and the (list, nonce) pairs to mail.
+pub(crate) async fn start_pending(
+    tx: &mut Tx,
+    tenant: TenantId,
+    readers: &[i64],
+    lists: &[Uuid],
+    origin: &Origin,
+) -> Result<Vec<PendingConfirmation>> {
+    let rows: Vec<(i64, String, Uuid, Uuid)> = sqlx::query_as(
+        "WITH cand AS (
+            SELECT r.id AS reader_id, l.id AS list_id, gen_random_uuid() AS nonce
+            FROM readers r CROSS JOIN lists l
+            WHERE r.tenant_id = $1 AND r.id = ANY($2) AND r.status = 'active' AND l.tenant_id = $1 AND l.id = ANY($3)
+              AND NOT EXISTS (SELECT 1 FROM suppressions s WHERE s.tenant_id = $1 AND s.email_lower = lower(r.email))
+         ), up AS (
+            INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmation_nonce, confirmation_sent_at)
+            SELECT $1, list_id, reader_id, 'unconfirmed', nonce, now() FROM cand
+            ON CONFLICT (list_id, reader_id) DO UPDATE
+               SET confirmation_nonce = excluded.confirmation_nonce, confirmation_sent_at = now()
+             WHERE subscriptions.status = 'unconfirmed'
+               AND (subscriptions.confirmation_sent_at IS NULL OR subscriptions.confirmation_sent_at < now() - make_interval(mins => $4))
+            RETURNING reader_id, list_id, confirmation_nonce
+         ), ledger AS (
+            INSERT INTO consent_events (tenant_id, reader_id, list_id, action, source, ip, user_agent, wording)
+            SELECT $1, reader_id, list_id, 'subscribe_requested', $5, $6, $7, $8 FROM up
+         )
+         SELECT up.reader_id, r.email, up.list_id, up.confirmation_nonce FROM up JOIN readers r ON r.id = up.reader_id
+         ORDER BY up.reader_id",
+    )
+    .bind(tenant)
+    .bind(readers)
+    .bind(lists)
+    .bind(CONFIRMATION_RESEND_AFTER_MINUTES as i32)
+    .bind(&origin.source)
+    .bind(origin.ip.as_deref())
+    .bind(origin.user_agent.as_deref())
+    .bind(origin.wording.as_deref())
+    .fetch_all(&mut **tx)
+    .await?;
+    let mut out: Vec<PendingConfirmation> = Vec::new();
+    for (reader, email, list, nonce) in rows {
+        match out.last_mut() {
+            Some(last) if last.0 == reader => last.2.push((list, nonce)),
+            _ => out.push((reader, email, vec![(list, nonce)])),
+        }
+    }
+    Ok(out)
 }
 
 /// A reader who left everything and now opts in again is active again.

@@ -203,3 +203,58 @@ async fn imports_are_per_workspace_and_need_an_email_column() {
         .expect("upload");
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn an_opt_in_import_mails_each_reader_a_confirmation() {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("optin@example.com", "Opt In").await;
+    let list = crate::audience::create_list(&owner, "News", "news", "double", "public").await;
+    assert!(owner.call("add_suppressions", &[("emails", "blocked@example.com")]).await.ok());
+    let id = upload(
+        &owner,
+        "optin.csv",
+        b"email,name\nfirst@example.com,First\nsecond@example.com,Second\nblocked@example.com,B\n".to_vec(),
+    )
+    .await;
+    let no_list = [
+        ("id", id.as_str()),
+        ("mapping[0]", "email"),
+        ("mapping[1]", "name"),
+        ("lists", ""),
+        ("mode", "opt_in"),
+        ("existing", "update"),
+    ];
+    assert_eq!(owner.call("start_import", &no_list).await.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let start = [
+        ("id", id.as_str()),
+        ("mapping[0]", "email"),
+        ("mapping[1]", "name"),
+        ("lists", &list),
+        ("mode", "opt_in"),
+        ("existing", "update"),
+    ];
+    assert!(owner.call("start_import", &start).await.ok());
+    let d = wait_done(&owner, &id).await;
+    assert_eq!(d["status"], "done", "{d}");
+    let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM subscriptions WHERE status = 'unconfirmed'")
+        .fetch_one(&app.owner)
+        .await
+        .expect("count");
+    assert_eq!(pending, 2, "the suppressed address is not asked");
+    let text = app.mail_text_to("second@example.com").await;
+    app.mail_text_to("first@example.com").await;
+    let token = text[text.find("/confirm/").expect("link") + "/confirm/".len()..]
+        .split_whitespace()
+        .next()
+        .expect("token")
+        .to_string();
+    let r = reqwest::Client::new().post(format!("{}/confirm/{token}", app.base)).send().await.expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    let confirmed: i64 = sqlx::query_scalar("SELECT count(*) FROM subscriptions WHERE status = 'confirmed'")
+        .fetch_one(&app.owner)
+        .await
+        .expect("count");
+    assert_eq!(confirmed, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(app.sink.messages().await.iter().all(|m| !m.rcpt_to.iter().any(|r| r == "blocked@example.com")));
+}
