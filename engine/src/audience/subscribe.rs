@@ -98,18 +98,20 @@ pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeR
     }
     let mut tx = cx.db.tenant_tx(tenant).await?;
     // Bounced, complained or blocklisted addresses are silently ignored: the answer is the same.
-    if let Some(reason) = suppressions::is_suppressed(&mut tx, tenant, email.as_str()).await?
-        && reason != "unsubscribed_all"
-    {
+    let suppressed = suppressions::is_suppressed(&mut tx, tenant, email.as_str()).await?;
+    if suppressed.as_deref().is_some_and(|reason| reason != "unsubscribed_all") {
         return Ok(());
     }
     let (reader, status) = upsert_reader(&mut tx, tenant, &email, &req.name).await?;
     if status == "blocklisted" {
         return Ok(());
     }
+    // Someone who left everything comes back only by confirming from their own inbox, even on a
+    // single opt-in list: otherwise anyone could undo their unsubscribe by typing their address.
+    let left_everything = status == "unsubscribed" || suppressed.is_some();
     let mut to_confirm: Vec<(Uuid, Uuid)> = Vec::new();
     for list in chosen {
-        if list.is_double_opt_in() {
+        if list.is_double_opt_in() || left_everything {
             // Start (or restart) a pending subscription; mail only if none went out recently.
             let nonce = Uuid::new_v4();
             let row: Option<(String, Option<Uuid>)> = sqlx::query_as(

@@ -509,3 +509,33 @@ async fn bulk_actions_apply_to_a_selection_or_a_whole_filter() {
         StatusCode::UNPROCESSABLE_ENTITY
     );
 }
+
+#[tokio::test]
+async fn a_stranger_cannot_undo_an_unsubscribe_through_a_single_opt_in_form() {
+    let app = spawn_app().await;
+    let (owner, ws) = app.owner_with_workspace("f@example.com", "Undo").await;
+    let slug = ws_slug(&owner).await;
+    let list = create_list(&owner, "Open", "open", "single", "public").await;
+    subscribe(&app, &slug, "left@example.com", &[&list]).await;
+    let reader: i64 = sqlx::query_scalar("SELECT id FROM readers WHERE email = 'left@example.com'")
+        .fetch_one(&app.owner)
+        .await
+        .expect("reader");
+    let tenant: herald_engine::TenantId = ws.parse().expect("uuid");
+    let url = herald_engine::audience::subscribe::unsubscribe_url(&app.app.signer, &app.base, tenant, reader, None);
+    let r = reqwest::Client::new().post(&url).form(&[("action", "all")]).send().await.expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(counts(&owner, &list).await, (0, 0, 1));
+    // Someone types their address into the public form again: nothing changes until the owner
+    // of the inbox confirms.
+    subscribe(&app, &slug, "left@example.com", &[&list]).await;
+    assert_eq!(counts(&owner, &list).await, (0, 1, 0));
+    let text = app.mail_text_to("left@example.com").await;
+    assert!(text.contains("/confirm/"), "{text}");
+    let status: String = sqlx::query_scalar("SELECT status FROM readers WHERE id = $1")
+        .bind(reader)
+        .fetch_one(&app.owner)
+        .await
+        .expect("status");
+    assert_eq!(status, "unsubscribed");
+}
