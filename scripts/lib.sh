@@ -175,6 +175,11 @@ pg_reachable() {
   PGCONNECT_TIMEOUT=3 psql "$1" -Atqc 'select 1' >/dev/null 2>&1
 }
 
+# True when something accepts TCP connections on 127.0.0.1:PORT.
+port_in_use() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
 # The directory holding initdb, pg_ctl and postgres (same major version for all three).
 pg_bindir() {
   local initdb
@@ -258,8 +263,19 @@ EOF
   fi
 
   if _pg_run "$bindir/pg_ctl" -D "$(readlink -f "$pgdir")" status >/dev/null 2>&1; then
-    log "Private Postgres already running (.herald/pg)"
+    # It may have been started on another port than today's default: ask it.
+    port="$(sed -n 4p "$pgdir/postmaster.pid" 2>/dev/null || true)"
+    port="${port:-${HERALD_PG_PORT:-5433}}"
+    log "Private Postgres already running (.herald/pg, port $port)"
   else
+    # Another checkout's cluster (or anything else) may hold the default port: take the next
+    # free one, unless the port was asked for explicitly.
+    if [[ -z "${HERALD_PG_PORT:-}" ]]; then
+      while port_in_use "$port"; do
+        port=$((port + 1))
+        ((port < 5500)) || die "no free port for Postgres between 5433 and 5499; set HERALD_PG_PORT"
+      done
+    fi
     log "Starting private Postgres on 127.0.0.1:$port (log: ${pglog#"$HERALD_ROOT"/})"
     touch "$pglog"
     if [[ $EUID -eq 0 ]]; then chown postgres:postgres "$pglog"; fi
