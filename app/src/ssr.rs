@@ -46,6 +46,11 @@ pub async fn session() -> Result<Session, AppError> {
     })
 }
 
+/// An id from a form or URL. A malformed one is answered like an unknown one: 404.
+pub fn parse_id(raw: &str) -> Result<uuid::Uuid, AppError> {
+    uuid::Uuid::parse_str(raw.trim()).map_err(|_| AppError::NotFound.respond())
+}
+
 /// The client address as seen by the socket (not X-Forwarded-For, which anyone can send).
 pub async fn client_ip() -> String {
     use axum::extract::ConnectInfo;

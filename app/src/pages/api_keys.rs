@@ -51,7 +51,7 @@ pub async fn revoke_api_key(key_id: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, api_keys};
     let m = require_role(Role::Admin).await?;
-    let id = uuid::Uuid::parse_str(&key_id).map_err(|_| AppError::NotFound.respond())?;
+    let id = crate::ssr::parse_id(&key_id)?;
     api_keys::revoke(&m.state.db, m.tenant, m.role, id).await?;
     Ok(())
 }

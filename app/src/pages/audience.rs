@@ -69,7 +69,7 @@ pub async fn save_list(
     if id.trim().is_empty() {
         lists::create(&m.state.db, m.tenant, m.role, &input).await?;
     } else {
-        let id = uuid::Uuid::parse_str(&id).map_err(|_| AppError::NotFound.respond())?;
+        let id = crate::ssr::parse_id(&id)?;
         lists::update(&m.state.db, m.tenant, m.role, id, &input).await?;
     }
     Ok(())
@@ -80,7 +80,7 @@ pub async fn delete_list(id: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::lists};
     let m = require_role(Role::Author).await?;
-    let id = uuid::Uuid::parse_str(&id).map_err(|_| AppError::NotFound.respond())?;
+    let id = crate::ssr::parse_id(&id)?;
     lists::delete(&m.state.db, m.tenant, m.role, id).await?;
     Ok(())
 }

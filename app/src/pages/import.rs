@@ -32,7 +32,7 @@ pub async fn get_import(id: String) -> Result<ImportDetail, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::import};
     let m = require_role(Role::Viewer).await?;
-    let id = uuid::Uuid::parse_str(&id).map_err(|_| AppError::NotFound.respond())?;
+    let id = crate::ssr::parse_id(&id)?;
     let v = import::get(&m.state.db, m.tenant, id).await?;
     Ok(ImportDetail {
         percent: v.percent(),
@@ -64,11 +64,11 @@ pub async fn start_import(
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::import};
     let m = require_role(Role::Author).await?;
-    let id = uuid::Uuid::parse_str(&id).map_err(|_| AppError::NotFound.respond())?;
+    let id = crate::ssr::parse_id(&id)?;
     let list_ids = lists
         .split(',')
         .filter(|s| !s.trim().is_empty())
-        .map(|s| uuid::Uuid::parse_str(s.trim()).map_err(|_| AppError::NotFound.respond()))
+        .map(crate::ssr::parse_id)
         .collect::<Result<Vec<_>, _>>()?;
     let start = import::StartImport { mapping, list_ids, mode, existing };
     import::start(&m.state.db, &m.state.jobs, m.tenant, m.role, id, start).await?;

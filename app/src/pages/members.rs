@@ -103,7 +103,7 @@ pub async fn revoke_invite(invite_id: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, invites};
     let m = require_role(Role::Admin).await?;
-    let id = uuid::Uuid::parse_str(&invite_id).map_err(|_| AppError::NotFound.respond())?;
+    let id = crate::ssr::parse_id(&invite_id)?;
     invites::revoke(&m.state.db, m.tenant, m.role, id).await?;
     Ok(())
 }

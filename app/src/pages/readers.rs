@@ -38,11 +38,7 @@ pub async fn search_readers(
     let m = require_role(Role::Viewer).await?;
     let filter = ReaderFilter {
         search: Some(q).filter(|s| !s.trim().is_empty()),
-        list: if list.is_empty() {
-            None
-        } else {
-            Some(uuid::Uuid::parse_str(&list).map_err(|_| AppError::NotFound.respond())?)
-        },
+        list: if list.is_empty() { None } else { Some(crate::ssr::parse_id(&list)?) },
         status: Some(status).filter(|s| !s.is_empty()),
         attribute: if attribute.trim().is_empty() { None } else { Some(AttributeCondition::parse(&attribute)?) },
     };

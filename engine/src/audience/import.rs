@@ -195,6 +195,11 @@ async fn load(db: &Db, tenant: TenantId, id: Uuid) -> Result<ImportRow> {
 
 pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<ImportView> {
     let r = load(db, tenant, id).await?;
+    // The preview is for the mapping step; the progress page polls this every second and does
+    // not need the file read again.
+    if !matches!(r.status.as_str(), "uploaded" | "failed") {
+        return Ok(view(r, Vec::new(), Vec::new()));
+    }
     let mut tx = db.tenant_tx(tenant).await?;
     let first: Option<Vec<u8>> = sqlx::query_scalar(
         "SELECT substring(data FROM 1 FOR 65536) FROM import_chunks WHERE import_id = $1 AND seq = 0",
@@ -205,12 +210,16 @@ pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<ImportView> {
     tx.commit().await?;
     let delimiter = r.delimiter.bytes().next().unwrap_or(b',');
     let (columns, preview) = first.map(|f| parse_preview(&f, delimiter)).unwrap_or_default();
+    Ok(view(r, columns, preview))
+}
+
+fn view(r: ImportRow, columns: Vec<String>, preview: Vec<Vec<String>>) -> ImportView {
     let elapsed = match (r.started_at, r.finished_at) {
         (Some(s), Some(f)) => (f - s).num_milliseconds(),
         (Some(s), None) => (Utc::now() - s).num_milliseconds(),
         _ => 0,
     };
-    Ok(ImportView {
+    ImportView {
         id: r.id,
         file_name: r.file_name,
         size_bytes: r.size_bytes,
@@ -232,7 +241,7 @@ pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<ImportView> {
         started_at: r.started_at,
         finished_at: r.finished_at,
         rows_per_second: if elapsed > 0 { r.rows_read as f64 * 1000.0 / elapsed as f64 } else { 0.0 },
-    })
+    }
 }
 
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
