@@ -65,11 +65,8 @@ pub async fn start_import(
     use herald_engine::{Role, audience::import};
     let m = require_role(Role::Author).await?;
     let id = crate::ssr::parse_id(&id)?;
-    let list_ids = lists
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(crate::ssr::parse_id)
-        .collect::<Result<Vec<_>, _>>()?;
+    let list_ids =
+        lists.split(',').filter(|s| !s.trim().is_empty()).map(crate::ssr::parse_id).collect::<Result<Vec<_>, _>>()?;
     let start = import::StartImport { mapping, list_ids, mode, existing };
     import::start(&m.state.db, &m.state.jobs, m.tenant, m.role, id, start).await?;
     Ok(())
