@@ -18,10 +18,11 @@ use leptos_router::path;
 
 use components::shell::AppShell;
 use pages::{
-    api_keys::ApiKeysPage, audience::AudiencePage, campaigns::CampaignsPage, dashboard::DashboardPage,
-    import::ImportPage, imports::ImportsPage, invite::InvitePage, login::LoginPage, members::MembersPage,
-    new_workspace::NewWorkspacePage, not_found::NotFoundPage, reader::ReaderPage, readers::ReadersPage,
-    settings::SettingsPage, signup::SignupPage, suppressions::SuppressionsPage,
+    api_keys::ApiKeysPage, audience::AudiencePage, campaign::CampaignPage, campaigns::CampaignsPage,
+    dashboard::DashboardPage, import::ImportPage, imports::ImportsPage, invite::InvitePage, login::LoginPage,
+    members::MembersPage, new_workspace::NewWorkspacePage, not_found::NotFoundPage, reader::ReaderPage,
+    readers::ReadersPage, sending::SendingPage, settings::SettingsPage, signup::SignupPage,
+    suppressions::SuppressionsPage,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -64,7 +65,9 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/audience/imports") view=ImportsPage/>
                     <Route path=path!("/audience/imports/:id") view=ImportPage/>
                     <Route path=path!("/campaigns") view=CampaignsPage/>
+                    <Route path=path!("/campaigns/:id") view=CampaignPage/>
                     <Route path=path!("/settings") view=SettingsPage/>
+                    <Route path=path!("/settings/sending") view=SendingPage/>
                     <Route path=path!("/settings/members") view=MembersPage/>
                     <Route path=path!("/settings/api-keys") view=ApiKeysPage/>
                 </ParentRoute>

@@ -21,6 +21,8 @@ pub struct AppState {
     pub db: Db,
     pub signer: Signer,
     pub jobs: Jobs,
+    /// The server's default SMTP identity (`HERALD_SMTP_URL`), for test sends.
+    pub default_identity: herald_engine::campaigns::identities::SmtpIdentity,
     /// Public base URL, e.g. `https://herald.example.com` (no trailing slash).
     pub base_url: String,
     pub dev_mode: bool,

@@ -25,11 +25,31 @@ pub struct ImportReaders {
     pub import: uuid::Uuid,
 }
 
+/// Starts (or restarts) work on a sending campaign: enqueues its delivery jobs, then runs the
+/// fan-out if it is not finished. Idempotent, so the supervisor may enqueue it again whenever a
+/// campaign looks stalled.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StartCampaign {
+    pub tenant: crate::domain::TenantId,
+    pub campaign: uuid::Uuid,
+}
+
+/// One delivery loop (one SMTP connection) on a campaign; a campaign gets as many as its sending
+/// identity allows connections. A duplicate is harmless: rows are only taken by a claim.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeliverCampaign {
+    pub tenant: crate::domain::TenantId,
+    pub campaign: uuid::Uuid,
+    pub slot: u32,
+}
+
 /// Enqueues jobs. Cheap to clone.
 #[derive(Clone)]
 pub struct Jobs {
     system_mail: PostgresStorage<SendSystemMail>,
     imports: PostgresStorage<ImportReaders>,
+    campaigns: PostgresStorage<StartCampaign>,
+    deliveries: PostgresStorage<DeliverCampaign>,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -40,7 +60,40 @@ impl std::fmt::Debug for Jobs {
 
 impl Jobs {
     pub fn new(db: &Db) -> Self {
-        Self { system_mail: PostgresStorage::new(db.pool()), imports: PostgresStorage::new(db.pool()) }
+        Self {
+            system_mail: PostgresStorage::new(db.pool()),
+            imports: PostgresStorage::new(db.pool()),
+            campaigns: PostgresStorage::new(db.pool()),
+            deliveries: PostgresStorage::new(db.pool()),
+        }
+    }
+
+    /// See [`StartCampaign`]. The database handle is unused today but keeps the call sites
+    /// honest about where the campaign lives.
+    pub async fn kick_campaign(
+        &self,
+        _db: &Db,
+        tenant: crate::domain::TenantId,
+        campaign: uuid::Uuid,
+        _fanout_done: bool,
+    ) -> Result<()> {
+        let mut storage = self.campaigns.clone();
+        storage
+            .push(StartCampaign { tenant, campaign })
+            .await
+            .map_err(|e| Error::Unexpected(anyhow::anyhow!("enqueue campaign start: {e}")))?;
+        Ok(())
+    }
+
+    async fn enqueue_deliveries(&self, tenant: crate::domain::TenantId, campaign: uuid::Uuid, n: u32) -> Result<()> {
+        let mut storage = self.deliveries.clone();
+        for slot in 0..n {
+            storage
+                .push(DeliverCampaign { tenant, campaign, slot })
+                .await
+                .map_err(|e| Error::Unexpected(anyhow::anyhow!("enqueue delivery: {e}")))?;
+        }
+        Ok(())
     }
 
     pub async fn enqueue_system_mail(&self, mail: OutgoingMail) -> Result<()> {
@@ -69,6 +122,85 @@ async fn import_readers(
     crate::audience::import::run(&cx, job.tenant, job.import).await.map_err(|e| Box::new(e) as BoxDynError)
 }
 
+async fn start_campaign(job: StartCampaign, cx: Data<CampaignWorkerContext>) -> Result<(), BoxDynError> {
+    let run = async {
+        let c = crate::campaigns::store::get(&cx.delivery.db, job.tenant, job.campaign).await?;
+        if c.status != "sending" && c.status != "paused" {
+            return Ok(());
+        }
+        let identity = crate::campaigns::identities::resolve(
+            &cx.delivery.db,
+            &cx.delivery.signer,
+            job.tenant,
+            c.identity_id,
+            &cx.delivery.config.default_identity,
+        )
+        .await?;
+        if c.status == "sending" {
+            cx.jobs.enqueue_deliveries(job.tenant, job.campaign, identity.max_connections).await?;
+        }
+        crate::campaigns::fanout::run(&cx.delivery.db, job.tenant, job.campaign).await?;
+        Ok::<(), Error>(())
+    };
+    run.await.map_err(|e| {
+        tracing::warn!(error = ?e, campaign = %job.campaign, "campaign start failed; apalis will retry");
+        Box::new(e) as BoxDynError
+    })
+}
+
+async fn deliver_campaign(job: DeliverCampaign, cx: Data<CampaignWorkerContext>) -> Result<(), BoxDynError> {
+    crate::campaigns::delivery::deliver(&cx.delivery, job.tenant, job.campaign).await.map_err(|e| {
+        tracing::warn!(error = ?e, campaign = %job.campaign, slot = job.slot, "delivery job ended with an error");
+        Box::new(e) as BoxDynError
+    })
+}
+
+#[derive(Clone)]
+struct CampaignWorkerContext {
+    delivery: crate::campaigns::delivery::DeliveryContext,
+    jobs: Jobs,
+}
+
+/// Housekeeping every process runs, independent of apalis's own orphan recovery (which needs
+/// another live worker and five minutes): requeue rows whose lease expired, start scheduled
+/// campaigns that are due, and re-enqueue work for sending campaigns nobody is working on.
+async fn supervise(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bool>) {
+    const TICK: std::time::Duration = std::time::Duration::from_secs(1);
+    loop {
+        if let Err(e) = supervise_once(&db, &jobs).await {
+            tracing::warn!(error = ?e, "campaign supervisor tick failed");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(TICK) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// One supervisor pass; public so tests can drive it without waiting.
+pub async fn supervise_once(db: &Db, jobs: &Jobs) -> Result<()> {
+    let reaped: i64 = sqlx::query_scalar("SELECT reap_expired_leases()").fetch_one(db.pool()).await?;
+    if reaped > 0 {
+        tracing::warn!(reaped, "requeued messages whose lease expired; they are re-sent with the same Message-ID");
+    }
+    let due: Vec<(crate::domain::TenantId, uuid::Uuid)> =
+        sqlx::query_as("SELECT tenant_id, campaign_id FROM start_due_campaigns()").fetch_all(db.pool()).await?;
+    for (tenant, campaign) in due {
+        tracing::info!(%campaign, "scheduled campaign is due");
+        jobs.kick_campaign(db, tenant, campaign, false).await?;
+    }
+    let stalled: Vec<(crate::domain::TenantId, uuid::Uuid, bool)> = sqlx::query_as(
+        "SELECT tenant_id, campaign_id, fanout_done FROM claim_stalled_campaigns(make_interval(secs => 15))",
+    )
+    .fetch_all(db.pool())
+    .await?;
+    for (tenant, campaign, fanout_done) in stalled {
+        tracing::warn!(%campaign, "sending campaign had no heartbeat; enqueueing its jobs again");
+        jobs.kick_campaign(db, tenant, campaign, fanout_done).await?;
+    }
+    Ok(())
+}
+
 async fn send_system_mail(job: SendSystemMail, mailer: Data<Mailer>) -> Result<(), BoxDynError> {
     mailer.send(&job.mail).await.map_err(|e| {
         tracing::warn!(error = ?e, "system mail failed; apalis will retry");
@@ -84,42 +216,87 @@ pub fn unique_worker_name(kind: &str) -> String {
     format!("{kind}@{host}:{}:{}", std::process::id(), &nonce[..8])
 }
 
-/// Runs the job workers until `shutdown` completes, then lets in-flight jobs finish.
-pub async fn run_workers<F>(
-    db: Db,
-    mailer: Mailer,
-    signer: crate::tokens::Signer,
-    base_url: String,
-    shutdown: F,
-) -> anyhow::Result<()>
+/// What the workers need.
+pub struct WorkerSetup {
+    pub db: Db,
+    pub mailer: Mailer,
+    pub signer: crate::tokens::Signer,
+    pub base_url: String,
+    pub delivery: crate::campaigns::delivery::DeliveryConfig,
+    /// Delivery jobs (SMTP connections) this process runs at once, across campaigns.
+    pub send_concurrency: usize,
+}
+
+/// A Postgres job source for `$job`. LISTEN/NOTIFY wakes the worker the moment a job is
+/// inserted; the interval picks up retries whose run_at has come, and anything a missed
+/// notification left behind. (A macro: the backend's concrete type is unnameable.)
+macro_rules! pg_backend {
+    ($job:ty, $db:expr) => {
+        PostgresStorage::<$job>::new($db.pool())
+            .with_pubsub()
+            .poll_with_strategy(Strategy::new().interval(std::time::Duration::from_secs(1)))
+    };
+}
+
+/// Runs the job workers and the campaign supervisor until `shutdown` completes, then lets
+/// in-flight jobs finish.
+pub async fn run_workers<F>(setup: WorkerSetup, shutdown: F) -> anyhow::Result<()>
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
-    // LISTEN/NOTIFY wakes the worker the moment a job is inserted; the interval picks up retries
-    // whose run_at has come, and anything a missed notification left behind.
-    let backend = PostgresStorage::<SendSystemMail>::new(db.pool())
-        .with_pubsub()
-        .poll_with_strategy(Strategy::new().interval(std::time::Duration::from_secs(1)));
-    let mail_worker =
-        WorkerBuilder::new(unique_worker_name("system-mail")).backend(backend).data(mailer).build(send_system_mail);
-    let import_backend = PostgresStorage::<ImportReaders>::new(db.pool())
-        .with_pubsub()
-        .poll_with_strategy(Strategy::new().interval(std::time::Duration::from_secs(1)));
+    let WorkerSetup { db, mailer, signer, base_url, delivery, send_concurrency } = setup;
+    let jobs = Jobs::new(&db);
+    let mail_worker = WorkerBuilder::new(unique_worker_name("system-mail"))
+        .backend(pg_backend!(SendSystemMail, db))
+        .data(mailer)
+        .build(send_system_mail);
     let import_worker = WorkerBuilder::new(unique_worker_name("import"))
-        .backend(import_backend)
-        .data(crate::audience::import::ImportContext { db: db.clone(), signer, jobs: Jobs::new(&db), base_url })
+        .backend(pg_backend!(ImportReaders, db))
+        .data(crate::audience::import::ImportContext {
+            db: db.clone(),
+            signer: signer.clone(),
+            jobs: jobs.clone(),
+            base_url,
+        })
         .build(import_readers);
-    // One shutdown signal, fanned out to both workers.
+    let campaign_cx = CampaignWorkerContext {
+        delivery: crate::campaigns::delivery::DeliveryContext {
+            db: db.clone(),
+            signer,
+            config: std::sync::Arc::new(delivery),
+        },
+        jobs: jobs.clone(),
+    };
+    let start_worker = WorkerBuilder::new(unique_worker_name("campaign-start"))
+        .backend(pg_backend!(StartCampaign, db))
+        .data(campaign_cx.clone())
+        .concurrency(4)
+        .build(start_campaign);
+    let delivery_worker = WorkerBuilder::new(unique_worker_name("delivery"))
+        .backend(pg_backend!(DeliverCampaign, db))
+        .data(campaign_cx)
+        .concurrency(send_concurrency.max(1))
+        .build(deliver_campaign);
+    // One shutdown signal, fanned out to every worker.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
         let _ = stop_tx.send(true);
     });
+    let supervisor = tokio::spawn(supervise(db.clone(), jobs, stop_rx.clone()));
     let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
         Ok::<(), std::io::Error>(())
     };
-    let (a, b) = tokio::join!(mail_worker.run_until(until(stop_rx.clone())), import_worker.run_until(until(stop_rx)));
+    let (a, b, c, d) = tokio::join!(
+        mail_worker.run_until(until(stop_rx.clone())),
+        import_worker.run_until(until(stop_rx.clone())),
+        start_worker.run_until(until(stop_rx.clone())),
+        delivery_worker.run_until(until(stop_rx)),
+    );
+    supervisor.abort();
     a.map_err(|e| anyhow::anyhow!("system mail worker stopped: {e}"))?;
-    b.map_err(|e| anyhow::anyhow!("import worker stopped: {e}"))
+    b.map_err(|e| anyhow::anyhow!("import worker stopped: {e}"))?;
+    c.map_err(|e| anyhow::anyhow!("campaign start worker stopped: {e}"))?;
+    d.map_err(|e| anyhow::anyhow!("delivery worker stopped: {e}"))
 }

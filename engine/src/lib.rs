@@ -5,6 +5,7 @@
 
 pub mod api_keys;
 pub mod audience;
+pub mod campaigns;
 pub mod db;
 pub mod domain;
 pub mod error;
@@ -14,6 +15,8 @@ pub mod mail;
 pub mod migrate;
 pub mod password;
 pub mod rate_limit;
+pub mod sealing;
+pub mod smtp_client;
 pub mod smtp_sink;
 pub mod tokens;
 pub mod users;

@@ -43,6 +43,14 @@ impl Signer {
         mac
     }
 
+    /// A 32-byte key for `purpose`, derived from the server key (so one secret serves signing
+    /// and sealing without the two uses ever sharing a key).
+    pub(crate) fn derive_key(&self, purpose: &str) -> [u8; 32] {
+        let mut mac = self.mac(&format!("derive-key:{purpose}"));
+        mac.update(b"herald");
+        mac.finalize().into_bytes().into()
+    }
+
     /// Signs `data` for `purpose`, valid until `expires_at` (unix seconds; `None` = no expiry).
     pub fn sign<T: Serialize>(&self, purpose: &str, expires_at: Option<i64>, data: &T) -> String {
         let env = Envelope { p: purpose.to_string(), e: expires_at.unwrap_or(0), d: data };

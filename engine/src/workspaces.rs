@@ -254,3 +254,47 @@ async fn ensure_another_owner(tx: &mut crate::db::Tx, tenant: TenantId) -> Resul
     }
     Ok(())
 }
+
+/// The workspace's sending policy (seed 004).
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct SendingPolicy {
+    /// At most one campaign email per reader per this many hours; `None` = no cap.
+    pub frequency_cap_hours: Option<i32>,
+    /// A queued message older than this expires instead of sending.
+    pub max_queue_age_hours: i32,
+}
+
+pub async fn sending_policy(db: &Db, tenant: TenantId) -> Result<SendingPolicy> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let (frequency_cap_hours, max_queue_age_hours): (Option<i32>, i32) =
+        sqlx::query_as("SELECT frequency_cap_hours, max_queue_age_hours FROM tenants WHERE id = $1")
+            .bind(tenant)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(Error::NotFound)?;
+    tx.commit().await?;
+    Ok(SendingPolicy { frequency_cap_hours, max_queue_age_hours })
+}
+
+pub async fn set_sending_policy(db: &Db, tenant: TenantId, role: Role, policy: SendingPolicy) -> Result<()> {
+    role.require(Role::Admin)?;
+    if let Some(h) = policy.frequency_cap_hours
+        && !(1..=8760).contains(&h)
+    {
+        return Err(Error::Invalid("The frequency cap must be 1 to 8,760 hours, or off.".into()));
+    }
+    if !(1..=8760).contains(&policy.max_queue_age_hours) {
+        return Err(Error::Invalid("The maximum queue age must be 1 to 8,760 hours.".into()));
+    }
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query(
+        "UPDATE tenants SET frequency_cap_hours = $2, max_queue_age_hours = $3, updated_at = now() WHERE id = $1",
+    )
+    .bind(tenant)
+    .bind(policy.frequency_cap_hours)
+    .bind(policy.max_queue_age_hours)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}

@@ -25,6 +25,49 @@ enum Command {
     /// Operator commands for scripts and first set-up.
     #[command(subcommand)]
     Admin(Admin),
+    /// Development and load-test tools (they need no database or settings).
+    #[command(subcommand)]
+    Dev(Dev),
+}
+
+#[derive(Subcommand, Debug)]
+enum Dev {
+    /// Run an SMTP sink that accepts everything, for load tests of the send engine, optionally
+    /// misbehaving on purpose. Keeps the last 2000 messages and a record of every delivery in
+    /// memory; runs until Ctrl-C and logs the accepted count and rate every second.
+    ///
+    /// Example: herald dev smtp-sink --fail-rate 0.1 --reject-pattern bounce --delay-ms 5
+    SmtpSink {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:2525")]
+        listen: String,
+        /// Fraction of messages (0 to 1) that fail at random, as --fail-at says.
+        #[arg(long, default_value_t = 0.0)]
+        fail_rate: f64,
+        /// The reply random failures get.
+        #[arg(long, default_value = "451 4.3.0 Try again later")]
+        fail_reply: String,
+        /// Where random failures happen: at RCPT TO, after the data (message not kept), by hanging
+        /// up in the middle of the data, or by hanging up after keeping the message (ambiguous).
+        #[arg(long, value_enum, default_value_t = FailAt::Data)]
+        fail_at: FailAt,
+        /// Recipients containing this text are refused at RCPT TO with --reject-reply (repeatable).
+        #[arg(long)]
+        reject_pattern: Vec<String>,
+        #[arg(long, default_value = "550 5.1.1 User unknown")]
+        reject_reply: String,
+        /// Wait this many milliseconds before replying to each message's data.
+        #[arg(long)]
+        delay_ms: Option<u64>,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum FailAt {
+    Rcpt,
+    Data,
+    DropMidData,
+    DropAfterData,
 }
 
 // The variants mirror the subcommand names (`create-user`, …), so the shared prefix is wanted.
@@ -65,12 +108,17 @@ enum Admin {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
-    let config = match Config::from_env() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("herald: {e}");
-            return ExitCode::from(2);
-        }
+    let command = cli.command.unwrap_or(Command::Serve);
+    // The dev tools need no settings (no database, no secret key).
+    let config = match &command {
+        Command::Dev(_) => None,
+        _ => match Config::from_env() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("herald: {e}");
+                return ExitCode::from(2);
+            }
+        },
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
@@ -79,7 +127,12 @@ pub fn run() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dispatch(cli.command.unwrap_or(Command::Serve), config)) {
+    let outcome = match (command, config) {
+        (Command::Dev(dev), _) => runtime.block_on(run_dev(dev)),
+        (command, Some(config)) => runtime.block_on(dispatch(command, config)),
+        (_, None) => Err(anyhow::anyhow!("no settings")),
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One clear line; the cause chain is in the log at debug level.
@@ -118,10 +171,10 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Worker => {
             let core = core(&config).await?;
             tracing::info!("worker started");
-            let signer = herald_engine::tokens::Signer::new(&config.secret_key);
-            run_background(core.db, core.mailer, signer, config.base_url.clone(), shutdown_signal()).await
+            run_background(core.worker_setup(&config), shutdown_signal()).await
         }
         Command::Admin(admin) => run_admin(admin, &config).await,
+        Command::Dev(dev) => run_dev(dev).await,
     }
 }
 
@@ -154,6 +207,49 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
             println!("{key}");
         }
     }
+    Ok(())
+}
+
+async fn run_dev(dev: Dev) -> anyhow::Result<()> {
+    use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
+    let Dev::SmtpSink { listen, fail_rate, fail_reply, fail_at, reject_pattern, reject_reply, delay_ms } = dev;
+    let mut faults = Faults::none();
+    for pattern in reject_pattern {
+        faults = faults.with_rule(FaultRule::new(pattern, FaultAction::RejectRcpt(reject_reply.clone())));
+    }
+    if fail_rate > 0.0 {
+        let action = match fail_at {
+            FailAt::Rcpt => FaultAction::RejectRcpt(fail_reply),
+            FailAt::Data => FaultAction::RejectData(fail_reply),
+            FailAt::DropMidData => FaultAction::DropMidData,
+            FailAt::DropAfterData => FaultAction::DropAfterData,
+        };
+        faults = faults.with_random(fail_rate, action);
+    }
+    if let Some(ms) = delay_ms {
+        faults = faults.with_reply_delay(std::time::Duration::from_millis(ms));
+    }
+    faults.validate().map_err(|e| anyhow::anyhow!(e))?;
+    let (sink, addr) = MailSink::start(&listen).await?;
+    tracing::info!(?faults, "SMTP sink listening on smtp://{addr}; Ctrl-C to stop");
+    sink.set_faults(faults);
+    let mut shutdown = shutdown_signal();
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    let (mut last_count, mut last_at) = (0, std::time::Instant::now());
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            _ = tick.tick() => {
+                let count = sink.accepted_count();
+                if count != last_count {
+                    let rate = count.saturating_sub(last_count) as f64 / last_at.elapsed().as_secs_f64();
+                    tracing::info!("{count} accepted, {rate:.0}/s, {} faults injected", sink.faults_injected());
+                }
+                (last_count, last_at) = (count, std::time::Instant::now());
+            }
+        }
+    }
+    tracing::info!("{} accepted in all, {} faults injected", sink.accepted_count(), sink.faults_injected());
     Ok(())
 }
 

@@ -30,6 +30,24 @@ pub struct Config {
     pub db_max_connections: u32,
     /// Largest CSV upload accepted.
     pub import_max_bytes: usize,
+    /// `herald serve` also runs the job workers (`HERALD_RUN_WORKERS=false` to serve only).
+    pub run_workers: bool,
+    pub send: SendSettings,
+}
+
+/// The delivery engine's knobs (README, "Settings"). The default identity is `smtp_url`.
+#[derive(Clone, Debug)]
+pub struct SendSettings {
+    /// Delivery jobs (SMTP connections) one process runs at once.
+    pub concurrency: usize,
+    /// For the default identity: connections per campaign, messages/second, burst.
+    pub max_connections: u32,
+    pub rate_per_second: f64,
+    pub burst: u32,
+    pub lease_seconds: u64,
+    pub retry_base_seconds: f64,
+    pub batch_size: u32,
+    pub max_attempts: i32,
 }
 
 impl std::fmt::Debug for Config {
@@ -117,8 +135,25 @@ impl Config {
                 v.parse().ok().filter(|n| *n > 0).ok_or("HERALD_IMPORT_MAX_BYTES must be a positive number of bytes")?
             }
         };
+        let run_workers = match get("HERALD_RUN_WORKERS").as_deref() {
+            None | Some("true") | Some("1") | Some("yes") => true,
+            Some("false") | Some("0") | Some("no") => false,
+            Some(other) => return Err(format!("HERALD_RUN_WORKERS must be true or false, not `{other}`")),
+        };
+        let send = SendSettings {
+            concurrency: number(&get, "HERALD_SEND_CONCURRENCY", 16)?,
+            max_connections: number(&get, "HERALD_SMTP_MAX_CONNECTIONS", 4)?,
+            rate_per_second: number(&get, "HERALD_SMTP_RATE", 100.0)?,
+            burst: number(&get, "HERALD_SMTP_BURST", 100)?,
+            lease_seconds: number(&get, "HERALD_SEND_LEASE_SECONDS", 120)?,
+            retry_base_seconds: number(&get, "HERALD_SEND_RETRY_BASE_SECONDS", 60.0)?,
+            batch_size: number(&get, "HERALD_SEND_BATCH", 50)?,
+            max_attempts: number(&get, "HERALD_SEND_MAX_ATTEMPTS", 8)?,
+        };
         Ok(Self {
             mode,
+            run_workers,
+            send,
             import_max_bytes,
             database_url,
             app_database_url,
@@ -132,6 +167,19 @@ impl Config {
             data_dir,
             db_max_connections,
         })
+    }
+}
+
+/// A positive number setting with a default; a bad value is one clear line.
+fn number<T>(get: &impl Fn(&str) -> Option<String>, key: &str, default: T) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + Default,
+{
+    match get(key) {
+        None => Ok(default),
+        Some(v) => {
+            v.trim().parse::<T>().ok().filter(|n| *n > T::default()).ok_or(format!("{key} must be a positive number"))
+        }
     }
 }
 

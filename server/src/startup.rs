@@ -8,9 +8,12 @@ use axum::middleware::from_fn_with_state;
 use axum::routing::get;
 use herald_app::ssr::AppState;
 use herald_app::{App, shell};
-use herald_engine::jobs::Jobs;
+use herald_engine::campaigns::delivery::DeliveryConfig;
+use herald_engine::campaigns::identities::SmtpIdentity;
+use herald_engine::jobs::{Jobs, WorkerSetup};
 use herald_engine::mail::Mailer;
 use herald_engine::rate_limit::RateLimiter;
+use herald_engine::smtp_client::SmtpServer;
 use herald_engine::smtp_sink::MailSink;
 use herald_engine::tokens::Signer;
 use herald_engine::{Db, migrate};
@@ -56,6 +59,47 @@ pub struct Core {
     pub db: Db,
     pub mailer: Mailer,
     pub sink: Option<(MailSink, SocketAddr)>,
+    /// Where campaigns without their own sending identity go (`HERALD_SMTP_URL`).
+    pub default_identity: SmtpIdentity,
+}
+
+impl Core {
+    /// The delivery engine's configuration for this process (a unique worker id each time).
+    pub fn delivery_config(&self, config: &Config) -> DeliveryConfig {
+        let mut d = DeliveryConfig::new(
+            herald_engine::jobs::unique_worker_name("send"),
+            config.base_url.clone(),
+            self.default_identity.clone(),
+        );
+        d.lease = Duration::from_secs(config.send.lease_seconds);
+        d.retry_base = Duration::from_secs_f64(config.send.retry_base_seconds);
+        d.batch_size = config.send.batch_size;
+        d.max_attempts = config.send.max_attempts;
+        d
+    }
+
+    /// Everything the job workers need.
+    pub fn worker_setup(&self, config: &Config) -> WorkerSetup {
+        WorkerSetup {
+            db: self.db.clone(),
+            mailer: self.mailer.clone(),
+            signer: Signer::new(&config.secret_key),
+            base_url: config.base_url.clone(),
+            delivery: self.delivery_config(config),
+            send_concurrency: config.send.concurrency,
+        }
+    }
+}
+
+fn default_identity(config: &Config, smtp_url: &str) -> anyhow::Result<SmtpIdentity> {
+    Ok(SmtpIdentity {
+        bucket: "identity:default".into(),
+        server: SmtpServer::parse(smtp_url).map_err(|e| anyhow::anyhow!("HERALD_SMTP_URL is not valid: {e}"))?,
+        max_connections: config.send.max_connections,
+        rate_per_second: config.send.rate_per_second,
+        burst: config.send.burst,
+        dkim: None,
+    })
 }
 
 /// Connects as the runtime role, checks it cannot bypass RLS, starts the dev mail catcher if
@@ -80,7 +124,8 @@ pub async fn core(config: &Config) -> anyhow::Result<Core> {
         None => None,
     };
     let mailer = Mailer::from_url(&smtp_url, &config.mail_from)?;
-    Ok(Core { db, mailer, sink })
+    let default_identity = default_identity(config, &smtp_url)?;
+    Ok(Core { db, mailer, sink, default_identity })
 }
 
 pub struct Application {
@@ -89,13 +134,14 @@ pub struct Application {
     pub addr: SocketAddr,
     pub state: AppState,
     pub sink: Option<(MailSink, SocketAddr)>,
-    core_db: Db,
-    mailer: Mailer,
+    workers: Option<WorkerSetup>,
 }
 
 impl Application {
     pub async fn build(config: &Config) -> anyhow::Result<Self> {
-        let Core { db, mailer, sink } = core(config).await?;
+        let core = core(config).await?;
+        let workers = config.run_workers.then(|| core.worker_setup(config));
+        let Core { db, sink, default_identity, .. } = core;
         let listener = TcpListener::bind(config.bind)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.bind))?;
@@ -104,6 +150,7 @@ impl Application {
             db: db.clone(),
             signer: Signer::new(&config.secret_key),
             jobs: Jobs::new(&db),
+            default_identity,
             base_url: config.base_url.clone(),
             dev_mode: config.is_dev(),
             auth_ip_limiter: Arc::new(RateLimiter::new(30, Duration::from_secs(60))),
@@ -111,18 +158,15 @@ impl Application {
             public_form_limiter: Arc::new(RateLimiter::new(20, Duration::from_secs(60))),
         };
         let router = router(config, state.clone(), addr, sink.as_ref().map(|s| s.0.clone()));
-        Ok(Self { listener, router, addr, state, sink, core_db: db, mailer })
+        Ok(Self { listener, router, addr, state, sink, workers })
     }
 
     /// Serves HTTP and runs the background workers until `shutdown` resolves.
     pub async fn run(self, shutdown: tokio::sync::watch::Receiver<bool>) -> anyhow::Result<()> {
-        let workers = tokio::spawn(run_background(
-            self.core_db.clone(),
-            self.mailer.clone(),
-            self.state.signer.clone(),
-            self.state.base_url.clone(),
-            shutdown.clone(),
-        ));
+        let workers = match self.workers {
+            Some(setup) => tokio::spawn(run_background(setup, shutdown.clone())),
+            None => tokio::spawn(async { Ok(()) }),
+        };
         let mut rx = shutdown.clone();
         axum::serve(self.listener, self.router.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(async move {
@@ -135,14 +179,8 @@ impl Application {
 }
 
 /// The job workers and housekeeping, until `shutdown` flips to true.
-pub async fn run_background(
-    db: Db,
-    mailer: Mailer,
-    signer: Signer,
-    base_url: String,
-    shutdown: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<()> {
-    let store = PgSessionStore::new(db.pool().clone());
+pub async fn run_background(setup: WorkerSetup, shutdown: tokio::sync::watch::Receiver<bool>) -> anyhow::Result<()> {
+    let store = PgSessionStore::new(setup.db.pool().clone());
     let mut rx = shutdown.clone();
     let housekeeping = tokio::spawn(async move {
         loop {
@@ -156,7 +194,7 @@ pub async fn run_background(
         }
     });
     let mut rx = shutdown;
-    let result = herald_engine::jobs::run_workers(db, mailer, signer, base_url, async move {
+    let result = herald_engine::jobs::run_workers(setup, async move {
         let _ = rx.wait_for(|stop| *stop).await;
     })
     .await;

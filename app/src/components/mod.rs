@@ -1,2 +1,3 @@
 pub mod shell;
+pub mod timezone;
 pub mod ui;

@@ -107,3 +107,62 @@ pub fn url_encode(s: &str) -> String {
         })
         .collect()
 }
+
+/// A modal that asks before a consequential action (send, cancel, delete). It opens while `open`
+/// is true; the confirm button takes the focus, Escape or "Cancel" closes it, and confirming
+/// closes it and calls `on_confirm`.
+#[component]
+pub fn ConfirmDialog(
+    open: RwSignal<bool>,
+    #[prop(into)] title: String,
+    #[prop(into)] confirm_label: String,
+    #[prop(optional)] danger: bool,
+    #[prop(into)] on_confirm: Callback<()>,
+    children: ChildrenFn,
+) -> impl IntoView {
+    let confirm_ref = NodeRef::<leptos::html::Button>::new();
+    Effect::new(move |_| {
+        if open.get()
+            && let Some(button) = confirm_ref.get()
+        {
+            let _ = button.focus();
+        }
+    });
+    let confirm_class = if danger {
+        "btn-primary bg-red-600 hover:bg-red-500 active:bg-red-700 focus-visible:outline-red-600"
+    } else {
+        "btn-primary"
+    };
+    let title_id = format!("dialog-{}", title.to_lowercase().replace(|c: char| !c.is_ascii_alphanumeric(), "-"));
+    view! {
+        <Show when=move || open.get()>
+            <div class="fixed inset-0 z-50 flex items-center justify-center bg-slate-900/40 p-4"
+                on:keydown=move |ev| if ev.key() == "Escape" { open.set(false) }>
+                <div role="dialog" aria-modal="true" aria-labelledby=title_id.clone()
+                    class="w-full max-w-md rounded-xl bg-white p-6 shadow-xl">
+                    <h2 id=title_id.clone() class="text-lg font-semibold text-slate-900">{title.clone()}</h2>
+                    <div class="mt-2 text-sm text-slate-600">{children()}</div>
+                    <div class="mt-6 flex justify-end gap-3">
+                        <button type="button" class="btn-secondary" on:click=move |_| open.set(false)>"Cancel"</button>
+                        <button type="button" class=confirm_class node_ref=confirm_ref on:click=move |_| {
+                            open.set(false);
+                            on_confirm.run(());
+                        }>{confirm_label.clone()}</button>
+                    </div>
+                </div>
+            </div>
+        </Show>
+    }
+}
+
+/// "2 h 5 min", "3 min 20 s", "45 s".
+pub fn human_duration(seconds: i64) -> String {
+    let s = seconds.max(0);
+    if s >= 3600 {
+        format!("{} h {} min", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{} min {} s", s / 60, s % 60)
+    } else {
+        format!("{s} s")
+    }
+}

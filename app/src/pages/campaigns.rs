@@ -1,17 +1,250 @@
-//! `/campaigns`. Until the campaign editor lands, an honest empty state.
+//! `/campaigns`: every campaign, newest first, with its status, audience size and how far its
+//! send got; and the button that starts a new draft.
 
 use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{EmptyState, PageHeader};
+use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
+use crate::error::AppError;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CampaignRow {
+    pub id: String,
+    pub name: String,
+    pub subject: String,
+    pub status: String,
+    pub recipients: i64,
+    /// Messages accepted by the SMTP server (`None` before the send starts).
+    pub sent: Option<i64>,
+    /// Share of the send finished, 0–100, for sending and paused campaigns.
+    pub percent: Option<u8>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub scheduled_at: Option<String>,
+    pub schedule_tz: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CampaignsView {
+    pub campaigns: Vec<CampaignRow>,
+    pub can_create: bool,
+}
+
+#[server(prefix = "/rpc", endpoint = "list_campaigns")]
+pub async fn list_campaigns() -> Result<CampaignsView, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::Role;
+    use herald_engine::campaigns::{progress, store};
+    let m = require_role(Role::Viewer).await?;
+    let list = store::list(&m.state.db, m.tenant, 200).await?;
+    let mut campaigns = Vec::with_capacity(list.len());
+    for c in list {
+        // Counts exist once a send started; drafts and scheduled campaigns have none.
+        let (sent, percent) = if c.is_editable() {
+            (None, None)
+        } else {
+            let p = progress::progress(&m.state.db, m.tenant, c.id).await?;
+            let percent = matches!(c.status.as_str(), "sending" | "paused")
+                .then(|| (p.done_fraction() * 100.0).floor().clamp(0.0, 100.0) as u8);
+            (Some(p.sent), percent)
+        };
+        campaigns.push(CampaignRow {
+            id: c.id.to_string(),
+            name: c.name,
+            subject: c.subject,
+            status: c.status,
+            recipients: c.recipients,
+            sent,
+            percent,
+            created_at: c.created_at.to_rfc3339(),
+            updated_at: c.updated_at.to_rfc3339(),
+            scheduled_at: c.scheduled_at.map(|t| t.to_rfc3339()),
+            schedule_tz: c.schedule_tz,
+            started_at: c.started_at.map(|t| t.to_rfc3339()),
+            finished_at: c.finished_at.map(|t| t.to_rfc3339()),
+        });
+    }
+    Ok(CampaignsView { campaigns, can_create: m.role.can_author() })
+}
+
+/// Creates a draft and opens its editor. An empty name becomes "Untitled campaign".
+#[server(prefix = "/rpc", endpoint = "create_campaign")]
+pub async fn create_campaign(name: String) -> Result<String, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::Role;
+    use herald_engine::campaigns::store::{self, CampaignInput};
+    let m = require_role(Role::Author).await?;
+    let name = if name.trim().is_empty() { "Untitled campaign".to_string() } else { name };
+    let input = CampaignInput { name, body_format: "markdown".into(), ..Default::default() };
+    let c = store::create(&m.state.db, m.tenant, m.role, &input).await?;
+    leptos_axum::redirect(&format!("/campaigns/{}", c.id));
+    Ok(c.id.to_string())
+}
+
+/// The human label of a campaign status.
+pub fn status_label(status: &str) -> &'static str {
+    match status {
+        "draft" => "Draft",
+        "scheduled" => "Scheduled",
+        "sending" => "Sending",
+        "paused" => "Paused",
+        "sent" => "Sent",
+        "cancelled" => "Cancelled",
+        _ => "Unknown",
+    }
+}
+
+/// The colour of a campaign status: draft grey, scheduled blue, sending amber, paused orange,
+/// sent green, cancelled slate.
+pub fn status_class(status: &str) -> &'static str {
+    match status {
+        "scheduled" => "badge bg-blue-50 text-blue-700 ring-blue-200",
+        "sending" => "badge bg-amber-50 text-amber-800 ring-amber-200",
+        "paused" => "badge bg-orange-50 text-orange-700 ring-orange-200",
+        "sent" => "badge bg-emerald-50 text-emerald-700 ring-emerald-200",
+        "cancelled" => "badge bg-slate-200 text-slate-600 ring-slate-300",
+        _ => "badge bg-slate-100 text-slate-600 ring-slate-200",
+    }
+}
+
+/// A campaign's status as a coloured badge; a sending one shows how far it got.
+#[component]
+pub fn CampaignStatusBadge(#[prop(into)] status: String, #[prop(optional)] percent: Option<u8>) -> impl IntoView {
+    let sending = status == "sending";
+    view! {
+        <span class=status_class(&status) data-testid="status-badge">
+            {sending.then(|| view! { <span class="mr-1.5 inline-block h-1.5 w-1.5 animate-pulse rounded-full bg-amber-500" aria-hidden="true"></span> })}
+            {status_label(&status)}
+            {percent.filter(|_| sending).map(|p| view! { <span class="ml-1 tabular-nums">{format!("{p}%")}</span> })}
+        </span>
+    }
+}
 
 #[component]
 pub fn CampaignsPage() -> impl IntoView {
+    let create = ServerAction::<CreateCampaign>::new();
+    let data = Resource::new(|| (), |_| list_campaigns());
     view! {
-        <PageHeader title="Campaigns" subtitle="Write, schedule and send"/>
-        <EmptyState
-            title="No campaigns yet"
-            body="The campaign editor and send engine are not built yet. Invite the authors who will write your newsletter so they are ready when it is."
-            action_href="/settings/members"
-            action_label="Invite your team"/>
+        <div class="flex items-start justify-between gap-6">
+            <PageHeader title="Campaigns" subtitle="Write, schedule and send"/>
+            <Suspense>
+                {move || Suspend::new(async move {
+                    data.await.ok().filter(|v| v.can_create).map(|_| view! { <NewCampaignForm create=create/> })
+                })}
+            </Suspense>
+        </div>
+        <ActionError value=create.value()/>
+        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(v) if v.campaigns.is_empty() => view! { <NoCampaigns can_create=v.can_create/> }.into_any(),
+                    Ok(v) => view! { <CampaignTable rows=v.campaigns/> }.into_any(),
+                    Err(e) => view! { <LoadError error=e/> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn NewCampaignForm(create: ServerAction<CreateCampaign>) -> impl IntoView {
+    view! {
+        <ActionForm action=create attr:class="flex items-end gap-2" attr:aria-label="New campaign">
+            <div>
+                <label for="new-campaign-name" class="sr-only">"Campaign name"</label>
+                <input id="new-campaign-name" name="name" maxlength="200" class="input w-64"
+                    placeholder="Untitled campaign" autocomplete="off"/>
+            </div>
+            <button type="submit" class="btn-primary" disabled=move || create.pending().get()>
+                {move || if create.pending().get() { "Creating…" } else { "New campaign" }}
+            </button>
+        </ActionForm>
+    }
+}
+
+#[component]
+fn NoCampaigns(can_create: bool) -> impl IntoView {
+    let body = if can_create {
+        "A campaign is one email to one or more of your lists. Name it above and press “New campaign”: the editor saves as you type, shows a live preview, and sends a test before the real thing."
+    } else {
+        "Authors and admins write campaigns here. Once one is sent, you can follow its progress and report from this page."
+    };
+    view! {
+        <div class="rounded-xl border-2 border-dashed border-slate-200 bg-white px-6 py-12 text-center" data-testid="campaigns-empty">
+            <h2 class="text-lg font-medium text-slate-900">"No campaigns yet"</h2>
+            <p class="mx-auto mt-2 max-w-md text-sm text-slate-500">{body}</p>
+            {can_create.then(|| view! {
+                <p class="mt-4 text-xs text-slate-400">
+                    "Before the first send: add your postal address in "
+                    <a href="/settings" class="text-indigo-600 hover:underline">"Settings"</a>
+                    " and readers to a list in "
+                    <a href="/audience" class="text-indigo-600 hover:underline">"Audience"</a>"."
+                </p>
+            })}
+        </div>
+    }
+}
+
+/// The date worth showing for a campaign in its current state.
+fn when(r: &CampaignRow) -> (String, String) {
+    match r.status.as_str() {
+        "scheduled" => ("Sends".into(), r.scheduled_at.as_deref().map(short_time).unwrap_or_default() + " UTC"),
+        "sending" | "paused" => ("Started".into(), r.started_at.as_deref().map(short_time).unwrap_or_default()),
+        "sent" | "cancelled" => (
+            if r.status == "sent" { "Sent".into() } else { "Stopped".into() },
+            r.finished_at.as_deref().or(r.started_at.as_deref()).map(short_time).unwrap_or_default(),
+        ),
+        _ => ("Edited".into(), short_time(&r.updated_at)),
+    }
+}
+
+#[component]
+fn CampaignTable(rows: Vec<CampaignRow>) -> impl IntoView {
+    view! {
+        <Card>
+            <table class="w-full text-left text-sm" data-testid="campaigns-table">
+                <thead class="text-xs uppercase text-slate-400">
+                    <tr>
+                        <th class="py-2">"Campaign"</th>
+                        <th>"Status"</th>
+                        <th class="text-right">"Recipients"</th>
+                        <th class="text-right">"Sent"</th>
+                        <th class="pl-6">"Date"</th>
+                    </tr>
+                </thead>
+                <tbody class="divide-y divide-slate-100">
+                    {rows.into_iter().map(|r| {
+                        let href = format!("/campaigns/{}", r.id);
+                        let (when_label, when_value) = when(&r);
+                        let recipients = if r.recipients > 0 || r.sent.is_some() { r.recipients.to_string() } else { "—".into() };
+                        let sent = r.sent.map(|n| n.to_string()).unwrap_or_else(|| "—".into());
+                        let subject = if r.subject.is_empty() { "No subject yet".to_string() } else { r.subject.clone() };
+                        view! {
+                            <tr data-testid="campaign-row">
+                                <td class="max-w-xs py-3 pr-4">
+                                    <a href=href class="block truncate font-medium text-slate-800 hover:text-indigo-600">{r.name.clone()}</a>
+                                    <div class="truncate text-xs text-slate-500">{subject}</div>
+                                </td>
+                                <td>
+                                    <CampaignStatusBadge status=r.status.clone() percent=r.percent.unwrap_or(0)/>
+                                    {r.percent.filter(|_| r.status == "sending" || r.status == "paused").map(|p| view! {
+                                        <div class="mt-1 h-1 w-24 rounded-full bg-slate-100" aria-hidden="true">
+                                            <div class="h-1 rounded-full bg-amber-400" style=format!("width: {p}%")></div>
+                                        </div>
+                                    })}
+                                </td>
+                                <td class="text-right tabular-nums">{recipients}</td>
+                                <td class="text-right tabular-nums">{sent}</td>
+                                <td class="pl-6 text-slate-500">
+                                    <span class="text-xs text-slate-400">{when_label}" "</span>{when_value}
+                                </td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </Card>
     }
 }

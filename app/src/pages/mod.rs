@@ -1,5 +1,7 @@
 pub mod api_keys;
 pub mod audience;
+pub mod campaign;
+pub mod campaign_progress;
 pub mod campaigns;
 pub mod dashboard;
 pub mod import;
@@ -11,6 +13,7 @@ pub mod new_workspace;
 pub mod not_found;
 pub mod reader;
 pub mod readers;
+pub mod sending;
 pub mod settings;
 pub mod signup;
 pub mod suppressions;

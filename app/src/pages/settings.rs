@@ -50,8 +50,12 @@ pub async fn update_workspace_settings(
 /// The tabs above every settings page.
 #[component]
 pub fn SettingsTabs(active: &'static str) -> impl IntoView {
-    const TABS: &[(&str, &str)] =
-        &[("/settings", "General"), ("/settings/members", "Members"), ("/settings/api-keys", "API keys")];
+    const TABS: &[(&str, &str)] = &[
+        ("/settings", "General"),
+        ("/settings/sending", "Sending"),
+        ("/settings/members", "Members"),
+        ("/settings/api-keys", "API keys"),
+    ];
     view! { <TabbedHeader title="Settings" tabs=TABS active=active/> }
 }
 

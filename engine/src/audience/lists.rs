@@ -148,15 +148,16 @@ pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<List> {
     Ok(list)
 }
 
-/// Every list with its subscription counts, by name.
+/// Every list with its subscription counts, by name. The counts are kept by a trigger on
+/// `subscriptions` (migration 0010), so this costs the same at ten readers or ten million.
 pub async fn with_counts(db: &Db, tenant: TenantId) -> Result<Vec<ListWithCounts>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(
         "SELECT l.id, l.name, l.slug, l.description, l.opt_in, l.visibility, l.created_at,
-                count(*) FILTER (WHERE s.status = 'confirmed') AS confirmed,
-                count(*) FILTER (WHERE s.status = 'unconfirmed') AS unconfirmed,
-                count(*) FILTER (WHERE s.status = 'unsubscribed') AS unsubscribed
-         FROM lists l LEFT JOIN subscriptions s ON s.list_id = l.id
+                coalesce(sum(c.n) FILTER (WHERE c.status = 'confirmed'), 0)::bigint AS confirmed,
+                coalesce(sum(c.n) FILTER (WHERE c.status = 'unconfirmed'), 0)::bigint AS unconfirmed,
+                coalesce(sum(c.n) FILTER (WHERE c.status = 'unsubscribed'), 0)::bigint AS unsubscribed
+         FROM lists l LEFT JOIN list_counts c ON c.list_id = l.id
          WHERE l.tenant_id = $1
          GROUP BY l.id ORDER BY lower(l.name)",
     )

@@ -72,40 +72,38 @@ pub struct ReaderPage {
     pub next_before: Option<i64>,
 }
 
-/// Appends the filter's WHERE conditions (the query already has `WHERE r.tenant_id = …`).
+/// Appends the bound arguments of the `search_readers` SQL function (migration 0010) for this
+/// filter: pattern, status, list, attribute conditions. The function runs outside row-level
+/// security (so LIKE and `@>` can use their indexes) and confines itself to the transaction's
+/// tenant; every filtered query in Herald goes through it, so there is one filter implementation.
+fn push_filter_args(q: &mut QueryBuilder<Postgres>, f: &ReaderFilter) -> Result<()> {
+    let pattern = f
+        .search
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| format!("%{}%", s.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
+    if let Some(status) = &f.status
+        && !matches!(status.as_str(), "active" | "unsubscribed" | "blocklisted")
+    {
+        return Err(Error::Invalid(format!("unknown status “{status}”")));
+    }
+    // `attributes @> {"k": v}` per accepted value, OR'ed: each uses the jsonb_path_ops GIN index.
+    let attributes: Vec<Value> = match &f.attribute {
+        None => Vec::new(),
+        Some(AttributeCondition::Equals(k, v)) => vec![serde_json::json!({ k: v })],
+        Some(AttributeCondition::In(k, vs)) => vs.iter().map(|v| serde_json::json!({ k: v })).collect(),
+    };
+    q.push_bind(pattern).push(", ").push_bind(f.status.clone()).push(", ").push_bind(f.list);
+    q.push(", ").push_bind(attributes).push("::jsonb[]");
+    Ok(())
+}
+
+/// Appends `AND r.id IN (readers matching the filter)` to a query over `readers r`.
 pub(crate) fn push_filter(q: &mut QueryBuilder<Postgres>, f: &ReaderFilter) -> Result<()> {
-    if let Some(s) = f.search.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        let pattern = format!("%{}%", s.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
-        q.push(" AND (lower(r.email) || ' ' || lower(r.name)) LIKE ").push_bind(pattern);
-    }
-    if let Some(status) = &f.status {
-        if !matches!(status.as_str(), "active" | "unsubscribed" | "blocklisted") {
-            return Err(Error::Invalid(format!("unknown status “{status}”")));
-        }
-        q.push(" AND r.status = ").push_bind(status.clone());
-    }
-    if let Some(list) = f.list {
-        q.push(" AND EXISTS (SELECT 1 FROM subscriptions s WHERE s.list_id = ")
-            .push_bind(list)
-            .push(" AND s.reader_id = r.id AND s.status <> 'unsubscribed')");
-    }
-    match &f.attribute {
-        None => {}
-        // `@>` uses the jsonb_path_ops GIN index.
-        Some(AttributeCondition::Equals(k, v)) => {
-            q.push(" AND r.attributes @> ").push_bind(serde_json::json!({ k: v }));
-        }
-        Some(AttributeCondition::In(k, vs)) => {
-            q.push(" AND (");
-            for (i, v) in vs.iter().enumerate() {
-                if i > 0 {
-                    q.push(" OR ");
-                }
-                q.push("r.attributes @> ").push_bind(serde_json::json!({ k: v }));
-            }
-            q.push(")");
-        }
-    }
+    q.push(" AND r.id IN (SELECT id FROM search_readers(");
+    push_filter_args(q, f)?;
+    q.push(", NULL, NULL))");
     Ok(())
 }
 
@@ -120,14 +118,10 @@ pub async fn search(
 ) -> Result<ReaderPage> {
     let limit = limit.clamp(1, 500);
     let mut q = QueryBuilder::<Postgres>::new(
-        "SELECT r.id, r.email, r.name, r.attributes, r.status, r.created_at, r.updated_at FROM readers r WHERE r.tenant_id = ",
+        "SELECT id, email, name, attributes, status, created_at, updated_at FROM search_readers(",
     );
-    q.push_bind(tenant);
-    push_filter(&mut q, f)?;
-    if let Some(b) = before {
-        q.push(" AND r.id < ").push_bind(b);
-    }
-    q.push(" ORDER BY r.id DESC LIMIT ").push_bind(limit + 1);
+    push_filter_args(&mut q, f)?;
+    q.push(", ").push_bind(before).push(", ").push_bind((limit + 1) as i32).push(")");
     let mut tx = db.tenant_tx(tenant).await?;
     let mut readers: Vec<Reader> = q.build_query_as().fetch_all(&mut *tx).await?;
     tx.commit().await?;

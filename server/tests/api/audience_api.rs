@@ -4,37 +4,6 @@ use crate::helpers::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-struct Api {
-    client: reqwest::Client,
-    base: String,
-    key: String,
-}
-
-impl Api {
-    async fn for_owner(app: &TestApp, owner: &Browser) -> Self {
-        let key = owner.call("create_api_key", &[("name", "test")]).await.body.as_str().expect("key").to_string();
-        Self { client: reqwest::Client::new(), base: app.base.clone(), key }
-    }
-
-    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let mut req = self.client.request(method, format!("{}{path}", self.base)).bearer_auth(&self.key);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let res = req.send().await.expect("request");
-        let status = res.status();
-        let text = res.text().await.unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-    }
-
-    async fn get(&self, path: &str) -> (StatusCode, Value) {
-        self.send(reqwest::Method::GET, path, None).await
-    }
-    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.send(reqwest::Method::POST, path, Some(body)).await
-    }
-}
-
 #[tokio::test]
 async fn lists_and_readers_crud_bulk_and_subscriptions() {
     let app = spawn_app().await;

@@ -70,10 +70,17 @@ pub struct TestApp {
 }
 
 pub async fn spawn_app() -> TestApp {
-    try_spawn_app().await.expect("test app starts")
+    spawn_app_with(&[]).await
 }
 
-async fn try_spawn_app() -> anyhow::Result<TestApp> {
+/// `spawn_app` with extra settings, e.g. `("HERALD_RUN_WORKERS", "false")` for tests that drive
+/// the delivery engine themselves.
+pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
+    try_spawn_app(extra).await.expect("test app starts")
+}
+
+/// A fresh database copied from the migrated template; returns its owner URL.
+pub async fn fresh_database() -> anyhow::Result<String> {
     let template = template().await?;
     let db = format!("herald_t_{}_{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..10]);
     let admin = admin_pool().await?;
@@ -94,7 +101,12 @@ async fn try_spawn_app() -> anyhow::Result<TestApp> {
         }
     }
     admin.close().await;
-    let db_url = url_with_db(&owner_url(), &db);
+    Ok(url_with_db(&owner_url(), &db))
+}
+
+async fn try_spawn_app(extra: &[(&str, &str)]) -> anyhow::Result<TestApp> {
+    let db_url = fresh_database().await?;
+    let db = db_url.rsplit('/').next().unwrap_or_default().to_string();
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let data_dir = std::env::temp_dir().join(format!("herald-test-{db}"));
     let vars: HashMap<&str, String> = HashMap::from([
@@ -105,6 +117,10 @@ async fn try_spawn_app() -> anyhow::Result<TestApp> {
         ("HERALD_DATA_DIR", data_dir.display().to_string()),
         ("HERALD_DB_MAX_CONNECTIONS", "8".to_string()),
     ]);
+    let mut vars = vars;
+    for (k, v) in extra {
+        vars.insert(k, v.to_string());
+    }
     let config = Config::from_lookup(|k| vars.get(k).cloned()).map_err(anyhow::Error::msg)?;
     let app = Application::build(&config).await?;
     let state = app.state.clone();
@@ -258,4 +274,36 @@ pub async fn two_tenants() -> TwoTenants {
 pub fn invite_token(text: &str) -> String {
     let start = text.find("/invite/").expect("invite link in mail") + "/invite/".len();
     text[start..].split_whitespace().next().expect("token").to_string()
+}
+
+/// A REST API client with a workspace's key.
+pub struct Api {
+    pub client: reqwest::Client,
+    pub base: String,
+    pub key: String,
+}
+
+impl Api {
+    pub async fn for_owner(app: &TestApp, owner: &Browser) -> Self {
+        let key = owner.call("create_api_key", &[("name", "test")]).await.body.as_str().expect("key").to_string();
+        Self { client: reqwest::Client::new(), base: app.base.clone(), key }
+    }
+
+    pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut req = self.client.request(method, format!("{}{path}", self.base)).bearer_auth(&self.key);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status();
+        let text = res.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.send(reqwest::Method::GET, path, None).await
+    }
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(reqwest::Method::POST, path, Some(body)).await
+    }
 }

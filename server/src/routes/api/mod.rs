@@ -1,6 +1,7 @@
 //! The REST API under `/api/v1`: JSON, authenticated with `Authorization: Bearer <key>`, acting in
 //! the key's workspace. Errors are JSON with a stable `code` and a human `message`.
 
+pub mod campaigns;
 pub mod lists;
 pub mod readers;
 pub mod suppressions;
@@ -114,11 +115,15 @@ impl Modify for BearerAuth {
         readers::index, readers::show, readers::create, readers::update, readers::delete,
         readers::bulk_upsert, readers::subscribe, readers::unsubscribe,
         suppressions::index, suppressions::add, suppressions::remove,
+        campaigns::index, campaigns::create, campaigns::show, campaigns::update, campaigns::delete,
+        campaigns::send, campaigns::schedule, campaigns::unschedule, campaigns::pause, campaigns::resume,
+        campaigns::cancel, campaigns::retry_failed, campaigns::stats, campaigns::report,
     ),
     components(schemas(
         workspace::WorkspaceJson, ApiError, lists::ListBody, readers::CreateBody, readers::UpdateBody,
         readers::BulkBody, readers::BulkResult, readers::BulkInvalid, readers::SubscribeBody,
         suppressions::AddBody, suppressions::AddResult,
+        campaigns::CampaignBody, campaigns::ScheduleBody, campaigns::RetryResult,
     )),
     modifiers(&BearerAuth)
 )]
@@ -145,5 +150,16 @@ pub fn router() -> Router<ServerState> {
         .route("/api/v1/readers/{id}/subscriptions/{list_id}", delete(readers::unsubscribe))
         .route("/api/v1/suppressions", get(suppressions::index).post(suppressions::add))
         .route("/api/v1/suppressions/{email}", delete(suppressions::remove))
+        .route("/api/v1/campaigns", get(campaigns::index).post(campaigns::create))
+        .route("/api/v1/campaigns/{id}", get(campaigns::show).put(campaigns::update).delete(campaigns::delete))
+        .route("/api/v1/campaigns/{id}/send", post(campaigns::send))
+        .route("/api/v1/campaigns/{id}/schedule", post(campaigns::schedule))
+        .route("/api/v1/campaigns/{id}/unschedule", post(campaigns::unschedule))
+        .route("/api/v1/campaigns/{id}/pause", post(campaigns::pause))
+        .route("/api/v1/campaigns/{id}/resume", post(campaigns::resume))
+        .route("/api/v1/campaigns/{id}/cancel", post(campaigns::cancel))
+        .route("/api/v1/campaigns/{id}/retry-failed", post(campaigns::retry_failed))
+        .route("/api/v1/campaigns/{id}/stats", get(campaigns::stats))
+        .route("/api/v1/campaigns/{id}/report", get(campaigns::report))
         .route("/api/v1/{*rest}", axum::routing::any(not_found))
 }

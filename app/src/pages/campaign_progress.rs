@@ -1,0 +1,408 @@
+//! The campaign page once a send started: a live progress bar and counts (polled every two
+//! seconds while it sends), pause, resume, cancel and retry, and the report: failures with their
+//! reasons, and why readers were skipped.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, human_duration, short_time};
+use crate::error::AppError;
+use crate::pages::campaign::CampaignDetail;
+use crate::pages::campaigns::CampaignStatusBadge;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureRow {
+    pub email: String,
+    pub reason: String,
+    pub attempts: i32,
+    pub hard_bounce: bool,
+    pub updated_at: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SkipRow {
+    pub reason: String,
+    pub count: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReportView {
+    pub status: String,
+    pub pause_reason: Option<String>,
+    pub fanout_done: bool,
+    pub recipients: i64,
+    pub queued: i64,
+    pub sending: i64,
+    pub sent: i64,
+    pub failed: i64,
+    pub skipped: i64,
+    pub expired: i64,
+    pub cancelled: i64,
+    pub hard_bounces: i64,
+    pub ambiguous: i64,
+    pub rate: f64,
+    pub eta_seconds: Option<i64>,
+    /// Finished share, 0–100, rounded down (100 only when everything finished).
+    pub percent: u8,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub failures: Vec<FailureRow>,
+    pub skip_reasons: Vec<SkipRow>,
+    pub can_act: bool,
+}
+
+impl ReportView {
+    /// Rows with a final outcome so far.
+    fn finished(&self) -> i64 {
+        self.sent + self.failed + self.skipped + self.expired + self.cancelled
+    }
+
+    fn total(&self) -> i64 {
+        self.finished() + self.queued + self.sending
+    }
+
+    /// Still moving: worth polling.
+    fn live(&self) -> bool {
+        self.status == "sending" || (self.status == "paused" && self.sending > 0)
+    }
+}
+
+#[server(prefix = "/rpc", endpoint = "campaign_report")]
+pub async fn campaign_report(id: String) -> Result<ReportView, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, campaigns::progress};
+    let m = require_role(Role::Viewer).await?;
+    let id = crate::ssr::parse_id(&id)?;
+    let r = progress::report(&m.state.db, m.tenant, id).await?;
+    let p = r.progress;
+    let percent = if p.status == "sent" { 100 } else { (p.done_fraction() * 100.0).floor().clamp(0.0, 100.0) as u8 };
+    Ok(ReportView {
+        percent,
+        status: p.status,
+        pause_reason: p.pause_reason,
+        fanout_done: p.fanout_done,
+        recipients: p.recipients,
+        queued: p.queued,
+        sending: p.sending,
+        sent: p.sent,
+        failed: p.failed,
+        skipped: p.skipped,
+        expired: p.expired,
+        cancelled: p.cancelled,
+        hard_bounces: p.hard_bounces,
+        ambiguous: p.ambiguous,
+        rate: p.rate,
+        eta_seconds: p.eta_seconds,
+        started_at: p.started_at.map(|t| t.to_rfc3339()),
+        finished_at: p.finished_at.map(|t| t.to_rfc3339()),
+        failures: r
+            .failures
+            .into_iter()
+            .map(|f| FailureRow {
+                email: f.email,
+                reason: f.reason.unwrap_or_default(),
+                attempts: f.attempts,
+                hard_bounce: f.hard_bounce,
+                updated_at: f.updated_at.to_rfc3339(),
+            })
+            .collect(),
+        skip_reasons: r.skipped.into_iter().map(|(reason, count)| SkipRow { reason, count }).collect(),
+        can_act: m.role.can_author(),
+    })
+}
+
+#[server(prefix = "/rpc", endpoint = "pause_campaign")]
+pub async fn pause_campaign(id: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, campaigns::store, users};
+    let m = require_role(Role::Author).await?;
+    let id = crate::ssr::parse_id(&id)?;
+    let who = users::get_user(&m.state.db, m.user).await.map(|u| u.email).unwrap_or_else(|_| "a member".into());
+    store::pause(&m.state.db, m.tenant, m.role, id, &format!("Paused by {who}.")).await?;
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "resume_campaign")]
+pub async fn resume_campaign(id: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, campaigns::store};
+    let m = require_role(Role::Author).await?;
+    let id = crate::ssr::parse_id(&id)?;
+    store::resume(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?;
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "cancel_campaign")]
+pub async fn cancel_campaign(id: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, campaigns::store};
+    let m = require_role(Role::Author).await?;
+    let id = crate::ssr::parse_id(&id)?;
+    store::cancel(&m.state.db, m.tenant, m.role, id).await?;
+    Ok(())
+}
+
+/// Puts the failed messages (hard bounces aside) back in the queue; returns how many.
+#[server(prefix = "/rpc", endpoint = "retry_failed_sends")]
+pub async fn retry_failed_sends(id: String) -> Result<u64, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, campaigns::store};
+    let m = require_role(Role::Author).await?;
+    let id = crate::ssr::parse_id(&id)?;
+    Ok(store::retry_failed(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?)
+}
+
+/// Why readers got nothing, in words.
+fn skip_label(reason: &str) -> String {
+    match reason {
+        "suppressed" => "On the suppression list (bounced, complained or blocked)".into(),
+        "frequency cap" => "Over the frequency cap (mailed recently)".into(),
+        "unsubscribed" => "Unsubscribed before their message went out".into(),
+        "reader unsubscribed" => "Left everything".into(),
+        "reader blocklisted" => "Blocklisted".into(),
+        "expired" => "Waited longer than the maximum queue age".into(),
+        "cancelled" => "Not sent: the campaign was cancelled".into(),
+        other => {
+            let mut s = other.replace('_', " ");
+            if let Some(first) = s.get(0..1) {
+                s.replace_range(0..1, &first.to_uppercase());
+            }
+            s
+        }
+    }
+}
+
+#[component]
+pub fn CampaignProgress(c: CampaignDetail) -> impl IntoView {
+    let id = StoredValue::new(c.id.clone());
+    let pause = ServerAction::<PauseCampaign>::new();
+    let resume = ServerAction::<ResumeCampaign>::new();
+    let cancel = ServerAction::<CancelCampaign>::new();
+    let retry = ServerAction::<RetryFailedSends>::new();
+    let confirm_cancel = RwSignal::new(false);
+    let confirm_retry = RwSignal::new(false);
+    let tick = RwSignal::new(0u32);
+    let report = Resource::new(
+        move || {
+            (
+                id.get_value(),
+                tick.get(),
+                pause.version().get(),
+                resume.version().get(),
+                cancel.version().get(),
+                retry.version().get(),
+            )
+        },
+        |(id, ..)| campaign_report(id),
+    );
+    // Poll while the send moves (in the browser only), like the import page.
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(
+            move || {
+                let live = report.get_untracked().and_then(|r| r.ok()).is_some_and(|r| r.live());
+                if live {
+                    tick.update(|t| *t += 1);
+                }
+            },
+            std::time::Duration::from_millis(2000),
+        ) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    let buttons = Buttons { pause, resume, confirm_cancel, confirm_retry, id };
+    view! {
+        <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            {move || {
+                let c = c.clone();
+                Suspend::new(async move {
+                match report.await {
+                    Ok(r) => view! { <ProgressBody c=c r=r buttons=buttons/> }.into_any(),
+                    Err(e) => view! { <LoadError error=e/> }.into_any(),
+                }
+            })}}
+        </Transition>
+        <ActionError value=pause.value()/>
+        <ActionError value=resume.value()/>
+        <ActionError value=cancel.value()/>
+        <ActionError value=retry.value()/>
+        {move || retry.value().get().and_then(|r| r.ok()).map(|n| view! {
+            <p class="mt-3 rounded-md bg-emerald-50 px-3 py-2 text-sm text-emerald-800" role="status">
+                {if n == 0 { "Nothing to retry: hard bounces are not retried.".to_string() } else { format!("{n} failed message{} queued again.", if n == 1 { "" } else { "s" }) }}
+            </p>
+        })}
+        <ConfirmDialog open=confirm_cancel title="Cancel this send?" confirm_label="Cancel the send" danger=true
+            on_confirm=move |()| { cancel.dispatch(CancelCampaign { id: id.get_value() }); }>
+            <p>"Messages still queued will not be sent. Messages already handed to the mail server finish. This cannot be undone."</p>
+        </ConfirmDialog>
+        <ConfirmDialog open=confirm_retry title="Retry the failed messages?" confirm_label="Retry failed"
+            on_confirm=move |()| { retry.dispatch(RetryFailedSends { id: id.get_value() }); }>
+            <p>"Failed messages go back in the queue and are sent again. Hard bounces are not retried: those addresses are suppressed."</p>
+        </ConfirmDialog>
+    }
+}
+
+/// The controls, created once outside the polled view so a tick does not reset them.
+#[derive(Clone, Copy)]
+struct Buttons {
+    pause: ServerAction<PauseCampaign>,
+    resume: ServerAction<ResumeCampaign>,
+    confirm_cancel: RwSignal<bool>,
+    confirm_retry: RwSignal<bool>,
+    id: StoredValue<String>,
+}
+
+#[component]
+fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl IntoView {
+    let Buttons { pause, resume, confirm_cancel, confirm_retry, id } = buttons;
+    let status = r.status.clone();
+    let sending = status == "sending";
+    let paused = status == "paused";
+    let can_retry = r.can_act && r.failed > r.hard_bounces && matches!(status.as_str(), "sent" | "sending" | "paused");
+    let bar_class = match status.as_str() {
+        "sent" => "h-4 rounded-full bg-emerald-500 transition-all duration-500",
+        "paused" => "h-4 rounded-full bg-orange-400 transition-all duration-500",
+        "cancelled" => "h-4 rounded-full bg-slate-400 transition-all duration-500",
+        _ => "h-4 rounded-full bg-indigo-500 transition-all duration-500",
+    };
+    let total = r.total();
+    let finished = r.finished();
+    let progress_line = if !r.fanout_done && sending {
+        format!("Preparing the audience… {total} queued so far")
+    } else {
+        format!("{finished} of {total} done")
+    };
+    let rate_line = match (sending, r.eta_seconds) {
+        (true, Some(eta)) => format!("{:.1} messages/s · about {} left", r.rate, human_duration(eta)),
+        (true, None) => format!("{:.1} messages/s", r.rate),
+        _ => String::new(),
+    };
+    let counts = [
+        ("Queued", r.queued, "count-queued", "Waiting their turn"),
+        ("Sending", r.sending, "count-sending", "Handed to a connection right now"),
+        ("Sent", r.sent, "count-sent", "Accepted by the mail server"),
+        ("Failed", r.failed, "count-failed", "Refused or undeliverable"),
+        ("Skipped", r.skipped, "count-skipped", "Suppressed, unsubscribed or over the frequency cap"),
+        ("Expired", r.expired, "count-expired", "Waited longer than the maximum queue age"),
+        ("Cancelled", r.cancelled, "count-cancelled", "Not sent because the campaign was cancelled"),
+    ];
+    let show_report =
+        matches!(status.as_str(), "sent" | "cancelled") || !r.failures.is_empty() || !r.skip_reasons.is_empty();
+    let subject = c.subject.clone();
+    view! {
+        <div class="mb-6">
+            <h1 class="truncate text-2xl font-semibold text-slate-900">{c.name.clone()}</h1>
+            <div class="mt-1 flex flex-wrap items-center gap-3 text-sm text-slate-500">
+                <span data-testid="campaign-status"><CampaignStatusBadge status=status.clone()/></span>
+                <span class="truncate">"Subject: " {subject}</span>
+                {r.started_at.as_deref().map(|t| view! { <span>"Started " {short_time(t)} " UTC"</span> })}
+                {r.finished_at.as_deref().map(|t| view! { <span>"Finished " {short_time(t)} " UTC"</span> })}
+            </div>
+        </div>
+        {paused.then(|| view! {
+            <div class="mb-6 flex items-start justify-between gap-4 rounded-md border border-orange-200 bg-orange-50 px-4 py-3 text-sm text-orange-800" role="alert" data-testid="pause-reason">
+                <div>
+                    <p class="font-medium">"Sending is paused"</p>
+                    <p class="mt-1">{r.pause_reason.clone().unwrap_or_else(|| "No reason was given.".into())}</p>
+                </div>
+                {r.can_act.then(|| view! {
+                    <button type="button" class="btn-primary shrink-0" disabled=move || resume.pending().get()
+                        on:click=move |_| { resume.dispatch(ResumeCampaign { id: id.get_value() }); }>"Resume"</button>
+                })}
+            </div>
+        })}
+        <Card>
+            <div class="mb-2 flex items-end justify-between">
+                <span class="text-sm text-slate-600" data-testid="progress-line">{progress_line}</span>
+                <span class="text-3xl font-semibold tabular-nums text-slate-900" data-testid="send-percent">{format!("{}%", r.percent)}</span>
+            </div>
+            <div class="h-4 w-full overflow-hidden rounded-full bg-slate-100" role="progressbar" aria-label="Send progress"
+                aria-valuemin="0" aria-valuemax="100" aria-valuenow=r.percent>
+                <div class=bar_class style=format!("width: {}%", r.percent)></div>
+            </div>
+            <p class="mt-2 h-4 text-xs text-slate-500" data-testid="send-rate">{rate_line}</p>
+            <dl class="mt-6 grid grid-cols-4 gap-4 text-center text-sm lg:grid-cols-7">
+                {counts.into_iter().map(|(label, n, testid, title)| view! {
+                    <div class="rounded-lg bg-slate-50 px-2 py-3" title=title>
+                        <dt class="text-xs text-slate-500">{label}</dt>
+                        <dd class="text-lg font-semibold tabular-nums" data-testid=testid>{n}</dd>
+                    </div>
+                }).collect_view()}
+            </dl>
+            {(r.hard_bounces > 0 || r.ambiguous > 0).then(|| view! {
+                <p class="mt-3 text-xs text-slate-500">
+                    {format!("{} hard bounce{} (now suppressed)", r.hard_bounces, if r.hard_bounces == 1 { "" } else { "s" })}
+                    {(r.ambiguous > 0).then(|| format!(" · {} message{} re-sent after a connection dropped mid-delivery", r.ambiguous, if r.ambiguous == 1 { "" } else { "s" }))}
+                </p>
+            })}
+            {r.can_act.then(|| view! {
+                <div class="mt-6 flex flex-wrap gap-3 border-t border-slate-100 pt-4">
+                    {sending.then(|| view! {
+                        <button type="button" class="btn-secondary" disabled=move || pause.pending().get()
+                            on:click=move |_| { pause.dispatch(PauseCampaign { id: id.get_value() }); }>"Pause"</button>
+                    })}
+                    {paused.then(|| view! {
+                        <button type="button" class="btn-secondary" disabled=move || resume.pending().get()
+                            on:click=move |_| { resume.dispatch(ResumeCampaign { id: id.get_value() }); }>"Resume"</button>
+                    })}
+                    {(sending || paused).then(|| view! {
+                        <button type="button" class="btn-secondary text-red-600" on:click=move |_| confirm_cancel.set(true)>"Cancel send"</button>
+                    })}
+                    {can_retry.then(|| view! {
+                        <button type="button" class="btn-secondary" on:click=move |_| confirm_retry.set(true)>"Retry failed"</button>
+                    })}
+                </div>
+            })}
+        </Card>
+        {show_report.then(|| view! { <ReportTables r=r.clone()/> })}
+    }
+}
+
+#[component]
+fn ReportTables(r: ReportView) -> impl IntoView {
+    let failures = r.failures;
+    let skips = r.skip_reasons;
+    view! {
+        <Card title="Report">
+            <h3 class="mb-2 text-sm font-medium text-slate-700">"Failures"</h3>
+            {if failures.is_empty() {
+                view! { <p class="text-sm text-slate-500" data-testid="no-failures">"No failures: every message that went out was accepted."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="w-full text-left text-sm" data-testid="failures-table">
+                        <thead class="text-xs uppercase text-slate-400">
+                            <tr><th class="py-2">"Reader"</th><th>"Reason"</th><th class="text-right">"Attempts"</th><th class="pl-4">"When"</th></tr>
+                        </thead>
+                        <tbody class="divide-y divide-slate-100">
+                            {failures.into_iter().map(|f| view! {
+                                <tr>
+                                    <td class="py-2 pr-4 align-top">
+                                        <div class="font-medium">{f.email}</div>
+                                        {f.hard_bounce.then(|| view! { <span class="badge bg-red-50 text-red-700 ring-red-200">"Hard bounce"</span> })}
+                                    </td>
+                                    <td class="py-2 align-top font-mono text-xs break-all text-slate-600">{if f.reason.is_empty() { "—".to_string() } else { f.reason }}</td>
+                                    <td class="py-2 text-right align-top tabular-nums">{f.attempts}</td>
+                                    <td class="py-2 pl-4 align-top text-slate-500 whitespace-nowrap">{short_time(&f.updated_at)}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }.into_any()
+            }}
+            <h3 class="mt-6 mb-2 text-sm font-medium text-slate-700">"Not sent"</h3>
+            {if skips.is_empty() {
+                view! { <p class="text-sm text-slate-500">"Nobody was skipped."</p> }.into_any()
+            } else {
+                view! {
+                    <ul class="divide-y divide-slate-100 text-sm" data-testid="skip-reasons">
+                        {skips.into_iter().map(|s| view! {
+                            <li class="flex justify-between py-2">
+                                <span>{skip_label(&s.reason)}</span>
+                                <span class="font-medium tabular-nums">{s.count}</span>
+                            </li>
+                        }).collect_view()}
+                    </ul>
+                }.into_any()
+            }}
+        </Card>
+    }
+}

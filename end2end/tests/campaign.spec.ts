@@ -1,0 +1,141 @@
+// An author writes a campaign, watches it autosave and render in the preview, sends a test,
+// sends it to a list of three confirmed readers, follows the progress to 100 %, and finds
+// exactly one copy per reader in the dev inbox.
+import type { APIRequestContext } from "@playwright/test";
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, waitForHydration } from "./helpers";
+
+/** One message caught by the dev mail catcher (`/dev/inbox/messages.json`). */
+type Caught = { id: number; from: string; to: string[]; subject: string; text: string | null; html: string | null };
+
+async function inbox(request: APIRequestContext): Promise<Caught[]> {
+  const res = await request.get("/dev/inbox/messages.json");
+  expect(res.ok(), "the dev inbox answers").toBe(true);
+  return (await res.json()) as Caught[];
+}
+
+function addressedTo(messages: Caught[], address: string): Caught[] {
+  return messages.filter((m) => m.to.some((t) => t.toLowerCase() === address.toLowerCase()));
+}
+
+test("write, preview, test-send and send a campaign to a three-reader list", async ({ page }) => {
+  test.setTimeout(180_000);
+  await signUpWithWorkspace(page, uniqueEmail("campaigner"), `Campaigns ${uniqueId()}`);
+
+  // --- The workspace's postal address (required to send) and default sender. ---
+  await gotoHydrated(page, "/settings");
+  await page.getByLabel("Postal address").fill("Herald Ltd, 1 Main Street, Springfield");
+  await page.getByLabel("Default sender name").fill("The Weekly");
+  await page.getByLabel("Default sender email").fill("weekly@example.com");
+  await page.getByRole("button", { name: "Save changes" }).click();
+  await expect(page.getByText("Saved", { exact: true })).toBeVisible();
+
+  // --- A list "Weekly" with three readers added as confirmed. ---
+  await gotoHydrated(page, "/audience");
+  await page.getByLabel("Name", { exact: true }).fill("Weekly");
+  await page.getByRole("button", { name: "Create list" }).click();
+  await expect(page.getByTestId("lists-table")).toContainText("Weekly");
+
+  const readers = [
+    { name: "Ada", email: uniqueEmail("ada") },
+    { name: "Grace", email: uniqueEmail("grace") },
+    { name: "Linus", email: uniqueEmail("linus") },
+  ];
+  await gotoHydrated(page, "/audience/readers");
+  for (const r of readers) {
+    await page.getByLabel("Email", { exact: true }).fill(r.email);
+    await page.getByLabel("Name", { exact: true }).fill(r.name);
+    await page.getByLabel("Add to list (confirmed)").selectOption({ label: "Weekly" });
+    await page.getByRole("button", { name: "Add reader" }).click();
+    await expect(page.getByTestId("readers-table")).toContainText(r.email);
+  }
+  await gotoHydrated(page, "/audience");
+  await expect(page.getByTestId("confirmed-count").first()).toHaveText("3");
+
+  // --- A new draft, from the campaigns page. ---
+  await gotoHydrated(page, "/campaigns");
+  await expect(page.getByTestId("campaigns-empty")).toBeVisible();
+  await page.getByLabel("Campaign name").fill("November issue");
+  await page.getByRole("button", { name: "New campaign" }).click();
+  await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
+  await waitForHydration(page);
+  await expect(page.getByRole("heading", { level: 1, name: "November issue" })).toBeVisible();
+  // The workspace's default sender filled in the draft's.
+  await expect(page.getByLabel("From email")).toHaveValue("weekly@example.com");
+
+  // --- Write it; it saves by itself. ---
+  await page.getByLabel("Subject", { exact: true }).fill("Hello {{ reader.name }}");
+  await page.getByRole("checkbox", { name: /Weekly/ }).check();
+  await page.getByLabel("Body", { exact: true }).fill("# Hi {{ reader.name }}\n\nThis is the November issue of the Weekly.");
+  await expect(page.getByTestId("audience-estimate")).toContainText("Up to 3 confirmed readers on 1 list");
+  await expect(page.getByTestId("save-status")).toContainText("Saved at", { timeout: 15_000 });
+
+  // --- The preview renders the saved draft, in a sandboxed frame. ---
+  const frameElement = page.getByTestId("preview-frame");
+  await expect(frameElement).toHaveAttribute("sandbox", "");
+  const frame = page.frameLocator('[data-testid="preview-frame"]');
+  await expect(frame.getByText("This is the November issue of the Weekly.")).toBeVisible();
+  await expect(frame.getByRole("heading", { name: "Hi Sample Reader" })).toBeVisible();
+  await expect(page.getByTestId("preview-subject")).toHaveText("Hello Sample Reader");
+
+  // As a real reader, and as plain text.
+  await page.getByLabel("Preview as reader").fill(readers[0].email);
+  await page.getByLabel("Preview as reader").press("Enter");
+  await expect(page.getByTestId("preview-subject")).toHaveText("Hello Ada");
+  await expect(frame.getByRole("heading", { name: "Hi Ada" })).toBeVisible();
+  await page.getByRole("button", { name: "Plain text", exact: true }).click();
+  await expect(page.getByTestId("preview-text")).toContainText("This is the November issue of the Weekly.");
+  await page.getByRole("button", { name: "HTML", exact: true }).click();
+  await expect(frameElement).toBeVisible();
+
+  // --- A test send to one address, found in the dev inbox. ---
+  const tester = uniqueEmail("tester");
+  await page.getByLabel("Send a test to").fill(tester);
+  await page.getByRole("button", { name: "Send test" }).click();
+  const result = page.getByTestId("test-result");
+  await expect(result).toHaveCount(1, { timeout: 20_000 });
+  await expect(result).toContainText(tester);
+  await expect(result).toContainText("accepted");
+  await expect
+    .poll(async () => addressedTo(await inbox(page.request), tester).map((m) => m.subject), { timeout: 20_000 })
+    .toEqual(["[Test] Hello Sample Reader"]);
+
+  // --- Send now, after a confirmation that names the audience. ---
+  await page.getByRole("button", { name: "Send now" }).click();
+  const dialog = page.getByRole("dialog", { name: "Send this campaign now?" });
+  await expect(dialog).toBeVisible();
+  await expect(dialog.getByTestId("send-summary")).toContainText("up to 3 confirmed readers on 1 list (Weekly)");
+  await dialog.getByRole("button", { name: "Send now" }).click();
+
+  // --- The same page becomes the progress view and follows the send to the end. ---
+  await expect(page.getByTestId("send-percent")).toBeVisible({ timeout: 20_000 });
+  await expect(page.getByTestId("campaign-status")).toHaveText("Sent", { timeout: 90_000 });
+  await expect(page.getByTestId("send-percent")).toHaveText("100%");
+  await expect(page.getByTestId("count-sent")).toHaveText("3");
+  await expect(page.getByTestId("count-failed")).toHaveText("0");
+  await expect(page.getByTestId("count-queued")).toHaveText("0");
+  await expect(page.getByTestId("no-failures")).toBeVisible();
+
+  // --- Exactly one copy per reader, personalised. ---
+  await expect
+    .poll(
+      async () => {
+        const messages = await inbox(page.request);
+        return readers.map((r) => addressedTo(messages, r.email).map((m) => m.subject));
+      },
+      { timeout: 20_000 },
+    )
+    .toEqual(readers.map((r) => [`Hello ${r.name}`]));
+  const messages = await inbox(page.request);
+  for (const r of readers) {
+    const [mail] = addressedTo(messages, r.email);
+    expect(mail.text ?? "").toContain(`Hi ${r.name}`);
+    expect(mail.text ?? "").toContain("This is the November issue of the Weekly.");
+    expect(mail.from).toBe("weekly@example.com");
+  }
+
+  // --- The campaigns page lists it as sent to three readers. ---
+  await gotoHydrated(page, "/campaigns");
+  const row = page.getByTestId("campaign-row").filter({ hasText: "November issue" });
+  await expect(row.getByTestId("status-badge")).toHaveText("Sent");
+  await expect(row).toContainText("3");
+});

@@ -1,0 +1,568 @@
+//! Delivery: claim send-log rows, re-check them, send them, record the outcome.
+//!
+//! The guarantees, in the order a row meets them:
+//! 1. **Claim** (one transaction): `FOR UPDATE SKIP LOCKED` picks queued rows of a campaign that
+//!    is still `sending`; the same transaction re-checks each reader (active, still confirmed on
+//!    a target list, not suppressed, row not older than the workspace's max queue age) and
+//!    moves the reader's last-mailed time forward only if the frequency cap allows (an atomic
+//!    conditional UPDATE on `readers`). Survivors become `sending` with this worker's id and a
+//!    lease. Anything committed before the claim (an unsubscribe, a pause) is honoured.
+//! 2. **Delivery**: a message is not started once its lease is close to expiry (the reaper may
+//!    already be handing it to someone else).
+//! 3. **Acknowledge**: `sent` with the server's reply right after the 250. A crash between the
+//!    250 and this write leaves the row leased; the reaper requeues it as *ambiguous* and it is
+//!    re-sent with the same deterministic Message-ID so receivers deduplicate. That is the only
+//!    path to a second copy.
+//!
+//! Failures: 4xx, timeouts and dropped connections are transient (requeued with exponential
+//! backoff and jitter); 5xx is permanent (`failed`, with the reply); a 5xx "user unknown" at
+//! RCPT is a hard bounce and suppresses the address. The connection is dropped after any error.
+
+use chrono::{DateTime, Utc};
+use rand::Rng;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+use super::identities::{self, SmtpIdentity};
+use super::rate;
+use super::render::{self, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient};
+use super::store::{self, Campaign};
+use crate::audience::subscribe::unsubscribe_url;
+use crate::db::Db;
+use crate::domain::TenantId;
+use crate::error::{Error, Result};
+use crate::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
+use crate::tokens::Signer;
+
+/// Where a test can make a worker "crash" (abandon its batch without releasing anything).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultPoint {
+    /// The claim committed; nothing sent yet.
+    AfterClaim,
+    /// About to hand this message to SMTP.
+    BeforeSmtp,
+    /// The server said 250; the `sent` write has not happened.
+    After250,
+}
+
+/// Returns true to crash at that point (for the send id given).
+pub type FaultHook = Arc<dyn Fn(FaultPoint, i64) -> bool + Send + Sync>;
+
+#[derive(Clone)]
+pub struct DeliveryConfig {
+    /// Unique per process (see [`crate::jobs::unique_worker_name`]).
+    pub worker_id: String,
+    pub base_url: String,
+    /// The identity used by campaigns that name none (`HERALD_SMTP_URL`).
+    pub default_identity: SmtpIdentity,
+    /// How long a claimed row belongs to this worker.
+    pub lease: Duration,
+    /// Rows per claim (also capped by the identity's burst).
+    pub batch_size: u32,
+    pub max_attempts: i32,
+    /// First retry delay; doubles per attempt, with ±50 % jitter, capped at `retry_max`.
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+    /// Consecutive failed messages before the campaign pauses itself.
+    pub pause_after_failures: u32,
+    pub smtp_timeout: Duration,
+    pub faults: Option<FaultHook>,
+}
+
+impl std::fmt::Debug for DeliveryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeliveryConfig({})", self.worker_id)
+    }
+}
+
+impl DeliveryConfig {
+    pub fn new(worker_id: String, base_url: String, default_identity: SmtpIdentity) -> Self {
+        Self {
+            worker_id,
+            base_url,
+            default_identity,
+            lease: Duration::from_secs(120),
+            batch_size: 50,
+            max_attempts: 8,
+            retry_base: Duration::from_secs(60),
+            retry_max: Duration::from_secs(3 * 3600),
+            pause_after_failures: 25,
+            smtp_timeout: Duration::from_secs(60),
+            faults: None,
+        }
+    }
+
+    fn fault(&self, point: FaultPoint, send: i64) -> Result<()> {
+        match &self.faults {
+            Some(hook) if hook(point, send) => {
+                Err(Error::Unexpected(anyhow::anyhow!("fault injected at {point:?} for send {send}")))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct DeliveryContext {
+    pub db: Db,
+    pub signer: Signer,
+    pub config: Arc<DeliveryConfig>,
+}
+
+/// A claimed row, with what rendering needs.
+#[derive(Debug, sqlx::FromRow)]
+struct Claimed {
+    id: i64,
+    reader_id: i64,
+    email: String,
+    name: String,
+    attributes: Value,
+    attempts: i32,
+    skip: Option<String>,
+}
+
+/// Bounce and complaint rates above these pause the campaign (after `MIN_SAMPLE` outcomes).
+const MAX_HARD_BOUNCE_RATE: f64 = 0.05;
+const MIN_SAMPLE: i64 = 100;
+const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// Everything a delivery job holds for one campaign.
+struct Sender<'a> {
+    cx: &'a DeliveryContext,
+    tenant: TenantId,
+    campaign: Campaign,
+    compiled: CompiledCampaign,
+    identity: SmtpIdentity,
+    dkim: Option<DkimSigner>,
+    /// `campaign-uuid.reader-id@domain` needs the sender's domain.
+    domain: String,
+    workspace_slug: String,
+    max_queue_age_hours: i32,
+    frequency_cap_hours: Option<i32>,
+    conn: Option<SmtpConnection>,
+    consecutive_failures: u32,
+}
+
+/// Works on one campaign until it is done, paused or cancelled. Several of these run at once
+/// (one SMTP connection each); running the same job twice is harmless, because rows are only
+/// ever taken by a claim.
+pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) -> Result<()> {
+    let campaign = store::get(&cx.db, tenant, campaign_id).await?;
+    if campaign.status != "sending" {
+        return Ok(());
+    }
+    let mut tx = cx.db.tenant_tx(tenant).await?;
+    let (ws_name, postal, slug, max_age, cap): (String, String, String, i32, Option<i32>) = sqlx::query_as(
+        "SELECT name, postal_address, slug, max_queue_age_hours, frequency_cap_hours FROM tenants WHERE id = $1",
+    )
+    .bind(tenant)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let workspace = render::Workspace { name: ws_name, postal_address: postal };
+    let compiled = match CompiledCampaign::compile(&campaign.content()?, &workspace) {
+        Ok(c) => c,
+        Err(e) => {
+            auto_pause(cx, tenant, campaign_id, &format!("The template has an error: {e}")).await?;
+            return Ok(());
+        }
+    };
+    let identity =
+        identities::resolve(&cx.db, &cx.signer, tenant, campaign.identity_id, &cx.config.default_identity).await?;
+    let dkim = match &identity.dkim {
+        Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
+        None => None,
+    };
+    let domain = campaign.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_else(|| "herald".into());
+    let mut sender = Sender {
+        cx,
+        tenant,
+        campaign,
+        compiled,
+        identity,
+        dkim,
+        domain,
+        workspace_slug: slug,
+        max_queue_age_hours: max_age,
+        frequency_cap_hours: cap,
+        conn: None,
+        consecutive_failures: 0,
+    };
+    let result = sender.run().await;
+    if let Some(conn) = sender.conn.take() {
+        conn.quit().await;
+    }
+    result
+}
+
+impl Sender<'_> {
+    async fn run(&mut self) -> Result<()> {
+        let cfg = self.cx.config.clone();
+        let batch = cfg.batch_size.min(self.identity.burst).max(1);
+        let mut last_health = Instant::now();
+        loop {
+            let wait = self.reserve_tokens(batch).await?;
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            let rows = self.claim(batch as i64).await?;
+            if rows.is_empty() {
+                if self.idle().await? {
+                    return Ok(());
+                }
+                continue;
+            }
+            cfg.fault(FaultPoint::AfterClaim, rows[0].id)?;
+            let lease_deadline = Instant::now() + cfg.lease.saturating_sub(cfg.smtp_timeout.min(cfg.lease / 2));
+            let mut rest = rows.into_iter();
+            while let Some(row) = rest.next() {
+                if Instant::now() >= lease_deadline {
+                    // Too late to start another message under this lease: give the rest back.
+                    let ids: Vec<i64> = std::iter::once(row.id).chain(rest.map(|r| r.id)).collect();
+                    self.release(&ids).await?;
+                    break;
+                }
+                cfg.fault(FaultPoint::BeforeSmtp, row.id)?;
+                if !self.send_one(&row).await? {
+                    let ids: Vec<i64> = rest.map(|r| r.id).collect();
+                    self.release(&ids).await?;
+                    return Ok(());
+                }
+            }
+            if last_health.elapsed() >= HEALTH_CHECK_EVERY {
+                last_health = Instant::now();
+                if self.check_health().await? {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Takes tokens from the identity's bucket and, for a spread campaign, from its own.
+    async fn reserve_tokens(&self, n: u32) -> Result<Duration> {
+        let db = &self.cx.db;
+        let mut wait =
+            rate::reserve(db, &self.identity.bucket, n, self.identity.rate_per_second, self.identity.burst).await?;
+        if let Some(hours) = self.campaign.spread_hours {
+            let per_second = (self.campaign.recipients.max(1) as f64) / (hours * 3600.0);
+            let key = format!("campaign:{}", self.campaign.id);
+            wait = wait.max(rate::reserve(db, &key, n, per_second, 1).await?);
+        }
+        Ok(wait)
+    }
+
+    /// Nothing claimable right now. Returns true when this job should end: the campaign is
+    /// done, or no longer sending. Otherwise waits a little (retries due later, rows leased by
+    /// other workers, a fan-out still writing).
+    async fn idle(&mut self) -> Result<bool> {
+        if store::finish_if_done(&self.cx.db, self.tenant, self.campaign.id).await? {
+            tracing::info!(campaign = %self.campaign.id, "campaign sent");
+            return Ok(true);
+        }
+        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        let (status, next_due): (String, Option<DateTime<Utc>>) = sqlx::query_as(
+            "UPDATE campaigns c SET heartbeat_at = now() WHERE c.tenant_id = $1 AND c.id = $2
+             RETURNING c.status, (SELECT min(next_attempt_at) FROM sends s WHERE s.campaign_id = c.id AND s.status = 'queued')",
+        )
+        .bind(self.tenant)
+        .bind(self.campaign.id)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        if status != "sending" {
+            return Ok(true);
+        }
+        // Idle connections are closed rather than kept through a long backoff.
+        if let Some(conn) = self.conn.take() {
+            conn.quit().await;
+        }
+        let until_due = next_due.map(|t| (t - Utc::now()).to_std().unwrap_or_default()).unwrap_or(Duration::MAX);
+        tokio::time::sleep(until_due.clamp(Duration::from_millis(50), Duration::from_millis(500))).await;
+        Ok(false)
+    }
+
+    async fn claim(&mut self, n: i64) -> Result<Vec<Claimed>> {
+        let cfg = &self.cx.config;
+        let (tenant, campaign) = (self.tenant, self.campaign.id);
+        let mut tx = self.cx.db.tenant_tx(tenant).await?;
+        let mut rows: Vec<Claimed> = sqlx::query_as(
+            "WITH picked AS (
+                 SELECT s.id FROM sends s
+                 WHERE s.campaign_id = $2 AND s.status = 'queued' AND s.next_attempt_at <= now()
+                   AND EXISTS (SELECT 1 FROM campaigns c WHERE c.tenant_id = $1 AND c.id = $2 AND c.status = 'sending')
+                 ORDER BY s.id LIMIT $3
+                 FOR UPDATE SKIP LOCKED
+             )
+             SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts,
+                    CASE WHEN s.created_at < now() - make_interval(hours => $5) THEN 'expired'
+                         WHEN r.status <> 'active' THEN 'reader ' || r.status
+                         WHEN NOT EXISTS (SELECT 1 FROM subscriptions x WHERE x.reader_id = s.reader_id
+                                          AND x.list_id = ANY($4) AND x.status = 'confirmed') THEN 'unsubscribed'
+                         WHEN EXISTS (SELECT 1 FROM suppressions x WHERE x.tenant_id = $1 AND x.email_lower = lower(s.email))
+                             THEN 'suppressed'
+                    END AS skip
+             FROM picked JOIN sends s ON s.id = picked.id JOIN readers r ON r.id = s.reader_id
+             ORDER BY s.id",
+        )
+        .bind(tenant)
+        .bind(campaign)
+        .bind(n)
+        .bind(&self.campaign.list_ids)
+        .bind(self.max_queue_age_hours)
+        .fetch_all(&mut *tx)
+        .await?;
+        if rows.is_empty() {
+            tx.commit().await?;
+            return Ok(rows);
+        }
+        // The frequency cap, atomically: the reader's last-mailed time moves only if the cap
+        // allows (or it is this campaign's own retry). Row locks on readers serialise two
+        // campaigns claiming the same reader at once.
+        let candidates: Vec<i64> = rows.iter().filter(|r| r.skip.is_none()).map(|r| r.reader_id).collect();
+        let allowed: Vec<i64> = sqlx::query_scalar(
+            "UPDATE readers SET last_campaign_at = now(), last_campaign_id = $3
+             WHERE tenant_id = $1 AND id = ANY($2)
+               AND ($4::int IS NULL OR last_campaign_at IS NULL OR last_campaign_id = $3
+                    OR last_campaign_at <= now() - make_interval(hours => $4::int))
+             RETURNING id",
+        )
+        .bind(tenant)
+        .bind(&candidates)
+        .bind(campaign)
+        .bind(self.frequency_cap_hours)
+        .fetch_all(&mut *tx)
+        .await?;
+        let allowed: std::collections::HashSet<i64> = allowed.into_iter().collect();
+        for row in rows.iter_mut() {
+            if row.skip.is_none() && !allowed.contains(&row.reader_id) {
+                row.skip = Some("frequency cap".into());
+            }
+        }
+        let (skipped, claimed): (Vec<Claimed>, Vec<Claimed>) = rows.into_iter().partition(|r| r.skip.is_some());
+        if !skipped.is_empty() {
+            let ids: Vec<i64> = skipped.iter().map(|r| r.id).collect();
+            let reasons: Vec<String> = skipped.iter().map(|r| r.skip.clone().unwrap_or_default()).collect();
+            sqlx::query(
+                "UPDATE sends s SET status = CASE WHEN x.reason = 'expired' THEN 'expired' ELSE 'skipped' END,
+                        reason = x.reason, updated_at = now()
+                 FROM unnest($2::bigint[], $3::text[]) AS x(id, reason) WHERE s.tenant_id = $1 AND s.id = x.id",
+            )
+            .bind(tenant)
+            .bind(&ids)
+            .bind(&reasons)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !claimed.is_empty() {
+            let ids: Vec<i64> = claimed.iter().map(|r| r.id).collect();
+            sqlx::query(
+                "UPDATE sends SET status = 'sending', lease_owner = $3, lease_expires_at = now() + make_interval(secs => $4),
+                        attempts = attempts + 1, updated_at = now()
+                 WHERE tenant_id = $1 AND id = ANY($2)",
+            )
+            .bind(tenant)
+            .bind(&ids)
+            .bind(&cfg.worker_id)
+            .bind(cfg.lease.as_secs_f64())
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query("UPDATE campaigns SET heartbeat_at = now() WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
+            .bind(campaign)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(claimed)
+    }
+
+    /// Renders and sends one claimed row, and records the outcome. Returns false when the job
+    /// should stop (the campaign paused itself).
+    async fn send_one(&mut self, row: &Claimed) -> Result<bool> {
+        let cfg = self.cx.config.clone();
+        let c = &self.campaign;
+        let list = if c.list_ids.len() == 1 { c.list_ids.first().copied() } else { None };
+        let unsubscribe = unsubscribe_url(&self.cx.signer, &cfg.base_url, self.tenant, row.reader_id, list);
+        let recipient = Recipient { email: &row.email, name: &row.name, attributes: &row.attributes };
+        let rendered = match self.compiled.render(&recipient, &MessageContext { unsubscribe_url: &unsubscribe }) {
+            Ok(r) => r,
+            Err(e) => {
+                self.fail(row.id, &format!("template error: {e}"), None, false).await?;
+                return Ok(true);
+            }
+        };
+        let envelope = Envelope {
+            from_name: c.from_name.clone(),
+            from_email: c.from_email.clone(),
+            reply_to: (!c.reply_to.is_empty()).then(|| c.reply_to.clone()),
+            to_email: row.email.clone(),
+            to_name: row.name.clone(),
+            message_id: format!("{}.{}@{}", c.id, row.reader_id, self.domain),
+            list_unsubscribe_url: unsubscribe,
+            list_unsubscribe_mailto: None,
+            list_id: format!("{}.{}.{}", list.unwrap_or(c.id), self.workspace_slug, self.domain),
+            feedback_id: format!("{}:{}:herald", c.id.simple(), self.workspace_slug),
+        };
+        let raw = match render::build_message(&rendered, &envelope, self.dkim.as_ref()) {
+            Ok(raw) => raw,
+            Err(e) => {
+                self.fail(row.id, &format!("could not build the message: {e}"), None, false).await?;
+                return Ok(true);
+            }
+        };
+        if self.conn.is_none() {
+            match SmtpConnection::connect(&self.identity.server, cfg.smtp_timeout).await {
+                Ok(conn) => self.conn = Some(conn),
+                Err(e) => return self.on_smtp_error(row, e).await,
+            }
+        }
+        let Some(conn) = self.conn.as_mut() else { return Ok(true) };
+        match conn.send(&c.from_email, &row.email, &raw).await {
+            Ok(reply) => {
+                cfg.fault(FaultPoint::After250, row.id)?;
+                self.consecutive_failures = 0;
+                self.ack_sent(row.id, &reply).await?;
+                Ok(true)
+            }
+            Err(e) => {
+                // A connection that failed is never reused (listmonk #1629).
+                self.conn = None;
+                self.on_smtp_error(row, e).await
+            }
+        }
+    }
+
+    /// Records the 250 in one round trip (`record_sent`, migration 0011: it sets the tenant
+    /// for its own transaction, so row-level security still applies).
+    async fn ack_sent(&self, id: i64, reply: &str) -> Result<()> {
+        sqlx::query("SELECT record_sent($1, $2, $3)")
+            .bind(self.tenant)
+            .bind(id)
+            .bind(truncate(reply, 500))
+            .execute(self.cx.db.pool())
+            .await?;
+        Ok(())
+    }
+
+    async fn on_smtp_error(&mut self, row: &Claimed, e: SmtpError) -> Result<bool> {
+        let cfg = self.cx.config.clone();
+        self.consecutive_failures += 1;
+        let reason = truncate(&e.to_string(), 500);
+        match e.kind {
+            SmtpErrorKind::HardBounce => self.fail(row.id, &reason, Some(&row.email), true).await?,
+            SmtpErrorKind::Permanent => self.fail(row.id, &reason, None, false).await?,
+            SmtpErrorKind::Transient if row.attempts >= cfg.max_attempts => {
+                self.fail(row.id, &format!("gave up after {} attempts: {reason}", row.attempts), None, false).await?
+            }
+            SmtpErrorKind::Transient => {
+                let exp = cfg.retry_base.as_secs_f64() * 2f64.powi((row.attempts - 1).clamp(0, 20));
+                let jitter = rand::thread_rng().gen_range(0.5..1.5);
+                let delay = (exp * jitter).min(cfg.retry_max.as_secs_f64());
+                let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+                sqlx::query(
+                    "UPDATE sends SET status = 'queued', next_attempt_at = now() + make_interval(secs => $3), reason = $4,
+                            ambiguous = ambiguous + $5, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+                     WHERE tenant_id = $1 AND id = $2 AND status = 'sending'",
+                )
+                .bind(self.tenant)
+                .bind(row.id)
+                .bind(delay)
+                .bind(&reason)
+                .bind(if e.maybe_delivered() { 1 } else { 0 })
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+            }
+        }
+        if self.consecutive_failures >= cfg.pause_after_failures {
+            let why = format!(
+                "Paused after {} failed messages in a row. The last error: {reason}",
+                self.consecutive_failures
+            );
+            auto_pause(self.cx, self.tenant, self.campaign.id, &why).await?;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Marks a row failed; a hard bounce also suppresses the address in this workspace.
+    async fn fail(&self, id: i64, reason: &str, bounce: Option<&str>, hard_bounce: bool) -> Result<()> {
+        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        sqlx::query(
+            "UPDATE sends SET status = 'failed', reason = $3, hard_bounce = $4, lease_owner = NULL, lease_expires_at = NULL,
+                    updated_at = now()
+             WHERE tenant_id = $1 AND id = $2 AND status IN ('sending', 'queued')",
+        )
+        .bind(self.tenant)
+        .bind(id)
+        .bind(reason)
+        .bind(hard_bounce)
+        .execute(&mut *tx)
+        .await?;
+        if let Some(email) = bounce {
+            let source = format!("campaign “{}”", self.campaign.name);
+            crate::audience::suppressions::add_in(&mut tx, self.tenant, email, "hard_bounce", &source).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Gives rows back to the queue untouched (no attempt counted).
+    async fn release(&self, ids: &[i64]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        sqlx::query(
+            "UPDATE sends SET status = 'queued', attempts = greatest(attempts - 1, 0), lease_owner = NULL,
+                    lease_expires_at = NULL, updated_at = now()
+             WHERE tenant_id = $1 AND id = ANY($2) AND status = 'sending' AND lease_owner = $3",
+        )
+        .bind(self.tenant)
+        .bind(ids)
+        .bind(&self.cx.config.worker_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Pauses the campaign when hard bounces pass 5 % of outcomes (after a minimum sample).
+    /// Returns true when it paused.
+    async fn check_health(&self) -> Result<bool> {
+        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        let (outcomes, bounces): (i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE status IN ('sent', 'failed')), count(*) FILTER (WHERE hard_bounce)
+             FROM sends WHERE tenant_id = $1 AND campaign_id = $2",
+        )
+        .bind(self.tenant)
+        .bind(self.campaign.id)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        if outcomes >= MIN_SAMPLE && (bounces as f64) / (outcomes as f64) > MAX_HARD_BOUNCE_RATE {
+            let why = format!(
+                "Paused: {bounces} of {outcomes} messages hard-bounced ({:.1} %, the limit is {:.0} %). Check the list's quality before resuming.",
+                100.0 * bounces as f64 / outcomes as f64,
+                100.0 * MAX_HARD_BOUNCE_RATE
+            );
+            auto_pause(self.cx, self.tenant, self.campaign.id, &why).await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+async fn auto_pause(cx: &DeliveryContext, tenant: TenantId, campaign: Uuid, reason: &str) -> Result<()> {
+    tracing::warn!(%campaign, reason, "campaign paused itself");
+    match store::pause(&cx.db, tenant, crate::domain::Role::Owner, campaign, reason).await {
+        Ok(_) | Err(Error::Conflict(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}

@@ -1,0 +1,116 @@
+//! Fan-out: one send-log row per eligible reader, written set-based in chunks of reader ids.
+//!
+//! Each chunk is one `INSERT … SELECT … ON CONFLICT DO NOTHING` plus the cursor move, in one
+//! transaction, so a crash loses at most the chunk in flight and a re-run (or a duplicate apalis
+//! job) inserts nothing twice: `UNIQUE (campaign_id, reader_id)` is the last line (seed 002).
+//! Readers are deduplicated on the lowercased address already (one reader per address per
+//! workspace), and a reader on several target lists is one row (`DISTINCT`).
+//!
+//! Eligibility here is the first of three checks: confirmed on a target list, active, not
+//! suppressed, outside the frequency cap, matching the attribute condition. Readers that fail
+//! a check after being selected are written as `skipped` with the reason, so the report can
+//! say why they got nothing; the claim re-checks everything just before SMTP.
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::audience::readers::AttributeCondition;
+use crate::db::Db;
+use crate::domain::TenantId;
+use crate::error::Result;
+
+/// Reader ids per chunk. Ranges, not LIMIT: a range scan of the subscriptions index per target
+/// list costs the same for every chunk, while `ORDER BY reader_id LIMIT n` over several lists
+/// would sort everything after the cursor each time.
+pub const CHUNK_IDS: i64 = 50_000;
+
+/// `attributes @> {k: v}` conditions, any of which must hold.
+pub(crate) fn attribute_conditions(cond: Option<&AttributeCondition>) -> Vec<Value> {
+    match cond {
+        None => Vec::new(),
+        Some(AttributeCondition::Equals(k, v)) => vec![serde_json::json!({ k: v })],
+        Some(AttributeCondition::In(k, vs)) => vs.iter().map(|v| serde_json::json!({ k: v })).collect(),
+    }
+}
+
+/// Runs the fan-out to the end (or until the campaign leaves sending/paused). Returns the
+/// number of queued recipients written by this call.
+pub async fn run(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
+    let mut written = 0;
+    loop {
+        let mut tx = db.tenant_tx(tenant).await?;
+        // The row lock serialises duplicate fan-out jobs: the second waits, then sees the
+        // cursor the first one committed.
+        #[allow(clippy::type_complexity)]
+        let row: Option<(String, bool, i64, Vec<Uuid>, String, Option<i32>)> = sqlx::query_as(
+            "SELECT c.status, c.fanout_done, c.fanout_cursor, c.list_ids, c.attribute_filter, t.frequency_cap_hours
+             FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
+             WHERE c.tenant_id = $1 AND c.id = $2 FOR UPDATE OF c",
+        )
+        .bind(tenant)
+        .bind(campaign)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((status, done, cursor, lists, filter, cap)) = row else { return Ok(written) };
+        if done || !matches!(status.as_str(), "sending" | "paused") {
+            return Ok(written);
+        }
+        let cond = if filter.trim().is_empty() { None } else { Some(AttributeCondition::parse(&filter)?) };
+        let attrs = attribute_conditions(cond.as_ref());
+        let max_id: Option<i64> = sqlx::query_scalar("SELECT max(id) FROM readers WHERE tenant_id = $1")
+            .bind(tenant)
+            .fetch_one(&mut *tx)
+            .await?;
+        let upper = cursor + CHUNK_IDS;
+        let queued: i64 = sqlx::query_scalar(
+            "WITH chunk AS (
+                 SELECT DISTINCT s.reader_id FROM subscriptions s
+                 WHERE s.tenant_id = $1 AND s.list_id = ANY($3) AND s.status = 'confirmed'
+                   AND s.reader_id > $4 AND s.reader_id <= $5
+             ), candidates AS (
+                 SELECT r.id, r.email,
+                        CASE WHEN r.status <> 'active' THEN 'reader ' || r.status
+                             WHEN EXISTS (SELECT 1 FROM suppressions x WHERE x.tenant_id = $1 AND x.email_lower = lower(r.email))
+                                 THEN 'suppressed'
+                             WHEN $6::int IS NOT NULL AND r.last_campaign_at > now() - make_interval(hours => $6::int)
+                                  AND r.last_campaign_id IS DISTINCT FROM $2 THEN 'frequency cap'
+                        END AS skip
+                 FROM chunk JOIN readers r ON r.id = chunk.reader_id
+                 WHERE r.tenant_id = $1 AND (cardinality($7::jsonb[]) = 0 OR r.attributes @> ANY($7::jsonb[]))
+             ), inserted AS (
+                 INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, reason)
+                 SELECT $1, $2, id, email, CASE WHEN skip IS NULL THEN 'queued' ELSE 'skipped' END, skip FROM candidates
+                 ON CONFLICT (campaign_id, reader_id) DO NOTHING
+                 RETURNING status
+             )
+             SELECT count(*) FILTER (WHERE status = 'queued') FROM inserted",
+        )
+        .bind(tenant)
+        .bind(campaign)
+        .bind(&lists)
+        .bind(cursor)
+        .bind(upper)
+        .bind(cap)
+        .bind(&attrs)
+        .fetch_one(&mut *tx)
+        .await?;
+        let finished = upper >= max_id.unwrap_or(0);
+        sqlx::query(
+            "UPDATE campaigns SET fanout_cursor = $3, fanout_done = $4, recipients = recipients + $5, heartbeat_at = now()
+             WHERE tenant_id = $1 AND id = $2",
+        )
+        .bind(tenant)
+        .bind(campaign)
+        .bind(upper)
+        .bind(finished)
+        .bind(queued)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        written += queued;
+        if finished {
+            tracing::info!(%campaign, recipients = written, "fan-out finished");
+            return Ok(written);
+        }
+    }
+}

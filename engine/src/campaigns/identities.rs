@@ -1,0 +1,274 @@
+//! Sending identities: the SMTP servers a workspace sends through, with their connection limit,
+//! rate and optional DKIM key. Credentials and keys are sealed at rest ([`crate::sealing`]).
+//! A workspace without identities sends through the server's default (`HERALD_SMTP_URL`).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use uuid::Uuid;
+
+use crate::db::Db;
+use crate::domain::{Role, TenantId};
+use crate::error::{Error, Result, is_unique_violation};
+use crate::sealing;
+use crate::smtp_client::{SmtpConnection, SmtpServer};
+use crate::tokens::Signer;
+
+/// What the delivery workers need to send through one identity.
+#[derive(Clone, Debug)]
+pub struct SmtpIdentity {
+    /// The rate bucket shared by every worker process sending through this identity.
+    pub bucket: String,
+    pub server: SmtpServer,
+    pub max_connections: u32,
+    pub rate_per_second: f64,
+    pub burst: u32,
+    pub dkim: Option<DkimKey>,
+}
+
+#[derive(Clone)]
+pub struct DkimKey {
+    pub domain: String,
+    pub selector: String,
+    pub private_key_pem: String,
+}
+
+impl std::fmt::Debug for DkimKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DkimKey({}._domainkey.{})", self.selector, self.domain)
+    }
+}
+
+/// An identity as authors see it (no secrets).
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct Identity {
+    pub id: Uuid,
+    pub name: String,
+    pub smtp_display: String,
+    pub max_connections: i32,
+    pub rate_per_second: f64,
+    pub burst: i32,
+    pub dkim_domain: Option<String>,
+    pub dkim_selector: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, Default)]
+pub struct IdentityInput {
+    pub name: String,
+    /// `smtp://user:pass@host:port`, `smtp://host:587?tls=required` or `smtps://host:465`.
+    /// Empty on update keeps the stored URL.
+    pub smtp_url: String,
+    pub max_connections: i32,
+    pub rate_per_second: f64,
+    pub burst: i32,
+    #[serde(default)]
+    pub dkim_domain: String,
+    #[serde(default)]
+    pub dkim_selector: String,
+    /// PEM; empty on update keeps the stored key, empty domain removes it.
+    #[serde(default)]
+    pub dkim_private_key: String,
+}
+
+const COLUMNS: &str =
+    "id, name, smtp_display, max_connections, rate_per_second, burst, dkim_domain, dkim_selector, created_at";
+
+/// `smtp://user:secret@host:25` → `smtp://user@host:25`.
+fn display_url(url: &str) -> Result<String> {
+    let mut parsed = url::Url::parse(url).map_err(|_| Error::Invalid("The SMTP URL is not valid.".into()))?;
+    if !matches!(parsed.scheme(), "smtp" | "smtps") || parsed.host_str().is_none() {
+        return Err(Error::Invalid("The SMTP URL must look like smtp://user:password@host:587.".into()));
+    }
+    let _ = parsed.set_password(None);
+    Ok(parsed.to_string())
+}
+
+fn validate(input: &IdentityInput) -> Result<()> {
+    let name = input.name.trim();
+    if name.is_empty() || name.chars().count() > 80 {
+        return Err(Error::Invalid("The name needs 1–80 characters.".into()));
+    }
+    if !(1..=64).contains(&input.max_connections) {
+        return Err(Error::Invalid("Connections must be between 1 and 64.".into()));
+    }
+    if !(input.rate_per_second > 0.0 && input.rate_per_second <= 100_000.0) {
+        return Err(Error::Invalid("The rate must be between 0 and 100,000 messages per second.".into()));
+    }
+    if !(1..=10_000).contains(&input.burst) {
+        return Err(Error::Invalid("The burst must be between 1 and 10,000.".into()));
+    }
+    let domain = input.dkim_domain.trim();
+    if !domain.is_empty() {
+        let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+        if !ok(domain) || !ok(input.dkim_selector.trim()) {
+            return Err(Error::Invalid("DKIM needs a domain and a selector (letters, digits, dots, dashes).".into()));
+        }
+    }
+    Ok(())
+}
+
+pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<Identity>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM sending_identities WHERE tenant_id = $1 ORDER BY lower(name)"
+    )))
+    .bind(tenant)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// Creates (`id` None) or updates an identity. Admins only: it holds credentials.
+pub async fn save(
+    db: &Db,
+    signer: &Signer,
+    tenant: TenantId,
+    role: Role,
+    id: Option<Uuid>,
+    input: &IdentityInput,
+) -> Result<Identity> {
+    role.require(Role::Admin)?;
+    validate(input)?;
+    let url = input.smtp_url.trim();
+    let (sealed_url, display) = if url.is_empty() {
+        if id.is_none() {
+            return Err(Error::Invalid("Enter the SMTP server's URL.".into()));
+        }
+        (None, None)
+    } else {
+        SmtpServer::parse(url).map_err(|e| Error::Invalid(format!("The SMTP URL is not valid: {e}")))?;
+        (Some(sealing::seal(signer, url)), Some(display_url(url)?))
+    };
+    let domain = input.dkim_domain.trim();
+    let key = input.dkim_private_key.trim();
+    if !key.is_empty() {
+        crate::campaigns::render::DkimSigner::new(input.dkim_selector.trim(), domain, key)
+            .map_err(|_| Error::Invalid("The DKIM private key is not a valid PEM RSA or Ed25519 key.".into()))?;
+    }
+    let sealed_key = (!key.is_empty()).then(|| sealing::seal(signer, key));
+    let mut tx = db.tenant_tx(tenant).await?;
+    let result = match id {
+        None => {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO sending_identities (id, tenant_id, name, smtp_url_sealed, smtp_display, max_connections,
+                     rate_per_second, burst, dkim_domain, dkim_selector, dkim_key_sealed)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), $11) RETURNING {COLUMNS}"
+            )))
+            .bind(Uuid::new_v4())
+            .bind(tenant)
+            .bind(input.name.trim())
+            .bind(sealed_url)
+            .bind(display)
+            .bind(input.max_connections)
+            .bind(input.rate_per_second)
+            .bind(input.burst)
+            .bind(domain)
+            .bind(input.dkim_selector.trim())
+            .bind(sealed_key)
+            .fetch_one(&mut *tx)
+            .await
+        }
+        Some(id) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "UPDATE sending_identities SET name = $3, smtp_url_sealed = coalesce($4, smtp_url_sealed),
+                     smtp_display = coalesce($5, smtp_display), max_connections = $6, rate_per_second = $7, burst = $8,
+                     dkim_domain = nullif($9, ''), dkim_selector = nullif($10, ''),
+                     dkim_key_sealed = CASE WHEN $9 = '' THEN NULL ELSE coalesce($11, dkim_key_sealed) END,
+                     updated_at = now()
+                 WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
+        )))
+        .bind(tenant)
+        .bind(id)
+        .bind(input.name.trim())
+        .bind(sealed_url)
+        .bind(display)
+        .bind(input.max_connections)
+        .bind(input.rate_per_second)
+        .bind(input.burst)
+        .bind(domain)
+        .bind(input.dkim_selector.trim())
+        .bind(sealed_key)
+        .fetch_optional(&mut *tx)
+        .await
+        .and_then(|r| r.ok_or(sqlx::Error::RowNotFound)),
+    };
+    let identity = match result {
+        Ok(i) => i,
+        Err(sqlx::Error::RowNotFound) => return Err(Error::NotFound),
+        Err(e) if is_unique_violation(&e, "sending_identities_tenant_id_name_key") => {
+            return Err(Error::Conflict("An identity with that name already exists.".into()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    tx.commit().await?;
+    Ok(identity)
+}
+
+pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<()> {
+    role.require(Role::Admin)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let n = sqlx::query("DELETE FROM sending_identities WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    if n == 0 { Err(Error::NotFound) } else { Ok(()) }
+}
+
+/// The identity a campaign sends through: its own, or the server default.
+pub async fn resolve(
+    db: &Db,
+    signer: &Signer,
+    tenant: TenantId,
+    id: Option<Uuid>,
+    default: &SmtpIdentity,
+) -> Result<SmtpIdentity> {
+    let Some(id) = id else { return Ok(default.clone()) };
+    let mut tx = db.tenant_tx(tenant).await?;
+    #[allow(clippy::type_complexity)]
+    let row: Option<(String, i32, f64, i32, Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT smtp_url_sealed, max_connections, rate_per_second, burst, dkim_domain, dkim_selector, dkim_key_sealed
+         FROM sending_identities WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    // A deleted identity falls back to the default rather than stranding the campaign.
+    let Some((sealed, conns, rate, burst, dkim_domain, dkim_selector, dkim_key)) = row else {
+        return Ok(default.clone());
+    };
+    let url = sealing::open(signer, &sealed)?;
+    let server = SmtpServer::parse(&url).map_err(|e| Error::Invalid(format!("The SMTP URL is not valid: {e}")))?;
+    let dkim = match (dkim_domain, dkim_selector, dkim_key) {
+        (Some(domain), Some(selector), Some(key)) => {
+            Some(DkimKey { domain, selector, private_key_pem: sealing::open(signer, &key)? })
+        }
+        _ => None,
+    };
+    Ok(SmtpIdentity {
+        bucket: format!("identity:{id}"),
+        server,
+        max_connections: conns.max(1) as u32,
+        rate_per_second: rate,
+        burst: burst.max(1) as u32,
+        dkim,
+    })
+}
+
+/// Connects, greets and authenticates, then quits: the "send test" button. Returns the server's
+/// reply, or its error, as text to show.
+pub async fn check_connection(server: &SmtpServer) -> Result<String, String> {
+    match SmtpConnection::connect(server, Duration::from_secs(10)).await {
+        Ok(conn) => {
+            let greeting = conn.greeting().to_string();
+            conn.quit().await;
+            Ok(greeting)
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}

@@ -1,0 +1,10 @@
+//! Campaigns and the send engine. See `delivery` for the exactly-once argument.
+
+pub mod delivery;
+pub mod fanout;
+pub mod identities;
+pub mod preview;
+pub mod progress;
+pub mod rate;
+pub mod render;
+pub mod store;

@@ -1,0 +1,185 @@
+//! The editor's live preview (rendered as a chosen reader) and test sends to a few addresses.
+//! Both render exactly as delivery does, so what the author sees is what readers get.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::Duration;
+use uuid::Uuid;
+
+use super::identities::{self, SmtpIdentity};
+use super::render::{self, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, Rendered};
+use super::store::{self, Campaign};
+use crate::audience::subscribe::unsubscribe_url;
+use crate::db::Db;
+use crate::domain::{Email, Role, TenantId};
+use crate::error::{Error, Result};
+use crate::smtp_client::SmtpConnection;
+use crate::tokens::Signer;
+
+pub const MAX_TEST_ADDRESSES: usize = 5;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PreviewOutcome {
+    /// `None` when the template has an error.
+    pub rendered: Option<PreviewMessage>,
+    /// "body, line 3, column 7: …" — shown before sending.
+    pub error: Option<String>,
+    /// Who it was rendered as.
+    pub as_reader: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PreviewMessage {
+    pub subject: String,
+    pub html: String,
+    pub text: String,
+}
+
+/// A stand-in reader when the workspace has none yet (or the author picks none).
+struct Sample {
+    id: i64,
+    email: String,
+    name: String,
+    attributes: Value,
+}
+
+async fn load_context(db: &Db, tenant: TenantId, reader: Option<i64>) -> Result<(render::Workspace, Sample)> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let (name, postal_address): (String, String) =
+        sqlx::query_as("SELECT name, postal_address FROM tenants WHERE id = $1")
+            .bind(tenant)
+            .fetch_one(&mut *tx)
+            .await?;
+    let row: Option<(i64, String, String, Value)> = match reader {
+        Some(id) => sqlx::query_as("SELECT id, email, name, attributes FROM readers WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(Some)
+            .ok_or(Error::NotFound)?,
+        None => None,
+    };
+    tx.commit().await?;
+    let sample = match row {
+        Some((id, email, name, attributes)) => Sample { id, email, name, attributes },
+        None => Sample {
+            id: 0,
+            email: "reader@example.com".into(),
+            name: "Sample Reader".into(),
+            attributes: serde_json::json!({}),
+        },
+    };
+    Ok((render::Workspace { name, postal_address }, sample))
+}
+
+fn render_as(
+    campaign: &Campaign,
+    workspace: &render::Workspace,
+    reader: &Sample,
+    unsubscribe: &str,
+) -> Result<Result<Rendered, String>> {
+    let compiled = match CompiledCampaign::compile(&campaign.content()?, workspace) {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let recipient = Recipient { email: &reader.email, name: &reader.name, attributes: &reader.attributes };
+    Ok(compiled.render(&recipient, &MessageContext { unsubscribe_url: unsubscribe }).map_err(|e| e.to_string()))
+}
+
+/// Renders the saved campaign as `reader` (or a sample reader).
+pub async fn preview(
+    db: &Db,
+    signer: &Signer,
+    base_url: &str,
+    tenant: TenantId,
+    campaign: Uuid,
+    reader: Option<i64>,
+) -> Result<PreviewOutcome> {
+    let c = store::get(db, tenant, campaign).await?;
+    let (workspace, sample) = load_context(db, tenant, reader).await?;
+    let unsubscribe = unsubscribe_url(signer, base_url, tenant, sample.id, c.list_ids.first().copied());
+    let as_reader =
+        if sample.name.is_empty() { sample.email.clone() } else { format!("{} <{}>", sample.name, sample.email) };
+    Ok(match render_as(&c, &workspace, &sample, &unsubscribe)? {
+        Ok(r) => PreviewOutcome {
+            rendered: Some(PreviewMessage { subject: r.subject, html: r.html, text: r.text }),
+            error: None,
+            as_reader,
+        },
+        Err(e) => PreviewOutcome { rendered: None, error: Some(e), as_reader },
+    })
+}
+
+/// Sends the campaign, rendered as a sample reader, to up to five addresses through the
+/// campaign's identity. Returns the server's reply per address (or the error).
+#[allow(clippy::too_many_arguments)]
+pub async fn test_send(
+    db: &Db,
+    signer: &Signer,
+    base_url: &str,
+    default_identity: &SmtpIdentity,
+    tenant: TenantId,
+    role: Role,
+    campaign: Uuid,
+    addresses: &[String],
+) -> Result<Vec<(String, Result<String, String>)>> {
+    role.require(Role::Author)?;
+    let addresses: Vec<Email> =
+        addresses.iter().map(|a| a.trim()).filter(|a| !a.is_empty()).map(Email::parse).collect::<Result<_>>()?;
+    if addresses.is_empty() || addresses.len() > MAX_TEST_ADDRESSES {
+        return Err(Error::Invalid(format!("Enter 1 to {MAX_TEST_ADDRESSES} addresses.")));
+    }
+    let c = store::get(db, tenant, campaign).await?;
+    if c.from_email.is_empty() {
+        return Err(Error::Invalid("Choose a sender address first.".into()));
+    }
+    let (workspace, sample) = load_context(db, tenant, None).await?;
+    let identity = identities::resolve(db, signer, tenant, c.identity_id, default_identity).await?;
+    let dkim = match &identity.dkim {
+        Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
+        None => None,
+    };
+    let unsubscribe = unsubscribe_url(signer, base_url, tenant, 0, c.list_ids.first().copied());
+    let rendered = render_as(&c, &workspace, &sample, &unsubscribe)?.map_err(|e| Error::Invalid(e.to_string()))?;
+    let rendered = Rendered { subject: format!("[Test] {}", rendered.subject), ..rendered };
+    let domain = c.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_default();
+    let mut results = Vec::new();
+    let mut conn: Option<SmtpConnection> = None;
+    for to in addresses {
+        let envelope = Envelope {
+            from_name: c.from_name.clone(),
+            from_email: c.from_email.clone(),
+            reply_to: (!c.reply_to.is_empty()).then(|| c.reply_to.clone()),
+            to_email: to.as_str().to_string(),
+            to_name: String::new(),
+            message_id: format!("test.{}.{}@{domain}", c.id, Uuid::new_v4().simple()),
+            list_unsubscribe_url: unsubscribe.clone(),
+            list_unsubscribe_mailto: None,
+            list_id: format!("{}.test.{domain}", c.id),
+            feedback_id: format!("{}:test:herald", c.id.simple()),
+        };
+        let raw = render::build_message(&rendered, &envelope, dkim.as_ref())?;
+        if conn.is_none() {
+            match SmtpConnection::connect(&identity.server, Duration::from_secs(15)).await {
+                Ok(c) => conn = Some(c),
+                Err(e) => {
+                    results.push((to.as_str().to_string(), Err(e.to_string())));
+                    continue;
+                }
+            }
+        }
+        let Some(open) = conn.as_mut() else { continue };
+        match open.send(&c.from_email, to.as_str(), &raw).await {
+            Ok(reply) => results.push((to.as_str().to_string(), Ok(reply))),
+            Err(e) => {
+                conn = None;
+                results.push((to.as_str().to_string(), Err(e.to_string())));
+            }
+        }
+    }
+    if let Some(open) = conn {
+        open.quit().await;
+    }
+    Ok(results)
+}

@@ -1,0 +1,153 @@
+//! What the campaign page shows while sending and after: counts per status, the current rate
+//! and an ETA, failures with their reasons, and why readers were skipped.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::db::Db;
+use crate::domain::TenantId;
+use crate::error::Result;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Progress {
+    pub status: String,
+    pub pause_reason: Option<String>,
+    pub fanout_done: bool,
+    pub recipients: i64,
+    pub queued: i64,
+    pub sending: i64,
+    pub sent: i64,
+    pub failed: i64,
+    pub skipped: i64,
+    pub expired: i64,
+    pub cancelled: i64,
+    pub hard_bounces: i64,
+    /// Messages re-sent after an ambiguous outcome (lease expired mid-SMTP).
+    pub ambiguous: i64,
+    /// Messages per second over the last 10 seconds.
+    pub rate: f64,
+    /// Seconds until the queue is empty at the current rate.
+    pub eta_seconds: Option<i64>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl Progress {
+    /// Rows with a final outcome, out of all rows written so far.
+    pub fn done_fraction(&self) -> f64 {
+        let total = self.queued + self.sending + self.sent + self.failed + self.skipped + self.expired + self.cancelled;
+        if total == 0 {
+            return if self.status == "sent" { 1.0 } else { 0.0 };
+        }
+        (total - self.queued - self.sending) as f64 / total as f64
+    }
+}
+
+pub async fn progress(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<Progress> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    #[allow(clippy::type_complexity)]
+    let (status, pause_reason, fanout_done, recipients, started_at, finished_at): (
+        String,
+        Option<String>,
+        bool,
+        i64,
+        Option<DateTime<Utc>>,
+        Option<DateTime<Utc>>,
+    ) = sqlx::query_as(
+        "SELECT status, pause_reason, fanout_done, recipients, started_at, finished_at FROM campaigns
+         WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(crate::Error::NotFound)?;
+    let counts: Vec<(String, i64)> =
+        sqlx::query_as("SELECT status, count(*) FROM sends WHERE tenant_id = $1 AND campaign_id = $2 GROUP BY status")
+            .bind(tenant)
+            .bind(campaign)
+            .fetch_all(&mut *tx)
+            .await?;
+    let (hard_bounces, ambiguous, recent): (i64, i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE hard_bounce), coalesce(sum(ambiguous), 0)::bigint,
+                count(*) FILTER (WHERE status = 'sent' AND sent_at > now() - interval '10 seconds')
+         FROM sends WHERE tenant_id = $1 AND campaign_id = $2",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let mut p = Progress {
+        status,
+        pause_reason,
+        fanout_done,
+        recipients,
+        hard_bounces,
+        ambiguous,
+        started_at,
+        finished_at,
+        rate: recent as f64 / 10.0,
+        ..Default::default()
+    };
+    for (s, n) in counts {
+        match s.as_str() {
+            "queued" => p.queued = n,
+            "sending" => p.sending = n,
+            "sent" => p.sent = n,
+            "failed" => p.failed = n,
+            "skipped" => p.skipped = n,
+            "expired" => p.expired = n,
+            "cancelled" => p.cancelled = n,
+            _ => {}
+        }
+    }
+    if p.rate > 0.0 && p.status == "sending" {
+        p.eta_seconds = Some(((p.queued + p.sending) as f64 / p.rate).ceil() as i64);
+    }
+    Ok(p)
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow, PartialEq)]
+pub struct Failure {
+    pub email: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub attempts: i32,
+    pub hard_bounce: bool,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    pub progress: Progress,
+    /// The most recent failures (up to 200), newest first.
+    pub failures: Vec<Failure>,
+    /// Why readers got nothing: reason and count.
+    pub skipped: Vec<(String, i64)>,
+}
+
+pub async fn report(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<Report> {
+    let progress = progress(db, tenant, campaign).await?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let failures = sqlx::query_as(
+        "SELECT email, status, reason, attempts, hard_bounce, updated_at FROM sends
+         WHERE tenant_id = $1 AND campaign_id = $2 AND status = 'failed' ORDER BY updated_at DESC LIMIT 200",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .fetch_all(&mut *tx)
+    .await?;
+    let skipped = sqlx::query_as(
+        "SELECT coalesce(reason, status), count(*) FROM sends
+         WHERE tenant_id = $1 AND campaign_id = $2 AND status IN ('skipped', 'expired', 'cancelled')
+         GROUP BY 1 ORDER BY 2 DESC",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(Report { progress, failures, skipped })
+}

@@ -1,0 +1,32 @@
+//! Token buckets shared by every worker process, kept in Postgres as GCRA: one "theoretical
+//! arrival time" (TAT) per key. Taking `n` tokens is a single UPDATE that reserves them and
+//! says how long to wait before using them, so workers never race and never need a lock held
+//! across the wait. Workers take a batch of tokens at a time (one round trip per batch).
+
+use std::time::Duration;
+
+use crate::db::Db;
+use crate::error::Result;
+
+/// Reserves `n` tokens from `key` (rate `per_second`, up to `burst` at once) and returns how
+/// long the caller must wait before sending them.
+pub async fn reserve(db: &Db, key: &str, n: u32, per_second: f64, burst: u32) -> Result<Duration> {
+    if n == 0 || !(per_second > 0.0) {
+        return Ok(Duration::ZERO);
+    }
+    let interval = 1.0 / per_second;
+    // The batch may start once its first token conforms: TAT − burst·T ≤ now. The new TAT is
+    // moved forward by n·T from max(TAT, now), so an idle bucket refills up to `burst`.
+    let wait_seconds: f64 = sqlx::query_scalar(
+        "INSERT INTO rate_buckets AS b (key, tat) VALUES ($1, now() + make_interval(secs => $2 * $3))
+         ON CONFLICT (key) DO UPDATE SET tat = greatest(b.tat, now()) + make_interval(secs => $2 * $3)
+         RETURNING greatest(0, extract(epoch FROM (b.tat - make_interval(secs => $2 * ($3 + $4)) - now())))::float8",
+    )
+    .bind(key)
+    .bind(interval)
+    .bind(n as f64)
+    .bind(burst.max(1) as f64)
+    .fetch_one(db.pool())
+    .await?;
+    Ok(Duration::from_secs_f64(wait_seconds.min(3600.0)))
+}

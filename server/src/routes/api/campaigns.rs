@@ -1,0 +1,236 @@
+//! `/api/v1/campaigns`: drafts, the send lifecycle and live counts. Every lifecycle call is the
+//! same compare-and-set the web app uses: two concurrent `send` calls start one send (the other
+//! gets 409).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use herald_engine::api_keys::ApiCaller;
+use herald_engine::campaigns::progress::{self, Progress, Report};
+use herald_engine::campaigns::store::{self, Campaign, CampaignInput};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
+use crate::startup::ServerState;
+
+#[derive(Deserialize, ToSchema)]
+pub struct CampaignBody {
+    pub name: String,
+    #[serde(default)]
+    pub subject: String,
+    #[serde(default)]
+    pub preheader: String,
+    /// A sending identity's id; omitted = the server's default SMTP server.
+    #[serde(default)]
+    pub identity_id: Option<Uuid>,
+    /// Defaults to the workspace's default sender.
+    #[serde(default)]
+    pub from_name: String,
+    #[serde(default)]
+    pub from_email: String,
+    #[serde(default)]
+    pub reply_to: String,
+    /// Target lists (their union; each reader once).
+    #[serde(default)]
+    pub list_ids: Vec<Uuid>,
+    /// Optional audience condition, e.g. `city = "Lyon"` or `plan in ["pro", "team"]`.
+    #[serde(default)]
+    pub attribute_filter: String,
+    /// `markdown` (default) or `html`.
+    #[serde(default = "markdown")]
+    pub body_format: String,
+    /// minijinja template: `{{ reader.name }}`, `{{ reader.attributes.city | default("") }}`, `{{ unsubscribe_url }}`.
+    #[serde(default)]
+    pub body: String,
+    /// Spread the send over this many hours.
+    #[serde(default)]
+    pub spread_hours: Option<f64>,
+}
+
+fn markdown() -> String {
+    "markdown".into()
+}
+
+impl From<CampaignBody> for CampaignInput {
+    fn from(b: CampaignBody) -> Self {
+        CampaignInput {
+            name: b.name,
+            subject: b.subject,
+            preheader: b.preheader,
+            identity_id: b.identity_id,
+            from_name: b.from_name,
+            from_email: b.from_email,
+            reply_to: b.reply_to,
+            list_ids: b.list_ids,
+            attribute_filter: b.attribute_filter,
+            body_format: b.body_format,
+            body: b.body,
+            spread_hours: b.spread_hours,
+        }
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct ScheduleBody {
+    /// When to send (RFC 3339, e.g. `2026-12-01T09:00:00+01:00`).
+    pub at: DateTime<Utc>,
+    /// The time zone the author thinks in, kept for display (e.g. `Europe/Paris`).
+    #[serde(default = "utc")]
+    pub timezone: String,
+}
+
+fn utc() -> String {
+    "UTC".into()
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct RetryResult {
+    /// Failed messages put back in the queue.
+    pub requeued: u64,
+}
+
+#[utoipa::path(get, path = "/api/v1/campaigns", security(("api_key" = [])),
+    responses((status = 200, description = "Campaigns, newest first")))]
+pub async fn index(State(s): State<ServerState>, caller: ApiCaller) -> Result<Json<Vec<Campaign>>, ApiFailure> {
+    Ok(Json(store::list(&s.app.db, caller.tenant, 500).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/campaigns", security(("api_key" = [])), request_body = CampaignBody,
+    responses((status = 201, description = "Created as a draft"), (status = 422, body = ApiError)))]
+pub async fn create(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    ApiJson(body): ApiJson<CampaignBody>,
+) -> Result<(StatusCode, Json<Campaign>), ApiFailure> {
+    let c = store::create(&s.app.db, caller.tenant, API_ROLE, &body.into()).await?;
+    Ok((StatusCode::CREATED, Json(c)))
+}
+
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}", security(("api_key" = [])),
+    responses((status = 200, description = "The campaign"), (status = 404, body = ApiError)))]
+pub async fn show(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Campaign>, ApiFailure> {
+    Ok(Json(store::get(&s.app.db, caller.tenant, id).await?))
+}
+
+#[utoipa::path(put, path = "/api/v1/campaigns/{id}", security(("api_key" = [])), request_body = CampaignBody,
+    responses((status = 200, description = "Saved"), (status = 404, body = ApiError), (status = 409, body = ApiError),
+              (status = 422, body = ApiError)))]
+pub async fn update(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+    ApiJson(body): ApiJson<CampaignBody>,
+) -> Result<Json<Campaign>, ApiFailure> {
+    Ok(Json(store::update(&s.app.db, caller.tenant, API_ROLE, id, &body.into()).await?))
+}
+
+#[utoipa::path(delete, path = "/api/v1/campaigns/{id}", security(("api_key" = [])),
+    responses((status = 204, description = "Draft deleted"), (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn delete(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<StatusCode, ApiFailure> {
+    store::delete(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/send", security(("api_key" = [])),
+    responses((status = 200, description = "Sending"), (status = 409, body = ApiError, description = "Already sending or sent"),
+              (status = 422, body = ApiError, description = "Not ready: the message says what to fix")))]
+pub async fn send(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Campaign>, ApiFailure> {
+    Ok(Json(store::send_now(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/schedule", security(("api_key" = [])), request_body = ScheduleBody,
+    responses((status = 200, description = "Scheduled"), (status = 409, body = ApiError), (status = 422, body = ApiError)))]
+pub async fn schedule(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+    ApiJson(body): ApiJson<ScheduleBody>,
+) -> Result<Json<Campaign>, ApiFailure> {
+    Ok(Json(store::schedule(&s.app.db, caller.tenant, API_ROLE, id, body.at, &body.timezone).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/unschedule", security(("api_key" = [])),
+    responses((status = 200, description = "Back to draft"), (status = 409, body = ApiError)))]
+pub async fn unschedule(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Campaign>, ApiFailure> {
+    Ok(Json(store::unschedule(&s.app.db, caller.tenant, API_ROLE, id).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/pause", security(("api_key" = [])),
+    responses((status = 200, description = "Paused: no new messages start"), (status = 409, body = ApiError)))]
+pub async fn pause(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Campaign>, ApiFailure> {
+    Ok(Json(store::pause(&s.app.db, caller.tenant, API_ROLE, id, "Paused through the API").await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/resume", security(("api_key" = [])),
+    responses((status = 200, description = "Sending again"), (status = 409, body = ApiError)))]
+pub async fn resume(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Campaign>, ApiFailure> {
+    Ok(Json(store::resume(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/cancel", security(("api_key" = [])),
+    responses((status = 200, description = "Cancelled: queued messages will not be sent"), (status = 409, body = ApiError)))]
+pub async fn cancel(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Campaign>, ApiFailure> {
+    Ok(Json(store::cancel(&s.app.db, caller.tenant, API_ROLE, id).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/retry-failed", security(("api_key" = [])),
+    responses((status = 200, body = RetryResult), (status = 409, body = ApiError)))]
+pub async fn retry_failed(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<RetryResult>, ApiFailure> {
+    let requeued = store::retry_failed(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?;
+    Ok(Json(RetryResult { requeued }))
+}
+
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}/stats", security(("api_key" = [])),
+    responses((status = 200, description = "Counts per status, rate (msg/s) and ETA"), (status = 404, body = ApiError)))]
+pub async fn stats(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Progress>, ApiFailure> {
+    Ok(Json(progress::progress(&s.app.db, caller.tenant, id).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}/report", security(("api_key" = [])),
+    responses((status = 200, description = "Counts, the latest failures with reasons, skip reasons"), (status = 404, body = ApiError)))]
+pub async fn report(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Report>, ApiFailure> {
+    Ok(Json(progress::report(&s.app.db, caller.tenant, id).await?))
+}

@@ -1,0 +1,214 @@
+//! Campaigns end to end through the real pipeline: the REST API, apalis jobs on Postgres, the
+//! supervisor, real SMTP into the sink, and a `herald worker` process killed with SIGKILL.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::helpers::*;
+use crate::sending::{SendHarness, addresses};
+
+/// An API client for a new workspace with a postal address and one list of `n` readers.
+async fn workspace_with_readers(app: &TestApp, owner_email: &str, n: usize) -> (Api, String) {
+    let (owner, ws) = app.owner_with_workspace(owner_email, "Campaign Co").await;
+    let r = owner
+        .call(
+            "update_workspace_settings",
+            &[
+                ("name", "Campaign Co"),
+                ("postal_address", "1 Main Street, Lyon"),
+                ("default_from_name", "Campaign Co"),
+                ("default_from_email", "news@campaign.test"),
+            ],
+        )
+        .await;
+    assert!(r.ok(), "{:?}", r.body);
+    let api = Api::for_owner(app, &owner).await;
+    let (status, list) = api.post("/api/v1/lists", json!({"name": "Weekly", "opt_in": "single"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{list}");
+    let list_id = list["id"].as_str().expect("list id").to_string();
+    let readers: Vec<Value> =
+        (1..=n).map(|i| json!({"email": format!("{owner_email}-r{i}@example.com"), "name": format!("R{i}")})).collect();
+    let (status, body) = api.post("/api/v1/readers/bulk", json!({"readers": readers, "lists": [list_id]})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let _ = ws;
+    (api, list_id)
+}
+
+async fn wait_for_status(api: &Api, id: &str, want: &str, timeout: Duration) -> Value {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let (status, stats) = api.get(&format!("/api/v1/campaigns/{id}/stats")).await;
+        assert_eq!(status, StatusCode::OK, "{stats}");
+        if stats["status"] == want {
+            return stats;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "campaign never reached {want}: {stats}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_campaign_sent_through_the_api_reaches_each_reader_once() -> TestResult {
+    let app = spawn_app().await;
+    let (api, list) = workspace_with_readers(&app, "api-owner@example.com", 25).await;
+    let (status, draft) = api
+        .post(
+            "/api/v1/campaigns",
+            json!({"name": "Hello", "subject": "Hi {{ reader.name }}", "list_ids": [list],
+                   "body": "Hello {{ reader.name | default(\"friend\") }}"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{draft}");
+    let id = draft["id"].as_str().expect("id").to_string();
+    assert_eq!(draft["from_email"], "news@campaign.test", "the workspace's default sender fills in");
+    // Two concurrent send calls: one send.
+    let send = format!("/api/v1/campaigns/{id}/send");
+    let (a, b) = tokio::join!(api.post(&send, json!({})), api.post(&send, json!({})));
+    let mut codes = [a.0, b.0];
+    codes.sort();
+    assert_eq!(codes, [StatusCode::OK, StatusCode::CONFLICT], "{} / {}", a.1, b.1);
+    let stats = wait_for_status(&api, &id, "sent", Duration::from_secs(60)).await;
+    assert_eq!(stats["sent"], 25);
+    // Editing a sent campaign is refused.
+    let (status, _) =
+        api.send(reqwest::Method::PUT, &format!("/api/v1/campaigns/{id}"), Some(json!({"name": "x"}))).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, report) = api.get(&format!("/api/v1/campaigns/{id}/report")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(report["failures"], json!([]));
+    // Exactly one copy each in the app's own mail catcher.
+    let deliveries = app.sink.deliveries().await;
+    let campaign_mail: Vec<_> = deliveries.iter().filter(|d| d.rcpt_to.contains("-r")).collect();
+    let rcpts: BTreeSet<String> = campaign_mail.iter().map(|d| d.rcpt_to.clone()).collect();
+    assert_eq!((campaign_mail.len(), rcpts.len()), (25, 25));
+    let m = app.sink.wait_for_recipient("api-owner@example.com-r3@example.com", Duration::from_secs(1)).await;
+    let parsed = m.expect("mail to r3").parse();
+    assert_eq!(parsed.subject, "Hi R3");
+    assert!(parsed.text.unwrap_or_default().contains("1 Main Street, Lyon"), "the postal address is in every message");
+    Ok(())
+}
+
+#[tokio::test]
+async fn campaigns_are_404_across_workspaces_and_validated() -> TestResult {
+    let app = spawn_app().await;
+    let (a, list) = workspace_with_readers(&app, "a-owner@example.com", 1).await;
+    let (b, _) = workspace_with_readers(&app, "b-owner@example.com", 1).await;
+    let (_, draft) = a.post("/api/v1/campaigns", json!({"name": "Mine", "subject": "s", "list_ids": [list]})).await;
+    let id = draft["id"].as_str().expect("id").to_string();
+    for path in ["", "/stats", "/report"] {
+        assert_eq!(b.get(&format!("/api/v1/campaigns/{id}{path}")).await.0, StatusCode::NOT_FOUND);
+    }
+    for action in ["send", "pause", "resume", "cancel", "retry-failed", "unschedule"] {
+        let (status, body) = b.post(&format!("/api/v1/campaigns/{id}/{action}"), json!({})).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{action}: {body}");
+    }
+    // B cannot send to A's list either: the list is unknown in B's workspace.
+    let (_, theirs) = b.post("/api/v1/campaigns", json!({"name": "Sneaky", "subject": "s", "list_ids": [list]})).await;
+    let theirs = theirs["id"].as_str().expect("id").to_string();
+    let (status, body) = b.post(&format!("/api/v1/campaigns/{theirs}/send"), json!({})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    // Header injection and template errors are refused with a clear message.
+    let (status, body) = a.post("/api/v1/campaigns", json!({"name": "Bad", "subject": "Hi\r\nBcc: x@y.z"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (_, broken) =
+        a.post("/api/v1/campaigns", json!({"name": "Broken", "subject": "s", "list_ids": [list], "body": "Hi\n{{ reader.name | nosuchfilter }}"})).await;
+    let broken = broken["id"].as_str().expect("id").to_string();
+    let (status, body) = a.post(&format!("/api/v1/campaigns/{broken}/send"), json!({})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(body["message"].as_str().unwrap_or_default().contains("line 2"), "{body}");
+    // Scheduling in the past is refused; in the future it waits.
+    let (status, _) = a.post(&format!("/api/v1/campaigns/{id}/schedule"), json!({"at": "2001-01-01T00:00:00Z"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, c) = a
+        .post(
+            &format!("/api/v1/campaigns/{id}/schedule"),
+            json!({"at": "2099-01-01T09:00:00+01:00", "timezone": "Europe/Paris"}),
+        )
+        .await;
+    assert_eq!((status, c["status"].as_str()), (StatusCode::OK, Some("scheduled")));
+    let (status, c) = a.post(&format!("/api/v1/campaigns/{id}/unschedule"), json!({})).await;
+    assert_eq!((status, c["status"].as_str()), (StatusCode::OK, Some("draft")));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_scheduled_campaign_sends_when_due_exactly_once() -> TestResult {
+    let app = spawn_app().await;
+    let (api, list) = workspace_with_readers(&app, "sched-owner@example.com", 5).await;
+    let (_, draft) = api.post("/api/v1/campaigns", json!({"name": "Later", "subject": "s", "list_ids": [list]})).await;
+    let id = draft["id"].as_str().expect("id").to_string();
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(2)).to_rfc3339();
+    let (status, body) = api.post(&format!("/api/v1/campaigns/{id}/schedule"), json!({"at": at})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    wait_for_status(&api, &id, "sent", Duration::from_secs(60)).await;
+    let n = app.sink.deliveries().await.iter().filter(|d| d.rcpt_to.contains("-r")).count();
+    assert_eq!(n, 5);
+    Ok(())
+}
+
+fn worker_process(h: &SendHarness) -> tokio::process::Child {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .arg("worker")
+        .env("DATABASE_URL", &h.app.db_url)
+        .env("HERALD_SECRET_KEY", "test-secret-key-that-is-long-enough-0123456789")
+        .env("HERALD_SMTP_URL", &h.smtp)
+        .env("HERALD_DEV_SMTP_BIND", "127.0.0.1:0")
+        .env("HERALD_BASE_URL", &h.app.base)
+        .env("HERALD_DATA_DIR", std::env::temp_dir().join("herald-worker-test"))
+        .env("HERALD_SEND_LEASE_SECONDS", "3")
+        .env("HERALD_SEND_RETRY_BASE_SECONDS", "0.2")
+        .env("HERALD_SEND_BATCH", "10")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("herald worker starts")
+}
+
+#[tokio::test]
+async fn a_worker_process_killed_with_sigkill_mid_send_loses_nothing() -> TestResult {
+    let h = SendHarness::new(300).await?;
+    // Slow replies, so the kill lands mid-send.
+    h.sink.set_faults(herald_engine::smtp_sink::Faults::none().with_reply_delay(Duration::from_millis(3)));
+    let campaign = h.campaign("Killed", vec![h.list]).await?;
+    herald_engine::campaigns::store::send_now(
+        &h.app.app.db,
+        &h.app.app.jobs,
+        h.tenant,
+        herald_engine::Role::Owner,
+        campaign,
+    )
+    .await?;
+    let mut first = worker_process(&h);
+    assert!(h.sink.wait_for_count(40, Duration::from_secs(60)).await, "the first worker started sending");
+    first.kill().await?; // SIGKILL: no cleanup, leases and apalis jobs left behind
+    let at_kill = h.sink.accepted_count();
+    assert!(at_kill < 300, "killed mid-send ({at_kill} sent)");
+    let mut second = worker_process(&h);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        if h.status(campaign).await?.status == "sent" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the restarted worker finished the send: {:?}",
+            h.status(campaign).await?
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    second.kill().await?;
+    let duplicates = h.assert_exactly_once(&addresses("reader", 1..=300)).await;
+    let p = h.status(campaign).await?;
+    // Only a message in flight at the kill can arrive twice, and then under the same Message-ID.
+    assert!(duplicates as i64 <= p.ambiguous, "{duplicates} duplicates, {} ambiguous", p.ambiguous);
+    eprintln!(
+        "SIGKILL test: killed after {at_kill} messages; {duplicates} duplicate copies (same Message-ID); {} rows re-sent as ambiguous",
+        p.ambiguous
+    );
+    Ok(())
+}
