@@ -28,6 +28,19 @@ enum Command {
     /// Development and load-test tools (they need no database or settings).
     #[command(subcommand)]
     Dev(Dev),
+    /// Benchmarks against the configured database (they create and delete their own workspace).
+    #[command(subcommand)]
+    Bench(Bench),
+}
+
+#[derive(Subcommand, Debug)]
+enum Bench {
+    /// The send engine: raw SMTP blast, fan-out against a bare INSERT … SELECT, and an end-to-end
+    /// send to a `herald dev smtp-sink` child process, with CPU seconds and peak RSS.
+    Send(crate::bench::SendBench),
+    /// CSV import of generated rows through the real import job, then the audience pages'
+    /// queries timed on the result.
+    Import(crate::bench::ImportBench),
 }
 
 #[derive(Subcommand, Debug)]
@@ -174,6 +187,8 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
             run_background(core.worker_setup(&config), shutdown_signal()).await
         }
         Command::Admin(admin) => run_admin(admin, &config).await,
+        Command::Bench(Bench::Send(args)) => crate::bench::run(args, &config).await,
+        Command::Bench(Bench::Import(args)) => crate::bench::run_import(args, &config).await,
         Command::Dev(dev) => run_dev(dev).await,
     }
 }

@@ -1,6 +1,7 @@
 //! The `herald` binary's library half: configuration, router, sessions, workers and CLI.
 //! `main.rs` only calls [`cli::run`]; tests call [`startup::Application::build`].
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod metrics;

@@ -123,6 +123,12 @@ struct Claimed {
     skip: Option<String>,
 }
 
+enum SpreadRate {
+    NotSending,
+    FanoutRunning,
+    PerSecond(f64),
+}
+
 /// Bounce and complaint rates above these pause the campaign (after `MIN_SAMPLE` outcomes).
 const MAX_HARD_BOUNCE_RATE: f64 = 0.05;
 const MIN_SAMPLE: i64 = 100;
@@ -200,12 +206,24 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
 impl Sender<'_> {
     async fn run(&mut self) -> Result<()> {
         let cfg = self.cx.config.clone();
-        let batch = cfg.batch_size.min(self.identity.burst).max(1);
+        let mut batch = cfg.batch_size.min(self.identity.burst).max(1);
         let mut last_health = Instant::now();
         loop {
+            if let Some(hours) = self.campaign.spread_hours {
+                // The spread rate is recipients over the window, known once the fan-out is done.
+                match self.spread_rate(hours).await? {
+                    SpreadRate::NotSending => return Ok(()),
+                    SpreadRate::FanoutRunning => {
+                        self.sleep_with_heartbeat(Duration::from_millis(500)).await?;
+                        continue;
+                    }
+                    // At most about a second's worth per batch, so the pacing stays even.
+                    SpreadRate::PerSecond(rate) => batch = batch.min(rate.ceil().max(1.0) as u32),
+                }
+            }
             let wait = self.reserve_tokens(batch).await?;
-            if !wait.is_zero() {
-                tokio::time::sleep(wait).await;
+            if !wait.is_zero() && !self.sleep_with_heartbeat(wait).await? {
+                return Ok(());
             }
             let rows = self.claim(batch as i64).await?;
             if rows.is_empty() {
@@ -245,12 +263,60 @@ impl Sender<'_> {
         let db = &self.cx.db;
         let mut wait =
             rate::reserve(db, &self.identity.bucket, n, self.identity.rate_per_second, self.identity.burst).await?;
-        if let Some(hours) = self.campaign.spread_hours {
+        if let (Some(hours), true) = (self.campaign.spread_hours, self.campaign.fanout_done) {
             let per_second = (self.campaign.recipients.max(1) as f64) / (hours * 3600.0);
             let key = format!("campaign:{}", self.campaign.id);
             wait = wait.max(rate::reserve(db, &key, n, per_second, 1).await?);
         }
         Ok(wait)
+    }
+
+    /// The spread campaign's pace, once its fan-out has counted the recipients.
+    async fn spread_rate(&mut self, hours: f64) -> Result<SpreadRate> {
+        if !self.campaign.fanout_done {
+            let fresh = store::get(&self.cx.db, self.tenant, self.campaign.id).await?;
+            if fresh.status != "sending" {
+                return Ok(SpreadRate::NotSending);
+            }
+            self.campaign = fresh;
+            if !self.campaign.fanout_done {
+                return Ok(SpreadRate::FanoutRunning);
+            }
+        }
+        Ok(SpreadRate::PerSecond(self.campaign.recipients.max(1) as f64 / (hours * 3600.0)))
+    }
+
+    /// Sleeps for `total`, refreshing the campaign's heartbeat every few seconds so the
+    /// supervisor does not take a rate-limited loop for a dead one (and enqueue more jobs).
+    /// Returns false when the campaign stopped sending meanwhile.
+    async fn sleep_with_heartbeat(&self, total: Duration) -> Result<bool> {
+        const SLICE: Duration = Duration::from_secs(5);
+        if total < SLICE {
+            // Short pauses are the steady state of a rate-limited send: no extra round trip.
+            tokio::time::sleep(total).await;
+            return Ok(true);
+        }
+        let until = Instant::now() + total;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            tokio::time::sleep(left.min(SLICE)).await;
+            let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+            let status: Option<String> = sqlx::query_scalar(
+                "UPDATE campaigns SET heartbeat_at = now() WHERE tenant_id = $1 AND id = $2 AND status = 'sending'
+                 RETURNING status",
+            )
+            .bind(self.tenant)
+            .bind(self.campaign.id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            if status.is_none() {
+                return Ok(false);
+            }
+            if left <= SLICE {
+                return Ok(true);
+            }
+        }
     }
 
     /// Nothing claimable right now. Returns true when this job should end: the campaign is

@@ -11,7 +11,7 @@ use crate::error::Result;
 /// Reserves `n` tokens from `key` (rate `per_second`, up to `burst` at once) and returns how
 /// long the caller must wait before sending them.
 pub async fn reserve(db: &Db, key: &str, n: u32, per_second: f64, burst: u32) -> Result<Duration> {
-    if n == 0 || !(per_second > 0.0) {
+    if n == 0 || per_second.is_nan() || per_second <= 0.0 {
         return Ok(Duration::ZERO);
     }
     let interval = 1.0 / per_second;

@@ -87,9 +87,10 @@ impl SendHarness {
 
     /// A delivery context for one "process": its own worker id, fast retries, short lease.
     pub fn worker(&self, identity: &SmtpIdentity, faults: Option<FaultHook>) -> DeliveryContext {
+        // An https public URL, as in production: RFC 8058's one-click header needs one.
         let mut config = DeliveryConfig::new(
             format!("test-worker-{}", Uuid::new_v4().simple()),
-            self.app.base.clone(),
+            "https://news.herald.test".into(),
             identity.clone(),
         );
         config.lease = Duration::from_secs(2);

@@ -148,3 +148,71 @@ async fn no_server_function_reaches_another_workspace() {
         .expect("request");
     assert_eq!(r.status(), StatusCode::OK);
 }
+
+/// The harness, for campaigns and sending identities: every campaign and identity function
+/// aimed by tenant A at tenant B's ids answers 404 and changes nothing.
+#[tokio::test]
+async fn no_campaign_or_identity_function_reaches_another_workspace() {
+    let t = two_tenants().await;
+    let created = t.b.call("create_campaign", &[("name", "B's campaign")]).await;
+    assert!(created.ok(), "{:?}", created.body);
+    let campaign = created.body.as_str().unwrap_or_default().to_string();
+    let saved =
+        t.b.call(
+            "save_identity",
+            &[
+                ("id", ""),
+                ("identity[name]", "B's server"),
+                ("identity[smtp_url]", "smtp://user:secret@127.0.0.1:2525"),
+                ("identity[max_connections]", "2"),
+                ("identity[rate_per_second]", "5"),
+                ("identity[burst]", "5"),
+            ],
+        )
+        .await;
+    assert!(saved.ok(), "{:?}", saved.body);
+    let identities = t.b.call("list_identities", &[]).await.body;
+    let identity = identities["identities"][0]["id"].as_str().unwrap_or_default().to_string();
+    assert!(!identity.is_empty(), "B has an identity: {identities}");
+
+    let c = campaign.as_str();
+    let attempts: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("get_campaign", vec![("id", c)]),
+        ("save_campaign", vec![("id", c), ("draft[name]", "Taken over"), ("draft[body_format]", "markdown")]),
+        ("preview_campaign", vec![("id", c)]),
+        ("test_send_campaign", vec![("id", c), ("addresses", "a@example.com")]),
+        ("send_campaign", vec![("id", c)]),
+        ("schedule_campaign", vec![("id", c), ("at", "2099-01-01T09:00:00Z"), ("timezone", "UTC")]),
+        ("unschedule_campaign", vec![("id", c)]),
+        ("campaign_report", vec![("id", c)]),
+        ("pause_campaign", vec![("id", c)]),
+        ("resume_campaign", vec![("id", c)]),
+        ("cancel_campaign", vec![("id", c)]),
+        ("retry_failed_sends", vec![("id", c)]),
+        ("delete_campaign", vec![("id", c)]),
+        ("test_identity", vec![("id", &identity)]),
+        ("delete_identity", vec![("id", &identity)]),
+        (
+            "save_identity",
+            vec![
+                ("id", &identity),
+                ("identity[name]", "Taken over"),
+                ("identity[smtp_url]", ""),
+                ("identity[max_connections]", "1"),
+                ("identity[rate_per_second]", "1"),
+                ("identity[burst]", "1"),
+            ],
+        ),
+    ];
+    for (f, args) in &attempts {
+        let r = t.a.call(f, args).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {}", r.status, r.body);
+    }
+    // A's lists show none of B's; B's are untouched.
+    assert_eq!(t.a.call("list_campaigns", &[]).await.body["campaigns"].as_array().map(Vec::len), Some(0));
+    assert_eq!(t.a.call("list_identities", &[]).await.body["identities"].as_array().map(Vec::len), Some(0));
+    let theirs = t.b.call("get_campaign", &[("id", c)]).await.body;
+    assert_eq!((theirs["name"].as_str(), theirs["status"].as_str()), (Some("B's campaign"), Some("draft")));
+    let theirs = t.b.call("list_identities", &[]).await.body;
+    assert_eq!(theirs["identities"][0]["name"], "B's server");
+}

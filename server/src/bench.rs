@@ -1,0 +1,490 @@
+//! `herald bench send`: the send engine's benchmark (a measurement, not a test).
+//!
+//! In one run, against the configured Postgres and a `herald dev smtp-sink` child process (a
+//! separate process, so its CPU is not counted as Herald's, like a real MTA):
+//!
+//! 1. **Raw blast**: the sink's limit with the delivery workers' own SMTP client and nothing
+//!    else (no database, no rendering).
+//! 2. **Fan-out**: a campaign to `--fanout-readers` readers (default 1M), timed against a bare
+//!    `INSERT … SELECT` of the same rows into the same table as the same role.
+//! 3. **End to end**: a 2 KB personalised campaign to `--readers` readers (default 100k), from
+//!    the "send" compare-and-set through the apalis jobs (fan-out, delivery workers claiming,
+//!    rendering, SMTP, acknowledging) until the campaign is `sent`, with CPU seconds of this
+//!    process and of the Postgres server, and peak RSS.
+//!
+//! Everything lives in a fresh workspace, deleted at the end unless `--keep`.
+
+use std::time::{Duration, Instant};
+
+use herald_engine::campaigns::identities::SmtpIdentity;
+use herald_engine::campaigns::store::{self, CampaignInput};
+use herald_engine::campaigns::{fanout, progress};
+use herald_engine::jobs::{self, WorkerSetup};
+use herald_engine::mail::Mailer;
+use herald_engine::smtp_client::{self, SmtpServer};
+use herald_engine::tokens::Signer;
+use herald_engine::{Db, Role, TenantId};
+use sqlx::postgres::PgPoolOptions;
+use uuid::Uuid;
+
+use crate::config::Config;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SendBench {
+    /// Readers the end-to-end send goes to.
+    #[arg(long, default_value_t = 100_000)]
+    pub readers: usize,
+    /// Readers the fan-out measurement writes send-log rows for (at least --readers).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub fanout_readers: usize,
+    /// SMTP connections (delivery workers) for the end-to-end send and for the raw blast.
+    #[arg(long, default_value_t = 16)]
+    pub connections: u32,
+    /// Messages in the raw blast.
+    #[arg(long, default_value_t = 100_000)]
+    pub blast_messages: usize,
+    /// Keep the benchmark workspace instead of deleting it.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// CPU time (user + system) of a process, from /proc (Linux only; zero elsewhere).
+fn cpu_seconds(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return 0.0 };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    ticks / clock_ticks_per_second()
+}
+
+fn clock_ticks_per_second() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// CPU seconds of every process named `postgres` on this machine (the database server; only
+/// meaningful when it runs here, as in development).
+fn postgres_cpu_seconds() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|pid| pid.chars().all(|c| c.is_ascii_digit()))
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "postgres"))
+        .map(|pid| cpu_seconds(&pid))
+        .sum()
+}
+
+/// Peak resident set size of this process, in MiB.
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+/// A ~2 KB Markdown body with the usual merge tags.
+fn two_kb_body() -> String {
+    let mut body = String::from("Hello {{ reader.name | default(\"friend\") }},\n\n");
+    let paragraph = "This week in Herald: the quick brown fox jumps over the lazy dog, and the \
+                     newsletter reaches every reader exactly once, however often the workers fall over.\n\n";
+    while body.len() < 1800 {
+        body.push_str(paragraph);
+    }
+    body.push_str("[Read more](https://example.com/issue/42)\n\n[Unsubscribe]({{ unsubscribe_url }})\n");
+    body
+}
+
+/// The sink as a child process on a free port; killed when dropped.
+async fn start_sink() -> anyhow::Result<(tokio::process::Child, String)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let child = tokio::process::Command::new(std::env::current_exe()?)
+        .args(["dev", "smtp-sink", "--listen", &format!("127.0.0.1:{port}")])
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        anyhow::ensure!(Instant::now() < deadline, "the SMTP sink did not start on port {port}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok((child, format!("smtp://127.0.0.1:{port}")))
+}
+
+pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
+    let SendBench { readers, fanout_readers, connections, blast_messages, keep } = args;
+    herald_engine::migrate::run(&config.database_url).await?;
+    // Not `startup::core`: that would also start the dev mail catcher on its usual port.
+    let db = Db::connect(&config.app_database_url, config.db_max_connections.max(connections + 4)).await?;
+    herald_engine::migrate::check_runtime_role(&db).await?;
+    let fanout_readers = fanout_readers.max(readers);
+    println!(
+        "herald bench send: {readers} readers end to end, {fanout_readers} for the fan-out, {connections} connections"
+    );
+    let (_sink, smtp_url) = start_sink().await?;
+    let server = SmtpServer::parse(&smtp_url)?;
+
+    // 1. Raw blast: same client, same message size, no database.
+    let raw = {
+        let mut m = String::from(
+            "From: Bench <bench@herald.test>\r\nTo: <blast@example.com>\r\nSubject: Blast\r\n\
+             Message-ID: <blast@herald.test>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n",
+        );
+        while m.len() < 2048 {
+            m.push_str("The quick brown fox jumps over the lazy dog, again and again and again.\r\n");
+        }
+        m.into_bytes()
+    };
+    let blast = smtp_client::blast(
+        &server,
+        connections as usize,
+        blast_messages,
+        "bench@herald.test",
+        "blast@example.com",
+        &raw,
+    )
+    .await?;
+    println!(
+        "raw blast:   {} messages of {} bytes over {} connections in {:.2} s = {:.0} msg/s",
+        blast.messages,
+        raw.len(),
+        blast.connections,
+        blast.elapsed.as_secs_f64(),
+        blast.per_second
+    );
+
+    // Seeding goes through the owner role: it is set-up, not what is measured.
+    let owner = PgPoolOptions::new().max_connections(2).connect(&config.database_url).await?;
+    let tenant = TenantId::new();
+    let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
+    sqlx::query(
+        "INSERT INTO tenants (id, name, slug, postal_address, default_from_name, default_from_email)
+         VALUES ($1, 'Bench Co', $2, '1 Bench Street, Lyon', 'Bench Co', 'news@bench.test')",
+    )
+    .bind(tenant)
+    .bind(&slug)
+    .execute(&owner)
+    .await?;
+    let result = measure(&db, &owner, tenant, &smtp_url, config, readers, fanout_readers, connections).await;
+    let outcome = match result {
+        Ok(e2e) => {
+            println!(
+                "ratio:       end to end is {:.0} % of the raw blast ({:.0} / {:.0} msg/s)",
+                100.0 * e2e / blast.per_second,
+                e2e,
+                blast.per_second
+            );
+            println!("peak RSS:    {:.0} MiB (this process, whole run)", peak_rss_mib());
+            Ok(())
+        }
+        Err(e) => Err(e),
+    };
+    if keep {
+        println!("kept workspace {slug} ({tenant})");
+    } else {
+        sqlx::query("DELETE FROM tenants WHERE id = $1").bind(tenant).execute(&owner).await?;
+    }
+    outcome
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    db: &Db,
+    owner: &sqlx::PgPool,
+    tenant: TenantId,
+    smtp_url: &str,
+    config: &Config,
+    readers: usize,
+    fanout_readers: usize,
+    connections: u32,
+) -> anyhow::Result<f64> {
+    // Two lists: every reader on the big one, the first `readers` on the small one.
+    let (big, small) = (Uuid::new_v4(), Uuid::new_v4());
+    for (id, name) in [(big, "Everyone"), (small, "Sample")] {
+        sqlx::query("INSERT INTO lists (id, tenant_id, name, slug, opt_in) VALUES ($1, $2, $3, $4, 'single')")
+            .bind(id)
+            .bind(tenant)
+            .bind(name)
+            .bind(name.to_lowercase())
+            .execute(owner)
+            .await?;
+    }
+    let seeding = Instant::now();
+    sqlx::query(
+        "INSERT INTO readers (tenant_id, email, name, attributes)
+         SELECT $1, 'bench' || g || '@example.com', 'Reader ' || g, jsonb_build_object('city', 'Lyon')
+         FROM generate_series(1, $2) g",
+    )
+    .bind(tenant)
+    .bind(fanout_readers as i64)
+    .execute(owner)
+    .await?;
+    sqlx::query(
+        "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
+         SELECT $1, $2, id, 'confirmed', now() FROM readers WHERE tenant_id = $1
+         UNION ALL
+         SELECT $1, $3, id, 'confirmed', now() FROM (SELECT id FROM readers WHERE tenant_id = $1 ORDER BY id LIMIT $4) s",
+    )
+    .bind(tenant)
+    .bind(big)
+    .bind(small)
+    .bind(readers as i64)
+    .execute(owner)
+    .await?;
+    sqlx::query("ANALYZE readers").execute(owner).await?;
+    sqlx::query("ANALYZE subscriptions").execute(owner).await?;
+    println!("seeded:      {fanout_readers} readers in {:.1} s", seeding.elapsed().as_secs_f64());
+
+    let draft = |name: &str, list: Uuid| CampaignInput {
+        name: name.into(),
+        subject: "Issue 42 for {{ reader.name }}".into(),
+        from_name: "Bench Co".into(),
+        from_email: "news@bench.test".into(),
+        list_ids: vec![list],
+        body_format: "markdown".into(),
+        body: two_kb_body(),
+        ..Default::default()
+    };
+
+    // 2a. The bare INSERT … SELECT: same rows, same table and indexes, same role under RLS.
+    let bare = store::create(db, tenant, Role::Owner, &draft("Bare insert", big)).await?;
+    let started = Instant::now();
+    let mut tx = db.tenant_tx(tenant).await?;
+    let bare_rows = sqlx::query(
+        "INSERT INTO sends (tenant_id, campaign_id, reader_id, email)
+         SELECT $1, $2, r.id, r.email FROM subscriptions s JOIN readers r ON r.id = s.reader_id
+         WHERE s.tenant_id = $1 AND s.list_id = $3 AND s.status = 'confirmed'",
+    )
+    .bind(tenant)
+    .bind(bare.id)
+    .bind(big)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    let bare_rate = bare_rows as f64 / started.elapsed().as_secs_f64();
+    sqlx::query("DELETE FROM sends WHERE campaign_id = $1").bind(bare.id).execute(owner).await?;
+    sqlx::query("VACUUM ANALYZE sends").execute(owner).await?;
+
+    // 2b. The fan-out proper (every eligibility check, chunked, resumable). Started by hand
+    // rather than through `send_now`, so no delivery job ever picks this campaign up.
+    let big_campaign = store::create(db, tenant, Role::Owner, &draft("Fan-out", big)).await?;
+    sqlx::query("UPDATE campaigns SET status = 'sending', started_at = now() WHERE id = $1")
+        .bind(big_campaign.id)
+        .execute(owner)
+        .await?;
+    let started = Instant::now();
+    let queued = fanout::run(db, tenant, big_campaign.id).await?;
+    let fanout_rate = queued as f64 / started.elapsed().as_secs_f64();
+    store::cancel(db, tenant, Role::Owner, big_campaign.id).await?;
+    println!(
+        "fan-out:     {queued} rows at {fanout_rate:.0} rows/s; bare INSERT … SELECT {bare_rows} rows at {bare_rate:.0} rows/s \
+         ({:.0} %)",
+        100.0 * fanout_rate / bare_rate
+    );
+
+    // 3. End to end through the apalis workers of this process.
+    let identity = SmtpIdentity {
+        bucket: format!("identity:bench:{tenant}"),
+        server: SmtpServer::parse(smtp_url)?,
+        max_connections: connections,
+        rate_per_second: 1_000_000.0,
+        burst: 10_000,
+        dkim: None,
+    };
+    let mut delivery = herald_engine::campaigns::delivery::DeliveryConfig::new(
+        jobs::unique_worker_name("bench"),
+        config.base_url.clone(),
+        identity,
+    );
+    delivery.batch_size = config.send.batch_size;
+    let setup = WorkerSetup {
+        db: db.clone(),
+        mailer: Mailer::from_url(smtp_url, &config.mail_from)?,
+        signer: Signer::new(&config.secret_key),
+        base_url: config.base_url.clone(),
+        delivery,
+        send_concurrency: connections as usize,
+    };
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let workers = tokio::spawn(jobs::run_workers(setup, async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    }));
+    let campaign = store::create(db, tenant, Role::Owner, &draft("End to end", small)).await?;
+    let (cpu0, pg0) = (cpu_seconds("self"), postgres_cpu_seconds());
+    let started = Instant::now();
+    store::send_now(db, &jobs::Jobs::new(db), tenant, Role::Owner, campaign.id).await?;
+    let p = loop {
+        let p = progress::progress(db, tenant, campaign.id).await?;
+        if p.status != "sending" {
+            break p;
+        }
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(3600), "the send did not finish within an hour: {p:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let elapsed = started.elapsed().as_secs_f64();
+    let (cpu, pg) = (cpu_seconds("self") - cpu0, postgres_cpu_seconds() - pg0);
+    let _ = stop_tx.send(true);
+    let _ = workers.await;
+    anyhow::ensure!(p.status == "sent" && p.sent == readers as i64, "the send ended {}: {p:?}", p.status);
+    let rate = p.sent as f64 / elapsed;
+    let per_100k = 100_000.0 / p.sent as f64;
+    println!(
+        "end to end:  {} messages in {elapsed:.2} s = {rate:.0} msg/s (click to `sent`, fan-out included); \
+         {} ambiguous, {} failed",
+        p.sent, p.ambiguous, p.failed
+    );
+    println!("CPU:         {:.1} s in Herald + {:.1} s in Postgres per 100k messages", cpu * per_100k, pg * per_100k);
+    Ok(rate)
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ImportBench {
+    /// Rows in the generated CSV.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rows: usize,
+    /// Keep the benchmark workspace instead of deleting it.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// `herald bench import`: a generated CSV (email, name, two attributes) through the real import
+/// path — stored in 1 MB chunks as an upload is, then the import job run to the end — and then
+/// the audience pages' queries timed on the resulting workspace (the issue's 200 ms budget).
+pub async fn run_import(args: ImportBench, config: &Config) -> anyhow::Result<()> {
+    use herald_engine::audience::import::{self, ImportContext, StartImport};
+    use herald_engine::audience::lists::{self, ListInput};
+    use herald_engine::audience::readers::{self, AttributeCondition, ReaderFilter};
+
+    herald_engine::migrate::run(&config.database_url).await?;
+    let db = Db::connect(&config.app_database_url, config.db_max_connections).await?;
+    herald_engine::migrate::check_runtime_role(&db).await?;
+    let owner = PgPoolOptions::new().max_connections(2).connect(&config.database_url).await?;
+    let tenant = TenantId::new();
+    let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
+    sqlx::query("INSERT INTO tenants (id, name, slug) VALUES ($1, 'Import Bench', $2)")
+        .bind(tenant)
+        .bind(&slug)
+        .execute(&owner)
+        .await?;
+    let outcome = async {
+        let list = lists::create(
+            &db,
+            tenant,
+            Role::Owner,
+            &ListInput {
+                name: "All".into(),
+                slug: None,
+                description: String::new(),
+                opt_in: "single".into(),
+                visibility: "private".into(),
+            },
+        )
+        .await?;
+        // The upload, chunked as the browser upload is (not what is measured).
+        let id = import::begin_upload(&db, tenant, None, Role::Owner, "million.csv").await?;
+        let cities = ["Lyon", "Paris", "Nantes", "Lille", "Nice"];
+        let (mut chunk, mut seq, mut size) = (String::from("email,name,city,plan\n"), 0, 0usize);
+        for i in 0..args.rows {
+            let plan = if i % 3 == 0 { "pro" } else { "free" };
+            chunk.push_str(&format!("reader{i}@example.com,Reader {i},{},{plan}\n", cities[i % 5]));
+            if chunk.len() >= import::CHUNK_BYTES || i + 1 == args.rows {
+                import::append_chunk(&db, tenant, id, seq, chunk.as_bytes()).await?;
+                size += chunk.len();
+                seq += 1;
+                chunk.clear();
+            }
+        }
+        import::finish_upload(&db, tenant, id, size as i64).await?;
+        let start = StartImport {
+            mapping: vec!["email".into(), "name".into(), "attributes.city".into(), "attributes.plan".into()],
+            list_ids: vec![list.id],
+            mode: "confirmed".into(),
+            existing: "update".into(),
+        };
+        let jobs = jobs::Jobs::new(&db);
+        import::start(&db, &jobs, tenant, Role::Owner, id, start).await?;
+        let cx = ImportContext { db: db.clone(), signer: Signer::new(&config.secret_key), jobs, base_url: config.base_url.clone() };
+        let (cpu0, pg0) = (cpu_seconds("self"), postgres_cpu_seconds());
+        let started = Instant::now();
+        import::run(&cx, tenant, id).await?;
+        let secs = started.elapsed().as_secs_f64();
+        let (cpu, pg) = (cpu_seconds("self") - cpu0, postgres_cpu_seconds() - pg0);
+        let view = import::get(&db, tenant, id).await?;
+        anyhow::ensure!(view.created == args.rows as i64, "imported {} of {} rows", view.created, args.rows);
+        println!(
+            "import:      {} rows ({:.1} MB) in {secs:.1} s = {:.0} rows/s; CPU {cpu:.1} s Herald + {pg:.1} s Postgres; \
+             peak RSS {:.0} MiB",
+            args.rows,
+            size as f64 / 1e6,
+            args.rows as f64 / secs,
+            peak_rss_mib()
+        );
+
+        // The audience pages on this workspace, as the runtime role under row-level security.
+        sqlx::query("ANALYZE readers").execute(&owner).await?;
+        sqlx::query("ANALYZE subscriptions").execute(&owner).await?;
+        let filters: Vec<(&str, ReaderFilter, Option<i64>)> = vec![
+            ("first page", ReaderFilter::default(), None),
+            ("deep page (keyset)", ReaderFilter::default(), Some(args.rows as i64 / 2)),
+            ("search, rare term", ReaderFilter { search: Some("reader777777@".into()), ..Default::default() }, None),
+            ("search, common term", ReaderFilter { search: Some("reader1".into()), ..Default::default() }, None),
+            ("list filter", ReaderFilter { list: Some(list.id), ..Default::default() }, None),
+            ("status with no match", ReaderFilter { status: Some("blocklisted".into()), ..Default::default() }, None),
+            (
+                "attribute city = \"Nice\"",
+                ReaderFilter { attribute: Some(AttributeCondition::parse("city = \"Nice\"")?), ..Default::default() },
+                None,
+            ),
+            (
+                "attribute plan in [...]",
+                ReaderFilter { attribute: Some(AttributeCondition::parse("plan in [\"pro\", \"team\"]")?), ..Default::default() },
+                None,
+            ),
+        ];
+        for (label, filter, before) in filters {
+            // The id the deep page starts from is relative to this workspace's ids.
+            let before = match before {
+                Some(offset) => {
+                    let min: i64 = sqlx::query_scalar("SELECT min(id) FROM readers WHERE tenant_id = $1")
+                        .bind(tenant)
+                        .fetch_one(&owner)
+                        .await?;
+                    Some(min + offset)
+                }
+                None => None,
+            };
+            let mut best = f64::MAX;
+            let mut found = 0;
+            for _ in 0..3 {
+                let t = Instant::now();
+                found = readers::search(&db, tenant, &filter, before, 50).await?.readers.len();
+                best = best.min(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            println!("readers page {label:<28} {best:>7.1} ms ({found} rows)");
+        }
+        let t = Instant::now();
+        let counts = lists::with_counts(&db, tenant).await?;
+        println!(
+            "lists page with counts            {:>7.1} ms ({} confirmed)",
+            t.elapsed().as_secs_f64() * 1000.0,
+            counts.first().map(|l| l.confirmed).unwrap_or(0)
+        );
+        Ok::<(), anyhow::Error>(())
+    }
+    .await;
+    if args.keep {
+        println!("kept workspace {slug} ({tenant})");
+    } else {
+        sqlx::query("DELETE FROM tenants WHERE id = $1").bind(tenant).execute(&owner).await?;
+    }
+    outcome
+}
