@@ -89,7 +89,10 @@ CREATE TABLE sends (
     sent_at          timestamptz,
     created_at       timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now(),
-    UNIQUE (campaign_id, reader_id)
+    -- Reader first: erasing a reader cascades here through this index (a campaign-first key
+    -- would scan the whole send log per erased reader), and the reader's history uses it.
+    -- `ON CONFLICT (campaign_id, reader_id)` infers it all the same.
+    UNIQUE (reader_id, campaign_id)
 );
 CREATE INDEX sends_claim_idx ON sends (campaign_id, id) WHERE status = 'queued';
 CREATE INDEX sends_lease_idx ON sends (lease_expires_at) WHERE status = 'sending';

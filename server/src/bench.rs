@@ -322,15 +322,17 @@ async fn measure(
     let (cpu0, pg0) = (cpu_seconds("self"), postgres_cpu_seconds());
     let started = Instant::now();
     store::send_now(db, &jobs::Jobs::new(db), tenant, Role::Owner, campaign.id).await?;
-    let p = loop {
-        let p = progress::progress(db, tenant, campaign.id).await?;
-        if p.status != "sending" {
-            break p;
+    // Only the status is polled (one row): the full progress counts scan the send log.
+    loop {
+        let c = store::get(db, tenant, campaign.id).await?;
+        if c.status != "sending" {
+            break;
         }
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(3600), "the send did not finish within an hour: {p:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(3600), "the send did not finish within an hour");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let elapsed = started.elapsed().as_secs_f64();
+    let p = progress::progress(db, tenant, campaign.id).await?;
     let (cpu, pg) = (cpu_seconds("self") - cpu0, postgres_cpu_seconds() - pg0);
     let _ = stop_tx.send(true);
     let _ = workers.await;

@@ -467,7 +467,9 @@ impl Form {
         }
     }
 
-    fn error(&self, field: &'static str) -> impl Fn() -> Option<String> + Copy + Send + Sync + 'static {
+    // `use<>`: the closure copies the signal out and does not borrow `self` (edition 2024 would
+    // otherwise capture the borrow, which only the release build without erased components sees).
+    fn error(&self, field: &'static str) -> impl Fn() -> Option<String> + Copy + Send + Sync + use<> {
         let errors = self.errors;
         move || errors.with(|e| e.iter().find(|e| e.field == field).map(|e| e.message.clone()))
     }
@@ -713,9 +715,11 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>) -> impl IntoView {
                 <a href="/settings" class="font-medium underline">"Add it in Settings"</a>"."
             </p>
         })}
+        // Each column is type-erased (`into_any`): the editor's whole view as one static type
+        // is too deep for rustc in release builds without `erase_components`.
         <div class="grid grid-cols-1 gap-6 lg:grid-cols-2">
             // Leaving a field saves at once; so does Ctrl+S (or ⌘S).
-            <div on:focusout=move |_| flush.run(())
+            {view! { <div on:focusout=move |_| flush.run(())
                 on:keydown=move |ev| {
                     if (ev.ctrl_key() || ev.meta_key()) && ev.key().eq_ignore_ascii_case("s") {
                         ev.prevent_default();
@@ -728,14 +732,14 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>) -> impl IntoView {
                     <AudienceFields form=form lists=lists/>
                     <ContentFields form=form/>
                 </fieldset>
-            </div>
-            <div class="min-w-0 lg:sticky lg:top-6 lg:self-start">
+            </div> }.into_any()}
+            {view! { <div class="min-w-0 lg:sticky lg:top-6 lg:self-start">
                 <PreviewPanel id=id saved_version=saved_version/>
                 {can_edit.then(|| view! { <TestSendPanel test=test after_save=after_save/> })}
                 {can_edit.then(|| view! {
                     <SendPanel c=c.clone() form=form lists=lists after_save=after_save actions=lifecycle/>
                 })}
-            </div>
+            </div> }.into_any()}
         </div>
     }
 }

@@ -18,7 +18,6 @@
 //! backoff and jitter); 5xx is permanent (`failed`, with the reply); a 5xx "user unknown" at
 //! RCPT is a hard bounce and suppresses the address. The connection is dropped after any error.
 
-use chrono::{DateTime, Utc};
 use rand::Rng;
 use serde_json::Value;
 use std::sync::Arc;
@@ -149,7 +148,21 @@ struct Sender<'a> {
     frequency_cap_hours: Option<i32>,
     conn: Option<SmtpConnection>,
     consecutive_failures: u32,
+    /// Claims start after the last row this loop claimed, so a claim does not walk the index
+    /// entries of every row already sent (they stay in the partial index until vacuum: from
+    /// the campaign's first row that walk made a send quadratic). A pass that finds nothing
+    /// starts again from 0, which picks up retries and rows given back behind the cursor.
+    cursor: i64,
+    /// When this loop last refreshed the campaign's heartbeat (every claim would make all
+    /// loops queue on the one campaign row).
+    last_heartbeat: Instant,
+    /// Hard bounces this loop saw since the last health check (no bounces, nothing to check).
+    bounces_since_check: u32,
 }
+
+/// How often a busy delivery loop refreshes its campaign's heartbeat (the supervisor's stale
+/// threshold is 15 s).
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 
 /// Works on one campaign until it is done, paused or cancelled. Several of these run at once
 /// (one SMTP connection each); running the same job twice is harmless, because rows are only
@@ -195,6 +208,9 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
         frequency_cap_hours: cap,
         conn: None,
         consecutive_failures: 0,
+        cursor: 0,
+        last_heartbeat: Instant::now(),
+        bounces_since_check: 0,
     };
     let result = sender.run().await;
     if let Some(conn) = sender.conn.take() {
@@ -225,13 +241,18 @@ impl Sender<'_> {
             if !wait.is_zero() && !self.sleep_with_heartbeat(wait).await? {
                 return Ok(());
             }
-            let rows = self.claim(batch as i64).await?;
+            let mut rows = self.claim(batch as i64).await?;
+            if rows.is_empty() && self.cursor > 0 {
+                self.cursor = 0;
+                rows = self.claim(batch as i64).await?;
+            }
             if rows.is_empty() {
                 if self.idle().await? {
                     return Ok(());
                 }
                 continue;
             }
+            self.cursor = rows.iter().map(|r| r.id).max().unwrap_or(self.cursor);
             cfg.fault(FaultPoint::AfterClaim, rows[0].id)?;
             let lease_deadline = Instant::now() + cfg.lease.saturating_sub(cfg.smtp_timeout.min(cfg.lease / 2));
             let mut rest = rows.into_iter();
@@ -249,8 +270,9 @@ impl Sender<'_> {
                     return Ok(());
                 }
             }
-            if last_health.elapsed() >= HEALTH_CHECK_EVERY {
+            if self.bounces_since_check > 0 && last_health.elapsed() >= HEALTH_CHECK_EVERY {
                 last_health = Instant::now();
+                self.bounces_since_check = 0;
                 if self.check_health().await? {
                     return Ok(());
                 }
@@ -328,15 +350,15 @@ impl Sender<'_> {
             return Ok(true);
         }
         let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
-        let (status, next_due): (String, Option<DateTime<Utc>>) = sqlx::query_as(
-            "UPDATE campaigns c SET heartbeat_at = now() WHERE c.tenant_id = $1 AND c.id = $2
-             RETURNING c.status, (SELECT min(next_attempt_at) FROM sends s WHERE s.campaign_id = c.id AND s.status = 'queued')",
+        let status: String = sqlx::query_scalar(
+            "UPDATE campaigns c SET heartbeat_at = now() WHERE c.tenant_id = $1 AND c.id = $2 RETURNING c.status",
         )
         .bind(self.tenant)
         .bind(self.campaign.id)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
+        self.last_heartbeat = Instant::now();
         if status != "sending" {
             return Ok(true);
         }
@@ -344,8 +366,10 @@ impl Sender<'_> {
         if let Some(conn) = self.conn.take() {
             conn.quit().await;
         }
-        let until_due = next_due.map(|t| (t - Utc::now()).to_std().unwrap_or_default()).unwrap_or(Duration::MAX);
-        tokio::time::sleep(until_due.clamp(Duration::from_millis(50), Duration::from_millis(500))).await;
+        // Retries come due on their own schedule; a short poll (with jitter, so idle loops do
+        // not wake together) finds them without scanning the queue for the next due time.
+        let pause = Duration::from_millis(rand::thread_rng().gen_range(100..300));
+        tokio::time::sleep(pause.min(self.cx.config.retry_base.max(Duration::from_millis(50)))).await;
         Ok(false)
     }
 
@@ -356,7 +380,7 @@ impl Sender<'_> {
         let mut rows: Vec<Claimed> = sqlx::query_as(
             "WITH picked AS (
                  SELECT s.id FROM sends s
-                 WHERE s.campaign_id = $2 AND s.status = 'queued' AND s.next_attempt_at <= now()
+                 WHERE s.campaign_id = $2 AND s.status = 'queued' AND s.next_attempt_at <= now() AND s.id > $6
                    AND EXISTS (SELECT 1 FROM campaigns c WHERE c.tenant_id = $1 AND c.id = $2 AND c.status = 'sending')
                  ORDER BY s.id LIMIT $3
                  FOR UPDATE SKIP LOCKED
@@ -377,6 +401,7 @@ impl Sender<'_> {
         .bind(n)
         .bind(&self.campaign.list_ids)
         .bind(self.max_queue_age_hours)
+        .bind(self.cursor)
         .fetch_all(&mut *tx)
         .await?;
         if rows.is_empty() {
@@ -386,20 +411,27 @@ impl Sender<'_> {
         // The frequency cap, atomically: the reader's last-mailed time moves only if the cap
         // allows (or it is this campaign's own retry). Row locks on readers serialise two
         // campaigns claiming the same reader at once.
+        // With no cap the readers are not touched at all: rewriting every reader row per
+        // campaign (and their search indexes) would cost more than the send itself. The cap
+        // therefore counts mail sent after it was switched on.
         let candidates: Vec<i64> = rows.iter().filter(|r| r.skip.is_none()).map(|r| r.reader_id).collect();
-        let allowed: Vec<i64> = sqlx::query_scalar(
-            "UPDATE readers SET last_campaign_at = now(), last_campaign_id = $3
+        let allowed: Vec<i64> = if self.frequency_cap_hours.is_none() {
+            candidates
+        } else {
+            sqlx::query_scalar(
+                "UPDATE readers SET last_campaign_at = now(), last_campaign_id = $3
              WHERE tenant_id = $1 AND id = ANY($2)
                AND ($4::int IS NULL OR last_campaign_at IS NULL OR last_campaign_id = $3
                     OR last_campaign_at <= now() - make_interval(hours => $4::int))
              RETURNING id",
-        )
-        .bind(tenant)
-        .bind(&candidates)
-        .bind(campaign)
-        .bind(self.frequency_cap_hours)
-        .fetch_all(&mut *tx)
-        .await?;
+            )
+            .bind(tenant)
+            .bind(&candidates)
+            .bind(campaign)
+            .bind(self.frequency_cap_hours)
+            .fetch_all(&mut *tx)
+            .await?
+        };
         let allowed: std::collections::HashSet<i64> = allowed.into_iter().collect();
         for row in rows.iter_mut() {
             if row.skip.is_none() && !allowed.contains(&row.reader_id) {
@@ -435,11 +467,14 @@ impl Sender<'_> {
             .execute(&mut *tx)
             .await?;
         }
-        sqlx::query("UPDATE campaigns SET heartbeat_at = now() WHERE tenant_id = $1 AND id = $2")
-            .bind(tenant)
-            .bind(campaign)
-            .execute(&mut *tx)
-            .await?;
+        if self.last_heartbeat.elapsed() >= HEARTBEAT_EVERY {
+            sqlx::query("UPDATE campaigns SET heartbeat_at = now() WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(campaign)
+                .execute(&mut *tx)
+                .await?;
+            self.last_heartbeat = Instant::now();
+        }
         tx.commit().await?;
         Ok(claimed)
     }
@@ -517,7 +552,10 @@ impl Sender<'_> {
         self.consecutive_failures += 1;
         let reason = truncate(&e.to_string(), 500);
         match e.kind {
-            SmtpErrorKind::HardBounce => self.fail(row.id, &reason, Some(&row.email), true).await?,
+            SmtpErrorKind::HardBounce => {
+                self.bounces_since_check += 1;
+                self.fail(row.id, &reason, Some(&row.email), true).await?
+            }
             SmtpErrorKind::Permanent => self.fail(row.id, &reason, None, false).await?,
             SmtpErrorKind::Transient if row.attempts >= cfg.max_attempts => {
                 self.fail(row.id, &format!("gave up after {} attempts: {reason}", row.attempts), None, false).await?

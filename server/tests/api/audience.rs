@@ -539,3 +539,22 @@ async fn a_stranger_cannot_undo_an_unsubscribe_through_a_single_opt_in_form() {
         .expect("status");
     assert_eq!(status, "unsubscribed");
 }
+
+/// Erasing a reader (or a workspace of a million) must not scan the ledger or the send log once
+/// per reader: every foreign key to `readers` that cascades or sets NULL has an index leading
+/// with its column, so the cascade is an index lookup.
+#[tokio::test]
+async fn every_cascade_from_readers_is_served_by_an_index() {
+    let app = spawn_app().await;
+    let unindexed: Vec<String> = sqlx::query_scalar(
+        "SELECT c.conrelid::regclass::text || '.' || a.attname
+         FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+         WHERE c.contype = 'f' AND c.confrelid = 'readers'::regclass AND c.confdeltype IN ('c', 'n')
+           AND NOT EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.conrelid AND i.indkey[0] = c.conkey[1])
+         ORDER BY 1",
+    )
+    .fetch_all(&app.owner)
+    .await
+    .expect("catalog query");
+    assert!(unindexed.is_empty(), "cascades from readers without a leading index: {unindexed:?}");
+}
