@@ -438,7 +438,11 @@ pub async fn run_import(args: ImportBench, config: &Config) -> anyhow::Result<()
             ("first page", ReaderFilter::default(), None),
             ("deep page (keyset)", ReaderFilter::default(), Some(args.rows as i64 / 2)),
             ("search, rare term", ReaderFilter { search: Some("reader777777@".into()), ..Default::default() }, None),
-            ("search, common term", ReaderFilter { search: Some("reader1".into()), ..Default::default() }, None),
+            // A term most readers match (a shared domain): the newest-rows window answers it.
+            ("search, common term", ReaderFilter { search: Some("@example".into()), ..Default::default() }, None),
+            // 111k matches, all among the oldest fifth of the readers: the worst case for a
+            // newest-first page (the window finds none; every match is fetched and sorted).
+            ("search, old-rows term", ReaderFilter { search: Some("reader1".into()), ..Default::default() }, None),
             ("list filter", ReaderFilter { list: Some(list.id), ..Default::default() }, None),
             ("status with no match", ReaderFilter { status: Some("blocklisted".into()), ..Default::default() }, None),
             (
