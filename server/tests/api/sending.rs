@@ -540,3 +540,40 @@ async fn readers_on_several_lists_and_ineligible_readers() -> TestResult {
     assert_eq!(h.assert_exactly_once(&expected).await, 0);
     Ok(())
 }
+
+#[tokio::test]
+async fn the_fan_out_reaches_readers_on_both_sides_of_other_workspaces_ids() -> TestResult {
+    let h = SendHarness::new(10).await?;
+    // Reader ids are shared by every workspace: 300k ids of other tenants' readers sit between
+    // this workspace's first ten readers and its next ten.
+    sqlx::query("SELECT setval(pg_get_serial_sequence('readers', 'id'), (SELECT max(id) FROM readers) + 300000)")
+        .execute(&h.app.owner)
+        .await?;
+    let later = h.add_list("Later", 10, "late").await?;
+    sqlx::query("INSERT INTO subscriptions (tenant_id, list_id, reader_id, status) SELECT tenant_id, $1, id, 'confirmed' FROM readers WHERE email LIKE 'reader%'")
+        .bind(later)
+        .execute(&h.app.owner)
+        .await?;
+    let campaign = h.campaign("Gaps", vec![later]).await?;
+    h.start(campaign).await?;
+    // The gap costs no empty chunks: the cursor jumps to the next subscriber.
+    let cursor: i64 = sqlx::query_scalar("SELECT fanout_cursor FROM campaigns WHERE id = $1")
+        .bind(campaign)
+        .fetch_one(&h.app.owner)
+        .await?;
+    let first_late: i64 = sqlx::query_scalar("SELECT min(id) FROM readers WHERE email LIKE 'late%'")
+        .fetch_one(&h.app.owner)
+        .await?;
+    // The last chunk started right before the first reader after the gap (stepping through the
+    // gap from 0 would have ended on a multiple of the chunk size instead).
+    assert_eq!(cursor, first_late - 1 + herald_engine::campaigns::fanout::CHUNK_IDS);
+    let identity = h.identity(100_000.0, 1000)?;
+    for r in h.deliver(&h.worker(&identity, None), campaign, 2).await {
+        r?;
+    }
+    let mut expected = addresses("reader", 1..=10);
+    expected.extend(addresses("late", 1..=10));
+    assert_eq!(h.assert_exactly_once(&expected).await, 0);
+    assert_eq!(h.status(campaign).await?.recipients, 20);
+    Ok(())
+}
