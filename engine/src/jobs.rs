@@ -227,14 +227,12 @@ pub struct WorkerSetup {
     pub send_concurrency: usize,
 }
 
-/// A Postgres job source for `$job`. LISTEN/NOTIFY wakes the worker the moment a job is
-/// inserted; the interval picks up retries whose run_at has come, and anything a missed
-/// notification left behind. (A macro: the backend's concrete type is unnameable.)
+/// A Postgres job source for `$job`, polled about four times a second while its queue is
+/// empty ([`crate::job_poll::Gated`]: apalis alone polls hundreds of times a second). (A macro:
+/// the backend's concrete type is unnameable.)
 macro_rules! pg_backend {
     ($job:ty, $db:expr) => {
-        PostgresStorage::<$job>::new($db.pool())
-            .with_pubsub()
-            .poll_with_strategy(Strategy::new().interval(std::time::Duration::from_secs(1)))
+        crate::job_poll::Gated::new(PostgresStorage::<$job>::new($db.pool()), std::time::Duration::from_millis(250))
     };
 }
 

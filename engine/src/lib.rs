@@ -10,6 +10,7 @@ pub mod db;
 pub mod domain;
 pub mod error;
 pub mod invites;
+pub mod job_poll;
 pub mod jobs;
 pub mod mail;
 pub mod migrate;

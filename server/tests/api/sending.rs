@@ -561,9 +561,8 @@ async fn the_fan_out_reaches_readers_on_both_sides_of_other_workspaces_ids() -> 
         .bind(campaign)
         .fetch_one(&h.app.owner)
         .await?;
-    let first_late: i64 = sqlx::query_scalar("SELECT min(id) FROM readers WHERE email LIKE 'late%'")
-        .fetch_one(&h.app.owner)
-        .await?;
+    let first_late: i64 =
+        sqlx::query_scalar("SELECT min(id) FROM readers WHERE email LIKE 'late%'").fetch_one(&h.app.owner).await?;
     // The last chunk started right before the first reader after the gap (stepping through the
     // gap from 0 would have ended on a multiple of the chunk size instead).
     assert_eq!(cursor, first_late - 1 + herald_engine::campaigns::fanout::CHUNK_IDS);
