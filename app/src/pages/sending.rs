@@ -221,7 +221,7 @@ fn PolicyForm(p: PolicyView, save: ServerAction<SaveSendingPolicy>) -> impl Into
             <ActionForm action=save attr:class="space-y-6" attr:data-testid="policy-form">
                 <fieldset disabled=ro>
                     <legend class="label">"Frequency cap"</legend>
-                    <p class="mb-2 text-xs text-slate-500">"Protects readers on several lists from getting many campaigns in a row. Readers over the cap are skipped, and the report says so."</p>
+                    <p class="mb-2 text-xs text-slate-500">"Protects readers on several lists from getting many campaigns in a row. Readers over the cap are skipped, and the report says so. The cap counts campaign mail sent while it is on."</p>
                     <div class="space-y-2 text-sm">
                         <label class="flex items-center gap-2">
                             <input type="radio" name="cap" value="off" checked=p.frequency_cap_hours.is_none()
