@@ -149,27 +149,15 @@ pub async fn save(
     }
     let sealed_key = (!key.is_empty()).then(|| sealing::seal(signer, key));
     let mut tx = db.tenant_tx(tenant).await?;
-    let result = match id {
-        None => {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO sending_identities (id, tenant_id, name, smtp_url_sealed, smtp_display, max_connections,
+    // Insert and update name the same fields as $3…$11.
+    let query: sqlx::query::QueryAs<'_, sqlx::Postgres, Identity, sqlx::postgres::PgArguments> = match id {
+        None => sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO sending_identities (id, tenant_id, name, smtp_url_sealed, smtp_display, max_connections,
                      rate_per_second, burst, dkim_domain, dkim_selector, dkim_key_sealed)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), $11) RETURNING {COLUMNS}"
-            )))
-            .bind(Uuid::new_v4())
-            .bind(tenant)
-            .bind(input.name.trim())
-            .bind(sealed_url)
-            .bind(display)
-            .bind(input.max_connections)
-            .bind(input.rate_per_second)
-            .bind(input.burst)
-            .bind(domain)
-            .bind(input.dkim_selector.trim())
-            .bind(sealed_key)
-            .fetch_one(&mut *tx)
-            .await
-        }
+        )))
+        .bind(Uuid::new_v4())
+        .bind(tenant),
         Some(id) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "UPDATE sending_identities SET name = $3, smtp_url_sealed = coalesce($4, smtp_url_sealed),
                      smtp_display = coalesce($5, smtp_display), max_connections = $6, rate_per_second = $7, burst = $8,
@@ -179,7 +167,9 @@ pub async fn save(
                  WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
         )))
         .bind(tenant)
-        .bind(id)
+        .bind(id),
+    };
+    let result = query
         .bind(input.name.trim())
         .bind(sealed_url)
         .bind(display)
@@ -191,8 +181,7 @@ pub async fn save(
         .bind(sealed_key)
         .fetch_optional(&mut *tx)
         .await
-        .and_then(|r| r.ok_or(sqlx::Error::RowNotFound)),
-    };
+        .and_then(|r| r.ok_or(sqlx::Error::RowNotFound));
     let identity = match result {
         Ok(i) => i,
         Err(sqlx::Error::RowNotFound) => return Err(Error::NotFound),

@@ -137,12 +137,30 @@ fn validate(input: &CampaignInput) -> Result<()> {
     Ok(())
 }
 
+type CampaignQuery<'q> = sqlx::query::QueryAs<'q, sqlx::Postgres, Campaign, sqlx::postgres::PgArguments>;
+
+/// Binds the editable fields as $3…$14, in the order both `create` and `update` name them.
+fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQuery<'q> {
+    q.bind(input.name.trim())
+        .bind(&input.subject)
+        .bind(&input.preheader)
+        .bind(input.identity_id)
+        .bind(input.from_name.trim())
+        .bind(input.from_email.trim())
+        .bind(input.reply_to.trim())
+        .bind(&input.list_ids)
+        .bind(input.attribute_filter.trim())
+        .bind(&input.body_format)
+        .bind(&input.body)
+        .bind(input.spread_hours)
+}
+
 pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &CampaignInput) -> Result<Campaign> {
     role.require(Role::Author)?;
     validate(input)?;
     let mut tx = db.tenant_tx(tenant).await?;
     // The workspace's default sender fills in an empty one.
-    let campaign = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let insert = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO campaigns (id, tenant_id, name, subject, preheader, identity_id, from_name, from_email, reply_to,
              list_ids, attribute_filter, body_format, body, spread_hours)
          SELECT $1, $2, $3, $4, $5, $6, coalesce(nullif($7, ''), t.default_from_name),
@@ -151,21 +169,8 @@ pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &CampaignInput
          RETURNING {COLUMNS}"
     )))
     .bind(Uuid::new_v4())
-    .bind(tenant)
-    .bind(input.name.trim())
-    .bind(&input.subject)
-    .bind(&input.preheader)
-    .bind(input.identity_id)
-    .bind(input.from_name.trim())
-    .bind(input.from_email.trim())
-    .bind(input.reply_to.trim())
-    .bind(&input.list_ids)
-    .bind(input.attribute_filter.trim())
-    .bind(&input.body_format)
-    .bind(&input.body)
-    .bind(input.spread_hours)
-    .fetch_one(&mut *tx)
-    .await?;
+    .bind(tenant);
+    let campaign = bind_content(insert, input).fetch_one(&mut *tx).await?;
     tx.commit().await?;
     Ok(campaign)
 }
@@ -176,7 +181,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &Cam
     role.require(Role::Author)?;
     validate(input)?;
     let mut tx = db.tenant_tx(tenant).await?;
-    let updated: Option<Campaign> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let update = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE campaigns SET name = $3, subject = $4, preheader = $5, identity_id = $6, from_name = $7, from_email = $8,
              reply_to = $9, list_ids = $10, attribute_filter = $11, body_format = $12, body = $13, spread_hours = $14,
              updated_at = now()
@@ -184,21 +189,8 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &Cam
          RETURNING {COLUMNS}"
     )))
     .bind(tenant)
-    .bind(id)
-    .bind(input.name.trim())
-    .bind(&input.subject)
-    .bind(&input.preheader)
-    .bind(input.identity_id)
-    .bind(input.from_name.trim())
-    .bind(input.from_email.trim())
-    .bind(input.reply_to.trim())
-    .bind(&input.list_ids)
-    .bind(input.attribute_filter.trim())
-    .bind(&input.body_format)
-    .bind(&input.body)
-    .bind(input.spread_hours)
-    .fetch_optional(&mut *tx)
-    .await?;
+    .bind(id);
+    let updated: Option<Campaign> = bind_content(update, input).fetch_optional(&mut *tx).await?;
     let campaign = match updated {
         Some(c) => c,
         None => {
