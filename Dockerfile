@@ -41,6 +41,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund || npm install --no-save --no-audit --no-fund
 
 COPY . .
+# ECharts is served by the app itself (scripts/lib.sh, vendor_assets).
+RUN mkdir -p public/vendor && cp node_modules/echarts/dist/echarts.min.js public/vendor/
 
 # Release build: server with the release profile, wasm with `wasm-release` (opt-level z, LTO),
 # then wasm-opt, minified CSS. The target directory is a cache mount, so the results are copied

@@ -112,12 +112,24 @@ ensure_tools() {
   # Tailwind CSS and wasm-opt (binaryen) for the build; Playwright for the browser tests.
   npm_install_if_needed "$HERALD_ROOT"
   npm_install_if_needed "$HERALD_ROOT/end2end"
+  vendor_assets
 
   # Playwright's own browser download (`npx playwright install`) is not used: Debian's Chromium
   # works with it through launchOptions.executablePath (see end2end/playwright.config.ts).
   if [[ ! -x /usr/bin/chromium ]]; then
     log "Installing Chromium (Debian package) for the browser tests"
     apt_install chromium
+  fi
+}
+
+# Browser libraries the app serves itself (never from a CDN), copied from node_modules into the
+# assets dir cargo-leptos publishes. ECharts draws the stats charts (charming builds their options).
+vendor_assets() {
+  local src="$HERALD_ROOT/node_modules/echarts/dist/echarts.min.js" dest="$HERALD_ROOT/public/vendor/echarts.min.js"
+  [[ -f "$src" ]] || die "node_modules/echarts is missing: run npm ci in $HERALD_ROOT"
+  if ! cmp -s "$src" "$dest"; then
+    mkdir -p "$(dirname "$dest")"
+    cp "$src" "$dest"
   fi
 }
 

@@ -5,6 +5,8 @@
 #![recursion_limit = "256"]
 
 pub mod auth;
+#[cfg(feature = "ssr")]
+pub mod charts;
 pub mod components;
 pub mod error;
 pub mod pages;
@@ -18,7 +20,8 @@ use leptos_router::path;
 
 use components::shell::AppShell;
 use pages::{
-    api_keys::ApiKeysPage, audience::AudiencePage, campaign::CampaignPage, campaigns::CampaignsPage,
+    api_keys::ApiKeysPage, audience::AudiencePage, campaign::CampaignPage, campaign_stats::CampaignStatsPage,
+    campaigns::CampaignsPage,
     dashboard::DashboardPage, import::ImportPage, imports::ImportsPage, invite::InvitePage, login::LoginPage,
     members::MembersPage, new_workspace::NewWorkspacePage, not_found::NotFoundPage, reader::ReaderPage,
     readers::ReadersPage, sending::SendingPage, settings::SettingsPage, signup::SignupPage,
@@ -35,6 +38,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
+                <script src="/charts.js" defer></script>
                 <MetaTags/>
             </head>
             <body class="bg-slate-50 text-slate-800 antialiased">
@@ -66,6 +70,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/audience/imports/:id") view=ImportPage/>
                     <Route path=path!("/campaigns") view=CampaignsPage/>
                     <Route path=path!("/campaigns/:id") view=CampaignPage/>
+                    <Route path=path!("/campaigns/:id/stats") view=CampaignStatsPage/>
                     <Route path=path!("/settings") view=SettingsPage/>
                     <Route path=path!("/settings/sending") view=SendingPage/>
                     <Route path=path!("/settings/members") view=MembersPage/>

@@ -9,6 +9,7 @@ pub mod campaigns;
 pub mod db;
 pub mod domain;
 pub mod error;
+pub mod feedback;
 pub mod invites;
 pub mod job_poll;
 pub mod jobs;
@@ -20,7 +21,9 @@ pub mod sealing;
 pub mod smtp_client;
 pub mod smtp_sink;
 pub mod tokens;
+pub mod tracking;
 pub mod users;
+pub mod webhooks;
 pub mod workspaces;
 
 pub use db::Db;

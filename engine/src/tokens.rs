@@ -81,6 +81,13 @@ impl Signer {
     }
 }
 
+/// 24 random bytes, base64url: an unguessable path segment (webhook URLs).
+pub fn random_token() -> String {
+    let mut bytes = [0u8; 24];
+    rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut bytes);
+    B64.encode(bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,6 +33,12 @@ pub struct Config {
     /// `herald serve` also runs the job workers (`HERALD_RUN_WORKERS=false` to serve only).
     pub run_workers: bool,
     pub send: SendSettings,
+    /// Opens/clicks buffered in memory before drops are counted (`HERALD_TRACKING_BUFFER`).
+    pub tracking_buffer: usize,
+    /// SNS certificate host pattern (`HERALD_SNS_TRUSTED_HOST`, default `sns.*.amazonaws.com`).
+    pub sns_trusted_host: String,
+    /// Tests only: accept http:// SNS certificate URLs (`HERALD_SNS_ALLOW_HTTP`).
+    pub sns_allow_http: bool,
 }
 
 /// The delivery engine's knobs (README, "Settings"). The default identity is `smtp_url`.
@@ -150,7 +156,15 @@ impl Config {
             batch_size: number(&get, "HERALD_SEND_BATCH", 50)?,
             max_attempts: number(&get, "HERALD_SEND_MAX_ATTEMPTS", 8)?,
         };
+        let sns_allow_http = match get("HERALD_SNS_ALLOW_HTTP").as_deref() {
+            None | Some("false") | Some("0") => false,
+            Some("true") | Some("1") if mode == Mode::Development => true,
+            Some(_) => return Err("HERALD_SNS_ALLOW_HTTP may only be true in development (tests)".into()),
+        };
         Ok(Self {
+            tracking_buffer: number(&get, "HERALD_TRACKING_BUFFER", 200_000)?,
+            sns_trusted_host: get("HERALD_SNS_TRUSTED_HOST").unwrap_or_else(|| "sns.*.amazonaws.com".into()),
+            sns_allow_http,
             mode,
             run_workers,
             send,

@@ -24,8 +24,9 @@ impl AllowedOrigin {
 /// Paths that accept cross-site POSTs by design, none of which reads the session cookie:
 /// `/api/v1/` authenticates with a bearer key; `/s/` is the subscribe form, embeddable on any
 /// site; `/u/` receives RFC 8058 one-click unsubscribes from mail providers (no Origin) and is
-/// authorised by the signed token in its path, like `/confirm/`.
-const EXEMPT_PREFIXES: &[&str] = &["/api/v1/", "/s/", "/u/", "/confirm/"];
+/// authorised by the signed token in its path, like `/confirm/`; `/webhooks/` are provider
+/// callbacks, authenticated by the provider's signature.
+const EXEMPT_PREFIXES: &[&str] = &["/api/v1/", "/s/", "/u/", "/confirm/", "/webhooks/"];
 
 fn request_origin(headers: &HeaderMap) -> Option<String> {
     if let Some(o) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {

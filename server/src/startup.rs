@@ -16,6 +16,8 @@ use herald_engine::rate_limit::RateLimiter;
 use herald_engine::smtp_client::SmtpServer;
 use herald_engine::smtp_sink::MailSink;
 use herald_engine::tokens::Signer;
+use herald_engine::tracking::{Flusher, HitCounters, HitRecorder, TrackingKeys};
+use herald_engine::webhooks::WebhookConfig;
 use herald_engine::{Db, migrate};
 use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
@@ -32,6 +34,8 @@ use tower_sessions::{Expiry, SessionManagerLayer};
 
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::routes::tracking::TrackingState;
+use crate::routes::webhooks::WebhookState;
 use crate::routes::{api, dev_inbox, health};
 use crate::security::{AllowedOrigin, require_same_origin};
 use crate::sessions::PgSessionStore;
@@ -46,6 +50,8 @@ pub struct ServerState {
     pub app: AppState,
     pub metrics: Arc<Metrics>,
     pub leptos: LeptosOptions,
+    pub tracking: TrackingState,
+    pub webhooks: WebhookState,
 }
 
 impl FromRef<ServerState> for LeptosOptions {
@@ -135,6 +141,9 @@ pub struct Application {
     pub state: AppState,
     pub sink: Option<(MailSink, SocketAddr)>,
     workers: Option<WorkerSetup>,
+    /// Writes buffered opens and clicks; flushed on shutdown.
+    flusher: Flusher,
+    pub hit_counters: Arc<HitCounters>,
 }
 
 impl Application {
@@ -157,8 +166,16 @@ impl Application {
             auth_account_limiter: Arc::new(RateLimiter::new(10, Duration::from_secs(60))),
             public_form_limiter: Arc::new(RateLimiter::new(20, Duration::from_secs(60))),
         };
-        let router = router(config, state.clone(), addr, sink.as_ref().map(|s| s.0.clone()));
-        Ok(Self { listener, router, addr, state, sink, workers })
+        let (recorder, flusher) = HitRecorder::start(db.clone(), config.tracking_buffer);
+        let hit_counters = recorder.counters.clone();
+        let tracking = TrackingState::new(TrackingKeys::new(&state.signer), recorder);
+        let webhooks = WebhookState::new(WebhookConfig {
+            sns_trusted_host: config.sns_trusted_host.clone(),
+            sns_allow_http: config.sns_allow_http,
+            ..WebhookConfig::default()
+        });
+        let router = router(config, state.clone(), addr, sink.as_ref().map(|s| s.0.clone()), tracking, webhooks);
+        Ok(Self { listener, router, addr, state, sink, workers, flusher, hit_counters })
     }
 
     /// Serves HTTP and runs the background workers until `shutdown` resolves.
@@ -173,6 +190,8 @@ impl Application {
                 let _ = rx.wait_for(|stop| *stop).await;
             })
             .await?;
+        // No request is in flight any more: write what the tracking endpoints buffered.
+        self.flusher.shutdown().await;
         workers.await??;
         Ok(())
     }
@@ -202,15 +221,27 @@ pub async fn run_background(setup: WorkerSetup, shutdown: tokio::sync::watch::Re
     result
 }
 
-fn router(config: &Config, state: AppState, addr: SocketAddr, sink: Option<MailSink>) -> Router {
+fn router(
+    config: &Config,
+    state: AppState,
+    addr: SocketAddr,
+    sink: Option<MailSink>,
+    tracking: TrackingState,
+    webhooks: WebhookState,
+) -> Router {
     let leptos = LeptosOptions::builder()
         .output_name("herald")
         .site_root(config.site_root.as_str())
         .site_pkg_dir("pkg")
         .site_addr(addr)
         .build();
-    let server_state =
-        ServerState { app: state.clone(), metrics: Arc::new(Metrics::default()), leptos: leptos.clone() };
+    let server_state = ServerState {
+        app: state.clone(),
+        metrics: Arc::new(Metrics::default()),
+        leptos: leptos.clone(),
+        tracking,
+        webhooks,
+    };
     let routes = generate_route_list(App);
     let context = {
         let state = state.clone();
@@ -230,7 +261,10 @@ fn router(config: &Config, state: AppState, addr: SocketAddr, sink: Option<MailS
         .route("/metrics", get(health::metrics))
         .merge(api::router())
         .merge(crate::routes::public::router())
+        .merge(crate::routes::tracking::router())
+        .merge(crate::routes::webhooks::router())
         .route("/audience/readers/export.csv", get(crate::routes::export::readers_csv))
+        .route("/campaigns/{id}/events.csv", get(crate::routes::export::campaign_events_csv))
         .leptos_routes_with_context(&server_state, routes, context.clone(), {
             let leptos = leptos.clone();
             move || shell(leptos.clone())

@@ -1,3 +1,4 @@
+pub mod chart;
 pub mod shell;
 pub mod timezone;
 pub mod ui;

@@ -36,6 +36,8 @@ pub struct CampaignDetail {
     pub body: String,
     /// Empty: no spreading.
     pub spread_hours: String,
+    /// `on`, `anonymous` or `off`.
+    pub tracking: String,
     pub status: String,
     pub scheduled_at: Option<String>,
     pub schedule_tz: String,
@@ -76,6 +78,8 @@ pub struct CampaignDraft {
     pub body: String,
     #[serde(default)]
     pub spread_hours: String,
+    #[serde(default)]
+    pub tracking: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -147,6 +151,7 @@ pub async fn get_campaign(id: String) -> Result<CampaignDetail, AppError> {
         body_format: c.body_format,
         body: c.body,
         spread_hours: c.spread_hours.map(|h| h.to_string()).unwrap_or_default(),
+        tracking: c.tracking,
         status: c.status,
         scheduled_at: c.scheduled_at.map(|t| t.to_rfc3339()),
         schedule_tz: c.schedule_tz,
@@ -225,6 +230,7 @@ pub async fn save_campaign(id: String, draft: CampaignDraft) -> Result<SaveOutco
         body_format: body_format.into(),
         body: draft.body,
         spread_hours,
+        tracking: draft.tracking,
     };
     match store::update(&m.state.db, m.tenant, m.role, id, &input).await {
         Ok(c) => Ok(SaveOutcome { errors: Vec::new(), updated_at: Some(c.updated_at.to_rfc3339()) }),
@@ -441,6 +447,7 @@ struct Form {
     body: RwSignal<String>,
     spread_on: RwSignal<bool>,
     spread_hours: RwSignal<String>,
+    tracking: RwSignal<String>,
     errors: RwSignal<Vec<FieldError>>,
     changed: Callback<()>,
 }
@@ -464,6 +471,7 @@ impl Form {
             } else {
                 String::new()
             },
+            tracking: self.tracking.get_untracked(),
         }
     }
 
@@ -538,6 +546,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>) -> impl IntoView {
         body: RwSignal::new(c.body.clone()),
         spread_on: RwSignal::new(!c.spread_hours.is_empty()),
         spread_hours: RwSignal::new(if c.spread_hours.is_empty() { "24".into() } else { c.spread_hours.clone() }),
+        tracking: RwSignal::new(if c.tracking.is_empty() { "on".into() } else { c.tracking.clone() }),
         errors,
         changed,
     };
@@ -956,6 +965,21 @@ fn AudienceFields(form: Form, lists: Resource<Result<ListsView, AppError>>) -> i
                 </div>
                 <p class="mt-1 text-xs text-slate-500">"Sends at an even pace instead of as fast as the server allows: gentler on new sending domains."</p>
                 <p class="mt-1 text-xs text-red-600" role="alert">{spread_error}</p>
+            </div>
+            <div class="mt-5">
+                <label for="campaign-tracking" class="block text-sm font-medium text-slate-700">"Open and click tracking"</label>
+                <select id="campaign-tracking" class="input mt-1 w-72" aria-describedby="campaign-tracking-hint"
+                    on:change=move |ev| {
+                        form.tracking.set(event_target_value(&ev));
+                        form.changed.run(());
+                    }>
+                    {[("on", "On: per reader"), ("anonymous", "Anonymous: counts only"), ("off", "Off")].into_iter().map(|(v, label)| view! {
+                        <option value=v selected=form.tracking.get_untracked() == v>{label}</option>
+                    }).collect_view()}
+                </select>
+                <p id="campaign-tracking-hint" class="mt-1 text-xs text-slate-500">
+                    "Adds an invisible image and rewrites links through this server. Anonymous keeps totals without knowing who opened or clicked."
+                </p>
             </div>
         </Card>
     }

@@ -296,6 +296,8 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
                 <span class="truncate">"Subject: " {subject}</span>
                 {r.started_at.as_deref().map(|t| view! { <span>"Started " {short_time(t)} " UTC"</span> })}
                 {r.finished_at.as_deref().map(|t| view! { <span>"Finished " {short_time(t)} " UTC"</span> })}
+                <a href=format!("/campaigns/{}/stats", id.get_value()) class="font-medium text-indigo-600 hover:underline"
+                    data-testid="stats-link">"Opens, clicks and bounces →"</a>
             </div>
         </div>
         {paused.then(|| view! {

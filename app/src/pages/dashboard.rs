@@ -1,9 +1,12 @@
-//! `/`: the workspace's home, with a getting-started checklist until the basics are done.
+//! `/`: the workspace's home: a getting-started checklist until the basics are done, reader
+//! growth, the last campaigns' open and click rates, and the bounce and complaint rates of the
+//! last 30 days against the thresholds mailbox providers enforce. All from rollups.
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::components::shell::use_current;
+use crate::components::chart::Chart;
 use crate::components::ui::{Card, LoadError, PageHeader};
 use crate::error::AppError;
 
@@ -13,6 +16,21 @@ pub struct DashboardSummary {
     pub has_sender: bool,
     pub members: usize,
     pub pending_invites: usize,
+    /// Subscribes vs unsubscribes per day, last 90 days (None when there were none).
+    pub growth_chart: Option<String>,
+    pub recent: Vec<RecentCampaignRow>,
+    pub sent_30d: i64,
+    pub bounce_rate: f64,
+    pub complaint_rate: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RecentCampaignRow {
+    pub id: String,
+    pub name: String,
+    pub sent: i64,
+    pub open_rate: String,
+    pub click_rate: String,
 }
 
 #[server(prefix = "/rpc", endpoint = "dashboard_summary")]
@@ -23,11 +41,39 @@ pub async fn get_dashboard_summary() -> Result<DashboardSummary, AppError> {
     let ws = workspaces::get(&m.state.db, m.tenant).await?;
     let members = workspaces::members(&m.state.db, m.tenant).await?.len();
     let pending_invites = invites::pending(&m.state.db, m.tenant).await?.len();
+    let d = herald_engine::campaigns::stats::dashboard(&m.state.db, m.tenant).await?;
+    let growth_chart = (!d.growth.is_empty()).then(|| {
+        crate::charts::lines(
+            d.growth.iter().map(|p| p.day.format("%b %d").to_string()).collect(),
+            vec![
+                ("Subscribed", d.growth.iter().map(|p| p.subscribes).collect()),
+                ("Unsubscribed", d.growth.iter().map(|p| p.unsubscribes).collect()),
+            ],
+        )
+    });
+    let rate = |part: i64, whole: i64| if whole > 0 { format!("{:.1} %", 100.0 * part as f64 / whole as f64) } else { "—".into() };
+    let recent = d
+        .recent
+        .iter()
+        .map(|c| RecentCampaignRow {
+            id: c.id.to_string(),
+            name: c.name.clone(),
+            sent: c.sent,
+            open_rate: rate(c.unique_opens, c.sent),
+            click_rate: rate(c.unique_clicks, c.sent),
+        })
+        .collect();
+    let share = |part: i64| if d.sent_30d > 0 { part as f64 / d.sent_30d as f64 } else { 0.0 };
     Ok(DashboardSummary {
         has_postal_address: ws.can_send_campaigns(),
         has_sender: !ws.default_from_email.is_empty(),
         members,
         pending_invites,
+        growth_chart,
+        recent,
+        sent_30d: d.sent_30d,
+        bounce_rate: share(d.bounces_30d),
+        complaint_rate: share(d.complaints_30d),
     })
 }
 
@@ -41,7 +87,7 @@ pub fn DashboardPage() -> impl IntoView {
         <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match summary.await {
-                    Ok(s) => view! { <Checklist s=s/> }.into_any(),
+                    Ok(s) => view! { <Checklist s=s.clone()/> <Engagement s=s/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
             })}
@@ -101,5 +147,66 @@ fn Checklist(s: DashboardSummary) -> impl IntoView {
                 <a href="/audience" class="mt-3 inline-block text-sm text-indigo-600 hover:underline">"Open Audience →"</a>
             </Card>
         </div>
+    }
+}
+
+/// Growth, recent campaigns, and reputation against the providers' limits: Gmail and Yahoo
+/// require a spam rate under 0.3 % (aim for 0.1 %); Amazon SES reviews accounts at 5 % bounces
+/// or 0.1 % complaints.
+#[component]
+fn Engagement(s: DashboardSummary) -> impl IntoView {
+    let gauge = |label: &'static str, value: f64, warn: f64, limit: f64, note: &'static str, testid: &'static str| {
+        let (class, verdict) = if value >= limit {
+            ("text-red-700", "over the limit")
+        } else if value >= warn {
+            ("text-amber-700", "close to the limit")
+        } else {
+            ("text-emerald-700", "healthy")
+        };
+        view! {
+            <div>
+                <p class="text-xs font-medium uppercase tracking-wide text-slate-500">{label}</p>
+                <p class=format!("mt-1 text-2xl font-semibold {class}") data-testid=testid>{format!("{:.2} %", value * 100.0)}</p>
+                <p class="text-xs text-slate-500">{format!("{verdict} · {note}")}</p>
+            </div>
+        }
+    };
+    view! {
+        <div class="mt-6 grid gap-6 lg:grid-cols-2">
+            <Card title="Reader growth (90 days)">
+                {match s.growth_chart {
+                    Some(o) => view! { <Chart option=o label="Subscriptions gained and lost per day" testid="chart-growth"/> }.into_any(),
+                    None => view! { <p class="text-sm text-slate-500">"No subscriptions yet. Share your sign-up page from Audience."</p> }.into_any(),
+                }}
+            </Card>
+            <Card title="Sending health (30 days)">
+                <p class="mb-4 text-sm text-slate-500">{format!("{} campaign messages sent", s.sent_30d)}</p>
+                <div class="grid grid-cols-2 gap-4">
+                    {gauge("Bounce rate", s.bounce_rate, 0.02, 0.05, "SES reviews at 5 %", "health-bounce-rate")}
+                    {gauge("Complaint rate", s.complaint_rate, 0.001, 0.003, "Gmail limit 0.3 %", "health-complaint-rate")}
+                </div>
+            </Card>
+        </div>
+        <Card title="Recent campaigns">
+            {if s.recent.is_empty() {
+                view! { <p class="text-sm text-slate-500">"Nothing sent yet."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="w-full text-left text-sm">
+                        <thead class="text-xs uppercase text-slate-500">
+                            <tr><th class="py-1">"Campaign"</th><th>"Sent"</th><th>"Opened"</th><th>"Clicked"</th></tr>
+                        </thead>
+                        <tbody class="divide-y divide-slate-100">
+                            {s.recent.into_iter().map(|c| view! {
+                                <tr>
+                                    <td class="py-1"><a class="text-indigo-600 hover:underline" href=format!("/campaigns/{}/stats", c.id)>{c.name}</a></td>
+                                    <td>{c.sent}</td><td>{c.open_rate}</td><td>{c.click_rate}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }.into_any()
+            }}
+        </Card>
     }
 }

@@ -26,6 +26,16 @@ pub struct ConsentView {
     pub wording: Option<String>,
 }
 
+/// One line of the reader's activity: a message sent, opened, clicked, bounced...
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ActivityView {
+    pub when: String,
+    pub kind: String,
+    pub campaign_id: Option<String>,
+    pub campaign: Option<String>,
+    pub detail: String,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ReaderView {
     pub id: i64,
@@ -36,6 +46,7 @@ pub struct ReaderView {
     pub suppressed: Option<String>,
     pub subscriptions: Vec<SubscriptionView>,
     pub consent: Vec<ConsentView>,
+    pub activity: Vec<ActivityView>,
     pub export_json: String,
     pub can_edit: bool,
     pub can_erase: bool,
@@ -48,6 +59,7 @@ pub async fn get_reader(id: i64) -> Result<ReaderView, AppError> {
     let m = require_role(Role::Viewer).await?;
     let d = readers::detail(&m.state.db, m.tenant, id).await?;
     let export = readers::export(&m.state.db, m.tenant, id).await?;
+    let activity = herald_engine::campaigns::stats::reader_events(&m.state.db, m.tenant, id).await?;
     Ok(ReaderView {
         id: d.reader.id,
         email: d.reader.email,
@@ -74,6 +86,16 @@ pub async fn get_reader(id: i64) -> Result<ReaderView, AppError> {
                 source: e.source,
                 ip: e.ip,
                 wording: e.wording,
+            })
+            .collect(),
+        activity: activity
+            .into_iter()
+            .map(|e| ActivityView {
+                when: e.at.to_rfc3339(),
+                kind: e.kind,
+                campaign_id: e.campaign_id.map(|c| c.to_string()),
+                campaign: e.campaign_name,
+                detail: e.url.or(e.detail).unwrap_or_default(),
             })
             .collect(),
         export_json: serde_json::to_string_pretty(&export).unwrap_or_default(),
@@ -166,6 +188,30 @@ fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerActi
                 }}
             </Card>
         </div>
+        <Card title="Activity">
+            {if r.activity.is_empty() {
+                view! { <p class="text-sm text-slate-500">"No messages or events yet."</p> }.into_any()
+            } else {
+                view! {
+                    <table class="w-full text-left text-xs" data-testid="reader-activity">
+                        <thead class="uppercase text-slate-400"><tr><th class="py-1">"When"</th><th>"Event"</th><th>"Campaign"</th><th>"Detail"</th></tr></thead>
+                        <tbody class="divide-y divide-slate-100">
+                            {r.activity.into_iter().map(|e| view! {
+                                <tr>
+                                    <td class="py-1">{short_time(&e.when)}</td>
+                                    <td>{e.kind}</td>
+                                    <td>{match (e.campaign_id, e.campaign) {
+                                        (Some(id), Some(name)) => view! { <a class="text-indigo-600 hover:underline" href=format!("/campaigns/{id}/stats")>{name}</a> }.into_any(),
+                                        _ => view! { <span class="text-slate-400">"—"</span> }.into_any(),
+                                    }}</td>
+                                    <td class="max-w-xs truncate" title=e.detail.clone()>{e.detail.clone()}</td>
+                                </tr>
+                            }).collect_view()}
+                        </tbody>
+                    </table>
+                }.into_any()
+            }}
+        </Card>
         <Card title="Consent history">
             <table class="w-full text-left text-xs">
                 <thead class="uppercase text-slate-400"><tr><th class="py-1">"When"</th><th>"What"</th><th>"List"</th><th>"Source"</th><th>"IP"</th></tr></thead>

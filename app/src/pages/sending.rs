@@ -205,6 +205,7 @@ pub fn SendingPage() -> impl IntoView {
             })}
         </Suspense>
         <Identities/>
+        <crate::pages::sending_webhooks::WebhookSettings/>
     }
 }
 

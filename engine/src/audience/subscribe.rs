@@ -45,11 +45,27 @@ struct UnsubscribeClaim {
     t: TenantId,
     r: i64,
     l: Option<Uuid>,
+    /// The campaign the message belonged to, so its stats count the unsubscribe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    c: Option<Uuid>,
 }
 
 /// A signed, non-expiring unsubscribe URL for one reader (and the list a message was sent for).
 pub fn unsubscribe_url(signer: &Signer, base_url: &str, tenant: TenantId, reader: i64, list: Option<Uuid>) -> String {
-    let token = signer.sign(UNSUBSCRIBE_PURPOSE, None, &UnsubscribeClaim { t: tenant, r: reader, l: list });
+    campaign_unsubscribe_url(signer, base_url, tenant, reader, list, None)
+}
+
+/// The same, naming the campaign whose message carried it.
+pub fn campaign_unsubscribe_url(
+    signer: &Signer,
+    base_url: &str,
+    tenant: TenantId,
+    reader: i64,
+    list: Option<Uuid>,
+    campaign: Option<Uuid>,
+) -> String {
+    let token =
+        signer.sign(UNSUBSCRIBE_PURPOSE, None, &UnsubscribeClaim { t: tenant, r: reader, l: list, c: campaign });
     format!("{}/u/{token}", base_url.trim_end_matches('/'))
 }
 
@@ -411,29 +427,15 @@ pub async fn leave(db: &Db, signer: &Signer, token: &str, what: Leave, origin: &
         (Leave::ThisList, None) => Leave::Everything,
         (w, _) => w,
     };
+    if let (Some(campaign), Leave::ThisList | Leave::Everything) = (claim.c, &what) {
+        crate::feedback::record_unsubscribe(&mut tx, t, campaign, r, &origin.source).await?;
+    }
     match what {
         Leave::ThisList => {
             let list = claim.l.ok_or(Error::NotFound)?;
             unsubscribe_from(&mut tx, t, r, list, origin).await?;
         }
-        Leave::Everything => {
-            let lists: Vec<Uuid> =
-                sqlx::query_scalar("SELECT list_id FROM subscriptions WHERE tenant_id = $1 AND reader_id = $2 AND status <> 'unsubscribed'")
-                    .bind(t)
-                    .bind(r)
-                    .fetch_all(&mut *tx)
-                    .await?;
-            for list in lists {
-                unsubscribe_from(&mut tx, t, r, list, origin).await?;
-            }
-            sqlx::query("UPDATE readers SET status = 'unsubscribed', updated_at = now() WHERE tenant_id = $1 AND id = $2 AND status = 'active'")
-                .bind(t)
-                .bind(r)
-                .execute(&mut *tx)
-                .await?;
-            suppressions::add_in(&mut tx, t, &email, "unsubscribed_all", &origin.source).await?;
-            consent::record(&mut tx, t, r, None, "unsubscribe_all", origin).await?;
-        }
+        Leave::Everything => leave_everything(&mut tx, t, r, &email, origin).await?,
         Leave::Preferences(keep) => {
             let public: Vec<(Uuid, Option<String>, String)> = sqlx::query_as(
                 "SELECT l.id, s.status, l.opt_in FROM lists l LEFT JOIN subscriptions s ON s.list_id = l.id AND s.reader_id = $2
@@ -470,7 +472,30 @@ pub async fn leave(db: &Db, signer: &Signer, token: &str, what: Leave, origin: &
     Ok(())
 }
 
-async fn unsubscribe_from(tx: &mut Tx, t: TenantId, r: i64, list: Uuid, origin: &Origin) -> Result<()> {
+/// Unsubscribes a reader from every list, marks them unsubscribed and suppresses the address
+/// (an unsubscribe link's "everything", and a spam complaint).
+pub(crate) async fn leave_everything(tx: &mut Tx, t: TenantId, r: i64, email: &str, origin: &Origin) -> Result<()> {
+    let lists: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT list_id FROM subscriptions WHERE tenant_id = $1 AND reader_id = $2 AND status <> 'unsubscribed'",
+    )
+    .bind(t)
+    .bind(r)
+    .fetch_all(&mut **tx)
+    .await?;
+    for list in lists {
+        unsubscribe_from(tx, t, r, list, origin).await?;
+    }
+    sqlx::query("UPDATE readers SET status = 'unsubscribed', updated_at = now() WHERE tenant_id = $1 AND id = $2 AND status = 'active'")
+        .bind(t)
+        .bind(r)
+        .execute(&mut **tx)
+        .await?;
+    suppressions::add_in(tx, t, email, "unsubscribed_all", &origin.source).await?;
+    consent::record(tx, t, r, None, "unsubscribe_all", origin).await?;
+    Ok(())
+}
+
+pub(crate) async fn unsubscribe_from(tx: &mut Tx, t: TenantId, r: i64, list: Uuid, origin: &Origin) -> Result<()> {
     let n = sqlx::query(
         "UPDATE subscriptions SET status = 'unsubscribed', unsubscribed_at = now(), confirmation_nonce = NULL
          WHERE tenant_id = $1 AND list_id = $2 AND reader_id = $3 AND status <> 'unsubscribed'",

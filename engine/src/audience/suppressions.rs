@@ -8,7 +8,7 @@ use crate::db::{Db, Tx};
 use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result};
 
-pub const REASONS: [&str; 4] = ["hard_bounce", "complaint", "manual", "unsubscribed_all"];
+pub const REASONS: [&str; 5] = ["hard_bounce", "soft_bounce", "complaint", "manual", "unsubscribed_all"];
 
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 pub struct Suppression {
@@ -22,7 +22,7 @@ impl Suppression {
     /// Bounces and complaints protect the workspace's sending reputation: removing them needs
     /// an explicit confirmation.
     pub fn needs_confirmation_to_remove(&self) -> bool {
-        matches!(self.reason.as_str(), "hard_bounce" | "complaint")
+        matches!(self.reason.as_str(), "hard_bounce" | "soft_bounce" | "complaint")
     }
 }
 
@@ -35,7 +35,8 @@ pub async fn add_in(tx: &mut Tx, tenant: TenantId, email: &str, reason: &str, so
     sqlx::query(
         "INSERT INTO suppressions (tenant_id, email_lower, reason, source) VALUES ($1, lower($2), $3, $4)
          ON CONFLICT (tenant_id, email_lower) DO UPDATE SET reason = excluded.reason, source = excluded.source
-         WHERE excluded.reason IN ('hard_bounce', 'complaint') AND suppressions.reason NOT IN ('hard_bounce', 'complaint')",
+         WHERE excluded.reason IN ('hard_bounce', 'soft_bounce', 'complaint')
+           AND suppressions.reason NOT IN ('hard_bounce', 'soft_bounce', 'complaint')",
     )
     .bind(tenant)
     .bind(email.trim())

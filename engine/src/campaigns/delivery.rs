@@ -28,12 +28,15 @@ use super::identities::{self, SmtpIdentity};
 use super::rate;
 use super::render::{self, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient};
 use super::store::{self, Campaign};
-use crate::audience::subscribe::unsubscribe_url;
+use super::tally::DomainTally;
+use crate::audience::subscribe::campaign_unsubscribe_url;
 use crate::db::Db;
 use crate::domain::TenantId;
 use crate::error::{Error, Result};
 use crate::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
 use crate::tokens::Signer;
+use crate::tracking::links::{self, LinkRegistry};
+use crate::tracking::{Target, TrackingKeys, WorkspaceMac};
 
 /// Where a test can make a worker "crash" (abandon its batch without releasing anything).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,6 +135,11 @@ enum SpreadRate {
 const MAX_HARD_BOUNCE_RATE: f64 = 0.05;
 const MIN_SAMPLE: i64 = 100;
 const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(5);
+/// Gmail's bulk-sender limit is a 0.3 % spam rate; complaints arrive by webhook, after the
+/// message, so they are checked on a timer against the messages sent so far.
+const MAX_COMPLAINT_RATE: f64 = 0.003;
+const MIN_COMPLAINT_SAMPLE: i64 = 1000;
+const COMPLAINT_CHECK_EVERY: Duration = Duration::from_secs(30);
 
 /// Everything a delivery job holds for one campaign.
 struct Sender<'a> {
@@ -158,6 +166,18 @@ struct Sender<'a> {
     last_heartbeat: Instant,
     /// Hard bounces this loop saw since the last health check (no bounces, nothing to check).
     bounces_since_check: u32,
+    /// Open pixel and link rewriting, unless the campaign's tracking is off.
+    tracking: Option<Tracking>,
+    tally: DomainTally,
+}
+
+struct Tracking {
+    keys: TrackingKeys,
+    mac: WorkspaceMac,
+    anonymous: bool,
+    links: LinkRegistry,
+    /// `{base_url}/`: links to our own pages (unsubscribe) are never rewritten.
+    own_prefix: String,
 }
 
 /// How often a busy delivery loop refreshes its campaign's heartbeat (the supervisor's stale
@@ -195,6 +215,16 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
         None => None,
     };
     let domain = campaign.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_else(|| "herald".into());
+    let tracking = (campaign.tracking != "off").then(|| {
+        let keys = TrackingKeys::new(&cx.signer);
+        Tracking {
+            mac: keys.workspace(tenant),
+            keys,
+            anonymous: campaign.tracking == "anonymous",
+            links: LinkRegistry::default(),
+            own_prefix: format!("{}/", cx.config.base_url.trim_end_matches('/')),
+        }
+    });
     let mut sender = Sender {
         cx,
         tenant,
@@ -211,8 +241,14 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
         cursor: 0,
         last_heartbeat: Instant::now(),
         bounces_since_check: 0,
+        tracking,
+        tally: DomainTally::default(),
     };
     let result = sender.run().await;
+    // What this loop counted since its last flush (a crash loses it; the final snapshot does not).
+    if let Err(e) = sender.tally.flush(&cx.db, tenant, campaign_id).await {
+        tracing::warn!(error = %e, "could not add delivery counts to the stats");
+    }
     if let Some(conn) = sender.conn.take() {
         conn.quit().await;
     }
@@ -224,6 +260,7 @@ impl Sender<'_> {
         let cfg = self.cx.config.clone();
         let mut batch = cfg.batch_size.min(self.identity.burst).max(1);
         let mut last_health = Instant::now();
+        let mut last_complaint_check = Instant::now();
         loop {
             if let Some(hours) = self.campaign.spread_hours {
                 // The spread rate is recipients over the window, known once the fan-out is done.
@@ -274,6 +311,12 @@ impl Sender<'_> {
                 last_health = Instant::now();
                 self.bounces_since_check = 0;
                 if self.check_health().await? {
+                    return Ok(());
+                }
+            }
+            if last_complaint_check.elapsed() >= COMPLAINT_CHECK_EVERY {
+                last_complaint_check = Instant::now();
+                if self.check_complaints().await? {
                     return Ok(());
                 }
             }
@@ -345,6 +388,7 @@ impl Sender<'_> {
     /// done, or no longer sending. Otherwise waits a little (retries due later, rows leased by
     /// other workers, a fan-out still writing).
     async fn idle(&mut self) -> Result<bool> {
+        self.tally.flush(&self.cx.db, self.tenant, self.campaign.id).await?;
         if store::finish_if_done(&self.cx.db, self.tenant, self.campaign.id).await? {
             tracing::info!(campaign = %self.campaign.id, "campaign sent");
             return Ok(true);
@@ -474,6 +518,9 @@ impl Sender<'_> {
                 .execute(&mut *tx)
                 .await?;
             self.last_heartbeat = Instant::now();
+            tx.commit().await?;
+            self.tally.flush(&self.cx.db, tenant, campaign).await?;
+            return Ok(claimed);
         }
         tx.commit().await?;
         Ok(claimed)
@@ -485,13 +532,31 @@ impl Sender<'_> {
         let cfg = self.cx.config.clone();
         let c = &self.campaign;
         let list = if c.list_ids.len() == 1 { c.list_ids.first().copied() } else { None };
-        let unsubscribe = unsubscribe_url(&self.cx.signer, &cfg.base_url, self.tenant, row.reader_id, list);
+        let unsubscribe =
+            campaign_unsubscribe_url(&self.cx.signer, &cfg.base_url, self.tenant, row.reader_id, list, Some(c.id));
         let recipient = Recipient { email: &row.email, name: &row.name, attributes: &row.attributes };
-        let rendered = match self.compiled.render(&recipient, &MessageContext { unsubscribe_url: &unsubscribe }) {
+        let ctx = MessageContext { unsubscribe_url: &unsubscribe };
+        let parts = match self.compiled.render_body(&recipient, &ctx) {
             Ok(r) => r,
             Err(e) => {
-                self.fail(row.id, &format!("template error: {e}"), None, false).await?;
+                self.fail(row, &format!("template error: {e}"), false).await?;
                 return Ok(true);
+            }
+        };
+        let rendered = match self.tracking.as_mut() {
+            None => self.compiled.assemble(parts, &ctx, None),
+            Some(t) => {
+                let mut parts = parts;
+                let urls = links::trackable_urls(&parts.body, &t.own_prefix);
+                t.links.ensure(&self.cx.db, self.tenant, c.id, &urls).await?;
+                let target =
+                    Target { tenant: self.tenant, campaign: c.id, reader: (!t.anonymous).then_some(row.reader_id) };
+                let base = cfg.base_url.trim_end_matches('/');
+                parts.body = links::rewrite(&parts.body, &t.own_prefix, |url| {
+                    t.links.id(url).map(|id| format!("{base}/c/{}", t.keys.click_token(&t.mac, &target, id)))
+                });
+                let pixel = format!("{base}/o/{}", t.keys.open_token(&t.mac, &target));
+                self.compiled.assemble(parts, &ctx, Some(&pixel))
             }
         };
         let envelope = Envelope {
@@ -509,7 +574,7 @@ impl Sender<'_> {
         let raw = match render::build_message(&rendered, &envelope, self.dkim.as_ref()) {
             Ok(raw) => raw,
             Err(e) => {
-                self.fail(row.id, &format!("could not build the message: {e}"), None, false).await?;
+                self.fail(row, &format!("could not build the message: {e}"), false).await?;
                 return Ok(true);
             }
         };
@@ -524,7 +589,7 @@ impl Sender<'_> {
             Ok(reply) => {
                 cfg.fault(FaultPoint::After250, row.id)?;
                 self.consecutive_failures = 0;
-                self.ack_sent(row.id, &reply).await?;
+                self.ack_sent(row, &reply).await?;
                 Ok(true)
             }
             Err(e) => {
@@ -537,13 +602,17 @@ impl Sender<'_> {
 
     /// Records the 250 in one round trip (`record_sent`, migration 0011: it sets the tenant
     /// for its own transaction, so row-level security still applies).
-    async fn ack_sent(&self, id: i64, reply: &str) -> Result<()> {
-        sqlx::query("SELECT record_sent($1, $2, $3)")
+    async fn ack_sent(&mut self, row: &Claimed, reply: &str) -> Result<()> {
+        let recorded: bool = sqlx::query_scalar("SELECT record_sent($1, $2, $3, $4)")
             .bind(self.tenant)
-            .bind(id)
+            .bind(row.id)
             .bind(truncate(reply, 500))
-            .execute(self.cx.db.pool())
+            .bind(provider_id(reply))
+            .fetch_one(self.cx.db.pool())
             .await?;
+        if recorded {
+            self.tally.sent(&row.email);
+        }
         Ok(())
     }
 
@@ -554,11 +623,11 @@ impl Sender<'_> {
         match e.kind {
             SmtpErrorKind::HardBounce => {
                 self.bounces_since_check += 1;
-                self.fail(row.id, &reason, Some(&row.email), true).await?
+                self.fail(row, &reason, true).await?
             }
-            SmtpErrorKind::Permanent => self.fail(row.id, &reason, None, false).await?,
+            SmtpErrorKind::Permanent => self.fail(row, &reason, false).await?,
             SmtpErrorKind::Transient if row.attempts >= cfg.max_attempts => {
-                self.fail(row.id, &format!("gave up after {} attempts: {reason}", row.attempts), None, false).await?
+                self.fail(row, &format!("gave up after {} attempts: {reason}", row.attempts), false).await?
             }
             SmtpErrorKind::Transient => {
                 let exp = cfg.retry_base.as_secs_f64() * 2f64.powi((row.attempts - 1).clamp(0, 20));
@@ -591,25 +660,34 @@ impl Sender<'_> {
         Ok(true)
     }
 
-    /// Marks a row failed; a hard bounce also suppresses the address in this workspace.
-    async fn fail(&self, id: i64, reason: &str, bounce: Option<&str>, hard_bounce: bool) -> Result<()> {
+    /// Marks a row failed; a hard bounce also suppresses the address in this workspace and is
+    /// recorded as a bounce event (the same path a provider's bounce webhook takes).
+    async fn fail(&mut self, row: &Claimed, reason: &str, hard_bounce: bool) -> Result<()> {
         let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
-        sqlx::query(
+        let changed = sqlx::query(
             "UPDATE sends SET status = 'failed', reason = $3, hard_bounce = $4, lease_owner = NULL, lease_expires_at = NULL,
                     updated_at = now()
              WHERE tenant_id = $1 AND id = $2 AND status IN ('sending', 'queued')",
         )
         .bind(self.tenant)
-        .bind(id)
+        .bind(row.id)
         .bind(reason)
         .bind(hard_bounce)
         .execute(&mut *tx)
-        .await?;
-        if let Some(email) = bounce {
+        .await?
+        .rows_affected();
+        if hard_bounce {
             let source = format!("campaign “{}”", self.campaign.name);
-            crate::audience::suppressions::add_in(&mut tx, self.tenant, email, "hard_bounce", &source).await?;
+            crate::audience::suppressions::add_in(&mut tx, self.tenant, &row.email, "hard_bounce", &source).await?;
+            if changed > 0 {
+                crate::feedback::record_sync_bounce(&mut tx, self.tenant, self.campaign.id, row.reader_id, reason)
+                    .await?;
+            }
         }
         tx.commit().await?;
+        if changed > 0 {
+            self.tally.failed(&row.email, hard_bounce);
+        }
         Ok(())
     }
 
@@ -659,12 +737,44 @@ impl Sender<'_> {
     }
 }
 
+impl Sender<'_> {
+    /// Pauses the campaign when provider-reported complaints pass Gmail's 0.3 %. One row read.
+    async fn check_complaints(&self) -> Result<bool> {
+        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        let row: Option<(i64, i64)> =
+            sqlx::query_as("SELECT complaints, sent FROM campaign_stats WHERE tenant_id = $1 AND campaign_id = $2")
+                .bind(self.tenant)
+                .bind(self.campaign.id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        tx.commit().await?;
+        let Some((complaints, sent)) = row else { return Ok(false) };
+        if sent >= MIN_COMPLAINT_SAMPLE && (complaints as f64) / (sent as f64) > MAX_COMPLAINT_RATE {
+            let why = format!(
+                "Paused: {complaints} spam complaints for {sent} messages ({:.2} %, Gmail's limit is 0.3 %). Check how these readers subscribed before resuming.",
+                100.0 * complaints as f64 / sent as f64
+            );
+            auto_pause(self.cx, self.tenant, self.campaign.id, &why).await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
 async fn auto_pause(cx: &DeliveryContext, tenant: TenantId, campaign: Uuid, reason: &str) -> Result<()> {
     tracing::warn!(%campaign, reason, "campaign paused itself");
     match store::pause(&cx.db, tenant, crate::domain::Role::Owner, campaign, reason).await {
         Ok(_) | Err(Error::Conflict(_)) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// The provider's id for the message, when its 250 names one ("250 Ok: queued as 4B7D1", SES's
+/// "250 Ok 0100018c…"): the last word, if it looks like an id rather than prose.
+fn provider_id(reply: &str) -> Option<String> {
+    let word = reply.split_whitespace().last()?.trim_matches(|c: char| matches!(c, '<' | '>' | '.' | ',' | ')' | '('));
+    (word.len() >= 6 && word.len() <= 200 && word.chars().any(|c| c.is_ascii_digit()) && !word.contains('@'))
+        .then(|| word.to_string())
 }
 
 fn truncate(s: &str, max: usize) -> String {

@@ -50,6 +50,10 @@ pub struct Identity {
     pub burst: i32,
     pub dkim_domain: Option<String>,
     pub dkim_selector: Option<String>,
+    /// `ses`, `sendgrid`, `postmark`, `mailgun` or `generic`; `None` takes no webhooks.
+    pub webhook_provider: Option<String>,
+    /// The last path segment of this identity's webhook URL.
+    pub webhook_token: Option<String>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -71,8 +75,8 @@ pub struct IdentityInput {
     pub dkim_private_key: String,
 }
 
-const COLUMNS: &str =
-    "id, name, smtp_display, max_connections, rate_per_second, burst, dkim_domain, dkim_selector, created_at";
+const COLUMNS: &str = "id, name, smtp_display, max_connections, rate_per_second, burst, dkim_domain, dkim_selector,
+    webhook_provider, webhook_token, created_at";
 
 /// `smtp://user:secret@host:25` → `smtp://user@host:25`.
 fn display_url(url: &str) -> Result<String> {
@@ -192,6 +196,73 @@ pub async fn save(
     };
     tx.commit().await?;
     Ok(identity)
+}
+
+/// Turns provider webhooks on (`provider` one of [`crate::webhooks::Provider`]) or off (empty).
+/// The URL token is made once and kept; an empty `secret` keeps the stored one.
+pub async fn configure_webhook(
+    db: &Db,
+    signer: &Signer,
+    tenant: TenantId,
+    role: Role,
+    id: Uuid,
+    provider: &str,
+    secret: &str,
+) -> Result<Identity> {
+    role.require(Role::Admin)?;
+    let provider = provider.trim();
+    if !provider.is_empty() && crate::webhooks::Provider::parse(provider).is_none() {
+        return Err(Error::Invalid("Choose Amazon SES, SendGrid, Postmark, Mailgun or the generic format.".into()));
+    }
+    let secret = secret.trim();
+    if secret.len() > 4096 {
+        return Err(Error::Invalid("The webhook secret is too long.".into()));
+    }
+    let token = crate::tokens::random_token();
+    let mut tx = db.tenant_tx(tenant).await?;
+    let identity = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE sending_identities SET webhook_provider = nullif($3, ''), webhook_token = coalesce(webhook_token, $4),
+                webhook_secret_sealed = CASE WHEN $3 = '' THEN NULL WHEN $5 = '' THEN webhook_secret_sealed ELSE $6 END,
+                updated_at = now()
+         WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
+    )))
+    .bind(tenant)
+    .bind(id)
+    .bind(provider)
+    .bind(token)
+    .bind(secret)
+    .bind((!secret.is_empty()).then(|| sealing::seal(signer, secret)))
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(Error::NotFound)?;
+    tx.commit().await?;
+    Ok(identity)
+}
+
+/// Where a webhook delivery goes: the workspace, provider and (opened) secret of the identity
+/// whose token is in the URL. Runs before any tenant is known (`webhook_identity`, 0013).
+#[derive(Debug)]
+pub struct WebhookTarget {
+    pub tenant: TenantId,
+    pub provider: String,
+    pub secret: Option<String>,
+}
+
+pub async fn webhook_target(db: &Db, signer: &Signer, token: &str) -> Result<Option<WebhookTarget>> {
+    if token.is_empty() || token.len() > 100 {
+        return Ok(None);
+    }
+    let row: Option<(TenantId, Uuid, String, Option<String>)> =
+        sqlx::query_as("SELECT tenant_id, identity_id, provider, secret_sealed FROM webhook_identity($1)")
+            .bind(token)
+            .fetch_optional(db.pool())
+            .await?;
+    let Some((tenant, _, provider, sealed)) = row else { return Ok(None) };
+    let secret = match sealed {
+        Some(s) => Some(sealing::open(signer, &s)?),
+        None => None,
+    };
+    Ok(Some(WebhookTarget { tenant, provider, secret }))
 }
 
 pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<()> {

@@ -7,4 +7,6 @@ pub mod preview;
 pub mod progress;
 pub mod rate;
 pub mod render;
+pub mod stats;
 pub mod store;
+pub mod tally;

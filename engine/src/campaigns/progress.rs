@@ -44,40 +44,52 @@ impl Progress {
     }
 }
 
+/// Live counts scan the campaign's send log; a finished send reads the figures frozen when it
+/// ended (`campaign_stats.final_counts`), so a 1M-recipient report costs one row.
 pub async fn progress(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<Progress> {
     let mut tx = db.tenant_tx(tenant).await?;
     #[allow(clippy::type_complexity)]
-    let (status, pause_reason, fanout_done, recipients, started_at, finished_at): (
+    let (status, pause_reason, fanout_done, recipients, started_at, finished_at, frozen): (
         String,
         Option<String>,
         bool,
         i64,
         Option<DateTime<Utc>>,
         Option<DateTime<Utc>>,
+        Option<sqlx::types::Json<FrozenCounts>>,
     ) = sqlx::query_as(
-        "SELECT status, pause_reason, fanout_done, recipients, started_at, finished_at FROM campaigns
-         WHERE tenant_id = $1 AND id = $2",
+        "SELECT c.status, c.pause_reason, c.fanout_done, c.recipients, c.started_at, c.finished_at, s.final_counts
+         FROM campaigns c LEFT JOIN campaign_stats s ON s.campaign_id = c.id
+         WHERE c.tenant_id = $1 AND c.id = $2",
     )
     .bind(tenant)
     .bind(campaign)
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(crate::Error::NotFound)?;
-    let counts: Vec<(String, i64)> =
-        sqlx::query_as("SELECT status, count(*) FROM sends WHERE tenant_id = $1 AND campaign_id = $2 GROUP BY status")
+    let frozen = frozen.filter(|_| status == "sent").map(|j| j.0);
+    let (counts, hard_bounces, ambiguous, recent) = match frozen {
+        Some(f) => (f.by_status.into_iter().collect::<Vec<_>>(), f.hard_bounces, f.ambiguous, 0),
+        None => {
+            let counts: Vec<(String, i64)> = sqlx::query_as(
+                "SELECT status, count(*) FROM sends WHERE tenant_id = $1 AND campaign_id = $2 GROUP BY status",
+            )
             .bind(tenant)
             .bind(campaign)
             .fetch_all(&mut *tx)
             .await?;
-    let (hard_bounces, ambiguous, recent): (i64, i64, i64) = sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE hard_bounce), coalesce(sum(ambiguous), 0)::bigint,
-                count(*) FILTER (WHERE status = 'sent' AND sent_at > now() - interval '10 seconds')
-         FROM sends WHERE tenant_id = $1 AND campaign_id = $2",
-    )
-    .bind(tenant)
-    .bind(campaign)
-    .fetch_one(&mut *tx)
-    .await?;
+            let (hard_bounces, ambiguous, recent): (i64, i64, i64) = sqlx::query_as(
+                "SELECT count(*) FILTER (WHERE hard_bounce), coalesce(sum(ambiguous), 0)::bigint,
+                        count(*) FILTER (WHERE status = 'sent' AND sent_at > now() - interval '10 seconds')
+                 FROM sends WHERE tenant_id = $1 AND campaign_id = $2",
+            )
+            .bind(tenant)
+            .bind(campaign)
+            .fetch_one(&mut *tx)
+            .await?;
+            (counts, hard_bounces, ambiguous, recent)
+        }
+    };
     tx.commit().await?;
     let mut p = Progress {
         status,
@@ -107,6 +119,14 @@ pub async fn progress(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<Progr
         p.eta_seconds = Some(((p.queued + p.sending) as f64 / p.rate).ceil() as i64);
     }
     Ok(p)
+}
+
+/// `campaign_stats.final_counts`, written by `tally::snapshot_final`.
+#[derive(Debug, Deserialize)]
+struct FrozenCounts {
+    by_status: std::collections::HashMap<String, i64>,
+    hard_bounces: i64,
+    ambiguous: i64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow, PartialEq)]

@@ -103,6 +103,14 @@ pub struct MessageContext<'a> {
     pub unsubscribe_url: &'a str,
 }
 
+/// A reader's subject, preheader and body HTML, before layout and footer.
+#[derive(Clone, Debug)]
+pub struct RenderedBody {
+    pub subject: String,
+    pub preheader: String,
+    pub body: String,
+}
+
 /// A rendered message: a one-line subject, the full HTML document and its plain-text twin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Rendered {
@@ -242,6 +250,15 @@ impl CompiledCampaign {
 
     /// Renders the message for one reader.
     pub fn render(&self, recipient: &Recipient<'_>, ctx: &MessageContext<'_>) -> Result<Rendered, TemplateError> {
+        Ok(self.assemble(self.render_body(recipient, ctx)?, ctx, None))
+    }
+
+    /// The personalised parts, before links are rewritten for tracking.
+    pub fn render_body(
+        &self,
+        recipient: &Recipient<'_>,
+        ctx: &MessageContext<'_>,
+    ) -> Result<RenderedBody, TemplateError> {
         let vars = self.vars(recipient, ctx);
 
         let subject = single_line(&self.render_one(SUBJECT, &self.subject_src, &vars)?);
@@ -263,15 +280,31 @@ impl CompiledCampaign {
                 message: format!("the rendered body is larger than {} MB", MAX_BODY_BYTES / (1024 * 1024)),
             });
         }
+        Ok(RenderedBody { subject, preheader, body })
+    }
 
+    /// The full HTML and text versions: layout, footer and, when tracking, the open pixel (at
+    /// the end of the body, so the text version never shows it).
+    pub fn assemble(&self, parts: RenderedBody, ctx: &MessageContext<'_>, open_pixel_url: Option<&str>) -> Rendered {
+        let RenderedBody { subject, preheader, body } = parts;
         let footer = self.footer(&body, ctx.unsubscribe_url);
-        let html = assemble_html(&subject, &preheader, &body, &footer);
-
         let mut text = TextConverter::default();
         text.feed(&body);
         text.break_lines(2);
         text.feed(&footer);
-        Ok(Rendered { subject, html, text: text.finish() })
+        let html = match open_pixel_url {
+            Some(url) => {
+                let mut with_pixel = body;
+                with_pixel.push_str("<img src=\"");
+                with_pixel.push_str(&escape_html(url));
+                with_pixel.push_str(
+                    "\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;width:1px;height:1px;border:0;\">",
+                );
+                assemble_html(&subject, &preheader, &with_pixel, &footer)
+            }
+            None => assemble_html(&subject, &preheader, &body, &footer),
+        };
+        Rendered { subject, html, text: text.finish() }
     }
 
     /// The template variables: `reader.{email,name,attributes}`, `unsubscribe_url`,

@@ -31,6 +31,8 @@ pub struct Campaign {
     pub scheduled_at: Option<DateTime<Utc>>,
     pub schedule_tz: String,
     pub spread_hours: Option<f64>,
+    /// `on`, `anonymous` (counts without reader ids) or `off`.
+    pub tracking: String,
     pub pause_reason: Option<String>,
     pub fanout_done: bool,
     pub recipients: i64,
@@ -41,7 +43,7 @@ pub struct Campaign {
 }
 
 pub(crate) const COLUMNS: &str = "id, name, subject, preheader, identity_id, from_name, from_email, reply_to, list_ids,
-    attribute_filter, body_format, body, status, scheduled_at, schedule_tz, spread_hours, pause_reason, fanout_done,
+    attribute_filter, body_format, body, status, scheduled_at, schedule_tz, spread_hours, tracking, pause_reason, fanout_done,
     recipients, started_at, finished_at, created_at, updated_at";
 
 impl Campaign {
@@ -91,11 +93,20 @@ pub struct CampaignInput {
     pub body: String,
     #[serde(default)]
     pub spread_hours: Option<f64>,
+    /// Open and click tracking: `on` (default), `anonymous` or `off`.
+    #[serde(default = "default_tracking")]
+    pub tracking: String,
 }
 
 fn default_format() -> String {
     "markdown".into()
 }
+
+pub fn default_tracking() -> String {
+    "on".into()
+}
+
+pub const TRACKING_MODES: [&str; 3] = ["on", "anonymous", "off"];
 
 /// Checks what can be checked while drafting. Header-bound fields must be one line.
 fn validate(input: &CampaignInput) -> Result<()> {
@@ -134,12 +145,15 @@ fn validate(input: &CampaignInput) -> Result<()> {
     {
         return Err(Error::Invalid("Spread the send over 0–168 hours.".into()));
     }
+    if !input.tracking.is_empty() && !TRACKING_MODES.contains(&input.tracking.as_str()) {
+        return Err(Error::Invalid("Tracking is on, anonymous or off.".into()));
+    }
     Ok(())
 }
 
 type CampaignQuery<'q> = sqlx::query::QueryAs<'q, sqlx::Postgres, Campaign, sqlx::postgres::PgArguments>;
 
-/// Binds the editable fields as $3…$14, in the order both `create` and `update` name them.
+/// Binds the editable fields as $3…$15, in the order both `create` and `update` name them.
 fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQuery<'q> {
     q.bind(input.name.trim())
         .bind(&input.subject)
@@ -153,6 +167,8 @@ fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQ
         .bind(&input.body_format)
         .bind(&input.body)
         .bind(input.spread_hours)
+        // Empty (a `Default` input) means the default.
+        .bind(if input.tracking.is_empty() { "on" } else { input.tracking.as_str() })
 }
 
 pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &CampaignInput) -> Result<Campaign> {
@@ -162,9 +178,9 @@ pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &CampaignInput
     // The workspace's default sender fills in an empty one.
     let insert = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO campaigns (id, tenant_id, name, subject, preheader, identity_id, from_name, from_email, reply_to,
-             list_ids, attribute_filter, body_format, body, spread_hours)
+             list_ids, attribute_filter, body_format, body, spread_hours, tracking)
          SELECT $1, $2, $3, $4, $5, $6, coalesce(nullif($7, ''), t.default_from_name),
-                coalesce(nullif($8, ''), t.default_from_email), $9, $10, $11, $12, $13, $14
+                coalesce(nullif($8, ''), t.default_from_email), $9, $10, $11, $12, $13, $14, $15
          FROM tenants t WHERE t.id = $2
          RETURNING {COLUMNS}"
     )))
@@ -184,7 +200,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &Cam
     let update = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE campaigns SET name = $3, subject = $4, preheader = $5, identity_id = $6, from_name = $7, from_email = $8,
              reply_to = $9, list_ids = $10, attribute_filter = $11, body_format = $12, body = $13, spread_hours = $14,
-             updated_at = now()
+             tracking = $15, updated_at = now()
          WHERE tenant_id = $1 AND id = $2 AND status IN ('draft', 'scheduled')
          RETURNING {COLUMNS}"
     )))
@@ -449,6 +465,7 @@ pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<C
     .bind(id)
     .execute(&mut *tx)
     .await?;
+    // No frozen figures here: messages in flight still finish after this.
     tx.commit().await?;
     Ok(c)
 }
@@ -472,6 +489,7 @@ pub async fn retry_failed(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id
     .await?
     .rows_affected();
     if n > 0 && c.status == "sent" {
+        super::tally::reopen(&mut tx, tenant, id, n as i64).await?;
         sqlx::query(
             "UPDATE campaigns SET status = 'sending', finished_at = NULL, heartbeat_at = now(), updated_at = now()
              WHERE tenant_id = $1 AND id = $2 AND status = 'sent'",
@@ -502,6 +520,9 @@ pub(crate) async fn finish_if_done(db: &Db, tenant: TenantId, id: Uuid) -> Resul
     .execute(&mut *tx)
     .await?
     .rows_affected();
+    if n > 0 {
+        super::tally::snapshot_final(&mut tx, tenant, id).await?;
+    }
     tx.commit().await?;
     Ok(n > 0)
 }

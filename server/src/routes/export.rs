@@ -1,12 +1,14 @@
-//! `GET /audience/readers/export.csv?q&list&status&attribute`: the readers matching the
-//! Readers page's current filter, as a streamed CSV download. Session-authenticated (any role).
+//! Streamed CSV downloads. `GET /audience/readers/export.csv?q&list&status&attribute`: the
+//! readers matching the Readers page's current filter. `GET /campaigns/{id}/events.csv`: a
+//! campaign's events (also in the API). Session-authenticated (any role).
 
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use herald_engine::Role;
 use herald_engine::audience::{export, readers::AttributeCondition, readers::ReaderFilter};
+use herald_engine::campaigns::stats;
 use serde::Deserialize;
 use tower_sessions::Session;
 use uuid::Uuid;
@@ -43,11 +45,45 @@ pub async fn readers_csv(State(state): State<ServerState>, session: Session, Que
         status: Some(q.status).filter(|s| !s.is_empty()),
         attribute,
     };
-    let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
     let db = state.app.db.clone();
+    csv_download("readers.csv", move |tx| async move { export::stream_csv(&db, tenant, &filter, tx).await })
+}
+
+pub async fn campaign_events_csv(State(state): State<ServerState>, session: Session, Path(id): Path<String>) -> Response {
+    let tenant = match super::session_auth::require_member(&state.app.db, &session, Role::Viewer).await {
+        Ok((tenant, _, _)) => tenant,
+        Err(response) => return response,
+    };
+    let Ok(id) = Uuid::parse_str(&id) else { return (StatusCode::NOT_FOUND, "Not found").into_response() };
+    events_csv(&state.app.db, tenant, id).await
+}
+
+/// A campaign's events as a CSV download (404 for a campaign of another workspace).
+pub async fn events_csv(db: &herald_engine::Db, tenant: herald_engine::TenantId, id: Uuid) -> Response {
+    match herald_engine::campaigns::store::get(db, tenant, id).await {
+        Ok(_) => {}
+        Err(herald_engine::Error::NotFound) => return (StatusCode::NOT_FOUND, "Not found").into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "events export failed");
+            return (StatusCode::INTERNAL_SERVER_ERROR, "The export failed; please try again.").into_response();
+        }
+    }
+    let db = db.clone();
+    csv_download("events.csv", move |tx| async move { stats::stream_events_csv(&db, tenant, id, tx).await })
+}
+
+/// Streams what `produce` sends as an attachment; an error mid-stream ends the download early
+/// and is logged (the status line has gone out by then).
+fn csv_download<F, Fut>(filename: &str, produce: F) -> Response
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Vec<u8>>) -> Fut,
+    Fut: std::future::Future<Output = herald_engine::Result<()>> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    let work = produce(tx);
     tokio::spawn(async move {
-        if let Err(e) = export::stream_csv(&db, tenant, &filter, tx).await {
-            tracing::error!(error = ?e, "readers export failed mid-stream");
+        if let Err(e) = work.await {
+            tracing::error!(error = ?e, "CSV export failed mid-stream");
         }
     });
     let stream = futures::stream::unfold(rx, |mut rx| async move {
@@ -55,9 +91,9 @@ pub async fn readers_csv(State(state): State<ServerState>, session: Session, Que
     });
     (
         [
-            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-            (header::CONTENT_DISPOSITION, "attachment; filename=\"readers.csv\""),
-            (header::CACHE_CONTROL, "no-store"),
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{filename}\"")),
+            (header::CACHE_CONTROL, "no-store".to_string()),
         ],
         Body::from_stream(stream),
     )

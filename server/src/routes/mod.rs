@@ -5,3 +5,5 @@ pub mod health;
 pub mod imports;
 pub mod public;
 pub mod session_auth;
+pub mod tracking;
+pub mod webhooks;

@@ -66,7 +66,21 @@ pub struct TestApp {
     /// Owner (superuser) connection to this test's database, for assertions behind RLS's back.
     pub owner: PgPool,
     pub db_url: String,
-    _stop: tokio::sync::watch::Sender<bool>,
+    /// Counters of the tracking endpoints' write buffer.
+    pub hits: std::sync::Arc<herald_engine::tracking::HitCounters>,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestApp {
+    /// Stops the app as SIGTERM does (graceful shutdown) and waits until it has finished.
+    pub async fn shutdown(&mut self) -> anyhow::Result<()> {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            task.await??;
+        }
+        Ok(())
+    }
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -125,10 +139,11 @@ async fn try_spawn_app(extra: &[(&str, &str)]) -> anyhow::Result<TestApp> {
     let app = Application::build(&config).await?;
     let state = app.state.clone();
     let sink = app.sink.as_ref().map(|s| s.0.clone()).ok_or_else(|| anyhow::anyhow!("dev catcher not running"))?;
+    let hits = app.hit_counters.clone();
     let (stop, rx) = tokio::sync::watch::channel(false);
-    tokio::spawn(app.run(rx));
+    let task = Some(tokio::spawn(app.run(rx)));
     let owner = PgPoolOptions::new().max_connections(2).connect(&db_url).await?;
-    Ok(TestApp { base: format!("http://127.0.0.1:{port}"), app: state, sink, owner, db_url, _stop: stop })
+    Ok(TestApp { base: format!("http://127.0.0.1:{port}"), app: state, sink, owner, db_url, hits, stop, task })
 }
 
 fn tracing_hint(e: &sqlx::Error) {

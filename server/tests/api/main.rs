@@ -18,3 +18,5 @@ mod roles;
 mod security;
 mod sending;
 mod tenancy;
+mod tracking;
+mod webhooks;

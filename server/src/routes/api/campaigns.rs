@@ -48,6 +48,9 @@ pub struct CampaignBody {
     /// Spread the send over this many hours.
     #[serde(default)]
     pub spread_hours: Option<f64>,
+    /// Open and click tracking: `on` (default), `anonymous` (counts without reader ids) or `off`.
+    #[serde(default)]
+    pub tracking: String,
 }
 
 fn markdown() -> String {
@@ -69,6 +72,7 @@ impl From<CampaignBody> for CampaignInput {
             body_format: b.body_format,
             body: b.body,
             spread_hours: b.spread_hours,
+            tracking: b.tracking,
         }
     }
 }
@@ -223,6 +227,24 @@ pub async fn stats(
     Path(id): Path<Uuid>,
 ) -> Result<Json<Progress>, ApiFailure> {
     Ok(Json(progress::progress(&s.app.db, caller.tenant, id).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}/results", security(("api_key" = [])),
+    responses((status = 200, description = "Engagement: sent, delivered, bounces, complaints, unsubscribes, opens and clicks (unique and total), opens and clicks per hour, top links, top recipient domains"),
+              (status = 404, body = ApiError)))]
+pub async fn results(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<herald_engine::campaigns::stats::CampaignStats>, ApiFailure> {
+    Ok(Json(herald_engine::campaigns::stats::campaign(&s.app.db, caller.tenant, id).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}/events.csv", security(("api_key" = [])),
+    responses((status = 200, description = "Every event of the campaign as CSV (at,event,email,url,detail), streamed", content_type = "text/csv"),
+              (status = 404, body = ApiError)))]
+pub async fn events_csv(State(s): State<ServerState>, caller: ApiCaller, Path(id): Path<Uuid>) -> axum::response::Response {
+    crate::routes::export::events_csv(&s.app.db, caller.tenant, id).await
 }
 
 #[utoipa::path(get, path = "/api/v1/campaigns/{id}/report", security(("api_key" = [])),

@@ -117,7 +117,8 @@ impl Modify for BearerAuth {
         suppressions::index, suppressions::add, suppressions::remove,
         campaigns::index, campaigns::create, campaigns::show, campaigns::update, campaigns::delete,
         campaigns::send, campaigns::schedule, campaigns::unschedule, campaigns::pause, campaigns::resume,
-        campaigns::cancel, campaigns::retry_failed, campaigns::stats, campaigns::report,
+        campaigns::cancel, campaigns::retry_failed, campaigns::stats, campaigns::report, campaigns::results,
+        campaigns::events_csv,
     ),
     components(schemas(
         workspace::WorkspaceJson, ApiError, lists::ListBody, readers::CreateBody, readers::UpdateBody,
@@ -161,5 +162,7 @@ pub fn router() -> Router<ServerState> {
         .route("/api/v1/campaigns/{id}/retry-failed", post(campaigns::retry_failed))
         .route("/api/v1/campaigns/{id}/stats", get(campaigns::stats))
         .route("/api/v1/campaigns/{id}/report", get(campaigns::report))
+        .route("/api/v1/campaigns/{id}/results", get(campaigns::results))
+        .route("/api/v1/campaigns/{id}/events.csv", get(campaigns::events_csv))
         .route("/api/v1/{*rest}", axum::routing::any(not_found))
 }

@@ -1,0 +1,237 @@
+//! `/campaigns/:id/stats`: what happened after the send. Every figure comes from rollups kept as
+//! events arrive (never a scan of the event log), so the page is as quick at a million
+//! recipients as at ten. Charts: opens and clicks over time, the delivery funnel, top links and
+//! results by recipient domain. Refreshes every 10 seconds while the page is open.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_params_map;
+use serde::{Deserialize, Serialize};
+
+use crate::components::chart::Chart;
+use crate::components::ui::{Card, EmptyState, LoadError, PageHeader};
+use crate::error::AppError;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    pub label: String,
+    pub value: i64,
+    /// "12.5 % of delivered", or empty.
+    pub rate: String,
+    pub testid: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainRow {
+    pub domain: String,
+    pub sent: i64,
+    pub bounced: i64,
+    pub open_rate: String,
+    pub click_rate: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatsView {
+    pub name: String,
+    pub status: String,
+    pub tracking: String,
+    pub figures: Vec<Figure>,
+    pub prefetch_opens: i64,
+    pub timeline_chart: Option<String>,
+    pub funnel_chart: String,
+    pub links_chart: Option<String>,
+    pub domains_chart: Option<String>,
+    pub domains: Vec<DomainRow>,
+}
+
+fn percent(part: i64, whole: i64) -> String {
+    if whole <= 0 { "—".into() } else { format!("{:.1} %", 100.0 * part as f64 / whole as f64) }
+}
+
+#[server(prefix = "/rpc", endpoint = "campaign_stats")]
+pub async fn campaign_stats(id: String) -> Result<StatsView, AppError> {
+    use crate::charts;
+    use crate::ssr::require_role;
+    use herald_engine::{Role, campaigns::stats};
+    let m = require_role(Role::Viewer).await?;
+    let id = crate::ssr::parse_id(&id)?;
+    let s = stats::campaign(&m.state.db, m.tenant, id).await?;
+    let c = &s.counters;
+    // Delivery reports exist only with a provider webhook; otherwise rates are of messages sent.
+    let base = if c.delivered > 0 { c.delivered } else { c.sent };
+    let base_name = if c.delivered > 0 { "delivered" } else { "sent" };
+    let anonymous = s.tracking == "anonymous";
+    let unique = |v: i64| if anonymous { "counts only".to_string() } else { format!("{} of {base_name}", percent(v, base)) };
+    let fig = |label: &str, value: i64, rate: String, testid: &str| Figure {
+        label: label.into(),
+        value,
+        rate,
+        testid: testid.into(),
+    };
+    let figures = vec![
+        fig("Recipients", s.recipients, String::new(), "stat-recipients"),
+        fig("Sent", c.sent, percent(c.sent, s.recipients), "stat-sent"),
+        fig("Delivered", c.delivered, if c.delivered > 0 { percent(c.delivered, c.sent) } else { "needs a provider webhook".into() }, "stat-delivered"),
+        fig("Hard bounces", c.hard_bounces, percent(c.hard_bounces, c.sent + c.failed), "stat-hard-bounces"),
+        fig("Soft bounces", c.soft_bounces, percent(c.soft_bounces, c.sent), "stat-soft-bounces"),
+        fig("Complaints", c.complaints, percent(c.complaints, c.sent), "stat-complaints"),
+        fig("Unsubscribed", c.unsubscribes, percent(c.unsubscribes, c.sent), "stat-unsubscribes"),
+        fig("Unique opens", if anonymous { c.opens } else { c.unique_opens }, unique(c.unique_opens), "stat-unique-opens"),
+        fig("Total opens", c.opens, String::new(), "stat-opens"),
+        fig("Unique clicks", if anonymous { c.clicks } else { c.unique_clicks }, unique(c.unique_clicks), "stat-unique-clicks"),
+        fig("Total clicks", c.clicks, String::new(), "stat-clicks"),
+    ];
+    let timeline_chart = (!s.timeline.is_empty()).then(|| {
+        charts::lines(
+            s.timeline.iter().map(|p| p.hour.format("%b %d %H:00").to_string()).collect(),
+            vec![
+                ("Opens", s.timeline.iter().map(|p| p.opens).collect()),
+                ("Clicks", s.timeline.iter().map(|p| p.clicks).collect()),
+            ],
+        )
+    });
+    let opened = if anonymous { c.opens } else { c.unique_opens };
+    let clicked = if anonymous { c.clicks } else { c.unique_clicks };
+    let mut steps = vec![("Sent", c.sent)];
+    if c.delivered > 0 {
+        steps.push(("Delivered", c.delivered));
+    }
+    steps.push(("Opened", opened));
+    steps.push(("Clicked", clicked));
+    let funnel_chart = charts::funnel(steps);
+    let links_chart = (!s.top_links.is_empty()).then(|| {
+        charts::bars(
+            s.top_links.iter().map(|l| l.url.clone()).collect(),
+            vec![
+                ("Clicks", s.top_links.iter().map(|l| l.clicks).collect()),
+                ("Unique clicks", s.top_links.iter().map(|l| l.unique_clicks).collect()),
+            ],
+        )
+    });
+    let domains_chart = (!s.domains.is_empty()).then(|| {
+        charts::bars(
+            s.domains.iter().map(|d| d.domain.clone()).collect(),
+            vec![
+                ("Sent", s.domains.iter().map(|d| d.sent).collect()),
+                ("Opened", s.domains.iter().map(|d| d.unique_opens).collect()),
+                ("Clicked", s.domains.iter().map(|d| d.unique_clicks).collect()),
+                ("Bounced", s.domains.iter().map(|d| d.bounced).collect()),
+            ],
+        )
+    });
+    let domains = s
+        .domains
+        .iter()
+        .map(|d| DomainRow {
+            domain: d.domain.clone(),
+            sent: d.sent,
+            bounced: d.bounced,
+            open_rate: if anonymous { "—".into() } else { percent(d.unique_opens, d.sent) },
+            click_rate: if anonymous { "—".into() } else { percent(d.unique_clicks, d.sent) },
+        })
+        .collect();
+    Ok(StatsView {
+        name: s.name,
+        status: s.status,
+        tracking: s.tracking,
+        figures,
+        prefetch_opens: c.prefetch_opens,
+        timeline_chart,
+        funnel_chart,
+        links_chart,
+        domains_chart,
+        domains,
+    })
+}
+
+#[component]
+pub fn CampaignStatsPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || params.read().get("id").unwrap_or_default();
+    let tick = RwSignal::new(0u32);
+    let stats = Resource::new(move || (id(), tick.get()), |(id, _)| campaign_stats(id));
+    // Refresh while the page is open (in the browser only): opens and clicks keep coming for days.
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(10)) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    view! {
+        <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match stats.await {
+                    Ok(s) => view! { <StatsBody s=s id=id()/> }.into_any(),
+                    Err(e) => view! { <LoadError error=e/> }.into_any(),
+                }
+            })}
+        </Transition>
+    }
+}
+
+#[component]
+fn StatsBody(s: StatsView, id: String) -> impl IntoView {
+    let back = format!("/campaigns/{id}");
+    let export = format!("/campaigns/{id}/events.csv");
+    let nothing_sent = s.figures.get(1).is_some_and(|f| f.value == 0);
+    view! {
+        <PageHeader title=s.name.clone() subtitle="Campaign stats"/>
+        <div class="mb-4 flex flex-wrap items-center gap-4 text-sm">
+            <a href=back class="text-indigo-600 hover:underline">"← Campaign"</a>
+            <a href=export class="text-indigo-600 hover:underline" rel="external" download="">"Export events (CSV)"</a>
+            {(s.tracking == "off").then(|| view! {
+                <span class="rounded bg-amber-50 px-2 py-1 text-amber-800">"Open and click tracking was off for this campaign."</span>
+            })}
+            {(s.tracking == "anonymous").then(|| view! {
+                <span class="rounded bg-slate-100 px-2 py-1 text-slate-700">"Anonymous tracking: counts without readers, so no unique figures."</span>
+            })}
+        </div>
+        {nothing_sent.then(|| view! {
+            <EmptyState title="Nothing sent yet" body="Figures appear here as soon as the first messages go out."/>
+        })}
+        <div class="mb-6 grid grid-cols-2 gap-3 sm:grid-cols-3 lg:grid-cols-4">
+            {s.figures.into_iter().map(|f| view! {
+                <div class="rounded-lg border border-slate-200 bg-white p-4">
+                    <p class="text-xs font-medium uppercase tracking-wide text-slate-500">{f.label}</p>
+                    <p class="mt-1 text-2xl font-semibold text-slate-900" data-testid=f.testid>{f.value}</p>
+                    <p class="text-xs text-slate-500">{f.rate}</p>
+                </div>
+            }).collect_view()}
+        </div>
+        <p class="mb-6 text-xs text-slate-500">
+            {format!("{} opens by privacy proxies are not counted above. ", s.prefetch_opens)}
+            "Apple Mail Privacy Protection loads every image when a message arrives; Herald sets those opens aside where the request shows it, but other proxies cannot be told apart, so open rates are an upper bound. Clicks are the stronger signal."
+        </p>
+        <div class="grid gap-6 lg:grid-cols-2">
+            <Card title="Opens and clicks over time">
+                {match s.timeline_chart {
+                    Some(o) => view! { <Chart option=o label="Opens and clicks per hour" testid="chart-timeline"/> }.into_any(),
+                    None => view! { <p class="text-sm text-slate-500">"No opens or clicks yet."</p> }.into_any(),
+                }}
+            </Card>
+            <Card title="Delivery funnel">
+                <Chart option=s.funnel_chart label="Sent, delivered, opened and clicked" testid="chart-funnel"/>
+            </Card>
+            <Card title="Top links">
+                {match s.links_chart {
+                    Some(o) => view! { <Chart option=o label="Clicks per link" testid="chart-links"/> }.into_any(),
+                    None => view! { <p class="text-sm text-slate-500">"No tracked links in this campaign."</p> }.into_any(),
+                }}
+            </Card>
+            <Card title="By recipient domain">
+                {match s.domains_chart {
+                    Some(o) => view! { <Chart option=o label="Results by recipient domain" testid="chart-domains"/> }.into_any(),
+                    None => view! { <p class="text-sm text-slate-500">"Shown once messages have gone out."</p> }.into_any(),
+                }}
+                <table class="mt-4 w-full text-left text-sm">
+                    <thead class="text-xs uppercase text-slate-500">
+                        <tr><th class="py-1">"Domain"</th><th>"Sent"</th><th>"Bounced"</th><th>"Opened"</th><th>"Clicked"</th></tr>
+                    </thead>
+                    <tbody class="divide-y divide-slate-100">
+                        {s.domains.into_iter().map(|d| view! {
+                            <tr><td class="py-1">{d.domain}</td><td>{d.sent}</td><td>{d.bounced}</td><td>{d.open_rate}</td><td>{d.click_rate}</td></tr>
+                        }).collect_view()}
+                    </tbody>
+                </table>
+            </Card>
+        </div>
+    }
+}

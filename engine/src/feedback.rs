@@ -1,0 +1,346 @@
+//! What happens to a message after it left: deliveries, bounces, complaints and unsubscribes,
+//! reported synchronously by SMTP or later by a provider's webhook. Bounces and complaints
+//! protect the workspace's sending reputation: a hard bounce or a complaint suppresses the
+//! address at once, N soft bounces within the workspace's window do too, and a complaint also
+//! unsubscribes the reader from everything.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::audience::consent::Origin;
+use crate::audience::{subscribe, suppressions};
+use crate::db::{Db, Tx};
+use crate::domain::TenantId;
+use crate::error::Result;
+use crate::webhooks::{EventKind, ProviderEvent};
+
+/// A hard bounce from the SMTP conversation itself (5xx "user unknown" at RCPT). The caller
+/// already suppressed the address and marked the send.
+pub(crate) async fn record_sync_bounce(
+    tx: &mut Tx,
+    tenant: TenantId,
+    campaign: Uuid,
+    reader: i64,
+    reply: &str,
+) -> Result<()> {
+    insert_event(tx, tenant, Some(campaign), Some(reader), "bounce_hard", &format!("SMTP: {reply}"), Utc::now())
+        .await?;
+    bump(tx, tenant, campaign, "hard_bounces").await
+}
+
+/// An unsubscribe through the link in a campaign's message: counted once per reader.
+pub(crate) async fn record_unsubscribe(
+    tx: &mut Tx,
+    tenant: TenantId,
+    campaign: Uuid,
+    reader: i64,
+    source: &str,
+) -> Result<()> {
+    let seen: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM events WHERE reader_id = $2 AND campaign_id = $3 AND kind = 'unsubscribe' AND tenant_id = $1)",
+    )
+    .bind(tenant)
+    .bind(reader)
+    .bind(campaign)
+    .fetch_one(&mut **tx)
+    .await?;
+    if seen {
+        return Ok(());
+    }
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM campaigns WHERE tenant_id = $1 AND id = $2)")
+        .bind(tenant)
+        .bind(campaign)
+        .fetch_one(&mut **tx)
+        .await?;
+    if !exists {
+        return Ok(());
+    }
+    insert_event(tx, tenant, Some(campaign), Some(reader), "unsubscribe", source, Utc::now()).await?;
+    bump(tx, tenant, campaign, "unsubscribes").await
+}
+
+/// What [`apply`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// This provider event id was applied before: nothing happened.
+    Duplicate,
+    /// Applied; `matched` tells whether it was tied to a message in the send log.
+    New { matched: bool },
+}
+
+/// The send-log row a provider event is about.
+#[derive(Debug, sqlx::FromRow)]
+struct MatchedSend {
+    id: i64,
+    campaign_id: Uuid,
+    reader_id: i64,
+}
+
+/// Applies one verified provider event in its own transaction. Idempotent on the provider's
+/// event id: the id is recorded in the same transaction as the effects, so a replay (or two
+/// deliveries racing) has exactly one effect.
+pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent) -> Result<Applied> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let fresh = sqlx::query(
+        "INSERT INTO webhook_events (tenant_id, provider, event_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+    )
+    .bind(tenant)
+    .bind(provider)
+    .bind(ev.event_id.chars().take(300).collect::<String>())
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if fresh == 0 {
+        return Ok(Applied::Duplicate);
+    }
+    let send = find_send(&mut tx, tenant, ev).await?;
+    let reader: Option<i64> = match &send {
+        Some(s) => Some(s.reader_id),
+        None => {
+            sqlx::query_scalar("SELECT id FROM readers WHERE tenant_id = $1 AND lower(email) = lower($2)")
+                .bind(tenant)
+                .bind(ev.email.trim())
+                .fetch_optional(&mut *tx)
+                .await?
+        }
+    };
+    let campaign = send.as_ref().map(|s| s.campaign_id);
+    let detail: String = format!("{provider}: {}", ev.detail).chars().take(500).collect();
+    let source = format!("{provider} webhook");
+    let kind = match ev.kind {
+        EventKind::Delivered => {
+            if let Some(s) = &send {
+                let first = sqlx::query(
+                    "UPDATE sends SET delivered_at = $3 WHERE tenant_id = $1 AND id = $2 AND delivered_at IS NULL",
+                )
+                .bind(tenant)
+                .bind(s.id)
+                .bind(ev.at)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if first > 0 {
+                    bump(&mut tx, tenant, s.campaign_id, "delivered").await?;
+                }
+            }
+            "delivered"
+        }
+        EventKind::Bounce { hard: true } => {
+            suppressions::add_in(&mut tx, tenant, &ev.email, "hard_bounce", &source).await?;
+            if let Some(s) = &send {
+                let first = sqlx::query(
+                    "UPDATE sends SET hard_bounce = true, reason = coalesce(reason, $3), updated_at = now()
+                     WHERE tenant_id = $1 AND id = $2 AND NOT hard_bounce",
+                )
+                .bind(tenant)
+                .bind(s.id)
+                .bind(&detail)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if first > 0 {
+                    bump(&mut tx, tenant, s.campaign_id, "hard_bounces").await?;
+                    bump_domain(&mut tx, tenant, s.campaign_id, &ev.email, "bounced").await?;
+                }
+            }
+            "bounce_hard"
+        }
+        EventKind::Bounce { hard: false } => {
+            if let Some(s) = &send {
+                sqlx::query("UPDATE sends SET soft_bounces = soft_bounces + 1 WHERE tenant_id = $1 AND id = $2")
+                    .bind(tenant)
+                    .bind(s.id)
+                    .execute(&mut *tx)
+                    .await?;
+                bump(&mut tx, tenant, s.campaign_id, "soft_bounces").await?;
+            }
+            if let Some(r) = reader {
+                // This one plus earlier ones in the window.
+                let (limit, earlier): (i32, i64) = sqlx::query_as(
+                    "SELECT t.soft_bounce_limit,
+                            (SELECT count(*) FROM events e WHERE e.reader_id = $2 AND e.tenant_id = $1 AND e.kind = 'bounce_soft'
+                               AND e.at > now() - make_interval(days => t.soft_bounce_window_days))
+                     FROM tenants t WHERE t.id = $1",
+                )
+                .bind(tenant)
+                .bind(r)
+                .fetch_one(&mut *tx)
+                .await?;
+                if earlier + 1 >= i64::from(limit) {
+                    let why = format!("{source}: {} soft bounces", earlier + 1);
+                    suppressions::add_in(&mut tx, tenant, &ev.email, "soft_bounce", &why).await?;
+                }
+            }
+            "bounce_soft"
+        }
+        EventKind::Complaint => {
+            suppressions::add_in(&mut tx, tenant, &ev.email, "complaint", &source).await?;
+            if let Some(r) = reader {
+                let email: Option<String> =
+                    sqlx::query_scalar("SELECT email FROM readers WHERE tenant_id = $1 AND id = $2")
+                        .bind(tenant)
+                        .bind(r)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                if let Some(email) = email {
+                    // Its `unsubscribed_all` suppression does not replace the complaint above.
+                    subscribe::leave_everything(&mut tx, tenant, r, &email, &Origin::new("complaint")).await?;
+                }
+            }
+            if let Some(s) = &send {
+                let first = sqlx::query(
+                    "UPDATE sends SET complained_at = $3 WHERE tenant_id = $1 AND id = $2 AND complained_at IS NULL",
+                )
+                .bind(tenant)
+                .bind(s.id)
+                .bind(ev.at)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if first > 0 {
+                    bump(&mut tx, tenant, s.campaign_id, "complaints").await?;
+                    bump_domain(&mut tx, tenant, s.campaign_id, &ev.email, "complaints").await?;
+                }
+            }
+            "complaint"
+        }
+        EventKind::Unsubscribe => {
+            if let Some(r) = reader {
+                let lists: Vec<Uuid> = match campaign {
+                    Some(c) => {
+                        sqlx::query_scalar("SELECT unnest(list_ids) FROM campaigns WHERE tenant_id = $1 AND id = $2")
+                            .bind(tenant)
+                            .bind(c)
+                            .fetch_all(&mut *tx)
+                            .await?
+                    }
+                    None => Vec::new(),
+                };
+                let origin = Origin::new(&source);
+                if lists.is_empty() {
+                    let email = ev.email.clone();
+                    subscribe::leave_everything(&mut tx, tenant, r, &email, &origin).await?;
+                } else {
+                    for list in lists {
+                        subscribe::unsubscribe_from(&mut tx, tenant, r, list, &origin).await?;
+                    }
+                }
+                if let Some(c) = campaign {
+                    record_unsubscribe(&mut tx, tenant, c, r, &source).await?;
+                }
+            }
+            // record_unsubscribe wrote the event for a matched message.
+            if campaign.is_some() && reader.is_some() {
+                tx.commit().await?;
+                return Ok(Applied::New { matched: true });
+            }
+            "unsubscribe"
+        }
+    };
+    insert_event(&mut tx, tenant, campaign, reader, kind, &detail, ev.at).await?;
+    tx.commit().await?;
+    Ok(Applied::New { matched: send.is_some() })
+}
+
+/// By our Message-ID (`{campaign}.{reader}@domain`, the form every campaign message carries),
+/// else by the id the provider's SMTP reply gave (SendGrid's event ids extend it with `.filter…`).
+async fn find_send(tx: &mut Tx, tenant: TenantId, ev: &ProviderEvent) -> Result<Option<MatchedSend>> {
+    if let Some((campaign, reader)) = ev.message_id.as_deref().and_then(parse_message_id) {
+        let found = sqlx::query_as(
+            "SELECT id, campaign_id, reader_id FROM sends WHERE tenant_id = $1 AND campaign_id = $2 AND reader_id = $3",
+        )
+        .bind(tenant)
+        .bind(campaign)
+        .bind(reader)
+        .fetch_optional(&mut **tx)
+        .await?;
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    if let Some(pid) = ev.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+        let short = pid.split('.').next().unwrap_or(pid);
+        return Ok(sqlx::query_as(
+            "SELECT id, campaign_id, reader_id FROM sends WHERE tenant_id = $1 AND provider_id IN ($2, $3) LIMIT 1",
+        )
+        .bind(tenant)
+        .bind(pid)
+        .bind(short)
+        .fetch_optional(&mut **tx)
+        .await?);
+    }
+    Ok(None)
+}
+
+/// `<uuid>.<reader id>@domain`, with or without angle brackets.
+pub fn parse_message_id(id: &str) -> Option<(Uuid, i64)> {
+    let id = id.trim().trim_start_matches('<').trim_end_matches('>');
+    let (local, _) = id.split_once('@')?;
+    let (campaign, reader) = local.split_once('.')?;
+    Some((Uuid::parse_str(campaign).ok()?, reader.parse().ok()?))
+}
+
+async fn insert_event(
+    tx: &mut Tx,
+    tenant: TenantId,
+    campaign: Option<Uuid>,
+    reader: Option<i64>,
+    kind: &str,
+    detail: &str,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO events (tenant_id, campaign_id, reader_id, kind, detail, at) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .bind(reader)
+    .bind(kind)
+    .bind(detail)
+    .bind(at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Adds one to a campaign counter. `column` is one of a fixed set, never user input.
+async fn bump(tx: &mut Tx, tenant: TenantId, campaign: Uuid, column: &'static str) -> Result<()> {
+    debug_assert!(["delivered", "hard_bounces", "soft_bounces", "complaints", "unsubscribes"].contains(&column));
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO campaign_stats AS s (campaign_id, tenant_id, {column}) VALUES ($2, $1, 1)
+         ON CONFLICT (campaign_id) DO UPDATE SET {column} = s.{column} + 1, updated_at = now()"
+    )))
+    .bind(tenant)
+    .bind(campaign)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn bump_domain(tx: &mut Tx, tenant: TenantId, campaign: Uuid, email: &str, column: &'static str) -> Result<()> {
+    debug_assert!(["bounced", "complaints"].contains(&column));
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO campaign_domain_stats AS s (campaign_id, tenant_id, domain, {column}) VALUES ($2, $1, $3, 1)
+         ON CONFLICT (campaign_id, domain) DO UPDATE SET {column} = s.{column} + 1"
+    )))
+    .bind(tenant)
+    .bind(campaign)
+    .bind(crate::campaigns::tally::domain_of(email))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_our_message_ids_only() {
+        let c = Uuid::new_v4();
+        assert_eq!(parse_message_id(&format!("<{c}.42@news.example>")), Some((c, 42)));
+        assert_eq!(parse_message_id(&format!("{c}.42@news.example")), Some((c, 42)));
+        assert_eq!(parse_message_id("0100018c-abc@email.amazonses.com"), None);
+        assert_eq!(parse_message_id(&format!("{c}.x@d")), None);
+    }
+}

@@ -1,0 +1,125 @@
+//! `GET /o/{token}` (the open pixel) and `GET /c/{token}` (tracked links). Neither waits on
+//! Postgres for the hit: the token is checked with its HMAC in memory and the hit goes to the
+//! batching recorder. A click needs its link's URL, read once per link and then cached.
+//! Anything forged, truncated or of another workspace is a 404 that records nothing; the
+//! redirect goes only to the URL registered for the link when the campaign was sent.
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use chrono::Utc;
+use herald_engine::Db;
+use herald_engine::tracking::{self, Hit, HitRecorder, TrackingKeys};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use uuid::Uuid;
+
+use crate::startup::ServerState;
+
+/// Links resolved so far. Bounded: cleared when full (a cold cache only costs one read a link).
+const LINK_CACHE_MAX: usize = 100_000;
+
+#[derive(Clone, Debug)]
+pub struct TrackingState {
+    pub keys: TrackingKeys,
+    pub recorder: HitRecorder,
+    links: Arc<RwLock<LinkCache>>,
+}
+
+/// (campaign, link id) → URL.
+type LinkCache = HashMap<(Uuid, i64), Arc<str>>;
+
+impl TrackingState {
+    pub fn new(keys: TrackingKeys, recorder: HitRecorder) -> Self {
+        Self { keys, recorder, links: Arc::default() }
+    }
+
+    /// The registered URL, or `None` for a link that is not this campaign's or a campaign that
+    /// was never sent. Only answers are cached: a miss needs a correctly signed token, which
+    /// only the server can mint, so misses cannot be used to hammer the database.
+    async fn link_url(&self, db: &Db, target: &tracking::Target, link: i64) -> Result<Option<Arc<str>>, sqlx::Error> {
+        let key = (target.campaign, link);
+        if let Some(url) = self.links.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(Some(url.clone()));
+        }
+        let url: Option<String> = sqlx::query_scalar("SELECT tracked_link($1, $2, $3)")
+            .bind(target.tenant)
+            .bind(target.campaign)
+            .bind(link)
+            .fetch_one(db.pool())
+            .await?;
+        let url: Option<Arc<str>> = url.map(Arc::from);
+        if let Some(url) = &url {
+            let mut cache = self.links.write().unwrap_or_else(|e| e.into_inner());
+            if cache.len() >= LINK_CACHE_MAX {
+                cache.clear();
+            }
+            cache.insert(key, url.clone());
+        }
+        Ok(url)
+    }
+}
+
+pub fn router() -> Router<ServerState> {
+    Router::new().route("/o/{token}", get(open)).route("/c/{token}", get(click))
+}
+
+fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, [(header::CACHE_CONTROL, "no-store")], "Not found").into_response()
+}
+
+fn user_agent(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok())
+}
+
+async fn open(
+    State(state): State<ServerState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Path(token): Path<String>,
+) -> Response {
+    let t = &state.tracking;
+    // Mail clients sometimes append an extension-like suffix; tokens never contain a dot.
+    let token = token.split('.').next().unwrap_or_default();
+    let Some(target) = t.keys.verify_open(token) else { return not_found() };
+    let prefetch = tracking::is_prefetch(Some(peer.ip()), user_agent(&headers));
+    t.recorder.record(Hit { target, link: None, prefetch, at: Utc::now() });
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static("image/gif")),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store, no-cache, must-revalidate, max-age=0")),
+            (header::PRAGMA, HeaderValue::from_static("no-cache")),
+            (header::EXPIRES, HeaderValue::from_static("0")),
+        ],
+        tracking::PIXEL_GIF,
+    )
+        .into_response()
+}
+
+async fn click(State(state): State<ServerState>, Path(token): Path<String>) -> Response {
+    let t = &state.tracking;
+    let Some((target, link)) = t.keys.verify_click(&token) else { return not_found() };
+    let url = match t.link_url(&state.app.db, &target, link).await {
+        Ok(Some(url)) => url,
+        Ok(None) => return not_found(),
+        Err(e) => {
+            tracing::error!(error = %e, "looking up a tracked link failed");
+            return (StatusCode::SERVICE_UNAVAILABLE, "Please try again in a moment.").into_response();
+        }
+    };
+    let Ok(location) = HeaderValue::from_str(&url) else { return not_found() };
+    // Link scanners that prefetch every URL look like clicks; nothing tells them apart reliably.
+    t.recorder.record(Hit { target, link: Some(link), prefetch: false, at: Utc::now() });
+    (
+        StatusCode::FOUND,
+        [
+            (header::LOCATION, location),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+            (header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+        ],
+    )
+        .into_response()
+}

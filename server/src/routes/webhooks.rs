@@ -1,0 +1,124 @@
+//! `POST /webhooks/{provider}/{identity-token}`: delivery, bounce, complaint and unsubscribe
+//! reports from Amazon SES (via SNS), SendGrid, Postmark, Mailgun or Herald's generic format.
+//! The token picks the sending identity (and so the workspace); the provider's signature, with
+//! that identity's secret, decides whether anything happens. Unknown or unverifiable payloads
+//! are a 4xx, logged, with nothing recorded. Each event is applied once per provider event id.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use chrono::Utc;
+use herald_engine::campaigns::identities;
+use herald_engine::feedback::{self, Applied};
+use herald_engine::webhooks::{self, CertCache, Provider, Verified, WebhookConfig, WebhookError};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::startup::ServerState;
+
+/// Providers batch events; a megabyte is far above any real delivery.
+const WEBHOOK_BODY_LIMIT: usize = 1024 * 1024;
+
+#[derive(Clone)]
+pub struct WebhookState {
+    pub config: Arc<WebhookConfig>,
+    pub certs: Arc<CertCache>,
+}
+
+impl WebhookState {
+    pub fn new(config: WebhookConfig) -> Self {
+        Self { config: Arc::new(config), certs: Arc::new(CertCache::new()) }
+    }
+}
+
+pub fn router() -> Router<ServerState> {
+    Router::new()
+        .route("/webhooks/{provider}/{token}", post(receive))
+        .layer(DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT))
+}
+
+fn reply(status: StatusCode, message: &str) -> Response {
+    (status, axum::Json(serde_json::json!({ "message": message }))).into_response()
+}
+
+async fn receive(
+    State(state): State<ServerState>,
+    Path((provider, token)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let not_found = || reply(StatusCode::NOT_FOUND, "No such webhook.");
+    let Some(provider) = Provider::parse(&provider) else { return not_found() };
+    let target = match identities::webhook_target(&state.app.db, &state.app.signer, &token).await {
+        Ok(Some(t)) if t.provider == provider.as_str() => t,
+        Ok(_) => return not_found(),
+        Err(e) => {
+            tracing::error!(error = %e, "webhook identity lookup failed");
+            return reply(StatusCode::SERVICE_UNAVAILABLE, "Temporarily unavailable; please retry.");
+        }
+    };
+    let headers: HashMap<String, String> = headers
+        .iter()
+        .filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_ascii_lowercase(), v.to_string())))
+        .collect();
+    let ws = &state.webhooks;
+    let verified =
+        webhooks::verify(provider, &headers, &body, target.secret.as_deref(), &ws.config, &ws.certs, Utc::now()).await;
+    let events = match verified {
+        Ok(Verified::Events(events)) => events,
+        Ok(Verified::SubscriptionConfirmation { subscribe_url }) => {
+            // The URL was checked to be on the trusted SNS host before we got here.
+            let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build();
+            let confirmed = match client {
+                Ok(c) => c.get(subscribe_url.clone()).send().await.map(|r| r.status().is_success()),
+                Err(e) => Err(e),
+            };
+            return match confirmed {
+                Ok(true) => {
+                    tracing::info!(tenant = %target.tenant, "confirmed an SNS subscription");
+                    reply(StatusCode::OK, "Subscription confirmed.")
+                }
+                other => {
+                    tracing::warn!(?other, "confirming an SNS subscription failed");
+                    reply(StatusCode::BAD_GATEWAY, "Could not confirm the subscription; SNS will retry.")
+                }
+            };
+        }
+        Err(WebhookError::Unauthorized(why)) => {
+            tracing::warn!(provider = provider.as_str(), tenant = %target.tenant, why, "webhook refused");
+            return reply(StatusCode::UNAUTHORIZED, "The signature could not be verified.");
+        }
+        Err(WebhookError::BadRequest(why)) => {
+            tracing::warn!(provider = provider.as_str(), tenant = %target.tenant, why, "webhook payload refused");
+            return reply(StatusCode::BAD_REQUEST, &format!("Unreadable payload: {why}"));
+        }
+        Err(WebhookError::Upstream(why)) => {
+            tracing::warn!(provider = provider.as_str(), why, "webhook certificate unavailable");
+            return reply(StatusCode::BAD_GATEWAY, "The signing certificate could not be fetched; please retry.");
+        }
+    };
+    let (mut applied, mut duplicates, mut unmatched) = (0, 0, 0);
+    for ev in &events {
+        match feedback::apply(&state.app.db, target.tenant, provider.as_str(), ev).await {
+            Ok(Applied::Duplicate) => duplicates += 1,
+            Ok(Applied::New { matched }) => {
+                applied += 1;
+                unmatched += usize::from(!matched);
+            }
+            Err(e) => {
+                // Earlier events are applied and recorded; the provider's retry skips them.
+                tracing::error!(error = %e, "applying a webhook event failed");
+                return reply(StatusCode::SERVICE_UNAVAILABLE, "Temporarily unavailable; please retry.");
+            }
+        }
+    }
+    (
+        StatusCode::OK,
+        axum::Json(serde_json::json!({ "applied": applied, "duplicates": duplicates, "unmatched": unmatched })),
+    )
+        .into_response()
+}
