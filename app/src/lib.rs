@@ -21,10 +21,9 @@ use leptos_router::path;
 use components::shell::AppShell;
 use pages::{
     api_keys::ApiKeysPage, audience::AudiencePage, campaign::CampaignPage, campaign_stats::CampaignStatsPage,
-    campaigns::CampaignsPage,
-    dashboard::DashboardPage, import::ImportPage, imports::ImportsPage, invite::InvitePage, login::LoginPage,
-    members::MembersPage, new_workspace::NewWorkspacePage, not_found::NotFoundPage, reader::ReaderPage,
-    readers::ReadersPage, sending::SendingPage, settings::SettingsPage, signup::SignupPage,
+    campaigns::CampaignsPage, dashboard::DashboardPage, import::ImportPage, imports::ImportsPage, invite::InvitePage,
+    login::LoginPage, members::MembersPage, new_workspace::NewWorkspacePage, not_found::NotFoundPage,
+    reader::ReaderPage, readers::ReadersPage, sending::SendingPage, settings::SettingsPage, signup::SignupPage,
     suppressions::SuppressionsPage,
 };
 

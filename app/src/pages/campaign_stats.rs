@@ -60,7 +60,8 @@ pub async fn campaign_stats(id: String) -> Result<StatsView, AppError> {
     let base = if c.delivered > 0 { c.delivered } else { c.sent };
     let base_name = if c.delivered > 0 { "delivered" } else { "sent" };
     let anonymous = s.tracking == "anonymous";
-    let unique = |v: i64| if anonymous { "counts only".to_string() } else { format!("{} of {base_name}", percent(v, base)) };
+    let unique =
+        |v: i64| if anonymous { "counts only".to_string() } else { format!("{} of {base_name}", percent(v, base)) };
     let fig = |label: &str, value: i64, rate: String, testid: &str| Figure {
         label: label.into(),
         value,
@@ -70,14 +71,29 @@ pub async fn campaign_stats(id: String) -> Result<StatsView, AppError> {
     let figures = vec![
         fig("Recipients", s.recipients, String::new(), "stat-recipients"),
         fig("Sent", c.sent, percent(c.sent, s.recipients), "stat-sent"),
-        fig("Delivered", c.delivered, if c.delivered > 0 { percent(c.delivered, c.sent) } else { "needs a provider webhook".into() }, "stat-delivered"),
+        fig(
+            "Delivered",
+            c.delivered,
+            if c.delivered > 0 { percent(c.delivered, c.sent) } else { "needs a provider webhook".into() },
+            "stat-delivered",
+        ),
         fig("Hard bounces", c.hard_bounces, percent(c.hard_bounces, c.sent + c.failed), "stat-hard-bounces"),
         fig("Soft bounces", c.soft_bounces, percent(c.soft_bounces, c.sent), "stat-soft-bounces"),
         fig("Complaints", c.complaints, percent(c.complaints, c.sent), "stat-complaints"),
         fig("Unsubscribed", c.unsubscribes, percent(c.unsubscribes, c.sent), "stat-unsubscribes"),
-        fig("Unique opens", if anonymous { c.opens } else { c.unique_opens }, unique(c.unique_opens), "stat-unique-opens"),
+        fig(
+            "Unique opens",
+            if anonymous { c.opens } else { c.unique_opens },
+            unique(c.unique_opens),
+            "stat-unique-opens",
+        ),
         fig("Total opens", c.opens, String::new(), "stat-opens"),
-        fig("Unique clicks", if anonymous { c.clicks } else { c.unique_clicks }, unique(c.unique_clicks), "stat-unique-clicks"),
+        fig(
+            "Unique clicks",
+            if anonymous { c.clicks } else { c.unique_clicks },
+            unique(c.unique_clicks),
+            "stat-unique-clicks",
+        ),
         fig("Total clicks", c.clicks, String::new(), "stat-clicks"),
     ];
     let timeline_chart = (!s.timeline.is_empty()).then(|| {
@@ -151,7 +167,9 @@ pub fn CampaignStatsPage() -> impl IntoView {
     let stats = Resource::new(move || (id(), tick.get()), |(id, _)| campaign_stats(id));
     // Refresh while the page is open (in the browser only): opens and clicks keep coming for days.
     Effect::new(move |_| {
-        if let Ok(handle) = set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(10)) {
+        if let Ok(handle) =
+            set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(10))
+        {
             on_cleanup(move || handle.clear());
         }
     });

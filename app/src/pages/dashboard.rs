@@ -5,8 +5,8 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::shell::use_current;
 use crate::components::chart::Chart;
+use crate::components::shell::use_current;
 use crate::components::ui::{Card, LoadError, PageHeader};
 use crate::error::AppError;
 
@@ -51,7 +51,9 @@ pub async fn get_dashboard_summary() -> Result<DashboardSummary, AppError> {
             ],
         )
     });
-    let rate = |part: i64, whole: i64| if whole > 0 { format!("{:.1} %", 100.0 * part as f64 / whole as f64) } else { "—".into() };
+    let rate = |part: i64, whole: i64| {
+        if whole > 0 { format!("{:.1} %", 100.0 * part as f64 / whole as f64) } else { "—".into() }
+    };
     let recent = d
         .recent
         .iter()

@@ -49,7 +49,11 @@ pub async fn readers_csv(State(state): State<ServerState>, session: Session, Que
     csv_download("readers.csv", move |tx| async move { export::stream_csv(&db, tenant, &filter, tx).await })
 }
 
-pub async fn campaign_events_csv(State(state): State<ServerState>, session: Session, Path(id): Path<String>) -> Response {
+pub async fn campaign_events_csv(
+    State(state): State<ServerState>,
+    session: Session,
+    Path(id): Path<String>,
+) -> Response {
     let tenant = match super::session_auth::require_member(&state.app.db, &session, Role::Viewer).await {
         Ok((tenant, _, _)) => tenant,
         Err(response) => return response,

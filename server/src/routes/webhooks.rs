@@ -36,9 +36,7 @@ impl WebhookState {
 }
 
 pub fn router() -> Router<ServerState> {
-    Router::new()
-        .route("/webhooks/{provider}/{token}", post(receive))
-        .layer(DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT))
+    Router::new().route("/webhooks/{provider}/{token}", post(receive)).layer(DefaultBodyLimit::max(WEBHOOK_BODY_LIMIT))
 }
 
 fn reply(status: StatusCode, message: &str) -> Response {

@@ -30,7 +30,8 @@ async fn sent_campaign(readers: usize, tracking: &str) -> anyhow::Result<(SendHa
         tracking: tracking.into(),
         ..Default::default()
     };
-    let id = herald_engine::campaigns::store::create(&h.app.app.db, h.tenant, herald_engine::Role::Owner, &input).await?.id;
+    let id =
+        herald_engine::campaigns::store::create(&h.app.app.db, h.tenant, herald_engine::Role::Owner, &input).await?.id;
     h.start(id).await?;
     let cx = h.worker(&h.identity(100_000.0, 1000)?, None);
     for r in h.deliver(&cx, id, 2).await {
@@ -227,7 +228,10 @@ async fn a_thousand_open_redirect_attempts_never_leave_the_registered_urls() -> 
             0 => format!("{base}?url={evil}&redirect={evil}"),
             1 => format!("{prefix}/{token}/{evil}"),
             // Valid signatures for link ids that are not this campaign's.
-            2 => format!("{prefix}/{}", keys.click_token(&mac, &Target { tenant: h.tenant, campaign, reader: Some(1) }, 1_000 + i as i64)),
+            2 => format!(
+                "{prefix}/{}",
+                keys.click_token(&mac, &Target { tenant: h.tenant, campaign, reader: Some(1) }, 1_000 + i as i64)
+            ),
             // Valid signatures for campaigns that do not exist.
             3 => format!(
                 "{prefix}/{}",

@@ -35,7 +35,8 @@ async fn hooked(n: usize, provider: &str, secret: &str) -> anyhow::Result<Hooked
     let db = &h.app.app.db;
     let identity = identities::save(db, &h.app.app.signer, h.tenant, Role::Owner, None, &input).await?;
     let identity =
-        identities::configure_webhook(db, &h.app.app.signer, h.tenant, Role::Owner, identity.id, provider, secret).await?;
+        identities::configure_webhook(db, &h.app.app.signer, h.tenant, Role::Owner, identity.id, provider, secret)
+            .await?;
     let url = format!("{}/webhooks/{provider}/{}", h.app.base, identity.webhook_token.expect("token"));
     let campaign = h.campaign("First", vec![h.list]).await?;
     h.start(campaign).await?;
@@ -107,9 +108,8 @@ async fn hard_bounce_suppresses_once_and_the_next_campaign_skips_the_address() -
     }
     assert_eq!(k.suppression("reader1@example.com").await?.as_deref(), Some("hard_bounce"));
     assert_eq!(k.counters().await?.hard_bounces, 1);
-    let bounces: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE kind = 'bounce_hard'")
-        .fetch_one(&k.h.app.owner)
-        .await?;
+    let bounces: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM events WHERE kind = 'bounce_hard'").fetch_one(&k.h.app.owner).await?;
     assert_eq!(bounces, 1);
 
     // The next campaign to the same list skips the bounced address.
@@ -177,7 +177,12 @@ async fn unverifiable_webhooks_are_refused_and_record_nothing() -> TestResult {
     let mut tampered = raw.clone();
     let at = tampered.iter().position(|b| *b == b'1').expect("a digit");
     tampered[at] = b'2';
-    let r = client.post(&k.url).header("x-herald-signature", sign_generic(SECRET, now(), &raw)).body(tampered).send().await?;
+    let r = client
+        .post(&k.url)
+        .header("x-herald-signature", sign_generic(SECRET, now(), &raw))
+        .body(tampered)
+        .send()
+        .await?;
     assert_eq!(r.status(), 401);
     // An unknown token, or the right token under another provider's path: no such webhook.
     let token = k.url.rsplit('/').next().expect("token");

@@ -243,7 +243,11 @@ pub async fn results(
 #[utoipa::path(get, path = "/api/v1/campaigns/{id}/events.csv", security(("api_key" = [])),
     responses((status = 200, description = "Every event of the campaign as CSV (at,event,email,url,detail), streamed", content_type = "text/csv"),
               (status = 404, body = ApiError)))]
-pub async fn events_csv(State(s): State<ServerState>, caller: ApiCaller, Path(id): Path<Uuid>) -> axum::response::Response {
+pub async fn events_csv(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> axum::response::Response {
     crate::routes::export::events_csv(&s.app.db, caller.tenant, id).await
 }
 
