@@ -1,6 +1,7 @@
 // An author writes a campaign, watches it autosave and render in the preview, sends a test,
 // sends it to a list of three confirmed readers, follows the progress to 100 %, and finds
-// exactly one copy per reader in the dev inbox.
+// exactly one copy per reader in the dev inbox. One reader opens it there (the pixel loads) and
+// follows its link; the stats page counts 1 open and 1 click and draws its charts.
 import type { APIRequestContext } from "@playwright/test";
 import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, waitForHydration } from "./helpers";
 
@@ -65,7 +66,9 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   // --- Write it; it saves by itself. ---
   await page.getByLabel("Subject", { exact: true }).fill("Hello {{ reader.name }}");
   await page.getByRole("checkbox", { name: /Weekly/ }).check();
-  await page.getByLabel("Body", { exact: true }).fill("# Hi {{ reader.name }}\n\nThis is the November issue of the Weekly.");
+  await page
+    .getByLabel("Body", { exact: true })
+    .fill("# Hi {{ reader.name }}\n\nThis is the November issue of the Weekly.\n\n[Read it online](https://weekly.example/november)");
   await expect(page.getByTestId("audience-estimate")).toContainText("Up to 3 confirmed readers on 1 list");
   await expect(page.getByTestId("save-status")).toContainText("Saved at", { timeout: 15_000 });
 
@@ -132,6 +135,40 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
     expect(mail.text ?? "").toContain("This is the November issue of the Weekly.");
     expect(mail.from).toBe("weekly@example.com");
   }
+
+  // --- Ada reads her copy in the dev inbox: the HTML part loads the open pixel. ---
+  const campaignUrl = page.url();
+  const [adaMail] = addressedTo(messages, readers[0].email);
+  expect(adaMail.html ?? "").not.toContain('href="https://weekly.example/november"');
+  await page.goto(`/dev/inbox/${adaMail.id}`);
+  const mailFrame = page.frameLocator("iframe");
+  const link = mailFrame.getByRole("link", { name: "Read it online" });
+  await expect(link).toBeVisible();
+  // She follows the link: a tracked redirect to the URL registered for it.
+  const href = (await link.getAttribute("href")) ?? "";
+  expect(href).toMatch(/\/c\/[A-Za-z0-9_-]+$/);
+  const click = await page.request.get(href, { maxRedirects: 0 });
+  expect(click.status()).toBe(302);
+  expect(click.headers()["location"]).toBe("https://weekly.example/november");
+
+  // --- The stats page: 1 open, 1 click, and its charts drawn with the bundled ECharts. ---
+  await gotoHydrated(page, new URL(campaignUrl).pathname);
+  await page.getByTestId("stats-link").click();
+  await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}\/stats$/);
+  await expect(page.getByTestId("stat-sent")).toHaveText("3");
+  // Hits are written in batches; the page refreshes itself every 10 seconds.
+  await expect(page.getByTestId("stat-unique-opens")).toHaveText("1", { timeout: 30_000 });
+  await expect(page.getByTestId("stat-opens")).toHaveText("1");
+  await expect(page.getByTestId("stat-unique-clicks")).toHaveText("1");
+  await expect(page.getByTestId("stat-clicks")).toHaveText("1");
+  for (const chart of ["chart-funnel", "chart-timeline", "chart-links", "chart-domains"]) {
+    await expect(page.getByTestId(chart)).toHaveAttribute("data-chart-ready", "true", { timeout: 20_000 });
+    await expect(page.getByTestId(chart).locator("svg").first()).toBeVisible();
+  }
+  // ECharts came from this server, not a CDN.
+  const scripts = await page.evaluate(() => Array.from(document.scripts).map((s) => s.src));
+  expect(scripts.some((src) => src.endsWith("/vendor/echarts.min.js"))).toBe(true);
+  expect(scripts.every((src) => src === "" || src.startsWith(new URL(page.url()).origin))).toBe(true);
 
   // --- The campaigns page lists it as sent to three readers. ---
   await gotoHydrated(page, "/campaigns");

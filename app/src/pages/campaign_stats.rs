@@ -43,6 +43,7 @@ pub struct StatsView {
     pub domains: Vec<DomainRow>,
 }
 
+#[cfg(feature = "ssr")]
 fn percent(part: i64, whole: i64) -> String {
     if whole <= 0 { "—".into() } else { format!("{:.1} %", 100.0 * part as f64 / whole as f64) }
 }
