@@ -49,7 +49,7 @@ pub struct SendBench {
 }
 
 /// CPU time (user + system) of a process, from /proc (Linux only; zero elsewhere).
-fn cpu_seconds(pid: &str) -> f64 {
+pub(crate) fn cpu_seconds(pid: &str) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return 0.0 };
@@ -75,7 +75,7 @@ fn clock_ticks_per_second() -> f64 {
 
 /// CPU seconds of every process named `postgres` on this machine (the database server; only
 /// meaningful when it runs here, as in development).
-fn postgres_cpu_seconds() -> f64 {
+pub(crate) fn postgres_cpu_seconds() -> f64 {
     let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
     dir.filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().to_str().map(str::to_string))

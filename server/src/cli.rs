@@ -41,6 +41,9 @@ enum Bench {
     /// CSV import of generated rows through the real import job, then the audience pages'
     /// queries timed on the result.
     Import(crate::bench::ImportBench),
+    /// The open and click endpoints under HTTP load on loopback (the real server in-process,
+    /// keep-alive connections), then a check that every hit was stored or counted as dropped.
+    Track(crate::bench_track::TrackBench),
 }
 
 #[derive(Subcommand, Debug)]
@@ -189,6 +192,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Admin(admin) => run_admin(admin, &config).await,
         Command::Bench(Bench::Send(args)) => crate::bench::run(args, &config).await,
         Command::Bench(Bench::Import(args)) => crate::bench::run_import(args, &config).await,
+        Command::Bench(Bench::Track(args)) => crate::bench_track::run(args, &config).await,
         Command::Dev(dev) => run_dev(dev).await,
     }
 }

@@ -2,6 +2,7 @@
 //! `main.rs` only calls [`cli::run`]; tests call [`startup::Application::build`].
 
 pub mod bench;
+pub mod bench_track;
 pub mod cli;
 pub mod config;
 pub mod metrics;

@@ -1,0 +1,257 @@
+//! `herald bench track`: the open and click endpoints under load (a measurement, not a test).
+//!
+//! Starts the real HTTP server in this process (no job workers, no mail catcher) against the
+//! configured Postgres, seeds a sent campaign with `--readers` recipients and two links, then
+//! drives `--connections` keep-alive HTTP/1.1 connections on loopback for `--seconds`, 80 %
+//! opens and 20 % clicks over every reader's tokens. Afterwards it waits for the write buffer
+//! to drain and checks the books: responses == rows stored + counted drops.
+//!
+//! The load generator is a few lines of raw HTTP on tokio (no client library), so most of the
+//! CPU it shares with the server goes to the server.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use herald_engine::tokens::Signer;
+use herald_engine::tracking::{HitCounters, Target, TrackingKeys};
+use herald_engine::{Db, TenantId};
+use sqlx::postgres::PgPoolOptions;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use uuid::Uuid;
+
+use crate::config::Config;
+use crate::startup::Application;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TrackBench {
+    /// Recipients of the seeded campaign (each has its own tokens).
+    #[arg(long, default_value_t = 10_000)]
+    pub readers: usize,
+    /// Concurrent keep-alive connections.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+    /// How long the load runs.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Keep the benchmark workspace instead of deleting it.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+pub async fn run(args: TrackBench, config: &Config) -> anyhow::Result<()> {
+    herald_engine::migrate::run(&config.database_url).await?;
+    let owner = PgPoolOptions::new().max_connections(2).connect(&config.database_url).await?;
+    let tenant = TenantId::new();
+    let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
+    sqlx::query("INSERT INTO tenants (id, name, slug) VALUES ($1, 'Track Bench', $2)")
+        .bind(tenant)
+        .bind(&slug)
+        .execute(&owner)
+        .await?;
+    let outcome = measure(&args, config, &owner, tenant).await;
+    if args.keep {
+        println!("kept workspace {slug} ({tenant})");
+    } else {
+        sqlx::query("DELETE FROM tenants WHERE id = $1").bind(tenant).execute(&owner).await?;
+    }
+    outcome
+}
+
+async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenant: TenantId) -> anyhow::Result<()> {
+    // Seeding (not measured): readers, a sent campaign with their send-log rows, two links.
+    let campaign = Uuid::new_v4();
+    sqlx::query("INSERT INTO campaigns (id, tenant_id, name, status, started_at, finished_at) VALUES ($1, $2, 'Bench', 'sent', now(), now())")
+        .bind(campaign)
+        .bind(tenant)
+        .execute(owner)
+        .await?;
+    sqlx::query("INSERT INTO campaign_stats (campaign_id, tenant_id) VALUES ($1, $2)")
+        .bind(campaign)
+        .bind(tenant)
+        .execute(owner)
+        .await?;
+    let readers: Vec<i64> = sqlx::query_scalar(
+        "WITH r AS (INSERT INTO readers (tenant_id, email, name)
+                    SELECT $1, 'reader' || g || '@example' || (g % 50) || '.com', '' FROM generate_series(1, $2) g
+                    RETURNING id, email)
+         INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, sent_at)
+         SELECT $1, $3, id, email, 'sent', now() FROM r RETURNING reader_id",
+    )
+    .bind(tenant)
+    .bind(args.readers as i32)
+    .bind(campaign)
+    .fetch_all(owner)
+    .await?;
+    let links: Vec<i64> = sqlx::query_scalar(
+        "INSERT INTO campaign_links (tenant_id, campaign_id, url)
+         VALUES ($1, $2, 'https://example.com/a'), ($1, $2, 'https://example.com/b') RETURNING id",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .fetch_all(owner)
+    .await?;
+    let keys = TrackingKeys::new(&Signer::new(&config.secret_key));
+    let mac = keys.workspace(tenant);
+    // Every fifth request is a click.
+    let mut paths: Vec<String> = Vec::with_capacity(readers.len() * 5);
+    for (i, r) in readers.iter().enumerate() {
+        let target = Target { tenant, campaign, reader: Some(*r) };
+        for _ in 0..4 {
+            paths.push(format!("/o/{}", keys.open_token(&mac, &target)));
+        }
+        paths.push(format!("/c/{}", keys.click_token(&mac, &target, links[i % links.len()])));
+    }
+    let paths = Arc::new(paths);
+
+    // The real server, as `herald serve` builds it, on a free port, without workers.
+    let mut server_config = config.clone();
+    server_config.bind = "127.0.0.1:0".parse()?;
+    server_config.run_workers = false;
+    server_config.dev_smtp_bind = None;
+    let app = Application::build(&server_config).await?;
+    let addr = app.addr;
+    let counters = app.hit_counters.clone();
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(app.run(rx));
+
+    println!(
+        "herald bench track: {} readers, {} connections, {} s, 80 % opens / 20 % clicks, server at {addr}",
+        readers.len(),
+        args.connections,
+        args.seconds
+    );
+    let pg_before = crate::bench::postgres_cpu_seconds();
+    let me_before = crate::bench::cpu_seconds("self");
+    let running = Arc::new(AtomicBool::new(true));
+    let started = Instant::now();
+    let clients: Vec<_> = (0..args.connections)
+        .map(|c| {
+            let (paths, running) = (paths.clone(), running.clone());
+            tokio::spawn(async move { client(addr, paths, c, running).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+    running.store(false, Ordering::Relaxed);
+    let mut latencies: Vec<u32> = Vec::new();
+    let (mut ok, mut errors) = (0u64, 0u64);
+    for c in clients {
+        let (l, e) = c.await?;
+        ok += l.len() as u64;
+        errors += e;
+        latencies.extend(l);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    // The books: wait until everything accepted is written (or counted lost).
+    let drain_start = Instant::now();
+    let get = HitCounters::get;
+    while get(&counters.accepted) > get(&counters.stored) + get(&counters.discarded) + get(&counters.lost)
+        && drain_start.elapsed() < Duration::from_secs(60)
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let drained_in = drain_start.elapsed().as_secs_f64();
+    let pg_cpu = crate::bench::postgres_cpu_seconds() - pg_before;
+    let me_cpu = crate::bench::cpu_seconds("self") - me_before;
+    let _ = stop.send(true);
+    server.await??;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE campaign_id = $1")
+        .bind(campaign)
+        .fetch_one(owner)
+        .await?;
+    latencies.sort_unstable();
+    let pct = |p: f64| latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1))).copied().unwrap_or(0);
+    println!(
+        "load:        {ok} responses in {elapsed:.1} s = {:.0} hits/s ({errors} connection errors)",
+        ok as f64 / elapsed
+    );
+    println!(
+        "latency:     p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        pct(0.50) as f64 / 1000.0,
+        pct(0.99) as f64 / 1000.0,
+        latencies.last().copied().unwrap_or(0) as f64 / 1000.0
+    );
+    println!(
+        "books:       accepted {}, stored {}, dropped {}, discarded {}, lost {}; event rows {rows}; buffer drained {drained_in:.2} s after the load",
+        get(&counters.accepted),
+        get(&counters.stored),
+        get(&counters.dropped),
+        get(&counters.discarded),
+        get(&counters.lost)
+    );
+    println!("cpu:         {me_cpu:.1} s this process (server + load generator), {pg_cpu:.1} s Postgres");
+    let accounted = rows as u64 + get(&counters.dropped);
+    if accounted != ok {
+        anyhow::bail!("{ok} hits answered but {accounted} accounted for (rows + drops)");
+    }
+    println!("check:       every hit accounted for (responses == rows stored + counted drops)");
+    Ok(())
+}
+
+/// One keep-alive connection sending requests back to back until `running` turns false.
+/// Returns the latency of each answered request (µs) and the number of connection errors.
+async fn client(addr: std::net::SocketAddr, paths: Arc<Vec<String>>, offset: usize, running: Arc<AtomicBool>) -> (Vec<u32>, u64) {
+    let mut latencies = Vec::with_capacity(100_000);
+    let mut errors = 0;
+    let mut i = offset * 7919;
+    let mut buf = vec![0u8; 4096];
+    'connect: while running.load(Ordering::Relaxed) {
+        let Ok(mut stream) = TcpStream::connect(addr).await else {
+            errors += 1;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        while running.load(Ordering::Relaxed) {
+            let path = &paths[i % paths.len()];
+            i += 1;
+            let request = format!(
+                "GET {path} HTTP/1.1\r\nHost: bench\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64) bench\r\n\r\n"
+            );
+            let sent = Instant::now();
+            if stream.write_all(request.as_bytes()).await.is_err() {
+                errors += 1;
+                continue 'connect;
+            }
+            // Read one response: headers, then Content-Length bytes of body.
+            let mut filled = 0;
+            let (header_end, length) = loop {
+                match stream.read(&mut buf[filled..]).await {
+                    Ok(0) | Err(_) => {
+                        errors += 1;
+                        continue 'connect;
+                    }
+                    Ok(n) => filled += n,
+                }
+                if let Some(end) = buf[..filled].windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                        .unwrap_or(0);
+                    break (end + 4, length);
+                }
+                if filled == buf.len() {
+                    errors += 1;
+                    continue 'connect;
+                }
+            };
+            while filled < header_end + length {
+                match stream.read(&mut buf[filled..]).await {
+                    Ok(0) | Err(_) => {
+                        errors += 1;
+                        continue 'connect;
+                    }
+                    Ok(n) => filled += n,
+                }
+            }
+            let status_ok = buf.starts_with(b"HTTP/1.1 200") || buf.starts_with(b"HTTP/1.1 302");
+            if status_ok {
+                latencies.push(sent.elapsed().as_micros().min(u32::MAX as u128) as u32);
+            } else {
+                errors += 1;
+            }
+        }
+    }
+    (latencies, errors)
+}
