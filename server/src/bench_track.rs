@@ -161,7 +161,12 @@ async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenan
         .fetch_one(owner)
         .await?;
     latencies.sort_unstable();
-    let pct = |p: f64| latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1))).copied().unwrap_or(0);
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
     println!(
         "load:        {ok} responses in {elapsed:.1} s = {:.0} hits/s ({errors} connection errors)",
         ok as f64 / elapsed
@@ -191,7 +196,12 @@ async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenan
 
 /// One keep-alive connection sending requests back to back until `running` turns false.
 /// Returns the latency of each answered request (µs) and the number of connection errors.
-async fn client(addr: std::net::SocketAddr, paths: Arc<Vec<String>>, offset: usize, running: Arc<AtomicBool>) -> (Vec<u32>, u64) {
+async fn client(
+    addr: std::net::SocketAddr,
+    paths: Arc<Vec<String>>,
+    offset: usize,
+    running: Arc<AtomicBool>,
+) -> (Vec<u32>, u64) {
     let mut latencies = Vec::with_capacity(100_000);
     let mut errors = 0;
     let mut i = offset * 7919;

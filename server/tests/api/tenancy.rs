@@ -185,6 +185,8 @@ async fn no_campaign_or_identity_function_reaches_another_workspace() {
         ("schedule_campaign", vec![("id", c), ("at", "2099-01-01T09:00:00Z"), ("timezone", "UTC")]),
         ("unschedule_campaign", vec![("id", c)]),
         ("campaign_report", vec![("id", c)]),
+        ("campaign_stats", vec![("id", c)]),
+        ("save_webhook", vec![("id", &identity), ("provider", "generic"), ("secret", "taken-over")]),
         ("pause_campaign", vec![("id", c)]),
         ("resume_campaign", vec![("id", c)]),
         ("cancel_campaign", vec![("id", c)]),
@@ -208,8 +210,12 @@ async fn no_campaign_or_identity_function_reaches_another_workspace() {
         let r = t.a.call(f, args).await;
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {}", r.status, r.body);
     }
+    // Nor B's event export.
+    let export = t.a.get(&format!("/campaigns/{c}/events.csv")).await;
+    assert_eq!(export.status(), StatusCode::NOT_FOUND);
     // A's lists show none of B's; B's are untouched.
     assert_eq!(t.a.call("list_campaigns", &[]).await.body["campaigns"].as_array().map(Vec::len), Some(0));
+    assert_eq!(t.a.call("list_webhooks", &[]).await.body["rows"].as_array().map(Vec::len), Some(0));
     assert_eq!(t.a.call("list_identities", &[]).await.body["identities"].as_array().map(Vec::len), Some(0));
     let theirs = t.b.call("get_campaign", &[("id", c)]).await.body;
     assert_eq!((theirs["name"].as_str(), theirs["status"].as_str()), (Some("B's campaign"), Some("draft")));
