@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use herald_engine::TenantId;
 use herald_engine::tokens::Signer;
 use herald_engine::tracking::{HitCounters, Target, TrackingKeys};
-use herald_engine::TenantId;
 use sqlx::postgres::PgPoolOptions;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
