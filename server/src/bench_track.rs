@@ -186,6 +186,15 @@ async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenan
         get(&counters.lost)
     );
     println!("cpu:         {me_cpu:.1} s this process (server + load generator), {pg_cpu:.1} s Postgres");
+    // The stats page's query on the campaign just hammered (rollups only).
+    let db = herald_engine::Db::connect(&config.app_database_url, 2).await?;
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        herald_engine::campaigns::stats::campaign(&db, tenant, campaign).await?;
+        best = best.min(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    println!("stats page:  {best:.1} ms for the campaign's figures, series, links and domains ({rows} events)");
     let accounted = rows as u64 + get(&counters.dropped);
     if accounted != ok {
         anyhow::bail!("{ok} hits answered but {accounted} accounted for (rows + drops)");
