@@ -109,19 +109,10 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
     let source = format!("{provider} webhook");
     let kind = match ev.kind {
         EventKind::Delivered => {
-            if let Some(s) = &send {
-                let first = sqlx::query(
-                    "UPDATE sends SET delivered_at = $3 WHERE tenant_id = $1 AND id = $2 AND delivered_at IS NULL",
-                )
-                .bind(tenant)
-                .bind(s.id)
-                .bind(ev.at)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if first > 0 {
-                    bump(&mut tx, tenant, s.campaign_id, "delivered").await?;
-                }
+            if let Some(s) = &send
+                && mark_first(&mut tx, tenant, s.id, "delivered_at", ev.at).await?
+            {
+                bump(&mut tx, tenant, s.campaign_id, "delivered").await?;
             }
             "delivered"
         }
@@ -187,20 +178,11 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
                     subscribe::leave_everything(&mut tx, tenant, r, &email, &Origin::new("complaint")).await?;
                 }
             }
-            if let Some(s) = &send {
-                let first = sqlx::query(
-                    "UPDATE sends SET complained_at = $3 WHERE tenant_id = $1 AND id = $2 AND complained_at IS NULL",
-                )
-                .bind(tenant)
-                .bind(s.id)
-                .bind(ev.at)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if first > 0 {
-                    bump(&mut tx, tenant, s.campaign_id, "complaints").await?;
-                    bump_domain(&mut tx, tenant, s.campaign_id, &ev.email, "complaints").await?;
-                }
+            if let Some(s) = &send
+                && mark_first(&mut tx, tenant, s.id, "complained_at", ev.at).await?
+            {
+                bump(&mut tx, tenant, s.campaign_id, "complaints").await?;
+                bump_domain(&mut tx, tenant, s.campaign_id, &ev.email, "complaints").await?;
             }
             "complaint"
         }
@@ -218,8 +200,7 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
                 };
                 let origin = Origin::new(&source);
                 if lists.is_empty() {
-                    let email = ev.email.clone();
-                    subscribe::leave_everything(&mut tx, tenant, r, &email, &origin).await?;
+                    subscribe::leave_everything(&mut tx, tenant, r, &ev.email, &origin).await?;
                 } else {
                     for list in lists {
                         subscribe::unsubscribe_from(&mut tx, tenant, r, list, &origin).await?;
@@ -301,6 +282,22 @@ async fn insert_event(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// Sets a send's first-time column (`delivered_at`, `complained_at`) unless it is set already;
+/// true when this call set it, so the matching counter moves once per message.
+async fn mark_first(tx: &mut Tx, tenant: TenantId, send: i64, column: &'static str, at: DateTime<Utc>) -> Result<bool> {
+    debug_assert!(["delivered_at", "complained_at"].contains(&column));
+    let n = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE sends SET {column} = $3 WHERE tenant_id = $1 AND id = $2 AND {column} IS NULL"
+    )))
+    .bind(tenant)
+    .bind(send)
+    .bind(at)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok(n > 0)
 }
 
 /// Adds one to a campaign counter. `column` is one of a fixed set, never user input.
