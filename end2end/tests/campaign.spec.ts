@@ -143,7 +143,10 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   // --- Ada reads her copy in the dev inbox: the HTML part loads the open pixel. ---
   const [adaMail] = addressedTo(messages, readers[0].email);
   expect(adaMail.html ?? "").not.toContain('href="https://weekly.example/november"');
+  // Wait for the pixel's answer: leaving the page earlier would cancel the image request.
+  const pixelLoaded = page.waitForResponse((r) => r.url().includes("/o/") && r.status() === 200);
   await page.goto(`/dev/inbox/${adaMail.id}`);
+  await pixelLoaded;
   const mailFrame = page.frameLocator("iframe");
   const link = mailFrame.getByRole("link", { name: "Read it online" });
   await expect(link).toBeVisible();
