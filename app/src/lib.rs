@@ -24,7 +24,8 @@ use pages::{
     campaigns::CampaignsPage, dashboard::DashboardPage, import::ImportPage, imports::ImportsPage, invite::InvitePage,
     login::LoginPage, members::MembersPage, new_workspace::NewWorkspacePage, not_found::NotFoundPage,
     reader::ReaderPage, readers::ReadersPage, sending::SendingPage, settings::SettingsPage, signup::SignupPage,
-    suppressions::SuppressionsPage,
+    suppressions::SuppressionsPage, transactional::TransactionalPage, transactional_message::TransactionalMessagePage,
+    tx_template::TxTemplatePage, tx_templates::TxTemplatesPage,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -70,6 +71,10 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/campaigns") view=CampaignsPage/>
                     <Route path=path!("/campaigns/:id") view=CampaignPage/>
                     <Route path=path!("/campaigns/:id/stats") view=CampaignStatsPage/>
+                    <Route path=path!("/transactional") view=TransactionalPage/>
+                    <Route path=path!("/transactional/messages/:id") view=TransactionalMessagePage/>
+                    <Route path=path!("/transactional/templates") view=TxTemplatesPage/>
+                    <Route path=path!("/transactional/templates/:id") view=TxTemplatePage/>
                     <Route path=path!("/settings") view=SettingsPage/>
                     <Route path=path!("/settings/sending") view=SendingPage/>
                     <Route path=path!("/settings/members") view=MembersPage/>

@@ -32,6 +32,8 @@ pub struct AppState {
     pub auth_account_limiter: Arc<RateLimiter>,
     /// Public form posts (hosted subscribe page, embedded forms) per client IP.
     pub public_form_limiter: Arc<RateLimiter>,
+    /// Where transactional messages are accepted (API and the templates page's test send).
+    pub outbox: herald_engine::transactional::messages::Outbox,
 }
 
 pub fn state() -> Result<AppState, AppError> {

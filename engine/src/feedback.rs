@@ -93,7 +93,21 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
     if fresh == 0 {
         return Ok(Applied::Duplicate);
     }
+    // A transactional message, by our Message-ID.
+    if let Some(message) = crate::transactional::messages::match_event(&mut tx, tenant, ev, false).await? {
+        crate::transactional::messages::apply_event(&mut tx, tenant, message, ev, provider).await?;
+        tx.commit().await?;
+        return Ok(Applied::New { matched: true });
+    }
     let send = find_send(&mut tx, tenant, ev).await?;
+    // Or one whose provider id matched where no campaign message did.
+    if send.is_none()
+        && let Some(message) = crate::transactional::messages::match_event(&mut tx, tenant, ev, true).await?
+    {
+        crate::transactional::messages::apply_event(&mut tx, tenant, message, ev, provider).await?;
+        tx.commit().await?;
+        return Ok(Applied::New { matched: true });
+    }
     let reader: Option<i64> = match &send {
         Some(s) => Some(s.reader_id),
         None => {

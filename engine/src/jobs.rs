@@ -189,6 +189,11 @@ pub async fn supervise_once(db: &Db, jobs: &Jobs) -> Result<()> {
         tracing::info!(%campaign, "scheduled campaign is due");
         jobs.kick_campaign(db, tenant, campaign, false).await?;
     }
+    let reaped: i64 = sqlx::query_scalar("SELECT reap_expired_message_leases()").fetch_one(db.pool()).await?;
+    if reaped > 0 {
+        tracing::warn!(reaped, "requeued transactional messages whose lease expired");
+    }
+    crate::campaigns::recurring::make_due_editions(db, jobs, chrono::Utc::now()).await?;
     let stalled: Vec<(crate::domain::TenantId, uuid::Uuid, bool)> = sqlx::query_as(
         "SELECT tenant_id, campaign_id, fanout_done FROM claim_stalled_campaigns(make_interval(secs => 15))",
     )
@@ -225,6 +230,10 @@ pub struct WorkerSetup {
     pub delivery: crate::campaigns::delivery::DeliveryConfig,
     /// Delivery jobs (SMTP connections) this process runs at once, across campaigns.
     pub send_concurrency: usize,
+    /// The transactional stream's own loops.
+    pub transactional: crate::transactional::delivery::TxDeliveryConfig,
+    /// Shared with the API's [`crate::transactional::messages::Outbox`]: an enqueue wakes the senders.
+    pub transactional_wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// A Postgres job source for `$job`, polled about four times a second while its queue is
@@ -242,7 +251,13 @@ pub async fn run_workers<F>(setup: WorkerSetup, shutdown: F) -> anyhow::Result<(
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
-    let WorkerSetup { db, mailer, signer, base_url, delivery, send_concurrency } = setup;
+    let WorkerSetup { db, mailer, signer, base_url, delivery, send_concurrency, transactional, transactional_wake } = setup;
+    let tx_cx = crate::transactional::delivery::TxDeliveryContext {
+        db: db.clone(),
+        signer: signer.clone(),
+        config: std::sync::Arc::new(transactional),
+        wake: transactional_wake,
+    };
     let jobs = Jobs::new(&db);
     let mail_worker = WorkerBuilder::new(unique_worker_name("system-mail"))
         .backend(pg_backend!(SendSystemMail, db))
@@ -282,6 +297,7 @@ where
         let _ = stop_tx.send(true);
     });
     let supervisor = tokio::spawn(supervise(db.clone(), jobs, stop_rx.clone()));
+    let transactional = tokio::spawn(crate::transactional::delivery::run(tx_cx, stop_rx.clone()));
     let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
         Ok::<(), std::io::Error>(())
@@ -293,6 +309,8 @@ where
         delivery_worker.run_until(until(stop_rx)),
     );
     supervisor.abort();
+    // The transactional loops finish the message in hand, then stop.
+    let _ = transactional.await;
     a.map_err(|e| anyhow::anyhow!("system mail worker stopped: {e}"))?;
     b.map_err(|e| anyhow::anyhow!("import worker stopped: {e}"))?;
     c.map_err(|e| anyhow::anyhow!("campaign start worker stopped: {e}"))?;

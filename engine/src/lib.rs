@@ -22,6 +22,7 @@ pub mod smtp_client;
 pub mod smtp_sink;
 pub mod tokens;
 pub mod tracking;
+pub mod transactional;
 pub mod users;
 pub mod webhooks;
 pub mod workspaces;

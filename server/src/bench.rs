@@ -317,6 +317,18 @@ async fn measure(
         base_url: config.base_url.clone(),
         delivery,
         send_concurrency: connections as usize,
+        transactional: herald_engine::transactional::delivery::TxDeliveryConfig::new(
+            jobs::unique_worker_name("bench-transactional"),
+            herald_engine::campaigns::identities::SmtpIdentity {
+                bucket: format!("identity:bench-tx:{tenant}"),
+                server: SmtpServer::parse(smtp_url)?,
+                max_connections: 1,
+                rate_per_second: 1_000.0,
+                burst: 100,
+                dkim: None,
+            },
+        ),
+        transactional_wake: std::sync::Arc::new(tokio::sync::Notify::new()),
     };
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let workers = tokio::spawn(jobs::run_workers(setup, async move {

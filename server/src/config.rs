@@ -54,6 +54,8 @@ pub struct SendSettings {
     pub retry_base_seconds: f64,
     pub batch_size: u32,
     pub max_attempts: i32,
+    /// Transactional sending loops (SMTP connections) per process, apart from campaigns'.
+    pub transactional_loops: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -155,6 +157,7 @@ impl Config {
             retry_base_seconds: number(&get, "HERALD_SEND_RETRY_BASE_SECONDS", 60.0)?,
             batch_size: number(&get, "HERALD_SEND_BATCH", 50)?,
             max_attempts: number(&get, "HERALD_SEND_MAX_ATTEMPTS", 8)?,
+            transactional_loops: number(&get, "HERALD_TRANSACTIONAL_LOOPS", 2)?,
         };
         let sns_allow_http = match get("HERALD_SNS_ALLOW_HTTP").as_deref() {
             None | Some("false") | Some("0") => false,

@@ -17,6 +17,8 @@ use herald_engine::smtp_client::SmtpServer;
 use herald_engine::smtp_sink::MailSink;
 use herald_engine::tokens::Signer;
 use herald_engine::tracking::{Flusher, HitCounters, HitRecorder, TrackingKeys};
+use herald_engine::transactional::delivery::TxDeliveryConfig;
+use herald_engine::transactional::messages::Outbox;
 use herald_engine::webhooks::WebhookConfig;
 use herald_engine::{Db, migrate};
 use leptos::config::LeptosOptions;
@@ -67,6 +69,8 @@ pub struct Core {
     pub sink: Option<(MailSink, SocketAddr)>,
     /// Where campaigns without their own sending identity go (`HERALD_SMTP_URL`).
     pub default_identity: SmtpIdentity,
+    /// An accepted transactional message wakes this process's transactional senders at once.
+    pub transactional_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Core {
@@ -93,7 +97,20 @@ impl Core {
             base_url: config.base_url.clone(),
             delivery: self.delivery_config(config),
             send_concurrency: config.send.concurrency,
+            transactional: self.transactional_config(config),
+            transactional_wake: self.transactional_wake.clone(),
         }
+    }
+
+    /// The transactional stream's configuration (its own loops and worker id).
+    pub fn transactional_config(&self, config: &Config) -> TxDeliveryConfig {
+        let mut t = TxDeliveryConfig::new(
+            herald_engine::jobs::unique_worker_name("transactional"),
+            self.default_identity.clone(),
+        );
+        t.loops = config.send.transactional_loops;
+        t.lease = Duration::from_secs(config.send.lease_seconds);
+        t
     }
 }
 
@@ -131,7 +148,7 @@ pub async fn core(config: &Config) -> anyhow::Result<Core> {
     };
     let mailer = Mailer::from_url(&smtp_url, &config.mail_from)?;
     let default_identity = default_identity(config, &smtp_url)?;
-    Ok(Core { db, mailer, sink, default_identity })
+    Ok(Core { db, mailer, sink, default_identity, transactional_wake: Arc::new(tokio::sync::Notify::new()) })
 }
 
 pub struct Application {
@@ -150,7 +167,7 @@ impl Application {
     pub async fn build(config: &Config) -> anyhow::Result<Self> {
         let core = core(config).await?;
         let workers = config.run_workers.then(|| core.worker_setup(config));
-        let Core { db, sink, default_identity, .. } = core;
+        let Core { db, sink, default_identity, transactional_wake, .. } = core;
         let listener = TcpListener::bind(config.bind)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.bind))?;
@@ -165,6 +182,12 @@ impl Application {
             auth_ip_limiter: Arc::new(RateLimiter::new(30, Duration::from_secs(60))),
             auth_account_limiter: Arc::new(RateLimiter::new(10, Duration::from_secs(60))),
             public_form_limiter: Arc::new(RateLimiter::new(20, Duration::from_secs(60))),
+            outbox: Outbox {
+                db: db.clone(),
+                keys: TrackingKeys::new(&Signer::new(&config.secret_key)),
+                base_url: config.base_url.clone(),
+                wake: transactional_wake,
+            },
         };
         let (recorder, flusher) = HitRecorder::start(db.clone(), config.tracking_buffer);
         let hit_counters = recorder.counters.clone();

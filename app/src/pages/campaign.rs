@@ -15,6 +15,7 @@ use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, short_t
 use crate::error::AppError;
 use crate::pages::audience::{ListsView, list_lists};
 use crate::pages::campaign_progress::CampaignProgress;
+use crate::pages::campaign_repeat::{RecurringCampaign, RepeatDraft, RepeatFields, RepeatForm};
 use crate::pages::campaigns::CampaignStatusBadge;
 use crate::pages::sending::{IdentitiesView, list_identities};
 
@@ -48,6 +49,8 @@ pub struct CampaignDetail {
     pub can_edit: bool,
     /// The workspace has no postal address yet: sending will be refused.
     pub postal_address_missing: bool,
+    /// The schedule and per-reader data of a recurring campaign (empty `every`: one-off).
+    pub repeat: RepeatDraft,
 }
 
 /// Everything the author edits; autosave sends all of it each time. Strings as typed, so the
@@ -80,6 +83,8 @@ pub struct CampaignDraft {
     pub spread_hours: String,
     #[serde(default)]
     pub tracking: String,
+    #[serde(default)]
+    pub repeat: RepeatDraft,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -137,7 +142,9 @@ pub async fn get_campaign(id: String) -> Result<CampaignDetail, AppError> {
     let id = crate::ssr::parse_id(&id)?;
     let c = store::get(&m.state.db, m.tenant, id).await?;
     let ws = workspaces::get(&m.state.db, m.tenant).await?;
+    let repeat = RepeatDraft::from_campaign(&c);
     Ok(CampaignDetail {
+        repeat,
         id: c.id.to_string(),
         name: c.name,
         subject: c.subject,
@@ -214,6 +221,13 @@ pub async fn save_campaign(id: String, draft: CampaignDraft) -> Result<SaveOutco
     let list_ids: Vec<uuid::Uuid> =
         draft.list_ids.iter().filter_map(|l| uuid::Uuid::parse_str(l.trim()).ok()).collect();
     let body_format = if draft.body_format == "html" { "html" } else { "markdown" };
+    let recurrence = match draft.repeat.to_recurrence() {
+        Ok(r) => r,
+        Err(message) => {
+            fail("repeat", message);
+            None
+        }
+    };
     if !errors.is_empty() {
         return Ok(SaveOutcome { errors, updated_at: None });
     }
@@ -231,6 +245,9 @@ pub async fn save_campaign(id: String, draft: CampaignDraft) -> Result<SaveOutco
         body: draft.body,
         spread_hours,
         tracking: draft.tracking,
+        feed: if recurrence.is_some() { draft.repeat.feed } else { String::new() },
+        feed_url: draft.repeat.feed_url,
+        recurrence,
     };
     match store::update(&m.state.db, m.tenant, m.role, id, &input).await {
         Ok(c) => Ok(SaveOutcome { errors: Vec::new(), updated_at: Some(c.updated_at.to_rfc3339()) }),
@@ -403,6 +420,7 @@ pub fn CampaignPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match campaign.await {
                     Ok(c) if c.status == "draft" || c.status == "scheduled" => view! { <Editor c=c refresh=refresh/> }.into_any(),
+                    Ok(c) if c.status == "recurring" => view! { <RecurringCampaign id=c.id name=c.name refresh=refresh/> }.into_any(),
                     Ok(c) => view! { <CampaignProgress c=c/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
@@ -448,6 +466,7 @@ struct Form {
     spread_on: RwSignal<bool>,
     spread_hours: RwSignal<String>,
     tracking: RwSignal<String>,
+    repeat: RepeatForm,
     errors: RwSignal<Vec<FieldError>>,
     changed: Callback<()>,
 }
@@ -472,6 +491,7 @@ impl Form {
                 String::new()
             },
             tracking: self.tracking.get_untracked(),
+            repeat: self.repeat.draft(),
         }
     }
 
@@ -547,6 +567,8 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>) -> impl IntoView {
         spread_on: RwSignal::new(!c.spread_hours.is_empty()),
         spread_hours: RwSignal::new(if c.spread_hours.is_empty() { "24".into() } else { c.spread_hours.clone() }),
         tracking: RwSignal::new(if c.tracking.is_empty() { "on".into() } else { c.tracking.clone() }),
+        // UTC until the author picks a zone: the server and the browser must render the same.
+        repeat: RepeatForm::new(&c.repeat, "UTC"),
         errors,
         changed,
     };
@@ -739,6 +761,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>) -> impl IntoView {
                     <MessageFields form=form/>
                     <SenderFields form=form identities=identities/>
                     <AudienceFields form=form lists=lists/>
+                    <RepeatFields form=form.repeat changed=form.changed error=form.error("repeat")/>
                     <ContentFields form=form/>
                 </fieldset>
             </div> }.into_any()}

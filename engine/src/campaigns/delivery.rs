@@ -123,6 +123,8 @@ struct Claimed {
     attributes: Value,
     attempts: i32,
     skip: Option<String>,
+    /// This reader's data for a recurring edition (pushed before the edition, or fetched).
+    feed: Option<Value>,
 }
 
 enum SpreadRate {
@@ -169,6 +171,8 @@ struct Sender<'a> {
     /// Open pixel and link rewriting, unless the campaign's tracking is off.
     tracking: Option<Tracking>,
     tally: DomainTally,
+    /// For editions whose per-reader data is fetched from a URL.
+    feed_client: Option<reqwest::Client>,
 }
 
 struct Tracking {
@@ -179,6 +183,9 @@ struct Tracking {
     /// `{base_url}/`: links to our own pages (unsubscribe) are never rewritten.
     own_prefix: String,
 }
+
+/// The skip reason for an edition's reader without data (the editions report counts it).
+const NO_DATA: &str = "no data for this edition";
 
 /// How often a busy delivery loop refreshes its campaign's heartbeat (the supervisor's stale
 /// threshold is 15 s).
@@ -225,6 +232,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
             own_prefix: format!("{}/", cx.config.base_url.trim_end_matches('/')),
         }
     });
+    let campaign_feed_is_url = campaign.feed == "url";
     let mut sender = Sender {
         cx,
         tenant,
@@ -241,6 +249,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
         cursor: 0,
         last_heartbeat: Instant::now(),
         bounces_since_check: 0,
+        feed_client: (campaign_feed_is_url).then(super::feed_fetch::client),
         tracking,
         tally: DomainTally::default(),
     };
@@ -291,6 +300,20 @@ impl Sender<'_> {
             }
             self.cursor = rows.iter().map(|r| r.id).max().unwrap_or(self.cursor);
             cfg.fault(FaultPoint::AfterClaim, rows[0].id)?;
+            self.fetch_feeds(&mut rows).await;
+            // Readers the feed had nothing for are skipped; failed fetches wait for a retry.
+            let mut ready = Vec::with_capacity(rows.len());
+            for row in rows {
+                match row.skip.as_deref() {
+                    None => ready.push(row),
+                    Some(NO_DATA) => self.skip_row(&row, NO_DATA).await?,
+                    Some(why) => {
+                        let why = why.to_string();
+                        self.retry_later(&row, &why, false).await?;
+                    }
+                }
+            }
+            let rows = ready;
             let lease_deadline = Instant::now() + cfg.lease.saturating_sub(cfg.smtp_timeout.min(cfg.lease / 2));
             let mut rest = rows.into_iter();
             while let Some(row) = rest.next() {
@@ -429,7 +452,7 @@ impl Sender<'_> {
                  ORDER BY s.id LIMIT $3
                  FOR UPDATE SKIP LOCKED
              )
-             SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts,
+             SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts, s.feed,
                     CASE WHEN s.created_at < now() - make_interval(hours => $5) THEN 'expired'
                          WHEN r.status <> 'active' THEN 'reader ' || r.status
                          WHEN NOT EXISTS (SELECT 1 FROM subscriptions x WHERE x.reader_id = s.reader_id
@@ -536,7 +559,7 @@ impl Sender<'_> {
             campaign_unsubscribe_url(&self.cx.signer, &cfg.base_url, self.tenant, row.reader_id, list, Some(c.id));
         let recipient = Recipient { email: &row.email, name: &row.name, attributes: &row.attributes };
         let ctx = MessageContext { unsubscribe_url: &unsubscribe };
-        let parts = match self.compiled.render_body(&recipient, &ctx) {
+        let parts = match self.compiled.render_body_with_feed(&recipient, &ctx, row.feed.as_ref()) {
             Ok(r) => r,
             Err(e) => {
                 self.fail(row, &format!("template error: {e}"), false).await?;
@@ -629,25 +652,7 @@ impl Sender<'_> {
             SmtpErrorKind::Transient if row.attempts >= cfg.max_attempts => {
                 self.fail(row, &format!("gave up after {} attempts: {reason}", row.attempts), false).await?
             }
-            SmtpErrorKind::Transient => {
-                let exp = cfg.retry_base.as_secs_f64() * 2f64.powi((row.attempts - 1).clamp(0, 20));
-                let jitter = rand::thread_rng().gen_range(0.5..1.5);
-                let delay = (exp * jitter).min(cfg.retry_max.as_secs_f64());
-                let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
-                sqlx::query(
-                    "UPDATE sends SET status = 'queued', next_attempt_at = now() + make_interval(secs => $3), reason = $4,
-                            ambiguous = ambiguous + $5, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-                     WHERE tenant_id = $1 AND id = $2 AND status = 'sending'",
-                )
-                .bind(self.tenant)
-                .bind(row.id)
-                .bind(delay)
-                .bind(&reason)
-                .bind(if e.maybe_delivered() { 1 } else { 0 })
-                .execute(&mut *tx)
-                .await?;
-                tx.commit().await?;
-            }
+            SmtpErrorKind::Transient => self.retry_later(row, &reason, e.maybe_delivered()).await?,
         }
         if self.consecutive_failures >= cfg.pause_after_failures {
             let why = format!(
@@ -658,6 +663,72 @@ impl Sender<'_> {
             return Ok(false);
         }
         Ok(true)
+    }
+
+    /// Puts a row back in the queue with exponential backoff and jitter, or fails it once it used
+    /// up its attempts.
+    async fn retry_later(&mut self, row: &Claimed, reason: &str, maybe_delivered: bool) -> Result<()> {
+        let cfg = self.cx.config.clone();
+        if row.attempts >= cfg.max_attempts {
+            return self.fail(row, &format!("gave up after {} attempts: {reason}", row.attempts), false).await;
+        }
+        let exp = cfg.retry_base.as_secs_f64() * 2f64.powi((row.attempts - 1).clamp(0, 20));
+        let jitter = rand::thread_rng().gen_range(0.5..1.5);
+        let delay = (exp * jitter).min(cfg.retry_max.as_secs_f64());
+        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        sqlx::query(
+            "UPDATE sends SET status = 'queued', next_attempt_at = now() + make_interval(secs => $3), reason = $4,
+                    ambiguous = ambiguous + $5, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+             WHERE tenant_id = $1 AND id = $2 AND status = 'sending'",
+        )
+        .bind(self.tenant)
+        .bind(row.id)
+        .bind(delay)
+        .bind(reason)
+        .bind(if maybe_delivered { 1 } else { 0 })
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Ends a claimed row without sending it (an edition's reader with no data).
+    async fn skip_row(&self, row: &Claimed, reason: &str) -> Result<()> {
+        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        sqlx::query(
+            "UPDATE sends SET status = 'skipped', reason = $3, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+             WHERE tenant_id = $1 AND id = $2 AND status = 'sending'",
+        )
+        .bind(self.tenant)
+        .bind(row.id)
+        .bind(reason)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// For an edition fed from a URL: fetches the claimed readers' data, a few at a time. A row
+    /// without data gets `skip = NO_DATA`; a failed fetch gets the reason to retry later.
+    async fn fetch_feeds(&self, rows: &mut [Claimed]) {
+        let Some(client) = &self.feed_client else { return };
+        let requests: Vec<(i64, String)> = rows
+            .iter()
+            .filter(|r| r.feed.is_none())
+            .map(|r| (r.id, super::feed_fetch::url_for(&self.campaign.feed_url, &r.email, r.reader_id)))
+            .collect();
+        if requests.is_empty() {
+            return;
+        }
+        let mut fetched = super::feed_fetch::fetch_all(client, requests).await;
+        for row in rows.iter_mut() {
+            match fetched.remove(&row.id) {
+                Some(super::feed_fetch::Fetched::Data(v)) => row.feed = Some(v),
+                Some(super::feed_fetch::Fetched::NoData) => row.skip = Some(NO_DATA.into()),
+                Some(super::feed_fetch::Fetched::Failed(why)) => row.skip = Some(why),
+                None => {}
+            }
+        }
     }
 
     /// Marks a row failed; a hard bounce also suppresses the address in this workspace and is
@@ -771,7 +842,7 @@ async fn auto_pause(cx: &DeliveryContext, tenant: TenantId, campaign: Uuid, reas
 
 /// The provider's id for the message, when its 250 names one ("250 Ok: queued as 4B7D1", SES's
 /// "250 Ok 0100018c…"): the last word, if it looks like an id rather than prose.
-fn provider_id(reply: &str) -> Option<String> {
+pub(crate) fn provider_id(reply: &str) -> Option<String> {
     let word = reply.split_whitespace().last()?.trim_matches(|c: char| matches!(c, '<' | '>' | '.' | ',' | ')' | '('));
     (word.len() >= 6 && word.len() <= 200 && word.chars().any(|c| c.is_ascii_digit()) && !word.contains('@'))
         .then(|| word.to_string())

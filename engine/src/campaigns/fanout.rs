@@ -45,8 +45,9 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
         // The row lock serialises duplicate fan-out jobs: the second waits, then sees the
         // cursor the first one committed.
         #[allow(clippy::type_complexity)]
-        let row: Option<(String, bool, i64, Vec<Uuid>, String, Option<i32>)> = sqlx::query_as(
-            "SELECT c.status, c.fanout_done, c.fanout_cursor, c.list_ids, c.attribute_filter, t.frequency_cap_hours
+        let row: Option<(String, bool, i64, Vec<Uuid>, String, Option<i32>, Option<Uuid>)> = sqlx::query_as(
+            "SELECT c.status, c.fanout_done, c.fanout_cursor, c.list_ids, c.attribute_filter, t.frequency_cap_hours,
+                    CASE WHEN c.feed = 'api' THEN c.parent_id END
              FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
              WHERE c.tenant_id = $1 AND c.id = $2 FOR UPDATE OF c",
         )
@@ -54,7 +55,8 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
         .bind(campaign)
         .fetch_optional(&mut *tx)
         .await?;
-        let Some((status, done, cursor, lists, filter, cap)) = row else { return Ok(written) };
+        // An edition with pushed data reads (and consumes) its recurring campaign's feed.
+        let Some((status, done, cursor, lists, filter, cap, feed_of)) = row else { return Ok(written) };
         if done || !matches!(status.as_str(), "sending" | "paused") {
             return Ok(written);
         }
@@ -94,20 +96,29 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
                  WHERE s.tenant_id = $1 AND s.list_id = ANY($3) AND s.status = 'confirmed'
                    AND s.reader_id > $4 AND s.reader_id <= $5
              ), candidates AS (
-                 SELECT r.id, r.email,
+                 SELECT r.id, r.email, f.data AS feed,
                         CASE WHEN r.status <> 'active' THEN 'reader ' || r.status
                              WHEN EXISTS (SELECT 1 FROM suppressions x WHERE x.tenant_id = $1 AND x.email_lower = lower(r.email))
                                  THEN 'suppressed'
                              WHEN $6::int IS NOT NULL AND r.last_campaign_at > now() - make_interval(hours => $6::int)
                                   AND r.last_campaign_id IS DISTINCT FROM $2 THEN 'frequency cap'
+                             WHEN $8::uuid IS NOT NULL AND f.data IS NULL THEN 'no data for this edition'
                         END AS skip
                  FROM chunk JOIN readers r ON r.id = chunk.reader_id
+                 LEFT JOIN campaign_feed f ON f.campaign_id = $8 AND f.reader_id = r.id AND f.tenant_id = $1
                  WHERE r.tenant_id = $1 AND (cardinality($7::jsonb[]) = 0 OR r.attributes @> ANY($7::jsonb[]))
              ), inserted AS (
-                 INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, reason)
-                 SELECT $1, $2, id, email, CASE WHEN skip IS NULL THEN 'queued' ELSE 'skipped' END, skip FROM candidates
+                 INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, reason, feed)
+                 SELECT $1, $2, id, email, CASE WHEN skip IS NULL THEN 'queued' ELSE 'skipped' END, skip,
+                        CASE WHEN skip IS NULL THEN feed END
+                 FROM candidates
                  ON CONFLICT (campaign_id, reader_id) DO NOTHING
-                 RETURNING status
+                 RETURNING status, reader_id
+             ), consumed AS (
+                 DELETE FROM campaign_feed f USING inserted i
+                 WHERE $8::uuid IS NOT NULL AND f.campaign_id = $8 AND f.tenant_id = $1 AND f.reader_id = i.reader_id
+                   AND i.status = 'queued'
+                 RETURNING 1
              )
              SELECT count(*) FILTER (WHERE status = 'queued') FROM inserted",
         )
@@ -118,6 +129,7 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
         .bind(upper)
         .bind(cap)
         .bind(&attrs)
+        .bind(feed_of)
         .fetch_one(&mut *tx)
         .await?;
         sqlx::query(

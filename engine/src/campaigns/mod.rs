@@ -2,10 +2,12 @@
 
 pub mod delivery;
 pub mod fanout;
+pub mod feed_fetch;
 pub mod identities;
 pub mod preview;
 pub mod progress;
 pub mod rate;
+pub mod recurring;
 pub mod render;
 pub mod stats;
 pub mod store;

@@ -259,7 +259,20 @@ impl CompiledCampaign {
         recipient: &Recipient<'_>,
         ctx: &MessageContext<'_>,
     ) -> Result<RenderedBody, TemplateError> {
-        let vars = self.vars(recipient, ctx);
+        self.render_body_with_feed(recipient, ctx, None)
+    }
+
+    /// [`Self::render_body`] with this reader's data for a recurring edition (`{{ feed.… }}`).
+    pub fn render_body_with_feed(
+        &self,
+        recipient: &Recipient<'_>,
+        ctx: &MessageContext<'_>,
+        feed: Option<&serde_json::Value>,
+    ) -> Result<RenderedBody, TemplateError> {
+        let mut vars = self.vars(recipient, ctx);
+        if let Some(feed) = feed {
+            vars = minijinja::context! { feed => Value::from_serialize(feed), ..vars };
+        }
 
         let subject = single_line(&self.render_one(SUBJECT, &self.subject_src, &vars)?);
         let preheader = if self.has_preheader {
@@ -308,7 +321,7 @@ impl CompiledCampaign {
     }
 
     /// The template variables: `reader.{email,name,attributes}`, `unsubscribe_url`,
-    /// `workspace.{name,postal_address}`.
+    /// `workspace.{name,postal_address}` (and `feed` for editions with per-reader data).
     fn vars(&self, recipient: &Recipient<'_>, ctx: &MessageContext<'_>) -> Value {
         minijinja::context! {
             reader => ReaderVars {
@@ -438,7 +451,7 @@ fn looks_like_url(s: &str) -> bool {
 }
 
 /// Errors that are the template's fault whatever the reader's data.
-fn is_template_mistake(e: &minijinja::Error) -> bool {
+pub(crate) fn is_template_mistake(e: &minijinja::Error) -> bool {
     use minijinja::ErrorKind as K;
     // A method called on a missing value (`reader.attributes.x.split()`) depends on the data.
     let on_undefined = e.detail().is_some_and(|d| d.starts_with("undefined has no method"));
@@ -456,7 +469,7 @@ fn is_template_mistake(e: &minijinja::Error) -> bool {
     ) || (e.kind() == K::UnknownMethod && !on_undefined)
 }
 
-fn template_error(field: &'static str, src: &str, e: &minijinja::Error) -> TemplateError {
+pub(crate) fn template_error(field: &'static str, src: &str, e: &minijinja::Error) -> TemplateError {
     let (line, column) = match e.range().and_then(|r| src.get(..r.start)) {
         Some(before) => {
             let line = before.matches('\n').count() + 1;
@@ -475,7 +488,7 @@ fn template_error(field: &'static str, src: &str, e: &minijinja::Error) -> Templ
 
 /// Collapses every run of whitespace and control characters (CR, LF, tab, U+2028…) into one
 /// space and trims: a subject can never span two header lines.
-fn single_line(s: &str) -> String {
+pub(crate) fn single_line(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut gap = false;
     for ch in s.chars() {
@@ -556,7 +569,14 @@ fn write_escaped(out: &mut impl fmt::Write, s: &str, mode: Escape) -> fmt::Resul
     out.write_str(&s[last..])
 }
 
-fn escape_html(s: &str) -> String {
+/// The plain-text twin of an HTML body (links kept as `text (url)`), as campaigns get it.
+pub fn html_to_text(html: &str) -> String {
+    let mut text = TextConverter::default();
+    text.feed(html);
+    text.finish()
+}
+
+pub(crate) fn escape_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 16);
     // Writing to a String cannot fail.
     let _ = write_escaped(&mut out, s, Escape::Html);
@@ -1208,18 +1228,23 @@ pub fn build_message(rendered: &Rendered, env: &Envelope, dkim: Option<&DkimSign
     let from = mailbox("sender", &env.from_name, &env.from_email)?;
     let to = mailbox("recipient", &env.to_name, &env.to_email)?;
     let message_id = message_id(&env.message_id)?;
-    let unsubscribe = unsubscribe_url(&env.list_unsubscribe_url)?;
-    let one_click = unsubscribe.starts_with("https://") || unsubscribe.starts_with("HTTPS://");
-
-    let mut list_unsubscribe = format!("<{unsubscribe}>");
-    if let Some(mailto) = env.list_unsubscribe_mailto.as_deref() {
-        check_header_text("unsubscribe mailto", mailto)?;
-    }
-    if let Some(mailto) = env.list_unsubscribe_mailto.as_deref().map(str::trim).filter(|m| !m.is_empty()) {
-        list_unsubscribe.push_str(", <");
-        list_unsubscribe.push_str(&mailto_uri(mailto)?);
-        list_unsubscribe.push('>');
-    }
+    // Transactional mail has no list to leave: an empty URL leaves the List-* headers out.
+    let list_unsubscribe = if env.list_unsubscribe_url.trim().is_empty() {
+        None
+    } else {
+        let unsubscribe = unsubscribe_url(&env.list_unsubscribe_url)?;
+        let one_click = unsubscribe.starts_with("https://") || unsubscribe.starts_with("HTTPS://");
+        let mut header = format!("<{unsubscribe}>");
+        if let Some(mailto) = env.list_unsubscribe_mailto.as_deref() {
+            check_header_text("unsubscribe mailto", mailto)?;
+        }
+        if let Some(mailto) = env.list_unsubscribe_mailto.as_deref().map(str::trim).filter(|m| !m.is_empty()) {
+            header.push_str(", <");
+            header.push_str(&mailto_uri(mailto)?);
+            header.push('>');
+        }
+        Some((header, one_click))
+    };
 
     let mut builder = Message::builder()
         .from(from)
@@ -1232,9 +1257,12 @@ pub fn build_message(rendered: &Rendered, env: &Envelope, dkim: Option<&DkimSign
             builder = builder.reply_to(mailbox("reply-to", "", reply_to)?);
         }
     }
-    builder = builder.raw_header(HeaderValue::new(LIST_UNSUBSCRIBE, list_unsubscribe));
-    if one_click {
-        builder = builder.raw_header(HeaderValue::new(LIST_UNSUBSCRIBE_POST, "List-Unsubscribe=One-Click".to_string()));
+    if let Some((header, one_click)) = list_unsubscribe {
+        builder = builder.raw_header(HeaderValue::new(LIST_UNSUBSCRIBE, header));
+        if one_click {
+            builder =
+                builder.raw_header(HeaderValue::new(LIST_UNSUBSCRIBE_POST, "List-Unsubscribe=One-Click".to_string()));
+        }
     }
     if !env.list_id.trim().is_empty() {
         builder = builder.raw_header(HeaderValue::new(LIST_ID, list_id(&env.list_id)?));

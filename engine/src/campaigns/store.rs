@@ -34,6 +34,14 @@ pub struct Campaign {
     /// `on`, `anonymous` (counts without reader ids) or `off`.
     pub tracking: String,
     pub pause_reason: Option<String>,
+    /// A recurring campaign's schedule ([`super::recurring::Recurrence`] as JSON); `None` for one-off sends.
+    pub recurrence: Option<serde_json::Value>,
+    /// Where per-reader data comes from: `none`, `api` or `url`.
+    pub feed: String,
+    pub feed_url: String,
+    /// On an edition: the recurring campaign it was made from, and its slot.
+    pub parent_id: Option<Uuid>,
+    pub edition_slot: Option<DateTime<Utc>>,
     pub fanout_done: bool,
     pub recipients: i64,
     pub started_at: Option<DateTime<Utc>>,
@@ -43,7 +51,8 @@ pub struct Campaign {
 }
 
 pub(crate) const COLUMNS: &str = "id, name, subject, preheader, identity_id, from_name, from_email, reply_to, list_ids,
-    attribute_filter, body_format, body, status, scheduled_at, schedule_tz, spread_hours, tracking, pause_reason, fanout_done,
+    attribute_filter, body_format, body, status, scheduled_at, schedule_tz, spread_hours, tracking, pause_reason, recurrence,
+    feed, feed_url, parent_id, edition_slot, fanout_done,
     recipients, started_at, finished_at, created_at, updated_at";
 
 impl Campaign {
@@ -96,6 +105,15 @@ pub struct CampaignInput {
     /// Open and click tracking: `on` (default), `anonymous` or `off`.
     #[serde(default = "default_tracking")]
     pub tracking: String,
+    /// Makes this a recurring campaign: an edition at every slot of the schedule.
+    #[serde(default)]
+    pub recurrence: Option<super::recurring::Recurrence>,
+    /// `none` (default), `api` (data pushed per reader) or `url` (fetched per reader).
+    #[serde(default)]
+    pub feed: String,
+    /// With `feed = url`: `{email}` and `{reader_id}` are replaced per reader.
+    #[serde(default)]
+    pub feed_url: String,
 }
 
 fn default_format() -> String {
@@ -148,12 +166,16 @@ fn validate(input: &CampaignInput) -> Result<()> {
     if !input.tracking.is_empty() && !TRACKING_MODES.contains(&input.tracking.as_str()) {
         return Err(Error::Invalid("Tracking is on, anonymous or off.".into()));
     }
+    if let Some(r) = &input.recurrence {
+        r.validate()?;
+    }
+    super::recurring::validate_feed(&input.feed, &input.feed_url, input.recurrence.is_some())?;
     Ok(())
 }
 
 type CampaignQuery<'q> = sqlx::query::QueryAs<'q, sqlx::Postgres, Campaign, sqlx::postgres::PgArguments>;
 
-/// Binds the editable fields as $3…$15, in the order both `create` and `update` name them.
+/// Binds the editable fields as $3…$18, in the order both `create` and `update` name them.
 fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQuery<'q> {
     q.bind(input.name.trim())
         .bind(&input.subject)
@@ -169,6 +191,9 @@ fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQ
         .bind(input.spread_hours)
         // Empty (a `Default` input) means the default.
         .bind(if input.tracking.is_empty() { "on" } else { input.tracking.as_str() })
+        .bind(input.recurrence.as_ref().map(|r| serde_json::to_value(r).unwrap_or_default()))
+        .bind(if input.feed.is_empty() { "none" } else { input.feed.as_str() })
+        .bind(input.feed_url.trim())
 }
 
 pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &CampaignInput) -> Result<Campaign> {
@@ -178,9 +203,9 @@ pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &CampaignInput
     // The workspace's default sender fills in an empty one.
     let insert = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO campaigns (id, tenant_id, name, subject, preheader, identity_id, from_name, from_email, reply_to,
-             list_ids, attribute_filter, body_format, body, spread_hours, tracking)
+             list_ids, attribute_filter, body_format, body, spread_hours, tracking, recurrence, feed, feed_url)
          SELECT $1, $2, $3, $4, $5, $6, coalesce(nullif($7, ''), t.default_from_name),
-                coalesce(nullif($8, ''), t.default_from_email), $9, $10, $11, $12, $13, $14, $15
+                coalesce(nullif($8, ''), t.default_from_email), $9, $10, $11, $12, $13, $14, $15, $16, $17, $18
          FROM tenants t WHERE t.id = $2
          RETURNING {COLUMNS}"
     )))
@@ -200,7 +225,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &Cam
     let update = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE campaigns SET name = $3, subject = $4, preheader = $5, identity_id = $6, from_name = $7, from_email = $8,
              reply_to = $9, list_ids = $10, attribute_filter = $11, body_format = $12, body = $13, spread_hours = $14,
-             tracking = $15, updated_at = now()
+             tracking = $15, recurrence = $16, feed = $17, feed_url = $18, updated_at = now()
          WHERE tenant_id = $1 AND id = $2 AND status IN ('draft', 'scheduled')
          RETURNING {COLUMNS}"
     )))
@@ -266,7 +291,7 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<(
 }
 
 /// Everything that must hold before a send may start; the messages say what to fix.
-async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> Result<()> {
+pub(super) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> Result<()> {
     let (postal, name): (String, String) = sqlx::query_as("SELECT postal_address, name FROM tenants WHERE id = $1")
         .bind(tenant)
         .fetch_one(&mut **tx)
@@ -307,6 +332,11 @@ pub async fn send_now(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Uu
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
     let current = get_in(&mut tx, tenant, id).await?;
+    if current.recurrence.is_some() {
+        // "Send" on a recurring campaign starts its schedule; each slot sends an edition.
+        tx.commit().await?;
+        return super::recurring::start(db, tenant, role, id).await;
+    }
     check_ready(&mut tx, tenant, &current).await?;
     let started: Option<Campaign> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE campaigns SET status = 'sending', started_at = now(), heartbeat_at = now(), pause_reason = NULL,

@@ -19,6 +19,10 @@ use crate::tokens::Signer;
 
 const OPEN: u8 = b'o';
 const CLICK: u8 = b'c';
+/// Transactional messages: the "campaign" bytes hold the message id, the reader is 0, and a
+/// click's link id is an index into the message's own link list.
+const MESSAGE_OPEN: u8 = b'm';
+const MESSAGE_CLICK: u8 = b'k';
 const TAG_LEN: usize = 12;
 const OPEN_LEN: usize = 1 + 16 + 16 + 8;
 const CLICK_LEN: usize = OPEN_LEN + 8;
@@ -71,6 +75,27 @@ impl TrackingKeys {
         seal(mac, &payload(CLICK, target, Some(link)))
     }
 
+    /// A transactional message's open pixel token.
+    pub fn message_open_token(&self, mac: &WorkspaceMac, tenant: TenantId, message: Uuid) -> String {
+        seal(mac, &payload(MESSAGE_OPEN, &Target { tenant, campaign: message, reader: None }, None))
+    }
+
+    /// A click token for the `index`th link of a transactional message.
+    pub fn message_click_token(&self, mac: &WorkspaceMac, tenant: TenantId, message: Uuid, index: i64) -> String {
+        seal(mac, &payload(MESSAGE_CLICK, &Target { tenant, campaign: message, reader: None }, Some(index)))
+    }
+
+    /// Checks a message open token: the workspace and the message.
+    pub fn verify_message_open(&self, token: &str) -> Option<(TenantId, Uuid)> {
+        self.verify(token, MESSAGE_OPEN, OPEN_LEN).map(|(t, _)| (t.tenant, t.campaign))
+    }
+
+    /// Checks a message click token: the workspace, the message and the link's index.
+    pub fn verify_message_click(&self, token: &str) -> Option<(TenantId, Uuid, i64)> {
+        let (t, link) = self.verify(token, MESSAGE_CLICK, CLICK_LEN)?;
+        Some((t.tenant, t.campaign, link?))
+    }
+
     /// Checks an open token. Anything malformed, truncated or forged is `None`.
     pub fn verify_open(&self, token: &str) -> Option<Target> {
         self.verify(token, OPEN, OPEN_LEN).map(|(t, _)| t)
@@ -97,7 +122,7 @@ impl TrackingKeys {
         mac.verify_truncated_left(tag).ok()?;
         let campaign = Uuid::from_slice(&body[17..33]).ok()?;
         let reader = i64::from_be_bytes(body[33..41].try_into().ok()?);
-        let link = (kind == CLICK).then(|| body[41..49].try_into().ok().map(i64::from_be_bytes)).flatten();
+        let link = (kind == CLICK || kind == MESSAGE_CLICK).then(|| body[41..49].try_into().ok().map(i64::from_be_bytes)).flatten();
         Some((Target { tenant, campaign, reader: (reader > 0).then_some(reader) }, link))
     }
 }
@@ -150,6 +175,22 @@ mod tests {
         let anon = target(None);
         let open = k.open_token(&k.workspace(anon.tenant), &anon);
         assert_eq!(k.verify_open(&open).map(|t| t.reader), Some(None));
+    }
+
+    #[test]
+    fn message_tokens_are_their_own_kind() {
+        let k = keys();
+        let t = target(None);
+        let mac = k.workspace(t.tenant);
+        let open = k.message_open_token(&mac, t.tenant, t.campaign);
+        let click = k.message_click_token(&mac, t.tenant, t.campaign, 3);
+        assert_eq!(k.verify_message_open(&open), Some((t.tenant, t.campaign)));
+        assert_eq!(k.verify_message_click(&click), Some((t.tenant, t.campaign, 3)));
+        // A message token never passes as a campaign token, or the other way round.
+        assert_eq!(k.verify_open(&open), None);
+        assert_eq!(k.verify_click(&click), None);
+        assert_eq!(k.verify_message_open(&k.open_token(&mac, &t)), None);
+        assert_eq!(k.verify_message_click(&k.click_token(&mac, &t, 3)), None);
     }
 
     #[test]

@@ -10,7 +10,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::Utc;
-use herald_engine::Db;
+use herald_engine::transactional::messages;
+use herald_engine::{Db, TenantId};
 use herald_engine::tracking::{self, Hit, HitRecorder, TrackingKeys};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -84,9 +85,20 @@ async fn open(
     let t = &state.tracking;
     // Mail clients sometimes append an extension-like suffix; tokens never contain a dot.
     let token = token.split('.').next().unwrap_or_default();
-    let Some(target) = t.keys.verify_open(token) else { return not_found() };
     let prefetch = tracking::is_prefetch(Some(peer.ip()), user_agent(&headers));
-    t.recorder.record(Hit { target, link: None, prefetch, at: Utc::now() });
+    if let Some(target) = t.keys.verify_open(token) {
+        t.recorder.record(Hit { target, link: None, prefetch, at: Utc::now() });
+    } else if let Some((tenant, message)) = t.keys.verify_message_open(token) {
+        // Transactional volumes are small: written directly, off the response's path.
+        let db = state.app.db.clone();
+        tokio::spawn(async move {
+            if let Err(e) = messages::record_hit(&db, tenant, message, None, prefetch).await {
+                tracing::warn!(error = ?e, "could not record a transactional open");
+            }
+        });
+    } else {
+        return not_found();
+    }
     (
         [
             (header::CONTENT_TYPE, HeaderValue::from_static("image/gif")),
@@ -101,6 +113,9 @@ async fn open(
 
 async fn click(State(state): State<ServerState>, Path(token): Path<String>) -> Response {
     let t = &state.tracking;
+    if let Some((tenant, message, index)) = t.keys.verify_message_click(&token) {
+        return message_click(&state, tenant, message, index).await;
+    }
     let Some((target, link)) = t.keys.verify_click(&token) else { return not_found() };
     let url = match t.link_url(&state.app.db, &target, link).await {
         Ok(Some(url)) => url,
@@ -113,6 +128,28 @@ async fn click(State(state): State<ServerState>, Path(token): Path<String>) -> R
     let Ok(location) = HeaderValue::from_str(&url) else { return not_found() };
     // Link scanners that prefetch every URL look like clicks; nothing tells them apart reliably.
     t.recorder.record(Hit { target, link: Some(link), prefetch: false, at: Utc::now() });
+    redirect(location)
+}
+
+/// A click in a transactional message: its link list names the URL (never the request).
+async fn message_click(state: &ServerState, tenant: TenantId, message: Uuid, index: i64) -> Response {
+    let db = &state.app.db;
+    let url = match messages::link(db, tenant, message, index).await {
+        Ok(Some(url)) => url,
+        Ok(None) => return not_found(),
+        Err(e) => {
+            tracing::error!(error = ?e, "looking up a transactional link failed");
+            return (StatusCode::SERVICE_UNAVAILABLE, "Please try again in a moment.").into_response();
+        }
+    };
+    let Ok(location) = HeaderValue::from_str(&url) else { return not_found() };
+    if let Err(e) = messages::record_hit(db, tenant, message, Some(&url), false).await {
+        tracing::warn!(error = ?e, "could not record a transactional click");
+    }
+    redirect(location)
+}
+
+fn redirect(location: HeaderValue) -> Response {
     (
         StatusCode::FOUND,
         [

@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::campaigns::progress::{self, Progress, Report};
+use herald_engine::campaigns::recurring::{self, Edition, FeedItem, FeedResult, Recurrence};
 use herald_engine::campaigns::store::{self, Campaign, CampaignInput};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -51,6 +52,18 @@ pub struct CampaignBody {
     /// Open and click tracking: `on` (default), `anonymous` (counts without reader ids) or `off`.
     #[serde(default)]
     pub tracking: String,
+    /// Makes it recurring: `{"every": "week", "weekdays": [3], "time": "13:00", "tz": "Europe/Berlin"}`
+    /// (`every`: `day`, `week` with ISO `weekdays` 1–7, or `month` with `month_day` 1–28). `send` then
+    /// starts the schedule, and each slot sends an edition.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub recurrence: Option<Recurrence>,
+    /// Per-reader data for recurring editions: `none` (default), `api` (pushed to `…/feed`) or `url`.
+    #[serde(default)]
+    pub feed: String,
+    /// With `feed = url`: fetched per reader, `{email}` and `{reader_id}` filled in.
+    #[serde(default)]
+    pub feed_url: String,
 }
 
 fn markdown() -> String {
@@ -73,6 +86,9 @@ impl From<CampaignBody> for CampaignInput {
             body: b.body,
             spread_hours: b.spread_hours,
             tracking: b.tracking,
+            recurrence: b.recurrence,
+            feed: b.feed,
+            feed_url: b.feed_url,
         }
     }
 }
@@ -259,4 +275,90 @@ pub async fn report(
     Path(id): Path<Uuid>,
 ) -> Result<Json<Report>, ApiFailure> {
     Ok(Json(progress::report(&s.app.db, caller.tenant, id).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/stop", security(("api_key" = [])),
+    responses((status = 200, description = "The schedule stopped; the campaign is a draft again"),
+              (status = 404, body = ApiError), (status = 409, body = ApiError)))]
+pub async fn stop(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Campaign>, ApiFailure> {
+    Ok(Json(recurring::stop(&s.app.db, caller.tenant, API_ROLE, id).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}/editions", security(("api_key" = [])),
+    responses((status = 200, description = "A recurring campaign's editions, newest first"), (status = 404, body = ApiError)))]
+pub async fn editions(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Vec<Edition>>, ApiFailure> {
+    Ok(Json(recurring::editions(&s.app.db, caller.tenant, id).await?))
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct FeedResultJson {
+    /// Readers whose data was stored for the next edition.
+    pub stored: u64,
+    /// Items not stored, by their index in the request, with the reason.
+    pub rejected: Vec<FeedRejected>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct FeedRejected {
+    pub index: usize,
+    pub reason: String,
+}
+
+impl From<FeedResult> for FeedResultJson {
+    fn from(r: FeedResult) -> Self {
+        Self {
+            stored: r.stored,
+            rejected: r.rejected.into_iter().map(|(index, reason)| FeedRejected { index, reason }).collect(),
+        }
+    }
+}
+
+#[derive(Deserialize, ToSchema)]
+pub struct FeedItemBody {
+    /// A reader id or email address.
+    pub reader: String,
+    /// This reader's data for the next edition, a JSON object (`{{ feed.… }}` in the template).
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+}
+
+#[utoipa::path(put, path = "/api/v1/campaigns/{id}/feed/{reader}", security(("api_key" = [])),
+    request_body(content = Object, description = "This reader's data for the next edition"),
+    responses((status = 200, description = "Stored"), (status = 404, body = ApiError), (status = 422, body = ApiError)))]
+pub async fn put_feed(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path((id, reader)): Path<(Uuid, String)>,
+    ApiJson(data): ApiJson<serde_json::Value>,
+) -> Result<Json<FeedResultJson>, ApiFailure> {
+    let r = recurring::put_feed(&s.app.db, caller.tenant, API_ROLE, id, &[FeedItem { reader, data }]).await?;
+    if let Some((_, reason)) = r.rejected.first() {
+        return Err(match reason.as_str() {
+            "no such reader in this workspace" => herald_engine::Error::NotFound,
+            other => herald_engine::Error::Invalid(format!("The data was not stored: {other}.")),
+        }
+        .into());
+    }
+    Ok(Json(r.into()))
+}
+
+#[utoipa::path(put, path = "/api/v1/campaigns/{id}/feed", security(("api_key" = [])), request_body = Vec<FeedItemBody>,
+    responses((status = 200, description = "Stored; items that were not are listed", body = FeedResultJson),
+              (status = 404, body = ApiError), (status = 422, body = ApiError)))]
+pub async fn put_feed_bulk(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+    ApiJson(items): ApiJson<Vec<FeedItemBody>>,
+) -> Result<Json<FeedResultJson>, ApiFailure> {
+    let items: Vec<FeedItem> = items.into_iter().map(|i| FeedItem { reader: i.reader, data: i.data }).collect();
+    Ok(Json(recurring::put_feed(&s.app.db, caller.tenant, API_ROLE, id, &items).await?.into()))
 }

@@ -3,8 +3,10 @@
 
 pub mod campaigns;
 pub mod lists;
+pub mod messages;
 pub mod readers;
 pub mod suppressions;
+pub mod templates;
 pub mod workspace;
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -118,13 +120,17 @@ impl Modify for BearerAuth {
         campaigns::index, campaigns::create, campaigns::show, campaigns::update, campaigns::delete,
         campaigns::send, campaigns::schedule, campaigns::unschedule, campaigns::pause, campaigns::resume,
         campaigns::cancel, campaigns::retry_failed, campaigns::stats, campaigns::report, campaigns::results,
-        campaigns::events_csv,
+        campaigns::events_csv, campaigns::stop, campaigns::editions, campaigns::put_feed, campaigns::put_feed_bulk,
+        messages::create, messages::index, messages::show, messages::cancel,
+        templates::index, templates::create, templates::show, templates::update, templates::delete,
     ),
     components(schemas(
         workspace::WorkspaceJson, ApiError, lists::ListBody, readers::CreateBody, readers::UpdateBody,
         readers::BulkBody, readers::BulkResult, readers::BulkInvalid, readers::SubscribeBody,
         suppressions::AddBody, suppressions::AddResult,
         campaigns::CampaignBody, campaigns::ScheduleBody, campaigns::RetryResult,
+        campaigns::FeedResultJson, campaigns::FeedRejected, campaigns::FeedItemBody,
+        messages::MessageBody, templates::TemplateBody,
     )),
     modifiers(&BearerAuth)
 )]
@@ -164,5 +170,14 @@ pub fn router() -> Router<ServerState> {
         .route("/api/v1/campaigns/{id}/report", get(campaigns::report))
         .route("/api/v1/campaigns/{id}/results", get(campaigns::results))
         .route("/api/v1/campaigns/{id}/events.csv", get(campaigns::events_csv))
+        .route("/api/v1/campaigns/{id}/stop", post(campaigns::stop))
+        .route("/api/v1/campaigns/{id}/editions", get(campaigns::editions))
+        .route("/api/v1/campaigns/{id}/feed", axum::routing::put(campaigns::put_feed_bulk))
+        .route("/api/v1/campaigns/{id}/feed/{reader}", axum::routing::put(campaigns::put_feed))
+        .route("/api/v1/messages", get(messages::index).post(messages::create))
+        .route("/api/v1/messages/{id}", get(messages::show))
+        .route("/api/v1/messages/{id}/cancel", post(messages::cancel))
+        .route("/api/v1/templates", get(templates::index).post(templates::create))
+        .route("/api/v1/templates/{id}", get(templates::show).put(templates::update).delete(templates::delete))
         .route("/api/v1/{*rest}", axum::routing::any(not_found))
 }

@@ -1,0 +1,307 @@
+//! The recurring side of `/campaigns/:id`: the editor's "Repeat" section (schedule and
+//! per-reader data) and, once the schedule runs, the recurring campaign's own view: when the
+//! next edition goes, how many readers have data waiting, and every edition with its figures.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
+use crate::error::AppError;
+
+/// The schedule and feed as the editor holds them (strings as typed).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RepeatDraft {
+    /// Empty: a one-off campaign. Else `day`, `week` or `month`.
+    #[serde(default)]
+    pub every: String,
+    #[serde(default)]
+    pub weekdays: Vec<u8>,
+    #[serde(default)]
+    pub month_day: String,
+    #[serde(default)]
+    pub time: String,
+    #[serde(default)]
+    pub tz: String,
+    /// `none`, `api` or `url`.
+    #[serde(default)]
+    pub feed: String,
+    #[serde(default)]
+    pub feed_url: String,
+}
+
+#[cfg(feature = "ssr")]
+impl RepeatDraft {
+    pub fn from_campaign(c: &herald_engine::campaigns::store::Campaign) -> Self {
+        use herald_engine::campaigns::recurring::Recurrence;
+        let r: Option<Recurrence> = c.recurrence.clone().and_then(|v| serde_json::from_value(v).ok());
+        match r {
+            Some(r) => RepeatDraft {
+                every: r.every,
+                weekdays: r.weekdays,
+                month_day: r.month_day.map(|d| d.to_string()).unwrap_or_default(),
+                time: r.time,
+                tz: r.tz,
+                feed: c.feed.clone(),
+                feed_url: c.feed_url.clone(),
+            },
+            None => RepeatDraft { feed: c.feed.clone(), feed_url: c.feed_url.clone(), ..Default::default() },
+        }
+    }
+
+    /// The engine's schedule, or the message to show under the section.
+    pub fn to_recurrence(&self) -> Result<Option<herald_engine::campaigns::recurring::Recurrence>, String> {
+        use herald_engine::campaigns::recurring::Recurrence;
+        if self.every.is_empty() {
+            return Ok(None);
+        }
+        let month_day = match self.month_day.trim() {
+            "" => None,
+            d => Some(d.parse::<u8>().map_err(|_| "Choose a day of the month between 1 and 28.".to_string())?),
+        };
+        let r = Recurrence {
+            every: self.every.clone(),
+            weekdays: self.weekdays.clone(),
+            month_day,
+            time: self.time.trim().to_string(),
+            tz: if self.tz.trim().is_empty() { "UTC".into() } else { self.tz.trim().to_string() },
+        };
+        r.validate().map_err(|e| e.to_string())?;
+        Ok(Some(r))
+    }
+}
+
+/// The editor's signals for this section.
+#[derive(Clone, Copy)]
+pub struct RepeatForm {
+    pub every: RwSignal<String>,
+    pub weekdays: RwSignal<Vec<u8>>,
+    pub month_day: RwSignal<String>,
+    pub time: RwSignal<String>,
+    pub tz: RwSignal<String>,
+    pub feed: RwSignal<String>,
+    pub feed_url: RwSignal<String>,
+}
+
+impl RepeatForm {
+    pub fn new(d: &RepeatDraft, browser_tz: &str) -> Self {
+        Self {
+            every: RwSignal::new(d.every.clone()),
+            weekdays: RwSignal::new(if d.weekdays.is_empty() { vec![3] } else { d.weekdays.clone() }),
+            month_day: RwSignal::new(if d.month_day.is_empty() { "1".into() } else { d.month_day.clone() }),
+            time: RwSignal::new(if d.time.is_empty() { "13:00".into() } else { d.time.clone() }),
+            tz: RwSignal::new(if d.tz.is_empty() { browser_tz.to_string() } else { d.tz.clone() }),
+            feed: RwSignal::new(if d.feed.is_empty() { "none".into() } else { d.feed.clone() }),
+            feed_url: RwSignal::new(d.feed_url.clone()),
+        }
+    }
+
+    pub fn draft(&self) -> RepeatDraft {
+        RepeatDraft {
+            every: self.every.get_untracked(),
+            weekdays: self.weekdays.get_untracked(),
+            month_day: self.month_day.get_untracked(),
+            time: self.time.get_untracked(),
+            tz: self.tz.get_untracked(),
+            feed: if self.every.get_untracked().is_empty() { "none".into() } else { self.feed.get_untracked() },
+            feed_url: self.feed_url.get_untracked(),
+        }
+    }
+}
+
+const DAYS: [(u8, &str); 7] = [(1, "Mon"), (2, "Tue"), (3, "Wed"), (4, "Thu"), (5, "Fri"), (6, "Sat"), (7, "Sun")];
+
+/// The editor's "Repeat" card. `changed` restarts the autosave countdown; `error` is the
+/// section's message from the last save.
+#[component]
+pub fn RepeatFields(
+    form: RepeatForm,
+    changed: Callback<()>,
+    error: impl Fn() -> Option<String> + Copy + Send + Sync + 'static,
+) -> impl IntoView {
+    let on = move || !form.every.get().is_empty();
+    let set = move |s: RwSignal<String>| {
+        move |ev: leptos::ev::Event| {
+            s.set(event_target_value(&ev));
+            changed.run(());
+        }
+    };
+    view! {
+        <Card title="Repeat">
+            <div class="flex flex-wrap items-center gap-2 text-sm">
+                <label for="campaign-repeat" class="font-medium text-slate-700">"Send"</label>
+                <select id="campaign-repeat" class="input w-56" on:change=set(form.every) data-testid="campaign-repeat">
+                    {[("", "Once"), ("day", "Every day"), ("week", "Every week"), ("month", "Every month")].into_iter().map(|(v, l)| view! {
+                        <option value=v selected=form.every.get_untracked() == v>{l}</option>
+                    }).collect_view()}
+                </select>
+                <Show when=move || form.every.get() == "week">
+                    <span class="text-slate-500">"on"</span>
+                    {DAYS.into_iter().map(|(d, label)| view! {
+                        <label class="flex items-center gap-1">
+                            <input type="checkbox" checked=form.weekdays.get_untracked().contains(&d)
+                                on:change=move |ev| {
+                                    let yes = event_target_checked(&ev);
+                                    form.weekdays.update(|w| { w.retain(|x| *x != d); if yes { w.push(d); w.sort(); } });
+                                    changed.run(());
+                                }/>{label}
+                        </label>
+                    }).collect_view()}
+                </Show>
+                <Show when=move || form.every.get() == "month">
+                    <span class="text-slate-500">"on day"</span>
+                    <input type="number" min="1" max="28" class="input w-20" aria-label="Day of the month"
+                        value=form.month_day.get_untracked() on:input=set(form.month_day)/>
+                </Show>
+                <Show when=on>
+                    <span class="text-slate-500">"at"</span>
+                    <input type="time" class="input w-32" aria-label="Time of day" value=form.time.get_untracked() on:input=set(form.time)/>
+                    <input class="input w-48" aria-label="Time zone" placeholder="Europe/Berlin"
+                        value=form.tz.get_untracked() on:input=set(form.tz)/>
+                </Show>
+            </div>
+            <Show when=on>
+                <div class="mt-4 text-sm">
+                    <label for="campaign-feed" class="font-medium text-slate-700">"Per-reader data"</label>
+                    <select id="campaign-feed" class="input mt-1 w-80" on:change=set(form.feed)>
+                        {[("none", "None: everyone gets the template"), ("api", "Pushed through the API before each edition"),
+                          ("url", "Fetched from a URL per reader")].into_iter().map(|(v, l)| view! {
+                            <option value=v selected=form.feed.get_untracked() == v>{l}</option>
+                        }).collect_view()}
+                    </select>
+                    <Show when=move || form.feed.get() == "api">
+                        <p class="mt-1 text-xs text-slate-500">
+                            <code class="rounded bg-slate-100 px-1">"PUT /api/v1/campaigns/{id}/feed/{reader}"</code>
+                            " (or the bulk " <code class="rounded bg-slate-100 px-1">"PUT …/feed"</code>") with a JSON object; the template reads it as "
+                            <code class="rounded bg-slate-100 px-1">"{{ feed.… }}"</code>". Readers without data for an edition are skipped and counted."
+                        </p>
+                    </Show>
+                    <Show when=move || form.feed.get() == "url">
+                        <input class="input mt-2 font-mono text-xs" placeholder="https://app.example.com/digest?email={email}"
+                            aria-label="Feed URL" value=form.feed_url.get_untracked() on:input=set(form.feed_url)/>
+                        <p class="mt-1 text-xs text-slate-500">"Fetched per reader while sending, 8 at a time, 10 s timeout. A 404, 204, null or {} skips the reader; other failures are retried."</p>
+                    </Show>
+                </div>
+                <p class="mt-3 text-xs text-slate-500">"Each edition is its own send with its own report. If Herald was down at a slot, one late edition goes out when it is back, not one per missed slot. “Spread the send” above paces each edition."</p>
+            </Show>
+            <p class="mt-1 text-xs text-red-600" role="alert">{error}</p>
+        </Card>
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EditionRow {
+    pub id: String,
+    pub slot: String,
+    pub status: String,
+    pub recipients: i64,
+    pub sent: i64,
+    pub skipped_no_data: i64,
+    pub failed: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RecurringView {
+    pub schedule: String,
+    pub feed: String,
+    pub pending_feed: i64,
+    pub editions: Vec<EditionRow>,
+}
+
+#[server(prefix = "/rpc", endpoint = "load_recurring")]
+pub async fn load_recurring(id: String) -> Result<RecurringView, AppError> {
+    use crate::ssr::{parse_id, require_role};
+    use herald_engine::Role;
+    use herald_engine::campaigns::{recurring, store};
+    let m = require_role(Role::Viewer).await?;
+    let id = parse_id(&id)?;
+    let c = store::get(&m.state.db, m.tenant, id).await?;
+    let schedule = c
+        .recurrence
+        .clone()
+        .and_then(|v| serde_json::from_value::<recurring::Recurrence>(v).ok())
+        .map(|r| r.describe())
+        .unwrap_or_default();
+    let editions = recurring::editions(&m.state.db, m.tenant, id)
+        .await?
+        .into_iter()
+        .map(|e| EditionRow {
+            id: e.id.to_string(),
+            slot: e.slot.to_rfc3339(),
+            status: e.status,
+            recipients: e.recipients,
+            sent: e.sent,
+            skipped_no_data: e.skipped_no_data,
+            failed: e.failed,
+        })
+        .collect();
+    Ok(RecurringView {
+        schedule,
+        pending_feed: recurring::pending_feed(&m.state.db, m.tenant, id).await?,
+        feed: c.feed,
+        editions,
+    })
+}
+
+#[server(prefix = "/rpc", endpoint = "stop_recurring")]
+pub async fn stop_recurring(id: String) -> Result<(), AppError> {
+    use crate::ssr::{parse_id, require_role};
+    use herald_engine::Role;
+    use herald_engine::campaigns::recurring;
+    let m = require_role(Role::Author).await?;
+    recurring::stop(&m.state.db, m.tenant, m.role, parse_id(&id)?).await?;
+    Ok(())
+}
+
+/// A running recurring campaign: its schedule, its editions, and a way to stop it.
+#[component]
+pub fn RecurringCampaign(id: String, name: String, refresh: RwSignal<u32>) -> impl IntoView {
+    let stop = ServerAction::<StopRecurring>::new();
+    Effect::new(move |_| {
+        if stop.value().get().is_some_and(|r| r.is_ok()) {
+            refresh.update(|n| *n += 1);
+        }
+    });
+    let key = id.clone();
+    let data = Resource::new(move || key.clone(), load_recurring);
+    view! {
+        <PageHeader title=name subtitle="Recurring campaign"/>
+        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(v) => view! {
+                        <Card>
+                            <p class="text-sm" data-testid="recurring-schedule"><span class="badge">"Running"</span>" " {v.schedule.clone()}</p>
+                            {(v.feed == "api").then(|| view! {
+                                <p class="mt-2 text-sm text-slate-600">{format!("{} readers have data waiting for the next edition.", v.pending_feed)}</p>
+                            })}
+                        </Card>
+                        <Card title="Editions">
+                            {if v.editions.is_empty() {
+                                view! { <p class="text-sm text-slate-500">"The first edition goes out at the next slot."</p> }.into_any()
+                            } else {
+                                view! {
+                                    <table class="w-full text-left text-sm" data-testid="editions-table">
+                                        <thead class="text-xs uppercase text-slate-400"><tr><th class="py-2">"Slot"</th><th>"Status"</th><th>"Sent"</th><th>"No data"</th><th>"Failed"</th></tr></thead>
+                                        <tbody class="divide-y divide-slate-100">
+                                            {v.editions.into_iter().map(|e| view! {
+                                                <tr><td class="py-2"><a class="text-indigo-600 hover:underline" href=format!("/campaigns/{}", e.id)>{short_time(&e.slot)}</a></td>
+                                                    <td><span class="badge">{e.status}</span></td><td>{e.sent}</td><td>{e.skipped_no_data}</td><td>{e.failed}</td></tr>
+                                            }).collect_view()}
+                                        </tbody>
+                                    </table>
+                                }.into_any()
+                            }}
+                        </Card>
+                    }.into_any(),
+                    Err(e) => view! { <LoadError error=e/> }.into_any(),
+                }
+            })}
+        </Suspense>
+        <ActionForm action=stop>
+            <input type="hidden" name="id" value=id.clone()/>
+            <button type="submit" class="btn-secondary">"Stop the schedule"</button>
+        </ActionForm>
+        <p class="mt-1 text-xs text-slate-500">"Stopping makes it a draft again; editions already sending finish."</p>
+        <ActionError value=stop.value()/>
+    }
+}

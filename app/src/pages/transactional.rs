@@ -1,0 +1,263 @@
+//! `/transactional`: the messages applications sent through `POST /api/v1/messages`, newest
+//! first, with their status and what happened to them; a search by recipient or idempotency key;
+//! and the workspace's transactional sending settings.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+use serde::{Deserialize, Serialize};
+
+use crate::components::ui::{ActionError, Card, EmptyState, LoadError, TabbedHeader, short_time};
+use crate::error::AppError;
+
+pub const TABS: &[(&str, &str)] = &[("/transactional", "Messages"), ("/transactional/templates", "Templates")];
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MessageRow {
+    pub id: String,
+    pub to: String,
+    pub subject: String,
+    pub status: String,
+    pub template: String,
+    pub key: String,
+    pub created_at: String,
+    /// The furthest thing that happened: "opened", "clicked", "delivered", "bounced"…
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MessagesView {
+    pub rows: Vec<MessageRow>,
+    /// (status, count) over the last 24 hours.
+    pub counts: Vec<(String, i64)>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TxSettingsView {
+    pub identities: Vec<(String, String)>,
+    pub identity_id: String,
+    pub from_name: String,
+    pub from_email: String,
+    pub can_edit: bool,
+}
+
+#[server(prefix = "/rpc", endpoint = "list_messages")]
+pub async fn list_messages(q: String, status: String) -> Result<MessagesView, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::Role;
+    use herald_engine::transactional::messages::{self, MessageFilter};
+    let m = require_role(Role::Viewer).await?;
+    let filter = MessageFilter {
+        status: (!status.is_empty()).then_some(status),
+        q: (!q.trim().is_empty()).then_some(q),
+        limit: Some(100),
+        ..Default::default()
+    };
+    let rows = messages::list(&m.state.db, m.tenant, &filter)
+        .await?
+        .into_iter()
+        .map(|msg| {
+            let outcome = [
+                (msg.complained_at.is_some(), "complained"),
+                (msg.bounced_at.is_some(), "bounced"),
+                (msg.clicked_at.is_some(), "clicked"),
+                (msg.opened_at.is_some(), "opened"),
+                (msg.delivered_at.is_some(), "delivered"),
+            ]
+            .into_iter()
+            .find(|(yes, _)| *yes)
+            .map(|(_, o)| o.to_string())
+            .unwrap_or_default();
+            MessageRow {
+                id: msg.id.to_string(),
+                to: msg.to_email,
+                subject: msg.subject,
+                status: msg.status,
+                template: msg.template_name.map(|n| format!("{n} v{}", msg.template_version.unwrap_or(1))).unwrap_or_default(),
+                key: msg.idempotency_key,
+                created_at: msg.created_at.to_rfc3339(),
+                outcome,
+            }
+        })
+        .collect();
+    Ok(MessagesView { rows, counts: messages::counts_last_day(&m.state.db, m.tenant).await? })
+}
+
+#[server(prefix = "/rpc", endpoint = "transactional_settings")]
+pub async fn transactional_settings() -> Result<TxSettingsView, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::Role;
+    use herald_engine::campaigns::identities;
+    use herald_engine::transactional::settings;
+    let m = require_role(Role::Viewer).await?;
+    let s = settings::get(&m.state.db, m.tenant).await?;
+    let identities = identities::list(&m.state.db, m.tenant)
+        .await?
+        .into_iter()
+        .map(|i| (i.id.to_string(), i.name))
+        .collect();
+    Ok(TxSettingsView {
+        identities,
+        identity_id: s.identity_id.map(|i| i.to_string()).unwrap_or_default(),
+        from_name: s.from_name,
+        from_email: s.from_email,
+        can_edit: m.role.can_administer(),
+    })
+}
+
+#[server(prefix = "/rpc", endpoint = "save_transactional_settings")]
+pub async fn save_transactional_settings(
+    identity_id: String,
+    from_name: String,
+    from_email: String,
+) -> Result<(), AppError> {
+    use crate::ssr::{parse_id, require_role};
+    use herald_engine::Role;
+    use herald_engine::transactional::settings::{self, TransactionalSettings};
+    let m = require_role(Role::Admin).await?;
+    let identity_id = if identity_id.is_empty() { None } else { Some(parse_id(&identity_id)?) };
+    settings::save(&m.state.db, m.tenant, m.role, &TransactionalSettings { identity_id, from_name, from_email }).await?;
+    Ok(())
+}
+
+#[component]
+pub fn TransactionalPage() -> impl IntoView {
+    let query = use_query_map();
+    let q = move || query.with(|q| q.get("q")).unwrap_or_default();
+    let status = move || query.with(|q| q.get("status")).unwrap_or_default();
+    let tick = RwSignal::new(0u32);
+    let data = Resource::new(move || (q(), status(), tick.get()), |(q, s, _)| list_messages(q, s));
+    // Messages move from queued to sent and collect events within seconds: keep the list fresh.
+    Effect::new(move |_| {
+        if let Ok(handle) = set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(3)) {
+            on_cleanup(move || handle.clear());
+        }
+    });
+    view! {
+        <TabbedHeader title="Transactional" subtitle="Receipts, password resets and other mail your application sends through the API, one message at a time."
+            tabs=TABS active="/transactional"/>
+        <Card>
+            <form method="get" class="mb-4 flex flex-wrap gap-2" role="search">
+                <input name="q" class="input max-w-sm" placeholder="Recipient or idempotency key" prop:value=q
+                    aria-label="Search by recipient or idempotency key"/>
+                <select name="status" class="input max-w-[10rem]" aria-label="Status" prop:value=status>
+                    <option value="">"Any status"</option>
+                    {["queued", "sending", "sent", "failed", "cancelled"].into_iter().map(|s| view! {
+                        <option value=s>{s}</option>
+                    }).collect_view()}
+                </select>
+                <button type="submit" class="btn-secondary">"Search"</button>
+            </form>
+            <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match data.await {
+                        Ok(v) => view! { <Messages v=v searching=!q().is_empty() || !status().is_empty()/> }.into_any(),
+                        Err(e) => view! { <LoadError error=e/> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </Card>
+        <SettingsCard/>
+        <Card title="Send from your application">
+            <p class="mb-2 text-sm text-slate-600">"Create an API key in Settings → API keys, then:"</p>
+            <pre class="overflow-x-auto rounded-md bg-slate-900 p-4 text-xs text-slate-100">{r#"curl -X POST https://your-herald/api/v1/messages \
+  -H "Authorization: Bearer $HERALD_KEY" \
+  -H "Idempotency-Key: order-1234-receipt" \
+  -H "Content-Type: application/json" \
+  -d '{"to": "ada@example.com", "template": "receipt", "variables": {"order": 1234}}'"#}</pre>
+            <p class="mt-2 text-xs text-slate-500">"The same key with the same body returns the first message and never sends twice; the same key with a different body is refused (409)."</p>
+        </Card>
+    }
+}
+
+#[component]
+fn Messages(v: MessagesView, searching: bool) -> impl IntoView {
+    if v.rows.is_empty() {
+        return if searching {
+            view! { <p class="py-6 text-center text-sm text-slate-500">"No message matches."</p> }.into_any()
+        } else {
+            view! {
+                <EmptyState title="No transactional messages yet"
+                    body="Messages your application sends through POST /api/v1/messages appear here with their status and events. Start with a template."
+                    action_href="/transactional/templates" action_label="Create a template"/>
+            }
+            .into_any()
+        };
+    }
+    view! {
+        <div class="mb-4 flex flex-wrap gap-2 text-xs" data-testid="message-counts">
+            <span class="text-slate-500">"Last 24 hours:"</span>
+            {v.counts.into_iter().map(|(s, n)| view! { <span class="badge">{format!("{n} {s}")}</span> }).collect_view()}
+        </div>
+        <table class="w-full text-left text-sm" data-testid="messages-table">
+            <thead class="text-xs uppercase text-slate-400">
+                <tr><th class="py-2">"Recipient"</th><th>"Subject"</th><th>"Status"</th><th>"Events"</th><th>"Template"</th><th>"Queued"</th></tr>
+            </thead>
+            <tbody class="divide-y divide-slate-100">
+                {v.rows.into_iter().map(|r| {
+                    let href = format!("/transactional/messages/{}", r.id);
+                    view! {
+                        <tr data-testid="message-row">
+                            <td class="py-2"><a href=href class="text-indigo-600 hover:underline">{r.to}</a>
+                                <div class="font-mono text-[11px] text-slate-400" title="Idempotency key">{r.key}</div></td>
+                            <td class="max-w-xs truncate">{r.subject}</td>
+                            <td><StatusBadge status=r.status/></td>
+                            <td class="text-slate-600" data-testid="message-outcome">{r.outcome}</td>
+                            <td class="text-slate-500">{r.template}</td>
+                            <td class="text-slate-500">{short_time(&r.created_at)}</td>
+                        </tr>
+                    }
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}
+
+/// A message's status with its colour.
+#[component]
+pub fn StatusBadge(status: String) -> impl IntoView {
+    let cls = match status.as_str() {
+        "sent" => "rounded bg-emerald-50 px-2 py-0.5 text-xs font-medium text-emerald-700",
+        "failed" => "rounded bg-red-50 px-2 py-0.5 text-xs font-medium text-red-700",
+        "cancelled" => "rounded bg-slate-100 px-2 py-0.5 text-xs font-medium text-slate-600",
+        _ => "rounded bg-amber-50 px-2 py-0.5 text-xs font-medium text-amber-800",
+    };
+    view! { <span class=cls data-testid="message-status">{status}</span> }
+}
+
+#[component]
+fn SettingsCard() -> impl IntoView {
+    let save = ServerAction::<SaveTransactionalSettings>::new();
+    let data = Resource::new(move || save.version().get(), |_| transactional_settings());
+    view! {
+        <Card title="Sending">
+            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match data.await {
+                        Ok(s) => view! {
+                            <ActionForm action=save attr:class="grid gap-3 sm:grid-cols-3">
+                                <label class="text-sm">"Sending identity"
+                                    <select name="identity_id" class="input mt-1" disabled=!s.can_edit>
+                                        <option value="" selected=s.identity_id.is_empty()>"Server default"</option>
+                                        {s.identities.iter().map(|(id, name)| view! {
+                                            <option value=id.clone() selected=*id == s.identity_id>{name.clone()}</option>
+                                        }).collect_view()}
+                                    </select>
+                                </label>
+                                <label class="text-sm">"Default sender name"
+                                    <input name="from_name" class="input mt-1" value=s.from_name.clone() disabled=!s.can_edit/></label>
+                                <label class="text-sm">"Default sender address"
+                                    <input name="from_email" type="email" class="input mt-1" value=s.from_email.clone()
+                                        placeholder="noreply@yourdomain.com" disabled=!s.can_edit/></label>
+                                <p class="text-xs text-slate-500 sm:col-span-2">"Transactional mail has its own rate bucket and sending loops, so a large campaign never delays a password reset. It ignores the frequency cap and unsubscribes; bounced and complained addresses are refused."</p>
+                                {s.can_edit.then(|| view! { <div class="text-right"><button type="submit" class="btn-secondary">"Save"</button></div> })}
+                            </ActionForm>
+                            <ActionError value=save.value()/>
+                        }.into_any(),
+                        Err(e) => view! { <LoadError error=e/> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </Card>
+    }
+}

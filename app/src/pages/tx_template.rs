@@ -1,0 +1,255 @@
+//! `/transactional/templates/:id` (`new` for a new one): edit a transactional template, preview
+//! it with sample variables, and save a new version. Template mistakes are shown with their
+//! place before anything is saved; a variable the sample lacks is an error here just as it is a
+//! 422 for an API request.
+
+use leptos::prelude::*;
+use leptos_router::hooks::{use_navigate, use_params_map};
+use serde::{Deserialize, Serialize};
+
+use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
+use crate::error::AppError;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TemplateForm {
+    pub name: String,
+    pub description: String,
+    pub from_name: String,
+    pub from_email: String,
+    pub reply_to: String,
+    pub subject: String,
+    pub html: String,
+    pub text_body: String,
+    /// JSON object text.
+    pub sample: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TemplateEditView {
+    pub form: TemplateForm,
+    pub version: i32,
+    /// (version, subject, saved at)
+    pub versions: Vec<(i32, String, String)>,
+    pub can_edit: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PreviewView {
+    pub subject: String,
+    pub html: String,
+    pub text: String,
+}
+
+const STARTER_HTML: &str = "<p>Hi {{ name }},</p>\n<p>Reset your password with <a href=\"{{ reset_url }}\">this link</a>. It works for one hour.</p>";
+const STARTER_SAMPLE: &str = "{\n  \"name\": \"Ada\",\n  \"reset_url\": \"https://example.com/reset?token=abc\"\n}";
+
+#[server(prefix = "/rpc", endpoint = "tx_template_view")]
+pub async fn tx_template_view(id: String) -> Result<TemplateEditView, AppError> {
+    use crate::ssr::{parse_id, require_role};
+    use herald_engine::Role;
+    use herald_engine::transactional::templates;
+    let m = require_role(Role::Viewer).await?;
+    if id == "new" {
+        return Ok(TemplateEditView {
+            form: TemplateForm {
+                subject: "Reset your password, {{ name }}".into(),
+                html: STARTER_HTML.into(),
+                sample: STARTER_SAMPLE.into(),
+                ..Default::default()
+            },
+            version: 0,
+            versions: Vec::new(),
+            can_edit: m.role.can_author(),
+        });
+    }
+    let id = parse_id(&id)?;
+    let t = templates::find(&m.state.db, m.tenant, &id.to_string()).await?;
+    let versions = templates::versions(&m.state.db, m.tenant, id)
+        .await?
+        .into_iter()
+        .map(|v| (v.version, v.subject, v.created_at.to_rfc3339()))
+        .collect();
+    Ok(TemplateEditView {
+        form: TemplateForm {
+            name: t.name,
+            description: t.description,
+            from_name: t.from_name,
+            from_email: t.from_email,
+            reply_to: t.reply_to,
+            subject: t.subject,
+            html: t.html,
+            text_body: t.text_body,
+            sample: serde_json::to_string_pretty(&t.sample).unwrap_or_else(|_| "{}".into()),
+        },
+        version: t.version,
+        versions,
+        can_edit: m.role.can_author(),
+    })
+}
+
+#[cfg(feature = "ssr")]
+fn sample_json(sample: &str) -> Result<serde_json::Value, AppError> {
+    let raw = if sample.trim().is_empty() { "{}" } else { sample };
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(v) if v.is_object() => Ok(v),
+        Ok(_) => Err(AppError::Invalid("The sample variables must be a JSON object, like {\"name\": \"Ada\"}.".into())),
+        Err(e) => Err(AppError::Invalid(format!("The sample variables are not valid JSON: {e}"))),
+    }
+}
+
+#[server(prefix = "/rpc", endpoint = "preview_tx_template")]
+pub async fn preview_tx_template(form: TemplateForm) -> Result<PreviewView, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::Role;
+    use herald_engine::transactional::templates;
+    require_role(Role::Viewer).await?;
+    let sample = sample_json(&form.sample)?;
+    let r = templates::preview(&form.subject, &form.html, &form.text_body, &sample)?;
+    Ok(PreviewView { subject: r.subject, html: r.html, text: r.text })
+}
+
+/// Saves a new template or a new version; returns the template's id.
+#[server(prefix = "/rpc", endpoint = "save_tx_template")]
+pub async fn save_tx_template(id: String, form: TemplateForm) -> Result<String, AppError> {
+    use crate::ssr::{parse_id, require_role};
+    use herald_engine::Role;
+    use herald_engine::transactional::templates::{self, TemplateInput};
+    let m = require_role(Role::Author).await?;
+    let input = TemplateInput {
+        name: form.name,
+        description: form.description,
+        from_name: form.from_name,
+        from_email: form.from_email,
+        reply_to: form.reply_to,
+        subject: form.subject,
+        html: form.html,
+        text_body: form.text_body,
+        sample: sample_json(&form.sample)?,
+    };
+    // The preview's rule holds for saving too: the sample must render.
+    templates::preview(&input.subject, &input.html, &input.text_body, &input.sample)?;
+    let t = if id == "new" {
+        templates::create(&m.state.db, m.tenant, m.role, &input).await?
+    } else {
+        templates::update(&m.state.db, m.tenant, m.role, parse_id(&id)?, &input).await?
+    };
+    Ok(t.id.to_string())
+}
+
+#[component]
+pub fn TxTemplatePage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || params.read().get("id").unwrap_or_default();
+    let data = Resource::new(id, tx_template_view);
+    view! {
+        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match data.await {
+                    Ok(v) => view! { <Editor v=v id=id()/> }.into_any(),
+                    Err(e) => view! { <LoadError error=e/> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+#[component]
+fn Editor(v: TemplateEditView, id: String) -> impl IntoView {
+    let form = RwSignal::new(v.form.clone());
+    let preview = ServerAction::<PreviewTxTemplate>::new();
+    let save = ServerAction::<SaveTxTemplate>::new();
+    let is_new = id == "new";
+    let saved_id = id.clone();
+    // A new template's page becomes its own page once saved; saving again is a new version.
+    Effect::new(move |_| {
+        if let Some(Ok(new_id)) = save.value().get()
+            && is_new
+        {
+            use_navigate()(&format!("/transactional/templates/{new_id}"), Default::default());
+        }
+    });
+    let title = if is_new { "New template".to_string() } else { v.form.name.clone() };
+    let subtitle = if is_new { "Transactional template".to_string() } else { format!("Transactional template · version {}", v.version) };
+    let field = move |get: fn(&TemplateForm) -> String, set: fn(&mut TemplateForm, String)| {
+        (move || get(&form.read()), move |ev| form.update(|f| set(f, event_target_value(&ev))))
+    };
+    let (name, set_name) = field(|f| f.name.clone(), |f, v| f.name = v);
+    let (description, set_description) = field(|f| f.description.clone(), |f, v| f.description = v);
+    let (from_name, set_from_name) = field(|f| f.from_name.clone(), |f, v| f.from_name = v);
+    let (from_email, set_from_email) = field(|f| f.from_email.clone(), |f, v| f.from_email = v);
+    let (subject, set_subject) = field(|f| f.subject.clone(), |f, v| f.subject = v);
+    let (html, set_html) = field(|f| f.html.clone(), |f, v| f.html = v);
+    let (text, set_text) = field(|f| f.text_body.clone(), |f, v| f.text_body = v);
+    let (sample, set_sample) = field(|f| f.sample.clone(), |f, v| f.sample = v);
+    let can_edit = v.can_edit;
+    view! {
+        <PageHeader title=title subtitle=subtitle/>
+        <a href="/transactional/templates" class="mb-4 inline-block text-sm text-indigo-600 hover:underline">"← Templates"</a>
+        <div class="grid gap-6 lg:grid-cols-2">
+            <Card title="Template">
+                <div class="space-y-3 text-sm">
+                    <label class="block">"Name (what the API names)"
+                        <input class="input mt-1 font-mono" name="name" required placeholder="password-reset"
+                            prop:value=name on:input=set_name/></label>
+                    <label class="block">"Description"
+                        <input class="input mt-1" name="description" prop:value=description on:input=set_description/></label>
+                    <div class="grid grid-cols-2 gap-3">
+                        <label class="block">"Sender name"
+                            <input class="input mt-1" name="from_name" prop:value=from_name on:input=set_from_name/></label>
+                        <label class="block">"Sender address"
+                            <input class="input mt-1" name="from_email" type="email" placeholder="Workspace default"
+                                prop:value=from_email on:input=set_from_email/></label>
+                    </div>
+                    <label class="block">"Subject"
+                        <input class="input mt-1" name="subject" required prop:value=subject on:input=set_subject/></label>
+                    <label class="block">"HTML body"
+                        <textarea class="input mt-1 font-mono text-xs" name="html" rows="8" prop:value=html on:input=set_html></textarea></label>
+                    <label class="block">"Text body (optional: made from the HTML when empty)"
+                        <textarea class="input mt-1 font-mono text-xs" name="text_body" rows="4" prop:value=text on:input=set_text></textarea></label>
+                    <label class="block">"Sample variables (JSON)"
+                        <textarea class="input mt-1 font-mono text-xs" name="sample" rows="5" prop:value=sample on:input=set_sample></textarea></label>
+                    <p class="text-xs text-slate-500">"Variables are strict: a request that lacks one the template uses is refused (422) instead of sending a gap."</p>
+                    <div class="flex gap-2">
+                        <button type="button" class="btn-secondary" data-testid="preview-template"
+                            on:click=move |_| { preview.dispatch(PreviewTxTemplate { form: form.get() }); }>"Preview"</button>
+                        {can_edit.then(|| view! {
+                            <button type="button" class="btn-primary" data-testid="save-template"
+                                on:click=move |_| { save.dispatch(SaveTxTemplate { id: saved_id.clone(), form: form.get() }); }>
+                                {if is_new { "Create template" } else { "Save new version" }}</button>
+                        })}
+                    </div>
+                    <ActionError value=save.value()/>
+                    <p class="text-sm text-emerald-700" role="status" data-testid="template-saved">
+                        {move || (save.value().get().is_some_and(|r| r.is_ok()) && !is_new).then_some("Saved as a new version.")}
+                    </p>
+                </div>
+            </Card>
+            <div>
+                <Card title="Preview">
+                    <ActionError value=preview.value()/>
+                    {move || match preview.value().get() {
+                        Some(Ok(p)) => view! {
+                            <p class="mb-2 text-sm"><span class="text-slate-500">"Subject: "</span>
+                                <strong data-testid="preview-subject">{p.subject}</strong></p>
+                            <iframe title="Template preview" sandbox="" srcdoc=p.html class="h-72 w-full rounded border border-slate-200"></iframe>
+                            <pre class="mt-3 whitespace-pre-wrap rounded bg-slate-50 p-3 text-xs">{p.text}</pre>
+                        }.into_any(),
+                        _ => view! { <p class="text-sm text-slate-500">"Preview renders the template with the sample variables."</p> }.into_any(),
+                    }}
+                </Card>
+                {(!v.versions.is_empty()).then(|| view! {
+                    <Card title="Versions">
+                        <ul class="space-y-1 text-sm" data-testid="template-versions">
+                            {v.versions.iter().map(|(n, subject, at)| view! {
+                                <li class="flex gap-3"><span class="w-10 font-mono">{format!("v{n}")}</span>
+                                    <span class="flex-1 truncate">{subject.clone()}</span>
+                                    <span class="text-slate-500">{short_time(at)}</span></li>
+                            }).collect_view()}
+                        </ul>
+                        <p class="mt-2 text-xs text-slate-500">"Queued messages keep the version they were made from."</p>
+                    </Card>
+                })}
+            </div>
+        </div>
+    }
+}

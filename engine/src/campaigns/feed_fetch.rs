@@ -1,0 +1,86 @@
+//! Per-reader data fetched from the author's URL for an edition with `feed = url`: one GET per
+//! reader, `{email}` and `{reader_id}` replaced in the URL, a few at a time per delivery loop,
+//! each with a timeout. 200 with a JSON object is the data; 404, 204, `null` or `{}` mean "no
+//! data for this edition" (the reader is skipped, not sent an empty email); anything else is
+//! retried later like a 4xx from SMTP.
+
+use futures::StreamExt;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Requests in flight per delivery loop.
+pub const CONCURRENCY: usize = 8;
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+const MAX_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fetched {
+    Data(Value),
+    NoData,
+    /// Try again later; the text says why.
+    Failed(String),
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(TIMEOUT)
+        .redirect(reqwest::redirect::Policy::limited(3))
+        .user_agent("Herald feed fetcher")
+        .build()
+        .unwrap_or_default()
+}
+
+/// The URL for one reader.
+pub fn url_for(template: &str, email: &str, reader_id: i64) -> String {
+    let encoded: String = url::form_urlencoded::byte_serialize(email.as_bytes()).collect();
+    template.trim().replace("{email}", &encoded).replace("{reader_id}", &reader_id.to_string())
+}
+
+pub async fn fetch(client: &reqwest::Client, url: &str) -> Fetched {
+    let res = match client.get(url).header("accept", "application/json").send().await {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => return Fetched::Failed(format!("the feed URL did not answer within {}s", TIMEOUT.as_secs())),
+        Err(_) => return Fetched::Failed("the feed URL could not be reached".into()),
+    };
+    let status = res.status().as_u16();
+    match status {
+        404 | 204 => return Fetched::NoData,
+        200 => {}
+        other => return Fetched::Failed(format!("the feed URL answered {other}")),
+    }
+    let body = match res.bytes().await {
+        Ok(b) if b.len() <= MAX_BYTES => b,
+        Ok(_) => return Fetched::Failed("the feed's answer is larger than 256 KB".into()),
+        Err(_) => return Fetched::Failed("the feed's answer was cut off".into()),
+    };
+    match serde_json::from_slice::<Value>(&body) {
+        Ok(Value::Null) => Fetched::NoData,
+        Ok(Value::Object(m)) if m.is_empty() => Fetched::NoData,
+        Ok(v @ Value::Object(_)) => Fetched::Data(v),
+        Ok(_) => Fetched::Failed("the feed's answer is not a JSON object".into()),
+        Err(_) => Fetched::Failed("the feed's answer is not JSON".into()),
+    }
+}
+
+/// Fetches for several readers at once (`CONCURRENCY` in flight); keyed by the caller's id.
+pub async fn fetch_all(client: &reqwest::Client, requests: Vec<(i64, String)>) -> HashMap<i64, Fetched> {
+    futures::stream::iter(requests)
+        .map(|(key, url)| async move { (key, fetch(client, &url).await) })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_in_the_reader() {
+        assert_eq!(
+            url_for("https://x.test/feed?e={email}&id={reader_id}", "a+b@c.test", 7),
+            "https://x.test/feed?e=a%2Bb%40c.test&id=7"
+        );
+    }
+}

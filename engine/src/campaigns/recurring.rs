@@ -1,0 +1,384 @@
+//! Recurring campaigns (seed 003): a weekly personalised digest and the like.
+//!
+//! A recurring campaign never sends itself. At each slot of its schedule the supervisor copies
+//! it into an *edition*: an ordinary campaign with its own send log, fan-out, pacing ("spread
+//! over N hours") and crash recovery, so "exactly once per reader per edition" is the one-off
+//! engine's guarantee. `UNIQUE (parent_id, edition_slot)` and the parent's `last_edition_slot`
+//! (moved in the same transaction) make each slot one edition however many supervisors race;
+//! only the newest due slot is ever made, so a server that was down over several slots sends
+//! one late edition, not one per missed slot.
+//!
+//! Slots are computed by Postgres (`recurrence_latest_slot`, migration 0014) from the time zone
+//! database, so "Wednesday 13:00 Europe/Berlin" stays 13:00 local across daylight saving.
+//!
+//! Per-reader data: with `feed = api` the caller pushes a JSON object per reader before the
+//! edition; the edition's fan-out moves it into the reader's send-log row (a resumed edition
+//! renders the same data) and readers without data are skipped with the reason "no data for
+//! this edition". With `feed = url` the sender fetches it per reader (see `feed_fetch`).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::store::{self, COLUMNS, Campaign};
+use crate::db::Db;
+use crate::domain::{Role, TenantId};
+use crate::error::{Error, Result};
+use crate::jobs::Jobs;
+
+/// When editions go out: every day, on some weekdays, or on a day of the month, at a local time.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct Recurrence {
+    /// `day`, `week` or `month`.
+    pub every: String,
+    /// ISO weekdays (1 = Monday … 7 = Sunday), for `week`.
+    #[serde(default)]
+    pub weekdays: Vec<u8>,
+    /// 1–28, for `month` (every month has it).
+    #[serde(default)]
+    pub month_day: Option<u8>,
+    /// `HH:MM`, local to `tz`.
+    pub time: String,
+    /// An IANA zone such as `Europe/Berlin`.
+    pub tz: String,
+}
+
+impl Recurrence {
+    pub fn validate(&self) -> Result<()> {
+        match self.every.as_str() {
+            "day" => {}
+            "week" => {
+                if self.weekdays.is_empty() || self.weekdays.iter().any(|d| !(1..=7).contains(d)) {
+                    return Err(Error::Invalid("Choose at least one weekday for a weekly schedule.".into()));
+                }
+            }
+            "month" => {
+                if !self.month_day.is_some_and(|d| (1..=28).contains(&d)) {
+                    return Err(Error::Invalid("Choose a day of the month between 1 and 28.".into()));
+                }
+            }
+            _ => return Err(Error::Invalid("Repeat every day, week or month.".into())),
+        }
+        let ok_time = chrono::NaiveTime::parse_from_str(self.time.trim(), "%H:%M").is_ok();
+        if !ok_time {
+            return Err(Error::Invalid("Give the time as HH:MM, e.g. 13:00.".into()));
+        }
+        let tz = self.tz.trim();
+        if tz.is_empty() || tz.len() > 64 || !tz.chars().all(|c| c.is_ascii_alphanumeric() || "/_+-".contains(c)) {
+            return Err(Error::Invalid("Choose a time zone such as Europe/Berlin.".into()));
+        }
+        Ok(())
+    }
+
+    /// "Every Wednesday at 13:00 (Europe/Berlin)".
+    pub fn describe(&self) -> String {
+        const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+        let when = match self.every.as_str() {
+            "day" => "Every day".to_string(),
+            "week" => {
+                let names: Vec<&str> =
+                    self.weekdays.iter().filter_map(|d| DAYS.get(usize::from(*d).wrapping_sub(1))).copied().collect();
+                format!("Every {}", names.join(", "))
+            }
+            _ => format!("On day {} of every month", self.month_day.unwrap_or(1)),
+        };
+        format!("{when} at {} ({})", self.time.trim(), self.tz.trim())
+    }
+}
+
+pub const FEEDS: [&str; 3] = ["none", "api", "url"];
+
+pub(super) fn validate_feed(feed: &str, url: &str, recurring: bool) -> Result<()> {
+    let feed = if feed.is_empty() { "none" } else { feed };
+    if !FEEDS.contains(&feed) {
+        return Err(Error::Invalid("Per-reader data comes from nowhere, the API, or a URL.".into()));
+    }
+    if feed != "none" && !recurring {
+        return Err(Error::Invalid("Per-reader data feeds are for recurring campaigns.".into()));
+    }
+    if feed == "url" {
+        let probe = url.trim().replace("{email}", "a%40b.example").replace("{reader_id}", "1");
+        let parsed = url::Url::parse(&probe).map_err(|_| Error::Invalid("The feed URL is not a valid URL.".into()))?;
+        if !matches!(parsed.scheme(), "https" | "http") {
+            return Err(Error::Invalid("The feed URL must be http or https.".into()));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the time zone against Postgres's database (the one that computes the slots).
+async fn check_tz(tx: &mut crate::db::Tx, tz: &str) -> Result<()> {
+    let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)")
+        .bind(tz.trim())
+        .fetch_one(&mut **tx)
+        .await?;
+    if known { Ok(()) } else { Err(Error::Invalid(format!("“{}” is not a time zone Herald knows.", tz.trim()))) }
+}
+
+/// Starts the schedule: the first edition is the first slot after now.
+pub async fn start(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Campaign> {
+    role.require(Role::Author)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let current = store::get_in(&mut tx, tenant, id).await?;
+    let Some(rec) = current.recurrence.clone() else {
+        return Err(Error::Invalid("This campaign has no schedule.".into()));
+    };
+    let parsed: Recurrence =
+        serde_json::from_value(rec.clone()).map_err(|_| Error::Invalid("The schedule is not valid.".into()))?;
+    parsed.validate()?;
+    check_tz(&mut tx, &parsed.tz).await?;
+    store::check_ready(&mut tx, tenant, &current).await?;
+    let started: Option<Campaign> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE campaigns SET status = 'recurring', pause_reason = NULL, updated_at = now(),
+             last_edition_slot = coalesce(recurrence_latest_slot(recurrence, now()), now())
+         WHERE tenant_id = $1 AND id = $2 AND status = 'draft'
+         RETURNING {COLUMNS}"
+    )))
+    .bind(tenant)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(campaign) = started else {
+        return Err(Error::Conflict("This campaign is already running or was sent.".into()));
+    };
+    tx.commit().await?;
+    Ok(campaign)
+}
+
+/// Stops the schedule (editions already sending go on); the campaign is a draft again.
+pub async fn stop(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Campaign> {
+    role.require(Role::Author)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let stopped: Option<Campaign> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE campaigns SET status = 'draft', updated_at = now()
+         WHERE tenant_id = $1 AND id = $2 AND status = 'recurring'
+         RETURNING {COLUMNS}"
+    )))
+    .bind(tenant)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(campaign) = stopped else {
+        store::get_in(&mut tx, tenant, id).await?;
+        return Err(Error::Conflict("This campaign is not running on a schedule.".into()));
+    };
+    tx.commit().await?;
+    Ok(campaign)
+}
+
+/// Makes the editions that are due at `now` and starts them. Returns the new editions' ids.
+/// Public so tests can drive it with their own clock.
+pub async fn make_due_editions(db: &Db, jobs: &Jobs, now: DateTime<Utc>) -> Result<Vec<Uuid>> {
+    let due: Vec<(TenantId, Uuid, DateTime<Utc>)> =
+        sqlx::query_as("SELECT tenant_id, campaign_id, slot FROM due_editions($1)").bind(now).fetch_all(db.pool()).await?;
+    let mut made = Vec::new();
+    for (tenant, parent, slot) in due {
+        if let Some(edition) = make_edition(db, tenant, parent, slot).await? {
+            tracing::info!(%parent, %edition, %slot, "recurring campaign: edition started");
+            jobs.kick_campaign(db, tenant, edition, false).await?;
+            made.push(edition);
+        }
+    }
+    Ok(made)
+}
+
+/// Copies the parent into the edition for `slot`, once. The parent's row lock serialises racing
+/// supervisors; the loser sees the moved `last_edition_slot` and makes nothing.
+async fn make_edition(db: &Db, tenant: TenantId, parent: Uuid, slot: DateTime<Utc>) -> Result<Option<Uuid>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let moved = sqlx::query(
+        "UPDATE campaigns SET last_edition_slot = $3
+         WHERE tenant_id = $1 AND id = $2 AND status = 'recurring' AND (last_edition_slot IS NULL OR last_edition_slot < $3)",
+    )
+    .bind(tenant)
+    .bind(parent)
+    .bind(slot)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if moved == 0 {
+        return Ok(None);
+    }
+    let edition = Uuid::new_v4();
+    let inserted = sqlx::query(
+        "INSERT INTO campaigns (id, tenant_id, name, subject, preheader, identity_id, from_name, from_email, reply_to,
+             list_ids, attribute_filter, body_format, body, spread_hours, tracking, feed, feed_url, parent_id, edition_slot,
+             status, started_at, heartbeat_at)
+         SELECT $3, tenant_id, name || ' — ' || to_char($4 AT TIME ZONE coalesce(recurrence->>'tz', 'UTC'), 'YYYY-MM-DD'),
+             subject, preheader, identity_id, from_name, from_email, reply_to, list_ids, attribute_filter, body_format, body,
+             spread_hours, tracking, feed, feed_url, id, $4, 'sending', now(), now()
+         FROM campaigns WHERE tenant_id = $1 AND id = $2
+         ON CONFLICT (parent_id, edition_slot) DO NOTHING",
+    )
+    .bind(tenant)
+    .bind(parent)
+    .bind(edition)
+    .bind(slot)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok((inserted == 1).then_some(edition))
+}
+
+/// One edition, for the recurring campaign's page and the API.
+#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
+pub struct Edition {
+    pub id: Uuid,
+    pub slot: DateTime<Utc>,
+    pub status: String,
+    pub recipients: i64,
+    pub sent: i64,
+    pub skipped_no_data: i64,
+    pub failed: i64,
+}
+
+pub async fn editions(db: &Db, tenant: TenantId, parent: Uuid) -> Result<Vec<Edition>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    store::get_in(&mut tx, tenant, parent).await?;
+    let rows = sqlx::query_as(
+        "SELECT c.id, c.edition_slot AS slot, c.status, c.recipients,
+                count(*) FILTER (WHERE s.status = 'sent') AS sent,
+                count(*) FILTER (WHERE s.status = 'skipped' AND s.reason = 'no data for this edition') AS skipped_no_data,
+                count(*) FILTER (WHERE s.status = 'failed') AS failed
+         FROM campaigns c LEFT JOIN sends s ON s.campaign_id = c.id AND s.tenant_id = c.tenant_id
+         WHERE c.tenant_id = $1 AND c.parent_id = $2
+         GROUP BY c.id ORDER BY c.edition_slot DESC LIMIT 100",
+    )
+    .bind(tenant)
+    .bind(parent)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// One reader's data for the next edition, keyed by reader id or address.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FeedItem {
+    /// A reader id or an email address.
+    pub reader: String,
+    pub data: serde_json::Value,
+}
+
+/// What a bulk feed upload did.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct FeedResult {
+    pub stored: u64,
+    /// `(index, reason)` for items that were not stored.
+    pub rejected: Vec<(usize, String)>,
+}
+
+pub const MAX_FEED_ITEMS: usize = 10_000;
+const MAX_FEED_BYTES: usize = 64 * 1024;
+
+/// Stores data for readers' next edition (replacing what was there). Items with an unknown
+/// reader or a non-object are reported with their index; the rest are stored.
+pub async fn put_feed(db: &Db, tenant: TenantId, role: Role, campaign: Uuid, items: &[FeedItem]) -> Result<FeedResult> {
+    role.require(Role::Author)?;
+    if items.len() > MAX_FEED_ITEMS {
+        return Err(Error::Invalid(format!("Send at most {MAX_FEED_ITEMS} readers' data per request.")));
+    }
+    let mut tx = db.tenant_tx(tenant).await?;
+    let c = store::get_in(&mut tx, tenant, campaign).await?;
+    if c.recurrence.is_none() || c.feed != "api" {
+        return Err(Error::Invalid(
+            "This campaign takes no pushed data: make it recurring with per-reader data from the API.".into(),
+        ));
+    }
+    let mut result = FeedResult::default();
+    let (mut ids, mut emails, mut datas, mut idx) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (i, item) in items.iter().enumerate() {
+        if !item.data.is_object() {
+            result.rejected.push((i, "data must be a JSON object".into()));
+            continue;
+        }
+        if item.data.to_string().len() > MAX_FEED_BYTES {
+            result.rejected.push((i, "data is larger than 64 KB".into()));
+            continue;
+        }
+        let r = item.reader.trim();
+        ids.push(r.parse::<i64>().ok());
+        emails.push(r.to_lowercase());
+        datas.push(item.data.clone());
+        idx.push(i as i64);
+    }
+    let stored: Vec<i64> = sqlx::query_scalar(
+        "WITH input AS (
+             SELECT * FROM unnest($3::bigint[], $4::text[], $5::jsonb[], $6::bigint[]) AS x(rid, email, data, idx)
+         ), matched AS (
+             SELECT DISTINCT ON (r.id) r.id, x.data, x.idx FROM input x
+             JOIN readers r ON r.tenant_id = $1 AND (r.id = x.rid OR (x.rid IS NULL AND lower(r.email) = x.email))
+             ORDER BY r.id, x.idx DESC
+         ), upserted AS (
+             INSERT INTO campaign_feed (tenant_id, campaign_id, reader_id, data)
+             SELECT $1, $2, id, data FROM matched
+             ON CONFLICT (campaign_id, reader_id) DO UPDATE SET data = excluded.data, updated_at = now()
+             RETURNING reader_id
+         )
+         SELECT m.idx FROM matched m JOIN upserted u ON u.reader_id = m.id",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .bind(&ids)
+    .bind(&emails)
+    .bind(&datas)
+    .bind(&idx)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    result.stored = stored.len() as u64;
+    let stored: std::collections::HashSet<i64> = stored.into_iter().collect();
+    for i in idx {
+        if !stored.contains(&i) {
+            result.rejected.push((i as usize, "no such reader in this workspace".into()));
+        }
+    }
+    result.rejected.sort();
+    Ok(result)
+}
+
+/// How many readers have data waiting for the next edition.
+pub async fn pending_feed(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let n = sqlx::query_scalar("SELECT count(*) FROM campaign_feed WHERE tenant_id = $1 AND campaign_id = $2")
+        .bind(tenant)
+        .bind(campaign)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn weekly() -> Recurrence {
+        Recurrence { every: "week".into(), weekdays: vec![3], month_day: None, time: "13:00".into(), tz: "Europe/Berlin".into() }
+    }
+
+    #[test]
+    fn validates_schedules() {
+        assert!(weekly().validate().is_ok());
+        assert!(Recurrence { weekdays: vec![], ..weekly() }.validate().is_err());
+        assert!(Recurrence { weekdays: vec![8], ..weekly() }.validate().is_err());
+        assert!(Recurrence { time: "25:00".into(), ..weekly() }.validate().is_err());
+        assert!(Recurrence { every: "month".into(), month_day: Some(31), ..weekly() }.validate().is_err());
+        assert!(Recurrence { every: "month".into(), month_day: Some(1), ..weekly() }.validate().is_ok());
+        assert!(Recurrence { tz: "Europe/Berlin'; --".into(), ..weekly() }.validate().is_err());
+    }
+
+    #[test]
+    fn describes_schedules() {
+        assert_eq!(weekly().describe(), "Every Wednesday at 13:00 (Europe/Berlin)");
+    }
+
+    #[test]
+    fn feeds_are_for_recurring_campaigns() {
+        assert!(validate_feed("api", "", false).is_err());
+        assert!(validate_feed("api", "", true).is_ok());
+        assert!(validate_feed("url", "ftp://x/{email}", true).is_err());
+        assert!(validate_feed("url", "https://data.example/feed?e={email}", true).is_ok());
+    }
+}

@@ -1,0 +1,428 @@
+//! The transactional stream: the same sending engine as campaigns (sending identities, the
+//! shared GCRA buckets, the SMTP client and its error classes, DKIM, suppressions, the reaper's
+//! leases and Message-ID rule), fed from the `messages` queue instead of a send log.
+//!
+//! It stays out of a campaign's way and a campaign stays out of its way: its own loops (so a
+//! million-reader campaign holding every delivery job never delays a password reset), its own
+//! rate bucket (`tx:` + the identity's), and the workspace's transactional identity. It ignores
+//! the marketing frequency cap; suppressed addresses (bounces, complaints, the blocklist) are
+//! refused, readers' unsubscribes are not.
+//!
+//! Retries follow the seed: 1 min, 5 min, 30 min, 2 h, 8 h, then the message fails. The clock is
+//! injectable so tests can walk that schedule without waiting hours.
+
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+use super::messages::add_event;
+use crate::campaigns::identities::{self, SmtpIdentity};
+use crate::campaigns::rate;
+use crate::campaigns::render::{self, DkimSigner, Envelope, Rendered};
+use crate::db::Db;
+use crate::domain::TenantId;
+use crate::error::{Error, Result};
+use crate::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
+use crate::tokens::Signer;
+
+/// Waits after the 1st … 5th failed attempt; the 6th failure is final.
+pub const BACKOFF: [Duration; 5] = [
+    Duration::from_secs(60),
+    Duration::from_secs(5 * 60),
+    Duration::from_secs(30 * 60),
+    Duration::from_secs(2 * 3600),
+    Duration::from_secs(8 * 3600),
+];
+
+/// The wait before the next attempt after `attempts` failed ones, or `None` to give up.
+pub fn retry_delay(attempts: i32) -> Option<Duration> {
+    usize::try_from(attempts).ok().and_then(|n| n.checked_sub(1)).and_then(|i| BACKOFF.get(i).copied())
+}
+
+/// Now, as the sender sees it (tests move it).
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+#[derive(Clone)]
+pub struct TxDeliveryConfig {
+    pub worker_id: String,
+    /// The identity for workspaces that chose none.
+    pub default_identity: SmtpIdentity,
+    pub lease: Duration,
+    /// Messages per claim.
+    pub batch_size: i32,
+    /// Sending loops (SMTP connections) per process.
+    pub loops: usize,
+    pub smtp_timeout: Duration,
+    /// How often an idle loop looks for due messages queued by other processes.
+    pub poll: Duration,
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for TxDeliveryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TxDeliveryConfig({})", self.worker_id)
+    }
+}
+
+impl TxDeliveryConfig {
+    pub fn new(worker_id: String, default_identity: SmtpIdentity) -> Self {
+        Self {
+            worker_id,
+            default_identity,
+            lease: Duration::from_secs(120),
+            batch_size: 20,
+            loops: 2,
+            smtp_timeout: Duration::from_secs(60),
+            poll: Duration::from_millis(250),
+            clock: Arc::new(Utc::now),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct TxDeliveryContext {
+    pub db: Db,
+    pub signer: Signer,
+    pub config: Arc<TxDeliveryConfig>,
+    pub wake: Arc<tokio::sync::Notify>,
+}
+
+/// Runs the sending loops until `stop` turns true.
+pub async fn run(cx: TxDeliveryContext, stop: tokio::sync::watch::Receiver<bool>) {
+    let loops: Vec<_> = (0..cx.config.loops.max(1))
+        .map(|_| {
+            let cx = cx.clone();
+            let mut stop = stop.clone();
+            tokio::spawn(async move {
+                let mut sender = Sender::new(&cx);
+                loop {
+                    if *stop.borrow() {
+                        break;
+                    }
+                    let worked = match sender.run_once().await {
+                        Ok(n) => n > 0,
+                        Err(e) => {
+                            tracing::warn!(error = ?e, "transactional sending pass failed");
+                            false
+                        }
+                    };
+                    if worked {
+                        continue;
+                    }
+                    // Idle: wait for this process's enqueue, another process's (by polling), or stop.
+                    let jitter = Duration::from_millis(rand::random::<u64>() % 100);
+                    tokio::select! {
+                        _ = cx.wake.notified() => {}
+                        _ = tokio::time::sleep(cx.config.poll + jitter) => {}
+                        _ = stop.wait_for(|s| *s) => break,
+                    }
+                }
+                sender.close().await;
+            })
+        })
+        .collect();
+    for l in loops {
+        let _ = l.await;
+    }
+}
+
+/// A workspace's sending setup, cached for a short while per loop.
+struct WorkspaceSender {
+    identity: SmtpIdentity,
+    dkim: Option<DkimSigner>,
+    slug: String,
+    loaded: Instant,
+}
+
+const WORKSPACE_TTL: Duration = Duration::from_secs(30);
+
+/// One sending loop: its SMTP connection (kept while the next message uses the same identity).
+pub struct Sender<'a> {
+    cx: &'a TxDeliveryContext,
+    conn: Option<(String, SmtpConnection)>,
+    workspaces: HashMap<TenantId, WorkspaceSender>,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct Claimed {
+    id: Uuid,
+    tenant_id: TenantId,
+    attempts: i32,
+    skip: Option<String>,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct Content {
+    to_email: String,
+    to_name: String,
+    from_email: String,
+    from_name: String,
+    reply_to: String,
+    subject: String,
+    html: String,
+    text_body: String,
+}
+
+impl<'a> Sender<'a> {
+    pub fn new(cx: &'a TxDeliveryContext) -> Self {
+        Self { cx, conn: None, workspaces: HashMap::new() }
+    }
+
+    pub async fn close(&mut self) {
+        if let Some((_, conn)) = self.conn.take() {
+            conn.quit().await;
+        }
+    }
+
+    /// Claims the due messages (up to a batch) and sends them. Returns how many it claimed.
+    pub async fn run_once(&mut self) -> Result<usize> {
+        let cfg = self.cx.config.clone();
+        let now = (cfg.clock)();
+        let claimed: Vec<Claimed> = sqlx::query_as("SELECT id, tenant_id, attempts, skip FROM claim_messages($1, $2, $3, $4)")
+            .bind(&cfg.worker_id)
+            .bind(cfg.batch_size)
+            .bind(cfg.lease.as_secs_f64())
+            .bind(now)
+            .fetch_all(self.cx.db.pool())
+            .await?;
+        let n = claimed.len();
+        let lease_deadline = Instant::now() + cfg.lease.saturating_sub(cfg.smtp_timeout.min(cfg.lease / 2));
+        let mut rest = claimed.into_iter();
+        while let Some(m) = rest.next() {
+            if Instant::now() >= lease_deadline {
+                // Too late to start another message under this lease: give the rest back.
+                for m in std::iter::once(m).chain(rest.by_ref()) {
+                    self.release(&m).await?;
+                }
+                break;
+            }
+            if let Err(e) = self.send(&m).await {
+                // The message stays leased; the reaper requeues it when the lease ends.
+                tracing::warn!(error = ?e, message = %m.id, "transactional message could not be processed");
+            }
+        }
+        Ok(n)
+    }
+
+    async fn send(&mut self, m: &Claimed) -> Result<()> {
+        if let Some(why) = &m.skip {
+            return self.finish_failed(m, &format!("not sent: the address is {why}"), "failed").await;
+        }
+        let tenant = m.tenant_id;
+        let mut tx = self.cx.db.tenant_tx(tenant).await?;
+        let content: Content = sqlx::query_as(
+            "SELECT to_email, to_name, from_email, from_name, reply_to, subject, html, text_body
+             FROM messages WHERE tenant_id = $1 AND id = $2",
+        )
+        .bind(tenant)
+        .bind(m.id)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let ws = self.workspace(tenant).await?;
+        let bucket = format!("tx:{}", ws.identity.bucket);
+        let (server, rate_per_second, burst) = (ws.identity.server.clone(), ws.identity.rate_per_second, ws.identity.burst);
+        let domain = content.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_else(|| "herald".into());
+        let envelope = Envelope {
+            from_name: content.from_name,
+            from_email: content.from_email.clone(),
+            reply_to: (!content.reply_to.is_empty()).then_some(content.reply_to),
+            to_email: content.to_email.clone(),
+            to_name: content.to_name,
+            // Deterministic: a re-send after a crash carries the same id, so receivers deduplicate.
+            message_id: format!("msg.{}@{domain}", m.id),
+            list_unsubscribe_url: String::new(),
+            list_unsubscribe_mailto: None,
+            list_id: String::new(),
+            feedback_id: format!("tx:{}:herald", ws.slug),
+        };
+        let rendered = Rendered { subject: content.subject, html: content.html, text: content.text_body };
+        let raw = match render::build_message(&rendered, &envelope, ws.dkim.as_ref()) {
+            Ok(raw) => raw,
+            Err(e) => return self.finish_failed(m, &format!("could not build the message: {e}"), "failed").await,
+        };
+        let wait = rate::reserve(&self.cx.db, &bucket, 1, rate_per_second, burst).await?;
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        if self.conn.as_ref().is_some_and(|(b, _)| *b != bucket)
+            && let Some((_, old)) = self.conn.take()
+        {
+            old.quit().await;
+        }
+        if self.conn.is_none() {
+            match SmtpConnection::connect(&server, self.cx.config.smtp_timeout).await {
+                Ok(conn) => self.conn = Some((bucket.clone(), conn)),
+                Err(e) => return self.on_error(m, e).await,
+            }
+        }
+        let Some((_, conn)) = self.conn.as_mut() else { return Ok(()) };
+        match conn.send(&content.from_email, &content.to_email, &raw).await {
+            Ok(reply) => self.record_sent(m, &reply).await,
+            Err(e) => {
+                // A connection that failed is never reused.
+                self.conn = None;
+                self.on_error(m, e).await
+            }
+        }
+    }
+
+    async fn workspace(&mut self, tenant: TenantId) -> Result<&WorkspaceSender> {
+        let fresh = self.workspaces.get(&tenant).is_some_and(|w| w.loaded.elapsed() < WORKSPACE_TTL);
+        if !fresh {
+            let mut tx = self.cx.db.tenant_tx(tenant).await?;
+            let (identity_id, slug): (Option<Uuid>, String) =
+                sqlx::query_as("SELECT transactional_identity_id, slug FROM tenants WHERE id = $1")
+                    .bind(tenant)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            tx.commit().await?;
+            let identity = identities::resolve(
+                &self.cx.db,
+                &self.cx.signer,
+                tenant,
+                identity_id,
+                &self.cx.config.default_identity,
+            )
+            .await?;
+            let dkim = match &identity.dkim {
+                Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
+                None => None,
+            };
+            self.workspaces.insert(tenant, WorkspaceSender { identity, dkim, slug, loaded: Instant::now() });
+        }
+        self.workspaces.get(&tenant).ok_or_else(|| Error::Unexpected(anyhow::anyhow!("workspace cache")))
+    }
+
+    async fn record_sent(&mut self, m: &Claimed, reply: &str) -> Result<()> {
+        let mut tx = self.cx.db.tenant_tx(m.tenant_id).await?;
+        let n = sqlx::query(
+            "UPDATE messages SET status = 'sent', sent_at = now(), smtp_reply = $3, provider_id = $4, last_error = NULL,
+                    lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+             WHERE tenant_id = $1 AND id = $2 AND status IN ('sending', 'queued')",
+        )
+        .bind(m.tenant_id)
+        .bind(m.id)
+        .bind(truncate(reply, 500))
+        .bind(crate::campaigns::delivery::provider_id(reply))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n > 0 {
+            add_event(&mut tx, m.tenant_id, m.id, "sent", reply).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn on_error(&mut self, m: &Claimed, e: SmtpError) -> Result<()> {
+        let reply = truncate(&e.to_string(), 500);
+        match e.kind {
+            SmtpErrorKind::HardBounce => {
+                let mut tx = self.cx.db.tenant_tx(m.tenant_id).await?;
+                let email: String = sqlx::query_scalar("SELECT to_email FROM messages WHERE tenant_id = $1 AND id = $2")
+                    .bind(m.tenant_id)
+                    .bind(m.id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                crate::audience::suppressions::add_in(&mut tx, m.tenant_id, &email, "hard_bounce", "transactional message")
+                    .await?;
+                sqlx::query("UPDATE messages SET bounced_at = now() WHERE tenant_id = $1 AND id = $2")
+                    .bind(m.tenant_id)
+                    .bind(m.id)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                self.finish_failed(m, &reply, "bounced").await
+            }
+            SmtpErrorKind::Permanent => self.finish_failed(m, &reply, "failed").await,
+            SmtpErrorKind::Transient => match retry_delay(m.attempts) {
+                None => self.finish_failed(m, &format!("gave up after {} attempts: {reply}", m.attempts), "failed").await,
+                Some(delay) => {
+                    let next = (self.cx.config.clock)()
+                        + chrono::Duration::from_std(delay).unwrap_or_else(|_| chrono::Duration::hours(8));
+                    let mut tx = self.cx.db.tenant_tx(m.tenant_id).await?;
+                    let n = sqlx::query(
+                        "UPDATE messages SET status = 'queued', next_attempt_at = $3, last_error = $4,
+                                ambiguous = ambiguous + $5, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+                         WHERE tenant_id = $1 AND id = $2 AND status = 'sending'",
+                    )
+                    .bind(m.tenant_id)
+                    .bind(m.id)
+                    .bind(next)
+                    .bind(&reply)
+                    .bind(i32::from(e.maybe_delivered()))
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if n > 0 {
+                        let detail = format!("attempt {} failed: {reply}; next attempt in {}", m.attempts, human(delay));
+                        add_event(&mut tx, m.tenant_id, m.id, "deferred", &detail).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    /// Ends the message as failed; `kind` is the event recorded (`failed` or `bounced`).
+    async fn finish_failed(&self, m: &Claimed, reason: &str, kind: &str) -> Result<()> {
+        let mut tx = self.cx.db.tenant_tx(m.tenant_id).await?;
+        let n = sqlx::query(
+            "UPDATE messages SET status = 'failed', last_error = $3, lease_owner = NULL, lease_expires_at = NULL,
+                    updated_at = now()
+             WHERE tenant_id = $1 AND id = $2 AND status IN ('sending', 'queued')",
+        )
+        .bind(m.tenant_id)
+        .bind(m.id)
+        .bind(reason)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if n > 0 {
+            add_event(&mut tx, m.tenant_id, m.id, kind, reason).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Gives a message back untouched (no attempt counted).
+    async fn release(&self, m: &Claimed) -> Result<()> {
+        let mut tx = self.cx.db.tenant_tx(m.tenant_id).await?;
+        sqlx::query(
+            "UPDATE messages SET status = 'queued', attempts = greatest(attempts - 1, 0), lease_owner = NULL,
+                    lease_expires_at = NULL, updated_at = now()
+             WHERE tenant_id = $1 AND id = $2 AND status = 'sending' AND lease_owner = $3",
+        )
+        .bind(m.tenant_id)
+        .bind(m.id)
+        .bind(&self.cx.config.worker_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 { format!("{} h", s / 3600) } else { format!("{} min", s / 60) }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_is_the_seeds() {
+        let mins: Vec<Option<u64>> = (0..=6).map(|a| retry_delay(a).map(|d| d.as_secs() / 60)).collect();
+        assert_eq!(mins, vec![None, Some(1), Some(5), Some(30), Some(120), Some(480), None]);
+    }
+}

@@ -1,0 +1,681 @@
+//! Transactional messages: accepting a request exactly once per idempotency key, reading a
+//! message and its history, cancelling one still queued, and recording what happened to it
+//! afterwards (opens, clicks, provider reports).
+//!
+//! Exactly once per key: `UNIQUE (tenant_id, idempotency_key)` with `INSERT … ON CONFLICT DO
+//! NOTHING`. Two requests racing with one key both reach the insert; Postgres makes the second
+//! wait for the first to commit and then insert nothing, and it answers with the first's row. A
+//! replay compares a hash of its body with the stored one: the same body is the first answer
+//! again (200), a different one is a 409.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::templates::{Compiled, RenderedMessage, find as find_template};
+use crate::audience::suppressions;
+use crate::db::{Db, Tx};
+use crate::domain::{Email, Role, TenantId};
+use crate::error::{Error, Result};
+use crate::tracking::TrackingKeys;
+use crate::tracking::links;
+use crate::webhooks::{EventKind, ProviderEvent};
+
+/// The body of `POST /api/v1/messages`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendRequest {
+    /// The recipient's address.
+    pub to: String,
+    #[serde(default)]
+    pub to_name: String,
+    /// Required with inline content; overrides the template's subject when given.
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// A template's id or name; its variables come from `variables`.
+    #[serde(default)]
+    pub template: Option<String>,
+    #[serde(default)]
+    pub variables: Option<serde_json::Value>,
+    /// Inline content (MiniJinja, with `variables`), instead of a template.
+    #[serde(default)]
+    pub html: Option<String>,
+    #[serde(default)]
+    pub text: Option<String>,
+    /// The sender's address; defaults to the template's, then the workspace's.
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub from_name: Option<String>,
+    #[serde(default)]
+    pub reply_to: Option<String>,
+    /// Send later (RFC 3339); past or absent means now.
+    #[serde(default)]
+    pub send_at: Option<DateTime<Utc>>,
+    /// Anything the caller wants back with the message (a JSON object).
+    #[serde(default)]
+    pub metadata: Option<serde_json::Value>,
+    /// Open and click tracking; on unless false.
+    #[serde(default)]
+    pub tracking: Option<bool>,
+}
+
+/// A message as the API and the UI show it.
+#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
+pub struct Message {
+    pub id: Uuid,
+    pub idempotency_key: String,
+    pub status: String,
+    pub to_email: String,
+    pub to_name: String,
+    pub from_email: String,
+    pub from_name: String,
+    pub subject: String,
+    pub template_id: Option<Uuid>,
+    pub template_name: Option<String>,
+    pub template_version: Option<i32>,
+    pub metadata: serde_json::Value,
+    pub attempts: i32,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub provider_id: Option<String>,
+    pub smtp_reply: Option<String>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub sent_at: Option<DateTime<Utc>>,
+    pub delivered_at: Option<DateTime<Utc>>,
+    pub opened_at: Option<DateTime<Utc>>,
+    pub clicked_at: Option<DateTime<Utc>>,
+    pub bounced_at: Option<DateTime<Utc>>,
+    pub complained_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
+pub struct MessageEvent {
+    pub kind: String,
+    pub detail: String,
+    pub occurred_at: DateTime<Utc>,
+}
+
+/// A message with its rendered content and history, for its detail view.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MessageDetail {
+    pub message: Message,
+    pub html: String,
+    pub text: String,
+    pub events: Vec<MessageEvent>,
+}
+
+/// What `enqueue` did.
+#[derive(Clone, Debug)]
+pub struct Enqueued {
+    pub message: Message,
+    /// False when the key was used before with the same body: nothing new was queued.
+    pub created: bool,
+}
+
+const COLUMNS: &str = "m.id, m.idempotency_key, m.status, m.to_email, m.to_name, m.from_email, m.from_name, m.subject,
+    m.template_id, t.name AS template_name, m.template_version, m.metadata, m.attempts,
+    CASE WHEN m.status = 'queued' THEN m.next_attempt_at END AS next_attempt_at, m.provider_id, m.smtp_reply,
+    m.last_error, m.created_at, m.sent_at, m.delivered_at, m.opened_at, m.clicked_at, m.bounced_at, m.complained_at";
+const FROM: &str = "FROM messages m LEFT JOIN tx_templates t ON t.id = m.template_id";
+
+/// What enqueueing needs besides the database: the tracking keys and the public base URL.
+#[derive(Clone)]
+pub struct Outbox {
+    pub db: Db,
+    pub keys: TrackingKeys,
+    pub base_url: String,
+    /// Wakes this process's transactional senders at once (others poll).
+    pub wake: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Outbox")
+    }
+}
+
+/// The key's rules: printable ASCII, 1–255 characters.
+pub fn check_key(key: &str) -> Result<&str> {
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(Error::Invalid(
+            "The Idempotency-Key header is required: a unique string per message, e.g. order-1234-receipt.".into(),
+        ));
+    }
+    if key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+        return Err(Error::Invalid("The Idempotency-Key must be 1–255 printable ASCII characters.".into()));
+    }
+    Ok(key)
+}
+
+/// A hash of the request body that ignores key order and whitespace.
+pub fn request_hash(body: &serde_json::Value) -> String {
+    fn canonical(v: &serde_json::Value, out: &mut String) {
+        match v {
+            serde_json::Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::String(k.clone()).to_string());
+                    out.push(':');
+                    canonical(&map[k], out);
+                }
+                out.push('}');
+            }
+            serde_json::Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    canonical(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut s = String::new();
+    canonical(body, &mut s);
+    hex::encode(Sha256::digest(s.as_bytes()))
+}
+
+/// Accepts one message. `body` is the request as sent (for the replay comparison).
+pub async fn enqueue(
+    outbox: &Outbox,
+    tenant: TenantId,
+    role: Role,
+    key: &str,
+    body: &serde_json::Value,
+) -> Result<Enqueued> {
+    role.require(Role::Author)?;
+    let key = check_key(key)?;
+    let hash = request_hash(body);
+    let db = &outbox.db;
+    // A replay costs one read and renders nothing.
+    if let Some(found) = replay(db, tenant, key, &hash).await? {
+        return Ok(found);
+    }
+    let req: SendRequest = serde_json::from_value(body.clone())
+        .map_err(|e| Error::Invalid(format!("The request body is not a valid message: {e}")))?;
+    let to = Email::parse(req.to.trim())
+        .map_err(|_| Error::Invalid(format!("“{}” is not a valid recipient address.", req.to.trim())))?;
+    let metadata = req.metadata.clone().unwrap_or_else(|| serde_json::json!({}));
+    if !metadata.is_object() {
+        return Err(Error::Invalid("`metadata` must be a JSON object.".into()));
+    }
+    let variables = req.variables.clone().unwrap_or_else(|| serde_json::json!({}));
+
+    let mut tx = db.tenant_tx(tenant).await?;
+    let (slug, ws_from_name, ws_from_email): (String, String, String) = sqlx::query_as(
+        "SELECT slug, transactional_from_name, transactional_from_email FROM tenants WHERE id = $1",
+    )
+    .bind(tenant)
+    .fetch_one(&mut *tx)
+    .await?;
+    let suppressed: Option<String> = sqlx::query_scalar(
+        "SELECT reason FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2) AND reason <> 'unsubscribed_all'",
+    )
+    .bind(tenant)
+    .bind(to.as_str())
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    if let Some(reason) = suppressed {
+        let why = match reason.as_str() {
+            "hard_bounce" => "it hard-bounced",
+            "soft_bounce" => "it bounced repeatedly",
+            "complaint" => "its owner reported your mail as spam",
+            _ => "it is on the workspace's blocklist",
+        };
+        return Err(Error::Invalid(format!(
+            "{} is suppressed because {why}; Herald will not send to it. Remove it from Audience → Suppressions if that was a mistake.",
+            to.as_str()
+        )));
+    }
+
+    let (content, template_id, template_version, from_name, from_email, reply_to) = match req.template.as_deref() {
+        Some(name) => {
+            if req.html.is_some() || req.text.is_some() {
+                return Err(Error::Invalid("Send either `template` or inline `html`/`text`, not both.".into()));
+            }
+            let t = find_template(db, tenant, name).await.map_err(|e| match e {
+                Error::NotFound => Error::Invalid(format!("There is no template “{name}”.")),
+                e => e,
+            })?;
+            let subject = req.subject.clone().unwrap_or_else(|| t.subject.clone());
+            let compiled = Compiled::new(&subject, &t.html, &t.text_body)?;
+            let content = compiled.render(&variables)?;
+            (content, Some(t.id), Some(t.version), t.from_name, t.from_email, t.reply_to)
+        }
+        None => {
+            let subject = req.subject.clone().unwrap_or_default();
+            if subject.trim().is_empty() {
+                return Err(Error::Invalid("`subject` is required with inline content.".into()));
+            }
+            let html = req.html.clone().unwrap_or_default();
+            let text = req.text.clone().unwrap_or_default();
+            if html.trim().is_empty() && text.trim().is_empty() {
+                return Err(Error::Invalid("Give a `template`, or inline `html` and/or `text`.".into()));
+            }
+            let content = Compiled::new(&subject, &html, &text)?.render(&variables)?;
+            (content, None, None, String::new(), String::new(), String::new())
+        }
+    };
+    let from_email = [req.from.clone().unwrap_or_default(), from_email, ws_from_email]
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .find(|s| !s.is_empty())
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "No sender: pass `from`, set one on the template, or set the workspace's transactional sender in Settings → Sending (workspace {slug})."
+            ))
+        })?;
+    let from_email = Email::parse(&from_email)?.as_str().to_string();
+    let from_name = [req.from_name.clone().unwrap_or_default(), from_name, ws_from_name]
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .find(|s| !s.is_empty())
+        .unwrap_or_default();
+    let reply_to = req.reply_to.clone().unwrap_or(reply_to).trim().to_string();
+    if !reply_to.is_empty() {
+        Email::parse(&reply_to)?;
+    }
+
+    let id = Uuid::new_v4();
+    let tracking = req.tracking.unwrap_or(true);
+    let (html, links) = if tracking { track(outbox, tenant, id, &content) } else { (content.html.clone(), Vec::new()) };
+    let mut tx = db.tenant_tx(tenant).await?;
+    let inserted: Option<Uuid> = sqlx::query_scalar(
+        "INSERT INTO messages (id, tenant_id, idempotency_key, request_hash, to_email, to_name, from_name, from_email,
+                               reply_to, subject, html, text_body, template_id, template_version, metadata, links,
+                               next_attempt_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, greatest(coalesce($17, now()), now()))
+         ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+         RETURNING id",
+    )
+    .bind(id)
+    .bind(tenant)
+    .bind(key)
+    .bind(&hash)
+    .bind(to.as_str())
+    .bind(req.to_name.trim())
+    .bind(&from_name)
+    .bind(&from_email)
+    .bind(&reply_to)
+    .bind(&content.subject)
+    .bind(&html)
+    .bind(&content.text)
+    .bind(template_id)
+    .bind(template_version)
+    .bind(&metadata)
+    .bind(&links)
+    .bind(req.send_at)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if inserted.is_none() {
+        // A concurrent request with this key committed first.
+        tx.commit().await?;
+        return replay(db, tenant, key, &hash).await?.ok_or(Error::NotFound);
+    }
+    let detail = match req.send_at {
+        Some(at) if at > Utc::now() => format!("scheduled for {}", at.to_rfc3339()),
+        _ => String::new(),
+    };
+    add_event(&mut tx, tenant, id, "queued", &detail).await?;
+    tx.commit().await?;
+    outbox.wake.notify_waiters();
+    Ok(Enqueued { message: get(db, tenant, id).await?, created: true })
+}
+
+/// The message stored under `key`, if any: the same body gives it back, another is a 409.
+async fn replay(db: &Db, tenant: TenantId, key: &str, hash: &str) -> Result<Option<Enqueued>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let found: Option<(Uuid, String)> =
+        sqlx::query_as("SELECT id, request_hash FROM messages WHERE tenant_id = $1 AND idempotency_key = $2")
+            .bind(tenant)
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    match found {
+        None => Ok(None),
+        Some((_, stored)) if stored != hash => Err(Error::Conflict(format!(
+            "The Idempotency-Key “{key}” was already used for a different request. Use a new key for a new message, or resend exactly the same body to get the first answer back."
+        ))),
+        Some((id, _)) => Ok(Some(Enqueued { message: get(db, tenant, id).await?, created: false })),
+    }
+}
+
+/// Rewrites the links for click tracking and adds the open pixel.
+fn track(outbox: &Outbox, tenant: TenantId, id: Uuid, content: &RenderedMessage) -> (String, Vec<String>) {
+    let base = outbox.base_url.trim_end_matches('/');
+    let own = format!("{base}/");
+    let mac = outbox.keys.workspace(tenant);
+    let mut urls = links::trackable_urls(&content.html, &own);
+    urls.truncate(100);
+    let mut html = links::rewrite(&content.html, &own, |url| {
+        let index = urls.iter().position(|u| u == url)?;
+        Some(format!("{base}/c/{}", outbox.keys.message_click_token(&mac, tenant, id, index as i64)))
+    });
+    let pixel = format!(
+        "<img src=\"{base}/o/{}\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;width:1px;height:1px;border:0;\">",
+        outbox.keys.message_open_token(&mac, tenant, id)
+    );
+    match html.rfind("</body>") {
+        Some(at) => html.insert_str(at, &pixel),
+        None => html.push_str(&pixel),
+    }
+    (html, urls)
+}
+
+/// The HTML without its open pixel, so looking at a message in Herald does not count as an open.
+fn without_pixel(html: &str) -> String {
+    const START: &str = "<img src=\"";
+    const END: &str = "border:0;\">";
+    let mut out = html.to_string();
+    if let Some(at) = out.rfind(START)
+        && out[at..].contains("/o/")
+        && let Some(len) = out[at..].find(END)
+    {
+        out.replace_range(at..at + len + END.len(), "");
+    }
+    out
+}
+
+pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<Message> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let row = sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} {FROM} WHERE m.tenant_id = $1 AND m.id = $2")))
+        .bind(tenant)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    row.ok_or(Error::NotFound)
+}
+
+pub async fn detail(db: &Db, tenant: TenantId, id: Uuid) -> Result<MessageDetail> {
+    let message = get(db, tenant, id).await?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let (html, text): (String, String) =
+        sqlx::query_as("SELECT html, text_body FROM messages WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?;
+    let events = events_in(&mut tx, tenant, id).await?;
+    tx.commit().await?;
+    Ok(MessageDetail { message, html: without_pixel(&html), text, events })
+}
+
+pub async fn events(db: &Db, tenant: TenantId, id: Uuid) -> Result<Vec<MessageEvent>> {
+    get(db, tenant, id).await?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let events = events_in(&mut tx, tenant, id).await?;
+    tx.commit().await?;
+    Ok(events)
+}
+
+async fn events_in(tx: &mut Tx, tenant: TenantId, id: Uuid) -> Result<Vec<MessageEvent>> {
+    Ok(sqlx::query_as(
+        "SELECT kind, detail, occurred_at FROM message_events WHERE tenant_id = $1 AND message_id = $2 ORDER BY id",
+    )
+    .bind(tenant)
+    .bind(id)
+    .fetch_all(&mut **tx)
+    .await?)
+}
+
+/// Filters for the list; all optional.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct MessageFilter {
+    pub status: Option<String>,
+    /// An address (exact, any case) or an idempotency key, or the start of an address.
+    pub q: Option<String>,
+    pub template: Option<Uuid>,
+    /// Messages created before this (the previous page's last `created_at`).
+    pub before: Option<DateTime<Utc>>,
+    pub limit: Option<i64>,
+}
+
+pub const STATUSES: [&str; 5] = ["queued", "sending", "sent", "failed", "cancelled"];
+
+pub async fn list(db: &Db, tenant: TenantId, f: &MessageFilter) -> Result<Vec<Message>> {
+    if let Some(s) = f.status.as_deref().filter(|s| !s.is_empty())
+        && !STATUSES.contains(&s)
+    {
+        return Err(Error::Invalid(format!("Unknown status “{s}”: use one of {}.", STATUSES.join(", "))));
+    }
+    let q = f.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
+    let prefix = q.map(|q| format!("{}%", q.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} {FROM}
+         WHERE m.tenant_id = $1
+           AND ($2::text IS NULL OR m.status = $2)
+           AND ($3::text IS NULL OR m.idempotency_key = $3 OR lower(m.to_email) LIKE $4)
+           AND ($5::uuid IS NULL OR m.template_id = $5)
+           AND ($6::timestamptz IS NULL OR m.created_at < $6)
+         ORDER BY m.created_at DESC LIMIT $7"
+    )))
+    .bind(tenant)
+    .bind(f.status.as_deref().filter(|s| !s.is_empty()))
+    .bind(q)
+    .bind(prefix)
+    .bind(f.template)
+    .bind(f.before)
+    .bind(f.limit.unwrap_or(50).clamp(1, 500))
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// Counts per status over the last 24 hours, for the page header.
+pub async fn counts_last_day(db: &Db, tenant: TenantId) -> Result<Vec<(String, i64)>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows = sqlx::query_as(
+        "SELECT status, count(*) FROM messages WHERE tenant_id = $1 AND created_at > now() - interval '1 day'
+         GROUP BY status ORDER BY status",
+    )
+    .bind(tenant)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// Cancels a message that has not been handed to SMTP yet.
+pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Message> {
+    role.require(Role::Author)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let n = sqlx::query(
+        "UPDATE messages SET status = 'cancelled', updated_at = now() WHERE tenant_id = $1 AND id = $2 AND status = 'queued'",
+    )
+    .bind(tenant)
+    .bind(id)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if n == 1 {
+        add_event(&mut tx, tenant, id, "cancelled", "").await?;
+    }
+    tx.commit().await?;
+    let message = get(db, tenant, id).await?;
+    if n == 0 {
+        return Err(Error::Conflict(format!(
+            "Only a queued message can be cancelled; this one is {}.",
+            message.status
+        )));
+    }
+    Ok(message)
+}
+
+pub(crate) async fn add_event(tx: &mut Tx, tenant: TenantId, id: Uuid, kind: &str, detail: &str) -> Result<()> {
+    sqlx::query("INSERT INTO message_events (tenant_id, message_id, kind, detail) VALUES ($1, $2, $3, $4)")
+        .bind(tenant)
+        .bind(id)
+        .bind(kind)
+        .bind(detail.chars().take(500).collect::<String>())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// An open or a click from the tracking endpoints. The first of each sets the message's column.
+pub async fn record_hit(db: &Db, tenant: TenantId, id: Uuid, click: Option<&str>, prefetch: bool) -> Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let (kind, detail) = match click {
+        Some(url) => ("clicked", url.to_string()),
+        None if prefetch => ("opened", "privacy prefetch".to_string()),
+        None => ("opened", String::new()),
+    };
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM messages WHERE tenant_id = $1 AND id = $2)")
+        .bind(tenant)
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+    if !exists {
+        return Ok(());
+    }
+    if !prefetch {
+        let column = if click.is_some() { "clicked_at" } else { "opened_at" };
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE messages SET {column} = now() WHERE tenant_id = $1 AND id = $2 AND {column} IS NULL"
+        )))
+        .bind(tenant)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    }
+    add_event(&mut tx, tenant, id, kind, &detail).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The URL behind a message's `index`th tracked link, once the message was sent.
+pub async fn link(db: &Db, tenant: TenantId, id: Uuid, index: i64) -> Result<Option<String>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let url: Option<Option<String>> = sqlx::query_scalar(
+        "SELECT links[$3::int + 1] FROM messages WHERE tenant_id = $1 AND id = $2 AND status = 'sent'",
+    )
+    .bind(tenant)
+    .bind(id)
+    .bind(index.clamp(0, 10_000) as i32)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(url.flatten())
+}
+
+/// `msg.<uuid>@domain`: the Message-ID every transactional message carries.
+pub fn parse_message_id(id: &str) -> Option<Uuid> {
+    let id = id.trim().trim_start_matches('<').trim_end_matches('>');
+    let (local, _) = id.split_once('@')?;
+    Uuid::parse_str(local.strip_prefix("msg.")?).ok()
+}
+
+/// The transactional message a provider event is about: by our Message-ID, else (when
+/// `by_provider_id`) by the id the provider's 250 gave.
+pub(crate) async fn match_event(
+    tx: &mut Tx,
+    tenant: TenantId,
+    ev: &ProviderEvent,
+    by_provider_id: bool,
+) -> Result<Option<Uuid>> {
+    if let Some(id) = ev.message_id.as_deref().and_then(parse_message_id) {
+        return Ok(sqlx::query_scalar("SELECT id FROM messages WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(&mut **tx)
+            .await?);
+    }
+    match ev.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+        Some(pid) if by_provider_id => {
+            let short = pid.split('.').next().unwrap_or(pid);
+            Ok(sqlx::query_scalar("SELECT id FROM messages WHERE tenant_id = $1 AND provider_id IN ($2, $3) LIMIT 1")
+                .bind(tenant)
+                .bind(pid)
+                .bind(short)
+                .fetch_optional(&mut **tx)
+                .await?)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A provider's report about a transactional message: its event, its first-time column, and
+/// (for hard bounces and complaints) the workspace's suppression. Transactional mail does not
+/// unsubscribe anyone from lists.
+pub(crate) async fn apply_event(
+    tx: &mut Tx,
+    tenant: TenantId,
+    id: Uuid,
+    ev: &ProviderEvent,
+    provider: &str,
+) -> Result<()> {
+    let source = format!("{provider} webhook");
+    let detail = format!("{provider}: {}", ev.detail);
+    let (kind, column) = match ev.kind {
+        EventKind::Delivered => ("delivered", Some("delivered_at")),
+        EventKind::Bounce { hard: true } => {
+            suppressions::add_in(tx, tenant, &ev.email, "hard_bounce", &source).await?;
+            ("bounced", Some("bounced_at"))
+        }
+        EventKind::Bounce { hard: false } => ("soft_bounced", None),
+        EventKind::Complaint => {
+            suppressions::add_in(tx, tenant, &ev.email, "complaint", &source).await?;
+            ("complained", Some("complained_at"))
+        }
+        EventKind::Unsubscribe => ("unsubscribed", None),
+    };
+    if let Some(column) = column {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE messages SET {column} = $3, updated_at = now() WHERE tenant_id = $1 AND id = $2 AND {column} IS NULL"
+        )))
+        .bind(tenant)
+        .bind(id)
+        .bind(ev.at)
+        .execute(&mut **tx)
+        .await?;
+    }
+    add_event(tx, tenant, id, kind, &detail).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_ignores_key_order_and_whitespace() {
+        let a: serde_json::Value = serde_json::from_str(r#"{"to":"a@x.test","variables":{"b":1,"a":[1,2]}}"#).unwrap_or_default();
+        let b: serde_json::Value =
+            serde_json::from_str(r#"{ "variables": {"a": [1, 2], "b": 1}, "to": "a@x.test" }"#).unwrap_or_default();
+        let c: serde_json::Value = serde_json::from_str(r#"{"to":"a@x.test","variables":{"b":2,"a":[1,2]}}"#).unwrap_or_default();
+        assert_eq!(request_hash(&a), request_hash(&b));
+        assert_ne!(request_hash(&a), request_hash(&c));
+    }
+
+    #[test]
+    fn parses_only_message_ids_of_transactional_mail() {
+        let id = Uuid::new_v4();
+        assert_eq!(parse_message_id(&format!("<msg.{id}@mail.example.com>")), Some(id));
+        assert_eq!(parse_message_id(&format!("{id}.42@mail.example.com")), None);
+        assert_eq!(parse_message_id("msg.nope@x"), None);
+    }
+
+    #[test]
+    fn keys_must_be_printable() {
+        assert!(check_key("").is_err());
+        assert!(check_key("order-1\n").is_ok(), "trimmed");
+        assert!(check_key("a\u{7}b").is_err());
+        assert!(check_key(&"k".repeat(256)).is_err());
+        assert!(check_key("order-1234-receipt").is_ok());
+    }
+}

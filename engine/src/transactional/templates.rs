@@ -1,0 +1,350 @@
+//! Transactional templates: named, versioned MiniJinja templates for a subject, an HTML body and
+//! a text body. Variables come from the API request (`{{ name }}`, `{{ order.total }}`) and are
+//! strict: a variable the request did not supply is an error at request time (a 422), never an
+//! empty gap in a password-reset email.
+
+use chrono::{DateTime, Utc};
+use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::campaigns::render::{self, TemplateError};
+use crate::db::Db;
+use crate::domain::{Email, Role, TenantId};
+use crate::error::{Error, Result, is_unique_violation};
+
+/// Instructions one render may execute (the same bound campaigns use).
+const FUEL: u64 = 1_000_000;
+const MAX_SOURCE: usize = 512 * 1024;
+
+/// A template as listed and edited: its current version's content.
+#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
+pub struct TxTemplate {
+    pub id: Uuid,
+    pub name: String,
+    pub description: String,
+    pub version: i32,
+    pub from_name: String,
+    pub from_email: String,
+    pub reply_to: String,
+    pub subject: String,
+    pub html: String,
+    pub text_body: String,
+    pub sample: serde_json::Value,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One saved version, for the history list.
+#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
+pub struct TemplateVersion {
+    pub version: i32,
+    pub subject: String,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TemplateInput {
+    /// Lowercase letters, digits, `-` and `_`; what API callers name in `template`.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub from_name: String,
+    #[serde(default)]
+    pub from_email: String,
+    #[serde(default)]
+    pub reply_to: String,
+    pub subject: String,
+    #[serde(default)]
+    pub html: String,
+    #[serde(default)]
+    pub text_body: String,
+    /// Sample variables for the preview (a JSON object).
+    #[serde(default = "empty_object")]
+    pub sample: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::json!({})
+}
+
+/// What a template (or an inline request) renders to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenderedMessage {
+    pub subject: String,
+    pub html: String,
+    pub text: String,
+}
+
+const SELECT: &str = "SELECT t.id, t.name, t.description, v.version, v.from_name, v.from_email, v.reply_to, v.subject,
+        v.html, v.text_body, v.sample, t.updated_at
+    FROM tx_templates t JOIN tx_template_versions v ON v.template_id = t.id AND v.version = t.current_version";
+
+pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<TxTemplate>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE t.tenant_id = $1 ORDER BY t.name")))
+        .bind(tenant)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// By id, or by name (what API callers usually pass).
+pub async fn find(db: &Db, tenant: TenantId, id_or_name: &str) -> Result<TxTemplate> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let id = Uuid::parse_str(id_or_name.trim()).ok();
+    let row = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{SELECT} WHERE t.tenant_id = $1 AND (t.id = $2 OR ($2 IS NULL AND t.name = $3))"
+    )))
+    .bind(tenant)
+    .bind(id)
+    .bind(id_or_name.trim().to_ascii_lowercase())
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    row.ok_or(Error::NotFound)
+}
+
+pub async fn versions(db: &Db, tenant: TenantId, id: Uuid) -> Result<Vec<TemplateVersion>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows = sqlx::query_as(
+        "SELECT version, subject, created_at FROM tx_template_versions
+         WHERE tenant_id = $1 AND template_id = $2 ORDER BY version DESC",
+    )
+    .bind(tenant)
+    .bind(id)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+/// Checks the input and that its templates compile; returns the normalised input.
+fn validate(input: &TemplateInput) -> Result<TemplateInput> {
+    let mut i = input.clone();
+    i.name = i.name.trim().to_ascii_lowercase();
+    let name_ok = !i.name.is_empty()
+        && i.name.len() <= 63
+        && i.name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && i.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if !name_ok {
+        return Err(Error::Invalid(
+            "The name may use lowercase letters, digits, “-” and “_” (up to 63), e.g. password-reset.".into(),
+        ));
+    }
+    if i.subject.trim().is_empty() {
+        return Err(Error::Invalid("The subject is required.".into()));
+    }
+    if i.html.trim().is_empty() && i.text_body.trim().is_empty() {
+        return Err(Error::Invalid("Write an HTML body, a text body, or both.".into()));
+    }
+    if [&i.subject, &i.html, &i.text_body].iter().any(|s| s.len() > MAX_SOURCE) {
+        return Err(Error::Invalid("A template may be at most 512 KB.".into()));
+    }
+    i.from_email = i.from_email.trim().to_string();
+    if !i.from_email.is_empty() {
+        Email::parse(&i.from_email)?;
+    }
+    i.reply_to = i.reply_to.trim().to_string();
+    if !i.reply_to.is_empty() {
+        Email::parse(&i.reply_to)?;
+    }
+    if !i.sample.is_object() {
+        return Err(Error::Invalid("The sample variables must be a JSON object.".into()));
+    }
+    Compiled::new(&i.subject, &i.html, &i.text_body)?;
+    Ok(i)
+}
+
+pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &TemplateInput) -> Result<TxTemplate> {
+    role.require(Role::Author)?;
+    let i = validate(input)?;
+    let id = Uuid::new_v4();
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query("INSERT INTO tx_templates (id, tenant_id, name, description) VALUES ($1, $2, $3, $4)")
+        .bind(id)
+        .bind(tenant)
+        .bind(&i.name)
+        .bind(&i.description)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| {
+            if is_unique_violation(&e, "tx_templates_tenant_id_name_key") {
+                Error::Conflict(format!("A template named “{}” already exists.", i.name))
+            } else {
+                e.into()
+            }
+        })?;
+    insert_version(&mut tx, tenant, id, 1, &i).await?;
+    tx.commit().await?;
+    find(db, tenant, &id.to_string()).await
+}
+
+/// Saves a new version (messages already queued keep theirs).
+pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &TemplateInput) -> Result<TxTemplate> {
+    role.require(Role::Author)?;
+    let i = validate(input)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let version: Option<i32> = sqlx::query_scalar(
+        "UPDATE tx_templates SET current_version = current_version + 1, name = $3, description = $4, updated_at = now()
+         WHERE tenant_id = $1 AND id = $2 RETURNING current_version",
+    )
+    .bind(tenant)
+    .bind(id)
+    .bind(&i.name)
+    .bind(&i.description)
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(|e| {
+        if is_unique_violation(&e, "tx_templates_tenant_id_name_key") {
+            Error::Conflict(format!("A template named “{}” already exists.", i.name))
+        } else {
+            e.into()
+        }
+    })?;
+    let version = version.ok_or(Error::NotFound)?;
+    insert_version(&mut tx, tenant, id, version, &i).await?;
+    tx.commit().await?;
+    find(db, tenant, &id.to_string()).await
+}
+
+async fn insert_version(tx: &mut crate::db::Tx, tenant: TenantId, id: Uuid, version: i32, i: &TemplateInput) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO tx_template_versions (tenant_id, template_id, version, from_name, from_email, reply_to, subject, html,
+                                           text_body, sample)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+    )
+    .bind(tenant)
+    .bind(id)
+    .bind(version)
+    .bind(i.from_name.trim())
+    .bind(&i.from_email)
+    .bind(&i.reply_to)
+    .bind(&i.subject)
+    .bind(&i.html)
+    .bind(&i.text_body)
+    .bind(&i.sample)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<()> {
+    role.require(Role::Author)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let n = sqlx::query("DELETE FROM tx_templates WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    tx.commit().await?;
+    if n == 0 {
+        return Err(Error::NotFound);
+    }
+    Ok(())
+}
+
+/// Renders unsaved template sources with sample variables: the editor's live preview.
+pub fn preview(subject: &str, html: &str, text: &str, sample: &serde_json::Value) -> Result<RenderedMessage> {
+    Compiled::new(subject, html, text)?.render(sample)
+}
+
+/// Parsed templates, rendered once per message.
+pub struct Compiled {
+    env: Environment<'static>,
+    sources: [(&'static str, String); 3],
+}
+
+const SUBJECT: &str = "subject";
+const HTML: &str = "html";
+const TEXT: &str = "text";
+
+impl Compiled {
+    pub fn new(subject: &str, html: &str, text: &str) -> Result<Self, TemplateError> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_debug(true);
+        env.set_fuel(Some(FUEL));
+        env.set_auto_escape_callback(|name| if name == HTML { AutoEscape::Html } else { AutoEscape::None });
+        let sources = [(SUBJECT, subject.to_string()), (HTML, html.to_string()), (TEXT, text.to_string())];
+        for (name, src) in &sources {
+            env.add_template_owned(*name, src.clone()).map_err(|e| render::template_error(name, src, &e))?;
+        }
+        Ok(Self { env, sources })
+    }
+
+    /// Renders with `vars` (a JSON object). A body given only as HTML gets its text twin, and
+    /// one given only as text gets a minimal HTML version, so every message is multipart.
+    pub fn render(&self, vars: &serde_json::Value) -> Result<RenderedMessage> {
+        if !vars.is_object() {
+            return Err(Error::Invalid("`variables` must be a JSON object.".into()));
+        }
+        let ctx = Value::from_serialize(vars);
+        let one = |name: &'static str| -> Result<String, TemplateError> {
+            let src = &self.sources.iter().find(|(n, _)| *n == name).map(|(_, s)| s.as_str()).unwrap_or_default();
+            if src.trim().is_empty() {
+                return Ok(String::new());
+            }
+            self.env.get_template(name).and_then(|t| t.render(&ctx)).map_err(|e| render::template_error(name, src, &e))
+        };
+        let subject = render::single_line(&one(SUBJECT)?);
+        if subject.trim().is_empty() {
+            return Err(Error::Invalid("The subject rendered empty.".into()));
+        }
+        let mut html = one(HTML)?;
+        let mut text = one(TEXT)?;
+        if html.trim().is_empty() && text.trim().is_empty() {
+            return Err(Error::Invalid("The message body rendered empty.".into()));
+        }
+        if text.trim().is_empty() {
+            text = render::html_to_text(&html);
+        }
+        if html.trim().is_empty() {
+            html = format!(
+                "<div style=\"font-family:sans-serif;white-space:pre-wrap\">{}</div>",
+                render::escape_html(&text)
+            );
+        }
+        Ok(RenderedMessage { subject, html, text })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn renders_variables_and_escapes_html_only() {
+        let c = Compiled::new("Reset for {{ name }}", "<p>Hi {{ name }}, <a href=\"{{ url }}\">reset</a></p>", "")
+            .expect("compiles");
+        let r = c.render(&serde_json::json!({ "name": "A<b>", "url": "https://x.test/r?t=1" })).expect("renders");
+        assert_eq!(r.subject, "Reset for A<b>");
+        assert!(r.html.contains("Hi A&lt;b&gt;"), "{}", r.html);
+        assert!(r.text.contains("Hi A<b>"), "{}", r.text);
+        assert!(r.text.contains("https://x.test/r?t=1"), "{}", r.text);
+    }
+
+    #[test]
+    fn a_missing_variable_is_an_error_with_its_place() {
+        let c = Compiled::new("Hi", "", "line one\nHello {{ user.name }}").expect("compiles");
+        let e = c.render(&serde_json::json!({})).expect_err("strict");
+        let msg = e.to_string();
+        assert!(msg.starts_with("text, line 2"), "{msg}");
+    }
+
+    #[test]
+    fn syntax_errors_are_reported_at_compile_time() {
+        let e = Compiled::new("Hi {{ name", "", "x").err().expect("syntax error");
+        assert_eq!(e.field, "subject");
+    }
+
+    #[test]
+    fn text_only_gets_an_html_version() {
+        let c = Compiled::new("Hi", "", "a < b").expect("compiles");
+        let r = c.render(&serde_json::json!({})).expect("renders");
+        assert!(r.html.contains("a &lt; b"));
+    }
+}

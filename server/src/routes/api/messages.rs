@@ -1,0 +1,119 @@
+//! `/api/v1/messages`: transactional mail. `POST` needs an `Idempotency-Key` header: the same key
+//! with the same body answers with the first request's message (200 instead of 201) and never
+//! sends twice; the same key with another body is a 409.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use chrono::{DateTime, Utc};
+use herald_engine::api_keys::ApiCaller;
+use herald_engine::transactional::messages::{self, Message, MessageEvent, MessageFilter};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
+use crate::startup::ServerState;
+
+/// The request body (documentation; the engine reads it as sent, to compare replays).
+#[allow(dead_code)]
+#[derive(Deserialize, ToSchema)]
+pub struct MessageBody {
+    /// The recipient's address.
+    pub to: String,
+    pub to_name: Option<String>,
+    /// Required with inline content; overrides the template's subject when given.
+    pub subject: Option<String>,
+    /// A transactional template's id or name.
+    pub template: Option<String>,
+    /// The template's variables (strict: a missing one is a 422).
+    #[schema(value_type = Option<Object>)]
+    pub variables: Option<serde_json::Value>,
+    /// Inline MiniJinja content instead of a template.
+    pub html: Option<String>,
+    pub text: Option<String>,
+    /// Defaults to the template's sender, then the workspace's transactional sender.
+    pub from: Option<String>,
+    pub from_name: Option<String>,
+    pub reply_to: Option<String>,
+    /// Send later (RFC 3339).
+    pub send_at: Option<DateTime<Utc>>,
+    /// Returned with the message.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+    /// Open and click tracking (default true).
+    pub tracking: Option<bool>,
+}
+
+/// A message with its history.
+#[derive(Serialize)]
+pub struct MessageJson {
+    #[serde(flatten)]
+    pub message: Message,
+    pub events: Vec<MessageEvent>,
+}
+
+#[utoipa::path(post, path = "/api/v1/messages", security(("api_key" = [])), request_body = MessageBody,
+    params(("Idempotency-Key" = String, Header, description = "A unique key per message, kept at least 24 h (e.g. order-1234-receipt)")),
+    responses((status = 201, description = "Queued"), (status = 200, description = "A replay: the first request's message"),
+              (status = 409, body = ApiError, description = "The key was used with a different body"),
+              (status = 422, body = ApiError, description = "Invalid, suppressed recipient, or a template error")))]
+pub async fn create(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<serde_json::Value>,
+) -> Result<(StatusCode, Json<Message>), ApiFailure> {
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let done = messages::enqueue(&s.app.outbox, caller.tenant, API_ROLE, key, &body).await?;
+    let status = if done.created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(done.message)))
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    pub status: Option<String>,
+    /// A recipient address (or its start) or an idempotency key.
+    pub q: Option<String>,
+    pub template: Option<Uuid>,
+    pub before: Option<DateTime<Utc>>,
+    pub limit: Option<i64>,
+}
+
+#[utoipa::path(get, path = "/api/v1/messages", security(("api_key" = [])),
+    params(("status" = Option<String>, Query, description = "queued, sending, sent, failed or cancelled"),
+           ("q" = Option<String>, Query, description = "A recipient address (or its start) or an idempotency key"),
+           ("template" = Option<Uuid>, Query), ("before" = Option<String>, Query, description = "Paging: created before this"),
+           ("limit" = Option<i64>, Query, description = "1–500, default 50")),
+    responses((status = 200, description = "Messages, newest first"), (status = 422, body = ApiError)))]
+pub async fn index(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Vec<Message>>, ApiFailure> {
+    let filter = MessageFilter { status: q.status, q: q.q, template: q.template, before: q.before, limit: q.limit };
+    Ok(Json(messages::list(&s.app.db, caller.tenant, &filter).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/messages/{id}", security(("api_key" = [])),
+    responses((status = 200, description = "The message and its events"), (status = 404, body = ApiError)))]
+pub async fn show(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<MessageJson>, ApiFailure> {
+    let message = messages::get(&s.app.db, caller.tenant, id).await?;
+    let events = messages::events(&s.app.db, caller.tenant, id).await?;
+    Ok(Json(MessageJson { message, events }))
+}
+
+#[utoipa::path(post, path = "/api/v1/messages/{id}/cancel", security(("api_key" = [])),
+    responses((status = 200, description = "Cancelled"), (status = 404, body = ApiError),
+              (status = 409, body = ApiError, description = "No longer queued")))]
+pub async fn cancel(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<Uuid>,
+) -> Result<Json<Message>, ApiFailure> {
+    Ok(Json(messages::cancel(&s.app.db, caller.tenant, API_ROLE, id).await?))
+}
