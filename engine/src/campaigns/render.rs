@@ -414,7 +414,7 @@ impl Serialize for AttributeValue<'_> {
 
 /// Writes `{{ value }}`: nothing for undefined and none; as-is without auto-escaping or for
 /// `|safe` values; otherwise HTML-escaped (and Markdown-escaped for Markdown bodies).
-fn format_value(
+pub(crate) fn format_value(
     out: &mut minijinja::Output,
     escape: AutoEscape,
     markdown: bool,

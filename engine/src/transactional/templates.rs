@@ -268,6 +268,9 @@ impl Compiled {
         env.set_debug(true);
         env.set_fuel(Some(FUEL));
         env.set_auto_escape_callback(|name| if name == HTML { AutoEscape::Html } else { AutoEscape::None });
+        // Campaigns' escaping: `&<>"'` only, so URLs in `href="{{ url }}"` stay URLs (MiniJinja's
+        // own escapes `/` too, which hides links from click tracking).
+        env.set_formatter(|out, state, value| render::format_value(out, state.auto_escape(), false, value));
         let sources = [(SUBJECT, subject.to_string()), (HTML, html.to_string()), (TEXT, text.to_string())];
         for (name, src) in &sources {
             env.add_template_owned(*name, src.clone()).map_err(|e| render::template_error(name, src, &e))?;

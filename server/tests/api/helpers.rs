@@ -321,4 +321,23 @@ impl Api {
     pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
         self.send(reqwest::Method::POST, path, Some(body)).await
     }
+    pub async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(reqwest::Method::PUT, path, Some(body)).await
+    }
+
+    /// `POST /api/v1/messages` with an `Idempotency-Key`.
+    pub async fn send_message(&self, key: &str, body: &Value) -> (StatusCode, Value) {
+        let res = self
+            .client
+            .post(format!("{}/api/v1/messages", self.base))
+            .bearer_auth(&self.key)
+            .header("Idempotency-Key", key)
+            .json(body)
+            .send()
+            .await
+            .expect("request");
+        let status = res.status();
+        let text = res.text().await.unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
 }
