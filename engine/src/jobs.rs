@@ -251,7 +251,8 @@ pub async fn run_workers<F>(setup: WorkerSetup, shutdown: F) -> anyhow::Result<(
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
-    let WorkerSetup { db, mailer, signer, base_url, delivery, send_concurrency, transactional, transactional_wake } = setup;
+    let WorkerSetup { db, mailer, signer, base_url, delivery, send_concurrency, transactional, transactional_wake } =
+        setup;
     let tx_cx = crate::transactional::delivery::TxDeliveryContext {
         db: db.clone(),
         signer: signer.clone(),

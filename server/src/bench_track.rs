@@ -6,8 +6,8 @@
 //! opens and 20 % clicks over every reader's tokens. Afterwards it waits for the write buffer
 //! to drain and checks the books: responses == rows stored + counted drops.
 //!
-//! The load generator is a few lines of raw HTTP on tokio (no client library), so most of the
-//! CPU it shares with the server goes to the server.
+//! The load generator is `bench_http`'s raw HTTP client, so most of the CPU it shares with the
+//! server goes to the server.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,8 +17,6 @@ use herald_engine::TenantId;
 use herald_engine::tokens::Signer;
 use herald_engine::tracking::{HitCounters, Target, TrackingKeys};
 use sqlx::postgres::PgPoolOptions;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use uuid::Uuid;
 
 use crate::config::Config;
@@ -129,7 +127,14 @@ async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenan
     let clients: Vec<_> = (0..args.connections)
         .map(|c| {
             let (paths, running) = (paths.clone(), running.clone());
-            tokio::spawn(async move { client(addr, paths, c, running).await })
+            let request = move |i: usize| {
+                format!(
+                    "GET {} HTTP/1.1\r\nHost: bench\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64) bench\r\n\r\n",
+                    paths[i % paths.len()]
+                )
+                .into_bytes()
+            };
+            tokio::spawn(async move { crate::bench_http::client(addr, request, c * 7919, &[200, 302], running).await })
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(args.seconds)).await;
@@ -201,76 +206,4 @@ async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenan
     }
     println!("check:       every hit accounted for (responses == rows stored + counted drops)");
     Ok(())
-}
-
-/// One keep-alive connection sending requests back to back until `running` turns false.
-/// Returns the latency of each answered request (µs) and the number of connection errors.
-async fn client(
-    addr: std::net::SocketAddr,
-    paths: Arc<Vec<String>>,
-    offset: usize,
-    running: Arc<AtomicBool>,
-) -> (Vec<u32>, u64) {
-    let mut latencies = Vec::with_capacity(100_000);
-    let mut errors = 0;
-    let mut i = offset * 7919;
-    let mut buf = vec![0u8; 4096];
-    'connect: while running.load(Ordering::Relaxed) {
-        let Ok(mut stream) = TcpStream::connect(addr).await else {
-            errors += 1;
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        while running.load(Ordering::Relaxed) {
-            let path = &paths[i % paths.len()];
-            i += 1;
-            let request = format!(
-                "GET {path} HTTP/1.1\r\nHost: bench\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64) bench\r\n\r\n"
-            );
-            let sent = Instant::now();
-            if stream.write_all(request.as_bytes()).await.is_err() {
-                errors += 1;
-                continue 'connect;
-            }
-            // Read one response: headers, then Content-Length bytes of body.
-            let mut filled = 0;
-            let (header_end, length) = loop {
-                match stream.read(&mut buf[filled..]).await {
-                    Ok(0) | Err(_) => {
-                        errors += 1;
-                        continue 'connect;
-                    }
-                    Ok(n) => filled += n,
-                }
-                if let Some(end) = buf[..filled].windows(4).position(|w| w == b"\r\n\r\n") {
-                    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                    let length = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
-                        .unwrap_or(0);
-                    break (end + 4, length);
-                }
-                if filled == buf.len() {
-                    errors += 1;
-                    continue 'connect;
-                }
-            };
-            while filled < header_end + length {
-                match stream.read(&mut buf[filled..]).await {
-                    Ok(0) | Err(_) => {
-                        errors += 1;
-                        continue 'connect;
-                    }
-                    Ok(n) => filled += n,
-                }
-            }
-            let status_ok = buf.starts_with(b"HTTP/1.1 200") || buf.starts_with(b"HTTP/1.1 302");
-            if status_ok {
-                latencies.push(sent.elapsed().as_micros().min(u32::MAX as u128) as u32);
-            } else {
-                errors += 1;
-            }
-        }
-    }
-    (latencies, errors)
 }

@@ -44,6 +44,8 @@ enum Bench {
     /// The open and click endpoints under HTTP load on loopback (the real server in-process,
     /// keep-alive connections), then a check that every hit was stored or counted as dropped.
     Track(crate::bench_track::TrackBench),
+    /// `POST /api/v1/messages` under load, then every key replayed (transactional enqueue).
+    Messages(crate::bench_messages::MessagesBench),
 }
 
 #[derive(Subcommand, Debug)]
@@ -193,6 +195,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Bench(Bench::Send(args)) => crate::bench::run(args, &config).await,
         Command::Bench(Bench::Import(args)) => crate::bench::run_import(args, &config).await,
         Command::Bench(Bench::Track(args)) => crate::bench_track::run(args, &config).await,
+        Command::Bench(Bench::Messages(args)) => crate::bench_messages::run(args, &config).await,
         Command::Dev(dev) => run_dev(dev).await,
     }
 }

@@ -2,6 +2,8 @@
 //! `main.rs` only calls [`cli::run`]; tests call [`startup::Application::build`].
 
 pub mod bench;
+pub mod bench_http;
+pub mod bench_messages;
 pub mod bench_track;
 pub mod cli;
 pub mod config;

@@ -46,7 +46,13 @@ fn Frame(info: SessionInfo) -> impl IntoView {
     let logout = ServerAction::<Logout>::new();
     let current = info.current.clone().unwrap_or_else(unreachable_workspace);
     let current_id = current.id.clone();
-    let nav = [("/", "Dashboard"), ("/audience", "Audience"), ("/campaigns", "Campaigns"), ("/transactional", "Transactional"), ("/settings", "Settings")];
+    let nav = [
+        ("/", "Dashboard"),
+        ("/audience", "Audience"),
+        ("/campaigns", "Campaigns"),
+        ("/transactional", "Transactional"),
+        ("/settings", "Settings"),
+    ];
     view! {
         <div class="flex min-h-screen bg-slate-50">
             <aside class="flex w-60 flex-col border-r border-slate-200 bg-white">

@@ -72,7 +72,10 @@ pub async fn list_messages(q: String, status: String) -> Result<MessagesView, Ap
                 to: msg.to_email,
                 subject: msg.subject,
                 status: msg.status,
-                template: msg.template_name.map(|n| format!("{n} v{}", msg.template_version.unwrap_or(1))).unwrap_or_default(),
+                template: msg
+                    .template_name
+                    .map(|n| format!("{n} v{}", msg.template_version.unwrap_or(1)))
+                    .unwrap_or_default(),
                 key: msg.idempotency_key,
                 created_at: msg.created_at.to_rfc3339(),
                 outcome,
@@ -90,11 +93,8 @@ pub async fn transactional_settings() -> Result<TxSettingsView, AppError> {
     use herald_engine::transactional::settings;
     let m = require_role(Role::Viewer).await?;
     let s = settings::get(&m.state.db, m.tenant).await?;
-    let identities = identities::list(&m.state.db, m.tenant)
-        .await?
-        .into_iter()
-        .map(|i| (i.id.to_string(), i.name))
-        .collect();
+    let identities =
+        identities::list(&m.state.db, m.tenant).await?.into_iter().map(|i| (i.id.to_string(), i.name)).collect();
     Ok(TxSettingsView {
         identities,
         identity_id: s.identity_id.map(|i| i.to_string()).unwrap_or_default(),
@@ -115,7 +115,8 @@ pub async fn save_transactional_settings(
     use herald_engine::transactional::settings::{self, TransactionalSettings};
     let m = require_role(Role::Admin).await?;
     let identity_id = if identity_id.is_empty() { None } else { Some(parse_id(&identity_id)?) };
-    settings::save(&m.state.db, m.tenant, m.role, &TransactionalSettings { identity_id, from_name, from_email }).await?;
+    settings::save(&m.state.db, m.tenant, m.role, &TransactionalSettings { identity_id, from_name, from_email })
+        .await?;
     Ok(())
 }
 
@@ -128,7 +129,9 @@ pub fn TransactionalPage() -> impl IntoView {
     let data = Resource::new(move || (q(), status(), tick.get()), |(q, s, _)| list_messages(q, s));
     // Messages move from queued to sent and collect events within seconds: keep the list fresh.
     Effect::new(move |_| {
-        if let Ok(handle) = set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(3)) {
+        if let Ok(handle) =
+            set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(3))
+        {
             on_cleanup(move || handle.clear());
         }
     });
@@ -160,10 +163,10 @@ pub fn TransactionalPage() -> impl IntoView {
         <Card title="Send from your application">
             <p class="mb-2 text-sm text-slate-600">"Create an API key in Settings → API keys, then:"</p>
             <pre class="overflow-x-auto rounded-md bg-slate-900 p-4 text-xs text-slate-100">{r#"curl -X POST https://your-herald/api/v1/messages \
-  -H "Authorization: Bearer $HERALD_KEY" \
-  -H "Idempotency-Key: order-1234-receipt" \
-  -H "Content-Type: application/json" \
-  -d '{"to": "ada@example.com", "template": "receipt", "variables": {"order": 1234}}'"#}</pre>
+    -H "Authorization: Bearer $HERALD_KEY" \
+    -H "Idempotency-Key: order-1234-receipt" \
+    -H "Content-Type: application/json" \
+    -d '{"to": "ada@example.com", "template": "receipt", "variables": {"order": 1234}}'"#}</pre>
             <p class="mt-2 text-xs text-slate-500">"The same key with the same body returns the first message and never sends twice; the same key with a different body is refused (409)."</p>
         </Card>
     }

@@ -48,7 +48,10 @@ pub async fn load_message(id: String) -> Result<MessageView, AppError> {
         can_cancel: msg.status == "queued" && m.role.can_author(),
         status: msg.status,
         key: msg.idempotency_key,
-        template: msg.template_name.map(|n| format!("{n} (version {})", msg.template_version.unwrap_or(1))).unwrap_or_default(),
+        template: msg
+            .template_name
+            .map(|n| format!("{n} (version {})", msg.template_version.unwrap_or(1)))
+            .unwrap_or_default(),
         attempts: msg.attempts,
         next_attempt_at: msg.next_attempt_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
         provider_id: msg.provider_id.unwrap_or_default(),
@@ -79,7 +82,9 @@ pub fn TransactionalMessagePage() -> impl IntoView {
     let tick = RwSignal::new(0u32);
     let data = Resource::new(move || (id(), tick.get(), cancel.version().get()), |(id, _, _)| load_message(id));
     Effect::new(move |_| {
-        if let Ok(handle) = set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(3)) {
+        if let Ok(handle) =
+            set_interval_with_handle(move || tick.update(|t| *t += 1), std::time::Duration::from_secs(3))
+        {
             on_cleanup(move || handle.clear());
         }
     });

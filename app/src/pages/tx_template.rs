@@ -169,7 +169,11 @@ fn Editor(v: TemplateEditView, id: String) -> impl IntoView {
         }
     });
     let title = if is_new { "New template".to_string() } else { v.form.name.clone() };
-    let subtitle = if is_new { "Transactional template".to_string() } else { format!("Transactional template · version {}", v.version) };
+    let subtitle = if is_new {
+        "Transactional template".to_string()
+    } else {
+        format!("Transactional template · version {}", v.version)
+    };
     let field = move |get: fn(&TemplateForm) -> String, set: fn(&mut TemplateForm, String)| {
         (move || get(&form.read()), move |ev| form.update(|f| set(f, event_target_value(&ev))))
     };

@@ -40,7 +40,9 @@ pub fn url_for(template: &str, email: &str, reader_id: i64) -> String {
 pub async fn fetch(client: &reqwest::Client, url: &str) -> Fetched {
     let res = match client.get(url).header("accept", "application/json").send().await {
         Ok(r) => r,
-        Err(e) if e.is_timeout() => return Fetched::Failed(format!("the feed URL did not answer within {}s", TIMEOUT.as_secs())),
+        Err(e) if e.is_timeout() => {
+            return Fetched::Failed(format!("the feed URL did not answer within {}s", TIMEOUT.as_secs()));
+        }
         Err(_) => return Fetched::Failed("the feed URL could not be reached".into()),
     };
     let status = res.status().as_u16();

@@ -170,7 +170,10 @@ pub async fn stop(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Cam
 /// Public so tests can drive it with their own clock.
 pub async fn make_due_editions(db: &Db, jobs: &Jobs, now: DateTime<Utc>) -> Result<Vec<Uuid>> {
     let due: Vec<(TenantId, Uuid, DateTime<Utc>)> =
-        sqlx::query_as("SELECT tenant_id, campaign_id, slot FROM due_editions($1)").bind(now).fetch_all(db.pool()).await?;
+        sqlx::query_as("SELECT tenant_id, campaign_id, slot FROM due_editions($1)")
+            .bind(now)
+            .fetch_all(db.pool())
+            .await?;
     let mut made = Vec::new();
     for (tenant, parent, slot) in due {
         if let Some(edition) = make_edition(db, tenant, parent, slot).await? {
@@ -355,7 +358,13 @@ mod tests {
     use super::*;
 
     fn weekly() -> Recurrence {
-        Recurrence { every: "week".into(), weekdays: vec![3], month_day: None, time: "13:00".into(), tz: "Europe/Berlin".into() }
+        Recurrence {
+            every: "week".into(),
+            weekdays: vec![3],
+            month_day: None,
+            time: "13:00".into(),
+            tz: "Europe/Berlin".into(),
+        }
     }
 
     #[test]

@@ -122,7 +122,9 @@ impl TrackingKeys {
         mac.verify_truncated_left(tag).ok()?;
         let campaign = Uuid::from_slice(&body[17..33]).ok()?;
         let reader = i64::from_be_bytes(body[33..41].try_into().ok()?);
-        let link = (kind == CLICK || kind == MESSAGE_CLICK).then(|| body[41..49].try_into().ok().map(i64::from_be_bytes)).flatten();
+        let link = (kind == CLICK || kind == MESSAGE_CLICK)
+            .then(|| body[41..49].try_into().ok().map(i64::from_be_bytes))
+            .flatten();
         Some((Target { tenant, campaign, reader: (reader > 0).then_some(reader) }, link))
     }
 }

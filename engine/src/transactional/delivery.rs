@@ -180,13 +180,14 @@ impl<'a> Sender<'a> {
     pub async fn run_once(&mut self) -> Result<usize> {
         let cfg = self.cx.config.clone();
         let now = (cfg.clock)();
-        let claimed: Vec<Claimed> = sqlx::query_as("SELECT id, tenant_id, attempts, skip FROM claim_messages($1, $2, $3, $4)")
-            .bind(&cfg.worker_id)
-            .bind(cfg.batch_size)
-            .bind(cfg.lease.as_secs_f64())
-            .bind(now)
-            .fetch_all(self.cx.db.pool())
-            .await?;
+        let claimed: Vec<Claimed> =
+            sqlx::query_as("SELECT id, tenant_id, attempts, skip FROM claim_messages($1, $2, $3, $4)")
+                .bind(&cfg.worker_id)
+                .bind(cfg.batch_size)
+                .bind(cfg.lease.as_secs_f64())
+                .bind(now)
+                .fetch_all(self.cx.db.pool())
+                .await?;
         let n = claimed.len();
         let lease_deadline = Instant::now() + cfg.lease.saturating_sub(cfg.smtp_timeout.min(cfg.lease / 2));
         let mut rest = claimed.into_iter();
@@ -223,7 +224,8 @@ impl<'a> Sender<'a> {
         tx.commit().await?;
         let ws = self.workspace(tenant).await?;
         let bucket = format!("tx:{}", ws.identity.bucket);
-        let (server, rate_per_second, burst) = (ws.identity.server.clone(), ws.identity.rate_per_second, ws.identity.burst);
+        let (server, rate_per_second, burst) =
+            (ws.identity.server.clone(), ws.identity.rate_per_second, ws.identity.burst);
         let domain = content.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_else(|| "herald".into());
         let envelope = Envelope {
             from_name: content.from_name,
@@ -322,13 +324,20 @@ impl<'a> Sender<'a> {
         match e.kind {
             SmtpErrorKind::HardBounce => {
                 let mut tx = self.cx.db.tenant_tx(m.tenant_id).await?;
-                let email: String = sqlx::query_scalar("SELECT to_email FROM messages WHERE tenant_id = $1 AND id = $2")
-                    .bind(m.tenant_id)
-                    .bind(m.id)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                crate::audience::suppressions::add_in(&mut tx, m.tenant_id, &email, "hard_bounce", "transactional message")
-                    .await?;
+                let email: String =
+                    sqlx::query_scalar("SELECT to_email FROM messages WHERE tenant_id = $1 AND id = $2")
+                        .bind(m.tenant_id)
+                        .bind(m.id)
+                        .fetch_one(&mut *tx)
+                        .await?;
+                crate::audience::suppressions::add_in(
+                    &mut tx,
+                    m.tenant_id,
+                    &email,
+                    "hard_bounce",
+                    "transactional message",
+                )
+                .await?;
                 sqlx::query("UPDATE messages SET bounced_at = now() WHERE tenant_id = $1 AND id = $2")
                     .bind(m.tenant_id)
                     .bind(m.id)
@@ -339,7 +348,9 @@ impl<'a> Sender<'a> {
             }
             SmtpErrorKind::Permanent => self.finish_failed(m, &reply, "failed").await,
             SmtpErrorKind::Transient => match retry_delay(m.attempts) {
-                None => self.finish_failed(m, &format!("gave up after {} attempts: {reply}", m.attempts), "failed").await,
+                None => {
+                    self.finish_failed(m, &format!("gave up after {} attempts: {reply}", m.attempts), "failed").await
+                }
                 Some(delay) => {
                     let next = (self.cx.config.clock)()
                         + chrono::Duration::from_std(delay).unwrap_or_else(|_| chrono::Duration::hours(8));
@@ -358,7 +369,8 @@ impl<'a> Sender<'a> {
                     .await?
                     .rows_affected();
                     if n > 0 {
-                        let detail = format!("attempt {} failed: {reply}; next attempt in {}", m.attempts, human(delay));
+                        let detail =
+                            format!("attempt {} failed: {reply}; next attempt in {}", m.attempts, human(delay));
                         add_event(&mut tx, m.tenant_id, m.id, "deferred", &detail).await?;
                     }
                     tx.commit().await?;

@@ -213,12 +213,11 @@ pub async fn enqueue(
     let variables = req.variables.clone().unwrap_or_else(|| serde_json::json!({}));
 
     let mut tx = db.tenant_tx(tenant).await?;
-    let (slug, ws_from_name, ws_from_email): (String, String, String) = sqlx::query_as(
-        "SELECT slug, transactional_from_name, transactional_from_email FROM tenants WHERE id = $1",
-    )
-    .bind(tenant)
-    .fetch_one(&mut *tx)
-    .await?;
+    let (slug, ws_from_name, ws_from_email): (String, String, String) =
+        sqlx::query_as("SELECT slug, transactional_from_name, transactional_from_email FROM tenants WHERE id = $1")
+            .bind(tenant)
+            .fetch_one(&mut *tx)
+            .await?;
     let suppressed: Option<String> = sqlx::query_scalar(
         "SELECT reason FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2) AND reason <> 'unsubscribed_all'",
     )
@@ -391,11 +390,12 @@ fn without_pixel(html: &str) -> String {
 
 pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<Message> {
     let mut tx = db.tenant_tx(tenant).await?;
-    let row = sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} {FROM} WHERE m.tenant_id = $1 AND m.id = $2")))
-        .bind(tenant)
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
+    let row =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} {FROM} WHERE m.tenant_id = $1 AND m.id = $2")))
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
     tx.commit().await?;
     row.ok_or(Error::NotFound)
 }
@@ -453,7 +453,8 @@ pub async fn list(db: &Db, tenant: TenantId, f: &MessageFilter) -> Result<Vec<Me
         return Err(Error::Invalid(format!("Unknown status “{s}”: use one of {}.", STATUSES.join(", "))));
     }
     let q = f.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
-    let prefix = q.map(|q| format!("{}%", q.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
+    let prefix =
+        q.map(|q| format!("{}%", q.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} {FROM}
@@ -654,10 +655,12 @@ mod tests {
 
     #[test]
     fn the_hash_ignores_key_order_and_whitespace() {
-        let a: serde_json::Value = serde_json::from_str(r#"{"to":"a@x.test","variables":{"b":1,"a":[1,2]}}"#).unwrap_or_default();
+        let a: serde_json::Value =
+            serde_json::from_str(r#"{"to":"a@x.test","variables":{"b":1,"a":[1,2]}}"#).unwrap_or_default();
         let b: serde_json::Value =
             serde_json::from_str(r#"{ "variables": {"a": [1, 2], "b": 1}, "to": "a@x.test" }"#).unwrap_or_default();
-        let c: serde_json::Value = serde_json::from_str(r#"{"to":"a@x.test","variables":{"b":2,"a":[1,2]}}"#).unwrap_or_default();
+        let c: serde_json::Value =
+            serde_json::from_str(r#"{"to":"a@x.test","variables":{"b":2,"a":[1,2]}}"#).unwrap_or_default();
         assert_eq!(request_hash(&a), request_hash(&b));
         assert_ne!(request_hash(&a), request_hash(&c));
     }

@@ -209,7 +209,13 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &Tem
     find(db, tenant, &id.to_string()).await
 }
 
-async fn insert_version(tx: &mut crate::db::Tx, tenant: TenantId, id: Uuid, version: i32, i: &TemplateInput) -> Result<()> {
+async fn insert_version(
+    tx: &mut crate::db::Tx,
+    tenant: TenantId,
+    id: Uuid,
+    version: i32,
+    i: &TemplateInput,
+) -> Result<()> {
     sqlx::query(
         "INSERT INTO tx_template_versions (tenant_id, template_id, version, from_name, from_email, reply_to, subject, html,
                                            text_body, sample)

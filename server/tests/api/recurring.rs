@@ -18,8 +18,12 @@ async fn workspace(app: &TestApp, owner_email: &str, emails: &[&str]) -> (Api, S
     let r = owner
         .call(
             "update_workspace_settings",
-            &[("name", "Digest Co"), ("postal_address", "1 Main Street"), ("default_from_name", "Digest"),
-              ("default_from_email", "digest@digest.test")],
+            &[
+                ("name", "Digest Co"),
+                ("postal_address", "1 Main Street"),
+                ("default_from_name", "Digest"),
+                ("default_from_email", "digest@digest.test"),
+            ],
         )
         .await;
     assert!(r.ok(), "{:?}", r.body);
@@ -96,7 +100,8 @@ async fn editions_go_once_per_slot_with_each_readers_own_data() -> TestResult {
     assert!(recurring::make_due_editions(db, jobs, tomorrow).await?.is_empty(), "one edition per slot");
     // Two supervisors racing on the same slot still make one.
     let later = tomorrow + Days::hours(1);
-    let (a, b) = tokio::join!(recurring::make_due_editions(db, jobs, later), recurring::make_due_editions(db, jobs, later));
+    let (a, b) =
+        tokio::join!(recurring::make_due_editions(db, jobs, later), recurring::make_due_editions(db, jobs, later));
     assert_eq!(a?.len() + b?.len(), 0, "no new slot an hour later");
 
     let edition = first[0].to_string();
@@ -107,7 +112,12 @@ async fn editions_go_once_per_slot_with_each_readers_own_data() -> TestResult {
         .messages()
         .await
         .into_iter()
-        .map(|m| (m.rcpt_to[0].clone(), { let p = m.parse(); format!("{} | {}", p.subject, p.text.unwrap_or_default()) }))
+        .map(|m| {
+            (m.rcpt_to[0].clone(), {
+                let p = m.parse();
+                format!("{} | {}", p.subject, p.text.unwrap_or_default())
+            })
+        })
         .collect();
     assert_eq!(bodies.len(), 3, "{bodies:?}");
     assert!(bodies["ann@example.com"].starts_with("2 new followers"), "{bodies:?}");
@@ -160,7 +170,8 @@ async fn editions_can_fetch_each_readers_data_from_a_url() -> TestResult {
     tokio::spawn(async move { axum::serve(listener, feed).await });
 
     let app = spawn_app().await;
-    let (api, list) = workspace(&app, "url-owner@example.com", &["eve@example.com", "fay@example.com", "gus@example.com"]).await;
+    let (api, list) =
+        workspace(&app, "url-owner@example.com", &["eve@example.com", "fay@example.com", "gus@example.com"]).await;
     let (status, c) = api
         .post(
             "/api/v1/campaigns",

@@ -45,7 +45,10 @@ async fn wait_for_message_status(api: &Api, id: &str, want: &str) -> Value {
 }
 
 fn kinds(m: &Value) -> Vec<String> {
-    m["events"].as_array().map(|a| a.iter().map(|e| e["kind"].as_str().unwrap_or("").to_string()).collect()).unwrap_or_default()
+    m["events"]
+        .as_array()
+        .map(|a| a.iter().map(|e| e["kind"].as_str().unwrap_or("").to_string()).collect())
+        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -80,8 +83,13 @@ async fn concurrent_replays_of_one_key_send_one_message_with_one_id() -> TestRes
     )?;
     assert_eq!(api.send_message("reset-42-a", &reordered).await.0, StatusCode::OK);
     // The same key with another body: 409, and nothing queued.
-    let (status, err) = api.send_message("reset-42-a", &json!({"to": "eve@example.com", "template": "reset",
-        "variables": {"name": "Eve", "url": "https://x"}})).await;
+    let (status, err) = api
+        .send_message(
+            "reset-42-a",
+            &json!({"to": "eve@example.com", "template": "reset",
+        "variables": {"name": "Eve", "url": "https://x"}}),
+        )
+        .await;
     assert_eq!(status, StatusCode::CONFLICT, "{err}");
     assert!(err["message"].as_str().unwrap_or("").contains("already used for a different request"), "{err}");
 
@@ -132,7 +140,10 @@ async fn concurrent_replays_of_one_key_send_one_message_with_one_id() -> TestRes
     assert_eq!(theirs.as_array().map(Vec::len), Some(0));
     // The same key in another workspace is another message.
     let (status, _) = other
-        .send_message("reset-42-a", &json!({"to": "bob@example.com", "from": "a@other.test", "subject": "Hi", "text": "Hello"}))
+        .send_message(
+            "reset-42-a",
+            &json!({"to": "bob@example.com", "from": "a@other.test", "subject": "Hi", "text": "Hello"}),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED);
     Ok(())
@@ -147,11 +158,13 @@ async fn template_errors_and_suppressed_recipients_are_refused_at_request_time()
         async move { api.send_message(key, &body).await }
     };
     // A variable the template uses is missing: 422 naming the place.
-    let (status, err) = send("k1", json!({"to": "a@example.com", "template": "reset", "variables": {"name": "A"}})).await;
+    let (status, err) =
+        send("k1", json!({"to": "a@example.com", "template": "reset", "variables": {"name": "A"}})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
     assert!(err["message"].as_str().unwrap_or("").starts_with("html, line 1"), "{err}");
     // Inline content with a syntax error, an unknown template, no key, no sender.
-    let (status, err) = send("k2", json!({"to": "a@example.com", "from": "x@tx.test", "subject": "Hi {{ name", "text": "x"})).await;
+    let (status, err) =
+        send("k2", json!({"to": "a@example.com", "from": "x@tx.test", "subject": "Hi {{ name", "text": "x"})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
     assert!(err["message"].as_str().unwrap_or("").contains("subject"), "{err}");
     let (status, _) = send("k3", json!({"to": "a@example.com", "template": "nope"})).await;
@@ -168,7 +181,8 @@ async fn template_errors_and_suppressed_recipients_are_refused_at_request_time()
 
     // Suppressed for a bounce (or by hand): refused with the reason. Unsubscribed from
     // everything: transactional mail still goes.
-    let ws: uuid::Uuid = sqlx::query_scalar("SELECT id FROM tenants WHERE name = 'Tx Co'").fetch_one(&app.owner).await?;
+    let ws: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM tenants WHERE name = 'Tx Co'").fetch_one(&app.owner).await?;
     for (email, reason) in [("bounced@example.com", "hard_bounce"), ("left@example.com", "unsubscribed_all")] {
         sqlx::query("INSERT INTO suppressions (tenant_id, email_lower, reason, source) VALUES ($1, $2, $3, 'test')")
             .bind(ws)
@@ -204,7 +218,8 @@ async fn transient_failures_follow_the_backoff_schedule_then_fail() -> TestResul
     let api = workspace(&app, "tx-backoff@example.com").await;
     app.sink.set_faults(Faults::rule("slow@example.com", FaultAction::try_again_later()));
     let vars = json!({"name": "S", "url": "https://tx.test"});
-    let (status, m) = api.send_message("b1", &json!({"to": "slow@example.com", "template": "reset", "variables": vars})).await;
+    let (status, m) =
+        api.send_message("b1", &json!({"to": "slow@example.com", "template": "reset", "variables": vars})).await;
     assert_eq!(status, StatusCode::CREATED, "{m}");
     let id: uuid::Uuid = m["id"].as_str().unwrap_or_default().parse()?;
 
@@ -222,10 +237,12 @@ async fn transient_failures_follow_the_backoff_schedule_then_fail() -> TestResul
     };
     let mut sender = Sender::new(&cx);
     let next_attempt = || async {
-        sqlx::query_as::<_, (String, i32, DateTime<Utc>)>("SELECT status, attempts, next_attempt_at FROM messages WHERE id = $1")
-            .bind(id)
-            .fetch_one(&app.owner)
-            .await
+        sqlx::query_as::<_, (String, i32, DateTime<Utc>)>(
+            "SELECT status, attempts, next_attempt_at FROM messages WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_one(&app.owner)
+        .await
     };
     let expected_waits = [60, 300, 1800, 7200, 28800];
     for (attempt, wait) in expected_waits.iter().enumerate() {
@@ -253,7 +270,10 @@ async fn transient_failures_follow_the_backoff_schedule_then_fail() -> TestResul
     // A message sent later is not claimed before its time; cancelled while queued, never sent.
     let later = Utc::now() + chrono::Duration::hours(1);
     let (_, m) = api
-        .send_message("b2", &json!({"to": "later@example.com", "template": "reset", "variables": vars, "send_at": later}))
+        .send_message(
+            "b2",
+            &json!({"to": "later@example.com", "template": "reset", "variables": vars, "send_at": later}),
+        )
         .await;
     let later_id = m["id"].as_str().unwrap_or_default().to_string();
     *now.lock().expect("clock") = Utc::now();
@@ -278,8 +298,12 @@ async fn a_running_campaign_does_not_delay_transactional_mail() -> TestResult {
     let r = owner
         .call(
             "update_workspace_settings",
-            &[("name", "Busy Co"), ("postal_address", "1 Main Street"), ("default_from_name", "Busy"),
-              ("default_from_email", "news@busy.test")],
+            &[
+                ("name", "Busy Co"),
+                ("postal_address", "1 Main Street"),
+                ("default_from_name", "Busy"),
+                ("default_from_email", "news@busy.test"),
+            ],
         )
         .await;
     assert!(r.ok(), "{:?}", r.body);
@@ -289,7 +313,9 @@ async fn a_running_campaign_does_not_delay_transactional_mail() -> TestResult {
     let readers: Vec<Value> = (0..3000).map(|i| json!({"email": format!("busy{i}@example.com")})).collect();
     let (status, body) = api.post("/api/v1/readers/bulk", json!({"readers": readers, "lists": [list]})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (_, c) = api.post("/api/v1/campaigns", json!({"name": "Big", "subject": "Big", "list_ids": [list], "body": "Hello"})).await;
+    let (_, c) = api
+        .post("/api/v1/campaigns", json!({"name": "Big", "subject": "Big", "list_ids": [list], "body": "Hello"}))
+        .await;
     let campaign = c["id"].as_str().unwrap_or_default().to_string();
     let (status, _) = api.post(&format!("/api/v1/campaigns/{campaign}/send"), json!({})).await;
     assert_eq!(status, StatusCode::OK);
@@ -297,8 +323,11 @@ async fn a_running_campaign_does_not_delay_transactional_mail() -> TestResult {
 
     let queued = Instant::now();
     let (status, m) = api
-        .send_message("busy-1", &json!({"to": "urgent@example.com", "from": "noreply@busy.test", "subject": "Your code",
-                                         "text": "123456"}))
+        .send_message(
+            "busy-1",
+            &json!({"to": "urgent@example.com", "from": "noreply@busy.test", "subject": "Your code",
+                                         "text": "123456"}),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{m}");
     let arrived = app.sink.wait_for_recipient("urgent@example.com", Duration::from_secs(10)).await;
