@@ -11,6 +11,7 @@ use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time
 use crate::error::AppError;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct TemplateForm {
     pub name: String,
     pub description: String,

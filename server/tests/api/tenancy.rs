@@ -222,3 +222,57 @@ async fn no_campaign_or_identity_function_reaches_another_workspace() {
     let theirs = t.b.call("list_identities", &[]).await.body;
     assert_eq!(theirs["identities"][0]["name"], "B's server");
 }
+
+#[tokio::test]
+async fn no_transactional_function_reaches_another_workspace() {
+    let t = two_tenants().await;
+    let saved =
+        t.b.call(
+            "save_tx_template",
+            &[
+                ("id", "new"),
+                ("form[name]", "b-receipt"),
+                ("form[subject]", "Hi {{ name }}"),
+                ("form[html]", "<p>Hi {{ name }}</p>"),
+                ("form[sample]", "{\"name\": \"B\"}"),
+            ],
+        )
+        .await;
+    assert!(saved.ok(), "{:?}", saved.body);
+    let template = saved.body.as_str().unwrap_or_default().to_string();
+    let b_api = Api::for_owner(&t.app, &t.b).await;
+    let (status, message) = b_api
+        .send_message(
+            "b-1",
+            &serde_json::json!({"to": "x@example.com", "from": "b@b.test", "template": "b-receipt",
+                                                "variables": {"name": "X"}, "send_at": "2099-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{message}");
+    let m = message["id"].as_str().unwrap_or_default().to_string();
+    let attempts: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("tx_template_view", vec![("id", &template)]),
+        (
+            "save_tx_template",
+            vec![("id", &template), ("form[name]", "taken"), ("form[subject]", "x"), ("form[text_body]", "x")],
+        ),
+        ("load_message", vec![("id", &m)]),
+        ("cancel_message", vec![("id", &m)]),
+    ];
+    for (f, args) in &attempts {
+        let r = t.a.call(f, args).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {}", r.status, r.body);
+    }
+    let mine = t.a.call("list_messages", &[("q", ""), ("status", "")]).await.body;
+    assert_eq!(mine["rows"].as_array().map(Vec::len), Some(0), "{mine}");
+    assert_eq!(t.a.call("list_tx_templates", &[]).await.body.as_array().map(Vec::len), Some(0));
+    // A's API with B's message id and template name: 404 and 422 (no such template here).
+    let a_api = Api::for_owner(&t.app, &t.a).await;
+    assert_eq!(a_api.get(&format!("/api/v1/messages/{m}")).await.0, StatusCode::NOT_FOUND);
+    let (status, _) = a_api
+        .send_message("a-1", &serde_json::json!({"to": "y@example.com", "from": "a@a.test", "template": "b-receipt"}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let theirs = t.b.call("load_message", &[("id", &m)]).await.body;
+    assert_eq!(theirs["status"], "queued", "B's message untouched: {theirs}");
+}
