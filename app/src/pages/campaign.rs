@@ -1312,9 +1312,19 @@ fn SendPanel(
             })}
             <div class="flex flex-wrap items-center gap-3">
                 <button type="button" class="btn-primary" disabled=busy on:click=move |_| confirm_send.set(true)>
-                    {move || if send.pending().get() { "Starting…" } else { "Send now" }}
+                    {move || match (send.pending().get(), form.repeat.every.get().is_empty()) {
+                        (true, _) => "Starting…",
+                        (false, true) => "Send now",
+                        (false, false) => "Start the schedule",
+                    }}
                 </button>
-                <span class="text-xs text-slate-500">"Starts at once; you can pause or cancel while it sends."</span>
+                <span class="text-xs text-slate-500">
+                    {move || if form.repeat.every.get().is_empty() {
+                        "Starts at once; you can pause or cancel while it sends."
+                    } else {
+                        "Each slot of the schedule sends an edition; you can stop the schedule at any time."
+                    }}
+                </span>
             </div>
             {move || save_failed.get().then(|| view! {
                 <p class="mt-3 rounded-md bg-amber-50 px-3 py-2 text-sm text-amber-800" role="alert">

@@ -41,7 +41,9 @@ pub struct PreviewView {
     pub text: String,
 }
 
+#[cfg(feature = "ssr")]
 const STARTER_HTML: &str = "<p>Hi {{ name }},</p>\n<p>Reset your password with <a href=\"{{ reset_url }}\">this link</a>. It works for one hour.</p>";
+#[cfg(feature = "ssr")]
 const STARTER_SAMPLE: &str = "{\n  \"name\": \"Ada\",\n  \"reset_url\": \"https://example.com/reset?token=abc\"\n}";
 
 #[server(prefix = "/rpc", endpoint = "tx_template_view")]
