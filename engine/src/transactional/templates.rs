@@ -169,13 +169,7 @@ pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &TemplateInput
         .bind(&i.description)
         .execute(&mut *tx)
         .await
-        .map_err(|e| {
-            if is_unique_violation(&e, "tx_templates_tenant_id_name_key") {
-                Error::Conflict(format!("A template named “{}” already exists.", i.name))
-            } else {
-                e.into()
-            }
-        })?;
+        .map_err(|e| name_taken(e, &i.name))?;
     insert_version(&mut tx, tenant, id, 1, &i).await?;
     tx.commit().await?;
     find(db, tenant, &id.to_string()).await
@@ -196,17 +190,20 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &Tem
     .bind(&i.description)
     .fetch_optional(&mut *tx)
     .await
-    .map_err(|e| {
-        if is_unique_violation(&e, "tx_templates_tenant_id_name_key") {
-            Error::Conflict(format!("A template named “{}” already exists.", i.name))
-        } else {
-            e.into()
-        }
-    })?;
+    .map_err(|e| name_taken(e, &i.name))?;
     let version = version.ok_or(Error::NotFound)?;
     insert_version(&mut tx, tenant, id, version, &i).await?;
     tx.commit().await?;
     find(db, tenant, &id.to_string()).await
+}
+
+/// A second template with the same name in the workspace is a 409 that names it.
+fn name_taken(e: sqlx::Error, name: &str) -> Error {
+    if is_unique_violation(&e, "tx_templates_tenant_id_name_key") {
+        Error::Conflict(format!("A template named “{name}” already exists."))
+    } else {
+        e.into()
+    }
 }
 
 async fn insert_version(
