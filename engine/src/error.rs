@@ -40,3 +40,53 @@ pub(crate) fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
         _ => false,
     }
 }
+
+impl Error {
+    /// The database could not be reached, or dropped the connection (a restart, a terminated
+    /// backend, a full pool): the same write may succeed if tried again.
+    pub fn is_connection_lost(&self) -> bool {
+        let Error::Unexpected(e) = self else { return false };
+        let Some(e) = e.downcast_ref::<sqlx::Error>() else { return false };
+        match e {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            // Class 08 (connection exception), 57P01-57P03 (admin shutdown, crash shutdown,
+            // cannot connect now), 40001/40P01 (serialization, deadlock: safe to retry too).
+            sqlx::Error::Database(db) => db.code().is_some_and(|c| {
+                c.starts_with("08") || matches!(c.as_ref(), "57P01" | "57P02" | "57P03" | "40001" | "40P01")
+            }),
+            _ => false,
+        }
+    }
+}
+
+/// How long a worker keeps retrying a write it must not lose (an outcome it knows) before it
+/// gives up and leaves the row to the reaper.
+pub const PERSIST_FOR: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Runs `write` until it succeeds, retrying with backoff (50 ms doubling to 1 s) while the
+/// database is unreachable, for at most [`PERSIST_FOR`]. Other errors return at once. Every
+/// write passed here must be idempotent (the send engine's are conditional on a lease token
+/// and a status).
+pub async fn persist<T, F, Fut>(what: &str, mut write: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let started = std::time::Instant::now();
+    let mut delay = std::time::Duration::from_millis(50);
+    loop {
+        match write().await {
+            Err(e) if e.is_connection_lost() && started.elapsed() < PERSIST_FOR => {
+                tracing::warn!(error = %e, "{what}: database unreachable, retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(1));
+            }
+            other => return other,
+        }
+    }
+}

@@ -137,9 +137,23 @@ async fn start_campaign(job: StartCampaign, cx: Data<CampaignWorkerContext>) -> 
         )
         .await?;
         if c.status == "sending" {
+            // One job per delivery slot; a job whose slot is held by a live loop ends at once.
             cx.jobs.enqueue_deliveries(job.tenant, job.campaign, identity.max_connections).await?;
         }
+        if c.fanout_done {
+            return Ok(());
+        }
+        // The fan-out runs under a lease of its own, so the supervisor can tell a dead one from
+        // a slow one. (Two fan-outs at once would be safe, the campaign row lock serialises
+        // their chunks; the lease only says someone is working.)
+        let owner = crate::lease::owner(&cx.delivery.config.worker_id, &format!("fanout:{}", job.campaign));
+        let what = crate::lease::LeaseFor::Fanout { tenant: job.tenant, campaign: job.campaign };
+        let Some(lease) = crate::lease::Lease::acquire(&cx.delivery.db, what, &owner, cx.delivery.config.lease).await?
+        else {
+            return Ok(());
+        };
         crate::campaigns::fanout::run(&cx.delivery.db, job.tenant, job.campaign).await?;
+        lease.end().await;
         Ok::<(), Error>(())
     };
     run.await.map_err(|e| {
@@ -163,7 +177,9 @@ struct CampaignWorkerContext {
 
 /// Housekeeping every process runs, independent of apalis's own orphan recovery (which needs
 /// another live worker and five minutes): requeue rows whose lease expired, start scheduled
-/// campaigns that are due, and re-enqueue work for sending campaigns nobody is working on.
+/// campaigns that are due, and re-enqueue work for sending campaigns nobody is working on (no
+/// live delivery lease, or an unfinished fan-out without one). A tick that fails (Postgres
+/// restarting) is logged and the next one tries again.
 async fn supervise(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bool>) {
     const TICK: std::time::Duration = std::time::Duration::from_secs(1);
     loop {
@@ -181,7 +197,10 @@ async fn supervise(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bo
 pub async fn supervise_once(db: &Db, jobs: &Jobs) -> Result<()> {
     let reaped: i64 = sqlx::query_scalar("SELECT reap_expired_leases()").fetch_one(db.pool()).await?;
     if reaped > 0 {
-        tracing::warn!(reaped, "requeued messages whose lease expired; they are re-sent with the same Message-ID");
+        tracing::warn!(
+            reaped,
+            "requeued messages whose lease expired; armed ones count as ambiguous and keep their Message-ID"
+        );
     }
     let due: Vec<(crate::domain::TenantId, uuid::Uuid)> =
         sqlx::query_as("SELECT tenant_id, campaign_id FROM start_due_campaigns()").fetch_all(db.pool()).await?;
@@ -189,18 +208,14 @@ pub async fn supervise_once(db: &Db, jobs: &Jobs) -> Result<()> {
         tracing::info!(%campaign, "scheduled campaign is due");
         jobs.kick_campaign(db, tenant, campaign, false).await?;
     }
-    let reaped: i64 = sqlx::query_scalar("SELECT reap_expired_message_leases()").fetch_one(db.pool()).await?;
-    if reaped > 0 {
-        tracing::warn!(reaped, "requeued transactional messages whose lease expired");
-    }
     crate::campaigns::recurring::make_due_editions(db, jobs, chrono::Utc::now()).await?;
     let stalled: Vec<(crate::domain::TenantId, uuid::Uuid, bool)> = sqlx::query_as(
-        "SELECT tenant_id, campaign_id, fanout_done FROM claim_stalled_campaigns(make_interval(secs => 15))",
+        "SELECT tenant_id, campaign_id, fanout_done FROM claim_unattended_campaigns(make_interval(secs => 15))",
     )
     .fetch_all(db.pool())
     .await?;
     for (tenant, campaign, fanout_done) in stalled {
-        tracing::warn!(%campaign, "sending campaign had no heartbeat; enqueueing its jobs again");
+        tracing::warn!(%campaign, "nobody is working on a sending campaign; enqueueing its jobs again");
         jobs.kick_campaign(db, tenant, campaign, fanout_done).await?;
     }
     Ok(())
@@ -245,6 +260,75 @@ macro_rules! pg_backend {
     };
 }
 
+/// Workers whose job poller stopped (Postgres went away) and is being restarted, with the
+/// error: `/readyz` answers 503 while this is not empty.
+static DEAD_WORKERS: std::sync::Mutex<std::collections::BTreeMap<&'static str, String>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// The job workers that are down right now, with why (see [`DEAD_WORKERS`]).
+pub fn dead_workers() -> Vec<(&'static str, String)> {
+    DEAD_WORKERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().map(|(k, v)| (*k, v.clone())).collect()
+}
+
+fn mark_worker(kind: &'static str, dead: Option<String>) {
+    let mut map = DEAD_WORKERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match dead {
+        Some(why) => {
+            map.insert(kind, why);
+        }
+        None => {
+            map.remove(kind);
+        }
+    }
+}
+
+/// Runs one apalis worker until `stop`, and builds it again (under a new unique name, with
+/// backoff from 1 s to 30 s) whenever it dies. apalis 1.0 ends a worker for good at its first
+/// failed poll or heartbeat (a Postgres restart): without this, the process stays up with no
+/// one taking its jobs. The worker counts as dead for `/readyz` until a new one has run 5 s.
+async fn keep_running<F, Fut, E>(kind: &'static str, mut make: F, stop: tokio::sync::watch::Receiver<bool>)
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<(), E>>,
+    E: std::fmt::Display,
+{
+    const HEALTHY_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+    let mut backoff = std::time::Duration::from_secs(1);
+    loop {
+        let run = make(unique_worker_name(kind));
+        tokio::pin!(run);
+        let healthy = tokio::time::sleep(HEALTHY_AFTER);
+        tokio::pin!(healthy);
+        let mut marked_healthy = false;
+        let result = loop {
+            tokio::select! {
+                r = &mut run => break r,
+                _ = &mut healthy, if !marked_healthy => {
+                    marked_healthy = true;
+                    backoff = std::time::Duration::from_secs(1);
+                    mark_worker(kind, None);
+                }
+            }
+        };
+        if *stop.borrow() {
+            mark_worker(kind, None);
+            return;
+        }
+        let why = match result {
+            Ok(()) => "the worker stopped without being asked to".to_string(),
+            Err(e) => e.to_string(),
+        };
+        tracing::error!(worker = kind, error = %why, "job worker died; starting it again in {backoff:?}");
+        mark_worker(kind, Some(why));
+        let mut stop_wait = stop.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop_wait.wait_for(|s| *s) => return,
+        }
+        backoff = (backoff * 2).min(std::time::Duration::from_secs(30));
+    }
+}
+
 /// Runs the job workers and the campaign supervisor until `shutdown` completes, then lets
 /// in-flight jobs finish.
 pub async fn run_workers<F>(setup: WorkerSetup, shutdown: F) -> anyhow::Result<()>
@@ -260,19 +344,12 @@ where
         wake: transactional_wake,
     };
     let jobs = Jobs::new(&db);
-    let mail_worker = WorkerBuilder::new(unique_worker_name("system-mail"))
-        .backend(pg_backend!(SendSystemMail, db))
-        .data(mailer)
-        .build(send_system_mail);
-    let import_worker = WorkerBuilder::new(unique_worker_name("import"))
-        .backend(pg_backend!(ImportReaders, db))
-        .data(crate::audience::import::ImportContext {
-            db: db.clone(),
-            signer: signer.clone(),
-            jobs: jobs.clone(),
-            base_url,
-        })
-        .build(import_readers);
+    let import_cx = crate::audience::import::ImportContext {
+        db: db.clone(),
+        signer: signer.clone(),
+        jobs: jobs.clone(),
+        base_url,
+    };
     let campaign_cx = CampaignWorkerContext {
         delivery: crate::campaigns::delivery::DeliveryContext {
             db: db.clone(),
@@ -281,16 +358,6 @@ where
         },
         jobs: jobs.clone(),
     };
-    let start_worker = WorkerBuilder::new(unique_worker_name("campaign-start"))
-        .backend(pg_backend!(StartCampaign, db))
-        .data(campaign_cx.clone())
-        .concurrency(4)
-        .build(start_campaign);
-    let delivery_worker = WorkerBuilder::new(unique_worker_name("delivery"))
-        .backend(pg_backend!(DeliverCampaign, db))
-        .data(campaign_cx)
-        .concurrency(send_concurrency.max(1))
-        .build(deliver_campaign);
     // One shutdown signal, fanned out to every worker.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -303,17 +370,59 @@ where
         let _ = rx.wait_for(|s| *s).await;
         Ok::<(), std::io::Error>(())
     };
-    let (a, b, c, d) = tokio::join!(
-        mail_worker.run_until(until(stop_rx.clone())),
-        import_worker.run_until(until(stop_rx.clone())),
-        start_worker.run_until(until(stop_rx.clone())),
-        delivery_worker.run_until(until(stop_rx)),
+    let s = stop_rx.clone();
+    let mail = keep_running(
+        "system-mail",
+        |name| {
+            WorkerBuilder::new(name)
+                .backend(pg_backend!(SendSystemMail, db))
+                .data(mailer.clone())
+                .build(send_system_mail)
+                .run_until(until(s.clone()))
+        },
+        stop_rx.clone(),
     );
+    let s = stop_rx.clone();
+    let import = keep_running(
+        "import",
+        |name| {
+            WorkerBuilder::new(name)
+                .backend(pg_backend!(ImportReaders, db))
+                .data(import_cx.clone())
+                .build(import_readers)
+                .run_until(until(s.clone()))
+        },
+        stop_rx.clone(),
+    );
+    let s = stop_rx.clone();
+    let start = keep_running(
+        "campaign-start",
+        |name| {
+            WorkerBuilder::new(name)
+                .backend(pg_backend!(StartCampaign, db))
+                .data(campaign_cx.clone())
+                .concurrency(4)
+                .build(start_campaign)
+                .run_until(until(s.clone()))
+        },
+        stop_rx.clone(),
+    );
+    let s = stop_rx.clone();
+    let delivery = keep_running(
+        "delivery",
+        |name| {
+            WorkerBuilder::new(name)
+                .backend(pg_backend!(DeliverCampaign, db))
+                .data(campaign_cx.clone())
+                .concurrency(send_concurrency.max(1))
+                .build(deliver_campaign)
+                .run_until(until(s.clone()))
+        },
+        stop_rx.clone(),
+    );
+    tokio::join!(mail, import, start, delivery);
     supervisor.abort();
     // The transactional loops finish the message in hand, then stop.
     let _ = transactional.await;
-    a.map_err(|e| anyhow::anyhow!("system mail worker stopped: {e}"))?;
-    b.map_err(|e| anyhow::anyhow!("import worker stopped: {e}"))?;
-    c.map_err(|e| anyhow::anyhow!("campaign start worker stopped: {e}"))?;
-    d.map_err(|e| anyhow::anyhow!("delivery worker stopped: {e}"))
+    Ok(())
 }

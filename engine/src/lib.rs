@@ -13,6 +13,7 @@ pub mod feedback;
 pub mod invites;
 pub mod job_poll;
 pub mod jobs;
+pub mod lease;
 pub mod mail;
 pub mod migrate;
 pub mod password;

@@ -38,6 +38,8 @@ use lettre::transport::smtp::response::{Response, Severity};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::lease::Fence;
+
 /// lettre's stream type: deprecated as "not meant to be public", but it is the only way to run
 /// lettre's TLS (and its certificate store) over a socket we opened.
 #[allow(deprecated)]
@@ -166,6 +168,10 @@ pub enum SmtpErrorKind {
     Permanent,
     /// The server says the mailbox does not exist: suppress the address.
     HardBounce,
+    /// The sender's [`Fence`] closed before the end of the message data was written (its lease
+    /// may be gone, or its campaign was paused or cancelled): the message was not delivered, and
+    /// this sender must not record anything about it but a release.
+    Fenced,
 }
 
 /// How far the SMTP conversation got.
@@ -219,6 +225,10 @@ impl SmtpError {
 
     fn transient(stage: SmtpStage, message: impl Into<String>) -> Self {
         Self::new(SmtpErrorKind::Transient, None, message, stage)
+    }
+
+    fn fenced(stage: SmtpStage) -> Self {
+        Self::new(SmtpErrorKind::Fenced, None, "stopped before the end of the data (lease lost, or the send was paused)", stage)
     }
 
     fn permanent(stage: SmtpStage, message: impl Into<String>) -> Self {
@@ -414,6 +424,8 @@ struct Tap {
     tail: AtomicU64,
     /// What the server sent after lettre's first write (EHLO) and before its second.
     ehlo_reply: Mutex<Vec<u8>>,
+    /// While a fenced send runs: no byte is written once it closes (see [`crate::lease`]).
+    fence: Mutex<Option<Fence>>,
 }
 
 /// `\r\n.\r\n` as [`Tap::tail`] holds it.
@@ -483,6 +495,11 @@ impl AsyncRead for TappedStream {
 impl AsyncWrite for TappedStream {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        // The fence is checked right before each write reaches the socket: the end-of-data
+        // marker can only be written while the sender still owns the message.
+        if this.tap.fence.lock().unwrap_or_else(PoisonError::into_inner).as_ref().is_some_and(|f| !f.is_open()) {
+            return Poll::Ready(Err(io::Error::other("fenced: the sender no longer owns this message")));
+        }
         let poll = Pin::new(&mut this.io).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = poll {
             this.tap.wrote(&buf[..n.min(buf.len())]);
@@ -648,11 +665,50 @@ impl SmtpConnection {
     /// new one: a half-done transaction leaves the server expecting something else ("503 sender
     /// already specified"). Sending again on a connection after an error fails at once.
     pub async fn send(&mut self, envelope_from: &str, rcpt_to: &str, raw_message: &[u8]) -> Result<String, SmtpError> {
+        self.send_fenced(envelope_from, rcpt_to, raw_message, &Fence::always_open()).await
+    }
+
+    /// [`send`](Self::send) under a [`Fence`]: once the fence closes, no further byte is
+    /// written and a transaction that has not written the end of its data is abandoned at once
+    /// (an error of kind [`SmtpErrorKind::Fenced`]: not delivered). A transaction that has
+    /// written it waits for the server's reply as usual: the message may already be delivered.
+    pub async fn send_fenced(
+        &mut self,
+        envelope_from: &str,
+        rcpt_to: &str,
+        raw_message: &[u8],
+        fence: &Fence,
+    ) -> Result<String, SmtpError> {
         let (from, to) = envelope(envelope_from, rcpt_to)?;
         if !self.is_usable() {
             return Err(SmtpError::transient(SmtpStage::Connect, "this connection failed earlier; open a new one"));
         }
-        let result = self.transaction(from, to, raw_message).await;
+        if !fence.is_open() {
+            return Err(SmtpError::fenced(SmtpStage::MailFrom));
+        }
+        *self.tap.fence.lock().unwrap_or_else(PoisonError::into_inner) = Some(fence.clone());
+        let tap = self.tap.clone();
+        let result = {
+            let transaction = self.transaction(from, to, raw_message);
+            tokio::pin!(transaction);
+            tokio::select! {
+                result = &mut transaction => result,
+                _ = fence.closed() => {
+                    if tap.end_of_data_sent() {
+                        // Past the end of the data: only the reply is left to wait for.
+                        transaction.await
+                    } else {
+                        Err(SmtpError::fenced(SmtpStage::Data))
+                    }
+                }
+            }
+        };
+        *self.tap.fence.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        let result = match result {
+            // A write refused by the fence surfaces as an I/O error from lettre.
+            Err(e) if !fence.is_open() && e.code.is_none() && !e.maybe_delivered() => Err(SmtpError::fenced(e.stage)),
+            other => other,
+        };
         if result.is_err() {
             self.broken = true;
         }

@@ -51,6 +51,10 @@ pub struct SendSettings {
     pub rate_per_second: f64,
     pub burst: u32,
     pub lease_seconds: u64,
+    /// Connect and each SMTP command; the message data with its reply gets twice this.
+    pub smtp_timeout_seconds: u64,
+    /// 250s recorded per statement (and rows armed ahead of the wire).
+    pub ack_batch: usize,
     pub retry_base_seconds: f64,
     pub batch_size: u32,
     pub max_attempts: i32,
@@ -153,12 +157,22 @@ impl Config {
             max_connections: number(&get, "HERALD_SMTP_MAX_CONNECTIONS", 4)?,
             rate_per_second: number(&get, "HERALD_SMTP_RATE", 100.0)?,
             burst: number(&get, "HERALD_SMTP_BURST", 100)?,
-            lease_seconds: number(&get, "HERALD_SEND_LEASE_SECONDS", 120)?,
+            lease_seconds: number(&get, "HERALD_SEND_LEASE_SECONDS", 30)?,
+            smtp_timeout_seconds: number(&get, "HERALD_SMTP_TIMEOUT_SECONDS", 30)?,
+            ack_batch: number(&get, "HERALD_SEND_ACK_BATCH", 16)?,
             retry_base_seconds: number(&get, "HERALD_SEND_RETRY_BASE_SECONDS", 60.0)?,
             batch_size: number(&get, "HERALD_SEND_BATCH", 50)?,
             max_attempts: number(&get, "HERALD_SEND_MAX_ATTEMPTS", 8)?,
             transactional_loops: number(&get, "HERALD_TRANSACTIONAL_LOOPS", 2)?,
         };
+        // Leases are renewed every half-second and the fence closes a fifth of a lease early:
+        // shorter than 2 s leaves no room for one late renewal.
+        if send.lease_seconds < 2 {
+            return Err("HERALD_SEND_LEASE_SECONDS must be at least 2".into());
+        }
+        if send.smtp_timeout_seconds == 0 || send.ack_batch == 0 {
+            return Err("HERALD_SMTP_TIMEOUT_SECONDS and HERALD_SEND_ACK_BATCH must be at least 1".into());
+        }
         let sns_allow_http = match get("HERALD_SNS_ALLOW_HTTP").as_deref() {
             None | Some("false") | Some("0") => false,
             Some("true") | Some("1") if mode == Mode::Development => true,

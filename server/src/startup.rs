@@ -82,6 +82,8 @@ impl Core {
             self.default_identity.clone(),
         );
         d.lease = Duration::from_secs(config.send.lease_seconds);
+        d.smtp_timeout = Duration::from_secs(config.send.smtp_timeout_seconds);
+        d.ack_batch = config.send.ack_batch;
         d.retry_base = Duration::from_secs_f64(config.send.retry_base_seconds);
         d.batch_size = config.send.batch_size;
         d.max_attempts = config.send.max_attempts;
@@ -110,6 +112,7 @@ impl Core {
         );
         t.loops = config.send.transactional_loops;
         t.lease = Duration::from_secs(config.send.lease_seconds);
+        t.smtp_timeout = Duration::from_secs(config.send.smtp_timeout_seconds);
         t
     }
 }

@@ -1,25 +1,34 @@
 //! Delivery: claim send-log rows, re-check them, send them, record the outcome.
 //!
-//! The guarantees, in the order a row meets them:
-//! 1. **Claim** (one transaction): `FOR UPDATE SKIP LOCKED` picks queued rows of a campaign that
+//! The guarantees, in the order a row meets them (README, "The guarantee and its window"):
+//! 1. **A slot.** A delivery loop first takes one of its campaign's delivery slots, a fenced
+//!    [`Lease`] (at most the identity's connection count per campaign, across processes). Its
+//!    token goes on every row the loop claims; every later write to a row is conditional on it.
+//! 2. **Claim** (one transaction): `FOR UPDATE SKIP LOCKED` picks queued rows of a campaign that
 //!    is still `sending`; the same transaction re-checks each reader (active, still confirmed on
-//!    a target list, not suppressed, row not older than the workspace's max queue age) and
-//!    moves the reader's last-mailed time forward only if the frequency cap allows (an atomic
-//!    conditional UPDATE on `readers`). Survivors become `sending` with this worker's id and a
-//!    lease. Anything committed before the claim (an unsubscribe, a pause) is honoured.
-//! 2. **Delivery**: a message is not started once its lease is close to expiry (the reaper may
-//!    already be handing it to someone else).
-//! 3. **Acknowledge**: `sent` with the server's reply right after the 250. A crash between the
-//!    250 and this write leaves the row leased; the reaper requeues it as *ambiguous* and it is
-//!    re-sent with the same deterministic Message-ID so receivers deduplicate. That is the only
-//!    path to a second copy.
+//!    a target list, not suppressed, row not older than the workspace's max queue age plus any
+//!    spread) and moves the reader's last-mailed time forward only if the frequency cap allows
+//!    (remembering the old marks, so a row that ends unsent gives them back).
+//! 3. **Arm, then send.** Before a message's data is written its row is *armed* in Postgres, in
+//!    the same statement as earlier acknowledgements (a window of rows at a time). The SMTP
+//!    client writes through the lease's [`Fence`]: once the process cannot prove it still owns
+//!    the lease, or the campaign is paused or cancelled, no further byte goes out, and a
+//!    transaction not past the end of its data is abandoned undelivered.
+//! 4. **Acknowledge.** 250s are recorded in batches (`record_sent`), conditional on the token,
+//!    retried through database outages until they land or the row is provably someone else's.
+//!    A process that dies between a 250 and its record leaves armed rows: the reaper counts them
+//!    as *ambiguous* and they are re-sent with the same deterministic Message-ID. That is the
+//!    only path to a second copy.
 //!
 //! Failures: 4xx, timeouts and dropped connections are transient (requeued with exponential
 //! backoff and jitter); 5xx is permanent (`failed`, with the reply); a 5xx "user unknown" at
-//! RCPT is a hard bounce and suppresses the address. The connection is dropped after any error.
+//! RCPT is a hard bounce, suppresses the address and counts toward the bounce-rate guard (not the
+//! consecutive-failure guard: it is the recipient's failure, not the server's).
 
+use chrono::{DateTime, Utc};
 use rand::Rng;
 use serde_json::Value;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
@@ -32,7 +41,8 @@ use super::tally::DomainTally;
 use crate::audience::subscribe::campaign_unsubscribe_url;
 use crate::db::Db;
 use crate::domain::TenantId;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, persist};
+use crate::lease::{Closed, Fence, Lease, LeaseFor};
 use crate::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
 use crate::tokens::Signer;
 use crate::tracking::links::{self, LinkRegistry};
@@ -54,21 +64,26 @@ pub type FaultHook = Arc<dyn Fn(FaultPoint, i64) -> bool + Send + Sync>;
 
 #[derive(Clone)]
 pub struct DeliveryConfig {
-    /// Unique per process (see [`crate::jobs::unique_worker_name`]).
+    /// Unique per process (see [`crate::jobs::unique_worker_name`]); names its leases.
     pub worker_id: String,
     pub base_url: String,
     /// The identity used by campaigns that name none (`HERALD_SMTP_URL`).
     pub default_identity: SmtpIdentity,
-    /// How long a claimed row belongs to this worker.
+    /// A delivery slot's lease. Renewed every half-second while the loop lives, so it only
+    /// bounds how long a dead loop's rows wait for the reaper.
     pub lease: Duration,
     /// Rows per claim (also capped by the identity's burst).
     pub batch_size: u32,
+    /// 250s recorded per statement (and rows armed ahead); see the README for what this
+    /// widens: a process killed with acknowledgements unrecorded re-sends at most this many.
+    pub ack_batch: usize,
     pub max_attempts: i32,
     /// First retry delay; doubles per attempt, with ±50 % jitter, capped at `retry_max`.
     pub retry_base: Duration,
     pub retry_max: Duration,
     /// Consecutive failed messages before the campaign pauses itself.
     pub pause_after_failures: u32,
+    /// Connecting (TCP, TLS, EHLO, AUTH) and each SMTP command; the message data gets twice this.
     pub smtp_timeout: Duration,
     pub faults: Option<FaultHook>,
 }
@@ -85,13 +100,14 @@ impl DeliveryConfig {
             worker_id,
             base_url,
             default_identity,
-            lease: Duration::from_secs(120),
+            lease: Duration::from_secs(30),
             batch_size: 50,
+            ack_batch: 16,
             max_attempts: 8,
             retry_base: Duration::from_secs(60),
             retry_max: Duration::from_secs(3 * 3600),
             pause_after_failures: 25,
-            smtp_timeout: Duration::from_secs(60),
+            smtp_timeout: Duration::from_secs(30),
             faults: None,
         }
     }
@@ -127,10 +143,28 @@ struct Claimed {
     feed: Option<Value>,
 }
 
+/// A 250 not yet recorded.
+struct Ack {
+    id: i64,
+    email: String,
+    reply: String,
+    provider_id: Option<String>,
+    at: DateTime<Utc>,
+}
+
 enum SpreadRate {
     NotSending,
     FanoutRunning,
     PerSecond(f64),
+}
+
+/// What the loop does after one message.
+enum Next {
+    Continue,
+    /// The campaign paused itself.
+    Stop,
+    /// The fence closed before the message's data was complete: it was not delivered.
+    Fenced(Closed),
 }
 
 /// Bounce and complaint rates above these pause the campaign (after `MIN_SAMPLE` outcomes).
@@ -142,6 +176,10 @@ const HEALTH_CHECK_EVERY: Duration = Duration::from_secs(5);
 const MAX_COMPLAINT_RATE: f64 = 0.003;
 const MIN_COMPLAINT_SAMPLE: i64 = 1000;
 const COMPLAINT_CHECK_EVERY: Duration = Duration::from_secs(30);
+/// A 250 waits at most this long for its batch before it is recorded.
+const ACK_MAX_DELAY: Duration = Duration::from_millis(50);
+/// How often domain tallies are added to the stats while sending.
+const TALLY_EVERY: Duration = Duration::from_secs(5);
 
 /// Everything a delivery job holds for one campaign.
 struct Sender<'a> {
@@ -156,6 +194,8 @@ struct Sender<'a> {
     workspace_slug: String,
     max_queue_age_hours: i32,
     frequency_cap_hours: Option<i32>,
+    /// This loop's delivery slot; its token fences every row the loop claims.
+    lease: Lease,
     conn: Option<SmtpConnection>,
     consecutive_failures: u32,
     /// Claims start after the last row this loop claimed, so a claim does not walk the index
@@ -163,9 +203,11 @@ struct Sender<'a> {
     /// the campaign's first row that walk made a send quadratic). A pass that finds nothing
     /// starts again from 0, which picks up retries and rows given back behind the cursor.
     cursor: i64,
-    /// When this loop last refreshed the campaign's heartbeat (every claim would make all
-    /// loops queue on the one campaign row).
-    last_heartbeat: Instant,
+    /// 250s not yet recorded (at most `ack_batch`, at most [`ACK_MAX_DELAY`] old).
+    acks: Vec<Ack>,
+    /// Rows armed in Postgres and not yet sent.
+    armed: HashSet<i64>,
+    last_tally: Instant,
     /// Hard bounces this loop saw since the last health check (no bounces, nothing to check).
     bounces_since_check: u32,
     /// Open pixel and link rewriting, unless the campaign's tracking is off.
@@ -187,18 +229,19 @@ struct Tracking {
 /// The skip reason for an edition's reader without data (the editions report counts it).
 const NO_DATA: &str = "no data for this edition";
 
-/// How often a busy delivery loop refreshes its campaign's heartbeat (the supervisor's stale
-/// threshold is 15 s).
-const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
-
 /// Works on one campaign until it is done, paused or cancelled. Several of these run at once
-/// (one SMTP connection each); running the same job twice is harmless, because rows are only
-/// ever taken by a claim.
+/// (one SMTP connection each), at most one per delivery slot: a job that finds every slot
+/// taken ends at once, so running the same job twice (or a supervisor's re-kick) is harmless.
 pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) -> Result<()> {
     let campaign = store::get(&cx.db, tenant, campaign_id).await?;
     if campaign.status != "sending" {
         return Ok(());
     }
+    let identity =
+        identities::resolve(&cx.db, &cx.signer, tenant, campaign.identity_id, &cx.config.default_identity).await?;
+    let Some(lease) = take_slot(cx, tenant, campaign_id, identity.max_connections).await? else {
+        return Ok(());
+    };
     let mut tx = cx.db.tenant_tx(tenant).await?;
     let (ws_name, postal, slug, max_age, cap): (String, String, String, i32, Option<i32>) = sqlx::query_as(
         "SELECT name, postal_address, slug, max_queue_age_hours, frequency_cap_hours FROM tenants WHERE id = $1",
@@ -212,11 +255,10 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
         Ok(c) => c,
         Err(e) => {
             auto_pause(cx, tenant, campaign_id, &format!("The template has an error: {e}")).await?;
+            lease.end().await;
             return Ok(());
         }
     };
-    let identity =
-        identities::resolve(&cx.db, &cx.signer, tenant, campaign.identity_id, &cx.config.default_identity).await?;
     let dkim = match &identity.dkim {
         Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
         None => None,
@@ -244,10 +286,13 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
         workspace_slug: slug,
         max_queue_age_hours: max_age,
         frequency_cap_hours: cap,
+        lease,
         conn: None,
         consecutive_failures: 0,
         cursor: 0,
-        last_heartbeat: Instant::now(),
+        acks: Vec::new(),
+        armed: HashSet::new(),
+        last_tally: Instant::now(),
         bounces_since_check: 0,
         feed_client: (campaign_feed_is_url).then(super::feed_fetch::client),
         tracking,
@@ -261,31 +306,52 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
     if let Some(conn) = sender.conn.take() {
         conn.quit().await;
     }
+    match result {
+        // Every row this loop claimed has its outcome: the slot is free at once.
+        Ok(()) => sender.lease.end().await,
+        // Rows may still carry the token: the lease expires and the reaper gives them back.
+        Err(ref e) => tracing::warn!(error = ?e, campaign = %campaign_id, "delivery loop ended with an error"),
+    }
     result
 }
 
+/// Takes the first free delivery slot of the campaign, or `None` when all are held.
+async fn take_slot(cx: &DeliveryContext, tenant: TenantId, campaign: Uuid, slots: u32) -> Result<Option<Lease>> {
+    for slot in 0..slots.max(1) as i32 {
+        let owner = crate::lease::owner(&cx.config.worker_id, &format!("deliver:{campaign}:{slot}"));
+        let what = LeaseFor::Delivery { tenant, campaign, slot };
+        if let Some(lease) = Lease::acquire(&cx.db, what, &owner, cx.config.lease).await? {
+            return Ok(Some(lease));
+        }
+    }
+    Ok(None)
+}
+
 impl Sender<'_> {
+    fn fence(&self) -> Fence {
+        self.lease.fence().clone()
+    }
+
     async fn run(&mut self) -> Result<()> {
         let cfg = self.cx.config.clone();
         let mut batch = cfg.batch_size.min(self.identity.burst).max(1);
         let mut last_health = Instant::now();
         let mut last_complaint_check = Instant::now();
         loop {
+            if let Some(why) = self.fence().closed_because() {
+                return self.on_fence_closed(why, &[]).await;
+            }
             if let Some(hours) = self.campaign.spread_hours {
                 // The spread rate is recipients over the window, known once the fan-out is done.
                 match self.spread_rate(hours).await? {
                     SpreadRate::NotSending => return Ok(()),
                     SpreadRate::FanoutRunning => {
-                        self.sleep_with_heartbeat(Duration::from_millis(500)).await?;
+                        self.fence().sleep(Duration::from_millis(500)).await;
                         continue;
                     }
                     // At most about a second's worth per batch, so the pacing stays even.
                     SpreadRate::PerSecond(rate) => batch = batch.min(rate.ceil().max(1.0) as u32),
                 }
-            }
-            let wait = self.reserve_tokens(batch).await?;
-            if !wait.is_zero() && !self.sleep_with_heartbeat(wait).await? {
-                return Ok(());
             }
             let mut rows = self.claim(batch as i64).await?;
             if rows.is_empty() && self.cursor > 0 {
@@ -313,22 +379,39 @@ impl Sender<'_> {
                     }
                 }
             }
-            let rows = ready;
-            let lease_deadline = Instant::now() + cfg.lease.saturating_sub(cfg.smtp_timeout.min(cfg.lease / 2));
-            let mut rest = rows.into_iter();
-            while let Some(row) = rest.next() {
-                if Instant::now() >= lease_deadline {
-                    // Too late to start another message under this lease: give the rest back.
-                    let ids: Vec<i64> = std::iter::once(row.id).chain(rest.map(|r| r.id)).collect();
-                    self.release(&ids).await?;
-                    break;
+            // Tokens are taken for what was claimed (a loop that finds nothing takes none), and
+            // waited for under the fence: a pause or cancel ends the wait at once.
+            let wait = self.reserve_tokens(ready.len() as u32).await?;
+            if !wait.is_zero()
+                && let Some(why) = self.fence().sleep(wait).await
+            {
+                return self.on_fence_closed(why, &ready).await;
+            }
+            for (i, row) in ready.iter().enumerate() {
+                if let Some(why) = self.fence().closed_because() {
+                    return self.on_fence_closed(why, &ready[i..]).await;
+                }
+                let stale = self.acks.first().is_some_and(|a| (Utc::now() - a.at).to_std().unwrap_or_default() >= ACK_MAX_DELAY);
+                if !self.armed.contains(&row.id) || self.acks.len() >= cfg.ack_batch.max(1) || stale {
+                    let window = cfg.ack_batch.max(1);
+                    let arm: Vec<i64> = ready[i..].iter().take(window).map(|r| r.id).collect();
+                    self.flush(&arm).await?;
                 }
                 cfg.fault(FaultPoint::BeforeSmtp, row.id)?;
-                if !self.send_one(&row).await? {
-                    let ids: Vec<i64> = rest.map(|r| r.id).collect();
-                    self.release(&ids).await?;
-                    return Ok(());
+                match self.send_one(row).await? {
+                    Next::Continue => {}
+                    Next::Stop => {
+                        self.flush(&[]).await?;
+                        self.release(&ready[i + 1..]).await?;
+                        return Ok(());
+                    }
+                    Next::Fenced(why) => return self.on_fence_closed(why, &ready[i..]).await,
                 }
+            }
+            self.flush(&[]).await?;
+            if self.last_tally.elapsed() >= TALLY_EVERY {
+                self.last_tally = Instant::now();
+                self.tally.flush(&self.cx.db, self.tenant, self.campaign.id).await?;
             }
             if self.bounces_since_check > 0 && last_health.elapsed() >= HEALTH_CHECK_EVERY {
                 last_health = Instant::now();
@@ -343,6 +426,20 @@ impl Sender<'_> {
                     return Ok(());
                 }
             }
+        }
+    }
+
+    /// The fence closed with `unsent` rows of the batch still ours (none of them is past the end
+    /// of its data). Records what is known, gives the rest back, and ends the loop.
+    async fn on_fence_closed(&mut self, why: Closed, unsent: &[Claimed]) -> Result<()> {
+        // Both writes are conditional on the token: harmless if the lease is gone.
+        self.flush(&[]).await?;
+        self.release(unsent).await?;
+        match why {
+            Closed::Stopped => Ok(()),
+            Closed::LeaseLost => Err(Error::Unexpected(anyhow::anyhow!(
+                "the delivery lease could not be renewed; stopped before the end of any message's data"
+            ))),
         }
     }
 
@@ -374,59 +471,14 @@ impl Sender<'_> {
         Ok(SpreadRate::PerSecond(self.campaign.recipients.max(1) as f64 / (hours * 3600.0)))
     }
 
-    /// Sleeps for `total`, refreshing the campaign's heartbeat every few seconds so the
-    /// supervisor does not take a rate-limited loop for a dead one (and enqueue more jobs).
-    /// Returns false when the campaign stopped sending meanwhile.
-    async fn sleep_with_heartbeat(&self, total: Duration) -> Result<bool> {
-        const SLICE: Duration = Duration::from_secs(5);
-        if total < SLICE {
-            // Short pauses are the steady state of a rate-limited send: no extra round trip.
-            tokio::time::sleep(total).await;
-            return Ok(true);
-        }
-        let until = Instant::now() + total;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            tokio::time::sleep(left.min(SLICE)).await;
-            let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
-            let status: Option<String> = sqlx::query_scalar(
-                "UPDATE campaigns SET heartbeat_at = now() WHERE tenant_id = $1 AND id = $2 AND status = 'sending'
-                 RETURNING status",
-            )
-            .bind(self.tenant)
-            .bind(self.campaign.id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            if status.is_none() {
-                return Ok(false);
-            }
-            if left <= SLICE {
-                return Ok(true);
-            }
-        }
-    }
-
     /// Nothing claimable right now. Returns true when this job should end: the campaign is
     /// done, or no longer sending. Otherwise waits a little (retries due later, rows leased by
-    /// other workers, a fan-out still writing).
+    /// other loops, a fan-out still writing). Writes nothing but the tallies: liveness is the
+    /// lease, not a heartbeat.
     async fn idle(&mut self) -> Result<bool> {
         self.tally.flush(&self.cx.db, self.tenant, self.campaign.id).await?;
         if store::finish_if_done(&self.cx.db, self.tenant, self.campaign.id).await? {
             tracing::info!(campaign = %self.campaign.id, "campaign sent");
-            return Ok(true);
-        }
-        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
-        let status: String = sqlx::query_scalar(
-            "UPDATE campaigns c SET heartbeat_at = now() WHERE c.tenant_id = $1 AND c.id = $2 RETURNING c.status",
-        )
-        .bind(self.tenant)
-        .bind(self.campaign.id)
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        self.last_heartbeat = Instant::now();
-        if status != "sending" {
             return Ok(true);
         }
         // Idle connections are closed rather than kept through a long backoff.
@@ -434,15 +486,18 @@ impl Sender<'_> {
             conn.quit().await;
         }
         // Retries come due on their own schedule; a short poll (with jitter, so idle loops do
-        // not wake together) finds them without scanning the queue for the next due time.
+        // not wake together) finds them without scanning the queue for the next due time. The
+        // lease's renewal reports a pause or cancel within a tick.
         let pause = Duration::from_millis(rand::thread_rng().gen_range(100..300));
-        tokio::time::sleep(pause.min(self.cx.config.retry_base.max(Duration::from_millis(50)))).await;
-        Ok(false)
+        let pause = pause.min(self.cx.config.retry_base.max(Duration::from_millis(50)));
+        Ok(self.fence().sleep(pause).await.is_some())
     }
 
     async fn claim(&mut self, n: i64) -> Result<Vec<Claimed>> {
-        let cfg = &self.cx.config;
+        let token = self.lease.token;
         let (tenant, campaign) = (self.tenant, self.campaign.id);
+        // Time the engine chose to wait (a spread) does not count toward the queue age.
+        let max_age_secs = self.max_queue_age_hours as f64 * 3600.0 + self.campaign.spread_hours.unwrap_or(0.0) * 3600.0;
         let mut tx = self.cx.db.tenant_tx(tenant).await?;
         let mut rows: Vec<Claimed> = sqlx::query_as(
             "WITH picked AS (
@@ -453,7 +508,7 @@ impl Sender<'_> {
                  FOR UPDATE SKIP LOCKED
              )
              SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts, s.feed,
-                    CASE WHEN s.created_at < now() - make_interval(hours => $5) THEN 'expired'
+                    CASE WHEN s.created_at < now() - make_interval(secs => $5) THEN 'expired'
                          WHEN r.status <> 'active' THEN 'reader ' || r.status
                          WHEN NOT EXISTS (SELECT 1 FROM subscriptions x WHERE x.reader_id = s.reader_id
                                           AND x.list_id = ANY($4) AND x.status = 'confirmed') THEN 'unsubscribed'
@@ -467,7 +522,7 @@ impl Sender<'_> {
         .bind(campaign)
         .bind(n)
         .bind(&self.campaign.list_ids)
-        .bind(self.max_queue_age_hours)
+        .bind(max_age_secs)
         .bind(self.cursor)
         .fetch_all(&mut *tx)
         .await?;
@@ -477,29 +532,41 @@ impl Sender<'_> {
         }
         // The frequency cap, atomically: the reader's last-mailed time moves only if the cap
         // allows (or it is this campaign's own retry). Row locks on readers serialise two
-        // campaigns claiming the same reader at once.
+        // campaigns claiming the same reader at once. The old marks go on the send row, so a
+        // row that ends without being sent gives the reader back to other campaigns.
         // With no cap the readers are not touched at all: rewriting every reader row per
         // campaign (and their search indexes) would cost more than the send itself. The cap
         // therefore counts mail sent after it was switched on.
         let candidates: Vec<i64> = rows.iter().filter(|r| r.skip.is_none()).map(|r| r.reader_id).collect();
-        let allowed: Vec<i64> = if self.frequency_cap_hours.is_none() {
-            candidates
+        let mut previous: std::collections::HashMap<i64, (Option<DateTime<Utc>>, Option<Uuid>)> = Default::default();
+        let allowed: HashSet<i64> = if self.frequency_cap_hours.is_none() {
+            candidates.into_iter().collect()
         } else {
-            sqlx::query_scalar(
-                "UPDATE readers SET last_campaign_at = now(), last_campaign_id = $3
-             WHERE tenant_id = $1 AND id = ANY($2)
-               AND ($4::int IS NULL OR last_campaign_at IS NULL OR last_campaign_id = $3
-                    OR last_campaign_at <= now() - make_interval(hours => $4::int))
-             RETURNING id",
+            let moved: Vec<(i64, Option<DateTime<Utc>>, Option<Uuid>)> = sqlx::query_as(
+                "WITH old AS (
+                     SELECT id, last_campaign_at, last_campaign_id FROM readers
+                     WHERE tenant_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE
+                 )
+                 UPDATE readers r SET last_campaign_at = now(), last_campaign_id = $3
+                 FROM old WHERE r.id = old.id
+                   AND (old.last_campaign_at IS NULL OR old.last_campaign_id = $3
+                        OR old.last_campaign_at <= now() - make_interval(hours => $4::int))
+                 RETURNING r.id, old.last_campaign_at, old.last_campaign_id",
             )
             .bind(tenant)
             .bind(&candidates)
             .bind(campaign)
             .bind(self.frequency_cap_hours)
             .fetch_all(&mut *tx)
-            .await?
+            .await?;
+            moved
+                .into_iter()
+                .map(|(id, at, c)| {
+                    previous.insert(id, (at, c));
+                    id
+                })
+                .collect()
         };
-        let allowed: std::collections::HashSet<i64> = allowed.into_iter().collect();
         for row in rows.iter_mut() {
             if row.skip.is_none() && !allowed.contains(&row.reader_id) {
                 row.skip = Some("frequency cap".into());
@@ -522,36 +589,31 @@ impl Sender<'_> {
         }
         if !claimed.is_empty() {
             let ids: Vec<i64> = claimed.iter().map(|r| r.id).collect();
+            let prev_at: Vec<Option<DateTime<Utc>>> =
+                claimed.iter().map(|r| previous.get(&r.reader_id).and_then(|p| p.0)).collect();
+            let prev_campaign: Vec<Option<Uuid>> =
+                claimed.iter().map(|r| previous.get(&r.reader_id).and_then(|p| p.1)).collect();
             sqlx::query(
-                "UPDATE sends SET status = 'sending', lease_owner = $3, lease_expires_at = now() + make_interval(secs => $4),
-                        attempts = attempts + 1, updated_at = now()
-                 WHERE tenant_id = $1 AND id = ANY($2)",
+                "UPDATE sends s SET status = 'sending', lease_token = $3, armed = false, attempts = s.attempts + 1,
+                        cap_prev_at = x.prev_at, cap_prev_campaign = x.prev_campaign, updated_at = now()
+                 FROM unnest($2::bigint[], $4::timestamptz[], $5::uuid[]) AS x(id, prev_at, prev_campaign)
+                 WHERE s.tenant_id = $1 AND s.id = x.id",
             )
             .bind(tenant)
             .bind(&ids)
-            .bind(&cfg.worker_id)
-            .bind(cfg.lease.as_secs_f64())
+            .bind(token)
+            .bind(&prev_at)
+            .bind(&prev_campaign)
             .execute(&mut *tx)
             .await?;
-        }
-        if self.last_heartbeat.elapsed() >= HEARTBEAT_EVERY {
-            sqlx::query("UPDATE campaigns SET heartbeat_at = now() WHERE tenant_id = $1 AND id = $2")
-                .bind(tenant)
-                .bind(campaign)
-                .execute(&mut *tx)
-                .await?;
-            self.last_heartbeat = Instant::now();
-            tx.commit().await?;
-            self.tally.flush(&self.cx.db, tenant, campaign).await?;
-            return Ok(claimed);
         }
         tx.commit().await?;
         Ok(claimed)
     }
 
-    /// Renders and sends one claimed row, and records the outcome. Returns false when the job
-    /// should stop (the campaign paused itself).
-    async fn send_one(&mut self, row: &Claimed) -> Result<bool> {
+    /// Renders and sends one claimed row, and records the outcome (a 250 is recorded with the
+    /// next batch; see [`Sender::flush`]).
+    async fn send_one(&mut self, row: &Claimed) -> Result<Next> {
         let cfg = self.cx.config.clone();
         let c = &self.campaign;
         let list = if c.list_ids.len() == 1 { c.list_ids.first().copied() } else { None };
@@ -562,8 +624,8 @@ impl Sender<'_> {
         let parts = match self.compiled.render_body_with_feed(&recipient, &ctx, row.feed.as_ref()) {
             Ok(r) => r,
             Err(e) => {
-                self.fail(row, &format!("template error: {e}"), false).await?;
-                return Ok(true);
+                self.fail(row, &format!("template error: {e}"), false, false, true).await?;
+                return Ok(Next::Continue);
             }
         };
         let rendered = match self.tracking.as_mut() {
@@ -597,62 +659,113 @@ impl Sender<'_> {
         let raw = match render::build_message(&rendered, &envelope, self.dkim.as_ref()) {
             Ok(raw) => raw,
             Err(e) => {
-                self.fail(row, &format!("could not build the message: {e}"), false).await?;
-                return Ok(true);
+                self.fail(row, &format!("could not build the message: {e}"), false, false, true).await?;
+                return Ok(Next::Continue);
             }
         };
+        let fence = self.fence();
         if self.conn.is_none() {
-            match SmtpConnection::connect(&self.identity.server, cfg.smtp_timeout).await {
-                Ok(conn) => self.conn = Some(conn),
+            let connect = SmtpConnection::connect(&self.identity.server, cfg.smtp_timeout);
+            let connected = tokio::select! {
+                c = connect => c,
+                why = fence.closed() => return Ok(Next::Fenced(why)),
+            };
+            match connected {
+                Ok(mut conn) => {
+                    conn.set_timeouts(cfg.smtp_timeout, cfg.smtp_timeout * 2);
+                    self.conn = Some(conn)
+                }
                 Err(e) => return self.on_smtp_error(row, e).await,
             }
         }
-        let Some(conn) = self.conn.as_mut() else { return Ok(true) };
-        match conn.send(&c.from_email, &row.email, &raw).await {
+        let Some(conn) = self.conn.as_mut() else { return Ok(Next::Continue) };
+        let from = c.from_email.clone();
+        match conn.send_fenced(&from, &row.email, &raw, &fence).await {
             Ok(reply) => {
                 cfg.fault(FaultPoint::After250, row.id)?;
                 self.consecutive_failures = 0;
-                self.ack_sent(row, &reply).await?;
-                Ok(true)
+                self.armed.remove(&row.id);
+                self.acks.push(Ack {
+                    id: row.id,
+                    email: row.email.clone(),
+                    provider_id: provider_id(&reply),
+                    reply: truncate(&reply, 500),
+                    at: Utc::now(),
+                });
+                Ok(Next::Continue)
             }
             Err(e) => {
                 // A connection that failed is never reused (listmonk #1629).
                 self.conn = None;
+                if e.kind == SmtpErrorKind::Fenced {
+                    return Ok(Next::Fenced(fence.closed_because().unwrap_or(Closed::LeaseLost)));
+                }
                 self.on_smtp_error(row, e).await
             }
         }
     }
 
-    /// Records the 250 in one round trip (`record_sent`, migration 0011: it sets the tenant
-    /// for its own transaction, so row-level security still applies).
-    async fn ack_sent(&mut self, row: &Claimed, reply: &str) -> Result<()> {
-        let recorded: bool = sqlx::query_scalar("SELECT record_sent($1, $2, $3, $4)")
-            .bind(self.tenant)
-            .bind(row.id)
-            .bind(truncate(reply, 500))
-            .bind(provider_id(reply))
-            .fetch_one(self.cx.db.pool())
-            .await?;
-        if recorded {
-            self.tally.sent(&row.email);
+    /// Records the pending 250s and arms `arm` (the next rows to be sent), in one statement
+    /// conditional on the lease token, retried through connection failures until it lands.
+    async fn flush(&mut self, arm: &[i64]) -> Result<()> {
+        let arm: Vec<i64> = arm.iter().copied().filter(|id| !self.armed.contains(id)).collect();
+        if self.acks.is_empty() && arm.is_empty() {
+            return Ok(());
         }
+        let ids: Vec<i64> = self.acks.iter().map(|a| a.id).collect();
+        let replies: Vec<&str> = self.acks.iter().map(|a| a.reply.as_str()).collect();
+        let provider_ids: Vec<Option<&str>> = self.acks.iter().map(|a| a.provider_id.as_deref()).collect();
+        let at: Vec<DateTime<Utc>> = self.acks.iter().map(|a| a.at).collect();
+        let (db, tenant, token) = (&self.cx.db, self.tenant, self.lease.token);
+        let (ids, replies, provider_ids, at, arm_ref) = (&ids, &replies, &provider_ids, &at, &arm);
+        let recorded: Vec<i64> = persist("record 250s", || async move {
+            Ok(sqlx::query_scalar("SELECT record_sent($1, $2, $3, $4, $5, $6, $7)")
+                .bind(tenant)
+                .bind(token)
+                .bind(ids)
+                .bind(replies)
+                .bind(provider_ids)
+                .bind(at)
+                .bind(arm_ref)
+                .fetch_all(db.pool())
+                .await?)
+        })
+        .await?;
+        let recorded: HashSet<i64> = recorded.into_iter().collect();
+        for ack in self.acks.drain(..) {
+            if recorded.contains(&ack.id) {
+                self.tally.sent(&ack.email);
+            } else {
+                // Another loop claimed the row after this lease was lost; its copy is counted.
+                tracing::warn!(send = ack.id, "a 250 for a row this loop no longer owns (counted as ambiguous)");
+            }
+        }
+        self.armed.extend(arm);
         Ok(())
     }
 
-    async fn on_smtp_error(&mut self, row: &Claimed, e: SmtpError) -> Result<bool> {
+    async fn on_smtp_error(&mut self, row: &Claimed, e: SmtpError) -> Result<Next> {
         let cfg = self.cx.config.clone();
-        self.consecutive_failures += 1;
         let reason = truncate(&e.to_string(), 500);
+        self.armed.remove(&row.id);
+        // A hard bounce is the recipient's failure, not the server's: it counts toward the
+        // bounce-rate guard, never toward the consecutive-failure guard.
+        if e.kind != SmtpErrorKind::HardBounce {
+            self.consecutive_failures += 1;
+        }
         match e.kind {
             SmtpErrorKind::HardBounce => {
                 self.bounces_since_check += 1;
-                self.fail(row, &reason, true).await?
+                self.fail(row, &reason, true, false, false).await?
             }
-            SmtpErrorKind::Permanent => self.fail(row, &reason, false).await?,
-            SmtpErrorKind::Transient if row.attempts >= cfg.max_attempts => {
-                self.fail(row, &format!("gave up after {} attempts: {reason}", row.attempts), false).await?
+            SmtpErrorKind::Permanent => self.fail(row, &reason, false, false, false).await?,
+            SmtpErrorKind::Transient | SmtpErrorKind::Fenced if row.attempts >= cfg.max_attempts => {
+                let why = format!("gave up after {} attempts: {reason}", row.attempts);
+                self.fail(row, &why, false, e.maybe_delivered(), false).await?
             }
-            SmtpErrorKind::Transient => self.retry_later(row, &reason, e.maybe_delivered()).await?,
+            SmtpErrorKind::Transient | SmtpErrorKind::Fenced => {
+                self.retry_later(row, &reason, e.maybe_delivered()).await?
+            }
         }
         if self.consecutive_failures >= cfg.pause_after_failures {
             let why = format!(
@@ -660,51 +773,85 @@ impl Sender<'_> {
                 self.consecutive_failures
             );
             auto_pause(self.cx, self.tenant, self.campaign.id, &why).await?;
-            return Ok(false);
+            return Ok(Next::Stop);
         }
-        Ok(true)
+        Ok(Next::Continue)
     }
 
     /// Puts a row back in the queue with exponential backoff and jitter, or fails it once it used
-    /// up its attempts.
+    /// up its attempts. `maybe_delivered`: the data was complete and no reply came.
     async fn retry_later(&mut self, row: &Claimed, reason: &str, maybe_delivered: bool) -> Result<()> {
         let cfg = self.cx.config.clone();
         if row.attempts >= cfg.max_attempts {
-            return self.fail(row, &format!("gave up after {} attempts: {reason}", row.attempts), false).await;
+            let why = format!("gave up after {} attempts: {reason}", row.attempts);
+            return self.fail(row, &why, false, maybe_delivered, false).await;
         }
         let exp = cfg.retry_base.as_secs_f64() * 2f64.powi((row.attempts - 1).clamp(0, 20));
         let jitter = rand::thread_rng().gen_range(0.5..1.5);
         let delay = (exp * jitter).min(cfg.retry_max.as_secs_f64());
-        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
-        sqlx::query(
-            "UPDATE sends SET status = 'queued', next_attempt_at = now() + make_interval(secs => $3), reason = $4,
-                    ambiguous = ambiguous + $5, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-             WHERE tenant_id = $1 AND id = $2 AND status = 'sending'",
-        )
-        .bind(self.tenant)
-        .bind(row.id)
-        .bind(delay)
-        .bind(reason)
-        .bind(if maybe_delivered { 1 } else { 0 })
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        let (db, tenant, token) = (&self.cx.db, self.tenant, self.lease.token);
+        persist("requeue a message", || async move {
+            let mut tx = db.tenant_tx(tenant).await?;
+            sqlx::query(
+                "UPDATE sends SET status = 'queued', next_attempt_at = now() + make_interval(secs => $3), reason = $4,
+                        ambiguous = ambiguous + $5, armed = false, updated_at = now()
+                 WHERE tenant_id = $1 AND id = $2 AND lease_token = $6 AND status = 'sending'",
+            )
+            .bind(tenant)
+            .bind(row.id)
+            .bind(delay)
+            .bind(reason)
+            .bind(i32::from(maybe_delivered))
+            .bind(token)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
     }
 
-    /// Ends a claimed row without sending it (an edition's reader with no data).
+    /// Ends a claimed row without sending it (an edition's reader with no data); the reader's
+    /// frequency-cap marks go back to what they were.
     async fn skip_row(&self, row: &Claimed, reason: &str) -> Result<()> {
-        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        let (db, tenant, token) = (&self.cx.db, self.tenant, self.lease.token);
+        persist("skip a message", || async move {
+            let mut tx = db.tenant_tx(tenant).await?;
+            self.give_back_cap(&mut tx, &[row.id]).await?;
+            sqlx::query(
+                "UPDATE sends SET status = 'skipped', reason = $3, armed = false, updated_at = now()
+                 WHERE tenant_id = $1 AND id = $2 AND lease_token = $4 AND status = 'sending'",
+            )
+            .bind(tenant)
+            .bind(row.id)
+            .bind(reason)
+            .bind(token)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Readers of these rows (still this lease's, not sent) get their frequency-cap marks back,
+    /// unless another campaign has moved them since.
+    async fn give_back_cap(&self, tx: &mut crate::db::Tx, ids: &[i64]) -> Result<()> {
+        if self.frequency_cap_hours.is_none() || ids.is_empty() {
+            return Ok(());
+        }
         sqlx::query(
-            "UPDATE sends SET status = 'skipped', reason = $3, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-             WHERE tenant_id = $1 AND id = $2 AND status = 'sending'",
+            "UPDATE readers r SET last_campaign_at = s.cap_prev_at, last_campaign_id = s.cap_prev_campaign
+             FROM sends s
+             WHERE s.tenant_id = $1 AND s.id = ANY($2) AND s.lease_token = $3 AND s.status = 'sending'
+               AND r.id = s.reader_id AND r.last_campaign_id = $4 AND s.cap_prev_campaign IS DISTINCT FROM $4",
         )
         .bind(self.tenant)
-        .bind(row.id)
-        .bind(reason)
-        .execute(&mut *tx)
+        .bind(ids)
+        .bind(self.lease.token)
+        .bind(self.campaign.id)
+        .execute(&mut **tx)
         .await?;
-        tx.commit().await?;
         Ok(())
     }
 
@@ -733,53 +880,84 @@ impl Sender<'_> {
 
     /// Marks a row failed; a hard bounce also suppresses the address in this workspace and is
     /// recorded as a bounce event (the same path a provider's bounce webhook takes).
-    async fn fail(&mut self, row: &Claimed, reason: &str, hard_bounce: bool) -> Result<()> {
-        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
-        let changed = sqlx::query(
-            "UPDATE sends SET status = 'failed', reason = $3, hard_bounce = $4, lease_owner = NULL, lease_expires_at = NULL,
-                    updated_at = now()
-             WHERE tenant_id = $1 AND id = $2 AND status IN ('sending', 'queued')",
-        )
-        .bind(self.tenant)
-        .bind(row.id)
-        .bind(reason)
-        .bind(hard_bounce)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if hard_bounce {
-            let source = format!("campaign “{}”", self.campaign.name);
-            crate::audience::suppressions::add_in(&mut tx, self.tenant, &row.email, "hard_bounce", &source).await?;
-            if changed > 0 {
-                crate::feedback::record_sync_bounce(&mut tx, self.tenant, self.campaign.id, row.reader_id, reason)
-                    .await?;
+    /// `maybe_delivered`: the last attempt's data was complete and no reply came (ambiguous).
+    /// `unsent`: it failed before SMTP, so the reader's frequency-cap marks go back.
+    async fn fail(
+        &mut self,
+        row: &Claimed,
+        reason: &str,
+        hard_bounce: bool,
+        maybe_delivered: bool,
+        unsent: bool,
+    ) -> Result<()> {
+        let (db, tenant, token) = (&self.cx.db, self.tenant, self.lease.token);
+        let source = format!("campaign “{}”", self.campaign.name);
+        let source = &source;
+        let this = &*self;
+        let changed = persist("fail a message", || async move {
+            let mut tx = db.tenant_tx(tenant).await?;
+            if unsent {
+                this.give_back_cap(&mut tx, &[row.id]).await?;
             }
-        }
-        tx.commit().await?;
+            let changed = sqlx::query(
+                "UPDATE sends SET status = 'failed', reason = $3, hard_bounce = $4, ambiguous = ambiguous + $5,
+                        armed = false, updated_at = now()
+                 WHERE tenant_id = $1 AND id = $2 AND lease_token = $6 AND status IN ('sending', 'queued')",
+            )
+            .bind(tenant)
+            .bind(row.id)
+            .bind(reason)
+            .bind(hard_bounce)
+            .bind(i32::from(maybe_delivered))
+            .bind(token)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if hard_bounce {
+                crate::audience::suppressions::add_in(&mut tx, tenant, &row.email, "hard_bounce", source).await?;
+                if changed > 0 {
+                    crate::feedback::record_sync_bounce(&mut tx, tenant, this.campaign.id, row.reader_id, reason)
+                        .await?;
+                }
+            }
+            tx.commit().await?;
+            Ok(changed)
+        })
+        .await?;
         if changed > 0 {
             self.tally.failed(&row.email, hard_bounce);
         }
         Ok(())
     }
 
-    /// Gives rows back to the queue untouched (no attempt counted).
-    async fn release(&self, ids: &[i64]) -> Result<()> {
-        if ids.is_empty() {
+    /// Gives rows back to the queue untouched (no attempt counted, frequency-cap marks back).
+    async fn release(&mut self, rows: &[Claimed]) -> Result<()> {
+        if rows.is_empty() {
             return Ok(());
         }
-        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
-        sqlx::query(
-            "UPDATE sends SET status = 'queued', attempts = greatest(attempts - 1, 0), lease_owner = NULL,
-                    lease_expires_at = NULL, updated_at = now()
-             WHERE tenant_id = $1 AND id = ANY($2) AND status = 'sending' AND lease_owner = $3",
-        )
-        .bind(self.tenant)
-        .bind(ids)
-        .bind(&self.cx.config.worker_id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        for id in &ids {
+            self.armed.remove(id);
+        }
+        let (db, tenant, token) = (&self.cx.db, self.tenant, self.lease.token);
+        let this = &*self;
+        let ids = &ids;
+        persist("release messages", || async move {
+            let mut tx = db.tenant_tx(tenant).await?;
+            this.give_back_cap(&mut tx, ids).await?;
+            sqlx::query(
+                "UPDATE sends SET status = 'queued', attempts = greatest(attempts - 1, 0), armed = false, updated_at = now()
+                 WHERE tenant_id = $1 AND id = ANY($2) AND lease_token = $3 AND status = 'sending'",
+            )
+            .bind(tenant)
+            .bind(ids)
+            .bind(token)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Pauses the campaign when hard bounces pass 5 % of outcomes (after a minimum sample).

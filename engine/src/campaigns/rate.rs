@@ -15,12 +15,15 @@ pub async fn reserve(db: &Db, key: &str, n: u32, per_second: f64, burst: u32) ->
         return Ok(Duration::ZERO);
     }
     let interval = 1.0 / per_second;
-    // The batch may start once its first token conforms: TAT − burst·T ≤ now. The new TAT is
-    // moved forward by n·T from max(TAT, now), so an idle bucket refills up to `burst`.
+    // The new TAT moves forward by n·T from max(TAT, now), so an idle bucket refills up to
+    // `burst`. The batch may start once its last token conforms: TAT_new − burst·T ≤ now. (A
+    // fresh bucket therefore releases `burst`, not `burst + n`, at once.) RETURNING sees the
+    // new row. No cap on the wait: a slow spread may wait hours between messages, and callers
+    // wait under their lease's fence, so a pause still ends the wait at once.
     let wait_seconds: f64 = sqlx::query_scalar(
         "INSERT INTO rate_buckets AS b (key, tat) VALUES ($1, now() + make_interval(secs => $2 * $3))
          ON CONFLICT (key) DO UPDATE SET tat = greatest(b.tat, now()) + make_interval(secs => $2 * $3)
-         RETURNING greatest(0, extract(epoch FROM (b.tat - make_interval(secs => $2 * ($3 + $4)) - now())))::float8",
+         RETURNING greatest(0, extract(epoch FROM (b.tat - make_interval(secs => $2 * $4) - now())))::float8",
     )
     .bind(key)
     .bind(interval)
@@ -28,5 +31,5 @@ pub async fn reserve(db: &Db, key: &str, n: u32, per_second: f64, burst: u32) ->
     .bind(burst.max(1) as f64)
     .fetch_one(db.pool())
     .await?;
-    Ok(Duration::from_secs_f64(wait_seconds.min(3600.0)))
+    Ok(Duration::from_secs_f64(wait_seconds.max(0.0)))
 }

@@ -505,6 +505,9 @@ pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<C
 pub async fn retry_failed(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Uuid) -> Result<u64> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
+    // The campaign row lock orders this against `finish_if_done` (which takes it too): either
+    // the send finished first and this reopens it, or these rows are queued before it looks.
+    lock_in(&mut tx, tenant, id).await?;
     let c = get_in(&mut tx, tenant, id).await?;
     if !matches!(c.status.as_str(), "sent" | "sending" | "paused") {
         return Err(Error::Conflict("Only a campaign that has sent can retry its failures.".into()));
@@ -536,10 +539,24 @@ pub async fn retry_failed(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id
     Ok(n)
 }
 
+/// Takes the campaign row's lock for the rest of the transaction.
+async fn lock_in(tx: &mut Tx, tenant: TenantId, id: Uuid) -> Result<()> {
+    sqlx::query("SELECT 1 FROM campaigns WHERE tenant_id = $1 AND id = $2 FOR UPDATE")
+        .bind(tenant)
+        .bind(id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// sending → sent, once the fan-out finished and no row is queued or in flight. "Done" is this
 /// condition, never "the last claim came back empty" (listmonk #1931).
 pub(crate) async fn finish_if_done(db: &Db, tenant: TenantId, id: Uuid) -> Result<bool> {
     let mut tx = db.tenant_tx(tenant).await?;
+    // Lock first, then look: the check below runs on a snapshot taken after the lock, so it sees
+    // rows a concurrent "retry failed" queued before releasing the lock (an UPDATE's re-check
+    // after waiting for a lock would reuse its older snapshot for the NOT EXISTS).
+    lock_in(&mut tx, tenant, id).await?;
     let n = sqlx::query(
         "UPDATE campaigns c SET status = 'sent', finished_at = now(), updated_at = now()
          WHERE c.tenant_id = $1 AND c.id = $2 AND c.status = 'sending' AND c.fanout_done

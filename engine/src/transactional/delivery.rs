@@ -23,7 +23,8 @@ use crate::campaigns::rate;
 use crate::campaigns::render::{self, DkimSigner, Envelope, Rendered};
 use crate::db::Db;
 use crate::domain::TenantId;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, persist};
+use crate::lease::{Lease, LeaseFor};
 use crate::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
 use crate::tokens::Signer;
 
@@ -46,9 +47,11 @@ pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
 #[derive(Clone)]
 pub struct TxDeliveryConfig {
+    /// Unique per process; names the loops' leases.
     pub worker_id: String,
     /// The identity for workspaces that chose none.
     pub default_identity: SmtpIdentity,
+    /// Each loop's lease (renewed every half-second while the loop lives; see [`crate::lease`]).
     pub lease: Duration,
     /// Messages per claim.
     pub batch_size: i32,
@@ -71,10 +74,10 @@ impl TxDeliveryConfig {
         Self {
             worker_id,
             default_identity,
-            lease: Duration::from_secs(120),
+            lease: Duration::from_secs(30),
             batch_size: 20,
             loops: 2,
-            smtp_timeout: Duration::from_secs(60),
+            smtp_timeout: Duration::from_secs(30),
             poll: Duration::from_millis(250),
             clock: Arc::new(Utc::now),
         }
@@ -143,6 +146,8 @@ pub struct Sender<'a> {
     cx: &'a TxDeliveryContext,
     conn: Option<(String, SmtpConnection)>,
     workspaces: HashMap<TenantId, WorkspaceSender>,
+    /// This loop's lease, taken on the first pass and again after it is lost.
+    lease: Option<Lease>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -151,6 +156,9 @@ struct Claimed {
     tenant_id: TenantId,
     attempts: i32,
     skip: Option<String>,
+    /// The lease token it was claimed under (every write is conditional on it).
+    #[sqlx(default)]
+    token: i64,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -167,41 +175,69 @@ struct Content {
 
 impl<'a> Sender<'a> {
     pub fn new(cx: &'a TxDeliveryContext) -> Self {
-        Self { cx, conn: None, workspaces: HashMap::new() }
+        Self { cx, conn: None, workspaces: HashMap::new(), lease: None }
     }
 
     pub async fn close(&mut self) {
         if let Some((_, conn)) = self.conn.take() {
             conn.quit().await;
         }
+        if let Some(lease) = self.lease.take() {
+            lease.end().await;
+        }
+    }
+
+    /// The loop's lease, (re)taken when it has none or lost it.
+    async fn lease(&mut self) -> Result<(i64, crate::lease::Fence)> {
+        if self.lease.as_ref().is_some_and(|l| !l.fence().is_open()) {
+            // Lost (or Postgres was unreachable too long): whatever it still covers is the
+            // reaper's now. A fresh lease gets a fresh token.
+            self.lease = None;
+        }
+        if self.lease.is_none() {
+            let owner = crate::lease::owner(&self.cx.config.worker_id, "transactional");
+            self.lease = Lease::acquire(&self.cx.db, LeaseFor::Transactional, &owner, self.cx.config.lease).await?;
+        }
+        let lease = self.lease.as_ref().ok_or_else(|| Error::Unexpected(anyhow::anyhow!("no transactional lease")))?;
+        Ok((lease.token, lease.fence().clone()))
     }
 
     /// Claims the due messages (up to a batch) and sends them. Returns how many it claimed.
     pub async fn run_once(&mut self) -> Result<usize> {
         let cfg = self.cx.config.clone();
         let now = (cfg.clock)();
+        let (token, fence) = self.lease().await?;
         let claimed: Vec<Claimed> =
-            sqlx::query_as("SELECT id, tenant_id, attempts, skip FROM claim_messages($1, $2, $3, $4)")
-                .bind(&cfg.worker_id)
+            sqlx::query_as("SELECT id, tenant_id, attempts, skip FROM claim_messages($1, $2, $3)")
+                .bind(token)
                 .bind(cfg.batch_size)
-                .bind(cfg.lease.as_secs_f64())
                 .bind(now)
                 .fetch_all(self.cx.db.pool())
                 .await?;
         let n = claimed.len();
-        let lease_deadline = Instant::now() + cfg.lease.saturating_sub(cfg.smtp_timeout.min(cfg.lease / 2));
-        let mut rest = claimed.into_iter();
+        let mut rest = claimed.into_iter().map(|c| Claimed { token, ..c });
         while let Some(m) = rest.next() {
-            if Instant::now() >= lease_deadline {
-                // Too late to start another message under this lease: give the rest back.
+            if !fence.is_open() {
+                // The lease may be gone: give the rest back (conditional on the token).
                 for m in std::iter::once(m).chain(rest.by_ref()) {
                     self.release(&m).await?;
                 }
                 break;
             }
             if let Err(e) = self.send(&m).await {
-                // The message stays leased; the reaper requeues it when the lease ends.
+                // Not an SMTP answer (the identity or DKIM key could not be loaded, the database
+                // failed): an attempt that failed, retried on the seed's schedule like a 4xx, so
+                // the message can neither stay leased for ever nor be counted as ambiguous.
                 tracing::warn!(error = ?e, message = %m.id, "transactional message could not be processed");
+                let failure = SmtpError::new(
+                    SmtpErrorKind::Transient,
+                    None,
+                    "the message could not be prepared for sending (see the server log)",
+                    crate::smtp_client::SmtpStage::Connect,
+                );
+                if let Err(e) = self.on_error(&m, failure).await {
+                    tracing::warn!(error = ?e, message = %m.id, "could not record the failure; the reaper will requeue it");
+                }
             }
         }
         Ok(n)
@@ -209,7 +245,7 @@ impl<'a> Sender<'a> {
 
     async fn send(&mut self, m: &Claimed) -> Result<()> {
         if let Some(why) = &m.skip {
-            return self.finish_failed(m, &format!("not sent: the address is {why}"), "failed").await;
+            return self.finish_failed(m, &format!("not sent: the address is {why}"), "failed", false).await;
         }
         let tenant = m.tenant_id;
         let mut tx = self.cx.db.tenant_tx(tenant).await?;
@@ -243,11 +279,15 @@ impl<'a> Sender<'a> {
         let rendered = Rendered { subject: content.subject, html: content.html, text: content.text_body };
         let raw = match render::build_message(&rendered, &envelope, ws.dkim.as_ref()) {
             Ok(raw) => raw,
-            Err(e) => return self.finish_failed(m, &format!("could not build the message: {e}"), "failed").await,
+            Err(e) => return self.finish_failed(m, &format!("could not build the message: {e}"), "failed", false).await,
+        };
+        let fence = match &self.lease {
+            Some(l) => l.fence().clone(),
+            None => return Err(Error::Unexpected(anyhow::anyhow!("no transactional lease"))),
         };
         let wait = rate::reserve(&self.cx.db, &bucket, 1, rate_per_second, burst).await?;
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
+        if !wait.is_zero() && fence.sleep(wait).await.is_some() {
+            return self.release(m).await;
         }
         if self.conn.as_ref().is_some_and(|(b, _)| *b != bucket)
             && let Some((_, old)) = self.conn.take()
@@ -255,17 +295,39 @@ impl<'a> Sender<'a> {
             old.quit().await;
         }
         if self.conn.is_none() {
-            match SmtpConnection::connect(&server, self.cx.config.smtp_timeout).await {
-                Ok(conn) => self.conn = Some((bucket.clone(), conn)),
+            let timeout = self.cx.config.smtp_timeout;
+            match SmtpConnection::connect(&server, timeout).await {
+                Ok(mut conn) => {
+                    conn.set_timeouts(timeout, timeout * 2);
+                    self.conn = Some((bucket.clone(), conn))
+                }
                 Err(e) => return self.on_error(m, e).await,
             }
         }
+        // Armed before the data goes out: if this process dies before recording the outcome,
+        // the reaper counts the message as ambiguous (and only then).
+        let (db, tenant) = (&self.cx.db, m.tenant_id);
+        persist("arm a message", || async move {
+            let mut tx = db.tenant_tx(tenant).await?;
+            sqlx::query("UPDATE messages SET armed = true WHERE tenant_id = $1 AND id = $2 AND lease_token = $3 AND status = 'sending'")
+                .bind(tenant)
+                .bind(m.id)
+                .bind(m.token)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await?;
         let Some((_, conn)) = self.conn.as_mut() else { return Ok(()) };
-        match conn.send(&content.from_email, &content.to_email, &raw).await {
+        match conn.send_fenced(&content.from_email, &content.to_email, &raw, &fence).await {
             Ok(reply) => self.record_sent(m, &reply).await,
             Err(e) => {
                 // A connection that failed is never reused.
                 self.conn = None;
+                if e.kind == SmtpErrorKind::Fenced {
+                    return self.release(m).await;
+                }
                 self.on_error(m, e).await
             }
         }
@@ -298,124 +360,160 @@ impl<'a> Sender<'a> {
         self.workspaces.get(&tenant).ok_or_else(|| Error::Unexpected(anyhow::anyhow!("workspace cache")))
     }
 
+    /// Records the 250, retried through database outages. Conditional on the token; a message
+    /// the reaper gave back but nobody claimed again still carries it, and is recorded (it did
+    /// go out) without counting as ambiguous.
     async fn record_sent(&mut self, m: &Claimed, reply: &str) -> Result<()> {
-        let mut tx = self.cx.db.tenant_tx(m.tenant_id).await?;
-        let n = sqlx::query(
-            "UPDATE messages SET status = 'sent', sent_at = now(), smtp_reply = $3, provider_id = $4, last_error = NULL,
-                    lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-             WHERE tenant_id = $1 AND id = $2 AND status IN ('sending', 'queued')",
-        )
-        .bind(m.tenant_id)
-        .bind(m.id)
-        .bind(truncate(reply, 500))
-        .bind(crate::campaigns::delivery::provider_id(reply))
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if n > 0 {
-            add_event(&mut tx, m.tenant_id, m.id, "sent", reply).await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let (db, reply) = (&self.cx.db, &truncate(reply, 500));
+        let provider = &crate::campaigns::delivery::provider_id(reply);
+        persist("record a 250", || async move {
+            let mut tx = db.tenant_tx(m.tenant_id).await?;
+            let n = sqlx::query(
+                "UPDATE messages SET status = 'sent', sent_at = now(), smtp_reply = $3, provider_id = $4, last_error = NULL,
+                        armed = false, ambiguous = ambiguous - (status = 'queued' AND ambiguous > 0)::int, updated_at = now()
+                 WHERE tenant_id = $1 AND id = $2 AND lease_token = $5 AND status IN ('sending', 'queued')",
+            )
+            .bind(m.tenant_id)
+            .bind(m.id)
+            .bind(reply)
+            .bind(provider)
+            .bind(m.token)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n > 0 {
+                add_event(&mut tx, m.tenant_id, m.id, "sent", reply).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn on_error(&mut self, m: &Claimed, e: SmtpError) -> Result<()> {
         let reply = truncate(&e.to_string(), 500);
         match e.kind {
             SmtpErrorKind::HardBounce => {
-                let mut tx = self.cx.db.tenant_tx(m.tenant_id).await?;
-                let email: String =
-                    sqlx::query_scalar("SELECT to_email FROM messages WHERE tenant_id = $1 AND id = $2")
-                        .bind(m.tenant_id)
-                        .bind(m.id)
-                        .fetch_one(&mut *tx)
-                        .await?;
-                crate::audience::suppressions::add_in(
-                    &mut tx,
-                    m.tenant_id,
-                    &email,
-                    "hard_bounce",
-                    "transactional message",
-                )
-                .await?;
-                sqlx::query("UPDATE messages SET bounced_at = now() WHERE tenant_id = $1 AND id = $2")
+                let db = &self.cx.db;
+                persist("suppress a bounced address", || async move {
+                    let mut tx = db.tenant_tx(m.tenant_id).await?;
+                    let email: String =
+                        sqlx::query_scalar("SELECT to_email FROM messages WHERE tenant_id = $1 AND id = $2")
+                            .bind(m.tenant_id)
+                            .bind(m.id)
+                            .fetch_one(&mut *tx)
+                            .await?;
+                    crate::audience::suppressions::add_in(
+                        &mut tx,
+                        m.tenant_id,
+                        &email,
+                        "hard_bounce",
+                        "transactional message",
+                    )
+                    .await?;
+                    sqlx::query(
+                        "UPDATE messages SET bounced_at = now() WHERE tenant_id = $1 AND id = $2 AND lease_token = $3",
+                    )
                     .bind(m.tenant_id)
                     .bind(m.id)
+                    .bind(m.token)
                     .execute(&mut *tx)
                     .await?;
-                tx.commit().await?;
-                self.finish_failed(m, &reply, "bounced").await
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await?;
+                self.finish_failed(m, &reply, "bounced", false).await
             }
-            SmtpErrorKind::Permanent => self.finish_failed(m, &reply, "failed").await,
+            SmtpErrorKind::Permanent => self.finish_failed(m, &reply, "failed", false).await,
+            SmtpErrorKind::Fenced => self.release(m).await,
             SmtpErrorKind::Transient => match retry_delay(m.attempts) {
                 None => {
-                    self.finish_failed(m, &format!("gave up after {} attempts: {reply}", m.attempts), "failed").await
+                    let why = format!("gave up after {} attempts: {reply}", m.attempts);
+                    self.finish_failed(m, &why, "failed", e.maybe_delivered()).await
                 }
                 Some(delay) => {
                     let next = (self.cx.config.clock)()
                         + chrono::Duration::from_std(delay).unwrap_or_else(|_| chrono::Duration::hours(8));
-                    let mut tx = self.cx.db.tenant_tx(m.tenant_id).await?;
-                    let n = sqlx::query(
-                        "UPDATE messages SET status = 'queued', next_attempt_at = $3, last_error = $4,
-                                ambiguous = ambiguous + $5, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-                         WHERE tenant_id = $1 AND id = $2 AND status = 'sending'",
-                    )
-                    .bind(m.tenant_id)
-                    .bind(m.id)
-                    .bind(next)
-                    .bind(&reply)
-                    .bind(i32::from(e.maybe_delivered()))
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                    if n > 0 {
-                        let detail =
-                            format!("attempt {} failed: {reply}; next attempt in {}", m.attempts, human(delay));
-                        add_event(&mut tx, m.tenant_id, m.id, "deferred", &detail).await?;
-                    }
-                    tx.commit().await?;
-                    Ok(())
+                    let (db, reply) = (&self.cx.db, &reply);
+                    let maybe = i32::from(e.maybe_delivered());
+                    persist("defer a message", || async move {
+                        let mut tx = db.tenant_tx(m.tenant_id).await?;
+                        let n = sqlx::query(
+                            "UPDATE messages SET status = 'queued', next_attempt_at = $3, last_error = $4,
+                                    ambiguous = ambiguous + $5, armed = false, updated_at = now()
+                             WHERE tenant_id = $1 AND id = $2 AND lease_token = $6 AND status = 'sending'",
+                        )
+                        .bind(m.tenant_id)
+                        .bind(m.id)
+                        .bind(next)
+                        .bind(reply)
+                        .bind(maybe)
+                        .bind(m.token)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                        if n > 0 {
+                            let detail =
+                                format!("attempt {} failed: {reply}; next attempt in {}", m.attempts, human(delay));
+                            add_event(&mut tx, m.tenant_id, m.id, "deferred", &detail).await?;
+                        }
+                        tx.commit().await?;
+                        Ok(())
+                    })
+                    .await
                 }
             },
         }
     }
 
     /// Ends the message as failed; `kind` is the event recorded (`failed` or `bounced`).
-    async fn finish_failed(&self, m: &Claimed, reason: &str, kind: &str) -> Result<()> {
-        let mut tx = self.cx.db.tenant_tx(m.tenant_id).await?;
-        let n = sqlx::query(
-            "UPDATE messages SET status = 'failed', last_error = $3, lease_owner = NULL, lease_expires_at = NULL,
-                    updated_at = now()
-             WHERE tenant_id = $1 AND id = $2 AND status IN ('sending', 'queued')",
-        )
-        .bind(m.tenant_id)
-        .bind(m.id)
-        .bind(reason)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if n > 0 {
-            add_event(&mut tx, m.tenant_id, m.id, kind, reason).await?;
-        }
-        tx.commit().await?;
-        Ok(())
+    /// `maybe_delivered`: the last attempt's data was complete and no reply came (ambiguous).
+    async fn finish_failed(&self, m: &Claimed, reason: &str, kind: &str, maybe_delivered: bool) -> Result<()> {
+        let db = &self.cx.db;
+        persist("fail a message", || async move {
+            let mut tx = db.tenant_tx(m.tenant_id).await?;
+            let n = sqlx::query(
+                "UPDATE messages SET status = 'failed', last_error = $3, armed = false, ambiguous = ambiguous + $5,
+                        updated_at = now()
+                 WHERE tenant_id = $1 AND id = $2 AND lease_token = $4 AND status IN ('sending', 'queued')",
+            )
+            .bind(m.tenant_id)
+            .bind(m.id)
+            .bind(reason)
+            .bind(m.token)
+            .bind(i32::from(maybe_delivered))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n > 0 {
+                add_event(&mut tx, m.tenant_id, m.id, kind, reason).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Gives a message back untouched (no attempt counted).
     async fn release(&self, m: &Claimed) -> Result<()> {
-        let mut tx = self.cx.db.tenant_tx(m.tenant_id).await?;
-        sqlx::query(
-            "UPDATE messages SET status = 'queued', attempts = greatest(attempts - 1, 0), lease_owner = NULL,
-                    lease_expires_at = NULL, updated_at = now()
-             WHERE tenant_id = $1 AND id = $2 AND status = 'sending' AND lease_owner = $3",
-        )
-        .bind(m.tenant_id)
-        .bind(m.id)
-        .bind(&self.cx.config.worker_id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        let db = &self.cx.db;
+        persist("release a message", || async move {
+            let mut tx = db.tenant_tx(m.tenant_id).await?;
+            sqlx::query(
+                "UPDATE messages SET status = 'queued', attempts = greatest(attempts - 1, 0), armed = false,
+                        updated_at = now()
+                 WHERE tenant_id = $1 AND id = $2 AND status = 'sending' AND lease_token = $3",
+            )
+            .bind(m.tenant_id)
+            .bind(m.id)
+            .bind(m.token)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
     }
 }
 
