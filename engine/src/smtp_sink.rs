@@ -148,9 +148,13 @@ pub struct RandomFault {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Faults {
     pub rules: Vec<FaultRule>,
-    pub random: Option<RandomFault>,
+    /// A mix of random faults: each message draws once, and falls into at most one of them
+    /// (their rates add up; the rest pass).
+    pub random: Vec<RandomFault>,
     /// Wait this long before replying to each message's data (a slow server).
     pub reply_delay: Option<Duration>,
+    /// Plus a uniformly random extra wait up to this long (a server whose speed varies).
+    pub reply_delay_max: Option<Duration>,
 }
 
 impl Faults {
@@ -174,8 +178,15 @@ impl Faults {
         self
     }
 
+    /// Adds a random fault to the mix.
     pub fn with_random(mut self, rate: f64, action: FaultAction) -> Self {
-        self.random = Some(RandomFault { rate, action });
+        self.random.push(RandomFault { rate, action });
+        self
+    }
+
+    /// Each reply to a message's data waits a random time up to `max` (on top of `reply_delay`).
+    pub fn with_random_reply_delay(mut self, max: Duration) -> Self {
+        self.reply_delay_max = Some(max);
         self
     }
 
@@ -186,10 +197,12 @@ impl Faults {
 
     /// Checks the rate and that every reply is a single 4xx or 5xx line.
     pub fn validate(&self) -> Result<(), String> {
-        if let Some(r) = &self.random
-            && !(0.0..=1.0).contains(&r.rate)
-        {
+        if let Some(r) = self.random.iter().find(|r| !(0.0..=1.0).contains(&r.rate)) {
             return Err(format!("the failure rate must be between 0 and 1, not {}", r.rate));
+        }
+        let total: f64 = self.random.iter().map(|r| r.rate).sum();
+        if total > 1.0 {
+            return Err(format!("the random failure rates add up to {total}, more than 1"));
         }
         let actions = self.rules.iter().map(|r| &r.action).chain(self.random.iter().map(|r| &r.action));
         for reply in actions.filter_map(FaultAction::reply) {
@@ -220,7 +233,7 @@ impl ActiveFaults {
     }
 
     fn is_empty(&self) -> bool {
-        self.faults.rules.is_empty() && self.faults.random.is_none()
+        self.faults.rules.is_empty() && self.faults.random.is_empty()
     }
 
     /// The fault for this recipient (lowercased), if any; counts it.
@@ -236,8 +249,14 @@ impl ActiveFaults {
             }
             return Some(rule.action.clone());
         }
-        let random = self.faults.random.as_ref()?;
-        (random.rate > 0.0 && rand::thread_rng().r#gen::<f64>() < random.rate).then(|| random.action.clone())
+        let mut draw = rand::thread_rng().r#gen::<f64>();
+        for random in &self.faults.random {
+            if draw < random.rate {
+                return Some(random.action.clone());
+            }
+            draw -= random.rate;
+        }
+        None
     }
 }
 
@@ -468,7 +487,10 @@ impl MailSink {
                         write.write_all(b"552 5.3.4 Message too big\r\n").await?;
                         continue;
                     };
-                    if let Some(delay) = self.faults().faults.reply_delay {
+                    let faults = self.faults();
+                    let extra = faults.faults.reply_delay_max.map(|max| max.mul_f64(rand::random::<f64>()));
+                    let delay = faults.faults.reply_delay.unwrap_or_default() + extra.unwrap_or_default();
+                    if !delay.is_zero() {
                         tokio::time::sleep(delay).await;
                     }
                     match tx.fault {

@@ -78,6 +78,12 @@ enum Dev {
         #[arg(long)]
         delay_ms: Option<u64>,
     },
+    /// The send engine's chaos suite: real `herald worker` processes against a Postgres cluster
+    /// it creates (and restarts), the project's SMTP sink misbehaving, and randomised faults
+    /// from a printed seed; checks every reader got exactly one message (README, "Chaos").
+    ///
+    /// Example: herald dev chaos --minutes 30
+    Chaos(crate::chaos::ChaosArgs),
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -233,8 +239,30 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
 }
 
 async fn run_dev(dev: Dev) -> anyhow::Result<()> {
+    let dev = match dev {
+        Dev::Chaos(args) => {
+            let reports = crate::chaos::run(&args).await?;
+            let failed: Vec<_> = reports.iter().filter(|r| !r.violations.is_empty()).collect();
+            let copies: usize = reports.iter().map(|r| r.copies_received).sum();
+            let extra: usize = reports.iter().map(|r| r.extra_copies).sum();
+            let counted: i64 = reports.iter().map(|r| r.ambiguous_counted).sum();
+            println!(
+                "{} rounds, {copies} copies received, {extra} extra (all under the first copy's Message-ID), {counted} counted ambiguous",
+                reports.len()
+            );
+            for r in &failed {
+                for v in &r.violations {
+                    println!("seed {}: {v}", r.seed);
+                }
+            }
+            return if failed.is_empty() { Ok(()) } else { Err(anyhow::anyhow!("the promise was broken; see above")) };
+        }
+        Dev::SmtpSink { .. } => dev,
+    };
     use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
-    let Dev::SmtpSink { listen, fail_rate, fail_reply, fail_at, reject_pattern, reject_reply, delay_ms } = dev;
+    let Dev::SmtpSink { listen, fail_rate, fail_reply, fail_at, reject_pattern, reject_reply, delay_ms } = dev else {
+        return Ok(());
+    };
     let mut faults = Faults::none();
     for pattern in reject_pattern {
         faults = faults.with_rule(FaultRule::new(pattern, FaultAction::RejectRcpt(reject_reply.clone())));

@@ -60,6 +60,9 @@ pub struct SendSettings {
     pub max_attempts: i32,
     /// Transactional sending loops (SMTP connections) per process, apart from campaigns'.
     pub transactional_loops: usize,
+    /// Waits between transactional attempts (`HERALD_TRANSACTIONAL_BACKOFF`, seconds, comma
+    /// separated; default the seed's 60,300,1800,7200,28800).
+    pub transactional_backoff: Vec<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Config {
@@ -164,6 +167,15 @@ impl Config {
             batch_size: number(&get, "HERALD_SEND_BATCH", 50)?,
             max_attempts: number(&get, "HERALD_SEND_MAX_ATTEMPTS", 8)?,
             transactional_loops: number(&get, "HERALD_TRANSACTIONAL_LOOPS", 2)?,
+            transactional_backoff: match get("HERALD_TRANSACTIONAL_BACKOFF") {
+                None => herald_engine::transactional::delivery::BACKOFF.to_vec(),
+                Some(list) => list
+                    .split(',')
+                    .map(|s| s.trim().parse::<f64>().ok().filter(|v| *v >= 0.0 && v.is_finite()))
+                    .map(|v| v.map(std::time::Duration::from_secs_f64))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| format!("HERALD_TRANSACTIONAL_BACKOFF must be seconds separated by commas, not `{list}`"))?,
+            },
         };
         // Leases are renewed every half-second and the fence closes a fifth of a lease early:
         // shorter than 2 s leaves no room for one late renewal.

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod bench_http;
 pub mod bench_messages;
 pub mod bench_track;
+pub mod chaos;
 pub mod cli;
 pub mod config;
 pub mod metrics;

@@ -113,6 +113,7 @@ impl Core {
         t.loops = config.send.transactional_loops;
         t.lease = Duration::from_secs(config.send.lease_seconds);
         t.smtp_timeout = Duration::from_secs(config.send.smtp_timeout_seconds);
+        t.backoff = config.send.transactional_backoff.clone();
         t
     }
 }

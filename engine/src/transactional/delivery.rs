@@ -39,7 +39,12 @@ pub const BACKOFF: [Duration; 5] = [
 
 /// The wait before the next attempt after `attempts` failed ones, or `None` to give up.
 pub fn retry_delay(attempts: i32) -> Option<Duration> {
-    usize::try_from(attempts).ok().and_then(|n| n.checked_sub(1)).and_then(|i| BACKOFF.get(i).copied())
+    retry_delay_in(&BACKOFF, attempts)
+}
+
+/// [`retry_delay`] on another schedule (`HERALD_TRANSACTIONAL_BACKOFF`).
+pub fn retry_delay_in(schedule: &[Duration], attempts: i32) -> Option<Duration> {
+    usize::try_from(attempts).ok().and_then(|n| n.checked_sub(1)).and_then(|i| schedule.get(i).copied())
 }
 
 /// Now, as the sender sees it (tests move it).
@@ -60,6 +65,8 @@ pub struct TxDeliveryConfig {
     pub smtp_timeout: Duration,
     /// How often an idle loop looks for due messages queued by other processes.
     pub poll: Duration,
+    /// Waits after each failed attempt; one more failure is final (the seed's [`BACKOFF`]).
+    pub backoff: Vec<Duration>,
     pub clock: Clock,
 }
 
@@ -79,6 +86,7 @@ impl TxDeliveryConfig {
             loops: 2,
             smtp_timeout: Duration::from_secs(30),
             poll: Duration::from_millis(250),
+            backoff: BACKOFF.to_vec(),
             clock: Arc::new(Utc::now),
         }
     }
@@ -427,7 +435,7 @@ impl<'a> Sender<'a> {
             }
             SmtpErrorKind::Permanent => self.finish_failed(m, &reply, "failed", false).await,
             SmtpErrorKind::Fenced => self.release(m).await,
-            SmtpErrorKind::Transient => match retry_delay(m.attempts) {
+            SmtpErrorKind::Transient => match retry_delay_in(&self.cx.config.backoff, m.attempts) {
                 None => {
                     let why = format!("gave up after {} attempts: {reply}", m.attempts);
                     self.finish_failed(m, &why, "failed", e.maybe_delivered()).await

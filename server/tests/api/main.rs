@@ -10,6 +10,7 @@ mod audience;
 mod audience_api;
 mod bench_import;
 mod campaigns_api;
+mod chaos;
 mod cli;
 mod imports;
 mod invites;

@@ -284,7 +284,7 @@ async fn a_crash_with_batched_acks_resends_at_most_one_batch_and_counts_every_co
 async fn ten_percent_smtp_faults_are_retried_until_everyone_has_one_copy() -> TestResult {
     let h = SendHarness::new(200).await?;
     h.sink.set_faults(Faults {
-        random: Some(RandomFault { rate: 0.10, action: FaultAction::RejectRcpt("451 4.3.0 Try again later".into()) }),
+        random: vec![RandomFault { rate: 0.10, action: FaultAction::RejectRcpt("451 4.3.0 Try again later".into()) }],
         ..Default::default()
     });
     let campaign = h.campaign("Flaky", vec![h.list]).await?;
@@ -307,7 +307,7 @@ async fn ten_percent_smtp_faults_are_retried_until_everyone_has_one_copy() -> Te
 async fn dropped_connections_mid_data_are_retried_on_a_fresh_connection() -> TestResult {
     let h = SendHarness::new(80).await?;
     h.sink.set_faults(Faults {
-        random: Some(RandomFault { rate: 0.10, action: FaultAction::DropMidData }),
+        random: vec![RandomFault { rate: 0.10, action: FaultAction::DropMidData }],
         ..Default::default()
     });
     let campaign = h.campaign("Drops", vec![h.list]).await?;

@@ -1,0 +1,829 @@
+//! `herald dev chaos`: the send engine's promise, tried against real faults.
+//!
+//! One round builds a scene on **a Postgres cluster of its own** (initdb in a temporary
+//! directory, so it can restart it), starts **real `herald worker` processes** against it and
+//! the project's SMTP sink (in this process, misbehaving on purpose), and then, while the sends
+//! run, injects faults chosen by a seeded random generator (the seed is printed; the same seed
+//! replays the same choices): SIGKILL of workers, `pg_ctl restart -m immediate`,
+//! `pg_terminate_backend` of the workers' connections, SMTP replies slower than the lease, 4xx,
+//! drops mid-DATA, accept-then-drop, 5xx; a pause and resume, a cancel, unsubscribes and
+//! suppressions mid-send; two campaigns under one frequency cap; a spread send; transactional
+//! messages at the same time. When everything has settled it checks the whole queue against what
+//! the sink received (see [`check`]): every eligible reader accepted exactly once, every extra
+//! copy under the first one's Message-ID and counted as ambiguous, nobody unsubscribed or
+//! suppressed accepted after the commit plus one claim window, hard bounces suppressed, and each
+//! campaign's sent count equal to what the sink saw.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, Utc};
+use herald_engine::campaigns::store::{self, CampaignInput};
+use herald_engine::jobs::Jobs;
+use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
+use herald_engine::{Db, Role, TenantId};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sqlx::PgPool;
+use tokio::process::{Child, Command};
+use uuid::Uuid;
+
+/// `herald dev chaos` options.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ChaosArgs {
+    /// Keep running rounds (each with a fresh scene and its own seed) for this many minutes;
+    /// 0 runs one round.
+    #[arg(long, default_value_t = 0.0)]
+    pub minutes: f64,
+    /// The first round's seed (printed either way); later rounds use seed + round.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Readers of the main campaign.
+    #[arg(long, default_value_t = 1500)]
+    pub readers: usize,
+    /// `herald worker` processes.
+    #[arg(long, default_value_t = 3)]
+    pub workers: usize,
+    /// How long faults are injected per round.
+    #[arg(long, default_value_t = 40)]
+    pub fault_seconds: u64,
+    /// The `herald` binary to run as workers (default: this one).
+    #[arg(long)]
+    pub bin: Option<PathBuf>,
+}
+
+impl Default for ChaosArgs {
+    fn default() -> Self {
+        Self { minutes: 0.0, seed: None, readers: 1500, workers: 3, fault_seconds: 40, bin: None }
+    }
+}
+
+/// The lease the workers run with: short, so that faults that cost a lease cost seconds.
+const LEASE_SECONDS: u64 = 4;
+/// Rows a worker claims at once; with the slowest reply the sink gives ([`SLOW_REPLY_MAX`]) a
+/// claimed row is on the wire within this many replies: the "claim window".
+const BATCH: u64 = 10;
+const SLOW_REPLY_MAX: Duration = Duration::from_secs(2 * LEASE_SECONDS);
+const SMTP_TIMEOUT_SECONDS: u64 = 3;
+
+/// What one round found.
+#[derive(Debug, Default)]
+pub struct RoundReport {
+    pub seed: u64,
+    pub messages_expected: usize,
+    pub copies_received: usize,
+    pub extra_copies: usize,
+    pub ambiguous_counted: i64,
+    pub faults: BTreeMap<&'static str, usize>,
+    pub violations: Vec<String>,
+    pub elapsed: Duration,
+}
+
+impl std::fmt::Display for RoundReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seed {}: {} messages expected, {} copies received ({} extra, {} counted ambiguous), faults {:?}, {} violations, {:.0} s",
+            self.seed,
+            self.messages_expected,
+            self.copies_received,
+            self.extra_copies,
+            self.ambiguous_counted,
+            self.faults,
+            self.violations.len(),
+            self.elapsed.as_secs_f64()
+        )
+    }
+}
+
+/// Runs rounds for `args.minutes` (at least one); returns every round's report. Stops at the
+/// first round with a violation.
+pub async fn run(args: &ChaosArgs) -> anyhow::Result<Vec<RoundReport>> {
+    let bin = match &args.bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe().context("where is the herald binary?")?,
+    };
+    let first = args.seed.unwrap_or_else(rand::random);
+    let started = Instant::now();
+    let mut reports = Vec::new();
+    for round in 0.. {
+        let seed = first.wrapping_add(round);
+        eprintln!("chaos round {round}: seed {seed} (replay with --seed {seed})");
+        let report = run_round(&bin, args, seed).await.with_context(|| format!("chaos round with seed {seed}"))?;
+        eprintln!("chaos round {round}: {report}");
+        let failed = !report.violations.is_empty();
+        reports.push(report);
+        if failed || started.elapsed().as_secs_f64() >= args.minutes * 60.0 {
+            break;
+        }
+    }
+    Ok(reports)
+}
+
+// ---------------------------------------------------------------------------------------------
+// A Postgres cluster the harness owns
+// ---------------------------------------------------------------------------------------------
+
+struct OwnedPostgres {
+    dir: PathBuf,
+    bindir: PathBuf,
+    port: u16,
+}
+
+impl OwnedPostgres {
+    async fn start() -> anyhow::Result<Self> {
+        let bindir = pg_bindir().context("no PostgreSQL server binaries (initdb) found")?;
+        let port = free_port()?;
+        let dir = std::env::temp_dir().join(format!("herald-chaos-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let pg = Self { dir, bindir, port };
+        if is_root() {
+            run_ok(Command::new("chown").arg("-R").arg("postgres:postgres").arg(&pg.dir)).await?;
+        }
+        pg.pg_cmd("initdb", &["-D", &pg.data(), "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C"])
+            .await?;
+        // Durable enough for the question asked (a restart -m immediate still recovers from the
+        // WAL; fsync only matters to a power cut), fast enough for a short run.
+        let conf = "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = ''\nmax_connections = 300\n\
+                    fsync = off\nfull_page_writes = off\n";
+        let conf_path = Path::new(&pg.data()).join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf_path)?;
+        text.push_str(conf);
+        std::fs::write(&conf_path, text)?;
+        pg.ctl(&["start"]).await?;
+        Ok(pg)
+    }
+
+    fn data(&self) -> String {
+        self.dir.join("data").display().to_string()
+    }
+
+    fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+
+    async fn ctl(&self, extra: &[&str]) -> anyhow::Result<()> {
+        let log = self.dir.join("pg.log").display().to_string();
+        let port = format!("-p {}", self.port);
+        let data = self.data();
+        let mut args = vec!["-D", &data, "-l", &log, "-o", &port, "-w", "-t", "60"];
+        args.extend_from_slice(extra);
+        self.pg_cmd("pg_ctl", &args).await
+    }
+
+    /// `pg_ctl restart -m immediate`: every connection dies, the server recovers from its WAL.
+    async fn restart_immediate(&self) -> anyhow::Result<()> {
+        self.ctl(&["-m", "immediate", "restart"]).await
+    }
+
+    async fn pg_cmd(&self, tool: &str, args: &[&str]) -> anyhow::Result<()> {
+        let exe = self.bindir.join(tool);
+        let mut cmd = if is_root() {
+            let mut c = Command::new("runuser");
+            c.arg("-u").arg("postgres").arg("--").arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        cmd.args(args);
+        run_ok(&mut cmd).await
+    }
+}
+
+impl Drop for OwnedPostgres {
+    fn drop(&mut self) {
+        let exe = self.bindir.join("pg_ctl");
+        let data = self.data();
+        let mut cmd = if is_root() {
+            let mut c = std::process::Command::new("runuser");
+            c.arg("-u").arg("postgres").arg("--").arg(&exe);
+            c
+        } else {
+            std::process::Command::new(&exe)
+        };
+        let _ = cmd.args(["-D", &data, "-m", "immediate", "stop"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY-free check: root's home and uid 0 show in /proc/self/status.
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+fn pg_bindir() -> Option<PathBuf> {
+    if let Ok(out) = std::process::Command::new("sh").arg("-c").arg("command -v initdb").output()
+        && out.status.success()
+    {
+        let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        return std::fs::canonicalize(p).ok()?.parent().map(Path::to_path_buf);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|b| b.join("initdb").exists())
+        .collect();
+    found.sort_by_key(|p| p.parent().and_then(|v| v.file_name()?.to_str()?.parse::<u32>().ok()).unwrap_or(0));
+    found.pop()
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+async fn run_ok(cmd: &mut Command) -> anyhow::Result<()> {
+    let out = cmd.stdin(Stdio::null()).output().await?;
+    if !out.status.success() {
+        bail!("{:?} failed: {}{}", cmd.as_std(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workers
+// ---------------------------------------------------------------------------------------------
+
+struct Workers {
+    bin: PathBuf,
+    env: Vec<(String, String)>,
+    logs: PathBuf,
+    slots: Vec<Option<Child>>,
+    started: usize,
+}
+
+impl Workers {
+    fn spawn(&mut self, slot: usize) -> anyhow::Result<()> {
+        self.started += 1;
+        let log = std::fs::File::create(self.logs.join(format!("worker-{slot}-{}.log", self.started)))?;
+        let child = Command::new(&self.bin)
+            .arg("worker")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.bin.display()))?;
+        self.slots[slot] = Some(child);
+        Ok(())
+    }
+
+    /// SIGKILL: no cleanup, leases and apalis jobs left behind.
+    async fn kill(&mut self, slot: usize) {
+        if let Some(mut child) = self.slots[slot].take() {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+    }
+
+    /// Starts any worker that is not running (killed, or exited on its own).
+    fn ensure_all(&mut self) -> anyhow::Result<()> {
+        for slot in 0..self.slots.len() {
+            let alive = match self.slots[slot].as_mut() {
+                Some(c) => c.try_wait().ok().flatten().is_none(),
+                None => false,
+            };
+            if !alive {
+                self.spawn(slot)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scene
+// ---------------------------------------------------------------------------------------------
+
+/// A campaign of the scene and what it should end as.
+struct SceneCampaign {
+    id: Uuid,
+    tenant: TenantId,
+    name: &'static str,
+    /// Reader addresses of its list.
+    readers: Vec<String>,
+    /// Cancelled mid-send: at most one copy each, nothing left queued.
+    cancelled: bool,
+}
+
+struct Scene {
+    campaigns: Vec<SceneCampaign>,
+    /// The two campaigns under one frequency cap (indexes into `campaigns`).
+    capped: (usize, usize),
+    /// Transactional message id → recipient.
+    messages: HashMap<Uuid, String>,
+    /// Address → when it was unsubscribed or suppressed (committed).
+    opted_out: HashMap<String, DateTime<Utc>>,
+}
+
+async fn insert_tenant(owner: &PgPool, name: &str, cap: Option<i32>) -> anyhow::Result<TenantId> {
+    let tenant = TenantId::new();
+    sqlx::query(
+        "INSERT INTO tenants (id, name, slug, postal_address, default_from_name, default_from_email, frequency_cap_hours)
+         VALUES ($1, $2, $3, '1 Chaos Road, Lyon', $2, 'news@chaos.test', $4)",
+    )
+    .bind(tenant)
+    .bind(name)
+    .bind(format!("{}-{}", name.to_lowercase(), &Uuid::new_v4().simple().to_string()[..8]))
+    .bind(cap)
+    .execute(owner)
+    .await?;
+    Ok(tenant)
+}
+
+/// A list of confirmed readers `{prefix}{i}@chaos.test`; returns the list and the addresses.
+async fn insert_list(owner: &PgPool, tenant: TenantId, prefix: &str, n: usize) -> anyhow::Result<(Uuid, Vec<String>)> {
+    let list = Uuid::new_v4();
+    sqlx::query("INSERT INTO lists (id, tenant_id, name, slug, opt_in) VALUES ($1, $2, $3, $3, 'single')")
+        .bind(list)
+        .bind(tenant)
+        .bind(format!("{prefix}-{}", &list.simple().to_string()[..6]))
+        .execute(owner)
+        .await?;
+    sqlx::query(
+        "WITH r AS (
+             INSERT INTO readers (tenant_id, email, name)
+             SELECT $1, $3 || g || '@chaos.test', 'Reader ' || g FROM generate_series(1, $4) g
+             RETURNING id
+         )
+         INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
+         SELECT $1, $2, id, 'confirmed', now() FROM r",
+    )
+    .bind(tenant)
+    .bind(list)
+    .bind(prefix)
+    .bind(n as i32)
+    .execute(owner)
+    .await?;
+    Ok((list, (1..=n).map(|i| format!("{prefix}{i}@chaos.test")).collect()))
+}
+
+async fn create_campaign(db: &Db, tenant: TenantId, name: &str, list: Uuid) -> anyhow::Result<Uuid> {
+    let input = CampaignInput {
+        name: name.into(),
+        subject: format!("{name} for {{{{ reader.name }}}}"),
+        from_email: "news@chaos.test".into(),
+        from_name: "Chaos".into(),
+        list_ids: vec![list],
+        body_format: "markdown".into(),
+        body: "Hello {{ reader.name }}! A [link](https://example.com/a).\n\n[Unsubscribe]({{ unsubscribe_url }})".into(),
+        ..Default::default()
+    };
+    Ok(store::create(db, tenant, Role::Owner, &input).await?.id)
+}
+
+// ---------------------------------------------------------------------------------------------
+// One round
+// ---------------------------------------------------------------------------------------------
+
+async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<RoundReport> {
+    let started = Instant::now();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let pg = OwnedPostgres::start().await?;
+    let owner_url = pg.url("postgres");
+    sqlx::query("CREATE DATABASE herald").execute(&PgPool::connect(&owner_url).await?).await?;
+    let owner_url = pg.url("herald");
+    herald_engine::migrate::run(&owner_url).await?;
+    let owner = sqlx::postgres::PgPoolOptions::new().max_connections(4).connect(&owner_url).await?;
+    let db = Db::connect(&herald_engine::db::runtime_url(&owner_url, None)?, 8).await?;
+    let jobs = Jobs::new(&db);
+
+    // The sink: random 4xx (at RCPT and after the data), drops mid-DATA, accept-then-drop;
+    // `dead…` addresses are unknown users (5xx, hard bounce), `reject…` ones get a 5xx.
+    let (sink, sink_addr) = MailSink::start("127.0.0.1:0").await?;
+    let base_faults = Faults::none()
+        .with_rule(FaultRule::new("dead", FaultAction::user_unknown()))
+        .with_rule(FaultRule::new("reject", FaultAction::RejectData("554 5.7.1 Rejected as spam".into())))
+        .with_random(0.02, FaultAction::mailbox_busy())
+        .with_random(0.03, FaultAction::try_again_later())
+        .with_random(0.05, FaultAction::DropMidData)
+        .with_random(0.005, FaultAction::DropAfterData)
+        .with_random_reply_delay(Duration::from_millis(20));
+    sink.set_faults(base_faults.clone());
+
+    // The scene.
+    let main_tenant = insert_tenant(&owner, "Chaos", None).await?;
+    let capped_tenant = insert_tenant(&owner, "Capped", Some(24)).await?;
+    let n = args.readers.max(100);
+    let (main_list, mut main_readers) = insert_list(&owner, main_tenant, "r", n).await?;
+    // Dead and rejected addresses among the living (an old import appended at the end, too).
+    let (_, dead) = insert_list_into(&owner, main_tenant, main_list, "dead", n / 50 + 100).await?;
+    let (_, rejected) = insert_list_into(&owner, main_tenant, main_list, "reject", 5).await?;
+    main_readers.extend(dead.iter().cloned());
+    main_readers.extend(rejected.iter().cloned());
+    let (spread_list, spread_readers) = insert_list(&owner, main_tenant, "spread", 30).await?;
+    let (pause_list, pause_readers) = insert_list(&owner, main_tenant, "pause", 300).await?;
+    let (cancel_list, cancel_readers) = insert_list(&owner, main_tenant, "cancel", 400).await?;
+    let (cap_list, cap_readers) = insert_list(&owner, capped_tenant, "cap", 200).await?;
+
+    let main = create_campaign(&db, main_tenant, "Main", main_list).await?;
+    let spread = create_campaign(&db, main_tenant, "Spread", spread_list).await?;
+    // Thirty readers over 20 seconds (below the editor's minimum; set directly).
+    sqlx::query("UPDATE campaigns SET spread_hours = 20.0 / 3600 WHERE id = $1").bind(spread).execute(&owner).await?;
+    let paused = create_campaign(&db, main_tenant, "Paused", pause_list).await?;
+    let cancelled = create_campaign(&db, main_tenant, "Cancelled", cancel_list).await?;
+    let cap_a = create_campaign(&db, capped_tenant, "Cap A", cap_list).await?;
+    let cap_b = create_campaign(&db, capped_tenant, "Cap B", cap_list).await?;
+    let mut scene = Scene {
+        campaigns: vec![
+            SceneCampaign { id: main, tenant: main_tenant, name: "Main", readers: main_readers, cancelled: false },
+            SceneCampaign { id: spread, tenant: main_tenant, name: "Spread", readers: spread_readers, cancelled: false },
+            SceneCampaign { id: paused, tenant: main_tenant, name: "Paused", readers: pause_readers, cancelled: false },
+            SceneCampaign { id: cancelled, tenant: main_tenant, name: "Cancelled", readers: cancel_readers, cancelled: true },
+            SceneCampaign { id: cap_a, tenant: capped_tenant, name: "Cap A", readers: cap_readers.clone(), cancelled: false },
+            SceneCampaign { id: cap_b, tenant: capped_tenant, name: "Cap B", readers: cap_readers, cancelled: false },
+        ],
+        capped: (4, 5),
+        messages: HashMap::new(),
+        opted_out: HashMap::new(),
+    };
+
+    // The workers.
+    let logs = pg.dir.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let secret = hex::encode(rand::random::<[u8; 32]>());
+    let env: Vec<(String, String)> = [
+        ("DATABASE_URL", owner_url.clone()),
+        ("HERALD_ENV", "production".into()),
+        ("HERALD_SECRET_KEY", secret),
+        ("HERALD_BASE_URL", "https://chaos.herald.test".into()),
+        ("HERALD_SMTP_URL", format!("smtp://{sink_addr}")),
+        ("HERALD_SEND_LEASE_SECONDS", LEASE_SECONDS.to_string()),
+        ("HERALD_SMTP_TIMEOUT_SECONDS", SMTP_TIMEOUT_SECONDS.to_string()),
+        ("HERALD_SEND_BATCH", BATCH.to_string()),
+        ("HERALD_SEND_RETRY_BASE_SECONDS", "0.1".into()),
+        ("HERALD_SEND_MAX_ATTEMPTS", "60".into()),
+        ("HERALD_SMTP_RATE", "100000".into()),
+        ("HERALD_SMTP_BURST", "1000".into()),
+        ("HERALD_SEND_CONCURRENCY", "8".into()),
+        ("HERALD_TRANSACTIONAL_BACKOFF", "0.2,0.4,0.8,1.6,3.2,5,5,5,5,5,5,5,5,5,5,5,5,5,5,5".into()),
+        ("HERALD_DB_MAX_CONNECTIONS", "16".into()),
+        ("RUST_LOG", "warn,herald_engine=info".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut workers =
+        Workers { bin: bin.to_path_buf(), env, logs: logs.clone(), slots: (0..args.workers.max(1)).map(|_| None).collect(), started: 0 };
+    workers.ensure_all()?;
+
+    // Go: every campaign at once, and transactional messages beside them.
+    for c in &scene.campaigns {
+        store::send_now(&db, &jobs, c.tenant, Role::Owner, c.id).await?;
+    }
+    for i in 0..60 {
+        let to = format!("tx{i}@chaos.test");
+        let id = insert_message(&owner, main_tenant, &to).await?;
+        scene.messages.insert(id, to);
+    }
+
+    // Faults, until the fault phase ends.
+    let mut report = RoundReport { seed, ..Default::default() };
+    let fault_until = Instant::now() + Duration::from_secs(args.fault_seconds);
+    let pause_at = Instant::now() + Duration::from_millis(rng.gen_range(2_000..10_000));
+    let resume_at = pause_at + Duration::from_millis(rng.gen_range(2_000..6_000));
+    let cancel_at = Instant::now() + Duration::from_millis(rng.gen_range(1_000..8_000));
+    let opt_out_at = Instant::now() + Duration::from_millis(rng.gen_range(1_000..6_000));
+    let (mut paused_done, mut resumed_done, mut cancel_done, mut opt_out_done) = (false, false, false, false);
+    let mut slow_until: Option<Instant> = None;
+    let mut next_fault = Instant::now() + Duration::from_millis(rng.gen_range(500..2_000));
+    while Instant::now() < fault_until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = Instant::now();
+        if !paused_done && now >= pause_at {
+            paused_done = true;
+            if store::pause(&db, main_tenant, Role::Owner, paused, "chaos: paused by hand").await.is_ok() {
+                *report.faults.entry("pause").or_default() += 1;
+            }
+        }
+        if paused_done && !resumed_done && now >= resume_at {
+            resumed_done = true;
+            let _ = store::resume(&db, &jobs, main_tenant, Role::Owner, paused).await;
+        }
+        if !cancel_done && now >= cancel_at {
+            cancel_done = true;
+            store::cancel(&db, main_tenant, Role::Owner, cancelled).await?;
+            *report.faults.entry("cancel").or_default() += 1;
+        }
+        if !opt_out_done && now >= opt_out_at {
+            opt_out_done = true;
+            let living: Vec<&String> = scene.campaigns[0].readers.iter().filter(|a| a.starts_with('r')).collect();
+            for (i, address) in living.iter().step_by((living.len() / 30).max(1)).take(30).enumerate() {
+                let at = opt_out(&owner, main_tenant, address, i % 3 == 0).await?;
+                scene.opted_out.insert((*address).clone(), at);
+            }
+            *report.faults.entry("unsubscribes").or_default() += 1;
+        }
+        if let Some(until) = slow_until
+            && now >= until
+        {
+            slow_until = None;
+            sink.set_faults(base_faults.clone());
+        }
+        if now < next_fault {
+            continue;
+        }
+        next_fault = now + Duration::from_millis(rng.gen_range(500..3_000));
+        let roll: u32 = rng.gen_range(0..100);
+        let result: anyhow::Result<&'static str> = async {
+            Ok(match roll {
+                0..=34 => {
+                    let slot = rng.gen_range(0..workers.slots.len());
+                    workers.kill(slot).await;
+                    tokio::time::sleep(Duration::from_millis(rng.gen_range(0..1_500))).await;
+                    workers.spawn(slot)?;
+                    "sigkill"
+                }
+                35..=44 => {
+                    pg.restart_immediate().await?;
+                    "pg restart"
+                }
+                45..=64 => {
+                    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'herald_app'")
+                        .execute(&owner)
+                        .await?;
+                    "pg_terminate_backend"
+                }
+                65..=79 => {
+                    // Replies slower than the lease, for a few seconds.
+                    sink.set_faults(base_faults.clone().with_random_reply_delay(SLOW_REPLY_MAX));
+                    slow_until = Some(now + Duration::from_millis(rng.gen_range(2_000..6_000)));
+                    "slow smtp"
+                }
+                _ => {
+                    let i = rng.gen_range(0..60);
+                    let to = format!("tx-late{}-{i}@chaos.test", report.faults.values().sum::<usize>());
+                    let id = insert_message(&owner, main_tenant, &to).await?;
+                    scene.messages.insert(id, to);
+                    "transactional"
+                }
+            })
+        }
+        .await;
+        match result {
+            Ok(what) => *report.faults.entry(what).or_default() += 1,
+            // The pool reconnects after a restart; a failed fault is only noted.
+            Err(e) => eprintln!("chaos: a fault could not be injected: {e:#}"),
+        }
+    }
+    if !resumed_done {
+        let _ = store::resume(&db, &jobs, main_tenant, Role::Owner, paused).await;
+    }
+    if !cancel_done {
+        store::cancel(&db, main_tenant, Role::Owner, cancelled).await?;
+    }
+
+    // Calm: a well-behaved sink, every worker up, until everything has an outcome.
+    sink.set_faults(Faults::none()
+        .with_rule(FaultRule::new("dead", FaultAction::user_unknown()))
+        .with_rule(FaultRule::new("reject", FaultAction::RejectData("554 5.7.1 Rejected as spam".into()))));
+    let settle_by = Instant::now() + Duration::from_secs(180);
+    loop {
+        workers.ensure_all()?;
+        // A campaign that paused itself (a run of failures) is resumed, as its author would.
+        let auto_paused: Vec<(Uuid, TenantId)> = sqlx::query_as(
+            "SELECT id, tenant_id FROM campaigns WHERE status = 'paused' AND pause_reason IS DISTINCT FROM 'chaos: paused by hand'",
+        )
+        .fetch_all(&owner)
+        .await
+        .unwrap_or_default();
+        for (id, tenant) in auto_paused {
+            eprintln!("chaos: campaign {id} paused itself; resuming it");
+            let _ = store::resume(&db, &jobs, tenant, Role::Owner, id).await;
+        }
+        if settled(&owner).await.unwrap_or(false) {
+            break;
+        }
+        if Instant::now() > settle_by {
+            let open: Vec<(String, String, i64)> = sqlx::query_as(
+                "SELECT c.name, s.status, count(*) FROM sends s JOIN campaigns c ON c.id = s.campaign_id
+                 WHERE s.status IN ('queued', 'sending') GROUP BY 1, 2",
+            )
+            .fetch_all(&owner)
+            .await
+            .unwrap_or_default();
+            report.violations.push(format!("the queue did not settle within 180 s after the faults stopped: {open:?}"));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for slot in 0..workers.slots.len() {
+        workers.kill(slot).await;
+    }
+    if report.violations.is_empty() {
+        check(&owner, &sink, &scene, &mut report).await?;
+    }
+    report.elapsed = started.elapsed();
+    if !report.violations.is_empty() {
+        // Keep the worker logs of a failed round next to the temporary cluster's.
+        let kept = std::env::temp_dir().join(format!("herald-chaos-logs-{seed}"));
+        let _ = std::fs::remove_dir_all(&kept);
+        let _ = std::fs::rename(&logs, &kept);
+        eprintln!("chaos: worker logs kept in {}", kept.display());
+    }
+    drop(pg);
+    Ok(report)
+}
+
+/// More readers on an existing list.
+async fn insert_list_into(
+    owner: &PgPool,
+    tenant: TenantId,
+    list: Uuid,
+    prefix: &str,
+    n: usize,
+) -> anyhow::Result<(Uuid, Vec<String>)> {
+    sqlx::query(
+        "WITH r AS (
+             INSERT INTO readers (tenant_id, email, name)
+             SELECT $1, $3 || g || '@chaos.test', 'Reader ' || g FROM generate_series(1, $4) g
+             RETURNING id
+         )
+         INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
+         SELECT $1, $2, id, 'confirmed', now() FROM r",
+    )
+    .bind(tenant)
+    .bind(list)
+    .bind(prefix)
+    .bind(n as i32)
+    .execute(owner)
+    .await?;
+    Ok((list, (1..=n).map(|i| format!("{prefix}{i}@chaos.test")).collect()))
+}
+
+/// Unsubscribes the reader from every list (or suppresses the address by hand); returns the
+/// commit time.
+async fn opt_out(owner: &PgPool, tenant: TenantId, address: &str, suppress: bool) -> anyhow::Result<DateTime<Utc>> {
+    if suppress {
+        sqlx::query("INSERT INTO suppressions (tenant_id, email_lower, reason, source) VALUES ($1, $2, 'manual', 'chaos')")
+            .bind(tenant)
+            .bind(address)
+            .execute(owner)
+            .await?;
+    } else {
+        sqlx::query(
+            "UPDATE subscriptions SET status = 'unsubscribed', unsubscribed_at = now()
+             WHERE tenant_id = $1 AND reader_id = (SELECT id FROM readers WHERE tenant_id = $1 AND lower(email) = $2)",
+        )
+        .bind(tenant)
+        .bind(address)
+        .execute(owner)
+        .await?;
+    }
+    Ok(sqlx::query_scalar("SELECT clock_timestamp()").fetch_one(owner).await?)
+}
+
+/// A queued transactional message, as `POST /api/v1/messages` leaves it.
+async fn insert_message(owner: &PgPool, tenant: TenantId, to: &str) -> anyhow::Result<Uuid> {
+    let id = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO messages (id, tenant_id, idempotency_key, request_hash, to_email, from_email, subject, html, text_body)
+         VALUES ($1, $2, $3, 'chaos', $4, 'app@chaos.test', 'Your code', '<p>1234</p>', '1234')",
+    )
+    .bind(id)
+    .bind(tenant)
+    .bind(id.to_string())
+    .bind(to)
+    .execute(owner)
+    .await?;
+    Ok(id)
+}
+
+/// Every campaign sent or cancelled with nothing queued or in flight, every message final.
+async fn settled(owner: &PgPool) -> anyhow::Result<bool> {
+    let open: i64 = sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM campaigns WHERE status NOT IN ('sent', 'cancelled'))
+              + (SELECT count(*) FROM sends WHERE status IN ('queued', 'sending'))
+              + (SELECT count(*) FROM messages WHERE status IN ('queued', 'sending'))",
+    )
+    .fetch_one(owner)
+    .await?;
+    Ok(open == 0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checks
+// ---------------------------------------------------------------------------------------------
+
+/// What the sink accepted for one (campaign or message, recipient): the distinct Message-IDs,
+/// and when each copy arrived.
+type Received = (BTreeSet<String>, Vec<DateTime<Utc>>);
+
+/// Compares the whole queue with what the sink accepted.
+async fn check(owner: &PgPool, sink: &MailSink, scene: &Scene, report: &mut RoundReport) -> anyhow::Result<()> {
+    let claim_window = chrono::Duration::from_std(SLOW_REPLY_MAX * BATCH as u32 + Duration::from_secs(LEASE_SECONDS))?;
+    // (campaign or message, recipient) → Message-IDs and the times of each copy.
+    let mut got: HashMap<(String, String), Received> = HashMap::new();
+    for d in sink.deliveries().await {
+        let mid = d.message_id.clone().unwrap_or_default();
+        // `<campaign.reader@domain>` or `msg.<id>@domain`.
+        let key = mid.split('@').next().unwrap_or_default();
+        let owner_key = match key.strip_prefix("msg.") {
+            Some(id) => id.to_string(),
+            None => key.split('.').next().unwrap_or_default().to_string(),
+        };
+        let entry = got.entry((owner_key, d.rcpt_to.clone())).or_default();
+        entry.0.insert(mid);
+        entry.1.push(d.received_at);
+        report.copies_received += 1;
+    }
+    let v = &mut report.violations;
+    let mut extra_total = 0usize;
+    let mut ambiguous_total = 0i64;
+    for (i, c) in scene.campaigns.iter().enumerate() {
+        let key = |rcpt: &str| (c.id.to_string(), rcpt.to_string());
+        let mut distinct = 0usize;
+        let mut copies = 0usize;
+        for rcpt in &c.readers {
+            let Some((ids, times)) = got.get(&key(rcpt)) else { continue };
+            distinct += 1;
+            copies += times.len();
+            if ids.len() > 1 {
+                v.push(format!("{}: {rcpt} got {} different Message-IDs: {ids:?}", c.name, ids.len()));
+            }
+            if let Some(at) = scene.opted_out.get(rcpt)
+                && let Some(late) = times.iter().find(|t| **t > *at + claim_window)
+            {
+                v.push(format!("{}: {rcpt} opted out at {at} and still got a copy at {late}", c.name));
+            }
+        }
+        let expected: Vec<&String> = c
+            .readers
+            .iter()
+            .filter(|r| !r.starts_with("dead") && !r.starts_with("reject") && !scene.opted_out.contains_key(*r))
+            .collect();
+        if !c.cancelled && i != scene.capped.0 && i != scene.capped.1 {
+            report.messages_expected += expected.len();
+            let missing: Vec<&&String> = expected.iter().filter(|r| !got.contains_key(&key(r))).collect();
+            if !missing.is_empty() {
+                v.push(format!("{}: {} eligible readers got nothing, e.g. {:?}", c.name, missing.len(), &missing[..missing.len().min(5)]));
+            }
+        }
+        let (status, sent, ambiguous, open): (String, i64, i64, i64) = sqlx::query_as(
+            "SELECT c.status,
+                    (SELECT count(*) FROM sends s WHERE s.campaign_id = c.id AND s.status = 'sent'),
+                    (SELECT coalesce(sum(ambiguous), 0) FROM sends s WHERE s.campaign_id = c.id)::bigint,
+                    (SELECT count(*) FROM sends s WHERE s.campaign_id = c.id AND s.status IN ('queued', 'sending'))
+             FROM campaigns c WHERE c.id = $1",
+        )
+        .bind(c.id)
+        .fetch_one(owner)
+        .await?;
+        let want = if c.cancelled { "cancelled" } else { "sent" };
+        if status != want || open != 0 {
+            v.push(format!("{}: ended {status} with {open} rows queued or in flight (expected {want}, none)", c.name));
+        }
+        if sent as usize != distinct {
+            v.push(format!("{}: Herald counts {sent} sent, the sink has {distinct} readers", c.name));
+        }
+        let extra = copies - distinct;
+        if (ambiguous as usize) < extra {
+            v.push(format!("{}: {extra} extra copies but only {ambiguous} counted as ambiguous", c.name));
+        }
+        extra_total += extra;
+        ambiguous_total += ambiguous;
+    }
+    // Two campaigns, one frequency cap: each reader gets exactly one of them.
+    let (a, b) = (&scene.campaigns[scene.capped.0], &scene.campaigns[scene.capped.1]);
+    for rcpt in &a.readers {
+        let n = [a.id, b.id].iter().filter(|id| got.contains_key(&(id.to_string(), rcpt.clone()))).count();
+        report.messages_expected += 1;
+        if n != 1 {
+            v.push(format!("frequency cap: {rcpt} got {n} of the two capped campaigns (expected exactly one)"));
+        }
+    }
+    // Hard bounces end suppressed; their rows failed.
+    let unsuppressed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM readers r WHERE r.email LIKE 'dead%'
+           AND NOT EXISTS (SELECT 1 FROM suppressions x WHERE x.tenant_id = r.tenant_id
+                           AND x.email_lower = lower(r.email) AND x.reason = 'hard_bounce')",
+    )
+    .fetch_one(owner)
+    .await?;
+    if unsuppressed > 0 {
+        v.push(format!("{unsuppressed} unknown users were not suppressed"));
+    }
+    // Transactional: each message exactly once (or more under one Message-ID, counted).
+    for (id, to) in &scene.messages {
+        report.messages_expected += 1;
+        let (status, ambiguous): (String, i32) =
+            sqlx::query_as("SELECT status, ambiguous FROM messages WHERE id = $1").bind(id).fetch_one(owner).await?;
+        let copies = got.get(&(id.to_string(), to.clone())).map(|g| g.1.len()).unwrap_or(0);
+        if status != "sent" || copies == 0 {
+            v.push(format!("transactional {id} to {to}: {status}, {copies} copies"));
+        } else if copies - 1 > ambiguous as usize {
+            v.push(format!("transactional {id}: {} extra copies, {ambiguous} counted", copies - 1));
+        }
+        extra_total += copies.saturating_sub(1);
+        ambiguous_total += i64::from(ambiguous);
+    }
+    report.extra_copies = extra_total;
+    report.ambiguous_counted = ambiguous_total;
+    Ok(())
+}
