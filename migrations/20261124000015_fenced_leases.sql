@@ -11,7 +11,6 @@ CREATE TABLE leases (
     token       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     -- `kind@host:pid:nonce/loop`, for people reading the table; never used to decide anything.
     owner       text NOT NULL,
-    tenant_id   uuid,
     -- A campaign's delivery slot (0 … connections − 1) or its fan-out (slot −1); both NULL for
     -- a transactional loop. One live lease per (campaign, slot): a campaign never has more
     -- delivery loops than its identity allows connections, however many jobs were enqueued.

@@ -172,22 +172,21 @@ fn fence_span(lease: Duration) -> Duration {
 impl Lease {
     /// Takes a lease, or `None` when the slot is held by a live loop.
     pub async fn acquire(db: &Db, what: LeaseFor, owner: &str, lease: Duration) -> Result<Option<Lease>> {
-        let (tenant, campaign, slot) = match what {
-            LeaseFor::Delivery { tenant, campaign, slot } => (Some(tenant), Some(campaign), Some(slot)),
-            LeaseFor::Fanout { tenant, campaign } => (Some(tenant), Some(campaign), Some(-1)),
-            LeaseFor::Transactional => (None, None, None),
+        let (campaign, slot) = match what {
+            LeaseFor::Delivery { campaign, slot, .. } => (Some(campaign), Some(slot)),
+            LeaseFor::Fanout { campaign, .. } => (Some(campaign), Some(-1)),
+            LeaseFor::Transactional => (None, None),
         };
         let asked = Instant::now();
         // An expired lease on the slot is taken over only by the reaper (it must give the rows
         // back first), so a conflict is always "someone holds it" or "not reaped yet".
         let token: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO leases (owner, tenant_id, campaign_id, slot, expires_at)
-             VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
+            "INSERT INTO leases (owner, campaign_id, slot, expires_at)
+             VALUES ($1, $2, $3, now() + make_interval(secs => $4))
              ON CONFLICT (campaign_id, slot) WHERE slot IS NOT NULL DO NOTHING
              RETURNING token",
         )
         .bind(owner)
-        .bind(tenant)
         .bind(campaign)
         .bind(slot)
         .bind(lease.as_secs_f64())
@@ -255,11 +254,7 @@ pub fn owner(worker: &str, what: &str) -> String {
     format!("{worker}/{what}")
 }
 
-/// The ids a lease holder arms next (see the `armed` column): a loop arms a row before it writes
-/// the message's data, in the same statement as its previous write.
-pub type ArmIds = Vec<i64>;
-
-/// Tenant of a lease, for tests and tools.
+/// Live leases on a campaign (delivery slots and fan-out), for tests and tools.
 pub async fn live_leases(db: &Db, campaign: Uuid) -> Result<i64> {
     Ok(sqlx::query_scalar("SELECT count(*) FROM leases WHERE campaign_id = $1 AND expires_at > now()")
         .bind(campaign)

@@ -11,7 +11,7 @@ async fn every_reader_gets_exactly_one_copy_through_kills_restarts_and_a_misbeha
         bin: Some(env!("CARGO_BIN_EXE_herald").into()),
         ..ChaosArgs::default()
     };
-    let reports = run(&args).await.expect("the chaos round ran");
+    let reports = run(&args).await.unwrap_or_else(|e| panic!("the chaos round could not run: {e:#}"));
     for r in &reports {
         assert!(r.violations.is_empty(), "seed {}: {:#?}", r.seed, r.violations);
         // The faults really happened, and mail really flowed.
