@@ -46,6 +46,15 @@ pub struct SendBench {
     /// Keep the benchmark workspace instead of deleting it.
     #[arg(long)]
     pub keep: bool,
+    /// Sign every message with DKIM (a fresh RSA-2048 key, made with `openssl genrsa`).
+    #[arg(long)]
+    pub dkim: bool,
+    /// 250s recorded per statement and rows armed ahead (`HERALD_SEND_ACK_BATCH` otherwise).
+    #[arg(long)]
+    pub ack_batch: Option<usize>,
+    /// Skip the fan-out measurement (the 1M-row walk), for a quicker end-to-end figure.
+    #[arg(long)]
+    pub skip_fanout: bool,
 }
 
 /// CPU time (user + system) of a process, from /proc (Linux only; zero elsewhere).
@@ -124,7 +133,8 @@ async fn start_sink() -> anyhow::Result<(tokio::process::Child, String)> {
 }
 
 pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
-    let SendBench { readers, fanout_readers, connections, blast_messages, keep } = args;
+    let SendBench { readers, fanout_readers, connections, blast_messages, keep, dkim, ack_batch, skip_fanout } = args;
+    let fanout_readers = if skip_fanout { readers } else { fanout_readers };
     herald_engine::migrate::run(&config.database_url).await?;
     // Not `startup::core`: that would also start the dev mail catcher on its usual port.
     let db = Db::connect(&config.app_database_url, config.db_max_connections.max(connections + 4)).await?;
@@ -177,7 +187,9 @@ pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
     .bind(&slug)
     .execute(&owner)
     .await?;
-    let result = measure(&db, &owner, tenant, &smtp_url, config, readers, fanout_readers, connections).await;
+    let dkim = if dkim { Some(bench_dkim_key().await?) } else { None };
+    let options = Options { readers, fanout_readers, connections, dkim, ack_batch, skip_fanout };
+    let result = measure(&db, &owner, tenant, &smtp_url, config, &options).await;
     let outcome = match result {
         Ok(e2e) => {
             println!(
@@ -199,17 +211,36 @@ pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
     outcome
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the end-to-end measurement varies.
+struct Options {
+    readers: usize,
+    fanout_readers: usize,
+    connections: u32,
+    dkim: Option<herald_engine::campaigns::identities::DkimKey>,
+    ack_batch: Option<usize>,
+    skip_fanout: bool,
+}
+
+/// A DKIM key for `bench.test`, as an identity would hold it.
+async fn bench_dkim_key() -> anyhow::Result<herald_engine::campaigns::identities::DkimKey> {
+    let out = tokio::process::Command::new("openssl").args(["genrsa", "2048"]).output().await?;
+    anyhow::ensure!(out.status.success(), "openssl genrsa failed: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(herald_engine::campaigns::identities::DkimKey {
+        domain: "bench.test".into(),
+        selector: "herald".into(),
+        private_key_pem: String::from_utf8(out.stdout)?,
+    })
+}
+
 async fn measure(
     db: &Db,
     owner: &sqlx::PgPool,
     tenant: TenantId,
     smtp_url: &str,
     config: &Config,
-    readers: usize,
-    fanout_readers: usize,
-    connections: u32,
+    options: &Options,
 ) -> anyhow::Result<f64> {
+    let Options { readers, fanout_readers, connections, .. } = *options;
     // Two lists: every reader on the big one, the first `readers` on the small one.
     let (big, small) = (Uuid::new_v4(), Uuid::new_v4());
     for (id, name) in [(big, "Everyone"), (small, "Sample")] {
@@ -258,42 +289,9 @@ async fn measure(
         ..Default::default()
     };
 
-    // 2a. The bare INSERT … SELECT: same rows, same table and indexes, same role under RLS.
-    let bare = store::create(db, tenant, Role::Owner, &draft("Bare insert", big)).await?;
-    let started = Instant::now();
-    let mut tx = db.tenant_tx(tenant).await?;
-    let bare_rows = sqlx::query(
-        "INSERT INTO sends (tenant_id, campaign_id, reader_id, email)
-         SELECT $1, $2, r.id, r.email FROM subscriptions s JOIN readers r ON r.id = s.reader_id
-         WHERE s.tenant_id = $1 AND s.list_id = $3 AND s.status = 'confirmed'",
-    )
-    .bind(tenant)
-    .bind(bare.id)
-    .bind(big)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    tx.commit().await?;
-    let bare_rate = bare_rows as f64 / started.elapsed().as_secs_f64();
-    sqlx::query("DELETE FROM sends WHERE campaign_id = $1").bind(bare.id).execute(owner).await?;
-    sqlx::query("VACUUM ANALYZE sends").execute(owner).await?;
-
-    // 2b. The fan-out proper (every eligibility check, chunked, resumable). Started by hand
-    // rather than through `send_now`, so no delivery job ever picks this campaign up.
-    let big_campaign = store::create(db, tenant, Role::Owner, &draft("Fan-out", big)).await?;
-    sqlx::query("UPDATE campaigns SET status = 'sending', started_at = now() WHERE id = $1")
-        .bind(big_campaign.id)
-        .execute(owner)
-        .await?;
-    let started = Instant::now();
-    let queued = fanout::run(db, tenant, big_campaign.id).await?;
-    let fanout_rate = queued as f64 / started.elapsed().as_secs_f64();
-    store::cancel(db, tenant, Role::Owner, big_campaign.id).await?;
-    println!(
-        "fan-out:     {queued} rows at {fanout_rate:.0} rows/s; bare INSERT … SELECT {bare_rows} rows at {bare_rate:.0} rows/s \
-         ({:.0} %)",
-        100.0 * fanout_rate / bare_rate
-    );
+    if !options.skip_fanout {
+        fanout_versus_bare_insert(db, owner, tenant, &draft, big).await?;
+    }
 
     // 3. End to end through the apalis workers of this process.
     let identity = SmtpIdentity {
@@ -302,7 +300,7 @@ async fn measure(
         max_connections: connections,
         rate_per_second: 1_000_000.0,
         burst: 10_000,
-        dkim: None,
+        dkim: options.dkim.clone(),
     };
     let mut delivery = herald_engine::campaigns::delivery::DeliveryConfig::new(
         jobs::unique_worker_name("bench"),
@@ -310,6 +308,12 @@ async fn measure(
         identity,
     );
     delivery.batch_size = config.send.batch_size;
+    delivery.ack_batch = options.ack_batch.unwrap_or(config.send.ack_batch);
+    println!(
+        "end to end:  {} 250s per statement, DKIM {}",
+        delivery.ack_batch,
+        if options.dkim.is_some() { "on (RSA-2048)" } else { "off" }
+    );
     let setup = WorkerSetup {
         db: db.clone(),
         mailer: Mailer::from_url(smtp_url, &config.mail_from)?,
@@ -363,6 +367,55 @@ async fn measure(
     println!("CPU:         {:.1} s in Herald + {:.1} s in Postgres per 100k messages", cpu * per_100k, pg * per_100k);
     Ok(rate)
 }
+
+/// The fan-out proper against a bare `INSERT … SELECT` of the same rows.
+async fn fanout_versus_bare_insert(
+    db: &Db,
+    owner: &sqlx::PgPool,
+    tenant: TenantId,
+    draft: &dyn Fn(&str, Uuid) -> CampaignInput,
+    big: Uuid,
+) -> anyhow::Result<()> {
+    // 2a. The bare INSERT … SELECT: same rows, same table and indexes, same role under RLS.
+    let bare = store::create(db, tenant, Role::Owner, &draft("Bare insert", big)).await?;
+    let started = Instant::now();
+    let mut tx = db.tenant_tx(tenant).await?;
+    let bare_rows = sqlx::query(
+        "INSERT INTO sends (tenant_id, campaign_id, reader_id, email)
+         SELECT $1, $2, r.id, r.email FROM subscriptions s JOIN readers r ON r.id = s.reader_id
+         WHERE s.tenant_id = $1 AND s.list_id = $3 AND s.status = 'confirmed'",
+    )
+    .bind(tenant)
+    .bind(bare.id)
+    .bind(big)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    let bare_rate = bare_rows as f64 / started.elapsed().as_secs_f64();
+    sqlx::query("DELETE FROM sends WHERE campaign_id = $1").bind(bare.id).execute(owner).await?;
+    sqlx::query("VACUUM ANALYZE sends").execute(owner).await?;
+
+    // 2b. The fan-out proper (every eligibility check, chunked, resumable). Started by hand
+    // rather than through `send_now`, so no delivery job ever picks this campaign up.
+    let big_campaign = store::create(db, tenant, Role::Owner, &draft("Fan-out", big)).await?;
+    sqlx::query("UPDATE campaigns SET status = 'sending', started_at = now() WHERE id = $1")
+        .bind(big_campaign.id)
+        .execute(owner)
+        .await?;
+    let started = Instant::now();
+    let queued = fanout::run(db, tenant, big_campaign.id).await?;
+    let fanout_rate = queued as f64 / started.elapsed().as_secs_f64();
+    store::cancel(db, tenant, Role::Owner, big_campaign.id).await?;
+    println!(
+        "fan-out:     {queued} rows at {fanout_rate:.0} rows/s; bare INSERT … SELECT {bare_rows} rows at {bare_rate:.0} rows/s \
+         ({:.0} %)",
+        100.0 * fanout_rate / bare_rate
+    );
+
+    Ok(())
+}
+
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ImportBench {
