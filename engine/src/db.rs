@@ -55,6 +55,16 @@ impl Db {
         Ok(tx)
     }
 
+    /// A read-only tenant transaction in which every statement sees one snapshot (REPEATABLE
+    /// READ): for views built from several queries (a message and its events), which must not
+    /// show an event whose effect on the row they do not show.
+    pub async fn tenant_snapshot_tx(&self, tenant: TenantId) -> Result<Tx> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
+        sqlx::query("SELECT set_config('app.tenant_id', $1, true)").bind(tenant.to_string()).execute(&mut *tx).await?;
+        Ok(tx)
+    }
+
     /// A transaction that sees the given user's own memberships (and their workspaces) across
     /// tenants, for the workspace switcher.
     pub async fn user_tx(&self, user: UserId) -> Result<Tx> {

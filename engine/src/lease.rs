@@ -92,6 +92,11 @@ impl Fence {
         Self::new(Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600))
     }
 
+    /// A fence that closes at `deadline` as if its lease had not been renewed (tests).
+    pub fn until(deadline: Instant) -> Self {
+        Self::new(deadline)
+    }
+
     /// Why the fence is closed, or `None` while it is open.
     pub fn closed_because(&self) -> Option<Closed> {
         if self.0.stopped.load(Ordering::Acquire) {

@@ -1264,6 +1264,84 @@ mod tests {
         Ok((addr, task))
     }
 
+    /// A server that answers RCPT TO after `rcpt_delay`, and records whether the end of a
+    /// message's data ever reached it.
+    async fn slow_rcpt_server(rcpt_delay: Duration) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<bool>)> {
+        use tokio::io::AsyncBufReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            let Ok((stream, _)) = listener.accept().await else { return false };
+            let (read, mut write) = stream.into_split();
+            let mut read = tokio::io::BufReader::new(read);
+            let _ = write.write_all(b"220 slow.test ESMTP\r\n").await;
+            let (mut line, mut in_data) = (String::new(), false);
+            while read.read_line(&mut line).await.unwrap_or(0) > 0 {
+                let reply: &[u8] = if in_data {
+                    if line == ".\r\n" {
+                        return true;
+                    }
+                    b""
+                } else if line.starts_with("EHLO") {
+                    b"250-slow.test\r\n250 8BITMIME\r\n"
+                } else if line.starts_with("RCPT") {
+                    tokio::time::sleep(rcpt_delay).await;
+                    b"250 2.1.5 OK\r\n"
+                } else if line.starts_with("DATA") {
+                    in_data = true;
+                    b"354 go ahead\r\n"
+                } else {
+                    b"250 2.0.0 OK\r\n"
+                };
+                line.clear();
+                if write.write_all(reply).await.is_err() {
+                    break;
+                }
+            }
+            false
+        });
+        Ok((addr, task))
+    }
+
+    #[tokio::test]
+    async fn a_closed_fence_stops_a_transaction_before_the_end_of_its_data() -> anyhow::Result<()> {
+        // The fence closes while the server sits on RCPT TO: the client gives up at once, and
+        // the server never sees the end of the data (the message cannot have been delivered).
+        let (addr, server) = slow_rcpt_server(Duration::from_millis(1_500)).await?;
+        let mut conn = connect(&SmtpServer::parse(&format!("smtp://{addr}"))?).await?;
+        let fence = Fence::until(Instant::now() + Duration::from_millis(300));
+        let started = Instant::now();
+        let e = conn.send_fenced("a@herald.test", "b@example.com", &message(1, "b@example.com"), &fence).await;
+        let e = e.err().ok_or_else(|| anyhow::anyhow!("the fenced send went through"))?;
+        assert_eq!(e.kind, SmtpErrorKind::Fenced, "{e}");
+        assert!(!e.maybe_delivered());
+        assert!(started.elapsed() < Duration::from_millis(1_000), "it waited for the server: {:?}", started.elapsed());
+        drop(conn);
+        assert!(!server.await?, "the end of the data reached the server");
+        // A fence already closed sends nothing at all.
+        let (sink, server) = sink().await?;
+        let mut conn = connect(&server).await?;
+        let closed = Fence::until(Instant::now());
+        let e = conn.send_fenced("a@herald.test", "c@example.com", &message(2, "c@example.com"), &closed).await;
+        assert_eq!(e.err().map(|e| e.kind), Some(SmtpErrorKind::Fenced));
+        assert_eq!(sink.accepted_count(), 0);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_fence_closing_after_the_end_of_the_data_still_waits_for_the_reply() -> anyhow::Result<()> {
+        // The data is complete when the fence closes; the server may already have the message,
+        // so the client waits for its reply rather than pretending nothing happened.
+        let (sink, server) = sink().await?;
+        sink.set_faults(Faults::none().with_reply_delay(Duration::from_millis(600)));
+        let mut conn = connect(&server).await?;
+        let fence = Fence::until(Instant::now() + Duration::from_millis(200));
+        let reply = conn.send_fenced("a@herald.test", "d@example.com", &message(3, "d@example.com"), &fence).await?;
+        assert!(reply.contains("queued"), "{reply}");
+        assert_eq!(sink.accepted_count(), 1);
+        Ok(())
+    }
+
     #[tokio::test]
     async fn smtp_starttls_is_negotiated_before_tls() -> anyhow::Result<()> {
         for mode in ["required", "opportunistic"] {

@@ -255,6 +255,8 @@ struct Workers {
     logs: PathBuf,
     slots: Vec<Option<Child>>,
     started: usize,
+    /// Workers that exited without being killed (a worker must survive its database).
+    exited: Vec<String>,
 }
 
 impl Workers {
@@ -282,11 +284,18 @@ impl Workers {
         }
     }
 
-    /// Starts any worker that is not running (killed, or exited on its own).
+    /// Starts any worker that is not running; one that exited on its own is noted.
     fn ensure_all(&mut self) -> anyhow::Result<()> {
         for slot in 0..self.slots.len() {
             let alive = match self.slots[slot].as_mut() {
-                Some(c) => c.try_wait().ok().flatten().is_none(),
+                Some(c) => match c.try_wait() {
+                    Ok(None) => true,
+                    Ok(Some(status)) => {
+                        self.exited.push(format!("worker {slot} exited on its own ({status}); see its log"));
+                        false
+                    }
+                    Err(_) => false,
+                },
                 None => false,
             };
             if !alive {
@@ -470,7 +479,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     let mut workers =
-        Workers { bin: bin.to_path_buf(), env, logs: logs.clone(), slots: (0..args.workers.max(1)).map(|_| None).collect(), started: 0 };
+        Workers { bin: bin.to_path_buf(), env, logs: logs.clone(), slots: (0..args.workers.max(1)).map(|_| None).collect(), started: 0, exited: Vec::new() };
     workers.ensure_all()?;
 
     // Go: every campaign at once, and transactional messages beside them.
@@ -495,6 +504,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let mut next_fault = Instant::now() + Duration::from_millis(rng.gen_range(500..2_000));
     while Instant::now() < fault_until {
         tokio::time::sleep(Duration::from_millis(100)).await;
+        workers.ensure_all()?;
         let now = Instant::now();
         if !paused_done && now >= pause_at {
             paused_done = true;
@@ -616,6 +626,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     for slot in 0..workers.slots.len() {
         workers.kill(slot).await;
     }
+    report.violations.append(&mut workers.exited);
     if report.violations.is_empty() {
         check(&owner, &sink, &scene, &mut report).await?;
     }

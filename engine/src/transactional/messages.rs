@@ -390,19 +390,34 @@ fn without_pixel(html: &str) -> String {
 
 pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<Message> {
     let mut tx = db.tenant_tx(tenant).await?;
+    let message = get_in(&mut tx, tenant, id).await?;
+    tx.commit().await?;
+    Ok(message)
+}
+
+async fn get_in(tx: &mut Tx, tenant: TenantId, id: Uuid) -> Result<Message> {
     let row =
         sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} {FROM} WHERE m.tenant_id = $1 AND m.id = $2")))
             .bind(tenant)
             .bind(id)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&mut **tx)
             .await?;
-    tx.commit().await?;
     row.ok_or(Error::NotFound)
 }
 
+/// The message and its events from one snapshot: an `opened` event never shows beside a null
+/// `opened_at` (they are written in one transaction, and read in one here).
+pub async fn with_events(db: &Db, tenant: TenantId, id: Uuid) -> Result<(Message, Vec<MessageEvent>)> {
+    let mut tx = db.tenant_snapshot_tx(tenant).await?;
+    let message = get_in(&mut tx, tenant, id).await?;
+    let events = events_in(&mut tx, tenant, id).await?;
+    tx.commit().await?;
+    Ok((message, events))
+}
+
 pub async fn detail(db: &Db, tenant: TenantId, id: Uuid) -> Result<MessageDetail> {
-    let message = get(db, tenant, id).await?;
-    let mut tx = db.tenant_tx(tenant).await?;
+    let mut tx = db.tenant_snapshot_tx(tenant).await?;
+    let message = get_in(&mut tx, tenant, id).await?;
     let (html, text): (String, String) =
         sqlx::query_as("SELECT html, text_body FROM messages WHERE tenant_id = $1 AND id = $2")
             .bind(tenant)
@@ -415,11 +430,7 @@ pub async fn detail(db: &Db, tenant: TenantId, id: Uuid) -> Result<MessageDetail
 }
 
 pub async fn events(db: &Db, tenant: TenantId, id: Uuid) -> Result<Vec<MessageEvent>> {
-    get(db, tenant, id).await?;
-    let mut tx = db.tenant_tx(tenant).await?;
-    let events = events_in(&mut tx, tenant, id).await?;
-    tx.commit().await?;
-    Ok(events)
+    Ok(with_events(db, tenant, id).await?.1)
 }
 
 async fn events_in(tx: &mut Tx, tenant: TenantId, id: Uuid) -> Result<Vec<MessageEvent>> {

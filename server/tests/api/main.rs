@@ -18,6 +18,7 @@ mod operability;
 mod recurring;
 mod roles;
 mod security;
+mod send_engine;
 mod sending;
 mod tenancy;
 mod tracking;

@@ -74,6 +74,26 @@ impl SendHarness {
         Ok(list)
     }
 
+    /// `n` more confirmed readers `{prefix}{i}@example.com` on an existing list.
+    pub async fn add_list_into(&self, list: Uuid, n: usize, prefix: &str) -> anyhow::Result<()> {
+        sqlx::query(
+            "WITH r AS (
+                 INSERT INTO readers (tenant_id, email, name)
+                 SELECT $1, $3 || g || '@example.com', 'Reader ' || g FROM generate_series(1, $4) g
+                 RETURNING id
+             )
+             INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
+             SELECT $1, $2, id, 'confirmed', now() FROM r",
+        )
+        .bind(self.tenant)
+        .bind(list)
+        .bind(prefix)
+        .bind(n as i32)
+        .execute(&self.app.owner)
+        .await?;
+        Ok(())
+    }
+
     pub fn identity(&self, rate: f64, burst: u32) -> anyhow::Result<SmtpIdentity> {
         Ok(SmtpIdentity {
             bucket: format!("identity:test:{}", Uuid::new_v4()),

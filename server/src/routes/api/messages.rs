@@ -102,8 +102,7 @@ pub async fn show(
     caller: ApiCaller,
     Path(id): Path<Uuid>,
 ) -> Result<Json<MessageJson>, ApiFailure> {
-    let message = messages::get(&s.app.db, caller.tenant, id).await?;
-    let events = messages::events(&s.app.db, caller.tenant, id).await?;
+    let (message, events) = messages::with_events(&s.app.db, caller.tenant, id).await?;
     Ok(Json(MessageJson { message, events }))
 }
 

@@ -1,0 +1,272 @@
+//! Send engine v2: each clause of the guarantee (README, "The guarantee and its window") with a
+//! test that tries to break it, in-process against real Postgres and the real SMTP sink. The
+//! chaos suite (`chaos.rs`) tries them all at once with real processes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use herald_engine::Role;
+use herald_engine::campaigns::{delivery, rate, store};
+use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults};
+use uuid::Uuid;
+
+use crate::sending::{SendHarness, addresses};
+
+type TestResult = anyhow::Result<()>;
+
+/// Gives expired leases back every 200 ms, as every process's supervisor does each second.
+fn reaper(h: &SendHarness) -> tokio::task::JoinHandle<()> {
+    let owner = h.app.owner.clone();
+    tokio::spawn(async move {
+        loop {
+            let _ = sqlx::query("SELECT reap_expired_leases()").execute(&owner).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn an_smtp_server_slower_than_the_lease_gets_no_second_copy() -> TestResult {
+    // The measured defect: replies slower than the lease, no crash, and a reaper hands the rows
+    // to a second worker while the first is still in its SMTP transaction. Renewed leases keep
+    // them with their owner.
+    let h = SendHarness::new(12).await?;
+    h.sink.set_faults(Faults::none().with_reply_delay(Duration::from_millis(2_600)));
+    let campaign = h.campaign("Slow", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    let reap = reaper(&h);
+    let (mut a, mut b) = (h.worker(&identity, None), h.worker(&identity, None));
+    for cx in [&mut a, &mut b] {
+        // The lease is 2 s; each message takes 2.6 s; three messages per claim.
+        Arc::make_mut(&mut cx.config).batch_size = 3;
+        Arc::make_mut(&mut cx.config).smtp_timeout = Duration::from_secs(5);
+    }
+    let (ra, rb) = tokio::join!(h.deliver(&a, campaign, 2), h.deliver(&b, campaign, 2));
+    reap.abort();
+    for r in ra.into_iter().chain(rb) {
+        r?;
+    }
+    assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=12)).await, 0, "no second copy");
+    let p = h.status(campaign).await?;
+    assert_eq!((p.status.as_str(), p.sent, p.ambiguous), ("sent", 12, 0));
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_pause_stops_the_wire_within_a_second_and_a_cancel_leaves_nothing_queued() -> TestResult {
+    let h = SendHarness::new(400).await?;
+    // 150 ms per message, four loops, claims of 20: a claimed batch lasts 3 s.
+    h.sink.set_faults(Faults::none().with_reply_delay(Duration::from_millis(150)));
+    let campaign = h.campaign("Stoppable", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    let cx = h.worker(&identity, None);
+    let sending = {
+        let (cx, tenant) = (cx.clone(), h.tenant);
+        tokio::spawn(async move {
+            futures::future::join_all((0..4).map(|_| delivery::deliver(&cx, tenant, campaign))).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    store::pause(&h.app.app.db, h.tenant, Role::Owner, campaign, "by hand").await?;
+    let paused_at = Instant::now();
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let after_a_second = h.sink.accepted_count();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(h.sink.accepted_count(), after_a_second, "a message went out more than a second after the pause");
+    // The loops ended by themselves, having given their batches back.
+    let results = tokio::time::timeout(Duration::from_secs(5), sending).await??;
+    assert!(paused_at.elapsed() < Duration::from_secs(9));
+    for r in results {
+        r?;
+    }
+    let p = h.status(campaign).await?;
+    assert_eq!(p.sending, 0, "nothing stays claimed by a paused campaign: {p:?}");
+    assert!(p.sent < 400 && p.queued > 0, "{p:?}");
+    // Resume, let it run a little, then cancel while batches are in flight.
+    store::resume(&h.app.app.db, &h.app.app.jobs, h.tenant, Role::Owner, campaign).await?;
+    let sending = {
+        let (cx, tenant) = (cx.clone(), h.tenant);
+        tokio::spawn(async move {
+            futures::future::join_all((0..4).map(|_| delivery::deliver(&cx, tenant, campaign))).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    store::cancel(&h.app.app.db, h.tenant, Role::Owner, campaign).await?;
+    for r in tokio::time::timeout(Duration::from_secs(5), sending).await?? {
+        r?;
+    }
+    // Whatever was given back after the cancel (released batches) ended cancelled, not queued.
+    let p = h.status(campaign).await?;
+    assert_eq!((p.status.as_str(), p.queued, p.sending), ("cancelled", 0, 0), "{p:?}");
+    assert_eq!(p.sent + p.cancelled, 400, "{p:?}");
+    let sink_count = h.sink.accepted_count() as i64;
+    assert_eq!(sink_count, p.sent, "Herald's count matches the sink's");
+    Ok(())
+}
+
+#[tokio::test]
+async fn rows_given_back_unsent_give_the_reader_back_to_the_frequency_cap() -> TestResult {
+    let h = SendHarness::new(60).await?;
+    sqlx::query("UPDATE tenants SET frequency_cap_hours = 24 WHERE id = $1")
+        .bind(h.tenant)
+        .execute(&h.app.owner)
+        .await?;
+    // The first campaign claims a batch (moving every claimed reader's cap), sends slowly, and
+    // is paused: the rest of its batch goes back, and so does the cap of those readers.
+    h.sink.set_faults(Faults::none().with_reply_delay(Duration::from_millis(200)));
+    let first = h.campaign("First", vec![h.list]).await?;
+    let second = h.campaign("Second", vec![h.list]).await?;
+    h.start(first).await?;
+    h.start(second).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    let mut cx = h.worker(&identity, None);
+    Arc::make_mut(&mut cx.config).batch_size = 60;
+    let sending = {
+        let (cx, tenant) = (cx.clone(), h.tenant);
+        tokio::spawn(async move { delivery::deliver(&cx, tenant, first).await })
+    };
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    store::pause(&h.app.app.db, h.tenant, Role::Owner, first, "by hand").await?;
+    sending.await??;
+    let reached_by_first = h.status(first).await?.sent;
+    assert!(reached_by_first > 0 && reached_by_first < 60, "{reached_by_first}");
+    h.sink.set_faults(Faults::none());
+    for r in h.deliver(&h.worker(&identity, None), second, 2).await {
+        r?;
+    }
+    // Everyone got exactly one of the two: the readers the paused campaign had claimed but not
+    // mailed were not held back by it.
+    assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=60)).await, 0);
+    let p2 = h.status(second).await?;
+    assert_eq!(p2.sent, 60 - reached_by_first, "{p2:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_run_of_unknown_users_is_the_bounce_guards_business_not_the_failure_guards() -> TestResult {
+    // An old import appended at the end: 40 dead addresses in a row after 1,000 good ones
+    // (3.8 %: under the 5 % bounce-rate guard). 25 failures in a row used to pause the send.
+    let h = SendHarness::new(1000).await?;
+    h.add_list_into(h.list, 40, "dead").await?;
+    h.sink.set_faults(Faults::none().with_rule(FaultRule::new("dead", FaultAction::user_unknown())));
+    let campaign = h.campaign("Old import", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    for r in h.deliver(&h.worker(&identity, None), campaign, 2).await {
+        r?;
+    }
+    let p = h.status(campaign).await?;
+    assert_eq!((p.status.as_str(), p.sent, p.failed, p.hard_bounces), ("sent", 1000, 40, 40), "{p:?}");
+    let suppressed: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM suppressions WHERE tenant_id = $1 AND reason = 'hard_bounce' AND email_lower LIKE 'dead%'",
+    )
+    .bind(h.tenant)
+    .fetch_one(&h.app.owner)
+    .await?;
+    assert_eq!(suppressed, 40);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_maybe_delivered_last_attempt_is_counted_as_ambiguous() -> TestResult {
+    let h = SendHarness::new(5).await?;
+    // reader1's server keeps the message and hangs up before the 250, every time.
+    h.sink.set_faults(Faults::none().with_rule(FaultRule::new("reader1@", FaultAction::DropAfterData)));
+    let campaign = h.campaign("Ambiguous", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    let mut cx = h.worker(&identity, None);
+    Arc::make_mut(&mut cx.config).max_attempts = 3;
+    for r in h.deliver(&cx, campaign, 1).await {
+        r?;
+    }
+    let (status, ambiguous): (String, i32) =
+        sqlx::query_as("SELECT status, ambiguous FROM sends WHERE campaign_id = $1 AND email = 'reader1@example.com'")
+            .bind(campaign)
+            .fetch_one(&h.app.owner)
+            .await?;
+    // Three attempts, each of which may have been delivered (the sink has all three copies).
+    assert_eq!((status.as_str(), ambiguous), ("failed", 3));
+    Ok(())
+}
+
+#[tokio::test]
+async fn retry_failed_racing_the_end_of_a_send_never_strands_a_row() -> TestResult {
+    for round in 0..5 {
+        let h = SendHarness::new(30).await?;
+        let campaign = h.campaign(&format!("Race {round}"), vec![h.list]).await?;
+        h.start(campaign).await?;
+        let identity = h.identity(100_000.0, 1000)?;
+        let cx = h.worker(&identity, None);
+        h.sink.set_faults(Faults::none().with_rule(FaultRule::new("reader3", FaultAction::RejectData("554 5.7.1 No".into()))));
+        let sending = {
+            let (cx, tenant) = (cx.clone(), h.tenant);
+            tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
+        };
+        // Retry the failures while the send may be finishing (several times, at varying moments).
+        for i in 0..10 {
+            tokio::time::sleep(Duration::from_millis(15 * i)).await;
+            let _ = store::retry_failed(&h.app.app.db, &h.app.app.jobs, h.tenant, Role::Owner, campaign).await;
+        }
+        sending.await??;
+        h.sink.set_faults(Faults::none());
+        // Whatever the order, the campaign is either still sending (and a loop finishes it) or
+        // sent with nothing queued.
+        for r in h.deliver(&cx, campaign, 1).await {
+            r?;
+        }
+        let p = h.status(campaign).await?;
+        assert_eq!(p.queued + p.sending, 0, "round {round}: rows stranded in a {} campaign: {p:?}", p.status);
+        assert_eq!(p.status, "sent");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_fresh_rate_bucket_releases_its_burst_and_not_more() -> TestResult {
+    let h = SendHarness::new(1).await?;
+    let key = format!("test:{}", Uuid::new_v4());
+    let db = &h.app.app.db;
+    // 10 per second, burst 10: the first 10 go at once, the next 10 wait about a second.
+    assert_eq!(rate::reserve(db, &key, 10, 10.0, 10).await?, Duration::ZERO);
+    let wait = rate::reserve(db, &key, 10, 10.0, 10).await?;
+    assert!(wait >= Duration::from_millis(900) && wait <= Duration::from_millis(1_100), "{wait:?}");
+    // A slow spread (one message an hour) waits an hour, not a capped shorter time.
+    let slow = format!("test:{}", Uuid::new_v4());
+    rate::reserve(db, &slow, 1, 1.0 / 7200.0, 1).await?;
+    let wait = rate::reserve(db, &slow, 1, 1.0 / 7200.0, 1).await?;
+    assert!(wait >= Duration::from_secs(7_100), "{wait:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_spread_send_does_not_expire_its_own_tail() -> TestResult {
+    let h = SendHarness::new(20).await?;
+    sqlx::query("UPDATE tenants SET max_queue_age_hours = 1 WHERE id = $1")
+        .bind(h.tenant)
+        .execute(&h.app.owner)
+        .await?;
+    let campaign = h.campaign("Week-long spread", vec![h.list]).await?;
+    sqlx::query("UPDATE campaigns SET spread_hours = 168 WHERE id = $1").bind(campaign).execute(&h.app.owner).await?;
+    h.start(campaign).await?;
+    // Three days into a week-long spread, the tail has waited 72 h (the max age is 1 h): it is
+    // the engine's own pacing, not an outage.
+    sqlx::query("UPDATE sends SET created_at = now() - interval '72 hours' WHERE campaign_id = $1")
+        .bind(campaign)
+        .execute(&h.app.owner)
+        .await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    // Only the age matters here: the pace is made fast (20 a second) by claiming more recipients.
+    sqlx::query("UPDATE campaigns SET recipients = 20 * 168 * 3600 WHERE id = $1")
+        .bind(campaign)
+        .execute(&h.app.owner)
+        .await?;
+    for r in h.deliver(&h.worker(&identity, None), campaign, 1).await {
+        r?;
+    }
+    let p = h.status(campaign).await?;
+    assert_eq!((p.expired, p.sent), (0, 20), "{p:?}");
+    Ok(())
+}
