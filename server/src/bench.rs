@@ -55,6 +55,10 @@ pub struct SendBench {
     /// Skip the fan-out measurement (the 1M-row walk), for a quicker end-to-end figure.
     #[arg(long)]
     pub skip_fanout: bool,
+    /// Send from this many `herald worker` child processes (sharing `--connections`) instead of
+    /// workers inside this process; their CPU is counted as Herald's.
+    #[arg(long, default_value_t = 0)]
+    pub processes: u32,
 }
 
 /// CPU time (user + system) of a process, from /proc (Linux only; zero elsewhere).
@@ -133,7 +137,9 @@ async fn start_sink() -> anyhow::Result<(tokio::process::Child, String)> {
 }
 
 pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
-    let SendBench { readers, fanout_readers, connections, blast_messages, keep, dkim, ack_batch, skip_fanout } = args;
+    let SendBench { readers, fanout_readers, connections, blast_messages, keep, dkim, ack_batch, skip_fanout, processes } =
+        args;
+    anyhow::ensure!(!(dkim && processes > 0), "--dkim signs with the in-process identity; it cannot be combined with --processes");
     let fanout_readers = if skip_fanout { readers } else { fanout_readers };
     herald_engine::migrate::run(&config.database_url).await?;
     // Not `startup::core`: that would also start the dev mail catcher on its usual port.
@@ -188,7 +194,8 @@ pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
     .execute(&owner)
     .await?;
     let dkim = if dkim { Some(bench_dkim_key().await?) } else { None };
-    let options = Options { readers, fanout_readers, connections, dkim, ack_batch, skip_fanout };
+    stage_breakdown(dkim.as_ref())?;
+    let options = Options { readers, fanout_readers, connections, dkim, ack_batch, skip_fanout, processes };
     let result = measure(&db, &owner, tenant, &smtp_url, config, &options).await;
     let outcome = match result {
         Ok(e2e) => {
@@ -219,6 +226,7 @@ struct Options {
     dkim: Option<herald_engine::campaigns::identities::DkimKey>,
     ack_batch: Option<usize>,
     skip_fanout: bool,
+    processes: u32,
 }
 
 /// A DKIM key for `bench.test`, as an identity would hold it.
@@ -335,11 +343,21 @@ async fn measure(
         transactional_wake: std::sync::Arc::new(tokio::sync::Notify::new()),
     };
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let workers = tokio::spawn(jobs::run_workers(setup, async move {
-        let _ = stop_rx.wait_for(|s| *s).await;
-    }));
+    let mut children = Vec::new();
+    let workers = if options.processes == 0 {
+        tokio::spawn(jobs::run_workers(setup, async move {
+            let _ = stop_rx.wait_for(|s| *s).await;
+        }))
+    } else {
+        children = spawn_workers(config, smtp_url, options)?;
+        // Their pollers start within a second.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::spawn(async { Ok(()) })
+    };
+    let pids: Vec<String> = children.iter().filter_map(|c| c.id()).map(|p| p.to_string()).collect();
+    let herald_cpu = || cpu_seconds("self") + pids.iter().map(|p| cpu_seconds(p)).sum::<f64>();
     let campaign = store::create(db, tenant, Role::Owner, &draft("End to end", small)).await?;
-    let (cpu0, pg0) = (cpu_seconds("self"), postgres_cpu_seconds());
+    let (cpu0, pg0) = (herald_cpu(), postgres_cpu_seconds());
     let started = Instant::now();
     store::send_now(db, &jobs::Jobs::new(db), tenant, Role::Owner, campaign.id).await?;
     // Only the status is polled (one row): the full progress counts scan the send log.
@@ -353,9 +371,13 @@ async fn measure(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let p = progress::progress(db, tenant, campaign.id).await?;
-    let (cpu, pg) = (cpu_seconds("self") - cpu0, postgres_cpu_seconds() - pg0);
+    let (cpu, pg) = (herald_cpu() - cpu0, postgres_cpu_seconds() - pg0);
     let _ = stop_tx.send(true);
     let _ = workers.await;
+    for mut child in children {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
     anyhow::ensure!(p.status == "sent" && p.sent == readers as i64, "the send ended {}: {p:?}", p.status);
     let rate = p.sent as f64 / elapsed;
     let per_100k = 100_000.0 / p.sent as f64;
@@ -366,6 +388,107 @@ async fn measure(
     );
     println!("CPU:         {:.1} s in Herald + {:.1} s in Postgres per 100k messages", cpu * per_100k, pg * per_100k);
     Ok(rate)
+}
+
+/// Where Herald's CPU goes per message, stage by stage, on this process's core (no database,
+/// no SMTP): the same calls the delivery loop makes for a 2 KB personalised Markdown campaign
+/// with tracked links.
+pub fn stage_breakdown(dkim: Option<&herald_engine::campaigns::identities::DkimKey>) -> anyhow::Result<()> {
+    use herald_engine::campaigns::render::{
+        self, BodyFormat, CampaignContent, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient,
+        Workspace,
+    };
+    use herald_engine::tracking::links;
+    const N: usize = 5_000;
+    let content = CampaignContent {
+        subject: "Issue 42 for {{ reader.name }}".into(),
+        preheader: String::new(),
+        format: BodyFormat::Markdown,
+        body: two_kb_body(),
+    };
+    let workspace = Workspace { name: "Bench Co".into(), postal_address: "1 Bench Street, Lyon".into() };
+    let compiled = CompiledCampaign::compile(&content, &workspace).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let signer = match dkim {
+        Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
+        None => None,
+    };
+    let attributes = serde_json::json!({"city": "Lyon"});
+    let own = "https://bench.herald.test/";
+    let (mut t_render, mut t_links, mut t_assemble, mut t_mime) = (0.0, 0.0, 0.0, 0.0);
+    for i in 0..N {
+        let email = format!("bench{i}@example.com");
+        let name = format!("Reader {i}");
+        let unsubscribe = format!("https://bench.herald.test/u/{i:075}");
+        let recipient = Recipient { email: &email, name: &name, attributes: &attributes };
+        let ctx = MessageContext { unsubscribe_url: &unsubscribe };
+        let t = Instant::now();
+        let mut parts = compiled.render_body(&recipient, &ctx).map_err(|e| anyhow::anyhow!("{e}"))?;
+        t_render += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let _ = links::trackable_urls(&parts.body, own);
+        parts.body = links::rewrite(&parts.body, own, |_| Some(format!("https://bench.herald.test/c/{i:075}")));
+        t_links += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let rendered = compiled.assemble(parts, &ctx, Some("https://bench.herald.test/o/000000000000000000000000000"));
+        t_assemble += t.elapsed().as_secs_f64();
+        let envelope = Envelope {
+            from_name: "Bench Co".into(),
+            from_email: "news@bench.test".into(),
+            reply_to: None,
+            to_email: email.clone(),
+            to_name: name.clone(),
+            message_id: format!("bench.{i}@bench.test"),
+            list_unsubscribe_url: unsubscribe.clone(),
+            list_unsubscribe_mailto: None,
+            list_id: "list.bench.bench.test".into(),
+            feedback_id: "bench:bench:herald".into(),
+        };
+        let t = Instant::now();
+        let raw = render::build_message(&rendered, &envelope, signer.as_ref())?;
+        t_mime += t.elapsed().as_secs_f64();
+        std::hint::black_box(raw);
+    }
+    let us = |t: f64| t * 1e6 / N as f64;
+    println!(
+        "per message: render (minijinja + Markdown) {:.0} µs, link rewriting {:.0} µs, layout + text version {:.0} µs, \
+         MIME{} {:.0} µs; {:.0} µs in all",
+        us(t_render),
+        us(t_links),
+        us(t_assemble),
+        if dkim.is_some() { " + DKIM" } else { "" },
+        us(t_mime),
+        us(t_render + t_links + t_assemble + t_mime)
+    );
+    Ok(())
+}
+
+/// `herald worker` processes against the same database and sink, the default identity set up
+/// like the in-process one (unlimited rate, `--connections` in all).
+fn spawn_workers(config: &Config, smtp_url: &str, options: &Options) -> anyhow::Result<Vec<tokio::process::Child>> {
+    let per_process = options.connections.div_ceil(options.processes);
+    let ack_batch = options.ack_batch.unwrap_or(config.send.ack_batch);
+    (0..options.processes)
+        .map(|_| {
+            Ok(tokio::process::Command::new(std::env::current_exe()?)
+                .arg("worker")
+                .env("DATABASE_URL", &config.database_url)
+                .env("HERALD_APP_DATABASE_URL", &config.app_database_url)
+                .env("HERALD_ENV", "production")
+                .env("HERALD_SECRET_KEY", hex::encode(rand::random::<[u8; 32]>()))
+                .env("HERALD_BASE_URL", "https://bench.herald.test")
+                .env("HERALD_SMTP_URL", smtp_url)
+                .env("HERALD_SMTP_RATE", "1000000")
+                .env("HERALD_SMTP_BURST", "10000")
+                .env("HERALD_SMTP_MAX_CONNECTIONS", options.connections.to_string())
+                .env("HERALD_SEND_CONCURRENCY", per_process.to_string())
+                .env("HERALD_SEND_BATCH", config.send.batch_size.to_string())
+                .env("HERALD_SEND_ACK_BATCH", ack_batch.to_string())
+                .env("HERALD_DB_MAX_CONNECTIONS", (per_process + 8).to_string())
+                .env("RUST_LOG", "error")
+                .kill_on_drop(true)
+                .spawn()?)
+        })
+        .collect()
 }
 
 /// The fan-out proper against a bare `INSERT … SELECT` of the same rows.
