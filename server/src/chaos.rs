@@ -355,22 +355,7 @@ async fn insert_list(owner: &PgPool, tenant: TenantId, prefix: &str, n: usize) -
         .bind(format!("{prefix}-{}", &list.simple().to_string()[..6]))
         .execute(owner)
         .await?;
-    sqlx::query(
-        "WITH r AS (
-             INSERT INTO readers (tenant_id, email, name)
-             SELECT $1, $3 || g || '@chaos.test', 'Reader ' || g FROM generate_series(1, $4) g
-             RETURNING id
-         )
-         INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
-         SELECT $1, $2, id, 'confirmed', now() FROM r",
-    )
-    .bind(tenant)
-    .bind(list)
-    .bind(prefix)
-    .bind(n as i32)
-    .execute(owner)
-    .await?;
-    Ok((list, (1..=n).map(|i| format!("{prefix}{i}@chaos.test")).collect()))
+    insert_list_into(owner, tenant, list, prefix, n).await
 }
 
 async fn create_campaign(db: &Db, tenant: TenantId, name: &str, list: Uuid) -> anyhow::Result<Uuid> {

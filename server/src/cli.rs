@@ -239,30 +239,49 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
 }
 
 async fn run_dev(dev: Dev) -> anyhow::Result<()> {
-    let dev = match dev {
-        Dev::Chaos(args) => {
-            let reports = crate::chaos::run(&args).await?;
-            let failed: Vec<_> = reports.iter().filter(|r| !r.violations.is_empty()).collect();
-            let copies: usize = reports.iter().map(|r| r.copies_received).sum();
-            let extra: usize = reports.iter().map(|r| r.extra_copies).sum();
-            let counted: i64 = reports.iter().map(|r| r.ambiguous_counted).sum();
-            println!(
-                "{} rounds, {copies} copies received, {extra} extra (all under the first copy's Message-ID), {counted} counted ambiguous",
-                reports.len()
-            );
-            for r in &failed {
-                for v in &r.violations {
-                    println!("seed {}: {v}", r.seed);
-                }
-            }
-            return if failed.is_empty() { Ok(()) } else { Err(anyhow::anyhow!("the promise was broken; see above")) };
+    match dev {
+        Dev::Chaos(args) => run_chaos(&args).await,
+        Dev::SmtpSink { listen, fail_rate, fail_reply, fail_at, reject_pattern, reject_reply, delay_ms } => {
+            run_sink(listen, fail_rate, fail_reply, fail_at, reject_pattern, reject_reply, delay_ms).await
         }
-        Dev::SmtpSink { .. } => dev,
-    };
+    }
+}
+
+/// `herald dev chaos`: the rounds' figures, and every violation with its seed.
+async fn run_chaos(args: &crate::chaos::ChaosArgs) -> anyhow::Result<()> {
+    let reports = crate::chaos::run(args).await?;
+    let failed: Vec<_> = reports.iter().filter(|r| !r.violations.is_empty()).collect();
+    let copies: usize = reports.iter().map(|r| r.copies_received).sum();
+    let expected: usize = reports.iter().map(|r| r.messages_expected).sum();
+    let extra: usize = reports.iter().map(|r| r.extra_copies).sum();
+    let counted: i64 = reports.iter().map(|r| r.ambiguous_counted).sum();
+    let mut faults: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (k, v) in reports.iter().flat_map(|r| r.faults.iter()) {
+        *faults.entry(k).or_default() += v;
+    }
+    println!(
+        "{} rounds: {expected} messages expected, {copies} copies received, {extra} extra (each under its first copy's \
+         Message-ID), {counted} counted ambiguous; faults {faults:?}",
+        reports.len()
+    );
+    for r in &failed {
+        for v in &r.violations {
+            println!("seed {}: {v}", r.seed);
+        }
+    }
+    if failed.is_empty() { Ok(()) } else { Err(anyhow::anyhow!("the promise was broken; see above")) }
+}
+
+async fn run_sink(
+    listen: String,
+    fail_rate: f64,
+    fail_reply: String,
+    fail_at: FailAt,
+    reject_pattern: Vec<String>,
+    reject_reply: String,
+    delay_ms: Option<u64>,
+) -> anyhow::Result<()> {
     use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
-    let Dev::SmtpSink { listen, fail_rate, fail_reply, fail_at, reject_pattern, reject_reply, delay_ms } = dev else {
-        return Ok(());
-    };
     let mut faults = Faults::none();
     for pattern in reject_pattern {
         faults = faults.with_rule(FaultRule::new(pattern, FaultAction::RejectRcpt(reject_reply.clone())));

@@ -55,22 +55,7 @@ impl SendHarness {
             .bind(format!("{}-{}", name.to_lowercase(), &list.simple().to_string()[..6]))
             .execute(&self.app.owner)
             .await?;
-        sqlx::query(
-            "WITH r AS (
-                 INSERT INTO readers (tenant_id, email, name)
-                 SELECT $1, $3 || g || '@example.com', 'Reader ' || g FROM generate_series(1, $4) g
-                 ON CONFLICT (tenant_id, lower(email)) DO UPDATE SET name = excluded.name
-                 RETURNING id
-             )
-             INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
-             SELECT $1, $2, id, 'confirmed', now() FROM r",
-        )
-        .bind(self.tenant)
-        .bind(list)
-        .bind(prefix)
-        .bind(n as i32)
-        .execute(&self.app.owner)
-        .await?;
+        self.add_list_into(list, n, prefix).await?;
         Ok(list)
     }
 
@@ -80,6 +65,7 @@ impl SendHarness {
             "WITH r AS (
                  INSERT INTO readers (tenant_id, email, name)
                  SELECT $1, $3 || g || '@example.com', 'Reader ' || g FROM generate_series(1, $4) g
+                 ON CONFLICT (tenant_id, lower(email)) DO UPDATE SET name = excluded.name
                  RETURNING id
              )
              INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
