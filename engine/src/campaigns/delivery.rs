@@ -593,10 +593,14 @@ impl Sender<'_> {
                 claimed.iter().map(|r| previous.get(&r.reader_id).and_then(|p| p.0)).collect();
             let prev_campaign: Vec<Option<Uuid>> =
                 claimed.iter().map(|r| previous.get(&r.reader_id).and_then(|p| p.1)).collect();
+            // The first window of rows is armed by the claim itself (no row version of its own;
+            // rows that end without SMTP are disarmed by the write that ends them).
+            let window = self.cx.config.ack_batch.max(1);
+            let arm: Vec<bool> = (0..ids.len()).map(|i| i < window).collect();
             sqlx::query(
-                "UPDATE sends s SET status = 'sending', lease_token = $3, armed = false, attempts = s.attempts + 1,
+                "UPDATE sends s SET status = 'sending', lease_token = $3, armed = x.arm, attempts = s.attempts + 1,
                         cap_prev_at = x.prev_at, cap_prev_campaign = x.prev_campaign, updated_at = now()
-                 FROM unnest($2::bigint[], $4::timestamptz[], $5::uuid[]) AS x(id, prev_at, prev_campaign)
+                 FROM unnest($2::bigint[], $4::timestamptz[], $5::uuid[], $6::bool[]) AS x(id, prev_at, prev_campaign, arm)
                  WHERE s.tenant_id = $1 AND s.id = x.id",
             )
             .bind(tenant)
@@ -604,8 +608,12 @@ impl Sender<'_> {
             .bind(token)
             .bind(&prev_at)
             .bind(&prev_campaign)
+            .bind(&arm)
             .execute(&mut *tx)
             .await?;
+            tx.commit().await?;
+            self.armed.extend(ids.iter().take(window));
+            return Ok(claimed);
         }
         tx.commit().await?;
         Ok(claimed)
