@@ -339,3 +339,52 @@ async fn a_running_campaign_does_not_delay_transactional_mail() -> TestResult {
     assert_eq!(stats["status"], "sending", "the campaign was still sending: {stats}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_message_whose_sending_identity_cannot_be_loaded_is_deferred_not_stranded() -> TestResult {
+    // The identity's sealed SMTP URL cannot be opened (a rotated secret, a corrupt row): not an
+    // SMTP answer, but an attempt that failed. It used to stay leased for ever, counted as
+    // ambiguous at every reap.
+    let app = spawn_app_with(&[("HERALD_RUN_WORKERS", "false")]).await;
+    let api = workspace(&app, "tx-broken@example.com").await;
+    let vars = json!({"name": "B", "url": "https://tx.test"});
+    let (status, m) =
+        api.send_message("broken-1", &json!({"to": "x@example.com", "template": "reset", "variables": vars})).await;
+    assert_eq!(status, StatusCode::CREATED, "{m}");
+    let id: uuid::Uuid = m["id"].as_str().unwrap_or_default().parse()?;
+    let identity = uuid::Uuid::new_v4();
+    sqlx::query(
+        "WITH t AS (SELECT tenant_id FROM messages WHERE id = $2)
+         INSERT INTO sending_identities (id, tenant_id, name, smtp_url_sealed, smtp_display)
+         SELECT $1, tenant_id, 'Broken', 'not-a-sealed-value', 'smtp://broken' FROM t",
+    )
+    .bind(identity)
+    .bind(id)
+    .execute(&app.owner)
+    .await?;
+    sqlx::query("UPDATE tenants SET transactional_identity_id = $1 WHERE id = (SELECT tenant_id FROM messages WHERE id = $2)")
+        .bind(identity)
+        .bind(id)
+        .execute(&app.owner)
+        .await?;
+    let cx = TxDeliveryContext {
+        db: app.app.db.clone(),
+        signer: app.app.signer.clone(),
+        config: Arc::new(TxDeliveryConfig::new("broken-test".into(), app.app.default_identity.clone())),
+        wake: Arc::new(tokio::sync::Notify::new()),
+    };
+    let mut sender = Sender::new(&cx);
+    assert_eq!(sender.run_once().await?, 1);
+    let (status, attempts, ambiguous, armed, error): (String, i32, i32, bool, Option<String>) = sqlx::query_as(
+        "SELECT status, attempts, ambiguous, armed, last_error FROM messages WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&app.owner)
+    .await?;
+    assert_eq!((status.as_str(), attempts, ambiguous, armed), ("queued", 1, 0, false));
+    let error = error.unwrap_or_default();
+    assert!(error.contains("could not be prepared"), "{error}");
+    assert!(!error.contains("sealed") && !error.contains("SELECT"), "no internals in the message's error: {error}");
+    sender.close().await;
+    Ok(())
+}
