@@ -40,8 +40,11 @@ ALTER TABLE sends
 ALTER TABLE messages
     ADD COLUMN lease_token bigint,
     ADD COLUMN armed boolean NOT NULL DEFAULT false;
+-- A worker name and an expiry per row are gone: ownership is the token, expiry the lease's.
 DROP INDEX sends_lease_idx;
 DROP INDEX messages_lease_idx;
+ALTER TABLE sends DROP COLUMN lease_owner, DROP COLUMN lease_expires_at;
+ALTER TABLE messages DROP COLUMN lease_owner, DROP COLUMN lease_expires_at;
 CREATE INDEX sends_lease_token_idx ON sends (lease_token) WHERE status = 'sending';
 CREATE INDEX messages_lease_token_idx ON messages (lease_token) WHERE status = 'sending';
 
@@ -80,13 +83,11 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
     WITH dead AS (
         DELETE FROM leases WHERE expires_at < now() RETURNING token
     ), sends_back AS (
-        UPDATE sends s SET status = 'queued', ambiguous = s.ambiguous + s.armed::int, armed = false,
-                           lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+        UPDATE sends s SET status = 'queued', ambiguous = s.ambiguous + s.armed::int, armed = false, updated_at = now()
         FROM dead WHERE s.lease_token = dead.token AND s.status = 'sending'
         RETURNING 1
     ), messages_back AS (
-        UPDATE messages m SET status = 'queued', ambiguous = m.ambiguous + m.armed::int, armed = false,
-                              lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+        UPDATE messages m SET status = 'queued', ambiguous = m.ambiguous + m.armed::int, armed = false, updated_at = now()
         FROM dead WHERE m.lease_token = dead.token AND m.status = 'sending'
         RETURNING 1
     )
@@ -129,7 +130,7 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
         FOR UPDATE SKIP LOCKED
     )
     UPDATE messages m SET status = 'sending', lease_token = p_token, armed = false, attempts = m.attempts + 1,
-                          lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+                          updated_at = now()
     FROM picked WHERE m.id = picked.id
     RETURNING m.id, m.tenant_id, m.attempts,
         (SELECT 'suppressed (' || x.reason || ')' FROM suppressions x
