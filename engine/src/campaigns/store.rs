@@ -553,9 +553,23 @@ async fn lock_in(tx: &mut Tx, tenant: TenantId, id: Uuid) -> Result<()> {
 /// condition, never "the last claim came back empty" (listmonk #1931).
 pub(crate) async fn finish_if_done(db: &Db, tenant: TenantId, id: Uuid) -> Result<bool> {
     let mut tx = db.tenant_tx(tenant).await?;
-    // Lock first, then look: the check below runs on a snapshot taken after the lock, so it sees
-    // rows a concurrent "retry failed" queued before releasing the lock (an UPDATE's re-check
-    // after waiting for a lock would reuse its older snapshot for the NOT EXISTS).
+    // Idle loops ask this several times a second: look first without the lock.
+    let looks_done: Option<bool> = sqlx::query_scalar(
+        "SELECT c.status = 'sending' AND c.fanout_done
+                AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.campaign_id = c.id AND s.status IN ('queued', 'sending'))
+         FROM campaigns c WHERE c.tenant_id = $1 AND c.id = $2",
+    )
+    .bind(tenant)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if looks_done != Some(true) {
+        tx.commit().await?;
+        return Ok(false);
+    }
+    // Then lock, and look again: the check below runs on a snapshot taken after the lock, so it
+    // sees rows a concurrent "retry failed" queued before releasing the lock (an UPDATE's
+    // re-check after waiting for a lock would reuse its older snapshot for the NOT EXISTS).
     lock_in(&mut tx, tenant, id).await?;
     let n = sqlx::query(
         "UPDATE campaigns c SET status = 'sent', finished_at = now(), updated_at = now()
