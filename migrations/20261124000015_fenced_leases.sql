@@ -46,6 +46,12 @@ DROP INDEX messages_lease_idx;
 ALTER TABLE sends DROP COLUMN lease_owner, DROP COLUMN lease_expires_at;
 ALTER TABLE messages DROP COLUMN lease_owner, DROP COLUMN lease_expires_at;
 CREATE INDEX sends_lease_token_idx ON sends (lease_token) WHERE status = 'sending';
+-- Measured: right after a fan-out the statistics say `sends` is empty, and the claim took the
+-- (campaign_id, status) index, fetched every queued row of the campaign and sorted them to take
+-- 50 (≈ 200 ms a claim at 100k rows, most of Postgres's time). With `id` in the index every
+-- candidate plan reads the queue in claim order and stops after the batch.
+DROP INDEX sends_status_idx;
+CREATE INDEX sends_status_idx ON sends (campaign_id, status, id);
 CREATE INDEX messages_lease_token_idx ON messages (lease_token) WHERE status = 'sending';
 
 -- A row of a cancelled campaign never goes back to the queue, whoever gives it back (a loop

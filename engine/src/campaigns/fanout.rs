@@ -42,14 +42,15 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
     let mut written = 0;
     loop {
         let mut tx = db.tenant_tx(tenant).await?;
-        // The row lock serialises duplicate fan-out jobs: the second waits, then sees the
+        // The row lock serialises duplicate fan-out jobs (NO KEY UPDATE: rows that only reference
+        // the campaign, such as its tracked links, need not wait for a chunk): the second waits, then sees the
         // cursor the first one committed.
         #[allow(clippy::type_complexity)]
         let row: Option<(String, bool, i64, Vec<Uuid>, String, Option<i32>, Option<Uuid>)> = sqlx::query_as(
             "SELECT c.status, c.fanout_done, c.fanout_cursor, c.list_ids, c.attribute_filter, t.frequency_cap_hours,
                     CASE WHEN c.feed = 'api' THEN c.parent_id END
              FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
-             WHERE c.tenant_id = $1 AND c.id = $2 FOR UPDATE OF c",
+             WHERE c.tenant_id = $1 AND c.id = $2 FOR NO KEY UPDATE OF c",
         )
         .bind(tenant)
         .bind(campaign)
