@@ -267,7 +267,12 @@ static DEAD_WORKERS: std::sync::Mutex<std::collections::BTreeMap<&'static str, S
 
 /// The job workers that are down right now, with why (see [`DEAD_WORKERS`]).
 pub fn dead_workers() -> Vec<(&'static str, String)> {
-    DEAD_WORKERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().map(|(k, v)| (*k, v.clone())).collect()
+    DEAD_WORKERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .map(|(k, v)| (*k, v.clone()))
+        .collect()
 }
 
 fn mark_worker(kind: &'static str, dead: Option<String>) {
@@ -344,12 +349,8 @@ where
         wake: transactional_wake,
     };
     let jobs = Jobs::new(&db);
-    let import_cx = crate::audience::import::ImportContext {
-        db: db.clone(),
-        signer: signer.clone(),
-        jobs: jobs.clone(),
-        base_url,
-    };
+    let import_cx =
+        crate::audience::import::ImportContext { db: db.clone(), signer: signer.clone(), jobs: jobs.clone(), base_url };
     let campaign_cx = CampaignWorkerContext {
         delivery: crate::campaigns::delivery::DeliveryContext {
             db: db.clone(),

@@ -101,7 +101,8 @@ impl Fence {
     pub fn closed_because(&self) -> Option<Closed> {
         if self.0.stopped.load(Ordering::Acquire) {
             Some(Closed::Stopped)
-        } else if self.0.lost.load(Ordering::Acquire) || to_ticks(Instant::now()) >= self.0.valid_until.load(Ordering::Acquire)
+        } else if self.0.lost.load(Ordering::Acquire)
+            || to_ticks(Instant::now()) >= self.0.valid_until.load(Ordering::Acquire)
         {
             Some(Closed::LeaseLost)
         } else {
@@ -210,7 +211,8 @@ impl Lease {
     /// Gives the lease up after a clean finish (every row it claimed has its outcome).
     pub async fn end(self) {
         self.renewer.abort();
-        if let Err(e) = sqlx::query("DELETE FROM leases WHERE token = $1").bind(self.token).execute(self.db.pool()).await
+        if let Err(e) =
+            sqlx::query("DELETE FROM leases WHERE token = $1").bind(self.token).execute(self.db.pool()).await
         {
             tracing::debug!(error = %e, token = self.token, "could not end a lease; it expires on its own");
         }

@@ -228,7 +228,12 @@ impl SmtpError {
     }
 
     fn fenced(stage: SmtpStage) -> Self {
-        Self::new(SmtpErrorKind::Fenced, None, "stopped before the end of the data (lease lost, or the send was paused)", stage)
+        Self::new(
+            SmtpErrorKind::Fenced,
+            None,
+            "stopped before the end of the data (lease lost, or the send was paused)",
+            stage,
+        )
     }
 
     fn permanent(stage: SmtpStage, message: impl Into<String>) -> Self {

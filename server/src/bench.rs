@@ -137,9 +137,21 @@ async fn start_sink() -> anyhow::Result<(tokio::process::Child, String)> {
 }
 
 pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
-    let SendBench { readers, fanout_readers, connections, blast_messages, keep, dkim, ack_batch, skip_fanout, processes } =
-        args;
-    anyhow::ensure!(!(dkim && processes > 0), "--dkim signs with the in-process identity; it cannot be combined with --processes");
+    let SendBench {
+        readers,
+        fanout_readers,
+        connections,
+        blast_messages,
+        keep,
+        dkim,
+        ack_batch,
+        skip_fanout,
+        processes,
+    } = args;
+    anyhow::ensure!(
+        !(dkim && processes > 0),
+        "--dkim signs with the in-process identity; it cannot be combined with --processes"
+    );
     let fanout_readers = if skip_fanout { readers } else { fanout_readers };
     herald_engine::migrate::run(&config.database_url).await?;
     // Not `startup::core`: that would also start the dev mail catcher on its usual port.
@@ -395,8 +407,7 @@ async fn measure(
 /// with tracked links.
 pub fn stage_breakdown(dkim: Option<&herald_engine::campaigns::identities::DkimKey>) -> anyhow::Result<()> {
     use herald_engine::campaigns::render::{
-        self, BodyFormat, CampaignContent, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient,
-        Workspace,
+        self, BodyFormat, CampaignContent, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, Workspace,
     };
     use herald_engine::tracking::links;
     const N: usize = 5_000;
@@ -538,7 +549,6 @@ async fn fanout_versus_bare_insert(
 
     Ok(())
 }
-
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ImportBench {

@@ -240,7 +240,12 @@ fn free_port() -> anyhow::Result<u16> {
 async fn run_ok(cmd: &mut Command) -> anyhow::Result<()> {
     let out = cmd.stdin(Stdio::null()).output().await?;
     if !out.status.success() {
-        bail!("{:?} failed: {}{}", cmd.as_std(), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "{:?} failed: {}{}",
+            cmd.as_std(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(())
 }
@@ -366,7 +371,8 @@ async fn create_campaign(db: &Db, tenant: TenantId, name: &str, list: Uuid) -> a
         from_name: "Chaos".into(),
         list_ids: vec![list],
         body_format: "markdown".into(),
-        body: "Hello {{ reader.name }}! A [link](https://example.com/a).\n\n[Unsubscribe]({{ unsubscribe_url }})".into(),
+        body: "Hello {{ reader.name }}! A [link](https://example.com/a).\n\n[Unsubscribe]({{ unsubscribe_url }})"
+            .into(),
         ..Default::default()
     };
     Ok(store::create(db, tenant, Role::Owner, &input).await?.id)
@@ -427,10 +433,28 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let mut scene = Scene {
         campaigns: vec![
             SceneCampaign { id: main, tenant: main_tenant, name: "Main", readers: main_readers, cancelled: false },
-            SceneCampaign { id: spread, tenant: main_tenant, name: "Spread", readers: spread_readers, cancelled: false },
+            SceneCampaign {
+                id: spread,
+                tenant: main_tenant,
+                name: "Spread",
+                readers: spread_readers,
+                cancelled: false,
+            },
             SceneCampaign { id: paused, tenant: main_tenant, name: "Paused", readers: pause_readers, cancelled: false },
-            SceneCampaign { id: cancelled, tenant: main_tenant, name: "Cancelled", readers: cancel_readers, cancelled: true },
-            SceneCampaign { id: cap_a, tenant: capped_tenant, name: "Cap A", readers: cap_readers.clone(), cancelled: false },
+            SceneCampaign {
+                id: cancelled,
+                tenant: main_tenant,
+                name: "Cancelled",
+                readers: cancel_readers,
+                cancelled: true,
+            },
+            SceneCampaign {
+                id: cap_a,
+                tenant: capped_tenant,
+                name: "Cap A",
+                readers: cap_readers.clone(),
+                cancelled: false,
+            },
             SceneCampaign { id: cap_b, tenant: capped_tenant, name: "Cap B", readers: cap_readers, cancelled: false },
         ],
         capped: (4, 5),
@@ -463,8 +487,14 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    let mut workers =
-        Workers { bin: bin.to_path_buf(), env, logs: logs.clone(), slots: (0..args.workers.max(1)).map(|_| None).collect(), started: 0, exited: Vec::new() };
+    let mut workers = Workers {
+        bin: bin.to_path_buf(),
+        env,
+        logs: logs.clone(),
+        slots: (0..args.workers.max(1)).map(|_| None).collect(),
+        started: 0,
+        exited: Vec::new(),
+    };
     workers.ensure_all()?;
 
     // Go: every campaign at once, and transactional messages beside them.
@@ -575,9 +605,11 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     }
 
     // Calm: a well-behaved sink, every worker up, until everything has an outcome.
-    sink.set_faults(Faults::none()
-        .with_rule(FaultRule::new("dead", FaultAction::user_unknown()))
-        .with_rule(FaultRule::new("reject", FaultAction::RejectData("554 5.7.1 Rejected as spam".into()))));
+    sink.set_faults(
+        Faults::none()
+            .with_rule(FaultRule::new("dead", FaultAction::user_unknown()))
+            .with_rule(FaultRule::new("reject", FaultAction::RejectData("554 5.7.1 Rejected as spam".into()))),
+    );
     let settle_by = Instant::now() + Duration::from_secs(180);
     loop {
         workers.ensure_all()?;
@@ -657,11 +689,13 @@ async fn insert_list_into(
 /// commit time.
 async fn opt_out(owner: &PgPool, tenant: TenantId, address: &str, suppress: bool) -> anyhow::Result<DateTime<Utc>> {
     if suppress {
-        sqlx::query("INSERT INTO suppressions (tenant_id, email_lower, reason, source) VALUES ($1, $2, 'manual', 'chaos')")
-            .bind(tenant)
-            .bind(address)
-            .execute(owner)
-            .await?;
+        sqlx::query(
+            "INSERT INTO suppressions (tenant_id, email_lower, reason, source) VALUES ($1, $2, 'manual', 'chaos')",
+        )
+        .bind(tenant)
+        .bind(address)
+        .execute(owner)
+        .await?;
     } else {
         sqlx::query(
             "UPDATE subscriptions SET status = 'unsubscribed', unsubscribed_at = now()
@@ -758,7 +792,12 @@ async fn check(owner: &PgPool, sink: &MailSink, scene: &Scene, report: &mut Roun
             report.messages_expected += expected.len();
             let missing: Vec<&&String> = expected.iter().filter(|r| !got.contains_key(&key(r))).collect();
             if !missing.is_empty() {
-                v.push(format!("{}: {} eligible readers got nothing, e.g. {:?}", c.name, missing.len(), &missing[..missing.len().min(5)]));
+                v.push(format!(
+                    "{}: {} eligible readers got nothing, e.g. {:?}",
+                    c.name,
+                    missing.len(),
+                    &missing[..missing.len().min(5)]
+                ));
             }
         }
         let (status, ambiguous, open): (String, i64, i64) = sqlx::query_as(
@@ -793,7 +832,10 @@ async fn check(owner: &PgPool, sink: &MailSink, scene: &Scene, report: &mut Roun
                 v.push(format!("{}: {rcpt} got a copy but Herald says {row_status}, not ambiguous", c.name));
             }
         }
-        eprintln!("chaos: {} {status}: {sent} sent, {distinct} readers received, {copies} copies, {ambiguous} ambiguous", c.name);
+        eprintln!(
+            "chaos: {} {status}: {sent} sent, {distinct} readers received, {copies} copies, {ambiguous} ambiguous",
+            c.name
+        );
         let extra = copies - distinct;
         if (ambiguous as usize) < extra {
             v.push(format!("{}: {extra} extra copies but only {ambiguous} counted as ambiguous", c.name));

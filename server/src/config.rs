@@ -174,7 +174,9 @@ impl Config {
                     .map(|s| s.trim().parse::<f64>().ok().filter(|v| *v >= 0.0 && v.is_finite()))
                     .map(|v| v.map(std::time::Duration::from_secs_f64))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| format!("HERALD_TRANSACTIONAL_BACKOFF must be seconds separated by commas, not `{list}`"))?,
+                    .ok_or_else(|| {
+                        format!("HERALD_TRANSACTIONAL_BACKOFF must be seconds separated by commas, not `{list}`")
+                    })?,
             },
         };
         // Leases are renewed every half-second and the fence closes a fifth of a lease early:

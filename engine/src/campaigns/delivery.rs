@@ -391,7 +391,10 @@ impl Sender<'_> {
                 if let Some(why) = self.fence().closed_because() {
                     return self.on_fence_closed(why, &ready[i..]).await;
                 }
-                let stale = self.acks.first().is_some_and(|a| (Utc::now() - a.at).to_std().unwrap_or_default() >= ACK_MAX_DELAY);
+                let stale = self
+                    .acks
+                    .first()
+                    .is_some_and(|a| (Utc::now() - a.at).to_std().unwrap_or_default() >= ACK_MAX_DELAY);
                 if !self.armed.contains(&row.id) || self.acks.len() >= cfg.ack_batch.max(1) || stale {
                     let window = cfg.ack_batch.max(1);
                     let arm: Vec<i64> = ready[i..].iter().take(window).map(|r| r.id).collect();
@@ -497,7 +500,8 @@ impl Sender<'_> {
         let token = self.lease.token;
         let (tenant, campaign) = (self.tenant, self.campaign.id);
         // Time the engine chose to wait (a spread) does not count toward the queue age.
-        let max_age_secs = self.max_queue_age_hours as f64 * 3600.0 + self.campaign.spread_hours.unwrap_or(0.0) * 3600.0;
+        let max_age_secs =
+            self.max_queue_age_hours as f64 * 3600.0 + self.campaign.spread_hours.unwrap_or(0.0) * 3600.0;
         let mut tx = self.cx.db.tenant_tx(tenant).await?;
         let mut rows: Vec<Claimed> = sqlx::query_as(
             "WITH picked AS (

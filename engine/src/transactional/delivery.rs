@@ -287,7 +287,9 @@ impl<'a> Sender<'a> {
         let rendered = Rendered { subject: content.subject, html: content.html, text: content.text_body };
         let raw = match render::build_message(&rendered, &envelope, ws.dkim.as_ref()) {
             Ok(raw) => raw,
-            Err(e) => return self.finish_failed(m, &format!("could not build the message: {e}"), "failed", false).await,
+            Err(e) => {
+                return self.finish_failed(m, &format!("could not build the message: {e}"), "failed", false).await;
+            }
         };
         let fence = match &self.lease {
             Some(l) => l.fence().clone(),

@@ -202,7 +202,9 @@ async fn retry_failed_racing_the_end_of_a_send_never_strands_a_row() -> TestResu
         h.start(campaign).await?;
         let identity = h.identity(100_000.0, 1000)?;
         let cx = h.worker(&identity, None);
-        h.sink.set_faults(Faults::none().with_rule(FaultRule::new("reader3", FaultAction::RejectData("554 5.7.1 No".into()))));
+        h.sink.set_faults(
+            Faults::none().with_rule(FaultRule::new("reader3", FaultAction::RejectData("554 5.7.1 No".into()))),
+        );
         let sending = {
             let (cx, tenant) = (cx.clone(), h.tenant);
             tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })

@@ -362,11 +362,13 @@ async fn a_message_whose_sending_identity_cannot_be_loaded_is_deferred_not_stran
     .bind(id)
     .execute(&app.owner)
     .await?;
-    sqlx::query("UPDATE tenants SET transactional_identity_id = $1 WHERE id = (SELECT tenant_id FROM messages WHERE id = $2)")
-        .bind(identity)
-        .bind(id)
-        .execute(&app.owner)
-        .await?;
+    sqlx::query(
+        "UPDATE tenants SET transactional_identity_id = $1 WHERE id = (SELECT tenant_id FROM messages WHERE id = $2)",
+    )
+    .bind(identity)
+    .bind(id)
+    .execute(&app.owner)
+    .await?;
     let cx = TxDeliveryContext {
         db: app.app.db.clone(),
         signer: app.app.signer.clone(),
@@ -375,12 +377,11 @@ async fn a_message_whose_sending_identity_cannot_be_loaded_is_deferred_not_stran
     };
     let mut sender = Sender::new(&cx);
     assert_eq!(sender.run_once().await?, 1);
-    let (status, attempts, ambiguous, armed, error): (String, i32, i32, bool, Option<String>) = sqlx::query_as(
-        "SELECT status, attempts, ambiguous, armed, last_error FROM messages WHERE id = $1",
-    )
-    .bind(id)
-    .fetch_one(&app.owner)
-    .await?;
+    let (status, attempts, ambiguous, armed, error): (String, i32, i32, bool, Option<String>) =
+        sqlx::query_as("SELECT status, attempts, ambiguous, armed, last_error FROM messages WHERE id = $1")
+            .bind(id)
+            .fetch_one(&app.owner)
+            .await?;
     assert_eq!((status.as_str(), attempts, ambiguous, armed), ("queued", 1, 0, false));
     let error = error.unwrap_or_default();
     assert!(error.contains("could not be prepared"), "{error}");
