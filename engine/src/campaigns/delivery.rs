@@ -549,7 +549,7 @@ impl Sender<'_> {
             let moved: Vec<(i64, Option<DateTime<Utc>>, Option<Uuid>)> = sqlx::query_as(
                 "WITH old AS (
                      SELECT id, last_campaign_at, last_campaign_id FROM readers
-                     WHERE tenant_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE
+                     WHERE tenant_id = $1 AND id = ANY($2) ORDER BY id FOR NO KEY UPDATE
                  )
                  UPDATE readers r SET last_campaign_at = now(), last_campaign_id = $3
                  FROM old WHERE r.id = old.id

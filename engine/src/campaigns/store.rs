@@ -539,9 +539,12 @@ pub async fn retry_failed(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id
     Ok(n)
 }
 
-/// Takes the campaign row's lock for the rest of the transaction.
+/// Takes the campaign row's lock for the rest of the transaction. NO KEY UPDATE, like an UPDATE
+/// of the row takes: it orders the callers among themselves without blocking the foreign-key
+/// checks of rows that reference the campaign (a delivery loop adding its tallies holds the
+/// stats row and then needs one; FOR UPDATE here made that a deadlock).
 async fn lock_in(tx: &mut Tx, tenant: TenantId, id: Uuid) -> Result<()> {
-    sqlx::query("SELECT 1 FROM campaigns WHERE tenant_id = $1 AND id = $2 FOR UPDATE")
+    sqlx::query("SELECT 1 FROM campaigns WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE")
         .bind(tenant)
         .bind(id)
         .execute(&mut **tx)
