@@ -260,11 +260,3 @@ async fn renew(db: Db, token: i64, fence: Fence, lease: Duration) {
 pub fn owner(worker: &str, what: &str) -> String {
     format!("{worker}/{what}")
 }
-
-/// Live leases on a campaign (delivery slots and fan-out), for tests and tools.
-pub async fn live_leases(db: &Db, campaign: Uuid) -> Result<i64> {
-    Ok(sqlx::query_scalar("SELECT count(*) FROM leases WHERE campaign_id = $1 AND expires_at > now()")
-        .bind(campaign)
-        .fetch_one(db.pool())
-        .await?)
-}
