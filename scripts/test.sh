@@ -7,7 +7,9 @@
 #   2. clippy, native (engine + server, all targets) and wasm (frontend), warnings denied
 #   3. cargo test (engine + server; the Rust tests make a fresh database per test)
 #   4. cargo leptos build, then the Playwright suite against a real `herald serve` on a fresh
-#      database, with the dev mail catcher (skip with SKIP_E2E=1 for a quick local run)
+#      database, with the dev mail catcher (skip with SKIP_E2E=1 for a quick local run; run only
+#      this step with E2E_ONLY=1, and pass Playwright arguments in PLAYWRIGHT_ARGS, e.g.
+#      PLAYWRIGHT_ARGS="crawler.spec.ts")
 #
 # Safe to run repeatedly; the e2e server and database are removed on exit.
 set -euo pipefail
@@ -19,6 +21,9 @@ started=$SECONDS
 ensure_tools
 ensure_postgres
 
+if [[ "${E2E_ONLY:-0}" == 1 ]]; then
+  warn "E2E_ONLY=1: fmt, clippy and the Rust tests skipped"
+else
 log "cargo fmt --check"
 cargo fmt --all --check
 
@@ -35,6 +40,7 @@ leptos_env cargo clippy -p herald-frontend --target wasm32-unknown-unknown \
 
 log "cargo test (DATABASE_URL=${DATABASE_URL%%\?*})"
 leptos_env cargo test -p herald-engine -p herald-server
+fi
 
 if [[ "${SKIP_E2E:-0}" == 1 ]]; then
   warn "SKIP_E2E=1: browser tests skipped"
@@ -102,18 +108,31 @@ psql "$DATABASE_URL" -qc "CREATE DATABASE \"$e2e_db\"" >/dev/null
 
 rm -rf "$e2e_dir"
 mkdir -p "$e2e_dir"
+# The server and the browser tests' own `herald` commands (the crawler's seed-states and
+# routes) share these settings: one database, one data dir (so one development secret key).
+e2e_env=(
+  DATABASE_URL="$e2e_url"
+  HERALD_ENV=development
+  HERALD_BIND="$e2e_bind"
+  HERALD_BASE_URL="$e2e_base"
+  HERALD_DEV_SMTP_BIND="$e2e_smtp"
+  HERALD_SMTP_URL="smtp://$e2e_smtp"
+  HERALD_DATA_DIR="$e2e_dir"
+  LEPTOS_SITE_ROOT="$site_root"
+  RUST_LOG="${RUST_LOG:-info}"
+)
+e2e_cli="$e2e_dir/herald"
+{
+  echo '#!/usr/bin/env bash'
+  printf 'exec env'
+  printf ' %q' "${e2e_env[@]}" "$herald_bin"
+  echo ' "$@"'
+} >"$e2e_cli"
+chmod +x "$e2e_cli"
+
 log "Starting herald serve on $e2e_base (log: ${e2e_log#"$HERALD_ROOT"/})"
 # Development mode: migrations run on start and the dev mail catcher (and /dev/inbox) is on.
-env DATABASE_URL="$e2e_url" \
-  HERALD_ENV=development \
-  HERALD_BIND="$e2e_bind" \
-  HERALD_BASE_URL="$e2e_base" \
-  HERALD_DEV_SMTP_BIND="$e2e_smtp" \
-  HERALD_SMTP_URL="smtp://$e2e_smtp" \
-  HERALD_DATA_DIR="$e2e_dir" \
-  LEPTOS_SITE_ROOT="$site_root" \
-  RUST_LOG="${RUST_LOG:-info}" \
-  "$herald_bin" serve >"$e2e_log" 2>&1 &
+"$e2e_cli" serve >"$e2e_log" 2>&1 &
 server_pid=$!
 
 ready=0
@@ -137,7 +156,7 @@ if [[ $ready -ne 1 ]]; then
 fi
 
 log "Playwright (end2end/)"
-if ! (cd end2end && HERALD_E2E_BASE_URL="$e2e_base" npx playwright test); then
+if ! (cd end2end && HERALD_E2E_BASE_URL="$e2e_base" HERALD_E2E_CLI="$e2e_cli" npx playwright test ${PLAYWRIGHT_ARGS:-}); then
   warn "last 100 lines of the server log ($e2e_log):"
   tail -n 100 "$e2e_log" >&2
   die "browser tests failed (traces: end2end/test-results, report: npx playwright show-report in end2end/)"

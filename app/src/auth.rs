@@ -31,13 +31,23 @@ pub struct SessionInfo {
     pub dev_mode: bool,
 }
 
-/// Only same-site relative paths are followed after login (no open redirect).
+/// Only same-site relative paths are followed after login (no open redirect). Browsers drop
+/// tabs and line breaks from a URL and read `\` as `/`, so `/\t/evil.example` or
+/// `/\\evil.example` would become `//evil.example`, another site: a path with any control
+/// character, space or backslash is refused, not cleaned.
 pub fn safe_next(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && n.chars().all(|c| !c.is_control() && !c.is_whitespace() && c != '\\') =>
+        {
+            n.to_string()
+        }
         _ => "/".to_string(),
     }
 }
+
 
 #[server(prefix = "/rpc", endpoint = "session")]
 pub async fn get_session_info() -> Result<Option<SessionInfo>, AppError> {

@@ -39,6 +39,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
                 <script src="/charts.js" defer></script>
+                // Without it the browser asks for /favicon.ico, a 404 on every first visit.
+                <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 <MetaTags/>
             </head>
             <body class="bg-slate-50 text-slate-800 antialiased">

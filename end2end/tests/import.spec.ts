@@ -1,9 +1,15 @@
-// An author imports a CSV with a bad row, watches the progress reach 100 % and downloads the
-// error report.
+// An author imports a CSV with a bad row onto a list, from a reloaded mapping page, watches the
+// progress reach 100 % and downloads the error report.
 import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated } from "./helpers";
 
 test("CSV import with a bad row reaches 100 % and reports the row", async ({ page }) => {
   await signUpWithWorkspace(page, uniqueEmail("importer"), `Imports ${uniqueId()}`);
+
+  // A workspace with a list: the mapping page once failed to hydrate as soon as there was one.
+  await gotoHydrated(page, "/audience");
+  await page.getByLabel("Name", { exact: true }).fill("Imported");
+  await page.getByRole("button", { name: "Create list" }).click();
+  await expect(page.getByTestId("lists-table")).toContainText("Imported");
 
   await gotoHydrated(page, "/audience/imports");
   const rows = ["email,name,city"];
@@ -21,6 +27,9 @@ test("CSV import with a bad row reaches 100 % and reports the row", async ({ pag
   await expect(page.getByTestId("import-preview")).toContainText("reader0@example.com");
   await expect(page.getByLabel("Column email")).toHaveValue("email");
   await expect(page.getByLabel("Column city")).toHaveValue("attributes.city");
+  // Loaded directly (a reload), the page still works: choose the list, start.
+  await gotoHydrated(page, page.url());
+  await page.getByRole("checkbox", { name: "Imported" }).check();
   await page.getByRole("button", { name: "Start import" }).click();
 
   // Progress, live.
@@ -44,4 +53,6 @@ test("CSV import with a bad row reaches 100 % and reports the row", async ({ pag
 
   await page.getByRole("link", { name: "See the readers" }).click();
   await expect(page.getByTestId("readers-table")).toContainText("reader249@example.com");
+  await gotoHydrated(page, "/audience");
+  await expect(page.getByTestId("lists-table").getByRole("row", { name: /Imported/ }).getByTestId("confirmed-count")).toHaveText("250");
 });

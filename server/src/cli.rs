@@ -50,6 +50,9 @@ enum Bench {
 
 #[derive(Subcommand, Debug)]
 enum Dev {
+    /// Print the web app's page routes, one per line, as the router declares them (`:id` for a
+    /// parameter); the browser crawler reads them so a new page cannot be left out of it.
+    Routes,
     /// Run an SMTP sink that accepts everything, for load tests of the send engine, optionally
     /// misbehaving on purpose. Keeps the last 2000 messages and a record of every delivery in
     /// memory; runs until Ctrl-C and logs the accepted count and rate every second.
@@ -126,6 +129,15 @@ enum Admin {
         workspace: String,
         #[arg(long, default_value = "Created from the command line")]
         name: String,
+    },
+    /// Fill an account's first workspace with data in every state a page can show (lists,
+    /// readers, imports, campaigns in each status, a recurring campaign with an edition,
+    /// transactional templates and messages, members of each role) and print the concrete paths
+    /// of the parameterised routes as JSON. For demos and the browser crawler.
+    SeedStates {
+        /// The owner's email.
+        #[arg(long)]
+        owner: String,
     },
 }
 
@@ -234,12 +246,22 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
             let (_, key) = api_keys::create(&db, tenant, None, Role::Owner, &name).await.map_err(clear)?;
             println!("{key}");
         }
+        Admin::SeedStates { owner } => {
+            let paths = crate::seed::run(config, &owner).await?;
+            println!("{}", serde_json::to_string_pretty(&paths)?);
+        }
     }
     Ok(())
 }
 
 async fn run_dev(dev: Dev) -> anyhow::Result<()> {
     match dev {
+        Dev::Routes => {
+            for route in leptos_axum::generate_route_list(herald_app::App) {
+                println!("{}", route.path());
+            }
+            Ok(())
+        }
         Dev::Chaos(args) => run_chaos(&args).await,
         Dev::SmtpSink { listen, fail_rate, fail_reply, fail_at, reject_pattern, reject_reply, delay_ms } => {
             run_sink(listen, fail_rate, fail_reply, fail_at, reject_pattern, reject_reply, delay_ms).await

@@ -11,5 +11,6 @@ pub mod config;
 pub mod metrics;
 pub mod routes;
 pub mod security;
+pub mod seed;
 pub mod sessions;
 pub mod startup;

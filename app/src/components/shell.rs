@@ -53,9 +53,35 @@ fn Frame(info: SessionInfo) -> impl IntoView {
         ("/transactional", "Transactional"),
         ("/settings", "Settings"),
     ];
+    // Below 768 px the sidebar is a menu behind a button; it closes again after each navigation.
+    let menu_open = RwSignal::new(false);
+    let location = use_location();
+    Effect::new(move |_| {
+        location.pathname.track();
+        menu_open.set(false);
+    });
+    let aside_class = move || {
+        if menu_open.get() {
+            "fixed inset-y-0 left-0 z-40 flex w-64 flex-col overflow-y-auto border-r border-slate-200 bg-white shadow-xl"
+        } else {
+            "hidden w-60 shrink-0 flex-col border-r border-slate-200 bg-white md:flex"
+        }
+    };
     view! {
-        <div class="flex min-h-screen bg-slate-50">
-            <aside class="flex w-60 flex-col border-r border-slate-200 bg-white">
+        <div class="flex min-h-screen flex-col bg-slate-50 md:flex-row">
+            <header class="flex items-center justify-between border-b border-slate-200 bg-white px-4 py-3 md:hidden">
+                <span class="text-lg font-bold tracking-tight text-indigo-600">"Herald"</span>
+                <button type="button" class="btn-secondary px-3 py-1.5" aria-controls="app-sidebar"
+                    aria-expanded=move || menu_open.get().to_string()
+                    on:click=move |_| menu_open.update(|o| *o = !*o)>
+                    {move || if menu_open.get() { "Close" } else { "Menu" }}
+                </button>
+            </header>
+            {move || menu_open.get().then(|| view! {
+                <div class="fixed inset-0 z-30 bg-slate-900/30 md:hidden" aria-hidden="true"
+                    on:click=move |_| menu_open.set(false)></div>
+            })}
+            <aside id="app-sidebar" class=aside_class>
                 <div class="px-5 py-5 text-xl font-bold tracking-tight text-indigo-600">"Herald"</div>
                 <div class="px-3">
                     <ActionForm action=switch attr:class="space-y-1" attr:aria-label="Switch workspace">
@@ -89,7 +115,7 @@ fn Frame(info: SessionInfo) -> impl IntoView {
                     </ActionForm>
                 </div>
             </aside>
-            <main class="flex-1 px-10 py-8">
+            <main class="min-w-0 flex-1 px-4 py-6 md:px-10 md:py-8">
                 <div class="mx-auto max-w-5xl">
                     <Outlet/>
                 </div>

@@ -14,8 +14,10 @@ use crate::components::timezone;
 use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, short_time};
 use crate::error::AppError;
 use crate::pages::audience::{ListsView, list_lists};
-use crate::pages::campaign_progress::CampaignProgress;
-use crate::pages::campaign_repeat::{RecurringCampaign, RepeatDraft, RepeatFields, RepeatForm};
+use crate::pages::campaign_progress::{CampaignProgress, ReportView, campaign_report};
+use crate::pages::campaign_repeat::{
+    RecurringCampaign, RecurringView, RepeatDraft, RepeatFields, RepeatForm, load_recurring,
+};
 use crate::pages::campaigns::CampaignStatusBadge;
 use crate::pages::sending::{IdentitiesView, list_identities};
 
@@ -412,6 +414,7 @@ pub fn CampaignPage() -> impl IntoView {
     // shows the editor or the progress view accordingly.
     let refresh = RwSignal::new(0u32);
     let campaign = Resource::new(move || (id(), refresh.get()), |(id, _)| get_campaign(id));
+    let res = CampaignResources::new(Signal::derive(id), refresh);
     view! {
         <div class="mb-4">
             <a href="/campaigns" class="text-sm text-slate-500 hover:text-slate-800">"← Campaigns"</a>
@@ -419,13 +422,53 @@ pub fn CampaignPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match campaign.await {
-                    Ok(c) if c.status == "draft" || c.status == "scheduled" => view! { <Editor c=c refresh=refresh/> }.into_any(),
-                    Ok(c) if c.status == "recurring" => view! { <RecurringCampaign id=c.id name=c.name refresh=refresh/> }.into_any(),
-                    Ok(c) => view! { <CampaignProgress c=c/> }.into_any(),
+                    Ok(c) if c.status == "draft" || c.status == "scheduled" => view! { <Editor c=c refresh=refresh res=res/> }.into_any(),
+                    Ok(c) if c.status == "recurring" => view! { <RecurringCampaign id=c.id name=c.name refresh=refresh data=res.recurring/> }.into_any(),
+                    Ok(c) => view! { <CampaignProgress c=c report=res.report tick=res.report_tick/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
             })}
         </Transition>
+    }
+}
+
+/// Every resource the campaign page's views read, made once at the top of [`CampaignPage`] and
+/// handed down (the hydration rule in `crate::pages`). The editor, the progress view and the
+/// recurring view each read their own; all load, whatever the campaign's state, because a
+/// resource cannot be made only when a state that needs it has been loaded.
+#[derive(Clone, Copy)]
+pub struct CampaignResources {
+    lists: Resource<Result<ListsView, AppError>>,
+    identities: Resource<Result<IdentitiesView, AppError>>,
+    /// Bumped by each save of the editor: the preview renders again.
+    saved_version: RwSignal<u32>,
+    /// The reader the preview is rendered for (a sample reader when `None`).
+    preview_as: RwSignal<Option<ReaderPick>>,
+    preview: Resource<Result<PreviewView, AppError>>,
+    /// Bumped by the progress view's polling and after its actions.
+    pub report_tick: RwSignal<u32>,
+    pub report: Resource<Result<ReportView, AppError>>,
+    pub recurring: Resource<Result<RecurringView, AppError>>,
+}
+
+impl CampaignResources {
+    fn new(id: Signal<String>, refresh: RwSignal<u32>) -> Self {
+        let saved_version = RwSignal::new(0u32);
+        let preview_as = RwSignal::new(None::<ReaderPick>);
+        let report_tick = RwSignal::new(0u32);
+        Self {
+            lists: Resource::new(|| (), |_| list_lists()),
+            identities: Resource::new(|| (), |_| list_identities()),
+            saved_version,
+            preview_as,
+            preview: Resource::new(
+                move || (id.get(), saved_version.get(), preview_as.with(|r| r.as_ref().map(|r| r.id))),
+                |(id, _, reader)| preview_campaign(id, reader),
+            ),
+            report_tick,
+            report: Resource::new(move || (id.get(), refresh.get(), report_tick.get()), |(id, ..)| campaign_report(id)),
+            recurring: Resource::new(move || (id.get(), refresh.get()), |(id, _)| load_recurring(id)),
+        }
     }
 }
 
@@ -504,12 +547,12 @@ impl Form {
 }
 
 #[component]
-fn Editor(c: CampaignDetail, refresh: RwSignal<u32>) -> impl IntoView {
+fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> impl IntoView {
     let id = StoredValue::new(c.id.clone());
     let can_edit = c.can_edit;
     let dirty = RwSignal::new(false);
     let status = RwSignal::new(SaveStatus::Idle);
-    let saved_version = RwSignal::new(0u32);
+    let saved_version = res.saved_version;
     let timer = StoredValue::new(None::<TimeoutHandle>);
     let pending_op = RwSignal::new(None::<AfterSave>);
 
@@ -700,8 +743,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>) -> impl IntoView {
         }),
         save_failed: Signal::derive(move || matches!(status.get(), SaveStatus::Failed(_))),
     };
-    let lists = Resource::new(|| (), |_| list_lists());
-    let identities = Resource::new(|| (), |_| list_identities());
+    let CampaignResources { lists, identities, preview, preview_as, .. } = res;
     let status_text = move || match status.get() {
         SaveStatus::Idle => {
             if can_edit {
@@ -766,7 +808,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>) -> impl IntoView {
                 </fieldset>
             </div> }.into_any()}
             {view! { <div class="min-w-0 lg:sticky lg:top-6 lg:self-start">
-                <PreviewPanel id=id saved_version=saved_version/>
+                <PreviewPanel preview=preview reader=preview_as/>
                 {can_edit.then(|| view! { <TestSendPanel test=test after_save=after_save/> })}
                 {can_edit.then(|| view! {
                     <SendPanel c=c.clone() form=form lists=lists after_save=after_save actions=lifecycle/>
@@ -1056,8 +1098,10 @@ fn ContentFields(form: Form) -> impl IntoView {
 }
 
 #[component]
-fn PreviewPanel(id: StoredValue<String>, saved_version: RwSignal<u32>) -> impl IntoView {
-    let reader = RwSignal::new(None::<ReaderPick>);
+fn PreviewPanel(
+    preview: Resource<Result<PreviewView, AppError>>,
+    reader: RwSignal<Option<ReaderPick>>,
+) -> impl IntoView {
     let query = RwSignal::new(String::new());
     let plain = RwSignal::new(false);
     let find = ServerAction::<FindReader>::new();
@@ -1066,10 +1110,6 @@ fn PreviewPanel(id: StoredValue<String>, saved_version: RwSignal<u32>) -> impl I
             reader.set(Some(pick));
         }
     });
-    let preview = Resource::new(
-        move || (id.get_value(), saved_version.get(), reader.with(|r| r.as_ref().map(|r| r.id))),
-        |(id, _, reader)| preview_campaign(id, reader),
-    );
     let tab = move |is_plain: bool, label: &'static str| {
         view! {
             <button type="button" aria-pressed=move || (plain.get() == is_plain).to_string()

@@ -173,7 +173,11 @@ fn skip_label(reason: &str) -> String {
 }
 
 #[component]
-pub fn CampaignProgress(c: CampaignDetail) -> impl IntoView {
+pub fn CampaignProgress(
+    c: CampaignDetail,
+    report: Resource<Result<ReportView, AppError>>,
+    tick: RwSignal<u32>,
+) -> impl IntoView {
     let id = StoredValue::new(c.id.clone());
     let pause = ServerAction::<PauseCampaign>::new();
     let resume = ServerAction::<ResumeCampaign>::new();
@@ -181,20 +185,15 @@ pub fn CampaignProgress(c: CampaignDetail) -> impl IntoView {
     let retry = ServerAction::<RetryFailedSends>::new();
     let confirm_cancel = RwSignal::new(false);
     let confirm_retry = RwSignal::new(false);
-    let tick = RwSignal::new(0u32);
-    let report = Resource::new(
-        move || {
-            (
-                id.get_value(),
-                tick.get(),
-                pause.version().get(),
-                resume.version().get(),
-                cancel.version().get(),
-                retry.version().get(),
-            )
-        },
-        |(id, ..)| campaign_report(id),
-    );
+    // The report is the page's resource (the hydration rule in `crate::pages`): each finished
+    // action loads it again.
+    Effect::new(move |previous: Option<[usize; 4]>| {
+        let versions = [pause.version().get(), resume.version().get(), cancel.version().get(), retry.version().get()];
+        if previous.is_some_and(|p| p != versions) {
+            tick.update(|t| *t += 1);
+        }
+        versions
+    });
     // Poll while the send moves (in the browser only), like the import page.
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(

@@ -254,15 +254,18 @@ pub async fn stop_recurring(id: String) -> Result<(), AppError> {
 
 /// A running recurring campaign: its schedule, its editions, and a way to stop it.
 #[component]
-pub fn RecurringCampaign(id: String, name: String, refresh: RwSignal<u32>) -> impl IntoView {
+pub fn RecurringCampaign(
+    id: String,
+    name: String,
+    refresh: RwSignal<u32>,
+    data: Resource<Result<RecurringView, AppError>>,
+) -> impl IntoView {
     let stop = ServerAction::<StopRecurring>::new();
     Effect::new(move |_| {
         if stop.value().get().is_some_and(|r| r.is_ok()) {
             refresh.update(|n| *n += 1);
         }
     });
-    let key = id.clone();
-    let data = Resource::new(move || key.clone(), load_recurring);
     view! {
         <PageHeader title=name subtitle="Recurring campaign"/>
         <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>

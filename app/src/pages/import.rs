@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError};
 use crate::error::AppError;
-use crate::pages::audience::{AudienceTabs, ListRow, list_lists};
+use crate::pages::audience::{AudienceTabs, ListRow, ListsView, list_lists};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ImportDetail {
@@ -78,6 +78,9 @@ pub fn ImportPage() -> impl IntoView {
     let start = ServerAction::<StartImport>::new();
     let tick = RwSignal::new(0u32);
     let detail = Resource::new(move || (id(), tick.get(), start.version().get()), |(id, _, _)| get_import(id));
+    // Every resource of the page is made here, never in a component a `Suspend` builds (see
+    // `crate::pages` on hydration ids).
+    let lists = Resource::new(|| (), |_| list_lists());
     // Poll while the import is queued or running (in the browser only).
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
@@ -100,7 +103,7 @@ pub fn ImportPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match detail.await {
-                    Ok(d) if d.status == "uploaded" || (d.status == "failed" && d.rows_read == 0) => view! { <Mapping d=d start=start/> }.into_any(),
+                    Ok(d) if d.status == "uploaded" || (d.status == "failed" && d.rows_read == 0) => view! { <Mapping d=d start=start lists=lists/> }.into_any(),
                     Ok(d) => view! { <Progress d=d start=start/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
@@ -112,8 +115,11 @@ pub fn ImportPage() -> impl IntoView {
 const ROLES: [(&str, &str); 3] = [("email", "Email"), ("name", "Name"), ("ignore", "Ignore")];
 
 #[component]
-fn Mapping(d: ImportDetail, start: ServerAction<StartImport>) -> impl IntoView {
-    let lists = Resource::new(|| (), |_| list_lists());
+fn Mapping(
+    d: ImportDetail,
+    start: ServerAction<StartImport>,
+    lists: Resource<Result<ListsView, AppError>>,
+) -> impl IntoView {
     let chosen = RwSignal::new(Vec::<String>::new());
     let columns = d.columns.clone();
     view! {

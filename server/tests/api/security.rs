@@ -76,3 +76,24 @@ async fn open_redirects_after_login_are_refused() {
         .await;
     assert_eq!(r.headers.get("location").and_then(|v| v.to_str().ok()), Some("/settings/members"));
 }
+
+/// The login redirect's `next` stays on this site, whatever a browser would make of it.
+#[test]
+fn login_next_only_follows_same_site_paths() {
+    use herald_app::auth::safe_next;
+    for ok in ["/", "/campaigns/1?tab=stats", "/%09/still-a-path"] {
+        assert_eq!(safe_next(Some(ok)), ok);
+    }
+    for bad in [
+        "//evil.example",
+        "/\t/evil.example",
+        "/\n/evil.example",
+        "/\\evil.example",
+        "https://evil.example",
+        "/ /evil.example",
+        "evil.example",
+    ] {
+        assert_eq!(safe_next(Some(bad)), "/", "{bad:?}");
+    }
+    assert_eq!(safe_next(None), "/");
+}

@@ -1,0 +1,230 @@
+// The crawler: every page the app declares, with data in every state, loaded directly, reloaded
+// and reached client-side, at a phone width and a desktop width. A page fails on any console
+// error, uncaught exception, failed request (4xx/5xx or a network error), horizontal overflow, or
+// critical accessibility violation (axe-core); after its direct load one control must work
+// (which needs the page to have hydrated).
+//
+// The route list comes from the app itself (`herald dev routes`), and the data from
+// `herald admin seed-states` (both through HERALD_E2E_CLI, which scripts/test.sh points at the
+// server's binary with the server's settings). A route the crawler cannot reach fails the test:
+// a new page must be added to the seed (parameterised routes) or to PUBLIC below.
+import { execFileSync } from "node:child_process";
+import AxeBuilder from "@axe-core/playwright";
+import type { Browser, BrowserContext, Page } from "@playwright/test";
+import { test, expect, gotoHydrated, instrument, signUpWithWorkspace, uniqueEmail, waitForHydration } from "./helpers";
+
+const CLI = process.env.HERALD_E2E_CLI;
+
+function herald(...args: string[]): string {
+  if (!CLI) throw new Error("HERALD_E2E_CLI is not set: run the browser tests through `make test`");
+  return execFileSync(CLI, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+/** The app's page routes, `{id}` written `:id`, "" written "/". */
+function appRoutes(): string[] {
+  if (!CLI) return [];
+  return herald("dev", "routes")
+    .split("\n")
+    .map((r) => r.trim())
+    .filter((r) => r.length > 0)
+    .map((r) => r.replace(/\{([^}]+)\}/g, ":$1"))
+    .map((r) => (r === "" ? "/" : r));
+}
+
+/** Pages for visitors without a session (the rest need one). */
+const PUBLIC = new Set(["/login", "/signup", "/invite/:token"]);
+
+const WIDTHS = [
+  { name: "phone", width: 390, height: 844 },
+  { name: "desktop", width: 1280, height: 900 },
+];
+
+type Paths = Record<string, string[]>;
+
+interface Watch {
+  problems: string[];
+}
+
+/** Everything the browser reports that means the page is broken. */
+function watch(page: Page): Watch {
+  const w: Watch = { problems: [] };
+  page.on("pageerror", (e) => w.problems.push(`uncaught ${e.name}: ${e.message}`));
+  page.on("console", (m) => {
+    if (m.type() === "error") w.problems.push(`console error: ${m.text()}`);
+  });
+  page.on("requestfailed", (r) => {
+    const failure = r.failure()?.errorText ?? "";
+    // Leaving a page aborts its pending fetches; that is not a failure of the page.
+    if (!/ERR_ABORTED|NS_BINDING_ABORTED/.test(failure)) w.problems.push(`request failed: ${r.url()} ${failure}`);
+  });
+  page.on("response", (r) => {
+    if (r.status() >= 400) w.problems.push(`HTTP ${r.status()}: ${r.request().method()} ${r.url()}`);
+  });
+  return w;
+}
+
+async function expectClean(page: Page, w: Watch, what: string): Promise<void> {
+  // Late errors (a resource failing after hydration) show up within a moment.
+  await page.waitForTimeout(150);
+  const problems = w.problems.splice(0);
+  expect(problems, `${what}: errors reported by the browser`).toEqual([]);
+}
+
+async function expectNoOverflow(page: Page, what: string): Promise<void> {
+  const overflow = await page.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    if (document.documentElement.scrollWidth <= width + 1) return null;
+    // Name the outermost elements that stick out, to say what to fix.
+    const culprits: string[] = [];
+    for (const el of Array.from(document.querySelectorAll("body *"))) {
+      const r = el.getBoundingClientRect();
+      if (r.right > width + 1 && culprits.length < 5 && !culprits.some((c) => el.parentElement?.closest(c))) {
+        const id = el.getAttribute("data-testid");
+        culprits.push(id ? `[data-testid="${id}"]` : `${el.tagName.toLowerCase()}${el.className ? "." + String(el.className).split(" ").join(".") : ""}`);
+      }
+    }
+    return { scrollWidth: document.documentElement.scrollWidth, width, culprits };
+  });
+  expect(overflow, `${what}: the page is wider than the screen`).toBeNull();
+}
+
+async function expectAccessible(page: Page, what: string): Promise<void> {
+  const results = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]).analyze();
+  const critical = results.violations
+    .filter((v) => v.impact === "critical")
+    .map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).slice(0, 3).join(", ")})`);
+  expect(critical, `${what}: critical accessibility violations`).toEqual([]);
+}
+
+/** After a direct load: a control that only works once the page has hydrated. */
+async function probe(page: Page, route: string, path: string): Promise<void> {
+  if (route === "/signup") {
+    const password = page.getByLabel("Password", { exact: true });
+    await password.fill("a long enough passphrase");
+    await expect(page.locator("#password-rules")).toHaveText("✓ At least 10 characters");
+    return;
+  }
+  if (route === "/login") {
+    await expect(page.getByRole("button", { name: "Log in" })).toBeEnabled();
+    return;
+  }
+  if (route === "/invite/:token") {
+    await expect(page.getByText("invited@example.com")).toBeVisible();
+    return;
+  }
+  if (route === "/campaigns/:id" && (await page.getByTestId("save-status").count()) > 0) {
+    // The editor: typing renames the campaign in its heading at once (a signal, not a reload).
+    const name = page.getByLabel("Name", { exact: true });
+    if (await name.isEditable()) {
+      await name.fill("Renamed by the crawler");
+      await expect(page.getByRole("heading", { level: 1 })).toHaveText("Renamed by the crawler");
+      return;
+    }
+  }
+  if (route === "/audience/imports/:id" && (await page.getByTestId("import-preview").count()) > 0) {
+    // The mapping step: choosing a list fills the hidden field the Start button submits.
+    await page.getByRole("checkbox", { name: "Newsletter" }).check();
+    await expect(page.locator('input[name="lists"]')).not.toHaveValue("");
+    return;
+  }
+  // Every page in the shell: a sidebar link navigates client-side (no document load), which
+  // only the hydrated router does.
+  if (!PUBLIC.has(route) && route !== "/workspaces/new") {
+    await page.evaluate(() => ((window as unknown as { __crawlerMark?: number }).__crawlerMark = 1));
+    const menu = page.getByRole("button", { name: "Menu" });
+    if (await menu.isVisible()) await menu.click();
+    const target = path.startsWith("/settings") ? "Campaigns" : "Settings";
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: target, exact: true }).click();
+    await expect(page).toHaveURL(target === "Settings" ? /\/settings$/ : /\/campaigns$/);
+    expect(await page.evaluate(() => (window as unknown as { __crawlerMark?: number }).__crawlerMark)).toBe(1);
+  }
+}
+
+/** A client-side navigation to `path`: a link added to the current page, clicked. */
+async function navigateClientSide(page: Page, path: string): Promise<void> {
+  await page.evaluate((href) => {
+    (window as unknown as { __crawlerMark?: number }).__crawlerMark = 2;
+    const a = document.createElement("a");
+    a.href = href;
+    a.textContent = "crawler";
+    a.id = "crawler-link";
+    document.querySelector("main")?.appendChild(a);
+  }, path);
+  await page.locator("#crawler-link").click();
+  await expect(page).toHaveURL(new RegExp(`${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`));
+  await page.waitForLoadState("networkidle");
+  expect(await page.evaluate(() => (window as unknown as { __crawlerMark?: number }).__crawlerMark), "a document load instead of client-side navigation").toBe(2);
+}
+
+const routes = appRoutes();
+
+test.describe.serial("crawler", () => {
+  let owner: BrowserContext;
+  let visitor: BrowserContext;
+  let paths: Paths = {};
+
+  test.beforeAll(async ({ browser }: { browser: Browser }) => {
+    test.setTimeout(120_000);
+    const baseURL = test.info().project.use.baseURL;
+    owner = await browser.newContext({ baseURL });
+    visitor = await browser.newContext({ baseURL });
+    const problems: string[] = [];
+    await instrument(owner, problems);
+    await instrument(visitor, problems);
+    const page = await owner.newPage();
+    const email = uniqueEmail("crawler");
+    await signUpWithWorkspace(page, email, "Crawler Co");
+    paths = JSON.parse(herald("admin", "seed-states", "--owner", email)) as Paths;
+    await page.close();
+  });
+
+  test.afterAll(async () => {
+    await owner?.close();
+    await visitor?.close();
+  });
+
+  test("the crawler knows every route of the app", () => {
+    expect(routes.length, "`herald dev routes` listed no routes").toBeGreaterThan(10);
+    const unknown = routes.filter((r) => r.includes(":") && !(paths[r]?.length > 0));
+    expect(unknown, "routes with no seeded path: add them to `herald admin seed-states`").toEqual([]);
+  });
+
+  for (const route of routes) {
+    test(`route ${route}`, async () => {
+      test.setTimeout(240_000);
+      const context = PUBLIC.has(route) ? visitor : owner;
+      const concrete = route.includes(":") ? (paths[route] ?? []) : [route];
+      expect(concrete.length, `no path to crawl for ${route}`).toBeGreaterThan(0);
+      for (const size of WIDTHS) {
+        for (const path of concrete) {
+          const what = `${path} at ${size.width} px`;
+          const page = await context.newPage();
+          await page.setViewportSize({ width: size.width, height: size.height });
+          const w = watch(page);
+          // Direct load.
+          await gotoHydrated(page, path);
+          await page.waitForLoadState("networkidle");
+          await expectClean(page, w, `${what}, direct load`);
+          await expectNoOverflow(page, what);
+          await expectAccessible(page, what);
+          // Reload.
+          await page.reload();
+          await waitForHydration(page);
+          await page.waitForLoadState("networkidle");
+          await expectClean(page, w, `${what}, reload`);
+          // One control works.
+          await probe(page, route, path);
+          await expectClean(page, w, `${what}, after using a control`);
+          // Client-side: from another page of the same kind, to this one.
+          if (!PUBLIC.has(route) && route !== "/workspaces/new") {
+            await gotoHydrated(page, "/");
+            await navigateClientSide(page, path);
+            await expectClean(page, w, `${what}, client-side navigation`);
+            await expectNoOverflow(page, `${what} (client-side)`);
+          }
+          await page.close();
+        }
+      }
+    });
+  }
+});

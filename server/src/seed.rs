@@ -1,0 +1,268 @@
+//! `herald admin seed-states --owner EMAIL`: fills the owner's workspace with data in every state
+//! a page can show, and prints, as JSON, the concrete paths of the app's parameterised routes.
+//!
+//! The browser crawler (`end2end/tests/crawler.spec.ts`) signs up through the UI, runs this, then
+//! loads every route with it. States the engine reaches only with time or faults (a send still
+//! going, an import half done, a failed import) are written directly; everything else goes
+//! through the engine's own functions, so the data is what users would make.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use herald_engine::audience::{import, lists, readers, suppressions};
+use herald_engine::campaigns::{recurring, store};
+use herald_engine::domain::{TenantId, UserId};
+use herald_engine::tokens::Signer;
+use herald_engine::tracking::TrackingKeys;
+use herald_engine::transactional::{messages, templates};
+use herald_engine::{Db, Email, Role, api_keys, invites, users, workspaces};
+
+use crate::config::Config;
+
+/// Route pattern (as the app declares it) → concrete paths, one per state worth seeing.
+pub type Paths = BTreeMap<String, Vec<String>>;
+
+fn input<T: serde::de::DeserializeOwned>(v: Value) -> anyhow::Result<T> {
+    Ok(serde_json::from_value(v)?)
+}
+
+fn clear(e: herald_engine::Error) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
+pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
+    let db = Db::connect(&config.app_database_url, 4).await?;
+    let user = users::find_by_email(&db, owner).await.map_err(clear)?.with_context(|| format!("no account {owner}"))?;
+    let workspace = workspaces::list_for_user(&db, user.id)
+        .await
+        .map_err(clear)?
+        .into_iter()
+        .next()
+        .with_context(|| format!("{owner} has no workspace"))?;
+    let tenant = workspace.id;
+    let signer = Signer::new(&config.secret_key);
+    let mut paths = Paths::new();
+    let mut add = |route: &str, path: String| paths.entry(route.to_string()).or_default().push(path);
+
+    // A postal address, so campaigns can be scheduled and sent.
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query("UPDATE tenants SET postal_address = '1 Crawler Street, 75001 Paris' WHERE id = $1")
+        .bind(tenant)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+
+    // Audience: a list with readers, an empty one, suppressions.
+    let list = |name: &str| lists::ListInput {
+        name: name.into(),
+        slug: None,
+        description: format!("{name} (seeded)"),
+        opt_in: "single".into(),
+        visibility: "public".into(),
+    };
+    let news = lists::create(&db, tenant, Role::Owner, &list("Newsletter")).await.map_err(clear)?;
+    lists::create(&db, tenant, Role::Owner, &list("Empty list")).await.map_err(clear)?;
+    let origin = herald_engine::audience::consent::Origin::new("admin");
+    let mut first_reader = None;
+    for (email, name) in [
+        ("ada@example.com", "Ada Lovelace"),
+        ("grace@example.com", "Grace Hopper"),
+        ("alan@example.com", "Alan Turing"),
+        ("edsger@example.com", "Edsger Dijkstra"),
+    ] {
+        let id = readers::add(&db, tenant, Role::Owner, email, name, &[news.id], &origin).await.map_err(clear)?;
+        first_reader.get_or_insert(id);
+    }
+    let reader = first_reader.context("no reader")?;
+    add("/audience/readers/:id", format!("/audience/readers/{reader}"));
+    suppressions::add_many(&db, tenant, Role::Owner, &["bounced@example.com".into()], "manual", "seed-states")
+        .await
+        .map_err(clear)?;
+
+    // Imports: one waiting for its mapping, and one in each later state.
+    let csv = b"email,name,city\nnew1@example.com,New One,Lyon\nnew2@example.com,New Two,Nantes\n";
+    for status in ["uploaded", "queued", "running", "done", "failed"] {
+        let id = import::begin_upload(&db, tenant, Some(user.id), Role::Owner, &format!("{status}.csv"))
+            .await
+            .map_err(clear)?;
+        import::append_chunk(&db, tenant, id, 0, csv).await.map_err(clear)?;
+        import::finish_upload(&db, tenant, id, csv.len() as i64).await.map_err(clear)?;
+        if status != "uploaded" {
+            force_import(&db, tenant, id, status).await?;
+        }
+        add("/audience/imports/:id", format!("/audience/imports/{id}"));
+    }
+
+    // Campaigns in every state.
+    let draft = |name: &str| {
+        input::<store::CampaignInput>(json!({
+            "name": name, "subject": format!("{name} for {{{{ reader.name }}}}"), "from_name": "Crawler Co",
+            "from_email": "news@crawler.test", "list_ids": [news.id], "body_format": "markdown",
+            "body": "Hello {{ reader.name }},\n\nThis is **seeded** content with [a link](https://example.com/).",
+        }))
+    };
+    let campaign = |status: &'static str| {
+        let name = format!("Campaign {status}");
+        let input = draft(&name);
+        let db = db.clone();
+        async move {
+            let c = store::create(&db, tenant, Role::Owner, &input?).await.map_err(clear)?;
+            Ok::<_, anyhow::Error>((c.id, status))
+        }
+    };
+    for status in ["draft", "scheduled", "sending", "paused", "sent", "cancelled"] {
+        let (id, status) = campaign(status).await?;
+        match status {
+            "draft" => {}
+            "scheduled" => {
+                let at = chrono::Utc::now() + chrono::Duration::days(30);
+                store::schedule(&db, tenant, Role::Owner, id, at, "Europe/Paris").await.map_err(clear)?;
+            }
+            other => force_campaign(&db, tenant, id, other).await?,
+        }
+        add("/campaigns/:id", format!("/campaigns/{id}"));
+        add("/campaigns/:id/stats", format!("/campaigns/{id}/stats"));
+    }
+    // A recurring campaign with one edition already sent.
+    let mut rec = draft("Weekly digest")?;
+    rec.recurrence = Some(input(json!({"every": "week", "weekdays": [1], "time": "09:00", "tz": "Europe/Paris"}))?);
+    let parent = store::create(&db, tenant, Role::Owner, &rec).await.map_err(clear)?;
+    recurring::start(&db, tenant, Role::Owner, parent.id).await.map_err(clear)?;
+    let edition = Uuid::new_v4();
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query(
+        "INSERT INTO campaigns (id, tenant_id, name, subject, from_name, from_email, list_ids, body_format, body,
+                                status, parent_id, edition_slot, fanout_done, started_at, finished_at)
+         SELECT $3, tenant_id, name || ' (' || to_char(now() - interval '7 days', 'YYYY-MM-DD') || ')', subject,
+                from_name, from_email, list_ids, body_format, body, 'draft', id, now() - interval '7 days', false, NULL, NULL
+         FROM campaigns WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant)
+    .bind(parent.id)
+    .bind(edition)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    force_campaign(&db, tenant, edition, "sent").await?;
+    add("/campaigns/:id", format!("/campaigns/{}", parent.id));
+    add("/campaigns/:id", format!("/campaigns/{edition}"));
+
+    // Transactional: a template, and messages through the outbox (the server's worker sends them).
+    let template = templates::create(
+        &db,
+        tenant,
+        Role::Owner,
+        &input(json!({
+            "name": "password-reset", "description": "Sent when a reader asks for a new password",
+            "from_email": "account@crawler.test", "subject": "Reset your password, {{ name }}",
+            "html": "<p>Hello {{ name }}, <a href=\"https://example.com/reset\">reset it here</a>.</p>",
+            "text_body": "Hello {{ name }}, reset it at https://example.com/reset",
+        }))?,
+    )
+    .await
+    .map_err(clear)?;
+    add("/transactional/templates/:id", format!("/transactional/templates/{}", template.id));
+    let outbox = messages::Outbox {
+        db: db.clone(),
+        keys: TrackingKeys::new(&signer),
+        base_url: config.base_url.clone(),
+        wake: Default::default(),
+    };
+    for (n, to) in ["ada@example.com", "grace@example.com"].into_iter().enumerate() {
+        let body = json!({"to": to, "template": "password-reset", "variables": {"name": format!("Reader {n}")}});
+        let m = messages::enqueue(&outbox, tenant, Role::Owner, &format!("seed-{n}"), &body).await.map_err(clear)?;
+        add("/transactional/messages/:id", format!("/transactional/messages/{}", m.message.id));
+    }
+
+    // Members of each role, a pending invite and an API key.
+    for role in [Role::Admin, Role::Author, Role::Viewer] {
+        let email =
+            Email::parse(&format!("{}-{}@example.com", role.as_str(), Uuid::new_v4().simple())).map_err(clear)?;
+        let member = users::create_user(&db, &email, &format!("A {}", role.as_str()), "a long seeded password")
+            .await
+            .map_err(clear)?;
+        add_member(&db, tenant, member, role).await?;
+    }
+    let invitee = Email::parse("invited@example.com").map_err(clear)?;
+    let invite =
+        invites::create(&db, &signer, tenant, user.id, Role::Owner, &invitee, Role::Author).await.map_err(clear)?;
+    add("/invite/:token", format!("/invite/{}", invite.token));
+    api_keys::create(&db, tenant, Some(user.id), Role::Owner, "Crawler key").await.map_err(clear)?;
+    Ok(paths)
+}
+
+/// Moves an import to `status` as its job would have (counts included), without running it.
+async fn force_import(db: &Db, tenant: TenantId, id: Uuid, status: &str) -> anyhow::Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query(
+        "UPDATE imports SET status = $3,
+                rows_read = CASE WHEN $3 IN ('running', 'done', 'failed') THEN 2 ELSE 0 END,
+                created = CASE WHEN $3 = 'done' THEN 2 WHEN $3 = 'running' THEN 1 ELSE 0 END,
+                bytes_done = CASE WHEN $3 = 'done' THEN size_bytes WHEN $3 = 'running' THEN size_bytes / 2 ELSE 0 END,
+                error = CASE WHEN $3 = 'failed' THEN 'The file stopped making sense at line 3.' END,
+                started_at = CASE WHEN $3 <> 'queued' THEN now() - interval '1 minute' END,
+                finished_at = CASE WHEN $3 IN ('done', 'failed') THEN now() END
+         WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant)
+    .bind(id)
+    .bind(status)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Gives a draft campaign the send log and status of one that reached `status`. A `sending` or
+/// `paused` one keeps a queued row due in a year, so the server's workers leave it as it is.
+async fn force_campaign(db: &Db, tenant: TenantId, id: Uuid, status: &str) -> anyhow::Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query(
+        "INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, attempts, next_attempt_at, sent_at, smtp_reply, reason)
+         SELECT $1, $2, r.id, r.email,
+                CASE WHEN $3 = 'sent' OR n = 1 THEN 'sent'
+                     WHEN $3 = 'cancelled' THEN 'cancelled'
+                     WHEN n = 2 THEN 'failed'
+                     ELSE 'queued' END,
+                1, now() + interval '365 days',
+                CASE WHEN $3 = 'sent' OR n = 1 THEN now() - interval '1 hour' END,
+                CASE WHEN $3 = 'sent' OR n = 1 THEN '250 2.0.0 OK' WHEN n = 2 AND $3 <> 'cancelled' THEN '550 5.1.1 user unknown' END,
+                CASE WHEN n = 2 AND $3 NOT IN ('sent', 'cancelled') THEN 'the server refused the recipient' END
+         FROM (SELECT id, email, row_number() OVER (ORDER BY id) AS n FROM readers WHERE tenant_id = $1) r",
+    )
+    .bind(tenant)
+    .bind(id)
+    .bind(status)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE campaigns SET status = $3, fanout_done = true, fanout_cursor = 9223372036854775807,
+                recipients = (SELECT count(*) FROM sends WHERE campaign_id = $2),
+                started_at = now() - interval '2 hours',
+                finished_at = CASE WHEN $3 IN ('sent', 'cancelled') THEN now() - interval '1 hour' END,
+                pause_reason = CASE WHEN $3 = 'paused' THEN 'Paused by the crawler seed.' END
+         WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant)
+    .bind(id)
+    .bind(status)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn add_member(db: &Db, tenant: TenantId, user: UserId, role: Role) -> anyhow::Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query("INSERT INTO memberships (tenant_id, user_id, role) VALUES ($1, $2, $3)")
+        .bind(tenant)
+        .bind(user)
+        .bind(role.as_str())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
