@@ -48,7 +48,6 @@ pub fn safe_next(next: Option<&str>) -> String {
     }
 }
 
-
 #[server(prefix = "/rpc", endpoint = "session")]
 pub async fn get_session_info() -> Result<Option<SessionInfo>, AppError> {
     use crate::ssr::*;

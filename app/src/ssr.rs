@@ -23,6 +23,8 @@ pub struct AppState {
     pub jobs: Jobs,
     /// The server's default SMTP identity (`HERALD_SMTP_URL`), for test sends.
     pub default_identity: herald_engine::campaigns::identities::SmtpIdentity,
+    /// Where a workspace's own SMTP identity may connect (`HERALD_EGRESS_ALLOW`).
+    pub egress: herald_engine::egress::Egress,
     /// Public base URL, e.g. `https://herald.example.com` (no trailing slash).
     pub base_url: String,
     pub dev_mode: bool,

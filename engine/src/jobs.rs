@@ -134,6 +134,7 @@ async fn start_campaign(job: StartCampaign, cx: Data<CampaignWorkerContext>) -> 
             job.tenant,
             c.identity_id,
             &cx.delivery.config.default_identity,
+            &cx.delivery.config.egress,
         )
         .await?;
         if c.status == "sending" {

@@ -8,6 +8,7 @@ pub mod audience;
 pub mod campaigns;
 pub mod db;
 pub mod domain;
+pub mod egress;
 pub mod error;
 pub mod feedback;
 pub mod invites;

@@ -80,6 +80,9 @@ pub struct SmtpServer {
     pub credentials: Option<(String, String)>,
     /// The name we give in EHLO.
     pub helo: String,
+    /// `Some` for a server a tenant named: only addresses and ports this policy permits are
+    /// connected to. `None` for the operator's own (`HERALD_SMTP_URL`).
+    pub egress: Option<crate::egress::Egress>,
 }
 
 impl fmt::Debug for SmtpServer {
@@ -131,7 +134,7 @@ impl SmtpServer {
         if helo.is_empty() || helo.chars().any(|c| c.is_control() || c.is_whitespace() || c == '/') {
             return Err(invalid("the EHLO name in the SMTP URL is not a host name".into()));
         }
-        Ok(Self { host, port: parsed.port().unwrap_or(default_port), tls, credentials, helo })
+        Ok(Self { host, port: parsed.port().unwrap_or(default_port), tls, credentials, helo, egress: None })
     }
 }
 
@@ -575,7 +578,7 @@ impl SmtpConnection {
 
     async fn open(server: &SmtpServer) -> Result<Self, SmtpError> {
         let stage = SmtpStage::Connect;
-        let tcp = open_tcp(&server.host, server.port).await?;
+        let tcp = open_tcp(&server.host, server.port, server.egress.as_ref()).await?;
         let mut io = Io::Tcp(tcp);
         if server.tls == TlsMode::Implicit {
             io = io.upgrade(&server.host).await?;
@@ -878,11 +881,25 @@ fn data_body(raw: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
-async fn open_tcp(host: &str, port: u16) -> Result<TcpStream, SmtpError> {
+async fn open_tcp(host: &str, port: u16, egress: Option<&crate::egress::Egress>) -> Result<TcpStream, SmtpError> {
     let stage = SmtpStage::Connect;
-    let addrs = tokio::net::lookup_host((host, port))
-        .await
-        .map_err(|e| SmtpError::transient(stage, format!("cannot resolve {host}: {e}")))?;
+    let addrs: Vec<std::net::SocketAddr> = match egress {
+        // A tenant's server: only checked addresses, and the tenant learns nothing of the inside.
+        Some(policy) => {
+            let checked = async {
+                policy.check_smtp_port(port)?;
+                policy.resolve(host, port).await
+            };
+            checked.await.map_err(|refused| {
+                tracing::info!(%host, port, %refused, "refused a tenant's SMTP destination");
+                SmtpError::transient(stage, refused.generic())
+            })?
+        }
+        None => tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|e| SmtpError::transient(stage, format!("cannot resolve {host}: {e}")))?
+            .collect(),
+    };
     let mut last = None;
     for addr in addrs {
         match TcpStream::connect(addr).await {

@@ -39,6 +39,9 @@ pub struct Config {
     pub sns_trusted_host: String,
     /// Tests only: accept http:// SNS certificate URLs (`HERALD_SNS_ALLOW_HTTP`).
     pub sns_allow_http: bool,
+    /// Private destinations a workspace's SMTP identity or feed URL may reach
+    /// (`HERALD_EGRESS_ALLOW`; see `herald_engine::egress`). Development allows loopback.
+    pub egress: herald_engine::egress::Egress,
 }
 
 /// The delivery engine's knobs (README, "Settings"). The default identity is `smtp_url`.
@@ -192,7 +195,13 @@ impl Config {
             Some("true") | Some("1") if mode == Mode::Development => true,
             Some(_) => return Err("HERALD_SNS_ALLOW_HTTP may only be true in development (tests)".into()),
         };
+        let egress = match (get("HERALD_EGRESS_ALLOW"), mode) {
+            (Some(allow), _) => herald_engine::egress::Egress::from_setting(&allow)?,
+            (None, Mode::Development) => herald_engine::egress::Egress::allow_loopback(),
+            (None, Mode::Production) => herald_engine::egress::Egress::default(),
+        };
         Ok(Self {
+            egress,
             tracking_buffer: number(&get, "HERALD_TRACKING_BUFFER", 200_000)?,
             sns_trusted_host: get("HERALD_SNS_TRUSTED_HOST").unwrap_or_else(|| "sns.*.amazonaws.com".into()),
             sns_allow_http,

@@ -87,6 +87,7 @@ impl Core {
         d.retry_base = Duration::from_secs_f64(config.send.retry_base_seconds);
         d.batch_size = config.send.batch_size;
         d.max_attempts = config.send.max_attempts;
+        d.egress = config.egress.clone();
         d
     }
 
@@ -114,6 +115,7 @@ impl Core {
         t.lease = Duration::from_secs(config.send.lease_seconds);
         t.smtp_timeout = Duration::from_secs(config.send.smtp_timeout_seconds);
         t.backoff = config.send.transactional_backoff.clone();
+        t.egress = config.egress.clone();
         t
     }
 }
@@ -181,6 +183,7 @@ impl Application {
             signer: Signer::new(&config.secret_key),
             jobs: Jobs::new(&db),
             default_identity,
+            egress: config.egress.clone(),
             base_url: config.base_url.clone(),
             dev_mode: config.is_dev(),
             auth_ip_limiter: Arc::new(RateLimiter::new(30, Duration::from_secs(60))),

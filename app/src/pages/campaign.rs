@@ -347,6 +347,7 @@ pub async fn test_send_campaign(id: String, addresses: String) -> Result<Vec<Tes
         &m.state.signer,
         &m.state.base_url,
         &m.state.default_identity,
+        &m.state.egress,
         m.tenant,
         m.role,
         id,

@@ -182,7 +182,9 @@ pub async fn test_identity(id: String) -> Result<ConnectionCheck, AppError> {
             return Err(AppError::NotFound.respond());
         }
     }
-    let identity = identities::resolve(&m.state.db, &m.state.signer, m.tenant, uuid, &m.state.default_identity).await?;
+    let identity =
+        identities::resolve(&m.state.db, &m.state.signer, m.tenant, uuid, &m.state.default_identity, &m.state.egress)
+            .await?;
     let (ok, reply) = match identities::check_connection(&identity.server).await {
         Ok(reply) => (true, reply),
         Err(error) => (false, error),

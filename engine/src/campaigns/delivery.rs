@@ -41,6 +41,7 @@ use super::tally::DomainTally;
 use crate::audience::subscribe::campaign_unsubscribe_url;
 use crate::db::Db;
 use crate::domain::TenantId;
+use crate::egress::Egress;
 use crate::error::{Error, Result, persist};
 use crate::lease::{Closed, Fence, Lease, LeaseFor};
 use crate::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
@@ -69,6 +70,8 @@ pub struct DeliveryConfig {
     pub base_url: String,
     /// The identity used by campaigns that name none (`HERALD_SMTP_URL`).
     pub default_identity: SmtpIdentity,
+    /// Where a workspace's own SMTP identity and feed URLs may connect (`HERALD_EGRESS_ALLOW`).
+    pub egress: Egress,
     /// A delivery slot's lease. Renewed every half-second while the loop lives, so it only
     /// bounds how long a dead loop's rows wait for the reaper.
     pub lease: Duration,
@@ -100,6 +103,7 @@ impl DeliveryConfig {
             worker_id,
             base_url,
             default_identity,
+            egress: Egress::default(),
             lease: Duration::from_secs(30),
             batch_size: 50,
             ack_batch: 16,
@@ -237,8 +241,15 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
     if campaign.status != "sending" {
         return Ok(());
     }
-    let identity =
-        identities::resolve(&cx.db, &cx.signer, tenant, campaign.identity_id, &cx.config.default_identity).await?;
+    let identity = identities::resolve(
+        &cx.db,
+        &cx.signer,
+        tenant,
+        campaign.identity_id,
+        &cx.config.default_identity,
+        &cx.config.egress,
+    )
+    .await?;
     let Some(lease) = take_slot(cx, tenant, campaign_id, identity.max_connections).await? else {
         return Ok(());
     };
@@ -294,7 +305,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
         armed: HashSet::new(),
         last_tally: Instant::now(),
         bounces_since_check: 0,
-        feed_client: (campaign_feed_is_url).then(super::feed_fetch::client),
+        feed_client: campaign_feed_is_url.then(|| super::feed_fetch::client(&cx.config.egress)),
         tracking,
         tally: DomainTally::default(),
     };
@@ -879,7 +890,7 @@ impl Sender<'_> {
         if requests.is_empty() {
             return;
         }
-        let mut fetched = super::feed_fetch::fetch_all(client, requests).await;
+        let mut fetched = super::feed_fetch::fetch_all(client, &self.cx.config.egress, requests).await;
         for row in rows.iter_mut() {
             match fetched.remove(&row.id) {
                 Some(super::feed_fetch::Fetched::Data(v)) => row.feed = Some(v),

@@ -3,6 +3,10 @@
 //! each with a timeout. 200 with a JSON object is the data; 404, 204, `null` or `{}` mean "no
 //! data for this edition" (the reader is skipped, not sent an empty email); anything else is
 //! retried later like a 4xx from SMTP.
+//!
+//! The URL is the author's choice, so it goes through the egress policy ([`crate::egress`]):
+//! addresses inside the operator's network are refused, redirects included, and the reasons the
+//! author sees say nothing about what is there.
 
 use futures::StreamExt;
 use serde_json::Value;
@@ -22,13 +26,8 @@ pub enum Fetched {
     Failed(String),
 }
 
-pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(TIMEOUT)
-        .redirect(reqwest::redirect::Policy::limited(3))
-        .user_agent("Herald feed fetcher")
-        .build()
-        .unwrap_or_default()
+pub fn client(egress: &crate::egress::Egress) -> reqwest::Client {
+    egress.http_client(TIMEOUT, 3, "Herald feed fetcher")
 }
 
 /// The URL for one reader.
@@ -37,25 +36,37 @@ pub fn url_for(template: &str, email: &str, reader_id: i64) -> String {
     template.trim().replace("{email}", &encoded).replace("{reader_id}", &reader_id.to_string())
 }
 
-pub async fn fetch(client: &reqwest::Client, url: &str) -> Fetched {
-    let res = match client.get(url).header("accept", "application/json").send().await {
+/// `client` must come from [`client`] (it applies the egress policy to every name it resolves);
+/// a URL naming an address directly is checked here.
+pub async fn fetch(client: &reqwest::Client, egress: &crate::egress::Egress, url: &str) -> Fetched {
+    const UNREACHABLE: &str = "the feed URL could not be reached";
+    match url::Url::parse(url) {
+        Ok(u) if egress.permits_url(&u) => {}
+        _ => return Fetched::Failed(UNREACHABLE.into()),
+    }
+    let mut res = match client.get(url).header("accept", "application/json").send().await {
         Ok(r) => r,
         Err(e) if e.is_timeout() => {
             return Fetched::Failed(format!("the feed URL did not answer within {}s", TIMEOUT.as_secs()));
         }
-        Err(_) => return Fetched::Failed("the feed URL could not be reached".into()),
+        Err(_) => return Fetched::Failed(UNREACHABLE.into()),
     };
-    let status = res.status().as_u16();
-    match status {
+    match res.status().as_u16() {
         404 | 204 => return Fetched::NoData,
         200 => {}
-        other => return Fetched::Failed(format!("the feed URL answered {other}")),
+        // Which status is not the author's business past "not 200": it would map the inside.
+        _ => return Fetched::Failed("the feed URL did not answer 200 with JSON".into()),
     }
-    let body = match res.bytes().await {
-        Ok(b) if b.len() <= MAX_BYTES => b,
-        Ok(_) => return Fetched::Failed("the feed's answer is larger than 256 KB".into()),
-        Err(_) => return Fetched::Failed("the feed's answer was cut off".into()),
-    };
+    // Read while counting: a huge answer is refused at 256 KB, not after it is all in memory.
+    let mut body = Vec::new();
+    loop {
+        match res.chunk().await {
+            Ok(Some(chunk)) if body.len() + chunk.len() <= MAX_BYTES => body.extend_from_slice(&chunk),
+            Ok(Some(_)) => return Fetched::Failed("the feed's answer is larger than 256 KB".into()),
+            Ok(None) => break,
+            Err(_) => return Fetched::Failed("the feed's answer was cut off".into()),
+        }
+    }
     match serde_json::from_slice::<Value>(&body) {
         Ok(Value::Null) => Fetched::NoData,
         Ok(Value::Object(m)) if m.is_empty() => Fetched::NoData,
@@ -66,9 +77,13 @@ pub async fn fetch(client: &reqwest::Client, url: &str) -> Fetched {
 }
 
 /// Fetches for several readers at once (`CONCURRENCY` in flight); keyed by the caller's id.
-pub async fn fetch_all(client: &reqwest::Client, requests: Vec<(i64, String)>) -> HashMap<i64, Fetched> {
+pub async fn fetch_all(
+    client: &reqwest::Client,
+    egress: &crate::egress::Egress,
+    requests: Vec<(i64, String)>,
+) -> HashMap<i64, Fetched> {
     futures::stream::iter(requests)
-        .map(|(key, url)| async move { (key, fetch(client, &url).await) })
+        .map(|(key, url)| async move { (key, fetch(client, egress, &url).await) })
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await

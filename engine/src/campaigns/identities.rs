@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use crate::db::Db;
 use crate::domain::{Role, TenantId};
+use crate::egress::Egress;
 use crate::error::{Error, Result, is_unique_violation};
 use crate::sealing;
 use crate::smtp_client::{SmtpConnection, SmtpServer};
@@ -285,6 +286,7 @@ pub async fn resolve(
     tenant: TenantId,
     id: Option<Uuid>,
     default: &SmtpIdentity,
+    egress: &Egress,
 ) -> Result<SmtpIdentity> {
     let Some(id) = id else { return Ok(default.clone()) };
     let mut tx = db.tenant_tx(tenant).await?;
@@ -303,7 +305,9 @@ pub async fn resolve(
         return Ok(default.clone());
     };
     let url = sealing::open(signer, &sealed)?;
-    let server = SmtpServer::parse(&url).map_err(|e| Error::Invalid(format!("The SMTP URL is not valid: {e}")))?;
+    let mut server = SmtpServer::parse(&url).map_err(|e| Error::Invalid(format!("The SMTP URL is not valid: {e}")))?;
+    // A workspace's server is a destination its members chose: it goes through the policy.
+    server.egress = Some(egress.clone());
     let dkim = match (dkim_domain, dkim_selector, dkim_key) {
         (Some(domain), Some(selector), Some(key)) => {
             Some(DkimKey { domain, selector, private_key_pem: sealing::open(signer, &key)? })
@@ -320,12 +324,16 @@ pub async fn resolve(
     })
 }
 
-/// Connects, greets and authenticates, then quits: the "send test" button. Returns the server's
-/// reply, or its error, as text to show.
+/// Connects, greets and authenticates, then quits: the "send test" button. Returns what to
+/// show: the greeting of the operator's server; for a workspace's own server only that it
+/// answered (its banner says nothing a member needs, and would make this a probe).
 pub async fn check_connection(server: &SmtpServer) -> Result<String, String> {
     match SmtpConnection::connect(server, Duration::from_secs(10)).await {
         Ok(conn) => {
-            let greeting = conn.greeting().to_string();
+            let greeting = match server.egress {
+                Some(_) => "The server answered and accepted the login.".to_string(),
+                None => conn.greeting().to_string(),
+            };
             conn.quit().await;
             Ok(greeting)
         }

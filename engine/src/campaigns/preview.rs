@@ -119,6 +119,7 @@ pub async fn test_send(
     signer: &Signer,
     base_url: &str,
     default_identity: &SmtpIdentity,
+    egress: &crate::egress::Egress,
     tenant: TenantId,
     role: Role,
     campaign: Uuid,
@@ -135,7 +136,7 @@ pub async fn test_send(
         return Err(Error::Invalid("Choose a sender address first.".into()));
     }
     let (workspace, sample) = load_context(db, tenant, None).await?;
-    let identity = identities::resolve(db, signer, tenant, c.identity_id, default_identity).await?;
+    let identity = identities::resolve(db, signer, tenant, c.identity_id, default_identity, egress).await?;
     let dkim = match &identity.dkim {
         Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
         None => None,

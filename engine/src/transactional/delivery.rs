@@ -56,6 +56,8 @@ pub struct TxDeliveryConfig {
     pub worker_id: String,
     /// The identity for workspaces that chose none.
     pub default_identity: SmtpIdentity,
+    /// Where a workspace's own SMTP identity may connect (`HERALD_EGRESS_ALLOW`).
+    pub egress: crate::egress::Egress,
     /// Each loop's lease (renewed every half-second while the loop lives; see [`crate::lease`]).
     pub lease: Duration,
     /// Messages per claim.
@@ -81,6 +83,7 @@ impl TxDeliveryConfig {
         Self {
             worker_id,
             default_identity,
+            egress: Default::default(),
             lease: Duration::from_secs(30),
             batch_size: 20,
             loops: 2,
@@ -359,6 +362,7 @@ impl<'a> Sender<'a> {
                 tenant,
                 identity_id,
                 &self.cx.config.default_identity,
+                &self.cx.config.egress,
             )
             .await?;
             let dkim = match &identity.dkim {
