@@ -126,6 +126,10 @@ async function probe(page: Page, route: string, path: string): Promise<void> {
     if (await name.isEditable()) {
       await name.fill("Renamed by the crawler");
       await expect(page.getByRole("heading", { level: 1 })).toHaveText("Renamed by the crawler");
+      // Leaving the field saves it (autosave), and the preview renders.
+      await page.getByLabel("Subject", { exact: true }).focus();
+      await expect(page.getByTestId("save-status")).toContainText("Saved");
+      await expect(page.getByTestId("preview-frame")).toBeVisible();
       return;
     }
   }

@@ -312,7 +312,7 @@ mod tests {
                     let n = stream.read(&mut buf).await.unwrap_or(0);
                     let request = String::from_utf8_lossy(&buf[..n]);
                     let reply = if request.starts_with("GET /data") {
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 15\r\nconnection: close\r\n\r\n{\"inside\": true}".to_string()
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 16\r\nconnection: close\r\n\r\n{\"inside\": true}".to_string()
                     } else {
                         format!(
                             "HTTP/1.1 302 Found\r\nlocation: http://{redirect_host}:{port}/data\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"

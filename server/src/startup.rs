@@ -318,6 +318,7 @@ fn router(
         .merge(crate::routes::imports::router(config.import_max_bytes))
         .layer(session_layer)
         .layer(from_fn_with_state(AllowedOrigin::from_base_url(&config.base_url), require_same_origin))
+        .layer(from_fn_with_state(crate::security::Https(config.secure_cookies()), crate::security::security_headers))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
             let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");

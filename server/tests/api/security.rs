@@ -97,3 +97,28 @@ fn login_next_only_follows_same_site_paths() {
     }
     assert_eq!(safe_next(None), "/");
 }
+
+/// Pages, the API and errors all carry the security headers; HSTS only under https.
+#[tokio::test]
+async fn every_response_carries_the_security_headers() {
+    let app = spawn_app().await;
+    let client = reqwest::Client::new();
+    for path in ["/login", "/healthz", "/api/v1/messages", "/no-such-page", "/rpc/session"] {
+        let r = client.get(format!("{}{path}", app.base)).send().await.expect("request");
+        let h = r.headers();
+        let get = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        assert_eq!(get("x-content-type-options"), "nosniff", "{path}");
+        assert_eq!(get("x-frame-options"), "SAMEORIGIN", "{path}");
+        assert!(get("content-security-policy").contains("frame-ancestors 'self'"), "{path}");
+        assert_eq!(get("referrer-policy"), "strict-origin-when-cross-origin", "{path}");
+        assert_eq!(get("strict-transport-security"), "", "{path}: no HSTS over http");
+    }
+}
+
+#[tokio::test]
+async fn https_deployments_send_hsts() {
+    let app = spawn_app_with(&[("HERALD_BASE_URL", "https://herald.example")]).await;
+    let r = reqwest::get(format!("{}/healthz", app.base)).await.expect("request");
+    let hsts = r.headers().get("strict-transport-security").and_then(|v| v.to_str().ok()).unwrap_or("");
+    assert!(hsts.starts_with("max-age="), "{hsts:?}");
+}
