@@ -57,12 +57,15 @@ pub fn parse_id(raw: &str) -> Result<uuid::Uuid, AppError> {
     uuid::Uuid::parse_str(raw.trim()).map_err(|_| AppError::NotFound.respond())
 }
 
-/// The client address as seen by the socket (not X-Forwarded-For, which anyone can send).
+/// The client's address, as the server's middleware worked it out: the socket's peer, or,
+/// when that peer is one of the operator's trusted proxies (`HERALD_TRUSTED_PROXIES`), the
+/// address it forwarded for. Every limiter keys on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientIp(pub std::net::IpAddr);
+
 pub async fn client_ip() -> String {
-    use axum::extract::ConnectInfo;
-    use std::net::SocketAddr;
-    match leptos_axum::extract::<ConnectInfo<SocketAddr>>().await {
-        Ok(ConnectInfo(addr)) => addr.ip().to_string(),
+    match leptos_axum::extract::<axum::Extension<ClientIp>>().await {
+        Ok(axum::Extension(ClientIp(ip))) => ip.to_string(),
         Err(_) => "unknown".into(),
     }
 }

@@ -42,6 +42,30 @@ pub struct Config {
     /// Private destinations a workspace's SMTP identity or feed URL may reach
     /// (`HERALD_EGRESS_ALLOW`; see `herald_engine::egress`). Development allows loopback.
     pub egress: herald_engine::egress::Egress,
+    /// Who may read `/metrics` (`HERALD_METRICS_TOKEN`).
+    pub metrics_access: MetricsAccess,
+    /// Reverse proxies whose `X-Forwarded-For` names the client (`HERALD_TRUSTED_PROXIES`).
+    pub trusted_proxies: crate::security::TrustedProxies,
+}
+
+/// `/metrics` says how busy every workspace is: in production it answers only to a bearer
+/// token (`HERALD_METRICS_TOKEN`), and not at all without one; in development it is open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MetricsAccess {
+    Open,
+    Token(String),
+    Closed,
+}
+
+impl MetricsAccess {
+    fn from_setting(token: Option<String>, mode: Mode) -> Result<Self, String> {
+        match (token, mode) {
+            (Some(t), _) if t.len() >= 16 => Ok(Self::Token(t)),
+            (Some(_), _) => Err("HERALD_METRICS_TOKEN must be at least 16 characters".into()),
+            (None, Mode::Development) => Ok(Self::Open),
+            (None, Mode::Production) => Ok(Self::Closed),
+        }
+    }
 }
 
 /// The delivery engine's knobs (README, "Settings"). The default identity is `smtp_url`.
@@ -200,7 +224,12 @@ impl Config {
             (None, Mode::Development) => herald_engine::egress::Egress::allow_loopback(),
             (None, Mode::Production) => herald_engine::egress::Egress::default(),
         };
+        let metrics_access = MetricsAccess::from_setting(get("HERALD_METRICS_TOKEN"), mode)?;
+        let trusted_proxies =
+            crate::security::TrustedProxies::from_setting(&get("HERALD_TRUSTED_PROXIES").unwrap_or_default())?;
         Ok(Self {
+            trusted_proxies,
+            metrics_access,
             egress,
             tracking_buffer: number(&get, "HERALD_TRACKING_BUFFER", 200_000)?,
             sns_trusted_host: get("HERALD_SNS_TRUSTED_HOST").unwrap_or_else(|| "sns.*.amazonaws.com".into()),
@@ -265,6 +294,20 @@ mod tests {
     fn cfg(pairs: &[(&str, &str)]) -> Result<Config, String> {
         let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn metrics_are_closed_in_production_unless_a_token_is_set() {
+        let db = ("DATABASE_URL", "postgres://u@h/db");
+        let key = ("HERALD_SECRET_KEY", "k".repeat(32));
+        let prod =
+            [db, ("HERALD_ENV", "production"), ("HERALD_SECRET_KEY", &key.1), ("HERALD_SMTP_URL", "smtp://relay:25")];
+        assert_eq!(cfg(&prod).map(|c| c.metrics_access), Ok(MetricsAccess::Closed));
+        let mut with_token = prod.to_vec();
+        with_token.push(("HERALD_METRICS_TOKEN", "a-long-scrape-token"));
+        assert_eq!(cfg(&with_token).map(|c| c.metrics_access), Ok(MetricsAccess::Token("a-long-scrape-token".into())));
+        assert_eq!(cfg(&[db]).map(|c| c.metrics_access), Ok(MetricsAccess::Open));
+        assert!(cfg(&[db, ("HERALD_METRICS_TOKEN", "short")]).err().is_some_and(|e| e.contains("16 characters")));
     }
 
     #[test]

@@ -79,3 +79,65 @@ pub async fn security_headers(State(https): State<Https>, req: Request, next: Ne
     }
     res
 }
+
+/// The operator's reverse proxies (`HERALD_TRUSTED_PROXIES`). Only their `X-Forwarded-For` is
+/// believed: anyone else can send that header.
+#[derive(Clone, Debug, Default)]
+pub struct TrustedProxies(pub Arc<Vec<ipnet::IpNet>>);
+
+impl TrustedProxies {
+    pub fn from_setting(setting: &str) -> Result<Self, String> {
+        let nets = setting
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|item| {
+                item.parse::<ipnet::IpNet>()
+                    .or_else(|_| item.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| format!("HERALD_TRUSTED_PROXIES: `{item}` is not an address or a CIDR range"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self(Arc::new(nets)))
+    }
+
+    fn trusts(&self, ip: std::net::IpAddr) -> bool {
+        self.0.iter().any(|net| net.contains(&ip))
+    }
+
+    /// The socket's peer, unless it is a trusted proxy: then the right-most address of
+    /// `X-Forwarded-For` that is not itself a trusted proxy (addresses further left were
+    /// written by the client and prove nothing).
+    pub fn client_ip(&self, peer: std::net::IpAddr, headers: &HeaderMap) -> std::net::IpAddr {
+        if !self.trusts(peer) {
+            return peer;
+        }
+        let forwarded = headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .collect::<Vec<_>>();
+        for hop in forwarded.iter().rev() {
+            match hop.parse::<std::net::IpAddr>() {
+                Ok(ip) if self.trusts(ip) => continue,
+                Ok(ip) => return ip,
+                // A garbled hop: nothing left of it can be believed.
+                Err(_) => break,
+            }
+        }
+        peer
+    }
+}
+
+/// Puts the [`herald_app::ssr::ClientIp`] on every request.
+pub async fn client_ip(
+    State(proxies): State<TrustedProxies>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<std::net::SocketAddr>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let ip = proxies.client_ip(peer.ip(), req.headers());
+    req.extensions_mut().insert(herald_app::ssr::ClientIp(ip));
+    next.run(req).await
+}

@@ -51,6 +51,7 @@ const BODY_LIMIT: usize = 16 * 1024 * 1024;
 pub struct ServerState {
     pub app: AppState,
     pub metrics: Arc<Metrics>,
+    pub metrics_access: crate::config::MetricsAccess,
     pub leptos: LeptosOptions,
     pub tracking: TrackingState,
     pub webhooks: WebhookState,
@@ -268,6 +269,7 @@ fn router(
     let server_state = ServerState {
         app: state.clone(),
         metrics: Arc::new(Metrics::default()),
+        metrics_access: config.metrics_access.clone(),
         leptos: leptos.clone(),
         tracking,
         webhooks,
@@ -319,6 +321,7 @@ fn router(
         .layer(session_layer)
         .layer(from_fn_with_state(AllowedOrigin::from_base_url(&config.base_url), require_same_origin))
         .layer(from_fn_with_state(crate::security::Https(config.secure_cookies()), crate::security::security_headers))
+        .layer(from_fn_with_state(config.trusted_proxies.clone(), crate::security::client_ip))
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
             let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");

@@ -2,8 +2,8 @@
 //! `/metrics` (Prometheus text).
 
 use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 
 use crate::startup::ServerState;
 
@@ -30,7 +30,26 @@ pub async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
     }
 }
 
-pub async fn metrics(State(state): State<ServerState>) -> impl IntoResponse {
+pub async fn metrics(State(state): State<ServerState>, headers: HeaderMap) -> Response {
+    use crate::config::MetricsAccess;
+    match &state.metrics_access {
+        MetricsAccess::Open => {}
+        MetricsAccess::Closed => return StatusCode::NOT_FOUND.into_response(),
+        MetricsAccess::Token(token) => {
+            let given = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .unwrap_or("");
+            // Constant time: the comparison must not say how much of a guess was right.
+            let equal = given.len() == token.len()
+                && given.bytes().zip(token.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+            if !equal {
+                return (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "a token is required")
+                    .into_response();
+            }
+        }
+    }
     let mut out = state.metrics.render();
     let c = &state.tracking.recorder.counters;
     let get = herald_engine::tracking::HitCounters::get;
@@ -45,5 +64,5 @@ pub async fn metrics(State(state): State<ServerState>) -> impl IntoResponse {
             "# HELP herald_tracking_hits_{name}_total {help}\n# TYPE herald_tracking_hits_{name}_total counter\nherald_tracking_hits_{name}_total {value}\n"
         ));
     }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }

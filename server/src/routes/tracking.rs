@@ -5,7 +5,7 @@
 //! redirect goes only to the URL registered for the link when the campaign was sent.
 
 use axum::Router;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -14,7 +14,6 @@ use herald_engine::tracking::{self, Hit, HitRecorder, TrackingKeys};
 use herald_engine::transactional::messages;
 use herald_engine::{Db, TenantId};
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use uuid::Uuid;
 
@@ -78,14 +77,14 @@ fn user_agent(headers: &HeaderMap) -> Option<&str> {
 
 async fn open(
     State(state): State<ServerState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    axum::Extension(herald_app::ssr::ClientIp(peer)): axum::Extension<herald_app::ssr::ClientIp>,
     headers: HeaderMap,
     Path(token): Path<String>,
 ) -> Response {
     let t = &state.tracking;
     // Mail clients sometimes append an extension-like suffix; tokens never contain a dot.
     let token = token.split('.').next().unwrap_or_default();
-    let prefetch = tracking::is_prefetch(Some(peer.ip()), user_agent(&headers));
+    let prefetch = tracking::is_prefetch(Some(peer), user_agent(&headers));
     if let Some(target) = t.keys.verify_open(token) {
         t.recorder.record(Hit { target, link: None, prefetch, at: Utc::now() });
     } else if let Some((tenant, message)) = t.keys.verify_message_open(token) {

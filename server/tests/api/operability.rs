@@ -49,3 +49,18 @@ async fn the_dev_inbox_lists_and_shows_caught_mail() {
     assert!(page.contains("data-testid=\"text-part\"") && page.contains("/invite/"));
     assert_eq!(owner.get("/dev/inbox/99999").await.status(), StatusCode::NOT_FOUND);
 }
+
+/// With `HERALD_METRICS_TOKEN`, `/metrics` answers only to that bearer token.
+#[tokio::test]
+async fn metrics_answer_only_to_their_token() {
+    let token = "scrape-token-0123456789";
+    let app = spawn_app_with(&[("HERALD_METRICS_TOKEN", token)]).await;
+    let client = reqwest::Client::new();
+    let url = format!("{}/metrics", app.base);
+    assert_eq!(client.get(&url).send().await.expect("get").status(), StatusCode::UNAUTHORIZED);
+    let wrong = client.get(&url).bearer_auth("scrape-token-0123456780").send().await.expect("get");
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    let right = client.get(&url).bearer_auth(token).send().await.expect("get");
+    assert_eq!(right.status(), StatusCode::OK);
+    assert!(right.text().await.unwrap_or_default().contains("herald_http_requests_total"));
+}

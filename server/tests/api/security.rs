@@ -122,3 +122,57 @@ async fn https_deployments_send_hsts() {
     let hsts = r.headers().get("strict-transport-security").and_then(|v| v.to_str().ok()).unwrap_or("");
     assert!(hsts.starts_with("max-age="), "{hsts:?}");
 }
+
+/// Behind the operator's proxy every client has its own limiter budget; a client that is not
+/// the proxy cannot pick its own address with `X-Forwarded-For`.
+#[tokio::test]
+async fn limiters_see_the_client_behind_a_trusted_proxy_only() {
+    // The test client connects from 127.0.0.1: it plays the proxy.
+    let app = spawn_app_with(&[("HERALD_TRUSTED_PROXIES", "127.0.0.1")]).await;
+    let (owner, _) = app.owner_with_workspace("proxy@example.com", "Proxy").await;
+    let slug = owner.session().await["current"]["slug"].as_str().unwrap_or_default().to_string();
+    let post = |ip: &'static str, n: usize| {
+        let url = format!("{}/s/{slug}", app.base);
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .header("X-Forwarded-For", format!("203.0.113.9, {ip}"))
+                .form(&[("email", format!("r{n}-{ip}@example.com")), ("website", String::new())])
+                .send()
+                .await
+                .expect("request")
+                .status()
+        }
+    };
+    let mut limited_at = None;
+    for n in 0..40 {
+        if post("198.51.100.1", n).await == StatusCode::TOO_MANY_REQUESTS {
+            limited_at = Some(n);
+            break;
+        }
+    }
+    assert!(limited_at.is_some(), "one client behind the proxy is limited");
+    // Another client behind the same proxy still gets through.
+    assert_ne!(post("198.51.100.2", 0).await, StatusCode::TOO_MANY_REQUESTS);
+
+    // Without trusted proxies the header is ignored: everyone is the socket's address.
+    let direct = spawn_app().await;
+    let (owner, _) = direct.owner_with_workspace("direct@example.com", "Direct").await;
+    let slug = owner.session().await["current"]["slug"].as_str().unwrap_or_default().to_string();
+    let mut limited = false;
+    for n in 0..40 {
+        let status = reqwest::Client::new()
+            .post(format!("{}/s/{slug}", direct.base))
+            .header("X-Forwarded-For", format!("198.51.100.{n}"))
+            .form(&[("email", format!("d{n}@example.com")), ("website", String::new())])
+            .send()
+            .await
+            .expect("request")
+            .status();
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            limited = true;
+            break;
+        }
+    }
+    assert!(limited, "a forged X-Forwarded-For does not buy a fresh budget");
+}

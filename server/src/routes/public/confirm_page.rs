@@ -1,12 +1,11 @@
 //! `/confirm/{token}`: double opt-in. GET shows what will be confirmed with a button; only the
 //! POST confirms, so mail scanners that prefetch links cannot subscribe anyone.
 
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use herald_engine::audience::consent::Origin;
 use herald_engine::audience::subscribe;
-use std::net::SocketAddr;
 
 use super::html::{card_page, error_page, esc};
 use crate::startup::ServerState;
@@ -32,12 +31,12 @@ pub async fn show(State(state): State<ServerState>, Path(token): Path<String>) -
 pub async fn confirm(
     State(state): State<ServerState>,
     Path(token): Path<String>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    axum::Extension(herald_app::ssr::ClientIp(peer)): axum::Extension<herald_app::ssr::ClientIp>,
     headers: HeaderMap,
 ) -> Response {
     let origin = Origin {
         source: "confirmation_link".into(),
-        ip: Some(peer.ip().to_string()),
+        ip: Some(peer.to_string()),
         user_agent: headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_string),
         wording: None,
     };

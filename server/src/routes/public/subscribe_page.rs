@@ -2,14 +2,13 @@
 //! (no JavaScript needed) that also accepts posts from the embeddable snippet on other sites.
 
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use herald_engine::audience::consent::Origin;
 use herald_engine::audience::lists::{self, List};
 use herald_engine::audience::subscribe::{self, PublicContext, SubscribeRequest};
 use herald_engine::workspaces;
-use std::net::SocketAddr;
 use uuid::Uuid;
 
 use super::html::{card_page, error_page, esc, field, form_fields, message_page};
@@ -97,7 +96,7 @@ const CHECK_INBOX: &str = "If the address is right, you will get an email shortl
 pub async fn submit(
     State(state): State<ServerState>,
     Path(ws_slug): Path<String>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    axum::Extension(herald_app::ssr::ClientIp(peer)): axum::Extension<herald_app::ssr::ClientIp>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -114,7 +113,7 @@ pub async fn submit(
     if !field(&fields, HONEYPOT).is_empty() {
         return ok();
     }
-    if !state.app.public_form_limiter.check(&format!("subscribe:{}", peer.ip())) {
+    if !state.app.public_form_limiter.check(&format!("subscribe:{}", peer)) {
         return error_page(herald_engine::Error::RateLimited);
     }
     let db = &state.app.db;
@@ -135,7 +134,7 @@ pub async fn submit(
             } else {
                 "embedded_form".into()
             },
-            ip: Some(peer.ip().to_string()),
+            ip: Some(peer.to_string()),
             user_agent: header_str(header::USER_AGENT),
             wording: Some(subscribe::default_wording(&ws_name)),
         },

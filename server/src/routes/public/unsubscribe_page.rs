@@ -3,12 +3,11 @@
 //! `List-Unsubscribe=One-Click` (RFC 8058, sent by mail providers) unsubscribes at once.
 
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use herald_engine::audience::consent::Origin;
 use herald_engine::audience::subscribe::{self, Leave};
-use std::net::SocketAddr;
 use uuid::Uuid;
 
 use super::html::{card_page, error_page, esc, field, form_fields, message_page};
@@ -73,7 +72,7 @@ pub async fn show(State(state): State<ServerState>, Path(token): Path<String>) -
 pub async fn submit(
     State(state): State<ServerState>,
     Path(token): Path<String>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    axum::Extension(herald_app::ssr::ClientIp(peer)): axum::Extension<herald_app::ssr::ClientIp>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -81,7 +80,7 @@ pub async fn submit(
     let one_click = field(&fields, "List-Unsubscribe") == "One-Click";
     let origin = Origin {
         source: if one_click { "one_click".into() } else { "unsubscribe_link".into() },
-        ip: Some(peer.ip().to_string()),
+        ip: Some(peer.to_string()),
         user_agent: headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).map(str::to_string),
         wording: None,
     };
