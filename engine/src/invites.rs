@@ -228,9 +228,10 @@ pub async fn invite_and_mail(
 
 fn invite_mail(to: &Email, workspace: &str, inviter: &str, role: Role, link: &str) -> crate::mail::OutgoingMail {
     use crate::mail::escape_html as e;
-    // Workspace and inviter names are user input: keep them out of the subject's structure and
-    // escape them in HTML.
-    let subject = format!("{} invited you to {} on Herald", one_line(inviter), one_line(workspace));
+    // Workspace and inviter names are user input: the subject is Herald's sentence with the
+    // workspace's name quoted and cut short (the inviter is named in the body only), and both are
+    // escaped in HTML.
+    let subject = format!("Herald: an invitation to the workspace {}", crate::mail::subject_name(workspace));
     let text = format!(
         "{inviter} invited you to join the workspace “{workspace}” on Herald as {role}.\n\n\
          Accept the invite: {link}\n\nThe link works once and expires in {VALID_FOR_DAYS} days. \
@@ -247,8 +248,4 @@ fn invite_mail(to: &Email, workspace: &str, inviter: &str, role: Role, link: &st
         e(link)
     );
     crate::mail::OutgoingMail { to: to.to_string(), subject, html, text }
-}
-
-fn one_line(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
 }

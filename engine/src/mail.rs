@@ -61,6 +61,22 @@ impl Mailer {
     }
 }
 
+/// Longest name a system mail's subject quotes (workspace, inviter).
+const SUBJECT_NAME_CHARS: usize = 40;
+
+/// A user-chosen name as it may appear in a system mail's subject: one line, at most
+/// [`SUBJECT_NAME_CHARS`] characters (with "…"), in quotation marks, so it reads as data inside
+/// Herald's own sentence and cannot become the subject ("Your account is suspended, click…").
+pub fn subject_name(name: &str) -> String {
+    let one_line: String = name.split_whitespace().collect::<Vec<_>>().join(" ");
+    let one_line: String = one_line.chars().filter(|c| !c.is_control()).collect();
+    let mut short: String = one_line.chars().take(SUBJECT_NAME_CHARS).collect();
+    if one_line.chars().count() > SUBJECT_NAME_CHARS {
+        short = format!("{}…", short.trim_end());
+    }
+    format!("“{short}”")
+}
+
 /// Escapes text for inclusion in HTML (mail bodies and server-rendered dev pages).
 pub fn escape_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -75,4 +91,19 @@ pub fn escape_html(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subject_name;
+
+    #[test]
+    fn names_in_subjects_are_quoted_one_line_and_short() {
+        assert_eq!(subject_name("Acme  Weekly"), "“Acme Weekly”");
+        assert_eq!(subject_name("Evil\r\nBcc: x@y.z"), "“Evil Bcc: x@y.z”");
+        let long = "Your account is suspended, verify your password at once or lose it";
+        let quoted = subject_name(long);
+        assert_eq!(quoted.chars().count(), 40 + 3, "{quoted}");
+        assert!(quoted.ends_with("…”"), "{quoted}");
+    }
 }

@@ -275,11 +275,10 @@ async fn rejoin(tx: &mut Tx, tenant: TenantId, reader: i64, email: &str) -> Resu
 }
 
 fn confirmation_mail(to: &Email, workspace: &str, lists: &[String], link: &str) -> OutgoingMail {
-    let workspace_line: String = workspace.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let list_text = lists.join(", ");
     OutgoingMail {
         to: to.to_string(),
-        subject: format!("Confirm your subscription to {workspace_line}"),
+        subject: format!("Please confirm your subscription: {}", crate::mail::subject_name(workspace)),
         text: format!(
             "Please confirm that you want to receive {list_text} from {workspace}.\n\nConfirm: {link}\n\n\
              The link works for {CONFIRMATION_VALID_HOURS} hours. If you did not ask for this, ignore this email and nothing will happen."

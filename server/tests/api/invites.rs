@@ -15,7 +15,8 @@ async fn an_invite_is_mailed_accepted_once_and_creates_the_membership() {
         .await
         .expect("invite mail");
     let parsed = mail.parse();
-    assert!(parsed.subject.contains("Invite Co"), "{}", parsed.subject);
+    // Herald's sentence, the workspace's name quoted inside it (never the subject's main text).
+    assert_eq!(parsed.subject, "Herald: an invitation to the workspace “Invite Co”");
     let token = invite_token(&parsed.text.unwrap_or_default());
     assert!(parsed.html.unwrap_or_default().contains(&format!("/invite/{token}")));
 
