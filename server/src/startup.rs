@@ -200,11 +200,14 @@ impl Application {
         let (recorder, flusher) = HitRecorder::start(db.clone(), config.tracking_buffer);
         let hit_counters = recorder.counters.clone();
         let tracking = TrackingState::new(TrackingKeys::new(&state.signer), recorder);
-        let webhooks = WebhookState::new(WebhookConfig {
-            sns_trusted_host: config.sns_trusted_host.clone(),
-            sns_allow_http: config.sns_allow_http,
-            ..WebhookConfig::default()
-        });
+        let webhooks = WebhookState::new(
+            WebhookConfig {
+                sns_trusted_host: config.sns_trusted_host.clone(),
+                sns_allow_http: config.sns_allow_http,
+                ..WebhookConfig::default()
+            },
+            &config.egress,
+        );
         let router = router(config, state.clone(), addr, sink.as_ref().map(|s| s.0.clone()), tracking, webhooks);
         Ok(Self { listener, router, addr, state, sink, workers, flusher, hit_counters })
     }

@@ -298,6 +298,9 @@ struct Entries {
 #[derive(Debug)]
 pub struct CertCache {
     client: Option<reqwest::Client>,
+    /// Certificate URLs are on the operator's trusted SNS host, and still go through the egress
+    /// policy like every other fetch (`crate::egress`).
+    egress: crate::egress::Egress,
     entries: Mutex<Entries>,
 }
 
@@ -309,13 +312,13 @@ impl Default for CertCache {
 
 impl CertCache {
     pub fn new() -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(FETCH_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| tracing::error!(error = %e, "cannot build the SNS certificate HTTP client"))
-            .ok();
-        Self { client, entries: Mutex::new(Entries::default()) }
+        Self::with_egress(&crate::egress::Egress::default())
+    }
+
+    /// No redirects: the checked host is the only one fetched from.
+    pub fn with_egress(egress: &crate::egress::Egress) -> Self {
+        let client = Some(egress.http_client(FETCH_TIMEOUT, 0, "Herald SNS certificates"));
+        Self { client, egress: egress.clone(), entries: Mutex::new(Entries::default()) }
     }
 
     async fn get(&self, url: &Url, cfg: &WebhookConfig) -> Result<Arc<SigningCert>, WebhookError> {
@@ -346,6 +349,9 @@ impl CertCache {
     async fn fetch(&self, url: &Url) -> Result<Vec<u8>, WebhookError> {
         let upstream = |e: String| WebhookError::Upstream(format!("{url}: {e}"));
         let client = self.client.as_ref().ok_or_else(|| upstream("no HTTP client".into()))?;
+        if !self.egress.permits_url(url) {
+            return Err(upstream("the address is not one Herald may fetch from".into()));
+        }
         let mut resp = client.get(url.clone()).send().await.map_err(|e| upstream(e.to_string()))?;
         if !resp.status().is_success() {
             return Err(upstream(format!("HTTP {}", resp.status())));
@@ -636,7 +642,8 @@ mod tests {
     #[tokio::test]
     async fn notification_v1_and_v2_bounce() -> anyhow::Result<()> {
         let (base, hits) = serve(vec![("/cert.pem", signer().1.clone())]).await?;
-        let (cfg, certs, now) = (test_cfg(), CertCache::new(), Utc::now());
+        let (cfg, certs, now) =
+            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
         let msg = ses_bounce(&["jane@example.com"]);
         for version in ["1", "2"] {
             let env =
@@ -665,7 +672,8 @@ mod tests {
     #[tokio::test]
     async fn tampering_is_refused() -> anyhow::Result<()> {
         let (base, _hits) = serve(vec![("/cert.pem", signer().1.clone())]).await?;
-        let (cfg, certs, now) = (test_cfg(), CertCache::new(), Utc::now());
+        let (cfg, certs, now) =
+            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
         let url = format!("{base}/cert.pem");
         let env = notification("1", &ses_bounce(&["jane@example.com"]), &url, now, None);
 
@@ -702,7 +710,7 @@ mod tests {
     #[tokio::test]
     async fn untrusted_cert_urls_are_refused_without_fetching() -> anyhow::Result<()> {
         let (base, hits) = serve(vec![("/cert.pem", signer().1.clone()), ("/cert.txt", signer().1.clone())]).await?;
-        let certs = CertCache::new();
+        let certs = CertCache::with_egress(&crate::egress::Egress::allow_loopback());
         let now = Utc::now();
         let msg = ses_bounce(&["jane@example.com"]);
         let port = base.rsplit(':').next().unwrap_or_default();
@@ -731,11 +739,25 @@ mod tests {
         Ok(())
     }
 
+    /// A trusted host pattern that names an inside address still goes through the egress
+    /// policy: with the production default nothing is fetched from loopback.
+    #[tokio::test]
+    async fn cert_fetches_go_through_the_egress_policy() -> anyhow::Result<()> {
+        let (base, hits) = serve(vec![("/cert.pem", signer().1.clone())]).await?;
+        let (cfg, certs, now) = (test_cfg(), CertCache::new(), Utc::now());
+        let env = notification("1", &ses_bounce(&["jane@example.com"]), &format!("{base}/cert.pem"), now, None);
+        let r = run(&env, &cfg, &certs, now).await;
+        assert!(matches!(r, Err(WebhookError::Upstream(_))), "{r:?}");
+        assert_eq!(hits.load(Ordering::SeqCst), 0, "nothing may be fetched");
+        Ok(())
+    }
+
     #[tokio::test]
     async fn fetch_failures_are_upstream() -> anyhow::Result<()> {
         let big = format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", "A".repeat(70 * 1024));
         let (base, _hits) = serve(vec![("/big.pem", big), ("/junk.pem", "hello".to_string())]).await?;
-        let (cfg, certs, now) = (test_cfg(), CertCache::new(), Utc::now());
+        let (cfg, certs, now) =
+            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
         let msg = ses_bounce(&["jane@example.com"]);
         for path in ["/big.pem", "/junk.pem", "/missing.pem"] {
             let env = notification("1", &msg, &format!("{base}{path}"), now, None);
@@ -748,7 +770,8 @@ mod tests {
     #[tokio::test]
     async fn stale_or_future_timestamp_is_refused() -> anyhow::Result<()> {
         let (base, _hits) = serve(vec![("/cert.pem", signer().1.clone())]).await?;
-        let (cfg, certs, now) = (test_cfg(), CertCache::new(), Utc::now());
+        let (cfg, certs, now) =
+            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
         let url = format!("{base}/cert.pem");
         let msg = ses_bounce(&["jane@example.com"]);
         let fresh = notification("2", &msg, &url, now - chrono::Duration::minutes(59), None);
@@ -767,7 +790,8 @@ mod tests {
     #[tokio::test]
     async fn subscription_confirmation_returns_url() -> anyhow::Result<()> {
         let (base, _hits) = serve(vec![("/cert.pem", signer().1.clone())]).await?;
-        let (cfg, certs, now) = (test_cfg(), CertCache::new(), Utc::now());
+        let (cfg, certs, now) =
+            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
         let url = format!("{base}/cert.pem");
         let subscribe = format!("{base}/?Action=ConfirmSubscription&TopicArn={TOPIC}&Token=2336412f37");
         let env = confirmation("SubscriptionConfirmation", &subscribe, &url, now);

@@ -27,11 +27,13 @@ const WEBHOOK_BODY_LIMIT: usize = 1024 * 1024;
 pub struct WebhookState {
     pub config: Arc<WebhookConfig>,
     pub certs: Arc<CertCache>,
+    /// SNS's SubscribeURL is fetched through the egress policy too.
+    pub egress: herald_engine::egress::Egress,
 }
 
 impl WebhookState {
-    pub fn new(config: WebhookConfig) -> Self {
-        Self { config: Arc::new(config), certs: Arc::new(CertCache::new()) }
+    pub fn new(config: WebhookConfig, egress: &herald_engine::egress::Egress) -> Self {
+        Self { config: Arc::new(config), certs: Arc::new(CertCache::with_egress(egress)), egress: egress.clone() }
     }
 }
 
@@ -69,15 +71,18 @@ async fn receive(
     let events = match verified {
         Ok(Verified::Events(events)) => events,
         Ok(Verified::SubscriptionConfirmation { subscribe_url }) => {
-            // The URL was checked to be on the trusted SNS host before we got here.
-            // No redirects: the checked host is the only one we talk to.
-            let client = reqwest::Client::builder()
-                .timeout(Duration::from_secs(10))
-                .redirect(reqwest::redirect::Policy::none())
-                .build();
-            let confirmed = match client {
-                Ok(c) => c.get(subscribe_url.clone()).send().await.map(|r| r.status().is_success()),
-                Err(e) => Err(e),
+            // The URL was checked to be on the trusted SNS host before we got here; it still
+            // goes through the egress policy. No redirects: the checked host is the only one.
+            let confirmed = if ws.egress.permits_url(&subscribe_url) {
+                let client = ws.egress.http_client(Duration::from_secs(10), 0, "Herald SNS subscription");
+                client
+                    .get(subscribe_url.clone())
+                    .send()
+                    .await
+                    .map(|r| r.status().is_success())
+                    .map_err(|e| e.to_string())
+            } else {
+                Err("the SubscribeURL's address is not one Herald may fetch from".to_string())
             };
             return match confirmed {
                 Ok(true) => {
