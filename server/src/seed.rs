@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use herald_engine::audience::{import, lists, readers, suppressions};
 use herald_engine::campaigns::{recurring, store};
-use herald_engine::domain::{TenantId, UserId};
+use herald_engine::domain::TenantId;
 use herald_engine::tokens::Signer;
 use herald_engine::tracking::TrackingKeys;
 use herald_engine::transactional::{messages, templates};
@@ -184,7 +184,9 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         let member = users::create_user(&db, &email, &format!("A {}", role.as_str()), "a long seeded password")
             .await
             .map_err(clear)?;
-        add_member(&db, tenant, member, role).await?;
+        // Through an invite, as a real member joins.
+        let invite = invites::create(&db, &signer, tenant, user.id, Role::Owner, &email, role).await.map_err(clear)?;
+        invites::accept(&db, &signer, &invite.token, member, email.as_str()).await.map_err(clear)?;
     }
     let invitee = Email::parse("invited@example.com").map_err(clear)?;
     let invite =
@@ -251,18 +253,6 @@ async fn force_campaign(db: &Db, tenant: TenantId, id: Uuid, status: &str) -> an
     .bind(status)
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
-    Ok(())
-}
-
-async fn add_member(db: &Db, tenant: TenantId, user: UserId, role: Role) -> anyhow::Result<()> {
-    let mut tx = db.tenant_tx(tenant).await?;
-    sqlx::query("INSERT INTO memberships (tenant_id, user_id, role) VALUES ($1, $2, $3)")
-        .bind(tenant)
-        .bind(user)
-        .bind(role.as_str())
-        .execute(&mut *tx)
-        .await?;
     tx.commit().await?;
     Ok(())
 }
