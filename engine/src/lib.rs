@@ -22,6 +22,7 @@ pub mod rate_limit;
 pub mod sealing;
 pub mod smtp_client;
 pub mod smtp_sink;
+pub mod template_sandbox;
 pub mod tokens;
 pub mod tracking;
 pub mod transactional;

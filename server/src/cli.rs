@@ -31,6 +31,10 @@ enum Command {
     /// Benchmarks against the configured database (they create and delete their own workspace).
     #[command(subcommand)]
     Bench(Bench),
+    /// Internal: render tenants' templates for a parent `herald` under a memory limit, speaking
+    /// on stdin and stdout (see `herald_engine::template_sandbox`).
+    #[command(name = "render-sandbox", hide = true)]
+    RenderSandbox,
 }
 
 #[derive(Subcommand, Debug)]
@@ -143,6 +147,16 @@ enum Admin {
 
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    // Before tracing: stdout is the sandbox's channel to its parent.
+    if matches!(cli.command, Some(Command::RenderSandbox)) {
+        return match herald_engine::template_sandbox::child_main() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("herald render-sandbox: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     init_tracing();
     let command = cli.command.unwrap_or(Command::Serve);
     // The dev tools need no settings (no database, no secret key).
@@ -215,6 +229,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Bench(Bench::Track(args)) => crate::bench_track::run(args, &config).await,
         Command::Bench(Bench::Messages(args)) => crate::bench_messages::run(args, &config).await,
         Command::Dev(dev) => run_dev(dev).await,
+        Command::RenderSandbox => Err(anyhow::anyhow!("render-sandbox is started by herald itself")),
     }
 }
 

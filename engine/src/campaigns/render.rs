@@ -22,12 +22,13 @@ use lettre::message::dkim::{
 };
 use lettre::message::header::{HeaderName, HeaderValue};
 use lettre::message::{Mailbox, MultiPart};
+use minijinja::AutoEscape;
 use minijinja::value::Value;
-use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{Error, Result};
+use crate::template_sandbox::{Dialect, RenderFailure, TemplateSet};
 
 // ---------------------------------------------------------------------------------------------
 // Content
@@ -160,22 +161,15 @@ const SUBJECT: &str = "subject";
 const PREHEADER: &str = "preheader";
 const BODY: &str = "body";
 
-/// MiniJinja instructions one template render may execute: far above any real newsletter, low
-/// enough that a runaway loop fails in milliseconds instead of stalling the sender.
-const FUEL_PER_RENDER: u64 = 1_000_000;
 /// A rendered body larger than this is refused (Gmail clips at ~100 KB anyway).
 const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
-/// A campaign whose templates are parsed once and rendered per reader. `Send + Sync`: share it
-/// behind an `Arc` across sending tasks.
+/// A campaign whose templates are parsed once and rendered per reader, in the template sandbox
+/// ([`crate::template_sandbox`]). `Send + Sync`: share it behind an `Arc` across sending tasks.
 pub struct CompiledCampaign {
-    env: Environment<'static>,
+    templates: TemplateSet,
     format: BodyFormat,
     has_preheader: bool,
-    /// Template sources, to turn error byte offsets into columns.
-    subject_src: String,
-    preheader_src: String,
-    body_src: String,
     /// `{ name, postal_address }`, built once.
     workspace: Value,
     /// Non-empty address lines, raw and HTML-escaped, to check whether the body already has them.
@@ -194,18 +188,14 @@ impl CompiledCampaign {
     /// Parses the three templates and test-renders them with a sample reader, so that syntax
     /// errors and unknown filters or functions are reported now, with their position.
     pub fn compile(content: &CampaignContent, workspace: &Workspace) -> Result<Self, TemplateError> {
-        let markdown = content.format == BodyFormat::Markdown;
-        let mut env = Environment::new();
-        env.set_undefined_behavior(UndefinedBehavior::Chainable);
-        env.set_debug(true);
-        env.set_fuel(Some(FUEL_PER_RENDER));
-        env.set_auto_escape_callback(|name| if name == BODY { AutoEscape::Html } else { AutoEscape::None });
-        env.set_formatter(move |out, state, value| format_value(out, state.auto_escape(), markdown, value));
-
-        let sources = [(SUBJECT, &content.subject), (PREHEADER, &content.preheader), (BODY, &content.body)];
-        for (name, src) in sources {
-            env.add_template_owned(name, src.clone()).map_err(|e| template_error(name, src, &e))?;
-        }
+        let templates = TemplateSet::parse(
+            Dialect::Campaign { markdown: content.format == BodyFormat::Markdown },
+            vec![
+                (SUBJECT, content.subject.clone()),
+                (PREHEADER, content.preheader.clone()),
+                (BODY, content.body.clone()),
+            ],
+        )?;
 
         let address_lines: Vec<(String, String)> = workspace
             .postal_address
@@ -217,28 +207,23 @@ impl CompiledCampaign {
         let address_html = address_lines.iter().map(|(_, e)| e.as_str()).collect::<Vec<_>>().join("<br>");
 
         let compiled = CompiledCampaign {
-            env,
+            templates,
             format: content.format,
             has_preheader: !content.preheader.trim().is_empty(),
-            subject_src: content.subject.clone(),
-            preheader_src: content.preheader.clone(),
-            body_src: content.body.clone(),
             workspace: Value::from_serialize(workspace),
             address_lines,
             address_html,
         };
         // Test-render for a reader without name or attributes. Mistakes in the template itself
-        // (an unknown filter, function or test, wrong arguments, a runaway loop) fail now;
-        // errors that depend on data (`length` of a missing attribute) only fail the readers
-        // they concern.
+        // (an unknown filter, function or test, wrong arguments, a runaway loop, a template that
+        // needs too much memory) fail now; errors that depend on data (`length` of a missing
+        // attribute) only fail the readers they concern.
         let sample_attributes = serde_json::Value::Object(serde_json::Map::new());
         let sample = Recipient { email: "reader@example.com", name: "", attributes: &sample_attributes };
         let vars = compiled.vars(&sample, &MessageContext { unsubscribe_url: "https://example.com/unsubscribe" });
-        for (name, src) in sources {
-            if let Err(e) = compiled.env.get_template(name).and_then(|t| t.render(&vars))
-                && is_template_mistake(&e)
-            {
-                return Err(template_error(name, src, &e));
+        for outcome in compiled.templates.render(&[SUBJECT, PREHEADER, BODY], &vars) {
+            if let Err(RenderFailure { error, mistake: true }) = outcome {
+                return Err(error);
             }
         }
         Ok(compiled)
@@ -274,13 +259,13 @@ impl CompiledCampaign {
             vars = minijinja::context! { feed => Value::from_serialize(feed), ..vars };
         }
 
-        let subject = single_line(&self.render_one(SUBJECT, &self.subject_src, &vars)?);
-        let preheader = if self.has_preheader {
-            single_line(&self.render_one(PREHEADER, &self.preheader_src, &vars)?)
-        } else {
-            String::new()
-        };
-        let rendered = self.render_one(BODY, &self.body_src, &vars)?;
+        // One round trip to the sandbox for all three; the first failure, in this order, wins.
+        let names: &[&'static str] = if self.has_preheader { &[SUBJECT, PREHEADER, BODY] } else { &[SUBJECT, BODY] };
+        let mut outcomes = self.templates.render(names, &vars).into_iter();
+        let mut next = || outcomes.next().unwrap_or_else(|| Ok(String::new())).map_err(|f| f.error);
+        let subject = single_line(&next()?);
+        let preheader = if self.has_preheader { single_line(&next()?) } else { String::new() };
+        let rendered = next()?;
         let body = match self.format {
             BodyFormat::Markdown => markdown_to_html(&rendered),
             BodyFormat::Html => rendered,
@@ -332,10 +317,6 @@ impl CompiledCampaign {
             unsubscribe_url => ctx.unsubscribe_url,
             workspace => self.workspace.clone(),
         }
-    }
-
-    fn render_one(&self, name: &'static str, src: &str, vars: &Value) -> Result<String, TemplateError> {
-        self.env.get_template(name).and_then(|t| t.render(vars)).map_err(|e| template_error(name, src, &e))
     }
 
     /// The compliance footer: an unsubscribe link unless the body already carries this reader's

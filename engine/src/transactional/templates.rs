@@ -4,7 +4,7 @@
 //! empty gap in a password-reset email.
 
 use chrono::{DateTime, Utc};
-use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
+use minijinja::Value;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -12,9 +12,8 @@ use crate::campaigns::render::{self, TemplateError};
 use crate::db::Db;
 use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result, is_unique_violation};
+use crate::template_sandbox::{Dialect, TemplateSet};
 
-/// Instructions one render may execute (the same bound campaigns use).
-const FUEL: u64 = 1_000_000;
 const MAX_SOURCE: usize = 512 * 1024;
 
 /// A template as listed and edited: its current version's content.
@@ -254,10 +253,10 @@ pub fn preview(subject: &str, html: &str, text: &str, sample: &serde_json::Value
     Compiled::new(subject, html, text)?.render(sample)
 }
 
-/// Parsed templates, rendered once per message.
+/// Parsed templates, rendered once per message in the template sandbox
+/// ([`crate::template_sandbox`]).
 pub struct Compiled {
-    env: Environment<'static>,
-    sources: [(&'static str, String); 3],
+    templates: TemplateSet,
 }
 
 const SUBJECT: &str = "subject";
@@ -266,19 +265,8 @@ const TEXT: &str = "text";
 
 impl Compiled {
     pub fn new(subject: &str, html: &str, text: &str) -> Result<Self, TemplateError> {
-        let mut env = Environment::new();
-        env.set_undefined_behavior(UndefinedBehavior::Strict);
-        env.set_debug(true);
-        env.set_fuel(Some(FUEL));
-        env.set_auto_escape_callback(|name| if name == HTML { AutoEscape::Html } else { AutoEscape::None });
-        // Campaigns' escaping: `&<>"'` only, so URLs in `href="{{ url }}"` stay URLs (MiniJinja's
-        // own escapes `/` too, which hides links from click tracking).
-        env.set_formatter(|out, state, value| render::format_value(out, state.auto_escape(), false, value));
-        let sources = [(SUBJECT, subject.to_string()), (HTML, html.to_string()), (TEXT, text.to_string())];
-        for (name, src) in &sources {
-            env.add_template_owned(*name, src.clone()).map_err(|e| render::template_error(name, src, &e))?;
-        }
-        Ok(Self { env, sources })
+        let sources = vec![(SUBJECT, subject.to_string()), (HTML, html.to_string()), (TEXT, text.to_string())];
+        Ok(Self { templates: TemplateSet::parse(Dialect::Transactional, sources)? })
     }
 
     /// Renders with `vars` (a JSON object). A body given only as HTML gets its text twin, and
@@ -288,19 +276,14 @@ impl Compiled {
             return Err(Error::Invalid("`variables` must be a JSON object.".into()));
         }
         let ctx = Value::from_serialize(vars);
-        let one = |name: &'static str| -> Result<String, TemplateError> {
-            let src = &self.sources.iter().find(|(n, _)| *n == name).map(|(_, s)| s.as_str()).unwrap_or_default();
-            if src.trim().is_empty() {
-                return Ok(String::new());
-            }
-            self.env.get_template(name).and_then(|t| t.render(&ctx)).map_err(|e| render::template_error(name, src, &e))
-        };
-        let subject = render::single_line(&one(SUBJECT)?);
+        let mut outcomes = self.templates.render(&[SUBJECT, HTML, TEXT], &ctx).into_iter();
+        let mut one = || outcomes.next().unwrap_or_else(|| Ok(String::new())).map_err(|f| f.error);
+        let subject = render::single_line(&one()?);
         if subject.trim().is_empty() {
             return Err(Error::Invalid("The subject rendered empty.".into()));
         }
-        let mut html = one(HTML)?;
-        let mut text = one(TEXT)?;
+        let mut html = one()?;
+        let mut text = one()?;
         if html.trim().is_empty() && text.trim().is_empty() {
             return Err(Error::Invalid("The message body rendered empty.".into()));
         }

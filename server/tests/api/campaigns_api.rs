@@ -11,7 +11,7 @@ use crate::helpers::*;
 use crate::sending::{SendHarness, addresses};
 
 /// An API client for a new workspace with a postal address and one list of `n` readers.
-async fn workspace_with_readers(app: &TestApp, owner_email: &str, n: usize) -> (Api, String) {
+pub(crate) async fn workspace_with_readers(app: &TestApp, owner_email: &str, n: usize) -> (Api, String) {
     let local = owner_email.split('@').next().unwrap_or(owner_email);
     let (owner, ws) = app.owner_with_workspace(owner_email, &format!("Campaign Co {local}")).await;
     let r = owner
@@ -39,7 +39,7 @@ async fn workspace_with_readers(app: &TestApp, owner_email: &str, n: usize) -> (
     (api, list_id)
 }
 
-async fn wait_for_status(api: &Api, id: &str, want: &str, timeout: Duration) -> Value {
+pub(crate) async fn wait_for_status(api: &Api, id: &str, want: &str, timeout: Duration) -> Value {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let (status, stats) = api.get(&format!("/api/v1/campaigns/{id}/stats")).await;

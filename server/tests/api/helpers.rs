@@ -95,6 +95,8 @@ pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
 
 /// A fresh database copied from the migrated template; returns its owner URL.
 pub async fn fresh_database() -> anyhow::Result<String> {
+    // This test binary is not `herald`: tenants' templates render in the real binary's sandbox.
+    herald_engine::template_sandbox::use_program(env!("CARGO_BIN_EXE_herald"));
     let template = template().await?;
     let db = format!("herald_t_{}_{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..10]);
     let admin = admin_pool().await?;

@@ -20,6 +20,7 @@ mod roles;
 mod security;
 mod send_engine;
 mod sending;
+mod template_limits;
 mod tenancy;
 mod tracking;
 mod transactional;

@@ -1,0 +1,556 @@
+//! Tenants' templates, rendered in child processes that the kernel holds to a memory limit.
+//!
+//! MiniJinja's fuel bounds instructions, not memory: `{% set a = a ~ a %}` written 35 times is
+//! about 150 instructions and 32 GiB, and a list that holds itself twice, nested 35 deep, costs
+//! nothing until it is printed. Rust aborts the whole process when an allocation fails, so no
+//! check inside the process can refuse one, and a list of every operation that can grow a value
+//! would be one MiniJinja release away from incomplete. The bound that holds whatever a template
+//! does is the kernel's: every render runs in a `herald render-sandbox` child whose address space
+//! is capped with `RLIMIT_AS`, so a template that asks for too much kills only its own child. The
+//! caller gets a template error, the next render gets a fresh child, and the server's memory never
+//! moves. The child also stops any render that runs longer than [`RENDER_TIMEOUT`] (few
+//! instructions can still mean minutes of copying), and output is capped while it is written.
+//!
+//! Parsing stays in the calling process (it is linear in the source, which callers cap), so
+//! syntax errors keep their positions without a round trip. Children are pooled and keep the
+//! parsed templates of recent [`TemplateSet`]s, so rendering a campaign for one reader is one
+//! round trip carrying that reader's variables.
+//!
+//! Wire format, both ways: a 4-byte little-endian length, then that many bytes of JSON.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
+use serde::{Deserialize, Serialize};
+
+use crate::campaigns::render::{self, TemplateError};
+
+/// MiniJinja instructions one render may execute: far above any real message, low enough that a
+/// runaway loop fails in milliseconds.
+const FUEL: u64 = 1_000_000;
+/// Text one template may produce, checked as it is written.
+pub const MAX_OUTPUT_BYTES: usize = 2 * 1024 * 1024;
+/// Address space a child may take beyond what it had when it started.
+const CHILD_MEMORY_BYTES: u64 = 256 * 1024 * 1024;
+/// The longest one render may take before its child gives up.
+const RENDER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Exit code of a child that stopped a render for taking too long.
+const EXIT_TIMED_OUT: i32 = 75;
+/// Idle children kept for the next render; more are started when renders overlap.
+const MAX_IDLE_CHILDREN: usize = 8;
+/// Parsed template sets a child keeps; past this it forgets them all and reparses on demand.
+const MAX_CACHED_SETS: usize = 64;
+/// Largest frame either side accepts: a few templates' worth of output, JSON-escaped.
+const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+/// The hidden `herald` subcommand that runs [`child_main`].
+pub const CHILD_COMMAND: &str = "render-sandbox";
+
+/// How a family of templates treats values: each maps to one MiniJinja configuration, built the
+/// same way in the caller (to parse) and in the child (to render).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Dialect {
+    /// Campaigns: a missing value prints nothing; `"body"` is HTML-escaped and, for Markdown
+    /// bodies, Markdown-escaped too.
+    Campaign { markdown: bool },
+    /// Transactional templates: a missing value is an error; `"html"` is HTML-escaped.
+    Transactional,
+}
+
+impl Dialect {
+    fn environment(self) -> Environment<'static> {
+        let (escaped, undefined, markdown) = match self {
+            Dialect::Campaign { markdown } => ("body", UndefinedBehavior::Chainable, markdown),
+            Dialect::Transactional => ("html", UndefinedBehavior::Strict, false),
+        };
+        let mut env = Environment::new();
+        env.set_undefined_behavior(undefined);
+        env.set_debug(true);
+        env.set_fuel(Some(FUEL));
+        env.set_auto_escape_callback(move |name| if name == escaped { AutoEscape::Html } else { AutoEscape::None });
+        // Herald's escaping: `&<>"'` only, so URLs in `href="{{ url }}"` stay URLs (MiniJinja's
+        // own escapes `/` too, which hides links from click tracking).
+        env.set_formatter(move |out, state, value| render::format_value(out, state.auto_escape(), markdown, value));
+        env
+    }
+}
+
+/// Why a render produced no text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderFailure {
+    pub error: TemplateError,
+    /// The template's own fault whatever the data (an unknown filter, a runaway loop, a template
+    /// that needs too much memory), as opposed to one reader's data (`length` of a missing value).
+    pub mistake: bool,
+}
+
+/// Parsed templates of one dialect, rendered in a sandbox child.
+pub struct TemplateSet {
+    /// Names this set to the children that have parsed it.
+    id: u64,
+    dialect: Dialect,
+    sources: Vec<(&'static str, String)>,
+    /// Unit tests render here, without a child.
+    #[cfg(test)]
+    env: Environment<'static>,
+}
+
+impl TemplateSet {
+    /// Parses every template; the first syntax error is returned with its position.
+    pub fn parse(dialect: Dialect, sources: Vec<(&'static str, String)>) -> Result<Self, TemplateError> {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let mut env = dialect.environment();
+        for (name, src) in &sources {
+            env.add_template_owned(*name, src.clone()).map_err(|e| render::template_error(name, src, &e))?;
+        }
+        Ok(Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            dialect,
+            sources,
+            #[cfg(test)]
+            env,
+        })
+    }
+
+    pub fn source(&self, name: &str) -> &str {
+        self.sources.iter().find(|(n, _)| *n == name).map_or("", |(_, s)| s.as_str())
+    }
+
+    /// Renders each of `names` with `vars`, in one round trip to a sandbox child.
+    pub fn render(&self, names: &[&'static str], vars: &Value) -> Vec<Result<String, RenderFailure>> {
+        let outcomes = match renderer() {
+            #[cfg(test)]
+            Renderer::InProcess => {
+                names.iter().map(|name| render_here(&self.env, name, self.source(name), vars)).collect()
+            }
+            Renderer::Children(pool) => pool.render(self, names, vars),
+        };
+        names.iter().zip(outcomes).map(|(name, outcome)| outcome.map_err(|f| f.into_failure(name))).collect()
+    }
+
+    /// [`Self::render`] for one template.
+    pub fn render_one(&self, name: &'static str, vars: &Value) -> Result<String, RenderFailure> {
+        self.render(&[name], vars).pop().unwrap_or_else(|| Err(Failure::unavailable().into_failure(name)))
+    }
+}
+
+/// A failure as it crosses the pipe (the caller knows which template it asked for).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Failure {
+    line: Option<usize>,
+    column: Option<usize>,
+    message: String,
+    mistake: bool,
+}
+
+impl Failure {
+    fn from_error(src: &str, e: &minijinja::Error) -> Self {
+        let TemplateError { line, column, message, .. } = render::template_error("", src, e);
+        Failure { line, column, message, mistake: render::is_template_mistake(e) }
+    }
+
+    fn limit(message: String) -> Self {
+        Failure { line: None, column: None, message, mistake: true }
+    }
+
+    fn unavailable() -> Self {
+        Failure {
+            line: None,
+            column: None,
+            message: "templates cannot be rendered right now; try again in a moment".into(),
+            mistake: false,
+        }
+    }
+
+    fn into_failure(self, field: &'static str) -> RenderFailure {
+        RenderFailure {
+            error: TemplateError { field, line: self.line, column: self.column, message: self.message },
+            mistake: self.mistake,
+        }
+    }
+}
+
+/// Renders in this process, writing through [`CappedOutput`]: what the child runs, and what unit
+/// tests run without one.
+fn render_here(env: &Environment<'static>, name: &str, src: &str, vars: &Value) -> Result<String, Failure> {
+    if src.trim().is_empty() {
+        return Ok(String::new());
+    }
+    let mut out = CappedOutput(Vec::new());
+    match env.get_template(name).and_then(|t| t.render_captured_to(vars, &mut out).map(drop)) {
+        Ok(_) => Ok(String::from_utf8(out.0).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
+        Err(_) if out.0.len() > MAX_OUTPUT_BYTES => {
+            Err(Failure::limit(format!("the rendered text is larger than {} MB", MAX_OUTPUT_BYTES / (1024 * 1024))))
+        }
+        Err(e) => Err(Failure::from_error(src, &e)),
+    }
+}
+
+/// A buffer that refuses to grow past [`MAX_OUTPUT_BYTES`] (its length is left just past the
+/// cap, so the caller can tell this error from the template's own).
+struct CappedOutput(Vec<u8>);
+
+impl Write for CappedOutput {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.0.len() + buf.len() > MAX_OUTPUT_BYTES {
+            self.0.resize(MAX_OUTPUT_BYTES + 1, 0);
+            return Err(io::Error::other("output limit"));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The caller's side: a pool of children
+// ---------------------------------------------------------------------------------------------
+
+enum Renderer {
+    /// Unit tests of this crate have no `herald` binary to start.
+    #[cfg(test)]
+    InProcess,
+    Children(Pool),
+}
+
+static RENDERER: OnceLock<Renderer> = OnceLock::new();
+
+fn renderer() -> &'static Renderer {
+    #[cfg(test)]
+    let default = || Renderer::InProcess;
+    #[cfg(not(test))]
+    let default = || Renderer::Children(Pool::new(std::env::current_exe().unwrap_or_else(|_| "herald".into())));
+    RENDERER.get_or_init(default)
+}
+
+/// Renders through `program render-sandbox` instead of this executable: for test binaries,
+/// which are not `herald`. Only the first call counts, and only before the first render.
+pub fn use_program(program: impl Into<PathBuf>) {
+    let _ = RENDERER.set(Renderer::Children(Pool::new(program.into())));
+}
+
+struct Pool {
+    program: PathBuf,
+    idle: Mutex<Vec<Worker>>,
+}
+
+/// A running child and the template sets it has parsed.
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    parsed: HashSet<u64>,
+}
+
+#[derive(Serialize)]
+struct RequestOut<'a> {
+    set: u64,
+    dialect: Dialect,
+    /// Sent only to a child that has not parsed this set (or has forgotten it).
+    sources: Option<&'a [(&'static str, String)]>,
+    names: &'a [&'static str],
+    vars: &'a Value,
+}
+
+#[derive(Deserialize)]
+struct RequestIn {
+    set: u64,
+    dialect: Dialect,
+    sources: Option<Vec<(String, String)>>,
+    names: Vec<String>,
+    vars: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize)]
+enum Response {
+    Rendered(Vec<Result<String, Failure>>),
+    /// The request named a set this child does not have: send it again with the sources.
+    UnknownSet,
+}
+
+/// How a round trip to a child went wrong.
+enum Fault {
+    /// The child is gone: it hit its memory limit, its time limit, or something killed it.
+    Died(Option<std::process::ExitStatus>),
+    /// The request could not be written or the answer made no sense.
+    Broken(io::Error),
+}
+
+impl Pool {
+    fn new(program: PathBuf) -> Self {
+        Pool { program, idle: Mutex::new(Vec::new()) }
+    }
+
+    fn render(&self, set: &TemplateSet, names: &[&'static str], vars: &Value) -> Vec<Result<String, Failure>> {
+        match self.render_together(set, names, vars) {
+            Ok(outcomes) => outcomes,
+            // A child that died took every template of the request with it; render them one
+            // by one so that the error names the template that needs too much.
+            Err(f) if f.mistake && names.len() > 1 => names
+                .iter()
+                .map(|name| match self.render_together(set, std::slice::from_ref(name), vars) {
+                    Ok(mut one) => one.pop().unwrap_or_else(|| Err(Failure::unavailable())),
+                    Err(f) => Err(f),
+                })
+                .collect(),
+            Err(f) => names.iter().map(|_| Err(f.clone())).collect(),
+        }
+    }
+
+    /// One request for all of `names`; `Err` when no child could answer it.
+    fn render_together(
+        &self,
+        set: &TemplateSet,
+        names: &[&'static str],
+        vars: &Value,
+    ) -> Result<Vec<Result<String, Failure>>, Failure> {
+        // A child killed from outside (the OOM killer, an operator) is not the template's fault:
+        // the render is tried once more on a fresh child before it is blamed.
+        for attempt in 0..2 {
+            let mut worker = self.take().map_err(|e| {
+                tracing::error!(error = %e, program = %self.program.display(), "cannot start a template sandbox");
+                Failure::unavailable()
+            })?;
+            match worker.exchange(set, names, vars) {
+                Ok(outcomes) => {
+                    self.give_back(worker);
+                    return Ok(outcomes);
+                }
+                Err(Fault::Died(status)) => {
+                    tracing::warn!(?status, template_set = set.id, "a template sandbox child died");
+                    if status.and_then(|s| s.code()) == Some(EXIT_TIMED_OUT) {
+                        let limit = RENDER_TIMEOUT.as_secs();
+                        return Err(Failure::limit(format!("rendering took longer than {limit} seconds")));
+                    }
+                    // SIGABRT is how a Rust process ends when an allocation fails.
+                    if status.and_then(|s| s.signal()) == Some(6) || attempt == 1 {
+                        let limit = CHILD_MEMORY_BYTES / (1024 * 1024);
+                        return Err(Failure::limit(format!("the template needs more than {limit} MB of memory")));
+                    }
+                }
+                Err(Fault::Broken(e)) => {
+                    tracing::error!(error = %e, template_set = set.id, "a template sandbox child misbehaved");
+                    worker.kill();
+                    return Err(Failure::unavailable());
+                }
+            }
+        }
+        Err(Failure::unavailable())
+    }
+
+    fn take(&self) -> io::Result<Worker> {
+        if let Some(w) = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            return Ok(w);
+        }
+        let mut child = Command::new(&self.program)
+            .arg(CHILD_COMMAND)
+            // The child needs nothing from the environment; secrets stay out of it.
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(io::Error::other("the child has no pipes"));
+        };
+        Ok(Worker { child, stdin, stdout, parsed: HashSet::new() })
+    }
+
+    fn give_back(&self, worker: Worker) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE_CHILDREN {
+            idle.push(worker);
+        } else {
+            drop(idle);
+            worker.kill();
+        }
+    }
+}
+
+impl Worker {
+    fn exchange(
+        &mut self,
+        set: &TemplateSet,
+        names: &[&'static str],
+        vars: &Value,
+    ) -> Result<Vec<Result<String, Failure>>, Fault> {
+        let mut with_sources = !self.parsed.contains(&set.id);
+        loop {
+            let request = RequestOut {
+                set: set.id,
+                dialect: set.dialect,
+                sources: with_sources.then_some(set.sources.as_slice()),
+                names,
+                vars,
+            };
+            let body = serde_json::to_vec(&request).map_err(|e| Fault::Broken(e.into()))?;
+            if write_frame(&mut self.stdin, &body).is_err() {
+                return Err(self.died());
+            }
+            let answer = match read_frame(&mut self.stdout) {
+                Ok(Some(answer)) => answer,
+                Ok(None) | Err(_) => return Err(self.died()),
+            };
+            match serde_json::from_slice(&answer).map_err(|e| Fault::Broken(e.into()))? {
+                Response::Rendered(outcomes) if outcomes.len() == names.len() => {
+                    self.parsed.insert(set.id);
+                    return Ok(outcomes);
+                }
+                Response::Rendered(_) => return Err(Fault::Broken(io::Error::other("wrong number of renders"))),
+                Response::UnknownSet if !with_sources => {
+                    self.parsed.clear();
+                    with_sources = true;
+                }
+                Response::UnknownSet => return Err(Fault::Broken(io::Error::other("sources sent but not kept"))),
+            }
+        }
+    }
+
+    fn died(&mut self) -> Fault {
+        // Closing stdin ends a child that is merely confused; one that is gone is reaped.
+        let _ = self.child.kill();
+        Fault::Died(self.child.wait().ok())
+    }
+
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn write_frame(w: &mut impl Write, body: &[u8]) -> io::Result<()> {
+    let len = u32::try_from(body.len()).map_err(|_| io::Error::other("frame too large"))?;
+    w.write_all(&len.to_le_bytes())?;
+    w.write_all(body)?;
+    w.flush()
+}
+
+/// `None` at a clean end of input.
+fn read_frame(r: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME_BYTES {
+        return Err(io::Error::other("frame too large"));
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body)?;
+    Ok(Some(body))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The child's side
+// ---------------------------------------------------------------------------------------------
+
+/// The `herald render-sandbox` process: renders requests from stdin until it closes. Started
+/// only by [`Pool`]; never reads files, the network or the environment.
+pub fn child_main() -> io::Result<()> {
+    // The watchdog is started before the memory cap so that its stack is part of the baseline.
+    let deadline = Arc::new(Mutex::new(None::<Instant>));
+    let watched = Arc::clone(&deadline);
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            let overdue = watched.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|d| Instant::now() > d);
+            if overdue {
+                std::process::exit(EXIT_TIMED_OUT);
+            }
+        }
+    });
+    cap_address_space()?;
+
+    let mut stdin = io::stdin().lock();
+    let mut stdout = io::stdout().lock();
+    let mut sets: HashMap<u64, (Environment<'static>, Vec<(String, String)>)> = HashMap::new();
+    while let Some(frame) = read_frame(&mut stdin)? {
+        let request: RequestIn = serde_json::from_slice(&frame).map_err(io::Error::other)?;
+        if let Some(sources) = request.sources {
+            if sets.len() >= MAX_CACHED_SETS {
+                sets.clear();
+            }
+            let mut env = request.dialect.environment();
+            for (name, src) in &sources {
+                // The caller parsed these already; a failure here shows at render as "not found".
+                let _ = env.add_template_owned(name.clone(), src.clone());
+            }
+            sets.insert(request.set, (env, sources));
+        }
+        let response = match sets.get(&request.set) {
+            None => Response::UnknownSet,
+            Some((env, sources)) => {
+                let vars = Value::from_serialize(&request.vars);
+                *deadline.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + RENDER_TIMEOUT);
+                let outcomes = request
+                    .names
+                    .iter()
+                    .map(|name| {
+                        let src = sources.iter().find(|(n, _)| n == name).map_or("", |(_, s)| s.as_str());
+                        render_here(env, name, src, &vars)
+                    })
+                    .collect();
+                *deadline.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                Response::Rendered(outcomes)
+            }
+        };
+        write_frame(&mut stdout, &serde_json::to_vec(&response).map_err(io::Error::other)?)?;
+    }
+    Ok(())
+}
+
+/// Caps this process's address space at what it uses now plus [`CHILD_MEMORY_BYTES`].
+fn cap_address_space() -> io::Result<()> {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    // statm's first field is the total program size in pages.
+    let statm = std::fs::read_to_string("/proc/self/statm")?;
+    let pages: u64 = statm.split_whitespace().next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let page_size = rustix::param::page_size() as u64;
+    let cap = pages * page_size + CHILD_MEMORY_BYTES;
+    setrlimit(Resource::As, Rlimit { current: Some(cap), maximum: Some(cap) }).map_err(io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn campaign(body: &str) -> TemplateSet {
+        TemplateSet::parse(Dialect::Campaign { markdown: false }, vec![("body", body.to_string())]).expect("parses")
+    }
+
+    #[test]
+    fn output_is_capped_while_it_is_written() {
+        let set = campaign("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}");
+        let e = set.render_one("body", &minijinja::context! {}).expect_err("too large");
+        assert!(e.mistake);
+        assert!(e.error.message.contains("larger than 2 MB"), "{}", e.error);
+    }
+
+    #[test]
+    fn failures_name_their_template_and_position() {
+        let set = campaign("line\n{{ reader.name | nosuchfilter }}");
+        let e = set.render_one("body", &minijinja::context! {}).expect_err("unknown filter");
+        assert_eq!((e.error.field, e.error.line), ("body", Some(2)));
+        assert!(e.mistake);
+    }
+
+    #[test]
+    fn frames_round_trip_and_end_cleanly() {
+        let mut buf = Vec::new();
+        write_frame(&mut buf, b"{\"a\":1}").expect("writes");
+        let mut r = buf.as_slice();
+        assert_eq!(read_frame(&mut r).expect("reads").as_deref(), Some(&b"{\"a\":1}"[..]));
+        assert!(read_frame(&mut r).expect("clean end").is_none());
+    }
+}
