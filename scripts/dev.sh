@@ -9,6 +9,8 @@ cd "$HERALD_ROOT"
 
 ensure_tools
 ensure_postgres
+# Herald runs as production unless told otherwise; this is the one place that tells it.
+export HERALD_ENV="${HERALD_ENV:-development}"
 
 # cargo-leptos runs `herald` with no arguments, which means `herald serve`. Its site-addr in
 # Cargo.toml is 127.0.0.1:3000, the same as HERALD_BIND's default.

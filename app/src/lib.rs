@@ -38,7 +38,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
-                <script src="/charts.js" defer></script>
+                <script src="/charts.js" defer nonce=leptos::nonce::use_nonce()></script>
                 // Without it the browser asks for /favicon.ico, a 404 on every first visit.
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 <MetaTags/>

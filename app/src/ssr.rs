@@ -63,6 +63,12 @@ pub fn parse_id(raw: &str) -> Result<uuid::Uuid, AppError> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientIp(pub std::net::IpAddr);
 
+/// This response's Content-Security-Policy nonce, chosen by the server's edge middleware: only
+/// scripts that carry it run, and Leptos writes it on every script it emits (the server's render
+/// context hands it to [`leptos::nonce::Nonce`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CspNonce(pub std::sync::Arc<str>);
+
 pub async fn client_ip() -> String {
     match leptos_axum::extract::<axum::Extension<ClientIp>>().await {
         Ok(axum::Extension(ClientIp(ip))) => ip.to_string(),

@@ -34,6 +34,22 @@ pub async fn run_on(pool: &PgPool) -> anyhow::Result<()> {
     ] {
         sqlx::query(sqlx::AssertSqlSafe(stmt)).execute(pool).await?;
     }
+    let database: String = sqlx::query_scalar("SELECT current_database()::text").fetch_one(pool).await?;
+    restrict_database(pool, &database).await
+}
+
+/// Takes TEMPORARY on `database` away from every role but its owner (Postgres grants it to
+/// PUBLIC): the runtime role needs no temporary tables, and a `SECURITY DEFINER` function must
+/// never meet one its caller made. Database privileges are not part of a database's contents,
+/// so a copy made from a migrated template needs this again.
+pub async fn restrict_database(pool: &PgPool, database: &str) -> anyhow::Result<()> {
+    let quoted = format!("\"{}\"", database.replace('"', "\"\""));
+    for stmt in [
+        format!("REVOKE TEMPORARY ON DATABASE {quoted} FROM PUBLIC"),
+        format!("REVOKE TEMPORARY ON DATABASE {quoted} FROM {RUNTIME_ROLE}"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(stmt)).execute(pool).await?;
+    }
     Ok(())
 }
 

@@ -120,8 +120,10 @@ impl Config {
     /// Reads settings through `get` (the environment, or a map in tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let mode = match get("HERALD_ENV").as_deref() {
-            None | Some("development") | Some("dev") => Mode::Development,
-            Some("production") | Some("prod") => Mode::Production,
+            // Production unless development is asked for: a forgotten setting must not open
+            // `/dev/inbox` or sign sessions with a key generated on the spot.
+            None | Some("production") | Some("prod") => Mode::Production,
+            Some("development") | Some("dev") => Mode::Development,
             Some(other) => return Err(format!("HERALD_ENV must be `development` or `production`, not `{other}`")),
         };
         let database_url =
@@ -146,7 +148,9 @@ impl Config {
             (Some(k), _) if k.len() >= 32 => k.into_bytes(),
             (Some(_), _) => return Err("HERALD_SECRET_KEY must be at least 32 characters".into()),
             (None, Mode::Production) => {
-                return Err("HERALD_SECRET_KEY is required in production (at least 32 random characters)".into());
+                return Err("HERALD_SECRET_KEY is required in production (at least 32 random characters); \
+                     for a local try-out, set HERALD_ENV=development (`make dev` does)"
+                    .into());
             }
             (None, Mode::Development) => dev_secret_key(&data_dir)?,
         };
@@ -306,13 +310,17 @@ mod tests {
         let mut with_token = prod.to_vec();
         with_token.push(("HERALD_METRICS_TOKEN", "a-long-scrape-token"));
         assert_eq!(cfg(&with_token).map(|c| c.metrics_access), Ok(MetricsAccess::Token("a-long-scrape-token".into())));
-        assert_eq!(cfg(&[db]).map(|c| c.metrics_access), Ok(MetricsAccess::Open));
-        assert!(cfg(&[db, ("HERALD_METRICS_TOKEN", "short")]).err().is_some_and(|e| e.contains("16 characters")));
+        let dev = ("HERALD_ENV", "development");
+        assert_eq!(cfg(&[db, dev]).map(|c| c.metrics_access), Ok(MetricsAccess::Open));
+        assert!(cfg(&[db, dev, ("HERALD_METRICS_TOKEN", "short")]).err().is_some_and(|e| e.contains("16 characters")));
     }
 
     #[test]
     fn missing_and_bad_settings_are_one_clear_line() {
         assert!(cfg(&[]).err().is_some_and(|e| e.contains("DATABASE_URL")));
+        // Production is the default: without the settings it needs, it refuses to start.
+        let unset = [("DATABASE_URL", "postgres://u@h/db")];
+        assert!(cfg(&unset).err().is_some_and(|e| e.contains("HERALD_SECRET_KEY") && e.contains("HERALD_ENV")));
         let prod = [("DATABASE_URL", "postgres://u@h/db"), ("HERALD_ENV", "production")];
         assert!(cfg(&prod).err().is_some_and(|e| e.contains("HERALD_SECRET_KEY")));
         let bad_bind =
@@ -321,9 +329,10 @@ mod tests {
     }
 
     #[test]
-    fn defaults_point_at_the_dev_catcher_and_the_runtime_role() -> Result<(), String> {
+    fn development_defaults_point_at_the_dev_catcher_and_the_runtime_role() -> Result<(), String> {
         let c = cfg(&[
             ("DATABASE_URL", "postgres://postgres:pw@127.0.0.1:5432/herald"),
+            ("HERALD_ENV", "development"),
             ("HERALD_SECRET_KEY", &"k".repeat(32)),
         ])?;
         assert_eq!(c.smtp_url, "smtp://127.0.0.1:2525");

@@ -56,23 +56,35 @@ pub async fn require_same_origin(State(allowed): State<AllowedOrigin>, req: Requ
 #[derive(Clone, Copy)]
 pub struct Https(pub bool);
 
+/// 128 random bits, URL-safe base64 (a valid CSP nonce).
+fn new_nonce() -> Arc<str> {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 16]>()).into()
+}
+
 /// Headers every response carries (unless a route set its own): no framing by other sites, no
 /// content sniffing, no full URLs (with their tokens) in referrers to other sites, HSTS under
-/// https. The CSP here restricts framing, `<base>`, plugins and form targets; scripts are not
-/// restricted yet (Leptos' inline hydration scripts would need nonces).
-pub async fn security_headers(State(https): State<Https>, req: Request, next: Next) -> Response {
+/// https, and a CSP under which only scripts carrying this response's nonce run (plus what they
+/// load: `'strict-dynamic'`), so injected markup cannot run script. Styles and images are left
+/// open: the app shows emails, whose inline styles and remote images are the point.
+pub async fn security_headers(State(https): State<Https>, mut req: Request, next: Next) -> Response {
+    let nonce = new_nonce();
+    req.extensions_mut().insert(herald_app::ssr::CspNonce(nonce.clone()));
     let mut res = next.run(req).await;
     let headers = res.headers_mut();
+    let csp = format!(
+        "script-src 'nonce-{nonce}' 'strict-dynamic' 'wasm-unsafe-eval'; frame-ancestors 'self'; base-uri 'self'; \
+         object-src 'none'; form-action 'self'"
+    );
+    if let Ok(csp) = header::HeaderValue::from_str(&csp) {
+        headers.entry(header::CONTENT_SECURITY_POLICY).or_insert(csp);
+    }
     let mut set = |name: header::HeaderName, value: &'static str| {
         headers.entry(name).or_insert(header::HeaderValue::from_static(value));
     };
     set(header::X_CONTENT_TYPE_OPTIONS, "nosniff");
     // SAMEORIGIN, not DENY: the app's own pages show emails in sandboxed frames.
     set(header::X_FRAME_OPTIONS, "SAMEORIGIN");
-    set(
-        header::CONTENT_SECURITY_POLICY,
-        "frame-ancestors 'self'; base-uri 'self'; object-src 'none'; form-action 'self'",
-    );
     set(header::REFERRER_POLICY, "strict-origin-when-cross-origin");
     if https.0 {
         set(header::STRICT_TRANSPORT_SECURITY, "max-age=63072000; includeSubDomains");

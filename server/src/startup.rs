@@ -280,7 +280,14 @@ fn router(
     let routes = generate_route_list(App);
     let context = {
         let state = state.clone();
-        move || provide_context(state.clone())
+        move || {
+            provide_context(state.clone());
+            // leptos_axum made up a nonce of its own; the one in the CSP header is the edge's.
+            let parts = leptos::prelude::use_context::<axum::http::request::Parts>();
+            if let Some(nonce) = parts.as_ref().and_then(|p| p.extensions.get::<herald_app::ssr::CspNonce>()) {
+                provide_context(leptos::nonce::Nonce::from_value(nonce.0.clone()));
+            }
+        }
     };
 
     let session_layer = SessionManagerLayer::new(PgSessionStore::new(state.db.pool().clone()))

@@ -308,11 +308,10 @@ pub async fn bulk_action(
     origin: &Origin,
 ) -> Result<u64> {
     role.require(if *action == BulkAction::Delete { Role::Admin } else { Role::Author })?;
-    // The target as a temporary table, so each step below is one statement.
+    // The target's ids, fixed once and passed to each step below as an array (not a temporary
+    // table: the runtime role may not create any, see `migrate::restrict_runtime_role`).
     let mut tx = db.tenant_tx(tenant).await?;
-    sqlx::query("CREATE TEMP TABLE bulk_target (id bigint PRIMARY KEY) ON COMMIT DROP").execute(&mut *tx).await?;
-    let mut q =
-        QueryBuilder::<Postgres>::new("INSERT INTO bulk_target SELECT r.id FROM readers r WHERE r.tenant_id = ");
+    let mut q = QueryBuilder::<Postgres>::new("SELECT r.id FROM readers r WHERE r.tenant_id = ");
     q.push_bind(tenant);
     match target {
         Target::Ids(ids) => {
@@ -320,14 +319,15 @@ pub async fn bulk_action(
         }
         Target::Filter(f) => push_filter(&mut q, f)?,
     }
-    let n = q.build().execute(&mut *tx).await?.rows_affected();
+    let ids: Vec<i64> = q.build_query_scalar().fetch_all(&mut *tx).await?;
+    let n = ids.len();
     let (t, src, ip, ua, wording) =
         (tenant, &origin.source, origin.ip.as_deref(), origin.user_agent.as_deref(), origin.wording.as_deref());
     let changed = match action {
         BulkAction::AddToList(list) => sqlx::query(
             "WITH new AS (
                 INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
-                SELECT $1, l.id, r.id, 'confirmed', now() FROM bulk_target b JOIN readers r ON r.id = b.id
+                SELECT $1, l.id, r.id, 'confirmed', now() FROM unnest($7::bigint[]) AS b(id) JOIN readers r ON r.id = b.id
                 JOIN lists l ON l.tenant_id = $1 AND l.id = $2
                 WHERE r.tenant_id = $1 AND r.status = 'active'
                 ON CONFLICT (list_id, reader_id) DO UPDATE SET status = 'confirmed', confirmed_at = now()
@@ -342,13 +342,14 @@ pub async fn bulk_action(
         .bind(ip)
         .bind(ua)
         .bind(wording)
+        .bind(&ids)
         .execute(&mut *tx)
         .await?
         .rows_affected(),
         BulkAction::RemoveFromList(list) => sqlx::query(
             "WITH gone AS (
                 UPDATE subscriptions s SET status = 'unsubscribed', unsubscribed_at = now(), confirmation_nonce = NULL
-                FROM bulk_target b WHERE s.tenant_id = $1 AND s.list_id = $2 AND s.reader_id = b.id AND s.status <> 'unsubscribed'
+                FROM unnest($7::bigint[]) AS b(id) WHERE s.tenant_id = $1 AND s.list_id = $2 AND s.reader_id = b.id AND s.status <> 'unsubscribed'
                 RETURNING s.reader_id)
              INSERT INTO consent_events (tenant_id, reader_id, list_id, action, source, ip, user_agent, wording)
              SELECT $1, reader_id, $2, 'unsubscribe', $3, $4, $5, $6 FROM gone",
@@ -359,29 +360,32 @@ pub async fn bulk_action(
         .bind(ip)
         .bind(ua)
         .bind(wording)
+        .bind(&ids)
         .execute(&mut *tx)
         .await?
         .rows_affected(),
         BulkAction::UnsubscribeAll => {
             sqlx::query(
                 "UPDATE subscriptions s SET status = 'unsubscribed', unsubscribed_at = now(), confirmation_nonce = NULL
-                 FROM bulk_target b WHERE s.tenant_id = $1 AND s.reader_id = b.id AND s.status <> 'unsubscribed'",
+                 FROM unnest($2::bigint[]) AS b(id) WHERE s.tenant_id = $1 AND s.reader_id = b.id AND s.status <> 'unsubscribed'",
             )
             .bind(t)
+            .bind(&ids)
             .execute(&mut *tx)
             .await?;
             sqlx::query(
                 "INSERT INTO suppressions (tenant_id, email_lower, reason, source)
-                 SELECT $1, lower(r.email), 'unsubscribed_all', $2 FROM bulk_target b JOIN readers r ON r.id = b.id
+                 SELECT $1, lower(r.email), 'unsubscribed_all', $2 FROM unnest($3::bigint[]) AS b(id) JOIN readers r ON r.id = b.id
                  ON CONFLICT (tenant_id, email_lower) DO NOTHING",
             )
             .bind(t)
             .bind(src)
+            .bind(&ids)
             .execute(&mut *tx)
             .await?;
             sqlx::query(
                 "WITH left_all AS (
-                    UPDATE readers r SET status = 'unsubscribed', updated_at = now() FROM bulk_target b
+                    UPDATE readers r SET status = 'unsubscribed', updated_at = now() FROM unnest($6::bigint[]) AS b(id)
                     WHERE r.tenant_id = $1 AND r.id = b.id AND r.status = 'active' RETURNING r.id)
                  INSERT INTO consent_events (tenant_id, reader_id, action, source, ip, user_agent, wording)
                  SELECT $1, id, 'unsubscribe_all', $2, $3, $4, $5 FROM left_all",
@@ -391,17 +395,20 @@ pub async fn bulk_action(
             .bind(ip)
             .bind(ua)
             .bind(wording)
+            .bind(&ids)
             .execute(&mut *tx)
             .await?
             .rows_affected()
         }
         BulkAction::Delete => {
-            sqlx::query("UPDATE consent_events e SET ip = NULL, user_agent = NULL FROM bulk_target b WHERE e.tenant_id = $1 AND e.reader_id = b.id")
+            sqlx::query("UPDATE consent_events e SET ip = NULL, user_agent = NULL FROM unnest($2::bigint[]) AS b(id) WHERE e.tenant_id = $1 AND e.reader_id = b.id")
                 .bind(t)
+                .bind(&ids)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query("DELETE FROM readers r USING bulk_target b WHERE r.tenant_id = $1 AND r.id = b.id")
+            sqlx::query("DELETE FROM readers r USING unnest($2::bigint[]) AS b(id) WHERE r.tenant_id = $1 AND r.id = b.id")
                 .bind(t)
+                .bind(&ids)
                 .execute(&mut *tx)
                 .await?
                 .rows_affected()

@@ -155,6 +155,7 @@ fn worker_process(h: &SendHarness) -> tokio::process::Child {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"))
         .arg("worker")
         .env("DATABASE_URL", &h.app.db_url)
+        .env("HERALD_ENV", "development")
         .env("HERALD_SECRET_KEY", "test-secret-key-that-is-long-enough-0123456789")
         .env("HERALD_SMTP_URL", &h.smtp)
         .env("HERALD_DEV_SMTP_BIND", "127.0.0.1:0")

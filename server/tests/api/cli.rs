@@ -8,6 +8,7 @@ fn herald(app: &TestApp, args: &[&str], stdin: &str) -> (bool, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_herald"))
         .args(args)
         .env("DATABASE_URL", &app.db_url)
+        .env("HERALD_ENV", "development")
         .env("HERALD_SECRET_KEY", "test-secret-key-that-is-long-enough-0123456789")
         .env("RUST_LOG", "error")
         .stdin(Stdio::piped())

@@ -116,6 +116,7 @@ pub async fn fresh_database() -> anyhow::Result<String> {
             Err(e) => return Err(e.into()),
         }
     }
+    herald_engine::migrate::restrict_database(&admin, &db).await?;
     admin.close().await;
     Ok(url_with_db(&owner_url(), &db))
 }
@@ -127,6 +128,7 @@ async fn try_spawn_app(extra: &[(&str, &str)]) -> anyhow::Result<TestApp> {
     let data_dir = std::env::temp_dir().join(format!("herald-test-{db}"));
     let vars: HashMap<&str, String> = HashMap::from([
         ("DATABASE_URL", db_url.clone()),
+        ("HERALD_ENV", "development".to_string()),
         ("HERALD_BIND", format!("127.0.0.1:{port}")),
         ("HERALD_DEV_SMTP_BIND", "127.0.0.1:0".to_string()),
         ("HERALD_SECRET_KEY", "test-secret-key-that-is-long-enough-0123456789".to_string()),

@@ -115,6 +115,33 @@ async fn every_response_carries_the_security_headers() {
     }
 }
 
+/// Only scripts with this response's nonce run; every script Leptos writes carries it, and each
+/// response has its own.
+#[tokio::test]
+async fn pages_run_only_scripts_with_the_response_nonce() {
+    let app = spawn_app().await;
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let r = reqwest::get(format!("{}/login", app.base)).await.expect("request");
+        let csp = r.headers().get("content-security-policy").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let nonce = csp
+            .split("'nonce-")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+            .unwrap_or_else(|| panic!("no nonce in {csp:?}"))
+            .to_string();
+        assert!(csp.starts_with("script-src 'nonce-") && csp.contains("'strict-dynamic'"), "{csp}");
+        let html = r.text().await.expect("body");
+        let scripts: Vec<&str> = html.split("<script").skip(1).map(|s| s.split('>').next().unwrap_or("")).collect();
+        assert!(scripts.len() >= 2, "hydration and charts scripts expected: {scripts:?}");
+        for tag in scripts {
+            assert!(tag.contains(&format!("nonce=\"{nonce}\"")), "a script without the nonce: <script{tag}>");
+        }
+        seen.push(nonce);
+    }
+    assert_ne!(seen[0], seen[1], "a nonce is used once");
+}
+
 #[tokio::test]
 async fn https_deployments_send_hsts() {
     let app = spawn_app_with(&[("HERALD_BASE_URL", "https://herald.example")]).await;
@@ -175,4 +202,24 @@ async fn limiters_see_the_client_behind_a_trusted_proxy_only() {
         }
     }
     assert!(limited, "a forged X-Forwarded-For does not buy a fresh budget");
+}
+
+#[tokio::test]
+async fn the_runtime_role_cannot_create_temporary_tables() -> TestResult {
+    let app = spawn_app().await;
+    // What `record_hits` (SECURITY DEFINER) once trusted: a scratch table the caller could
+    // create first, with triggers of its own.
+    let err = sqlx::query("CREATE TEMP TABLE hits_batch (x int)")
+        .execute(app.app.db.pool())
+        .await
+        .expect_err("the runtime role may not create temporary tables");
+    assert!(err.to_string().contains("permission denied"), "{err}");
+    // `herald migrate` restricted the template this database was copied from, too.
+    let template = format!("herald_tpl_{}", std::process::id());
+    let can: bool = sqlx::query_scalar("SELECT has_database_privilege('herald_app', $1, 'TEMP')")
+        .bind(&template)
+        .fetch_one(&app.owner)
+        .await?;
+    assert!(!can, "{template} still grants TEMP");
+    Ok(())
 }
