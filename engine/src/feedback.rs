@@ -81,17 +81,24 @@ struct MatchedSend {
 /// deliveries racing) has exactly one effect.
 pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent) -> Result<Applied> {
     let mut tx = db.tenant_tx(tenant).await?;
-    let fresh = sqlx::query(
-        "INSERT INTO webhook_events (tenant_id, provider, event_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-    )
-    .bind(tenant)
-    .bind(provider)
-    .bind(ev.event_id.chars().take(300).collect::<String>())
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if fresh == 0 {
-        return Ok(Applied::Duplicate);
+    // The event's id, and the delivery's signed token where the provider has one: either seen
+    // before means this is a redelivery or a replay. Recorded in the transaction that applies
+    // the event, so a delivery that failed half-way is not taken for a replay when it is retried.
+    let token =
+        ev.delivery_token.as_ref().map(|t| format!("delivery-token:{}", t.chars().take(200).collect::<String>()));
+    for key in std::iter::once(ev.event_id.chars().take(300).collect::<String>()).chain(token) {
+        let fresh = sqlx::query(
+            "INSERT INTO webhook_events (tenant_id, provider, event_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(provider)
+        .bind(key)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if fresh == 0 {
+            return Ok(Applied::Duplicate);
+        }
     }
     // A transactional message, by our Message-ID.
     if let Some(message) = crate::transactional::messages::match_event(&mut tx, tenant, ev, false).await? {

@@ -14,8 +14,11 @@ pub struct WebhookRow {
     pub name: String,
     /// Empty when off.
     pub provider: String,
-    /// The URL to give the provider; empty when off.
+    /// The URL to give the provider; empty when off, and for members who are not admins (the
+    /// URL is what lets a provider, or anyone holding it, report on this workspace's mail).
     pub url: String,
+    /// SES: the SNS topic the webhook is pinned to.
+    pub sns_topic: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,19 +42,30 @@ pub async fn list_webhooks() -> Result<WebhooksView, AppError> {
     use herald_engine::{Role, campaigns::identities};
     let m = require_role(Role::Viewer).await?;
     let base = m.state.base_url.trim_end_matches('/').to_string();
+    let admin = m.role.can_administer();
     let rows = identities::list(&m.state.db, m.tenant)
         .await?
         .into_iter()
         .map(|i| {
             let provider = i.webhook_provider.unwrap_or_default();
-            let url = match (&i.webhook_token, provider.is_empty()) {
-                (Some(t), false) => format!("{base}/webhooks/{provider}/{t}"),
+            let url = match (&i.webhook_token, provider.is_empty(), admin) {
+                (Some(t), false, true) => format!("{base}/webhooks/{provider}/{t}"),
                 _ => String::new(),
             };
-            WebhookRow { id: i.id.to_string(), name: i.name, provider, url }
+            WebhookRow { id: i.id.to_string(), name: i.name, provider, url, sns_topic: i.webhook_sns_topic }
         })
         .collect();
-    Ok(WebhooksView { rows, can_edit: m.role.can_administer() })
+    Ok(WebhooksView { rows, can_edit: admin })
+}
+
+#[server(prefix = "/rpc", endpoint = "rotate_webhook")]
+pub async fn rotate_webhook(id: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, campaigns::identities};
+    let m = require_role(Role::Admin).await?;
+    let id = crate::ssr::parse_id(&id)?;
+    identities::rotate_webhook(&m.state.db, m.tenant, m.role, id).await?;
+    Ok(())
 }
 
 #[server(prefix = "/rpc", endpoint = "save_webhook")]
@@ -67,13 +81,15 @@ pub async fn save_webhook(id: String, provider: String, secret: String) -> Resul
 #[component]
 pub fn WebhookSettings() -> impl IntoView {
     let save = ServerAction::<SaveWebhook>::new();
-    let data = Resource::new(move || save.version().get(), |_| list_webhooks());
+    let rotate = ServerAction::<RotateWebhook>::new();
+    let data = Resource::new(move || (save.version().get(), rotate.version().get()), |_| list_webhooks());
     view! {
         <Card title="Provider webhooks">
             <p class="mb-4 text-sm text-slate-500">
                 "Let your email provider tell Herald about deliveries, bounces and spam complaints. Hard bounces and complaints suppress the address at once (a complaint also unsubscribes the reader), soft bounces after 3 in 30 days, and campaigns pause themselves when complaints pass 0.3 %. Give the provider the URL shown for its identity."
             </p>
             <ActionError value=save.value()/>
+            <ActionError value=rotate.value()/>
             <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match data.await {
@@ -82,7 +98,7 @@ pub fn WebhookSettings() -> impl IntoView {
                         }.into_any(),
                         Ok(v) => {
                             let can_edit = v.can_edit;
-                            v.rows.into_iter().map(|r| view! { <WebhookRowForm r=r save=save can_edit=can_edit/> }).collect_view().into_any()
+                            v.rows.into_iter().map(|r| view! { <WebhookRowForm r=r save=save rotate=rotate can_edit=can_edit/> }).collect_view().into_any()
                         }
                         Err(e) => view! { <LoadError error=e/> }.into_any(),
                     }
@@ -93,11 +109,17 @@ pub fn WebhookSettings() -> impl IntoView {
 }
 
 #[component]
-fn WebhookRowForm(r: WebhookRow, save: ServerAction<SaveWebhook>, can_edit: bool) -> impl IntoView {
+fn WebhookRowForm(
+    r: WebhookRow,
+    save: ServerAction<SaveWebhook>,
+    rotate: ServerAction<RotateWebhook>,
+    can_edit: bool,
+) -> impl IntoView {
     let provider = RwSignal::new(r.provider.clone());
     let hint = move || {
         PROVIDERS.iter().find(|p| p.0 == provider.get()).map(|p| p.2).unwrap_or("Webhooks are off for this identity.")
     };
+    let rotate_id = r.id.clone();
     let select_id = format!("webhook-provider-{}", r.id);
     let secret_id = format!("webhook-secret-{}", r.id);
     view! {
@@ -107,6 +129,21 @@ fn WebhookRowForm(r: WebhookRow, save: ServerAction<SaveWebhook>, can_edit: bool
                 <p class="mt-1 text-xs text-slate-500">"Webhook URL: "
                     <code class="break-all rounded bg-slate-100 px-1" data-testid="webhook-url">{r.url.clone()}</code>
                 </p>
+            })}
+            {(r.provider == "ses").then(|| view! {
+                <p class="mt-1 text-xs text-slate-500">
+                    {match r.sns_topic.clone() {
+                        Some(topic) => view! { "Accepts SNS topic " <code class="break-all rounded bg-slate-100 px-1">{topic}</code> " only." }.into_any(),
+                        None => "The first SNS topic that confirms a subscription to this URL will be the only one accepted.".into_any(),
+                    }}
+                </p>
+            })}
+            {(can_edit && !r.url.is_empty()).then(|| view! {
+                <ActionForm action=rotate attr:class="mt-2">
+                    <input type="hidden" name="id" value=rotate_id/>
+                    <button type="submit" class="btn-secondary text-xs">"New URL"</button>
+                    <span class="ml-2 text-xs text-slate-500">"The current URL stops working at once; give the provider the new one (for SES, subscribe it again)."</span>
+                </ActionForm>
             })}
             {can_edit.then(|| view! {
                 <ActionForm action=save attr:class="mt-3 flex flex-wrap items-end gap-3">

@@ -55,6 +55,8 @@ pub struct Identity {
     pub webhook_provider: Option<String>,
     /// The last path segment of this identity's webhook URL.
     pub webhook_token: Option<String>,
+    /// SES: the SNS topic this webhook accepts, pinned by the first message it heard.
+    pub webhook_sns_topic: Option<String>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -77,7 +79,7 @@ pub struct IdentityInput {
 }
 
 const COLUMNS: &str = "id, name, smtp_display, max_connections, rate_per_second, burst, dkim_domain, dkim_selector,
-    webhook_provider, webhook_token, created_at";
+    webhook_provider, webhook_token, webhook_sns_topic, created_at";
 
 /// `smtp://user:secret@host:25` → `smtp://user@host:25`.
 fn display_url(url: &str) -> Result<String> {
@@ -223,6 +225,8 @@ pub async fn configure_webhook(
     let mut tx = db.tenant_tx(tenant).await?;
     let identity = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE sending_identities SET webhook_provider = nullif($3, ''), webhook_token = coalesce(webhook_token, $4),
+                webhook_sns_topic = CASE WHEN webhook_provider IS NOT DISTINCT FROM nullif($3, '')
+                                         THEN webhook_sns_topic END,
                 webhook_secret_sealed = CASE WHEN $3 = '' THEN NULL WHEN $5 = '' THEN webhook_secret_sealed ELSE $6 END,
                 updated_at = now()
          WHERE tenant_id = $1 AND id = $2 RETURNING {COLUMNS}"
@@ -245,25 +249,75 @@ pub async fn configure_webhook(
 #[derive(Debug)]
 pub struct WebhookTarget {
     pub tenant: TenantId,
+    pub identity: Uuid,
     pub provider: String,
     pub secret: Option<String>,
+    /// SES: the SNS topic this webhook is pinned to, once it has heard from one.
+    pub sns_topic: Option<String>,
 }
 
 pub async fn webhook_target(db: &Db, signer: &Signer, token: &str) -> Result<Option<WebhookTarget>> {
     if token.is_empty() || token.len() > 100 {
         return Ok(None);
     }
-    let row: Option<(TenantId, Uuid, String, Option<String>)> =
-        sqlx::query_as("SELECT tenant_id, identity_id, provider, secret_sealed FROM webhook_identity($1)")
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        tenant_id: TenantId,
+        identity_id: Uuid,
+        provider: String,
+        secret_sealed: Option<String>,
+        sns_topic: Option<String>,
+    }
+    let row: Option<Row> =
+        sqlx::query_as("SELECT tenant_id, identity_id, provider, secret_sealed, sns_topic FROM webhook_identity($1)")
             .bind(token)
             .fetch_optional(db.pool())
             .await?;
-    let Some((tenant, _, provider, sealed)) = row else { return Ok(None) };
-    let secret = match sealed {
+    let Some(Row { tenant_id: tenant, identity_id: identity, provider, secret_sealed, sns_topic }) = row else {
+        return Ok(None);
+    };
+    let secret = match secret_sealed {
         Some(s) => Some(sealing::open(signer, &s)?),
         None => None,
     };
-    Ok(Some(WebhookTarget { tenant, provider, secret }))
+    Ok(Some(WebhookTarget { tenant, identity, provider, secret, sns_topic }))
+}
+
+/// Pins `topic` as the SNS topic of `identity`'s webhook unless one is pinned already; true when
+/// the pinned topic is `topic` afterwards (two first messages from different topics: one wins).
+pub async fn pin_sns_topic(db: &Db, tenant: TenantId, identity: Uuid, topic: &str) -> Result<bool> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let pinned: Option<String> = sqlx::query_scalar(
+        "UPDATE sending_identities SET webhook_sns_topic = coalesce(webhook_sns_topic, $3)
+         WHERE tenant_id = $1 AND id = $2 RETURNING webhook_sns_topic",
+    )
+    .bind(tenant)
+    .bind(identity)
+    .bind(topic.chars().take(256).collect::<String>())
+    .fetch_optional(&mut *tx)
+    .await?
+    .flatten();
+    tx.commit().await?;
+    Ok(pinned.as_deref() == Some(topic))
+}
+
+/// Gives `id`'s webhook a new URL (the old one answers 404 at once) and forgets its SNS topic,
+/// for a URL that leaked or a provider account that changed. Admins only.
+pub async fn rotate_webhook(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Identity> {
+    role.require(Role::Admin)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let identity = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "UPDATE sending_identities SET webhook_token = $3, webhook_sns_topic = NULL, updated_at = now()
+         WHERE tenant_id = $1 AND id = $2 AND webhook_provider IS NOT NULL RETURNING {COLUMNS}"
+    )))
+    .bind(tenant)
+    .bind(id)
+    .bind(crate::tokens::random_token())
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(Error::NotFound)?;
+    tx.commit().await?;
+    Ok(identity)
 }
 
 pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<()> {

@@ -120,6 +120,7 @@ fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Vec<ProviderEvent>, WebhookE
                 provider_id: e.provider_id.map(|p| p.trim().to_string()).filter(|p| !p.is_empty()),
                 at,
                 detail: detail(&[e.detail.as_deref()]),
+                delivery_token: None,
             })
         })
         .collect()
@@ -139,8 +140,17 @@ mod tests {
         secret: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<Vec<ProviderEvent>, WebhookError> {
-        let r = verify_any(Provider::Generic, headers, body, secret, &WebhookConfig::default(), &CertCache::new(), now)
-            .await;
+        let r = verify_any(
+            Provider::Generic,
+            headers,
+            body,
+            secret,
+            &WebhookConfig::default(),
+            &CertCache::new(),
+            now,
+            None,
+        )
+        .await;
         match r? {
             Verified::Events(e) => Ok(e),
             other => panic!("unexpected {other:?}"),

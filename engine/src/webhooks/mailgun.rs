@@ -37,7 +37,9 @@ pub(super) fn verify(
         return Err(unauthorized("Mailgun signature does not match"));
     }
     let data = v.get("event-data").filter(|d| d.is_object()).ok_or_else(|| bad("Mailgun body without event-data"))?;
-    Ok(parse(data, now).into_iter().collect())
+    // Mailgun asks receivers to honour each token once: the signature covers the token, not the
+    // event data, so a replay could carry other data under a valid signature.
+    Ok(parse(data, now).into_iter().map(|e| ProviderEvent { delivery_token: Some(token.clone()), ..e }).collect())
 }
 
 fn parse(e: &Value, now: DateTime<Utc>) -> Option<ProviderEvent> {
@@ -88,6 +90,7 @@ fn parse(e: &Value, now: DateTime<Utc>) -> Option<ProviderEvent> {
         message_id,
         at,
         detail: text,
+        delivery_token: None,
     })
 }
 
@@ -240,6 +243,7 @@ mod tests {
             &WebhookConfig::default(),
             &crate::webhooks::CertCache::new(),
             now,
+            None,
         )
         .await;
         assert!(matches!(r, Err(WebhookError::BadRequest(_))), "{r:?}");

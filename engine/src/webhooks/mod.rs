@@ -38,7 +38,7 @@ mod sendgrid;
 mod ses;
 
 pub use generic::sign_generic;
-pub use ses::CertCache;
+pub use ses::{CertCache, topic_arn as sns_topic_arn};
 
 /// Largest body we look at. Provider batches are far smaller (SendGrid caps a batch at a few
 /// hundred events); the caller limits the request body too.
@@ -143,6 +143,9 @@ pub struct ProviderEvent {
     pub at: DateTime<Utc>,
     /// Short human text: bounce type and diagnostic, complaint feedback type...
     pub detail: String,
+    /// A value the provider signs once per delivery (Mailgun's signature token): a second
+    /// delivery carrying it is a replay, even with other event data, and is not applied.
+    pub delivery_token: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -199,7 +202,8 @@ pub enum WebhookError {
 ///
 /// `headers`: lower-cased header name -> value. `secret`: the identity's configured webhook
 /// secret (meaning per provider: see [`Provider::secret_hint`]). `now`: the clock, injected so
-/// tests can check timestamp windows.
+/// tests can check timestamp windows. `sns_topic`: the SNS topic an SES webhook is pinned to.
+#[allow(clippy::too_many_arguments)]
 pub async fn verify(
     provider: Provider,
     headers: &HashMap<String, String>,
@@ -208,12 +212,13 @@ pub async fn verify(
     cfg: &WebhookConfig,
     certs: &CertCache,
     now: DateTime<Utc>,
+    sns_topic: Option<&str>,
 ) -> Result<Verified, WebhookError> {
     if body.len() > MAX_BODY_BYTES {
         return Err(bad(format!("body larger than {MAX_BODY_BYTES} bytes")));
     }
     let verified = match provider {
-        Provider::Ses => ses::verify(body, cfg, certs, now).await?,
+        Provider::Ses => ses::verify(body, cfg, certs, now, sns_topic).await?,
         Provider::SendGrid => Verified::Events(sendgrid::verify(headers, body, secret, cfg, now)?),
         Provider::Postmark => Verified::Events(postmark::verify(headers, body, secret, now)?),
         Provider::Mailgun => Verified::Events(mailgun::verify(body, secret, cfg, now)?),
@@ -410,6 +415,7 @@ mod tests {
             &WebhookConfig::default(),
             &CertCache::new(),
             Utc::now(),
+            None,
         )
         .await;
         assert!(matches!(r, Err(WebhookError::BadRequest(_))), "{r:?}");
@@ -425,6 +431,7 @@ mod tests {
             provider_id: None,
             at: Utc::now(),
             detail: String::new(),
+            delivery_token: None,
         };
         let ok = check_events(vec![e.clone()]);
         assert!(matches!(ok.as_deref(), Ok([x]) if x.email == "a@b.c"));

@@ -79,7 +79,16 @@ fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Vec<ProviderEvent>, WebhookE
         // Open, Click, reactivations (SubscriptionChange with SuppressSending false)...
         _ => return Ok(Vec::new()),
     };
-    Ok(vec![ProviderEvent { event_id, kind, email, message_id: message_id(&v), provider_id, at, detail: text }])
+    Ok(vec![ProviderEvent {
+        event_id,
+        kind,
+        email,
+        message_id: message_id(&v),
+        provider_id,
+        at,
+        detail: text,
+        delivery_token: None,
+    }])
 }
 
 /// Our Message-ID from the `Headers` array ([{"Name": "Message-ID", "Value": "<...>"}]), when

@@ -100,6 +100,7 @@ fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Vec<ProviderEvent>, WebhookE
             provider_id: str_field(e, "sg_message_id"),
             at: e.get("timestamp").and_then(Value::as_i64).and_then(|t| DateTime::from_timestamp(t, 0)).unwrap_or(now),
             detail: text,
+            delivery_token: None,
         });
     }
     Ok(events)
@@ -252,6 +253,7 @@ mod tests {
             &WebhookConfig::default(),
             &crate::webhooks::CertCache::new(),
             now,
+            None,
         )
         .await;
         assert!(matches!(r, Err(WebhookError::BadRequest(_))), "{r:?}");

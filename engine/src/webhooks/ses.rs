@@ -71,11 +71,15 @@ struct SnsEnvelope {
     subscribe_url: Option<String>,
 }
 
+/// `pinned_topic`: the topic this webhook has heard from before (see [`topic_arn`]). Amazon signs
+/// every topic's messages alike, so without it anyone with an AWS account and this webhook's URL
+/// could subscribe it to a topic of their own and send "bounces" signed by Amazon itself.
 pub(super) async fn verify(
     body: &[u8],
     cfg: &WebhookConfig,
     certs: &CertCache,
     now: DateTime<Utc>,
+    pinned_topic: Option<&str>,
 ) -> Result<Verified, WebhookError> {
     let env: SnsEnvelope = serde_json::from_slice(body).map_err(|e| bad(format!("not an SNS message: {e}")))?;
 
@@ -104,6 +108,11 @@ pub(super) async fn verify(
         cert.key.verify(Pkcs1v15Sign::new::<Sha1>(), &Sha1::digest(&to_sign), &signature)
     };
     checked.map_err(|_| unauthorized("SNS signature does not match"))?;
+    if let Some(pinned) = pinned_topic
+        && pinned != env.topic_arn
+    {
+        return Err(unauthorized(format!("SNS topic {:?} is not the one this webhook is pinned to", env.topic_arn)));
+    }
 
     match env.kind.as_str() {
         "SubscriptionConfirmation" => {
@@ -115,6 +124,11 @@ pub(super) async fn verify(
         // UnsubscribeConfirmation: authentic, but nothing to record.
         _ => Ok(Verified::Events(Vec::new())),
     }
+}
+
+/// The `TopicArn` of an SNS message (read again after [`verify`] accepted it, to pin it).
+pub fn topic_arn(body: &[u8]) -> Option<String> {
+    serde_json::from_slice::<SnsEnvelope>(body).ok().map(|e| e.topic_arn)
 }
 
 /// The canonical string SNS signs: selected fields as "Key\nValue\n", in this fixed order.
@@ -252,6 +266,7 @@ fn parse_notification(
             provider_id: provider_id.clone(),
             at,
             detail,
+            delivery_token: None,
         })
         .collect())
 }
@@ -598,8 +613,18 @@ mod tests {
         certs: &CertCache,
         now: DateTime<Utc>,
     ) -> Result<Verified, WebhookError> {
+        run_pinned(env, cfg, certs, now, None).await
+    }
+
+    async fn run_pinned(
+        env: &Value,
+        cfg: &WebhookConfig,
+        certs: &CertCache,
+        now: DateTime<Utc>,
+        pinned: Option<&str>,
+    ) -> Result<Verified, WebhookError> {
         let body = serde_json::to_vec(env).expect("json");
-        verify_any(Provider::Ses, &HashMap::new(), &body, None, cfg, certs, now).await
+        verify_any(Provider::Ses, &HashMap::new(), &body, None, cfg, certs, now, pinned).await
     }
 
     fn events(r: Result<Verified, WebhookError>) -> Vec<ProviderEvent> {
@@ -666,6 +691,22 @@ mod tests {
         let env =
             notification("2", &msg, &format!("{base}/cert.pem"), now, Some("Amazon SES Email Event Notification"));
         assert_eq!(events(run(&env, &cfg, &certs, now).await).len(), 1);
+        Ok(())
+    }
+
+    /// Amazon signs every topic's messages: a webhook pinned to one topic refuses another's,
+    /// signature and all, and the topic can be read back to pin it.
+    #[tokio::test]
+    async fn another_topic_is_refused_once_pinned() -> anyhow::Result<()> {
+        let (base, _hits) = serve(vec![("/cert.pem", signer().1.clone())]).await?;
+        let (cfg, certs, now) =
+            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
+        let env = notification("2", &ses_bounce(&["jane@example.com"]), &format!("{base}/cert.pem"), now, None);
+        assert_eq!(topic_arn(&serde_json::to_vec(&env)?).as_deref(), Some(TOPIC));
+        assert_eq!(events(run_pinned(&env, &cfg, &certs, now, Some(TOPIC)).await).len(), 1);
+        let other = "arn:aws:sns:us-east-1:999999999999:attacker";
+        let r = run_pinned(&env, &cfg, &certs, now, Some(other)).await;
+        assert!(matches!(r, Err(WebhookError::Unauthorized(ref why)) if why.contains("pinned")), "{r:?}");
         Ok(())
     }
 

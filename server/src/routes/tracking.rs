@@ -14,19 +14,26 @@ use herald_engine::tracking::{self, Hit, HitRecorder, TrackingKeys};
 use herald_engine::transactional::messages;
 use herald_engine::{Db, TenantId};
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
+use tokio::sync::Semaphore;
 use uuid::Uuid;
 
 use crate::startup::ServerState;
 
 /// Links resolved so far. Bounded: cleared when full (a cold cache only costs one read a link).
 const LINK_CACHE_MAX: usize = 100_000;
+/// Transactional hits written at once. Each is a small transaction of its own (transactional
+/// volumes are low); beyond this many in flight a hit is dropped and counted, as a full campaign
+/// buffer does, so a flood of replayed pixels cannot take every pooled connection.
+const MESSAGE_HIT_WRITERS: usize = 4;
 
 #[derive(Clone, Debug)]
 pub struct TrackingState {
     pub keys: TrackingKeys,
     pub recorder: HitRecorder,
     links: Arc<RwLock<LinkCache>>,
+    message_writers: Arc<Semaphore>,
 }
 
 /// (campaign, link id) → URL.
@@ -34,7 +41,29 @@ type LinkCache = HashMap<(Uuid, i64), Arc<str>>;
 
 impl TrackingState {
     pub fn new(keys: TrackingKeys, recorder: HitRecorder) -> Self {
-        Self { keys, recorder, links: Arc::default() }
+        Self { keys, recorder, links: Arc::default(), message_writers: Arc::new(Semaphore::new(MESSAGE_HIT_WRITERS)) }
+    }
+
+    /// Writes a transactional open or click off the response's path, if a writer is free;
+    /// otherwise drops it and counts the drop (the campaign recorder's `dropped`).
+    fn record_message_hit(&self, db: &Db, tenant: TenantId, message: Uuid, click: Option<String>, prefetch: bool) {
+        let counters = &self.recorder.counters;
+        let Ok(permit) = Arc::clone(&self.message_writers).try_acquire_owned() else {
+            counters.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        counters.accepted.fetch_add(1, Ordering::Relaxed);
+        let (db, counters) = (db.clone(), counters.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            match messages::record_hit(&db, tenant, message, click.as_deref(), prefetch).await {
+                Ok(()) => counters.stored.fetch_add(1, Ordering::Relaxed),
+                Err(e) => {
+                    tracing::warn!(error = ?e, "could not record a transactional open or click");
+                    counters.lost.fetch_add(1, Ordering::Relaxed)
+                }
+            };
+        });
     }
 
     /// The registered URL, or `None` for a link that is not this campaign's or a campaign that
@@ -88,13 +117,7 @@ async fn open(
     if let Some(target) = t.keys.verify_open(token) {
         t.recorder.record(Hit { target, link: None, prefetch, at: Utc::now() });
     } else if let Some((tenant, message)) = t.keys.verify_message_open(token) {
-        // Transactional volumes are small: written directly, off the response's path.
-        let db = state.app.db.clone();
-        tokio::spawn(async move {
-            if let Err(e) = messages::record_hit(&db, tenant, message, None, prefetch).await {
-                tracing::warn!(error = ?e, "could not record a transactional open");
-            }
-        });
+        t.record_message_hit(&state.app.db, tenant, message, None, prefetch);
     } else {
         return not_found();
     }
@@ -142,9 +165,7 @@ async fn message_click(state: &ServerState, tenant: TenantId, message: Uuid, ind
         }
     };
     let Ok(location) = HeaderValue::from_str(&url) else { return not_found() };
-    if let Err(e) = messages::record_hit(db, tenant, message, Some(&url), false).await {
-        tracing::warn!(error = ?e, "could not record a transactional click");
-    }
+    state.tracking.record_message_hit(db, tenant, message, Some(url), false);
     redirect(location)
 }
 

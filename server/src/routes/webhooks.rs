@@ -66,8 +66,36 @@ async fn receive(
         .filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_ascii_lowercase(), v.to_string())))
         .collect();
     let ws = &state.webhooks;
-    let verified =
-        webhooks::verify(provider, &headers, &body, target.secret.as_deref(), &ws.config, &ws.certs, Utc::now()).await;
+    let pinned = target.sns_topic.as_deref();
+    let verified = webhooks::verify(
+        provider,
+        &headers,
+        &body,
+        target.secret.as_deref(),
+        &ws.config,
+        &ws.certs,
+        Utc::now(),
+        pinned,
+    )
+    .await;
+    // The first authentic SNS message pins its topic; from then on other topics are refused.
+    if provider == Provider::Ses
+        && pinned.is_none()
+        && verified.is_ok()
+        && let Some(topic) = webhooks::sns_topic_arn(&body)
+    {
+        match identities::pin_sns_topic(&state.app.db, target.tenant, target.identity, &topic).await {
+            Ok(true) => tracing::info!(tenant = %target.tenant, topic, "pinned the SNS topic of a webhook"),
+            Ok(false) => {
+                tracing::warn!(tenant = %target.tenant, topic, "SNS message from a topic other than the one just pinned");
+                return reply(StatusCode::UNAUTHORIZED, "The signature could not be verified.");
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "pinning an SNS topic failed");
+                return reply(StatusCode::SERVICE_UNAVAILABLE, "Temporarily unavailable; please retry.");
+            }
+        }
+    }
     let events = match verified {
         Ok(Verified::Events(events)) => events,
         Ok(Verified::SubscriptionConfirmation { subscribe_url }) => {

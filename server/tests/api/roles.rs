@@ -90,3 +90,39 @@ async fn logged_out_callers_get_401() {
         assert_eq!(anon.call(f, &[]).await.status, StatusCode::UNAUTHORIZED, "{f}");
     }
 }
+
+/// A webhook URL lets whoever holds it report on the workspace's mail: admins see it and can
+/// replace it; authors and viewers see only whether webhooks are on.
+#[tokio::test]
+async fn only_admins_see_and_rotate_webhook_urls() -> TestResult {
+    use herald_engine::campaigns::identities;
+    let app = spawn_app().await;
+    let (_owner, ws) = app.owner_with_workspace("hooks-owner@example.com", "Hooks").await;
+    let admin = app.add_member(&ws, "hooks-admin@example.com", "admin").await;
+    let viewer = app.add_member(&ws, "hooks-viewer@example.com", "viewer").await;
+    let tenant: herald_engine::TenantId = ws.parse()?;
+    let input = identities::IdentityInput {
+        name: "Relay".into(),
+        smtp_url: "smtp://relay.example.com:587".into(),
+        max_connections: 1,
+        rate_per_second: 1.0,
+        burst: 1,
+        ..Default::default()
+    };
+    let (db, signer) = (&app.app.db, &app.app.signer);
+    let identity = identities::save(db, signer, tenant, herald_engine::Role::Owner, None, &input).await?;
+    identities::configure_webhook(db, signer, tenant, herald_engine::Role::Owner, identity.id, "ses", "").await?;
+
+    let url = |r: &FnResponse| r.body["rows"][0]["url"].as_str().unwrap_or_default().to_string();
+    let seen_by_admin = admin.call("list_webhooks", &[]).await;
+    assert!(url(&seen_by_admin).contains("/webhooks/ses/"), "{}", seen_by_admin.body);
+    let seen_by_viewer = viewer.call("list_webhooks", &[]).await;
+    assert!(seen_by_viewer.ok(), "{}", seen_by_viewer.body);
+    assert_eq!((url(&seen_by_viewer).as_str(), seen_by_viewer.body["rows"][0]["provider"].as_str()), ("", Some("ses")));
+
+    let id = identity.id.to_string();
+    assert_eq!(viewer.call("rotate_webhook", &[("id", &id)]).await.status, StatusCode::FORBIDDEN);
+    assert!(admin.call("rotate_webhook", &[("id", &id)]).await.ok());
+    assert_ne!(url(&admin.call("list_webhooks", &[]).await), url(&seen_by_admin), "a new URL");
+    Ok(())
+}

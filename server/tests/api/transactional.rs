@@ -389,3 +389,46 @@ async fn a_message_whose_sending_identity_cannot_be_loaded_is_deferred_not_stran
     sender.close().await;
     Ok(())
 }
+
+/// Replaying one message's open pixel in a burst cannot queue unbounded writes (each would hold
+/// a pooled connection): a few are written at once, the rest are dropped and counted, and every
+/// request still gets its pixel.
+#[tokio::test]
+async fn a_flood_of_transactional_pixels_is_bounded_and_counted() -> TestResult {
+    let app = spawn_app().await;
+    let api = workspace(&app, "tx-flood@example.com").await;
+    let vars = json!({"name": "F", "url": "https://tx.test/f"});
+    let (status, m) =
+        api.send_message("flood-1", &json!({"to": "flood@example.com", "template": "reset", "variables": vars})).await;
+    assert_eq!(status, StatusCode::CREATED, "{m}");
+    let mail = app.sink.wait_for_recipient("flood@example.com", Duration::from_secs(10)).await.expect("sent");
+    let html = mail.parse().html.unwrap_or_default();
+    let pixel = html.split("src=\"").filter_map(|s| s.split('"').next()).find(|u| u.contains("/o/")).expect("pixel");
+
+    const BURST: u64 = 400;
+    let dropped_before = herald_engine::tracking::HitCounters::get(&app.hits.dropped);
+    let client = reqwest::Client::new();
+    let answers =
+        futures::future::join_all((0..BURST).map(|_| client.get(pixel).header("user-agent", "Thunderbird/128").send()))
+            .await;
+    assert!(answers.iter().all(|r| r.as_ref().is_ok_and(|r| r.status() == StatusCode::OK)));
+
+    let id: uuid::Uuid = m["id"].as_str().unwrap_or_default().parse()?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let written: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM message_events WHERE message_id = $1 AND kind = 'opened'")
+                .bind(id)
+                .fetch_one(&app.owner)
+                .await?;
+        let dropped = herald_engine::tracking::HitCounters::get(&app.hits.dropped) - dropped_before;
+        if written as u64 + dropped == BURST {
+            assert!(dropped > 0, "{BURST} pixels at once, none dropped: the writes are not bounded");
+            assert!(written > 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{written} written + {dropped} dropped != {BURST}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}

@@ -255,6 +255,13 @@ async fn mailgun_and_postmark_deliveries_are_verified() -> TestResult {
     let good = client.post(&k.url).json(&payload(sign(&ts, "tok-1", key))).send().await?;
     assert_eq!(good.status(), 200);
     assert_eq!(k.suppression("reader1@example.com").await?.as_deref(), Some("hard_bounce"));
+    // Mailgun signs the token, not the event data: the same signature block lifted onto other
+    // event data is a replay, and is not applied.
+    let mut replay = payload(sign(&ts, "tok-1", key));
+    replay["event-data"]["id"] = json!("mg-2");
+    replay["event-data"]["event"] = json!("complained");
+    let r: serde_json::Value = client.post(&k.url).json(&replay).send().await?.json().await?;
+    assert_eq!((r["applied"].as_i64(), r["duplicates"].as_i64()), (Some(0), Some(1)), "{r}");
 
     // Postmark: basic auth.
     let p = hooked(1, "postmark", "hook:pa55word").await?;
@@ -266,5 +273,40 @@ async fn mailgun_and_postmark_deliveries_are_verified() -> TestResult {
     assert_eq!(r.status(), 200);
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(p.suppression("reader1@example.com").await?.as_deref(), Some("hard_bounce"));
+    Ok(())
+}
+
+/// A webhook URL can be replaced (the old one answers 404 at once), an SES webhook keeps the
+/// first SNS topic it hears from, and changing provider or URL forgets that topic.
+#[tokio::test]
+async fn webhook_urls_rotate_and_ses_topics_stay_pinned() -> TestResult {
+    let k = hooked(1, "generic", SECRET).await?;
+    let (db, tenant) = (&k.h.app.app.db, k.h.tenant);
+    let identity = identities::list(db, tenant).await?.into_iter().next().expect("identity");
+    let body = json!({ "event_id": "e-rot-1", "type": "delivered", "email": "reader1@example.com" });
+    assert_eq!(k.post_generic(&body, now(), SECRET).await?.0, 200);
+
+    let rotated = identities::rotate_webhook(db, tenant, Role::Admin, identity.id).await?;
+    assert_ne!(rotated.webhook_token, identity.webhook_token);
+    assert_eq!(k.post_generic(&body, now(), SECRET).await?.0, 404, "the old URL is dead");
+    let err = identities::rotate_webhook(db, tenant, Role::Author, identity.id).await.expect_err("admins only");
+    assert!(matches!(err, herald_engine::Error::Forbidden), "{err:?}");
+
+    // SES: the first topic wins, a second is refused, switching provider forgets it.
+    let ses =
+        identities::configure_webhook(db, &k.h.app.app.signer, tenant, Role::Admin, identity.id, "ses", "").await?;
+    let mine = "arn:aws:sns:eu-west-1:111111111111:ses-events";
+    assert!(identities::pin_sns_topic(db, tenant, ses.id, mine).await?);
+    assert!(identities::pin_sns_topic(db, tenant, ses.id, mine).await?, "the same topic again");
+    assert!(!identities::pin_sns_topic(db, tenant, ses.id, "arn:aws:sns:eu-west-1:999999999999:evil").await?);
+    let token = identities::list(db, tenant).await?.into_iter().next().and_then(|i| i.webhook_token).expect("token");
+    let target = identities::webhook_target(db, &k.h.app.app.signer, &token).await?.expect("target");
+    assert_eq!(target.sns_topic.as_deref(), Some(mine));
+    let rotated = identities::rotate_webhook(db, tenant, Role::Admin, ses.id).await?;
+    assert_eq!(rotated.webhook_sns_topic, None, "a new URL forgets the topic");
+    assert!(identities::pin_sns_topic(db, tenant, ses.id, mine).await?);
+    let generic =
+        identities::configure_webhook(db, &k.h.app.app.signer, tenant, Role::Admin, ses.id, "generic", SECRET).await?;
+    assert_eq!(generic.webhook_sns_topic, None, "another provider forgets the topic");
     Ok(())
 }
