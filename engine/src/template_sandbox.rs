@@ -124,14 +124,24 @@ impl TemplateSet {
 
     /// Renders each of `names` with `vars`, in one round trip to a sandbox child.
     pub fn render(&self, names: &[&'static str], vars: &Value) -> Vec<Result<String, RenderFailure>> {
-        let outcomes = match renderer() {
+        self.render_each(names, std::slice::from_ref(vars)).pop().unwrap_or_default()
+    }
+
+    /// [`Self::render`] for several sets of variables (one reader each) in one round trip: a
+    /// send renders its claimed batch at once instead of paying a round trip per reader.
+    pub fn render_each(&self, names: &[&'static str], vars: &[Value]) -> Vec<Vec<Result<String, RenderFailure>>> {
+        let outcomes: Vec<Vec<Result<String, Failure>>> = match renderer() {
             #[cfg(test)]
-            Renderer::InProcess => {
-                names.iter().map(|name| render_here(&self.env, name, self.source(name), vars)).collect()
-            }
+            Renderer::InProcess => vars
+                .iter()
+                .map(|v| names.iter().map(|name| render_here(&self.env, name, self.source(name), v)).collect())
+                .collect(),
             Renderer::Children(pool) => pool.render(self, names, vars),
         };
-        names.iter().zip(outcomes).map(|(name, outcome)| outcome.map_err(|f| f.into_failure(name))).collect()
+        outcomes
+            .into_iter()
+            .map(|one| names.iter().zip(one).map(|(name, outcome)| outcome.map_err(|f| f.into_failure(name))).collect())
+            .collect()
     }
 
     /// [`Self::render`] for one template.
@@ -258,7 +268,8 @@ struct RequestOut<'a> {
     /// Sent only to a child that has not parsed this set (or has forgotten it).
     sources: Option<&'a [(&'static str, String)]>,
     names: &'a [&'static str],
-    vars: &'a Value,
+    /// One set per reader; every name is rendered with each.
+    vars: &'a [Value],
 }
 
 #[derive(Deserialize)]
@@ -267,12 +278,15 @@ struct RequestIn {
     dialect: Dialect,
     sources: Option<Vec<(String, String)>>,
     names: Vec<String>,
-    vars: serde_json::Value,
+    vars: Vec<serde_json::Value>,
 }
+
+/// Outcomes per set of variables, then per name.
+type Outcomes = Vec<Vec<Result<String, Failure>>>;
 
 #[derive(Serialize, Deserialize)]
 enum Response {
-    Rendered(Vec<Result<String, Failure>>),
+    Rendered(Outcomes),
     /// The request named a set this child does not have: send it again with the sources.
     UnknownSet,
 }
@@ -290,29 +304,32 @@ impl Pool {
         Pool { program, idle: Mutex::new(Vec::new()) }
     }
 
-    fn render(&self, set: &TemplateSet, names: &[&'static str], vars: &Value) -> Vec<Result<String, Failure>> {
+    fn render(&self, set: &TemplateSet, names: &[&'static str], vars: &[Value]) -> Outcomes {
         match self.render_together(set, names, vars) {
             Ok(outcomes) => outcomes,
-            // A child that died took every template of the request with it; render them one
-            // by one so that the error names the template that needs too much.
-            Err(f) if f.mistake && names.len() > 1 => names
+            // A child that died took the whole request with it; render its parts one by one so
+            // that the error lands on the reader, and the template, that needs too much.
+            Err(f) if f.mistake && vars.len() > 1 => vars
                 .iter()
-                .map(|name| match self.render_together(set, std::slice::from_ref(name), vars) {
-                    Ok(mut one) => one.pop().unwrap_or_else(|| Err(Failure::unavailable())),
-                    Err(f) => Err(f),
-                })
+                .map(|v| self.render(set, names, std::slice::from_ref(v)).pop().unwrap_or_default())
                 .collect(),
-            Err(f) => names.iter().map(|_| Err(f.clone())).collect(),
+            Err(f) if f.mistake && names.len() > 1 => vec![
+                names
+                    .iter()
+                    .map(|name| match self.render_together(set, std::slice::from_ref(name), vars) {
+                        Ok(mut one) => {
+                            one.pop().and_then(|mut o| o.pop()).unwrap_or_else(|| Err(Failure::unavailable()))
+                        }
+                        Err(f) => Err(f),
+                    })
+                    .collect(),
+            ],
+            Err(f) => vars.iter().map(|_| names.iter().map(|_| Err(f.clone())).collect()).collect(),
         }
     }
 
     /// One request for all of `names`; `Err` when no child could answer it.
-    fn render_together(
-        &self,
-        set: &TemplateSet,
-        names: &[&'static str],
-        vars: &Value,
-    ) -> Result<Vec<Result<String, Failure>>, Failure> {
+    fn render_together(&self, set: &TemplateSet, names: &[&'static str], vars: &[Value]) -> Result<Outcomes, Failure> {
         // A child killed from outside (the OOM killer, an operator) is not the template's fault:
         // the render is tried once more on a fresh child before it is blamed.
         for attempt in 0..2 {
@@ -377,12 +394,7 @@ impl Pool {
 }
 
 impl Worker {
-    fn exchange(
-        &mut self,
-        set: &TemplateSet,
-        names: &[&'static str],
-        vars: &Value,
-    ) -> Result<Vec<Result<String, Failure>>, Fault> {
+    fn exchange(&mut self, set: &TemplateSet, names: &[&'static str], vars: &[Value]) -> Result<Outcomes, Fault> {
         let mut with_sources = !self.parsed.contains(&set.id);
         loop {
             let request = RequestOut {
@@ -401,7 +413,9 @@ impl Worker {
                 Ok(None) | Err(_) => return Err(self.died()),
             };
             match serde_json::from_slice(&answer).map_err(|e| Fault::Broken(e.into()))? {
-                Response::Rendered(outcomes) if outcomes.len() == names.len() => {
+                Response::Rendered(outcomes)
+                    if outcomes.len() == vars.len() && outcomes.iter().all(|o| o.len() == names.len()) =>
+                {
                     self.parsed.insert(set.id);
                     return Ok(outcomes);
                 }
@@ -491,16 +505,21 @@ pub fn child_main() -> io::Result<()> {
         let response = match sets.get(&request.set) {
             None => Response::UnknownSet,
             Some((env, sources)) => {
-                let vars = Value::from_serialize(&request.vars);
-                *deadline.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + RENDER_TIMEOUT);
-                let outcomes = request
-                    .names
-                    .iter()
-                    .map(|name| {
-                        let src = sources.iter().find(|(n, _)| n == name).map_or("", |(_, s)| s.as_str());
-                        render_here(env, name, src, &vars)
-                    })
-                    .collect();
+                let mut outcomes = Vec::with_capacity(request.vars.len());
+                for vars in &request.vars {
+                    let vars = Value::from_serialize(vars);
+                    // Each reader has the whole time limit: a batch of quick renders is fine.
+                    *deadline.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + RENDER_TIMEOUT);
+                    let one: Vec<Result<String, Failure>> = request
+                        .names
+                        .iter()
+                        .map(|name| {
+                            let src = sources.iter().find(|(n, _)| n == name).map_or("", |(_, s)| s.as_str());
+                            render_here(env, name, src, &vars)
+                        })
+                        .collect();
+                    outcomes.push(one);
+                }
                 *deadline.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 Response::Rendered(outcomes)
             }
@@ -543,6 +562,16 @@ mod tests {
         let e = set.render_one("body", &minijinja::context! {}).expect_err("unknown filter");
         assert_eq!((e.error.field, e.error.line), ("body", Some(2)));
         assert!(e.mistake);
+    }
+
+    #[test]
+    fn a_batch_renders_each_reader_and_keeps_failures_to_their_reader() {
+        let set = campaign("Hi {{ name }}{% if fail %}{{ fail | length }}{% endif %}");
+        let vars = [minijinja::context! { name => "A" }, minijinja::context! { name => "B", fail => true }];
+        let out = set.render_each(&["body"], &vars);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0][0].as_deref().ok(), Some("Hi A"));
+        assert!(out[1][0].as_ref().is_err_and(|e| !e.mistake), "{:?}", out[1]);
     }
 
     #[test]

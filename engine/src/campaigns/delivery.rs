@@ -35,7 +35,12 @@ use uuid::Uuid;
 
 use super::identities::{self, SmtpIdentity};
 use super::rate;
-use super::render::{self, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient};
+use super::render::{
+    self, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, RenderedBody, TemplateError,
+};
+
+/// One reader's personalised parts, or why they could not be rendered.
+type RenderedParts = std::result::Result<RenderedBody, TemplateError>;
 use super::store::{self, Campaign};
 use super::tally::DomainTally;
 use crate::audience::subscribe::campaign_unsubscribe_url;
@@ -398,7 +403,9 @@ impl Sender<'_> {
             {
                 return self.on_fence_closed(why, &ready).await;
             }
-            for (i, row) in ready.iter().enumerate() {
+            // One sandbox round trip for the batch; `render_bodies` answers once per row.
+            let rendered = self.render_batch(&ready);
+            for ((i, row), parts) in ready.iter().enumerate().zip(rendered) {
                 if let Some(why) = self.fence().closed_because() {
                     return self.on_fence_closed(why, &ready[i..]).await;
                 }
@@ -412,7 +419,7 @@ impl Sender<'_> {
                     self.flush(&arm).await?;
                 }
                 cfg.fault(FaultPoint::BeforeSmtp, row.id)?;
-                match self.send_one(row).await? {
+                match self.send_one(row, parts).await? {
                     Next::Continue => {}
                     Next::Stop => {
                         self.flush(&[]).await?;
@@ -634,17 +641,42 @@ impl Sender<'_> {
         Ok(claimed)
     }
 
+    /// This reader's unsubscribe link for this campaign (one list: that list; several: all).
+    fn unsubscribe_url(&self, row: &Claimed) -> String {
+        let c = &self.campaign;
+        let list = if c.list_ids.len() == 1 { c.list_ids.first().copied() } else { None };
+        campaign_unsubscribe_url(
+            &self.cx.signer,
+            &self.cx.config.base_url,
+            self.tenant,
+            row.reader_id,
+            list,
+            Some(c.id),
+        )
+    }
+
+    /// Renders every row of a batch in one round trip to the template sandbox.
+    fn render_batch(&self, rows: &[Claimed]) -> Vec<RenderedParts> {
+        let urls: Vec<String> = rows.iter().map(|row| self.unsubscribe_url(row)).collect();
+        let recipients: Vec<Recipient<'_>> = rows
+            .iter()
+            .map(|row| Recipient { email: &row.email, name: &row.name, attributes: &row.attributes })
+            .collect();
+        let contexts: Vec<MessageContext<'_>> = urls.iter().map(|u| MessageContext { unsubscribe_url: u }).collect();
+        let readers: Vec<_> =
+            rows.iter().enumerate().map(|(i, row)| (&recipients[i], &contexts[i], row.feed.as_ref())).collect();
+        self.compiled.render_bodies(&readers)
+    }
+
     /// Renders and sends one claimed row, and records the outcome (a 250 is recorded with the
     /// next batch; see [`Sender::flush`]).
-    async fn send_one(&mut self, row: &Claimed) -> Result<Next> {
+    async fn send_one(&mut self, row: &Claimed, rendered: RenderedParts) -> Result<Next> {
         let cfg = self.cx.config.clone();
         let c = &self.campaign;
         let list = if c.list_ids.len() == 1 { c.list_ids.first().copied() } else { None };
-        let unsubscribe =
-            campaign_unsubscribe_url(&self.cx.signer, &cfg.base_url, self.tenant, row.reader_id, list, Some(c.id));
-        let recipient = Recipient { email: &row.email, name: &row.name, attributes: &row.attributes };
+        let unsubscribe = self.unsubscribe_url(row);
         let ctx = MessageContext { unsubscribe_url: &unsubscribe };
-        let parts = match self.compiled.render_body_with_feed(&recipient, &ctx, row.feed.as_ref()) {
+        let parts = match rendered {
             Ok(r) => r,
             Err(e) => {
                 self.fail(row, &format!("template error: {e}"), false, false, true).await?;

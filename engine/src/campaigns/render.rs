@@ -254,14 +254,34 @@ impl CompiledCampaign {
         ctx: &MessageContext<'_>,
         feed: Option<&serde_json::Value>,
     ) -> Result<RenderedBody, TemplateError> {
-        let mut vars = self.vars(recipient, ctx);
-        if let Some(feed) = feed {
-            vars = minijinja::context! { feed => Value::from_serialize(feed), ..vars };
-        }
+        self.render_bodies(&[(recipient, ctx, feed)]).pop().unwrap_or_else(|| {
+            Err(TemplateError { field: BODY, line: None, column: None, message: "nothing was rendered".into() })
+        })
+    }
 
-        // One round trip to the sandbox for all three; the first failure, in this order, wins.
+    /// [`Self::render_body_with_feed`] for several readers in one round trip to the template
+    /// sandbox (a send renders each claimed batch at once).
+    pub fn render_bodies(
+        &self,
+        readers: &[(&Recipient<'_>, &MessageContext<'_>, Option<&serde_json::Value>)],
+    ) -> Vec<Result<RenderedBody, TemplateError>> {
+        let vars: Vec<Value> = readers
+            .iter()
+            .map(|(recipient, ctx, feed)| {
+                let vars = self.vars(recipient, ctx);
+                match feed {
+                    Some(feed) => minijinja::context! { feed => Value::from_serialize(feed), ..vars },
+                    None => vars,
+                }
+            })
+            .collect();
+        // The first failure, in this order, wins.
         let names: &[&'static str] = if self.has_preheader { &[SUBJECT, PREHEADER, BODY] } else { &[SUBJECT, BODY] };
-        let mut outcomes = self.templates.render(names, &vars).into_iter();
+        self.templates.render_each(names, &vars).into_iter().map(|outcomes| self.body_from(outcomes)).collect()
+    }
+
+    fn body_from(&self, outcomes: Vec<Result<String, RenderFailure>>) -> Result<RenderedBody, TemplateError> {
+        let mut outcomes = outcomes.into_iter();
         let mut next = || outcomes.next().unwrap_or_else(|| Ok(String::new())).map_err(|f| f.error);
         let subject = single_line(&next()?);
         let preheader = if self.has_preheader { single_line(&next()?) } else { String::new() };
