@@ -222,7 +222,7 @@ pub async fn invite_and_mail(
     let inviter = crate::users::get_user(db, actor).await?;
     let inviter = if inviter.name.is_empty() { inviter.email } else { inviter.name };
     let link = format!("{}/invite/{}", base_url.trim_end_matches('/'), new.token);
-    jobs.enqueue_system_mail(invite_mail(email, &ws.name, &inviter, role, &link)).await?;
+    jobs.enqueue_workspace_mail(tenant, invite_mail(email, &ws.name, &inviter, role, &link)).await?;
     Ok(new.invite)
 }
 

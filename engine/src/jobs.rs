@@ -46,6 +46,8 @@ pub struct DeliverCampaign {
 /// Enqueues jobs. Cheap to clone.
 #[derive(Clone)]
 pub struct Jobs {
+    db: Db,
+    system_mail_limits: crate::mail_quota::SystemMailLimits,
     system_mail: PostgresStorage<SendSystemMail>,
     imports: PostgresStorage<ImportReaders>,
     campaigns: PostgresStorage<StartCampaign>,
@@ -61,6 +63,8 @@ impl std::fmt::Debug for Jobs {
 impl Jobs {
     pub fn new(db: &Db) -> Self {
         Self {
+            db: db.clone(),
+            system_mail_limits: Default::default(),
             system_mail: PostgresStorage::new(db.pool()),
             imports: PostgresStorage::new(db.pool()),
             campaigns: PostgresStorage::new(db.pool()),
@@ -96,7 +100,15 @@ impl Jobs {
         Ok(())
     }
 
-    pub async fn enqueue_system_mail(&self, mail: OutgoingMail) -> Result<()> {
+    /// The limits [`Self::enqueue_workspace_mail`] applies.
+    pub fn with_system_mail_limits(mut self, limits: crate::mail_quota::SystemMailLimits) -> Self {
+        self.system_mail_limits = limits;
+        self
+    }
+
+    /// Queues mail sent on `tenant`'s behalf, if its quotas allow ([`crate::mail_quota`]).
+    pub async fn enqueue_workspace_mail(&self, tenant: crate::domain::TenantId, mail: OutgoingMail) -> Result<()> {
+        crate::mail_quota::claim(&self.db, tenant, self.system_mail_limits, &mail.to).await?;
         let mut storage = self.system_mail.clone();
         storage
             .push(SendSystemMail { mail })
@@ -250,6 +262,8 @@ pub struct WorkerSetup {
     pub transactional: crate::transactional::delivery::TxDeliveryConfig,
     /// Shared with the API's [`crate::transactional::messages::Outbox`]: an enqueue wakes the senders.
     pub transactional_wake: std::sync::Arc<tokio::sync::Notify>,
+    /// For the opt-in confirmations imports send ([`crate::mail_quota`]).
+    pub system_mail_limits: crate::mail_quota::SystemMailLimits,
 }
 
 /// A Postgres job source for `$job`, polled about four times a second while its queue is
@@ -341,15 +355,24 @@ pub async fn run_workers<F>(setup: WorkerSetup, shutdown: F) -> anyhow::Result<(
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {
-    let WorkerSetup { db, mailer, signer, base_url, delivery, send_concurrency, transactional, transactional_wake } =
-        setup;
+    let WorkerSetup {
+        db,
+        mailer,
+        signer,
+        base_url,
+        delivery,
+        send_concurrency,
+        transactional,
+        transactional_wake,
+        system_mail_limits,
+    } = setup;
     let tx_cx = crate::transactional::delivery::TxDeliveryContext {
         db: db.clone(),
         signer: signer.clone(),
         config: std::sync::Arc::new(transactional),
         wake: transactional_wake,
     };
-    let jobs = Jobs::new(&db);
+    let jobs = Jobs::new(&db).with_system_mail_limits(system_mail_limits);
     let import_cx =
         crate::audience::import::ImportContext { db: db.clone(), signer: signer.clone(), jobs: jobs.clone(), base_url };
     let campaign_cx = CampaignWorkerContext {

@@ -16,6 +16,7 @@ pub mod job_poll;
 pub mod jobs;
 pub mod lease;
 pub mod mail;
+pub mod mail_quota;
 pub mod migrate;
 pub mod password;
 pub mod rate_limit;

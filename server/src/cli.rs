@@ -134,6 +134,16 @@ enum Admin {
         #[arg(long, default_value = "Created from the command line")]
         name: String,
     },
+    /// Raise (or lower) one workspace's daily limit of invitation and opt-in confirmation emails,
+    /// e.g. before it imports a double opt-in list.
+    SetLimits {
+        /// The workspace's slug.
+        #[arg(long)]
+        workspace: String,
+        /// Emails per 24 hours, or `default` for the installation's (`HERALD_SYSTEM_MAIL_PER_WORKSPACE`).
+        #[arg(long)]
+        system_mail_per_day: String,
+    },
     /// Fill an account's first workspace with data in every state a page can show (lists,
     /// readers, imports, campaigns in each status, a recurring campaign with an edition,
     /// transactional templates and messages, members of each role) and print the concrete paths
@@ -260,6 +270,22 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
                 .map_err(|_| anyhow::anyhow!("no workspace with slug {workspace}"))?;
             let (_, key) = api_keys::create(&db, tenant, None, Role::Owner, &name).await.map_err(clear)?;
             println!("{key}");
+        }
+        Admin::SetLimits { workspace, system_mail_per_day } => {
+            let tenant = workspaces::id_for_slug(&db, &workspace)
+                .await
+                .map_err(|_| anyhow::anyhow!("no workspace with slug {workspace}"))?;
+            let per_day = match system_mail_per_day.trim() {
+                "default" => None,
+                n => Some(
+                    n.parse::<i32>().map_err(|_| anyhow::anyhow!("--system-mail-per-day: a number or `default`"))?,
+                ),
+            };
+            herald_engine::mail_quota::set_workspace_limit(&db, tenant, per_day).await.map_err(clear)?;
+            match per_day {
+                Some(n) => println!("{workspace} may send {n} invitation and confirmation emails a day"),
+                None => println!("{workspace} is back to the installation's limit"),
+            }
         }
         Admin::SeedStates { owner } => {
             let paths = crate::seed::run(config, &owner).await?;

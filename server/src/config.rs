@@ -46,6 +46,9 @@ pub struct Config {
     pub metrics_access: MetricsAccess,
     /// Reverse proxies whose `X-Forwarded-For` names the client (`HERALD_TRUSTED_PROXIES`).
     pub trusted_proxies: crate::security::TrustedProxies,
+    /// Invitations and opt-in confirmations per workspace and per recipient, per 24 hours
+    /// (`HERALD_SYSTEM_MAIL_PER_WORKSPACE`, `HERALD_SYSTEM_MAIL_PER_RECIPIENT`).
+    pub system_mail_limits: herald_engine::mail_quota::SystemMailLimits,
 }
 
 /// `/metrics` says how busy every workspace is: in production it answers only to a bearer
@@ -229,11 +232,26 @@ impl Config {
             (None, Mode::Production) => herald_engine::egress::Egress::default(),
         };
         let metrics_access = MetricsAccess::from_setting(get("HERALD_METRICS_TOKEN"), mode)?;
+        let defaults = herald_engine::mail_quota::SystemMailLimits::default();
+        let daily = |name: &str, default: i32| match get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .ok_or(format!("{name} must be a number of emails per day (0 or more), not `{v}`")),
+        };
+        let system_mail_limits = herald_engine::mail_quota::SystemMailLimits {
+            per_workspace: daily("HERALD_SYSTEM_MAIL_PER_WORKSPACE", defaults.per_workspace)?,
+            per_recipient: daily("HERALD_SYSTEM_MAIL_PER_RECIPIENT", defaults.per_recipient)?,
+        };
         let trusted_proxies =
             crate::security::TrustedProxies::from_setting(&get("HERALD_TRUSTED_PROXIES").unwrap_or_default())?;
         Ok(Self {
             trusted_proxies,
             metrics_access,
+            system_mail_limits,
             egress,
             tracking_buffer: number(&get, "HERALD_TRACKING_BUFFER", 200_000)?,
             sns_trusted_host: get("HERALD_SNS_TRUSTED_HOST").unwrap_or_else(|| "sns.*.amazonaws.com".into()),

@@ -103,6 +103,7 @@ impl Core {
             send_concurrency: config.send.concurrency,
             transactional: self.transactional_config(config),
             transactional_wake: self.transactional_wake.clone(),
+            system_mail_limits: config.system_mail_limits,
         }
     }
 
@@ -182,7 +183,7 @@ impl Application {
         let state = AppState {
             db: db.clone(),
             signer: Signer::new(&config.secret_key),
-            jobs: Jobs::new(&db),
+            jobs: Jobs::new(&db).with_system_mail_limits(config.system_mail_limits),
             default_identity,
             egress: config.egress.clone(),
             base_url: config.base_url.clone(),

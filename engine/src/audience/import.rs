@@ -643,12 +643,18 @@ async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> R
         tx.commit().await?;
         let public = super::subscribe::PublicContext { db, signer: &cx.signer, jobs: &cx.jobs, base_url: &cx.base_url };
         for (reader, email, pairs) in to_mail {
-            match crate::domain::Email::parse(&email) {
-                Ok(email) => {
-                    super::subscribe::send_confirmation(&public, tenant, reader, &email, &workspace, &list_names, pairs)
-                        .await?
-                }
-                Err(_) => tracing::warn!(reader, "stored address no longer parses; confirmation not sent"),
+            let Ok(email) = crate::domain::Email::parse(&email) else {
+                tracing::warn!(reader, "stored address no longer parses; confirmation not sent");
+                continue;
+            };
+            match super::subscribe::send_confirmation(&public, tenant, reader, &email, &workspace, &list_names, pairs)
+                .await
+            {
+                Ok(()) => {}
+                // A mail quota ([`crate::mail_quota`]): the reader stays unconfirmed, the import
+                // goes on.
+                Err(Error::Invalid(why)) => tracing::warn!(reader, why, "confirmation not sent"),
+                Err(e) => return Err(e),
             }
         }
     }

@@ -199,7 +199,7 @@ pub(crate) async fn send_confirmation(
         &ConfirmClaim { t: tenant, r: reader, l: to_confirm },
     );
     let link = format!("{}/confirm/{token}", cx.base_url.trim_end_matches('/'));
-    cx.jobs.enqueue_system_mail(confirmation_mail(email, workspace, list_names, &link)).await
+    cx.jobs.enqueue_workspace_mail(tenant, confirmation_mail(email, workspace, list_names, &link)).await
 }
 
 /// A reader to mail a confirmation to: (reader id, address, the (list, nonce) pairs).

@@ -43,7 +43,7 @@ fn link(text: &str, path: &str) -> String {
     text[start..].split_whitespace().next().expect("token").to_string()
 }
 
-async fn ws_slug(b: &Browser) -> String {
+pub async fn ws_slug(b: &Browser) -> String {
     b.session().await["current"]["slug"].as_str().unwrap_or_default().to_string()
 }
 

@@ -223,3 +223,50 @@ async fn the_runtime_role_cannot_create_temporary_tables() -> TestResult {
     assert!(!can, "{template} still grants TEMP");
     Ok(())
 }
+
+/// Invitations and opt-in confirmations are mail Herald sends for a workspace: a stranger's
+/// address gets only so many a day however many workspaces ask, and a workspace only so many
+/// however many addresses it tries, until the operator raises its limit.
+#[tokio::test]
+async fn system_mail_is_limited_per_recipient_and_per_workspace() -> TestResult {
+    use crate::audience::{create_list, subscribe, ws_slug};
+    let app =
+        spawn_app_with(&[("HERALD_SYSTEM_MAIL_PER_RECIPIENT", "2"), ("HERALD_SYSTEM_MAIL_PER_WORKSPACE", "3")]).await;
+    let (a, _) = app.owner_with_workspace("quota-a@example.com", "Quota A").await;
+    let (b, b_id) = app.owner_with_workspace("quota-b@example.com", "Quota B").await;
+    let (a_slug, b_slug) = (ws_slug(&a).await, ws_slug(&b).await);
+    let a1 = create_list(&a, "One", "one", "double", "public").await;
+    let a2 = create_list(&a, "Two", "two", "double", "public").await;
+    let b1 = create_list(&b, "News", "news", "double", "public").await;
+
+    // One address, asked for by two workspaces: the third confirmation of the day is refused.
+    assert_eq!(subscribe(&app, &a_slug, "victim@example.com", &[&a1]).await.status(), StatusCode::OK);
+    assert_eq!(subscribe(&app, &b_slug, "victim@example.com", &[&b1]).await.status(), StatusCode::OK);
+    let third = subscribe(&app, &a_slug, "Victim@Example.com", &[&a2]).await;
+    assert_eq!(third.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(third.text().await?.contains("already been sent several emails"));
+    let to_victim = || async {
+        app.sink.messages().await.iter().filter(|m| m.rcpt_to.iter().any(|r| r == "victim@example.com")).count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while to_victim().await < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    let to_victim = to_victim().await;
+    assert_eq!(to_victim, 2);
+
+    // Workspace B has sent one; two more invitations go, the next is refused.
+    for (i, ok) in [(1, true), (2, true), (3, false)] {
+        let r = b.call("invite_member", &[("email", &format!("member{i}@example.com")), ("role", "viewer")]).await;
+        assert_eq!(r.ok(), ok, "invite {i}: {:?} {}", r.status, r.body);
+        if !ok {
+            assert!(r.message().contains("sent its 3 invitation and confirmation emails"), "{}", r.message());
+        }
+    }
+    // The operator raises B's limit (`herald admin set-limits`); A was never affected.
+    herald_engine::mail_quota::set_workspace_limit(&app.app.db, b_id.parse()?, Some(10)).await?;
+    assert!(b.call("invite_member", &[("email", "member3@example.com"), ("role", "viewer")]).await.ok());
+    assert_eq!(subscribe(&app, &a_slug, "someone@example.com", &[&a1]).await.status(), StatusCode::OK);
+    Ok(())
+}
