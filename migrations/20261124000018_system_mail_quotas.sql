@@ -16,6 +16,12 @@ CREATE TABLE system_mail_log (
 CREATE INDEX system_mail_log_tenant_idx ON system_mail_log (tenant_id, sent_at);
 CREATE INDEX system_mail_log_recipient_idx ON system_mail_log (recipient, sent_at);
 REVOKE ALL ON system_mail_log FROM herald_app;
+-- Row-level security like every table with a tenant_id: the runtime role has no policy (and no
+-- grant), so it sees nothing; the owner, which `claim_system_mail` runs as, counts across
+-- workspaces because counting across workspaces is the point.
+ALTER TABLE system_mail_log ENABLE ROW LEVEL SECURITY;
+ALTER TABLE system_mail_log FORCE ROW LEVEL SECURITY;
+CREATE POLICY system_mail_log_owner ON system_mail_log TO CURRENT_USER USING (true) WITH CHECK (true);
 
 -- NULL when the mail may go (and it is counted), else which limit refused it:
 -- 'recipient' or 'workspace:<limit>'.

@@ -17,6 +17,10 @@ use crate::smtp_client::SmtpConnection;
 use crate::tokens::Signer;
 
 pub const MAX_TEST_ADDRESSES: usize = 5;
+/// Test emails one workspace may send per hour (in bursts of up to [`TEST_SEND_BURST`]): enough
+/// to check a newsletter many times, too few to make "send test" a way around campaigns.
+pub const TEST_SENDS_PER_HOUR: f64 = 60.0;
+pub const TEST_SEND_BURST: u32 = 20;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct PreviewOutcome {
@@ -113,6 +117,20 @@ pub async fn preview(
 
 /// Sends the campaign, rendered as a sample reader, to up to five addresses through the
 /// campaign's identity. Returns the server's reply per address (or the error).
+/// (lowercased address, reason) for those of `addresses` the workspace has suppressed.
+async fn suppressed_among(db: &Db, tenant: TenantId, addresses: &[Email]) -> Result<Vec<(String, String)>> {
+    let lower: Vec<String> = addresses.iter().map(|a| a.as_str().to_lowercase()).collect();
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows =
+        sqlx::query_as("SELECT email_lower, reason FROM suppressions WHERE tenant_id = $1 AND email_lower = ANY($2)")
+            .bind(tenant)
+            .bind(&lower)
+            .fetch_all(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
 #[allow(clippy::too_many_arguments)]
 pub async fn test_send(
     db: &Db,
@@ -135,8 +153,35 @@ pub async fn test_send(
     if c.from_email.is_empty() {
         return Err(Error::Invalid("Choose a sender address first.".into()));
     }
+    // Test emails are mail like any other: suppressed addresses are left out, and the rest
+    // take tokens from the workspace's test allowance and from the identity's rate bucket.
+    let mut results = Vec::new();
+    let suppressed = suppressed_among(db, tenant, &addresses).await?;
+    let addresses: Vec<Email> = addresses
+        .into_iter()
+        .filter(|a| match suppressed.iter().find(|(e, _)| *e == a.as_str().to_lowercase()) {
+            Some((_, reason)) => {
+                results.push((a.as_str().to_string(), Err(format!("not sent: the address is suppressed ({reason})"))));
+                false
+            }
+            None => true,
+        })
+        .collect();
+    if addresses.is_empty() {
+        return Ok(results);
+    }
+    let n = addresses.len() as u32;
+    let key = format!("test-sends:{tenant}");
+    if let Some(wait) = super::rate::try_take(db, &key, n, TEST_SENDS_PER_HOUR / 3600.0, TEST_SEND_BURST).await? {
+        return Err(Error::Invalid(format!(
+            "This workspace has sent many test emails in a short time; try again in about {} minute(s).",
+            wait.as_secs().div_ceil(60).max(1)
+        )));
+    }
     let (workspace, sample) = load_context(db, tenant, None).await?;
     let identity = identities::resolve(db, signer, tenant, c.identity_id, default_identity, egress).await?;
+    let wait = super::rate::reserve(db, &identity.bucket, n, identity.rate_per_second, identity.burst).await?;
+    tokio::time::sleep(wait.min(Duration::from_secs(10))).await;
     let dkim = match &identity.dkim {
         Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
         None => None,
@@ -145,7 +190,6 @@ pub async fn test_send(
     let rendered = render_as(&c, &workspace, &sample, &unsubscribe)?.map_err(|e| Error::Invalid(e.to_string()))?;
     let rendered = Rendered { subject: format!("[Test] {}", rendered.subject), ..rendered };
     let domain = c.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_default();
-    let mut results = Vec::new();
     let mut conn: Option<SmtpConnection> = None;
     for to in addresses {
         let envelope = Envelope {

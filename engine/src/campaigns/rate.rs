@@ -33,3 +33,39 @@ pub async fn reserve(db: &Db, key: &str, n: u32, per_second: f64, burst: u32) ->
     .await?;
     Ok(Duration::from_secs_f64(wait_seconds.max(0.0)))
 }
+
+/// Takes `n` tokens from `key` only if they may be used now; otherwise takes nothing and returns
+/// how long until they could be (for refusals the caller shows, where a queue would be wrong).
+pub async fn try_take(db: &Db, key: &str, n: u32, per_second: f64, burst: u32) -> Result<Option<Duration>> {
+    if n == 0 || per_second.is_nan() || per_second <= 0.0 {
+        return Ok(None);
+    }
+    let interval = 1.0 / per_second;
+    let taken: Option<i32> = sqlx::query_scalar(
+        "INSERT INTO rate_buckets AS b (key, tat) VALUES ($1, now() + make_interval(secs => $2 * $3))
+         ON CONFLICT (key) DO UPDATE SET tat = greatest(b.tat, now()) + make_interval(secs => $2 * $3)
+         WHERE greatest(b.tat, now()) + make_interval(secs => $2 * $3) - make_interval(secs => $2 * $4) <= now()
+         RETURNING 1",
+    )
+    .bind(key)
+    .bind(interval)
+    .bind(n as f64)
+    .bind(burst.max(1) as f64)
+    .fetch_optional(db.pool())
+    .await?;
+    if taken.is_some() {
+        return Ok(None);
+    }
+    let wait_seconds: f64 = sqlx::query_scalar(
+        "SELECT greatest(0, extract(epoch FROM (greatest(tat, now()) + make_interval(secs => $2 * ($3 - $4)) - now())))::float8
+         FROM rate_buckets WHERE key = $1",
+    )
+    .bind(key)
+    .bind(interval)
+    .bind(n as f64)
+    .bind(burst.max(1) as f64)
+    .fetch_optional(db.pool())
+    .await?
+    .unwrap_or(0.0);
+    Ok(Some(Duration::from_secs_f64(wait_seconds.max(1.0))))
+}

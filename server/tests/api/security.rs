@@ -264,9 +264,60 @@ async fn system_mail_is_limited_per_recipient_and_per_workspace() -> TestResult 
             assert!(r.message().contains("sent its 3 invitation and confirmation emails"), "{}", r.message());
         }
     }
+    // The log is counted across workspaces, so no workspace's code may read it.
+    let read = sqlx::query("SELECT count(*) FROM system_mail_log").execute(app.app.db.pool()).await;
+    assert!(read.is_err_and(|e| e.to_string().contains("permission denied")));
     // The operator raises B's limit (`herald admin set-limits`); A was never affected.
     herald_engine::mail_quota::set_workspace_limit(&app.app.db, b_id.parse()?, Some(10)).await?;
     assert!(b.call("invite_member", &[("email", "member3@example.com"), ("role", "viewer")]).await.ok());
     assert_eq!(subscribe(&app, &a_slug, "someone@example.com", &[&a1]).await.status(), StatusCode::OK);
+    Ok(())
+}
+
+/// "Send test" is mail too: it skips suppressed addresses and has an hourly allowance per
+/// workspace, so it cannot be used to mail a list without a campaign's checks.
+#[tokio::test]
+async fn test_sends_skip_suppressed_addresses_and_have_an_allowance() -> TestResult {
+    use herald_engine::campaigns::preview::{self, TEST_SEND_BURST};
+    let app = spawn_app().await;
+    let (api, list) = crate::campaigns_api::workspace_with_readers(&app, "tests-owner@example.com", 1).await;
+    let (status, body) = api.post("/api/v1/suppressions", serde_json::json!({"emails": ["gone@example.com"]})).await;
+    assert!(status.is_success(), "{body}");
+    let (_, created) =
+        api.post("/api/v1/campaigns", serde_json::json!({"name": "T", "subject": "Hi", "list_ids": [list]})).await;
+    let campaign: uuid::Uuid = created["id"].as_str().unwrap_or_default().parse()?;
+    let tenant: herald_engine::TenantId = sqlx::query_scalar("SELECT tenant_id FROM campaigns WHERE id = $1")
+        .bind(campaign)
+        .fetch_one(&app.owner)
+        .await?;
+    let s = &app.app;
+    let send = |to: Vec<String>| async move {
+        preview::test_send(
+            &s.db,
+            &s.signer,
+            &s.base_url,
+            &s.default_identity,
+            &s.egress,
+            tenant,
+            herald_engine::Role::Author,
+            campaign,
+            &to,
+        )
+        .await
+    };
+    let results = send(vec!["Gone@Example.com".into(), "me@example.com".into()]).await?;
+    let outcome = |who: &str| results.iter().find(|(a, _)| a.eq_ignore_ascii_case(who)).map(|(_, r)| r.clone());
+    assert!(outcome("gone@example.com").is_some_and(|r| r.is_err_and(|e| e.contains("suppressed"))), "{results:?}");
+    assert!(outcome("me@example.com").is_some_and(|r| r.is_ok()), "{results:?}");
+
+    // The allowance: one address went above; the rest of the burst goes, then a refusal.
+    let batch: Vec<String> = (0..5).map(|i| format!("me{i}@example.com")).collect();
+    let mut sent = 1;
+    while sent + 5 <= TEST_SEND_BURST as usize {
+        send(batch.clone()).await?;
+        sent += 5;
+    }
+    let refused = send(batch.clone()).await.expect_err("past the allowance");
+    assert!(refused.to_string().contains("many test emails"), "{refused}");
     Ok(())
 }
