@@ -153,6 +153,7 @@ pub async fn save_identity(id: String, identity: IdentityForm) -> Result<(), App
         dkim_private_key: identity.dkim_private_key,
     };
     let id = if id.trim().is_empty() { None } else { Some(crate::ssr::parse_id(&id)?) };
+    identities::check_destination(&input.smtp_url, &m.state.egress)?;
     identities::save(&m.state.db, &m.state.signer, m.tenant, m.role, id, &input).await?;
     Ok(())
 }

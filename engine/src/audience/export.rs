@@ -12,7 +12,8 @@ use crate::domain::TenantId;
 use crate::error::Result;
 
 pub const HEADER: &str = "email,name,status,created_at,lists,attributes\r\n";
-const CHUNK: usize = 64 * 1024;
+/// Bytes handed to the response at a time.
+pub(crate) const CHUNK: usize = 64 * 1024;
 
 /// One CSV cell: neutralised against formula injection, then quoted when needed.
 pub fn cell(value: &str) -> String {

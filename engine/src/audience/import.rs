@@ -6,8 +6,10 @@
 //! re-run resumes after the last committed line and creates no duplicates.
 
 use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
 use serde::Serialize;
 use std::io::Read;
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::bulk::{self, Existing, ReaderInput};
@@ -663,24 +665,34 @@ async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> R
     Ok(())
 }
 
-/// The invalid rows as CSV (line, reason, row), for download. "line" is the row number as a
-/// spreadsheet shows it: the header is 1, and a quoted cell spanning lines stays one row.
-pub async fn errors_csv(db: &Db, tenant: TenantId, id: Uuid) -> Result<String> {
+/// The invalid rows as CSV (line, reason, row), for download, written into `out` in chunks as
+/// they are read (an import with a million bad rows is never one string in memory). "line" is
+/// the row number as a spreadsheet shows it: the header is 1, and a quoted cell spanning lines
+/// stays one row. Stops quietly if the receiver goes away (the client disconnected).
+pub async fn stream_errors_csv(db: &Db, tenant: TenantId, id: Uuid, out: mpsc::Sender<Vec<u8>>) -> Result<()> {
     load(db, tenant, id).await?;
     let mut tx = db.tenant_tx(tenant).await?;
-    let rows: Vec<(i64, String, String)> = sqlx::query_as(
-        "SELECT line, reason, raw FROM import_errors WHERE tenant_id = $1 AND import_id = $2 ORDER BY line",
-    )
-    .bind(tenant)
-    .bind(id)
-    .fetch_all(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    let mut out = String::from("line,reason,row\r\n");
-    for (line, reason, raw) in rows {
-        out.push_str(&format!("{line},{},{}\r\n", super::export::cell(&reason), super::export::cell(&raw)));
+    let mut buf = b"line,reason,row\r\n".to_vec();
+    {
+        let mut rows = sqlx::query_as::<_, (i64, String, String)>(
+            "SELECT line, reason, raw FROM import_errors WHERE tenant_id = $1 AND import_id = $2 ORDER BY line",
+        )
+        .bind(tenant)
+        .bind(id)
+        .fetch(&mut *tx);
+        while let Some((line, reason, raw)) = rows.try_next().await? {
+            let row = format!("{line},{},{}\r\n", super::export::cell(&reason), super::export::cell(&raw));
+            buf.extend_from_slice(row.as_bytes());
+            if buf.len() >= super::export::CHUNK && out.send(std::mem::take(&mut buf)).await.is_err() {
+                return Ok(());
+            }
+        }
     }
-    Ok(out)
+    tx.commit().await?;
+    if !buf.is_empty() {
+        let _ = out.send(buf).await;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -127,6 +127,26 @@ pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<Identity>> {
     Ok(rows)
 }
 
+/// Refuses, as an identity is saved, an SMTP server the egress policy would refuse at every
+/// connect whatever DNS says: a port other than the submission ports, or an address literal
+/// inside the network (`smtp://169.254.169.254:587`). Names are left to the check at each
+/// connect, since what they resolve to can change.
+pub fn check_destination(smtp_url: &str, egress: &Egress) -> Result<()> {
+    if smtp_url.trim().is_empty() {
+        return Ok(());
+    }
+    let server = SmtpServer::parse(smtp_url).map_err(|e| Error::Invalid(format!("The SMTP URL is not valid: {e}.")))?;
+    let refuse = |why: &str| Err(Error::Invalid(format!("Herald may not connect to that SMTP server: {why}.")));
+    if let Err(refused) = egress.check_smtp_port(server.port) {
+        return refuse(refused.generic());
+    }
+    let host = server.host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) if !egress.permits(ip) => refuse("the address is inside a private network"),
+        _ => Ok(()),
+    }
+}
+
 /// Creates (`id` None) or updates an identity. Admins only: it holds credentials.
 pub async fn save(
     db: &Db,

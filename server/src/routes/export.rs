@@ -78,7 +78,7 @@ pub async fn events_csv(db: &herald_engine::Db, tenant: herald_engine::TenantId,
 
 /// Streams what `produce` sends as an attachment; an error mid-stream ends the download early
 /// and is logged (the status line has gone out by then).
-fn csv_download<F, Fut>(filename: &str, produce: F) -> Response
+pub(crate) fn csv_download<F, Fut>(filename: &str, produce: F) -> Response
 where
     F: FnOnce(tokio::sync::mpsc::Sender<Vec<u8>>) -> Fut,
     Fut: std::future::Future<Output = herald_engine::Result<()>> + Send + 'static,

@@ -1,9 +1,10 @@
 //! CSV import files: `POST /audience/imports/upload` (multipart upload, streamed into Postgres in 1 MB
-//! chunks, never held whole in memory) and `GET /audience/imports/{id}/errors.csv`.
+//! chunks, never held whole in memory) and `GET /audience/imports/{id}/errors.csv` (streamed out
+//! the same way).
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use herald_engine::Role;
@@ -86,18 +87,14 @@ async fn errors_csv(State(state): State<ServerState>, session: Session, Path(id)
         Err(r) => return r,
     };
     let Ok(id) = Uuid::parse_str(&id) else { return StatusCode::NOT_FOUND.into_response() };
-    match import::errors_csv(&state.app.db, tenant, id).await {
-        Ok(csv) => (
-            [
-                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-                (header::CONTENT_DISPOSITION, "attachment; filename=\"import-errors.csv\""),
-            ],
-            csv,
-        )
-            .into_response(),
-        Err(herald_engine::Error::NotFound) => StatusCode::NOT_FOUND.into_response(),
-        Err(e) => internal(e),
+    // Known before the download starts: an unknown import (or another workspace's) is a 404.
+    if let Err(e) = import::get(&state.app.db, tenant, id).await {
+        return internal(e);
     }
+    let db = state.app.db.clone();
+    super::export::csv_download("import-errors.csv", move |tx| async move {
+        import::stream_errors_csv(&db, tenant, id, tx).await
+    })
 }
 
 fn internal(e: herald_engine::Error) -> Response {

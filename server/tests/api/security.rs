@@ -321,3 +321,41 @@ async fn test_sends_skip_suppressed_addresses_and_have_an_allowance() -> TestRes
     assert!(refused.to_string().contains("many test emails"), "{refused}");
     Ok(())
 }
+
+/// An SMTP identity aimed inside the network, or at a port that is not for mail submission, is
+/// refused when it is saved (and, whatever its name resolves to later, at every connect).
+#[tokio::test]
+async fn smtp_identities_aimed_inside_are_refused_when_saved() {
+    // Loopback allowed (the tests' own sinks), but only the submission ports.
+    let app = spawn_app_with(&[("HERALD_EGRESS_ALLOW", "127.0.0.0/8")]).await;
+    let (owner, _) = app.owner_with_workspace("egress-owner@example.com", "Egress").await;
+    let save = |url: &'static str| {
+        let owner = &owner;
+        async move {
+            owner
+                .call(
+                    "save_identity",
+                    &[
+                        ("id", ""),
+                        ("identity[name]", url),
+                        ("identity[smtp_url]", url),
+                        ("identity[max_connections]", "1"),
+                        ("identity[rate_per_second]", "1"),
+                        ("identity[burst]", "1"),
+                    ],
+                )
+                .await
+        }
+    };
+    for url in ["smtp://169.254.169.254:587", "smtp://10.1.2.3:587", "smtp://[fd00::1]:465", "smtp://127.0.0.1:2526"] {
+        let r = save(url).await;
+        assert!(
+            !r.ok() && r.message().contains("may not connect to that SMTP server"),
+            "{url}: {:?} {}",
+            r.status,
+            r.body
+        );
+    }
+    assert!(save("smtp://127.0.0.1:587").await.ok());
+    assert!(save("smtp://relay.example.com:587").await.ok(), "names are checked at connect");
+}
