@@ -222,7 +222,13 @@ pub async fn invite_and_mail(
     let inviter = crate::users::get_user(db, actor).await?;
     let inviter = if inviter.name.is_empty() { inviter.email } else { inviter.name };
     let link = format!("{}/invite/{}", base_url.trim_end_matches('/'), new.token);
-    jobs.enqueue_workspace_mail(tenant, invite_mail(email, &ws.name, &inviter, role, &link)).await?;
+    if let Err(e) = jobs.enqueue_workspace_mail(tenant, invite_mail(email, &ws.name, &inviter, role, &link)).await {
+        // No mail, no invite: a refused mail (a quota, `mail_quota`) leaves nothing pending.
+        if let Err(revoke) = revoke(db, tenant, actor_role, new.invite.id).await {
+            tracing::warn!(error = %revoke, "could not withdraw an invite whose mail was refused");
+        }
+        return Err(e);
+    }
     Ok(new.invite)
 }
 

@@ -264,6 +264,12 @@ async fn system_mail_is_limited_per_recipient_and_per_workspace() -> TestResult 
             assert!(r.message().contains("sent its 3 invitation and confirmation emails"), "{}", r.message());
         }
     }
+    // The refused invitation left nothing pending.
+    let pending: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM invites WHERE email = 'member3@example.com' AND revoked_at IS NULL")
+            .fetch_one(&app.owner)
+            .await?;
+    assert_eq!(pending, 0);
     // The log is counted across workspaces, so no workspace's code may read it.
     let read = sqlx::query("SELECT count(*) FROM system_mail_log").execute(app.app.db.pool()).await;
     assert!(read.is_err_and(|e| e.to_string().contains("permission denied")));
