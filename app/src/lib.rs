@@ -23,9 +23,9 @@ use pages::{
     api_keys::ApiKeysPage, audience::AudiencePage, campaign::CampaignPage, campaign_stats::CampaignStatsPage,
     campaigns::CampaignsPage, dashboard::DashboardPage, import::ImportPage, imports::ImportsPage, invite::InvitePage,
     login::LoginPage, members::MembersPage, new_workspace::NewWorkspacePage, not_found::NotFoundPage,
-    reader::ReaderPage, readers::ReadersPage, sending::SendingPage, settings::SettingsPage, signup::SignupPage,
-    suppressions::SuppressionsPage, transactional::TransactionalPage, transactional_message::TransactionalMessagePage,
-    tx_template::TxTemplatePage, tx_templates::TxTemplatesPage,
+    reader::ReaderPage, readers::ReadersPage, sending::SendingPage, sending_domains::SendingDomainsPage,
+    settings::SettingsPage, signup::SignupPage, suppressions::SuppressionsPage, transactional::TransactionalPage,
+    transactional_message::TransactionalMessagePage, tx_template::TxTemplatePage, tx_templates::TxTemplatesPage,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -79,6 +79,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/transactional/templates/:id") view=TxTemplatePage/>
                     <Route path=path!("/settings") view=SettingsPage/>
                     <Route path=path!("/settings/sending") view=SendingPage/>
+                    <Route path=path!("/settings/domains") view=SendingDomainsPage/>
                     <Route path=path!("/settings/members") view=MembersPage/>
                     <Route path=path!("/settings/api-keys") view=ApiKeysPage/>
                 </ParentRoute>

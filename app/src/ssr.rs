@@ -36,6 +36,8 @@ pub struct AppState {
     pub public_form_limiter: Arc<RateLimiter>,
     /// Where transactional messages are accepted (API and the templates page's test send).
     pub outbox: herald_engine::transactional::messages::Outbox,
+    /// Live DNS checks of sending domains (`HERALD_DNS_SERVER`, `HERALD_SPF_INCLUDE`).
+    pub domains: herald_engine::sending_domains::DomainChecker,
 }
 
 pub fn state() -> Result<AppState, AppError> {

@@ -8,17 +8,11 @@
 // `herald admin seed-states` (both through HERALD_E2E_CLI, which scripts/test.sh points at the
 // server's binary with the server's settings). A route the crawler cannot reach fails the test:
 // a new page must be added to the seed (parameterised routes) or to PUBLIC below.
-import { execFileSync } from "node:child_process";
 import AxeBuilder from "@axe-core/playwright";
 import type { Browser, BrowserContext, Page } from "@playwright/test";
-import { test, expect, gotoHydrated, instrument, signUpWithWorkspace, uniqueEmail, uniqueId, waitForHydration } from "./helpers";
+import { test, expect, gotoHydrated, herald, instrument, signUpWithWorkspace, uniqueEmail, uniqueId, waitForHydration } from "./helpers";
 
 const CLI = process.env.HERALD_E2E_CLI;
-
-function herald(...args: string[]): string {
-  if (!CLI) throw new Error("HERALD_E2E_CLI is not set: run the browser tests through `make test`");
-  return execFileSync(CLI, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
-}
 
 /** The app's page routes, `{id}` written `:id`, "" written "/". */
 function appRoutes(): string[] {

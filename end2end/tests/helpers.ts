@@ -1,4 +1,5 @@
 // Shared steps and fixtures for Herald's browser tests.
+import { execFileSync } from "node:child_process";
 import { test as base, expect, type Browser, type BrowserContext, type Page } from "@playwright/test";
 
 export { expect };
@@ -127,4 +128,30 @@ export async function signUpWithWorkspace(page: Page, email: string, workspace: 
 export async function logOut(page: Page): Promise<void> {
   await page.getByRole("button", { name: "Log out" }).click();
   await expect(page).toHaveURL(/\/login(\?.*)?$/);
+}
+
+/** The server's own binary with the server's settings (HERALD_E2E_CLI, set by scripts/test.sh):
+ * the operator's commands. */
+export function herald(...args: string[]): string {
+  const cli = process.env.HERALD_E2E_CLI;
+  if (!cli) throw new Error("HERALD_E2E_CLI is not set: run the browser tests through `make test`");
+  return execFileSync(cli, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+}
+
+/** Adds `domain` on Settings → Domains, where it shows as not verified with the DNS records to
+ * publish; then an operator verifies it (`herald admin verify-domain`: the browser tests have no
+ * DNS of their own) and the page says so after a reload. */
+export async function verifySendingDomain(page: Page, domain: string): Promise<void> {
+  await gotoHydrated(page, "/settings");
+  const slug = ((await page.getByText("Address: /s/").textContent()) ?? "").replace("Address: /s/", "").trim();
+  expect(slug).not.toBe("");
+  await gotoHydrated(page, "/settings/domains");
+  await page.getByLabel("Domain").fill(domain);
+  await page.getByRole("button", { name: "Add domain" }).click();
+  const card = page.getByTestId("sending-domain").filter({ hasText: domain });
+  await expect(card.getByText("Not verified")).toBeVisible();
+  await expect(card.locator('[data-record="dkim"]')).toContainText(`herald._domainkey.${domain}`);
+  herald("admin", "verify-domain", "--workspace", slug, "--domain", domain);
+  await gotoHydrated(page, "/settings/domains");
+  await expect(card.getByText("Verified by an operator")).toBeVisible();
 }

@@ -1,13 +1,14 @@
 // An author creates a transactional template (previewed with sample variables), an application
 // sends it through the API with an idempotency key (twice: one message), the message arrives in
 // the dev inbox, its reader opens it, and the Transactional page shows it with its events.
-import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated } from "./helpers";
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, verifySendingDomain } from "./helpers";
 
 type Caught = { id: number; to: string[]; subject: string; html: string | null };
 
 test("create a transactional template, send it through the API, see it and its events", async ({ page, request }) => {
   test.setTimeout(120_000);
   await signUpWithWorkspace(page, uniqueEmail("tx-author"), `Shop ${uniqueId()}`);
+  await verifySendingDomain(page, "example.com");
 
   // --- An API key for "the application". ---
   await gotoHydrated(page, "/settings/api-keys");

@@ -21,6 +21,7 @@ pub mod migrate;
 pub mod password;
 pub mod rate_limit;
 pub mod sealing;
+pub mod sending_domains;
 pub mod smtp_client;
 pub mod smtp_sink;
 pub mod template_sandbox;

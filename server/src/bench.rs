@@ -213,13 +213,14 @@ pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
     let tenant = TenantId::new();
     let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
     sqlx::query(
-        "INSERT INTO tenants (id, name, slug, postal_address, default_from_name, default_from_email)
-         VALUES ($1, 'Bench Co', $2, '1 Bench Street, Lyon', 'Bench Co', 'news@bench.test')",
+        "INSERT INTO tenants (id, name, slug, postal_address, default_from_name, default_from_email, campaign_mail_per_day)
+         VALUES ($1, 'Bench Co', $2, '1 Bench Street, Lyon', 'Bench Co', 'news@bench.test', NULL)",
     )
     .bind(tenant)
     .bind(&slug)
     .execute(&owner)
     .await?;
+    herald_engine::sending_domains::mark_verified(&db, &Signer::new(&config.secret_key), tenant, "bench.test").await?;
     let dkim = if dkim { Some(bench_dkim_key().await?) } else { None };
     stage_breakdown(dkim.as_ref())?;
     let options = Options { readers, fanout_readers, connections, dkim, ack_batch, skip_fanout, processes };
@@ -622,7 +623,7 @@ pub async fn run_import(args: ImportBench, config: &Config) -> anyhow::Result<()
             let plan = if i % 3 == 0 { "pro" } else { "free" };
             chunk.push_str(&format!("reader{i}@example.com,Reader {i},{},{plan}\n", cities[i % 5]));
             if chunk.len() >= import::CHUNK_BYTES || i + 1 == args.rows {
-                import::append_chunk(&db, tenant, id, seq, chunk.as_bytes()).await?;
+                import::append_chunk(&db, tenant, id, seq, chunk.as_bytes(), i64::MAX).await?;
                 size += chunk.len();
                 seq += 1;
                 chunk.clear();

@@ -74,6 +74,7 @@ async fn measure(args: &MessagesBench, config: &Config, owner: &sqlx::PgPool, te
     let addr = app.addr;
     let db = app.state.db.clone();
     let (_, api_key) = api_keys::create(&db, tenant, None, Role::Owner, "bench").await?;
+    herald_engine::sending_domains::mark_verified(&db, &app.state.signer, tenant, "bench.test").await?;
     templates::create(
         &db,
         tenant,

@@ -339,8 +339,9 @@ struct Scene {
 async fn insert_tenant(owner: &PgPool, name: &str, cap: Option<i32>) -> anyhow::Result<TenantId> {
     let tenant = TenantId::new();
     sqlx::query(
-        "INSERT INTO tenants (id, name, slug, postal_address, default_from_name, default_from_email, frequency_cap_hours)
-         VALUES ($1, $2, $3, '1 Chaos Road, Lyon', $2, 'news@chaos.test', $4)",
+        "INSERT INTO tenants (id, name, slug, postal_address, default_from_name, default_from_email, frequency_cap_hours,
+                              campaign_mail_per_day)
+         VALUES ($1, $2, $3, '1 Chaos Road, Lyon', $2, 'news@chaos.test', $4, NULL)",
     )
     .bind(tenant)
     .bind(name)
@@ -410,6 +411,12 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     // The scene.
     let main_tenant = insert_tenant(&owner, "Chaos", None).await?;
     let capped_tenant = insert_tenant(&owner, "Capped", Some(24)).await?;
+    // Both send From chaos.test, verified as an operator would (no DKIM key is published, so
+    // nothing is signed and the key's sealing secret does not matter).
+    let operator = herald_engine::tokens::Signer::new(b"chaos-operator");
+    for tenant in [main_tenant, capped_tenant] {
+        herald_engine::sending_domains::mark_verified(&db, &operator, tenant, "chaos.test").await?;
+    }
     let n = args.readers.max(100);
     let (main_list, mut main_readers) = insert_list(&owner, main_tenant, "r", n).await?;
     // Dead and rejected addresses among the living (an old import appended at the end, too).

@@ -134,15 +134,33 @@ enum Admin {
         #[arg(long, default_value = "Created from the command line")]
         name: String,
     },
-    /// Raise (or lower) one workspace's daily limit of invitation and opt-in confirmation emails,
-    /// e.g. before it imports a double opt-in list.
+    /// Change what one workspace may send: its daily limit of invitation and opt-in
+    /// confirmation emails (e.g. before it imports a double opt-in list), and whether its own
+    /// SMTP identities may send From unverified domains.
+    #[command(group(clap::ArgGroup::new("limit").required(true).multiple(true)))]
     SetLimits {
         /// The workspace's slug.
         #[arg(long)]
         workspace: String,
         /// Emails per 24 hours, or `default` for the installation's (`HERALD_SYSTEM_MAIL_PER_WORKSPACE`).
+        #[arg(long, group = "limit")]
+        system_mail_per_day: Option<String>,
+        /// Readers the workspace's campaigns may reach per 24 hours (new workspaces start at
+        /// 10,000 to warm up), or `unlimited`.
+        #[arg(long, group = "limit")]
+        campaign_mail_per_day: Option<String>,
+        /// `true`: mail through the workspace's own SMTP identity may use any From address (its
+        /// server decides); `false` (the default): only verified sending domains.
+        #[arg(long, group = "limit")]
+        own_identity_any_from: Option<bool>,
+    },
+    /// Mark a workspace's sending domain verified without a DNS check (adds it if missing).
+    VerifyDomain {
+        /// The workspace's slug.
         #[arg(long)]
-        system_mail_per_day: String,
+        workspace: String,
+        #[arg(long)]
+        domain: String,
     },
     /// Fill an account's first workspace with data in every state a page can show (lists,
     /// readers, imports, campaigns in each status, a recurring campaign with an edition,
@@ -271,21 +289,54 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
             let (_, key) = api_keys::create(&db, tenant, None, Role::Owner, &name).await.map_err(clear)?;
             println!("{key}");
         }
-        Admin::SetLimits { workspace, system_mail_per_day } => {
+        Admin::SetLimits { workspace, system_mail_per_day, campaign_mail_per_day, own_identity_any_from } => {
             let tenant = workspaces::id_for_slug(&db, &workspace)
                 .await
                 .map_err(|_| anyhow::anyhow!("no workspace with slug {workspace}"))?;
-            let per_day = match system_mail_per_day.trim() {
-                "default" => None,
-                n => Some(
-                    n.parse::<i32>().map_err(|_| anyhow::anyhow!("--system-mail-per-day: a number or `default`"))?,
-                ),
-            };
-            herald_engine::mail_quota::set_workspace_limit(&db, tenant, per_day).await.map_err(clear)?;
-            match per_day {
-                Some(n) => println!("{workspace} may send {n} invitation and confirmation emails a day"),
-                None => println!("{workspace} is back to the installation's limit"),
+            if let Some(per_day) = system_mail_per_day {
+                let per_day = match per_day.trim() {
+                    "default" => None,
+                    n => Some(
+                        n.parse::<i32>()
+                            .map_err(|_| anyhow::anyhow!("--system-mail-per-day: a number or `default`"))?,
+                    ),
+                };
+                herald_engine::mail_quota::set_workspace_limit(&db, tenant, per_day).await.map_err(clear)?;
+                match per_day {
+                    Some(n) => println!("{workspace} may send {n} invitation and confirmation emails a day"),
+                    None => println!("{workspace} is back to the installation's limit of system emails"),
+                }
             }
+            if let Some(per_day) = campaign_mail_per_day {
+                let per_day = match per_day.trim() {
+                    "unlimited" => None,
+                    n => Some(
+                        n.parse::<i32>()
+                            .map_err(|_| anyhow::anyhow!("--campaign-mail-per-day: a number or `unlimited`"))?,
+                    ),
+                };
+                herald_engine::campaigns::warmup::set_limit(&db, tenant, per_day).await.map_err(clear)?;
+                match per_day {
+                    Some(n) => println!("{workspace}'s campaigns may reach {n} readers a day"),
+                    None => println!("{workspace}'s campaigns have no daily limit"),
+                }
+            }
+            if let Some(allowed) = own_identity_any_from {
+                herald_engine::sending_domains::set_own_identity_any_from(&db, tenant, allowed).await.map_err(clear)?;
+                match allowed {
+                    true => println!("{workspace} may send From any address through its own SMTP identities"),
+                    false => println!("{workspace} sends From verified domains only, whatever the identity"),
+                }
+            }
+        }
+        Admin::VerifyDomain { workspace, domain } => {
+            let tenant = workspaces::id_for_slug(&db, &workspace)
+                .await
+                .map_err(|_| anyhow::anyhow!("no workspace with slug {workspace}"))?;
+            let signer = herald_engine::tokens::Signer::new(&config.secret_key);
+            let d =
+                herald_engine::sending_domains::mark_verified(&db, &signer, tenant, &domain).await.map_err(clear)?;
+            println!("{} is a verified sending domain of {workspace}", d.domain);
         }
         Admin::SeedStates { owner } => {
             let paths = crate::seed::run(config, &owner).await?;

@@ -30,6 +30,9 @@ pub struct Config {
     pub db_max_connections: u32,
     /// Largest CSV upload accepted.
     pub import_max_bytes: usize,
+    /// What one workspace's uploads not yet imported may hold together
+    /// (`HERALD_IMPORT_STORAGE_PER_WORKSPACE`, default 1 GiB).
+    pub import_storage_per_workspace: i64,
     /// `herald serve` also runs the job workers (`HERALD_RUN_WORKERS=false` to serve only).
     pub run_workers: bool,
     pub send: SendSettings,
@@ -49,6 +52,12 @@ pub struct Config {
     /// Invitations and opt-in confirmations per workspace and per recipient, per 24 hours
     /// (`HERALD_SYSTEM_MAIL_PER_WORKSPACE`, `HERALD_SYSTEM_MAIL_PER_RECIPIENT`).
     pub system_mail_limits: herald_engine::mail_quota::SystemMailLimits,
+    /// The DNS server sending-domain checks ask (`HERALD_DNS_SERVER`, `ip:port`); `None` uses
+    /// the system's resolvers.
+    pub dns_server: Option<SocketAddr>,
+    /// What a sending domain's SPF record must include (`HERALD_SPF_INCLUDE`, default
+    /// `_spf.<host of HERALD_BASE_URL>`).
+    pub spf_include: String,
 }
 
 /// `/metrics` says how busy every workspace is: in production it answers only to a bearer
@@ -76,6 +85,8 @@ impl MetricsAccess {
 pub struct SendSettings {
     /// Delivery jobs (SMTP connections) one process runs at once.
     pub concurrency: usize,
+    /// Of those, the most one workspace may hold (`HERALD_SEND_WORKSPACE_LOOPS`; default half).
+    pub workspace_loops: usize,
     /// For the default identity: connections per campaign, messages/second, burst.
     pub max_connections: u32,
     pub rate_per_second: f64,
@@ -189,8 +200,10 @@ impl Config {
             Some("false") | Some("0") | Some("no") => false,
             Some(other) => return Err(format!("HERALD_RUN_WORKERS must be true or false, not `{other}`")),
         };
+        let concurrency = number(&get, "HERALD_SEND_CONCURRENCY", 16)?;
         let send = SendSettings {
-            concurrency: number(&get, "HERALD_SEND_CONCURRENCY", 16)?,
+            concurrency,
+            workspace_loops: number(&get, "HERALD_SEND_WORKSPACE_LOOPS", (concurrency / 2).max(1))?,
             max_connections: number(&get, "HERALD_SMTP_MAX_CONNECTIONS", 4)?,
             rate_per_second: number(&get, "HERALD_SMTP_RATE", 100.0)?,
             burst: number(&get, "HERALD_SMTP_BURST", 100)?,
@@ -248,7 +261,32 @@ impl Config {
         };
         let trusted_proxies =
             crate::security::TrustedProxies::from_setting(&get("HERALD_TRUSTED_PROXIES").unwrap_or_default())?;
+        let dns_server =
+            match get("HERALD_DNS_SERVER") {
+                None => None,
+                Some(v) => Some(v.trim().parse::<SocketAddr>().map_err(|_| {
+                    format!("HERALD_DNS_SERVER must be an address and port like 127.0.0.1:53, not `{v}`")
+                })?),
+            };
+        let spf_include = match get("HERALD_SPF_INCLUDE") {
+            Some(v) => {
+                let name = v.trim().trim_end_matches('.').to_ascii_lowercase();
+                let ok = name.contains('.')
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+                    && !name.split('.').any(str::is_empty);
+                if !ok {
+                    return Err(format!("HERALD_SPF_INCLUDE must be a domain name like _spf.example.com, not `{v}`"));
+                }
+                name
+            }
+            None => format!(
+                "_spf.{}",
+                url::Url::parse(&base_url).ok().and_then(|u| u.host_str().map(str::to_string)).unwrap_or_default()
+            ),
+        };
         Ok(Self {
+            dns_server,
+            spf_include,
             trusted_proxies,
             metrics_access,
             system_mail_limits,
@@ -260,6 +298,7 @@ impl Config {
             run_workers,
             send,
             import_max_bytes,
+            import_storage_per_workspace: number(&get, "HERALD_IMPORT_STORAGE_PER_WORKSPACE", 1i64 << 30)?,
             database_url,
             app_database_url,
             bind,

@@ -47,7 +47,8 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     let mut paths = Paths::new();
     let mut add = |route: &str, path: String| paths.entry(route.to_string()).or_default().push(path);
 
-    // A postal address, so campaigns can be scheduled and sent.
+    // A verified sending domain and a postal address, so campaigns can be scheduled and sent.
+    herald_engine::sending_domains::mark_verified(&db, &signer, tenant, "crawler.test").await.map_err(clear)?;
     let mut tx = db.tenant_tx(tenant).await?;
     sqlx::query("UPDATE tenants SET postal_address = '1 Crawler Street, 75001 Paris' WHERE id = $1")
         .bind(tenant)
@@ -88,7 +89,7 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         let id = import::begin_upload(&db, tenant, Some(user.id), Role::Owner, &format!("{status}.csv"))
             .await
             .map_err(clear)?;
-        import::append_chunk(&db, tenant, id, 0, csv).await.map_err(clear)?;
+        import::append_chunk(&db, tenant, id, 0, csv, i64::MAX).await.map_err(clear)?;
         import::finish_upload(&db, tenant, id, csv.len() as i64).await.map_err(clear)?;
         if status != "uploaded" {
             force_import(&db, tenant, id, status).await?;

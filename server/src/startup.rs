@@ -89,6 +89,7 @@ impl Core {
         d.batch_size = config.send.batch_size;
         d.max_attempts = config.send.max_attempts;
         d.egress = config.egress.clone();
+        d.workspace_loops = herald_engine::campaigns::fair_share::WorkspaceLoops::new(config.send.workspace_loops);
         d
     }
 
@@ -197,6 +198,7 @@ impl Application {
                 base_url: config.base_url.clone(),
                 wake: transactional_wake,
             },
+            domains: herald_engine::sending_domains::DomainChecker::new(config.dns_server, &config.spf_include)?,
         };
         let (recorder, flusher) = HitRecorder::start(db.clone(), config.tracking_buffer);
         let hit_counters = recorder.counters.clone();
@@ -328,7 +330,7 @@ fn router(
         .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
         // After the general body limit: CSV uploads have their own, much larger one.
-        .merge(crate::routes::imports::router(config.import_max_bytes))
+        .merge(crate::routes::imports::router(config.import_max_bytes, config.import_storage_per_workspace))
         .layer(session_layer)
         .layer(from_fn_with_state(AllowedOrigin::from_base_url(&config.base_url), require_same_origin))
         .layer(from_fn_with_state(crate::security::Https(config.secure_cookies()), crate::security::security_headers))

@@ -72,10 +72,23 @@ pub async fn start_import(
     Ok(())
 }
 
+/// Deletes an upload that is not importing (its file and mapping), then shows the imports.
+#[server(prefix = "/rpc", endpoint = "discard_import")]
+pub async fn discard_import(id: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::import};
+    let m = require_role(Role::Author).await?;
+    let id = crate::ssr::parse_id(&id)?;
+    import::discard(&m.state.db, m.tenant, m.role, id).await?;
+    leptos_axum::redirect("/audience/imports");
+    Ok(())
+}
+
 #[component]
 pub fn ImportPage() -> impl IntoView {
     let id = move || use_params_map().with(|p| p.get("id")).unwrap_or_default();
     let start = ServerAction::<StartImport>::new();
+    let discard = ServerAction::<DiscardImport>::new();
     let tick = RwSignal::new(0u32);
     let detail = Resource::new(move || (id(), tick.get(), start.version().get()), |(id, _, _)| get_import(id));
     // Every resource of the page is made here, never in a component a `Suspend` builds (see
@@ -103,8 +116,8 @@ pub fn ImportPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match detail.await {
-                    Ok(d) if d.status == "uploaded" || (d.status == "failed" && d.rows_read == 0) => view! { <Mapping d=d start=start lists=lists/> }.into_any(),
-                    Ok(d) => view! { <Progress d=d start=start/> }.into_any(),
+                    Ok(d) if d.status == "uploaded" || (d.status == "failed" && d.rows_read == 0) => view! { <Mapping d=d start=start discard=discard lists=lists/> }.into_any(),
+                    Ok(d) => view! { <Progress d=d start=start discard=discard/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
             })}
@@ -118,8 +131,10 @@ const ROLES: [(&str, &str); 3] = [("email", "Email"), ("name", "Name"), ("ignore
 fn Mapping(
     d: ImportDetail,
     start: ServerAction<StartImport>,
+    discard: ServerAction<DiscardImport>,
     lists: Resource<Result<ListsView, AppError>>,
 ) -> impl IntoView {
+    let id = d.id.clone();
     let chosen = RwSignal::new(Vec::<String>::new());
     let columns = d.columns.clone();
     view! {
@@ -192,15 +207,17 @@ fn Mapping(
                 <button type="submit" class="btn-primary" disabled=move || start.pending().get()>"Start import"</button>
                 <ActionError value=start.value()/>
             </ActionForm>
+            <DiscardButton id=id discard=discard/>
         </Card>
     }
 }
 
 #[component]
-fn Progress(d: ImportDetail, start: ServerAction<StartImport>) -> impl IntoView {
+fn Progress(d: ImportDetail, start: ServerAction<StartImport>, discard: ServerAction<DiscardImport>) -> impl IntoView {
     let done = d.status == "done";
     let failed = d.status == "failed";
     let errors_href = format!("/audience/imports/{}/errors.csv", d.id);
+    let discard_id = d.id.clone();
     view! {
         <Card title=format!("Import “{}”", d.file_name)>
             <div class="mb-2 flex items-center justify-between text-sm">
@@ -238,7 +255,20 @@ fn Progress(d: ImportDetail, start: ServerAction<StartImport>) -> impl IntoView 
                     </ActionForm>
                 }
             })}
+            {failed.then(move || view! { <DiscardButton id=discard_id discard=discard/> })}
             {done.then(|| view! { <a href="/audience/readers" class="btn-secondary mt-6 inline-block">"See the readers"</a> })}
         </Card>
+    }
+}
+
+/// Frees the workspace's upload storage (see `HERALD_IMPORT_STORAGE_PER_WORKSPACE`).
+#[component]
+fn DiscardButton(id: String, discard: ServerAction<DiscardImport>) -> impl IntoView {
+    view! {
+        <ActionForm action=discard attr:class="mt-4">
+            <input type="hidden" name="id" value=id/>
+            <button type="submit" class="btn-secondary" disabled=move || discard.pending().get()>"Discard this upload"</button>
+            <ActionError value=discard.value()/>
+        </ActionForm>
     }
 }

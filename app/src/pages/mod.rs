@@ -30,6 +30,7 @@ pub mod not_found;
 pub mod reader;
 pub mod readers;
 pub mod sending;
+pub mod sending_domains;
 pub mod sending_webhooks;
 pub mod settings;
 pub mod signup;

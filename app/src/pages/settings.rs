@@ -53,6 +53,7 @@ pub fn SettingsTabs(active: &'static str) -> impl IntoView {
     const TABS: &[(&str, &str)] = &[
         ("/settings", "General"),
         ("/settings/sending", "Sending"),
+        ("/settings/domains", "Domains"),
         ("/settings/members", "Members"),
         ("/settings/api-keys", "API keys"),
     ];

@@ -84,8 +84,30 @@ pub async fn begin_upload(
     Ok(id)
 }
 
-pub async fn append_chunk(db: &Db, tenant: TenantId, id: Uuid, seq: i32, data: &[u8]) -> Result<()> {
+/// Stores the next 1 MB of an upload, unless the workspace's uploads not yet imported would then
+/// hold more than `storage_cap` bytes (`HERALD_IMPORT_STORAGE_PER_WORKSPACE`): then an
+/// `Invalid` that says what to do, and the caller discards the partial upload.
+pub async fn append_chunk(db: &Db, tenant: TenantId, id: Uuid, seq: i32, data: &[u8], storage_cap: i64) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
+    // One check at a time per workspace, so two uploads cannot both take the last megabytes.
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('import-storage:' || $1::text, 0))")
+        .bind(tenant)
+        .execute(&mut *tx)
+        .await?;
+    // octet_length reads a stored chunk's size from its TOAST pointer, not the chunk itself.
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT coalesce(sum(octet_length(data)), 0)::bigint FROM import_chunks WHERE tenant_id = $1",
+    )
+    .bind(tenant)
+    .fetch_one(&mut *tx)
+    .await?;
+    if stored + data.len() as i64 > storage_cap {
+        return Err(Error::Invalid(format!(
+            "This workspace's uploads that are not imported yet would hold more than {} MB. Import or discard them \
+             (Audience → Imports) and upload again.",
+            storage_cap / (1024 * 1024)
+        )));
+    }
     sqlx::query("INSERT INTO import_chunks (import_id, tenant_id, seq, data) VALUES ($1, $2, $3, $4)")
         .bind(id)
         .bind(tenant)
@@ -93,6 +115,32 @@ pub async fn append_chunk(db: &Db, tenant: TenantId, id: Uuid, seq: i32, data: &
         .bind(data)
         .execute(&mut *tx)
         .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Deletes an upload that is not importing (uploading, uploaded, or failed): its file, its
+/// mapping and its error report. Readers a failed run already imported stay.
+pub async fn discard(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<()> {
+    role.require(Role::Author)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    let status: Option<String> = sqlx::query_scalar("SELECT status FROM imports WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    match status.as_deref() {
+        None => return Err(Error::NotFound),
+        Some("uploading" | "uploaded" | "failed") => {}
+        Some(_) => return Err(Error::Conflict("Only an import that is not running or done can be discarded.".into())),
+    }
+    sqlx::query(
+        "DELETE FROM imports WHERE tenant_id = $1 AND id = $2 AND status IN ('uploading', 'uploaded', 'failed')",
+    )
+    .bind(tenant)
+    .bind(id)
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(())
 }

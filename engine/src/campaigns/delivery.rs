@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
+use super::fair_share::WorkspaceLoops;
 use super::identities::{self, SmtpIdentity};
 use super::rate;
 use super::render::{
@@ -94,6 +95,9 @@ pub struct DeliveryConfig {
     /// Connecting (TCP, TLS, EHLO, AUTH) and each SMTP command; the message data gets twice this.
     pub smtp_timeout: Duration,
     pub faults: Option<FaultHook>,
+    /// This process's loops per workspace (`HERALD_SEND_WORKSPACE_LOOPS`), shared by every
+    /// delivery job of the process.
+    pub workspace_loops: Arc<WorkspaceLoops>,
 }
 
 impl std::fmt::Debug for DeliveryConfig {
@@ -118,6 +122,7 @@ impl DeliveryConfig {
             pause_after_failures: 25,
             smtp_timeout: Duration::from_secs(30),
             faults: None,
+            workspace_loops: WorkspaceLoops::unlimited(),
         }
     }
 
@@ -242,6 +247,11 @@ const NO_DATA: &str = "no data for this edition";
 /// (one SMTP connection each), at most one per delivery slot: a job that finds every slot
 /// taken ends at once, so running the same job twice (or a supervisor's re-kick) is harmless.
 pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) -> Result<()> {
+    // Held until this loop ends (see `fair_share`).
+    let Some(_permit) = cx.config.workspace_loops.try_take(tenant) else {
+        tracing::debug!(%tenant, campaign = %campaign_id, "workspace at its share of delivery loops");
+        return Ok(());
+    };
     let campaign = store::get(&cx.db, tenant, campaign_id).await?;
     if campaign.status != "sending" {
         return Ok(());
@@ -275,10 +285,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
             return Ok(());
         }
     };
-    let dkim = match &identity.dkim {
-        Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
-        None => None,
-    };
+    let dkim = crate::sending_domains::dkim_signer(&cx.db, &cx.signer, tenant, &identity, &campaign.from_email).await?;
     let domain = campaign.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_else(|| "herald".into());
     let tracking = (campaign.tracking != "off").then(|| {
         let keys = TrackingKeys::new(&cx.signer);

@@ -143,7 +143,13 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
         .bind(queued)
         .execute(&mut *tx)
         .await?;
+        // Paused in this transaction: delivery never sees a row of a send that went over.
+        let over = queued > 0 && super::warmup::pause_if_over(&mut tx, tenant, campaign).await?;
         tx.commit().await?;
         written += queued;
+        if over {
+            // The fan-out goes on while paused (a resume needs every recipient counted).
+            continue;
+        }
     }
 }

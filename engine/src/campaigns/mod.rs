@@ -1,6 +1,7 @@
 //! Campaigns and the send engine. See `delivery` for the exactly-once argument.
 
 pub mod delivery;
+pub mod fair_share;
 pub mod fanout;
 pub mod feed_fetch;
 pub mod identities;
@@ -12,3 +13,4 @@ pub mod render;
 pub mod stats;
 pub mod store;
 pub mod tally;
+pub mod warmup;

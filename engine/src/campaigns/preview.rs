@@ -7,7 +7,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::identities::{self, SmtpIdentity};
-use super::render::{self, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, Rendered};
+use super::render::{self, CompiledCampaign, Envelope, MessageContext, Recipient, Rendered};
 use super::store::{self, Campaign};
 use crate::audience::subscribe::unsubscribe_url;
 use crate::db::Db;
@@ -153,6 +153,9 @@ pub async fn test_send(
     if c.from_email.is_empty() {
         return Err(Error::Invalid("Choose a sender address first.".into()));
     }
+    let mut tx = db.tenant_tx(tenant).await?;
+    crate::sending_domains::require_verified_sender(&mut tx, tenant, c.identity_id.is_some(), &c.from_email).await?;
+    tx.commit().await?;
     // Test emails are mail like any other: suppressed addresses are left out, and the rest
     // take tokens from the workspace's test allowance and from the identity's rate bucket.
     let mut results = Vec::new();
@@ -182,10 +185,7 @@ pub async fn test_send(
     let identity = identities::resolve(db, signer, tenant, c.identity_id, default_identity, egress).await?;
     let wait = super::rate::reserve(db, &identity.bucket, n, identity.rate_per_second, identity.burst).await?;
     tokio::time::sleep(wait.min(Duration::from_secs(10))).await;
-    let dkim = match &identity.dkim {
-        Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
-        None => None,
-    };
+    let dkim = crate::sending_domains::dkim_signer(db, signer, tenant, &identity, &c.from_email).await?;
     let unsubscribe = unsubscribe_url(signer, base_url, tenant, 0, c.list_ids.first().copied());
     let rendered = render_as(&c, &workspace, &sample, &unsubscribe)?.map_err(|e| Error::Invalid(e.to_string()))?;
     let rendered = Rendered { subject: format!("[Test] {}", rendered.subject), ..rendered };

@@ -307,9 +307,11 @@ pub(super) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> 
     if c.from_email.trim().is_empty() {
         return Err(Error::Invalid("Choose a sender address first.".into()));
     }
+    crate::sending_domains::require_verified_sender(tx, tenant, c.identity_id.is_some(), &c.from_email).await?;
     if c.list_ids.is_empty() {
         return Err(Error::Invalid("Choose at least one list to send to.".into()));
     }
+    super::warmup::check_estimate(tx, tenant, c.id, &c.list_ids).await?;
     let known: i64 = sqlx::query_scalar("SELECT count(*) FROM lists WHERE tenant_id = $1 AND id = ANY($2)")
         .bind(tenant)
         .bind(&c.list_ids)
@@ -462,6 +464,9 @@ pub async fn pause(db: &Db, tenant: TenantId, role: Role, id: Uuid, reason: &str
 
 pub async fn resume(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Uuid) -> Result<Campaign> {
     role.require(Role::Author)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    super::warmup::check_resume(&mut tx, tenant, id).await?;
+    tx.commit().await?;
     let (c, tx) = transition(
         db,
         tenant,

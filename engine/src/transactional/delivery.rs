@@ -145,7 +145,8 @@ pub async fn run(cx: TxDeliveryContext, stop: tokio::sync::watch::Receiver<bool>
 /// A workspace's sending setup, cached for a short while per loop.
 struct WorkspaceSender {
     identity: SmtpIdentity,
-    dkim: Option<DkimSigner>,
+    /// By the From address's domain: the identity's key, or the verified sending domain's.
+    dkim: HashMap<String, Option<DkimSigner>>,
     slug: String,
     loaded: Instant,
 }
@@ -269,7 +270,7 @@ impl<'a> Sender<'a> {
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
-        let ws = self.workspace(tenant).await?;
+        let ws = self.workspace_for(tenant, &content.from_email).await?;
         let bucket = format!("tx:{}", ws.identity.bucket);
         let (server, rate_per_second, burst) =
             (ws.identity.server.clone(), ws.identity.rate_per_second, ws.identity.burst);
@@ -288,7 +289,8 @@ impl<'a> Sender<'a> {
             feedback_id: format!("tx:{}:herald", ws.slug),
         };
         let rendered = Rendered { subject: content.subject, html: content.html, text: content.text_body };
-        let raw = match render::build_message(&rendered, &envelope, ws.dkim.as_ref()) {
+        let dkim = ws.dkim.get(&domain.to_ascii_lowercase()).and_then(Option::as_ref);
+        let raw = match render::build_message(&rendered, &envelope, dkim) {
             Ok(raw) => raw,
             Err(e) => {
                 return self.finish_failed(m, &format!("could not build the message: {e}"), "failed", false).await;
@@ -365,11 +367,24 @@ impl<'a> Sender<'a> {
                 &self.cx.config.egress,
             )
             .await?;
-            let dkim = match &identity.dkim {
-                Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
-                None => None,
-            };
-            self.workspaces.insert(tenant, WorkspaceSender { identity, dkim, slug, loaded: Instant::now() });
+            self.workspaces
+                .insert(tenant, WorkspaceSender { identity, dkim: HashMap::new(), slug, loaded: Instant::now() });
+        }
+        self.workspaces.get(&tenant).ok_or_else(|| Error::Unexpected(anyhow::anyhow!("workspace cache")))
+    }
+
+    /// The workspace's sending setup with the DKIM signer for `from_email` loaded.
+    async fn workspace_for(&mut self, tenant: TenantId, from_email: &str) -> Result<&WorkspaceSender> {
+        let domain = from_email.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()).unwrap_or_default();
+        let identity = self.workspace(tenant).await?.identity.clone();
+        let known = self.workspaces.get(&tenant).is_some_and(|w| w.dkim.contains_key(&domain));
+        if !known {
+            let signer =
+                crate::sending_domains::dkim_signer(&self.cx.db, &self.cx.signer, tenant, &identity, from_email)
+                    .await?;
+            if let Some(ws) = self.workspaces.get_mut(&tenant) {
+                ws.dkim.insert(domain, signer);
+            }
         }
         self.workspaces.get(&tenant).ok_or_else(|| Error::Unexpected(anyhow::anyhow!("workspace cache")))
     }

@@ -213,11 +213,13 @@ pub async fn enqueue(
     let variables = req.variables.clone().unwrap_or_else(|| serde_json::json!({}));
 
     let mut tx = db.tenant_tx(tenant).await?;
-    let (slug, ws_from_name, ws_from_email): (String, String, String) =
-        sqlx::query_as("SELECT slug, transactional_from_name, transactional_from_email FROM tenants WHERE id = $1")
-            .bind(tenant)
-            .fetch_one(&mut *tx)
-            .await?;
+    let (slug, ws_from_name, ws_from_email, own_identity): (String, String, String, bool) = sqlx::query_as(
+        "SELECT slug, transactional_from_name, transactional_from_email, transactional_identity_id IS NOT NULL
+         FROM tenants WHERE id = $1",
+    )
+    .bind(tenant)
+    .fetch_one(&mut *tx)
+    .await?;
     let suppressed: Option<String> = sqlx::query_scalar(
         "SELECT reason FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2) AND reason <> 'unsubscribed_all'",
     )
@@ -277,6 +279,9 @@ pub async fn enqueue(
             ))
         })?;
     let from_email = Email::parse(&from_email)?.as_str().to_string();
+    let mut tx = db.tenant_tx(tenant).await?;
+    crate::sending_domains::require_verified_sender(&mut tx, tenant, own_identity, &from_email).await?;
+    tx.commit().await?;
     let from_name = [req.from_name.clone().unwrap_or_default(), from_name, ws_from_name]
         .into_iter()
         .map(|s| s.trim().to_string())

@@ -16,9 +16,16 @@ use uuid::Uuid;
 use super::session_auth::require_member;
 use crate::startup::ServerState;
 
-pub fn router(max_bytes: usize) -> Router<ServerState> {
+/// `max_bytes` bounds one upload, `storage_cap` what one workspace's uploads not yet imported
+/// may hold together.
+pub fn router(max_bytes: usize, storage_cap: i64) -> Router<ServerState> {
     Router::new()
-        .route("/audience/imports/upload", post(upload))
+        .route(
+            "/audience/imports/upload",
+            post(move |state: State<ServerState>, session: Session, form: Multipart| {
+                upload(state, session, form, storage_cap)
+            }),
+        )
         .route("/audience/imports/{id}/errors.csv", get(errors_csv))
         .layer(DefaultBodyLimit::max(max_bytes))
         .layer(RequestBodyLimitLayer::new(max_bytes))
@@ -28,7 +35,7 @@ fn bad_request(message: &str) -> Response {
     (StatusCode::BAD_REQUEST, message.to_string()).into_response()
 }
 
-async fn upload(State(state): State<ServerState>, session: Session, mut form: Multipart) -> Response {
+async fn upload(State(state): State<ServerState>, session: Session, mut form: Multipart, storage_cap: i64) -> Response {
     let db = &state.app.db;
     let (tenant, user, role) = match require_member(db, &session, Role::Author).await {
         Ok(m) => m,
@@ -55,8 +62,8 @@ async fn upload(State(state): State<ServerState>, session: Session, mut form: Mu
                 size += bytes.len() as i64;
                 buf.extend_from_slice(&bytes);
                 if buf.len() >= import::CHUNK_BYTES {
-                    if let Err(e) = import::append_chunk(db, tenant, id, seq, &buf).await {
-                        return internal(e);
+                    if let Err(e) = import::append_chunk(db, tenant, id, seq, &buf, storage_cap).await {
+                        return refused(db, tenant, id, e).await;
                     }
                     seq += 1;
                     buf.clear();
@@ -70,9 +77,9 @@ async fn upload(State(state): State<ServerState>, session: Session, mut form: Mu
         }
     }
     if !buf.is_empty()
-        && let Err(e) = import::append_chunk(db, tenant, id, seq, &buf).await
+        && let Err(e) = import::append_chunk(db, tenant, id, seq, &buf, storage_cap).await
     {
-        return internal(e);
+        return refused(db, tenant, id, e).await;
     }
     match import::finish_upload(db, tenant, id, size).await {
         Ok(()) => Redirect::to(&format!("/audience/imports/{id}")).into_response(),
@@ -95,6 +102,22 @@ async fn errors_csv(State(state): State<ServerState>, session: Session, Path(id)
     super::export::csv_download("import-errors.csv", move |tx| async move {
         import::stream_errors_csv(&db, tenant, id, tx).await
     })
+}
+
+/// An upload that could not be stored leaves nothing behind.
+async fn refused(
+    db: &herald_engine::Db,
+    tenant: herald_engine::TenantId,
+    id: Uuid,
+    e: herald_engine::Error,
+) -> Response {
+    if let Err(cleanup) = import::discard(db, tenant, Role::Owner, id).await {
+        tracing::warn!(error = ?cleanup, import = %id, "could not discard a refused upload");
+    }
+    match e {
+        herald_engine::Error::Invalid(m) => (StatusCode::PAYLOAD_TOO_LARGE, m).into_response(),
+        e => internal(e),
+    }
 }
 
 fn internal(e: herald_engine::Error) -> Response {

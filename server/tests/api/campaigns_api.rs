@@ -35,7 +35,7 @@ pub(crate) async fn workspace_with_readers(app: &TestApp, owner_email: &str, n: 
     let (status, body) = api.post("/api/v1/readers/bulk", json!({"readers": readers, "lists": [list_id]})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["created"], n, "{body}");
-    let _ = ws;
+    app.verify_domain(&ws, "campaign.test").await;
     (api, list_id)
 }
 

@@ -4,7 +4,7 @@ use crate::helpers::*;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-fn herald(app: &TestApp, args: &[&str], stdin: &str) -> (bool, String, String) {
+pub(crate) fn herald(app: &TestApp, args: &[&str], stdin: &str) -> (bool, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_herald"))
         .args(args)
         .env("DATABASE_URL", &app.db_url)

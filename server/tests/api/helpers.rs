@@ -205,6 +205,15 @@ impl TestApp {
         (b, id)
     }
 
+    /// What an operator's `herald admin verify-domain` does: lets the workspace send From
+    /// `domain` and its subdomains.
+    pub async fn verify_domain(&self, workspace_id: &str, domain: &str) {
+        let tenant: herald_engine::TenantId = workspace_id.parse().expect("workspace id");
+        herald_engine::sending_domains::mark_verified(&self.app.db, &self.app.signer, tenant, domain)
+            .await
+            .expect("domain verified");
+    }
+
     /// Adds an existing account to a workspace with a role, behind the UI's back (test set-up).
     pub async fn add_member(&self, workspace_id: &str, email: &str, role: &str) -> Browser {
         let b = self.browser();

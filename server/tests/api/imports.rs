@@ -258,3 +258,82 @@ async fn an_opt_in_import_mails_each_reader_a_confirmation() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(app.sink.messages().await.iter().all(|m| !m.rcpt_to.iter().any(|r| r == "blocked@example.com")));
 }
+
+/// Issue 15 §5: one workspace's uploads that are not imported yet hold at most
+/// `HERALD_IMPORT_STORAGE_PER_WORKSPACE`; an upload past it is refused and leaves nothing
+/// behind, and discarding a pending upload frees its room. Other workspaces are unaffected.
+#[tokio::test]
+async fn pending_uploads_are_capped_per_workspace_and_can_be_discarded() -> TestResult {
+    let cap = 3 * 1024 * 1024;
+    let app = spawn_app_with(&[("HERALD_IMPORT_STORAGE_PER_WORKSPACE", &cap.to_string())]).await;
+    let (a, _) = app.owner_with_workspace("store-a@example.com", "Store A").await;
+    let (b, _) = app.owner_with_workspace("store-b@example.com", "Store B").await;
+    // About 2 MB of CSV.
+    let csv = |n: usize| {
+        let mut s = String::from("email,name\n");
+        for i in 0..n {
+            s.push_str(&format!("reader-{i:07}@example.com,Reader number {i:07} with a long name\n"));
+        }
+        s.into_bytes()
+    };
+    let two_mb = csv(34_000);
+    assert!(two_mb.len() > 2 * 1024 * 1024 && two_mb.len() < cap);
+    let first = upload(&a, "first.csv", two_mb.clone()).await;
+    let stored = || async {
+        sqlx::query_as::<_, (i64, i64)>(
+            "SELECT (SELECT count(*) FROM imports i JOIN tenants t ON t.id = i.tenant_id WHERE t.name = 'Store A'),
+                    (SELECT count(*) FROM import_chunks c JOIN tenants t ON t.id = c.tenant_id WHERE t.name = 'Store A')",
+        )
+        .fetch_one(&app.owner)
+        .await
+    };
+    let before = stored().await?;
+    assert_eq!(before.0, 1);
+
+    let post = |b: &Browser, bytes: Vec<u8>| {
+        let part = reqwest::multipart::Part::bytes(bytes).file_name("second.csv").mime_str("text/csv").expect("mime");
+        b.client
+            .post(format!("{}/audience/imports/upload", b.base))
+            .header("Origin", &b.base)
+            .multipart(reqwest::multipart::Form::new().part("file", part))
+            .send()
+    };
+    let r = post(&a, two_mb.clone()).await?;
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(r.text().await?.contains("Import or discard them"));
+    assert_eq!(stored().await?, before, "the refused upload left nothing behind");
+
+    // Another workspace has its own room.
+    upload(&b, "theirs.csv", two_mb.clone()).await;
+
+    // Discarding the pending upload frees it; a running or finished import cannot be discarded.
+    let r = a.call("discard_import", &[("id", &first)]).await;
+    assert!(r.ok(), "{:?}", r.body);
+    assert_eq!(a.call("get_import", &[("id", &first)]).await.status, StatusCode::NOT_FOUND);
+    let second = upload(&a, "second.csv", two_mb).await;
+    let started = a
+        .call(
+            "start_import",
+            &[
+                ("id", &second),
+                ("mapping[0]", "email"),
+                ("mapping[1]", "name"),
+                ("lists", ""),
+                ("mode", "confirmed"),
+                ("existing", "update"),
+            ],
+        )
+        .await;
+    assert!(started.ok(), "{:?}", started.body);
+    assert_eq!(wait_done(&a, &second).await["status"], "done");
+    let r = a.call("discard_import", &[("id", &second)]).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+    // Another workspace's upload is not there to discard.
+    let theirs: String = sqlx::query_scalar(
+        "SELECT i.id::text FROM imports i JOIN tenants t ON t.id = i.tenant_id WHERE t.name = 'Store B'",
+    )
+    .fetch_one(&app.owner)
+    .await?;
+    assert_eq!(a.call("discard_import", &[("id", &theirs)]).await.status, StatusCode::NOT_FOUND);
+    Ok(())
+}

@@ -14,7 +14,8 @@ use crate::helpers::*;
 
 /// A workspace with one list of `emails`, and an API client.
 async fn workspace(app: &TestApp, owner_email: &str, emails: &[&str]) -> (Api, String) {
-    let (owner, _) = app.owner_with_workspace(owner_email, "Digest Co").await;
+    let (owner, ws) = app.owner_with_workspace(owner_email, "Digest Co").await;
+    app.verify_domain(&ws, "digest.test").await;
     let r = owner
         .call(
             "update_workspace_settings",

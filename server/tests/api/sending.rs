@@ -40,6 +40,7 @@ impl SendHarness {
         .bind(format!("sender-{}", &Uuid::new_v4().simple().to_string()[..8]))
         .execute(&app.owner)
         .await?;
+        app.verify_domain(&tenant.to_string(), "sender.test").await;
         let h = Self { app, tenant, list: Uuid::nil(), sink, smtp: format!("smtp://{addr}") };
         let list = h.add_list("News", readers, "reader").await?;
         Ok(Self { list, ..h })
@@ -601,5 +602,47 @@ async fn the_fan_out_reaches_readers_on_both_sides_of_other_workspaces_ids() -> 
     expected.extend(addresses("late", 1..=10));
     assert_eq!(h.assert_exactly_once(&expected).await, 0);
     assert_eq!(h.status(campaign).await?.recipients, 20);
+    Ok(())
+}
+
+/// Issue 15 §4: a workspace whose SMTP server is a tarpit holds at most its share of a
+/// process's delivery loops; the surplus jobs end at once, and another workspace's campaign is
+/// delivered in full while the tarpit still holds its loops.
+#[tokio::test]
+async fn a_tarpit_workspace_cannot_hold_every_delivery_loop() -> TestResult {
+    use herald_engine::campaigns::fair_share::WorkspaceLoops;
+    let loops = WorkspaceLoops::new(2);
+    let tarpit = SendHarness::new(20).await?;
+    let other = SendHarness::new(20).await?;
+    // Every reply of the tarpit's server takes longer than the SMTP timeout.
+    tarpit.sink.set_faults(Faults::none().with_reply_delay(Duration::from_secs(3)));
+    let in_process = |h: &SendHarness| -> anyhow::Result<DeliveryContext> {
+        let mut cx = h.worker(&h.identity(100_000.0, 1000)?, None);
+        Arc::get_mut(&mut cx.config).ok_or_else(|| anyhow::anyhow!("config shared"))?.workspace_loops = loops.clone();
+        Ok(cx)
+    };
+    let stuck_campaign = tarpit.campaign("Stuck", vec![tarpit.list]).await?;
+    tarpit.start(stuck_campaign).await?;
+    let cx = in_process(&tarpit)?;
+    let stuck: Vec<_> = (0..4)
+        .map(|_| {
+            let (cx, tenant) = (cx.clone(), tarpit.tenant);
+            tokio::spawn(async move { delivery::deliver(&cx, tenant, stuck_campaign).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(loops.running(tarpit.tenant), 2, "the tarpit holds its share");
+    assert_eq!(stuck.iter().filter(|t| t.is_finished()).count(), 2, "its surplus jobs ended at once");
+
+    let campaign = other.campaign("Fine", vec![other.list]).await?;
+    other.start(campaign).await?;
+    let results = other.deliver(&in_process(&other)?, campaign, 2).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(other.assert_exactly_once(&addresses("reader", 1..=20)).await, 0);
+    assert_eq!(loops.running(tarpit.tenant), 2, "the tarpit was still holding its loops meanwhile");
+    assert_eq!(tarpit.sink.deliveries().await.len(), 0);
+    for task in stuck {
+        task.abort();
+    }
     Ok(())
 }

@@ -241,6 +241,7 @@ async fn no_transactional_function_reaches_another_workspace() {
     assert!(saved.ok(), "{:?}", saved.body);
     let template = saved.body.as_str().unwrap_or_default().to_string();
     let b_api = Api::for_owner(&t.app, &t.b).await;
+    t.app.verify_domain(&t.b_id, "b.test").await;
     let (status, message) = b_api
         .send_message(
             "b-1",

@@ -15,7 +15,8 @@ use crate::helpers::*;
 
 /// An API client for a new workspace with a transactional sender and a `reset` template.
 async fn workspace(app: &TestApp, owner_email: &str) -> Api {
-    let (owner, _) = app.owner_with_workspace(owner_email, "Tx Co").await;
+    let (owner, ws) = app.owner_with_workspace(owner_email, "Tx Co").await;
+    app.verify_domain(&ws, "tx.test").await;
     let api = Api::for_owner(app, &owner).await;
     let (status, body) = api
         .post(
@@ -133,7 +134,8 @@ async fn concurrent_replays_of_one_key_send_one_message_with_one_id() -> TestRes
     let (_, by_to) = api.get("/api/v1/messages?q=ada@").await;
     let (_, by_key) = api.get("/api/v1/messages?q=reset-42-a").await;
     assert_eq!((by_to.as_array().map(Vec::len), by_key.as_array().map(Vec::len)), (Some(1), Some(1)));
-    let (other, _) = app.owner_with_workspace("tx-other@example.com", "Other Co").await;
+    let (other, other_id) = app.owner_with_workspace("tx-other@example.com", "Other Co").await;
+    app.verify_domain(&other_id, "other.test").await;
     let other = Api::for_owner(&app, &other).await;
     assert_eq!(other.get(&format!("/api/v1/messages/{id}")).await.0, StatusCode::NOT_FOUND);
     let (_, theirs) = other.get("/api/v1/messages").await;
@@ -294,7 +296,8 @@ async fn a_running_campaign_does_not_delay_transactional_mail() -> TestResult {
     // The default identity sends 150 messages a second: 3,000 readers keep the campaign busy
     // for about 20 s, and its rate bucket stays empty the whole time.
     let app = spawn_app_with(&[("HERALD_SMTP_RATE", "150"), ("HERALD_SMTP_BURST", "20")]).await;
-    let (owner, _) = app.owner_with_workspace("tx-busy@example.com", "Busy Co").await;
+    let (owner, ws) = app.owner_with_workspace("tx-busy@example.com", "Busy Co").await;
+    app.verify_domain(&ws, "busy.test").await;
     let r = owner
         .call(
             "update_workspace_settings",
