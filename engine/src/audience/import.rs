@@ -760,3 +760,28 @@ mod tests {
         assert_eq!(rows[0][1], "Line\nBreak");
     }
 }
+
+/// The fuzz target's way in (`fuzz/fuzz_targets/csv_import.rs`): an uploaded file goes through
+/// what `finish_upload` and the import job do with it, in chunks the input chooses, without a
+/// database. Panics are the bugs; every row must come out as a reader or a line's error.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz_csv(data: &[u8]) {
+    let Some((&chunk, file)) = data.split_first() else { return };
+    let delimiter = detect_delimiter(file);
+    let (header, _preview) = parse_preview(file, delimiter);
+    let mapping: Vec<String> = header.iter().map(|h| guess_mapping(h)).collect();
+    let (chunk_tx, chunk_rx) = std::sync::mpsc::channel();
+    for part in file.chunks(usize::from(chunk).max(1)) {
+        let _ = chunk_tx.send(part.to_vec());
+    }
+    drop(chunk_tx);
+    let (batch_tx, mut batch_rx) = tokio::sync::mpsc::channel(1 << 16);
+    parse(ChunkReader { rx: chunk_rx, buf: Vec::new(), pos: 0 }, delimiter, mapping, 0, batch_tx);
+    while let Ok(batch) = batch_rx.try_recv() {
+        for (_, parsed, _) in batch.rows {
+            if let Ok(reader) = parsed {
+                let _ = crate::domain::Email::parse(&reader.email);
+            }
+        }
+    }
+}

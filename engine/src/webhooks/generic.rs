@@ -87,7 +87,7 @@ struct GenericEvent {
     detail: Option<String>,
 }
 
-fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Vec<ProviderEvent>, WebhookError> {
+pub(super) fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Vec<ProviderEvent>, WebhookError> {
     let v: Value = serde_json::from_slice(body).map_err(|e| bad(format!("body is not JSON: {e}")))?;
     let items = match v {
         Value::Array(items) => items,

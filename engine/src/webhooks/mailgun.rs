@@ -42,7 +42,7 @@ pub(super) fn verify(
     Ok(parse(data, now).into_iter().map(|e| ProviderEvent { delivery_token: Some(token.clone()), ..e }).collect())
 }
 
-fn parse(e: &Value, now: DateTime<Utc>) -> Option<ProviderEvent> {
+pub(super) fn parse(e: &Value, now: DateTime<Utc>) -> Option<ProviderEvent> {
     let status = e.get("delivery-status").cloned().unwrap_or(Value::Null);
     let status_text = || {
         let code = status.get("code").map(|c| c.to_string());

@@ -443,3 +443,55 @@ mod tests {
         assert!(matches!(check_events(vec![no_id]), Err(WebhookError::BadRequest(_))));
     }
 }
+
+/// The fuzz target's way in (`fuzz/fuzz_targets/webhooks.rs`): the first byte picks a parser,
+/// the rest is the body. Each provider's parser runs on it as it would after a valid signature
+/// (a workspace's generic webhook is signed with the workspace's own secret, so any body can
+/// reach it), the generic endpoint runs end to end with a correct signature, and SES's envelope,
+/// notification and certificate parsers get it too. Panics are the bugs.
+#[cfg(feature = "fuzzing")]
+pub fn fuzz(data: &[u8]) {
+    let Some((&which, body)) = data.split_first() else { return };
+    let now = Utc::now();
+    match which % 6 {
+        0 => {
+            let _ = sendgrid::parse(body, now).and_then(check_events);
+        }
+        1 => {
+            let _ = postmark::parse(body, now).and_then(check_events);
+        }
+        2 => {
+            if let Ok(v) = serde_json::from_slice::<Value>(body) {
+                let _ = mailgun::parse(&v, now);
+            }
+        }
+        3 => {
+            let _ = generic::parse(body, now).and_then(check_events);
+            let secret = "fuzzing-secret";
+            let t = now.timestamp();
+            let headers = HashMap::from([("x-herald-signature".to_string(), generic::sign_generic(secret, t, body))]);
+            let cfg = WebhookConfig::default();
+            let certs = CertCache::new();
+            let _ = futures::executor::block_on(verify(
+                Provider::Generic,
+                &headers,
+                body,
+                Some(secret),
+                &cfg,
+                &certs,
+                now,
+                None,
+            ));
+        }
+        4 => {
+            let _ = ses::topic_arn(body);
+            if let Ok(env) = serde_json::from_slice::<ses::SnsEnvelope>(body) {
+                let _ = ses::string_to_sign(&env);
+            }
+            let _ = ses::parse_notification(&String::from_utf8_lossy(body), "fuzz", now);
+        }
+        _ => {
+            let _ = ses::parse_cert(body);
+        }
+    }
+}

@@ -36,7 +36,7 @@ pub(super) fn verify(
     parse(body, now)
 }
 
-fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Vec<ProviderEvent>, WebhookError> {
+pub(super) fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Vec<ProviderEvent>, WebhookError> {
     let v: Value = serde_json::from_slice(body).map_err(|e| bad(format!("Postmark body is not JSON: {e}")))?;
     if !v.is_object() {
         return Err(bad("Postmark body is not a JSON object"));

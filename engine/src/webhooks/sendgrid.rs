@@ -57,7 +57,7 @@ fn verifying_key(secret: &str) -> Result<VerifyingKey, WebhookError> {
     key.ok_or_else(|| unauthorized("the configured SendGrid verification key is not a P-256 public key"))
 }
 
-fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Vec<ProviderEvent>, WebhookError> {
+pub(super) fn parse(body: &[u8], now: DateTime<Utc>) -> Result<Vec<ProviderEvent>, WebhookError> {
     let batch: Vec<Value> =
         serde_json::from_slice(body).map_err(|e| bad(format!("SendGrid body is not a JSON array of events: {e}")))?;
     let mut events = Vec::new();

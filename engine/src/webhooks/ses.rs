@@ -46,7 +46,7 @@ const MAX_CERT_BYTES: usize = 64 * 1024;
 const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Deserialize)]
-struct SnsEnvelope {
+pub(super) struct SnsEnvelope {
     #[serde(rename = "Type")]
     kind: String,
     #[serde(rename = "MessageId")]
@@ -132,7 +132,7 @@ pub fn topic_arn(body: &[u8]) -> Option<String> {
 }
 
 /// The canonical string SNS signs: selected fields as "Key\nValue\n", in this fixed order.
-fn string_to_sign(env: &SnsEnvelope) -> Result<Vec<u8>, WebhookError> {
+pub(super) fn string_to_sign(env: &SnsEnvelope) -> Result<Vec<u8>, WebhookError> {
     let mut fields: Vec<(&str, &str)> = vec![("Message", &env.message), ("MessageId", &env.message_id)];
     match env.kind.as_str() {
         "Notification" => {
@@ -194,7 +194,7 @@ pub(super) fn host_matches(pattern: &str, host: &str) -> bool {
 
 /// Turns the SES notification carried in an SNS Message into events. Works for both SES
 /// formats: identity notifications (`notificationType`) and event publishing (`eventType`).
-fn parse_notification(
+pub(super) fn parse_notification(
     message: &str,
     sns_message_id: &str,
     sns_time: DateTime<Utc>,
@@ -294,7 +294,7 @@ fn our_message_id(mail: &Value) -> Option<String> {
 
 /// A parsed SNS signing certificate: its RSA key and validity window.
 #[derive(Debug)]
-struct SigningCert {
+pub(super) struct SigningCert {
     key: RsaPublicKey,
     not_before: DateTime<Utc>,
     not_after: DateTime<Utc>,
@@ -385,7 +385,7 @@ impl CertCache {
     }
 }
 
-fn parse_cert(pem: &[u8]) -> Result<SigningCert, WebhookError> {
+pub(super) fn parse_cert(pem: &[u8]) -> Result<SigningCert, WebhookError> {
     let upstream = |what: &str| WebhookError::Upstream(format!("SNS signing certificate: {what}"));
     let cert = Certificate::from_pem(pem).map_err(|_| upstream("not a PEM X.509 certificate"))?;
     let spki = cert.tbs_certificate.subject_public_key_info.to_der().map_err(|_| upstream("bad public key"))?;
