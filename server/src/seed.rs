@@ -47,8 +47,23 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     let mut paths = Paths::new();
     let mut add = |route: &str, path: String| paths.entry(route.to_string()).or_default().push(path);
 
-    // A verified sending domain and a postal address, so campaigns can be scheduled and sent.
+    // A verified sending domain and a postal address, so campaigns can be scheduled and sent;
+    // an identity whose SES webhook is on (the settings pages' filled states).
     herald_engine::sending_domains::mark_verified(&db, &signer, tenant, "crawler.test").await.map_err(clear)?;
+    let identity = herald_engine::campaigns::identities::IdentityInput {
+        name: "Crawler relay".into(),
+        smtp_url: "smtp://seed:secret@smtp.crawler.test:587".into(),
+        max_connections: 2,
+        rate_per_second: 10.0,
+        burst: 10,
+        ..Default::default()
+    };
+    let identity = herald_engine::campaigns::identities::save(&db, &signer, tenant, Role::Owner, None, &identity)
+        .await
+        .map_err(clear)?;
+    herald_engine::campaigns::identities::configure_webhook(&db, &signer, tenant, Role::Owner, identity.id, "ses", "")
+        .await
+        .map_err(clear)?;
     let mut tx = db.tenant_tx(tenant).await?;
     sqlx::query("UPDATE tenants SET postal_address = '1 Crawler Street, 75001 Paris' WHERE id = $1")
         .bind(tenant)

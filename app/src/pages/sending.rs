@@ -197,6 +197,10 @@ pub async fn test_identity(id: String) -> Result<ConnectionCheck, AppError> {
 pub fn SendingPage() -> impl IntoView {
     let save_policy = ServerAction::<SaveSendingPolicy>::new();
     let policy = Resource::new(move || save_policy.version().get(), |_| get_sending_policy());
+    // Here, not in `Identities`: the webhooks card lists identities too and must follow them.
+    let save_identity = ServerAction::<SaveIdentity>::new();
+    let delete_identity = ServerAction::<DeleteIdentity>::new();
+    let identities_changed = Signal::derive(move || save_identity.version().get() + delete_identity.version().get());
     view! {
         <SettingsTabs active="/settings/sending"/>
         <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
@@ -207,8 +211,8 @@ pub fn SendingPage() -> impl IntoView {
                 }
             })}
         </Suspense>
-        <Identities/>
-        <crate::pages::sending_webhooks::WebhookSettings/>
+        <Identities save=save_identity delete=delete_identity/>
+        <crate::pages::sending_webhooks::WebhookSettings identities_changed=identities_changed/>
     }
 }
 
@@ -267,9 +271,7 @@ fn PolicyForm(p: PolicyView, save: ServerAction<SaveSendingPolicy>) -> impl Into
 }
 
 #[component]
-fn Identities() -> impl IntoView {
-    let save = ServerAction::<SaveIdentity>::new();
-    let delete = ServerAction::<DeleteIdentity>::new();
+fn Identities(save: ServerAction<SaveIdentity>, delete: ServerAction<DeleteIdentity>) -> impl IntoView {
     let test = ServerAction::<TestIdentity>::new();
     let editing = RwSignal::new(None::<IdentityRow>);
     let data = Resource::new(move || (save.version().get(), delete.version().get()), |_| list_identities());

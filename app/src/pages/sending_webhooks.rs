@@ -79,10 +79,16 @@ pub async fn save_webhook(id: String, provider: String, secret: String) -> Resul
 }
 
 #[component]
-pub fn WebhookSettings() -> impl IntoView {
+pub fn WebhookSettings(
+    /// Changes when an identity is added or removed: each identity has its webhook row.
+    identities_changed: Signal<usize>,
+) -> impl IntoView {
     let save = ServerAction::<SaveWebhook>::new();
     let rotate = ServerAction::<RotateWebhook>::new();
-    let data = Resource::new(move || (save.version().get(), rotate.version().get()), |_| list_webhooks());
+    let data = Resource::new(
+        move || (save.version().get(), rotate.version().get(), identities_changed.get()),
+        |_| list_webhooks(),
+    );
     view! {
         <Card title="Provider webhooks">
             <p class="mb-4 text-sm text-slate-500">
