@@ -20,12 +20,14 @@ use leptos_router::path;
 
 use components::shell::AppShell;
 use pages::{
-    api_keys::ApiKeysPage, audience::AudiencePage, campaign::CampaignPage, campaign_stats::CampaignStatsPage,
-    campaigns::CampaignsPage, dashboard::DashboardPage, import::ImportPage, imports::ImportsPage, invite::InvitePage,
+    account::AccountPage, api_keys::ApiKeysPage, audience::AudiencePage, campaign::CampaignPage,
+    campaign_stats::CampaignStatsPage, campaigns::CampaignsPage, dashboard::DashboardPage,
+    forgot_password::ForgotPasswordPage, import::ImportPage, imports::ImportsPage, invite::InvitePage,
     login::LoginPage, members::MembersPage, new_workspace::NewWorkspacePage, not_found::NotFoundPage,
-    reader::ReaderPage, readers::ReadersPage, sending::SendingPage, sending_domains::SendingDomainsPage,
-    settings::SettingsPage, signup::SignupPage, suppressions::SuppressionsPage, transactional::TransactionalPage,
-    transactional_message::TransactionalMessagePage, tx_template::TxTemplatePage, tx_templates::TxTemplatesPage,
+    reader::ReaderPage, readers::ReadersPage, reset_password::ResetPasswordPage, sending::SendingPage,
+    sending_domains::SendingDomainsPage, settings::SettingsPage, signup::SignupPage, suppressions::SuppressionsPage,
+    transactional::TransactionalPage, transactional_message::TransactionalMessagePage, tx_template::TxTemplatePage,
+    tx_templates::TxTemplatesPage,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -60,6 +62,8 @@ pub fn App() -> impl IntoView {
             <Routes fallback=NotFoundPage>
                 <Route path=path!("/login") view=LoginPage/>
                 <Route path=path!("/signup") view=SignupPage/>
+                <Route path=path!("/forgot-password") view=ForgotPasswordPage/>
+                <Route path=path!("/reset-password") view=ResetPasswordPage/>
                 <Route path=path!("/workspaces/new") view=NewWorkspacePage/>
                 <Route path=path!("/invite/:token") view=InvitePage/>
                 <ParentRoute path=path!("") view=AppShell>
@@ -82,6 +86,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/settings/domains") view=SendingDomainsPage/>
                     <Route path=path!("/settings/members") view=MembersPage/>
                     <Route path=path!("/settings/api-keys") view=ApiKeysPage/>
+                    <Route path=path!("/account") view=AccountPage/>
                 </ParentRoute>
             </Routes>
         </Router>

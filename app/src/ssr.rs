@@ -91,10 +91,48 @@ pub async fn set_session_tenant(session: &Session, tenant: TenantId) -> Result<(
     session.insert(SESSION_TENANT, tenant).await.map_err(session_err)
 }
 
-/// Starts a logged-in session for `user`, with a new session id (no fixation).
+/// Session keys the sessions page reads (see `herald_engine::accounts`).
+const SESSION_USER_AGENT: &str = "ua";
+const SESSION_IP: &str = "ip";
+const SESSION_STARTED: &str = "started";
+const SESSION_SEEN: &str = "seen";
+/// "Last seen" is written at most this often, not on every request.
+const SEEN_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+
+/// Starts a logged-in session for `user`, with a new session id (no fixation), noting the
+/// device and address it started from for the sessions page.
 pub async fn log_in(session: &Session, user: UserId) -> Result<(), AppError> {
     session.cycle_id().await.map_err(session_err)?;
     session.insert(SESSION_USER, user).await.map_err(session_err)?;
+    let user_agent: String = leptos_axum::extract::<axum::http::HeaderMap>()
+        .await
+        .ok()
+        .and_then(|h| {
+            h.get(axum::http::header::USER_AGENT).and_then(|v| v.to_str().ok()).map(|s| s.chars().take(300).collect())
+        })
+        .unwrap_or_default();
+    let now = chrono::Utc::now().to_rfc3339();
+    session.insert(SESSION_USER_AGENT, user_agent).await.map_err(session_err)?;
+    session.insert(SESSION_IP, client_ip().await).await.map_err(session_err)?;
+    session.insert(SESSION_STARTED, &now).await.map_err(session_err)?;
+    session.insert(SESSION_SEEN, &now).await.map_err(session_err)?;
+    Ok(())
+}
+
+/// This session's id as the store keeps it (what `herald_engine::accounts` compares with).
+pub fn session_id(session: &Session) -> String {
+    session.id().map(|id| id.to_string()).unwrap_or_default()
+}
+
+/// Moves "last seen" forward when it is older than [`SEEN_EVERY`].
+async fn note_seen(session: &Session) -> Result<(), AppError> {
+    let seen: Option<String> = session.get(SESSION_SEEN).await.map_err(session_err)?;
+    let stale = seen
+        .and_then(|s| chrono::DateTime::parse_from_rfc3339(&s).ok())
+        .is_none_or(|t| chrono::Utc::now().signed_duration_since(t) > SEEN_EVERY);
+    if stale {
+        session.insert(SESSION_SEEN, chrono::Utc::now().to_rfc3339()).await.map_err(session_err)?;
+    }
     Ok(())
 }
 
@@ -107,6 +145,7 @@ pub async fn require_user() -> Result<(AppState, Session, UserId), AppError> {
     let state = state()?;
     let session = session().await?;
     let user = session_user(&session).await?.ok_or_else(|| AppError::Unauthenticated.respond())?;
+    note_seen(&session).await?;
     Ok((state, session, user))
 }
 

@@ -26,7 +26,7 @@ function appRoutes(): string[] {
 }
 
 /** Pages for visitors without a session (the rest need one). */
-const PUBLIC = new Set(["/login", "/signup", "/invite/:token"]);
+const PUBLIC = new Set(["/login", "/signup", "/forgot-password", "/reset-password", "/invite/:token"]);
 
 const WIDTHS = [
   { name: "phone", width: 390, height: 844 },

@@ -117,6 +117,19 @@ impl Jobs {
         Ok(())
     }
 
+    /// Mail about an account (a password reset): no workspace asked for it, so only the
+    /// per-recipient limit applies.
+    pub async fn enqueue_account_mail(&self, mail: OutgoingMail) -> Result<()> {
+        let limits = crate::mail_quota::SystemMailLimits { per_workspace: i32::MAX, ..self.system_mail_limits };
+        crate::mail_quota::claim(&self.db, crate::domain::TenantId(uuid::Uuid::nil()), limits, &mail.to).await?;
+        let mut storage = self.system_mail.clone();
+        storage
+            .push(SendSystemMail { mail })
+            .await
+            .map_err(|e| Error::Unexpected(anyhow::anyhow!("enqueue system mail: {e}")))?;
+        Ok(())
+    }
+
     pub async fn enqueue_import(&self, tenant: crate::domain::TenantId, import: uuid::Uuid) -> Result<()> {
         let mut storage = self.imports.clone();
         storage

@@ -108,7 +108,8 @@ fn Frame(info: SessionInfo) -> impl IntoView {
                     })}
                 </nav>
                 <div class="border-t border-slate-200 p-4 text-sm">
-                    <div class="truncate font-medium text-slate-700" data-testid="current-user">{info.email.clone()}</div>
+                    <a href="/account" class="block truncate font-medium text-slate-700 hover:text-indigo-700" data-testid="current-user"
+                        title="Your account">{info.email.clone()}</a>
                     <div class="text-xs text-slate-400">{current.name.clone()} " · " {current.role.clone()}</div>
                     <ActionForm action=logout attr:class="mt-2">
                         <button type="submit" class="text-sm text-slate-500 hover:text-slate-900">"Log out"</button>

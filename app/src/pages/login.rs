@@ -27,8 +27,14 @@ pub fn LoginPage() -> impl IntoView {
     let action = ServerAction::<Login>::new();
     let next = move || use_query_map().with(|q| q.get("next")).unwrap_or_default();
     let signup_href = move || format!("/signup?next={}", next());
+    let after_reset = move || use_query_map().with(|q| q.get("reset").as_deref() == Some("done"));
     view! {
         <AuthCard title="Log in">
+            {move || after_reset().then(|| view! {
+                <p role="status" class="mb-4 rounded-md bg-emerald-50 px-3 py-2 text-sm text-emerald-800">
+                    "Your password has been changed. Log in with the new one."
+                </p>
+            })}
             <ActionForm action=action attr:class="space-y-4">
                 <input type="hidden" name="next" value=next/>
                 <div>
@@ -36,7 +42,10 @@ pub fn LoginPage() -> impl IntoView {
                     <input id="email" name="email" type="email" required autocomplete="username" autofocus class="input"/>
                 </div>
                 <div>
-                    <label for="password" class="label">"Password"</label>
+                    <div class="flex items-baseline justify-between">
+                        <label for="password" class="label">"Password"</label>
+                        <a href="/forgot-password" class="text-xs text-indigo-600 hover:underline">"Forgot your password?"</a>
+                    </div>
                     <input id="password" name="password" type="password" required autocomplete="current-password" class="input"/>
                 </div>
                 <button type="submit" class="btn-primary w-full" disabled=move || action.pending().get()>

@@ -12,6 +12,7 @@
 //! the server had rendered its data. The crawler (`end2end/tests/crawler.spec.ts`) loads every
 //! route directly with data in every state and fails on such an error.
 
+pub mod account;
 pub mod api_keys;
 pub mod audience;
 pub mod campaign;
@@ -20,6 +21,7 @@ pub mod campaign_repeat;
 pub mod campaign_stats;
 pub mod campaigns;
 pub mod dashboard;
+pub mod forgot_password;
 pub mod import;
 pub mod imports;
 pub mod invite;
@@ -29,6 +31,7 @@ pub mod new_workspace;
 pub mod not_found;
 pub mod reader;
 pub mod readers;
+pub mod reset_password;
 pub mod sending;
 pub mod sending_domains;
 pub mod sending_webhooks;

@@ -4,6 +4,7 @@
 
 mod helpers;
 
+mod account_security;
 mod accounts;
 mod api_keys;
 mod audience;

@@ -1,0 +1,147 @@
+//! `/account`: the logged-in person's own account: their password and where they are logged in.
+
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
+use crate::error::AppError;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SessionRow {
+    pub handle: String,
+    pub device: String,
+    pub ip: String,
+    pub started_at: Option<String>,
+    pub last_seen: Option<String>,
+    pub current: bool,
+}
+
+/// Needs the current password; every other session of the account ends.
+#[server(prefix = "/rpc", endpoint = "change_password")]
+pub async fn change_password(current_password: String, new_password: String) -> Result<(), AppError> {
+    use crate::ssr::*;
+    let (state, session, user) = require_user().await?;
+    if !state.auth_account_limiter.check(&format!("change-password:{user}")) {
+        return Err(AppError::RateLimited.respond());
+    }
+    let this = session_id(&session);
+    herald_engine::accounts::change_password(&state.db, user, &current_password, &new_password, &this).await?;
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "list_sessions")]
+pub async fn list_sessions() -> Result<Vec<SessionRow>, AppError> {
+    use crate::ssr::*;
+    let (state, session, user) = require_user().await?;
+    let rows = herald_engine::accounts::list_sessions(&state.db, user, &session_id(&session)).await?;
+    Ok(rows
+        .into_iter()
+        .map(|s| SessionRow {
+            handle: s.handle,
+            device: s.device,
+            ip: s.ip,
+            started_at: s.started_at.map(|t| t.to_rfc3339()),
+            last_seen: s.last_seen.map(|t| t.to_rfc3339()),
+            current: s.current,
+        })
+        .collect())
+}
+
+#[server(prefix = "/rpc", endpoint = "end_session")]
+pub async fn end_session(handle: String) -> Result<(), AppError> {
+    use crate::ssr::*;
+    let (state, _, user) = require_user().await?;
+    herald_engine::accounts::end_session(&state.db, user, &handle).await?;
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "end_other_sessions")]
+pub async fn end_other_sessions() -> Result<u64, AppError> {
+    use crate::ssr::*;
+    let (state, session, user) = require_user().await?;
+    Ok(herald_engine::accounts::end_sessions(&state.db, user, Some(&session_id(&session))).await?)
+}
+
+#[component]
+pub fn AccountPage() -> impl IntoView {
+    let change = ServerAction::<ChangePassword>::new();
+    let end_one = ServerAction::<EndSession>::new();
+    let end_others = ServerAction::<EndOtherSessions>::new();
+    let sessions = Resource::new(
+        move || (change.version().get(), end_one.version().get(), end_others.version().get()),
+        |_| list_sessions(),
+    );
+    let changed = move || matches!(change.value().get(), Some(Ok(())));
+    view! {
+        <PageHeader title="Your account"/>
+        <Card title="Password">
+            <ActionForm action=change attr:class="max-w-md space-y-4">
+                <div>
+                    <label for="current_password" class="label">"Current password"</label>
+                    <input id="current_password" name="current_password" type="password" required autocomplete="current-password" class="input"/>
+                </div>
+                <div>
+                    <label for="new_password" class="label">"New password"</label>
+                    <input id="new_password" name="new_password" type="password" required minlength="10" autocomplete="new-password" class="input"/>
+                    <p class="mt-1 text-xs text-slate-500">"At least 10 characters. Changing it logs you out everywhere else."</p>
+                </div>
+                <button type="submit" class="btn-primary" disabled=move || change.pending().get()>"Change password"</button>
+                <ActionError value=change.value()/>
+                {move || changed().then(|| view! {
+                    <p role="status" class="text-sm text-emerald-700">"Password changed. Your other sessions have ended."</p>
+                })}
+            </ActionForm>
+        </Card>
+        <Card title="Where you are logged in">
+            <ActionError value=end_one.value()/>
+            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match sessions.await {
+                        Ok(list) => view! { <SessionList list=list end_one=end_one end_others=end_others/> }.into_any(),
+                        Err(e) => view! { <LoadError error=e/> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </Card>
+    }
+}
+
+#[component]
+fn SessionList(
+    list: Vec<SessionRow>,
+    end_one: ServerAction<EndSession>,
+    end_others: ServerAction<EndOtherSessions>,
+) -> impl IntoView {
+    let others = list.iter().filter(|s| !s.current).count();
+    view! {
+        <ul class="divide-y divide-slate-100" data-testid="sessions">
+            {list.into_iter().map(|s| view! {
+                <li class="flex flex-wrap items-center justify-between gap-3 py-3" data-testid="session">
+                    <div class="min-w-0">
+                        <div class="text-sm font-medium text-slate-800">
+                            {s.device.clone()}
+                            {s.current.then(|| view! { <span class="badge ml-2 bg-emerald-100 text-emerald-800">"This device"</span> })}
+                        </div>
+                        <div class="text-xs text-slate-500">
+                            {format!("{} · started {} · last seen {}",
+                                s.ip,
+                                s.started_at.as_deref().map(short_time).unwrap_or_else(|| "—".into()),
+                                s.last_seen.as_deref().map(short_time).unwrap_or_else(|| "—".into()))}
+                        </div>
+                    </div>
+                    {(!s.current).then(|| view! {
+                        <ActionForm action=end_one>
+                            <input type="hidden" name="handle" value=s.handle.clone()/>
+                            <button type="submit" class="text-sm text-red-600 hover:underline">"Log out"</button>
+                        </ActionForm>
+                    })}
+                </li>
+            }).collect_view()}
+        </ul>
+        {(others > 0).then(|| view! {
+            <ActionForm action=end_others attr:class="mt-4">
+                <button type="submit" class="btn-secondary">"Log out everywhere else"</button>
+            </ActionForm>
+        })}
+    }
+}
