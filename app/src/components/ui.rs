@@ -166,3 +166,26 @@ pub fn human_duration(seconds: i64) -> String {
         format!("{s} s")
     }
 }
+
+/// Puts `text` on the clipboard and says so. A refused permission leaves the text on the page
+/// to select by hand (the promise is not awaited).
+#[component]
+pub fn CopyButton(
+    #[prop(into)] text: String,
+    #[prop(into)] label: String,
+    #[prop(into, optional)] class: String,
+) -> impl IntoView {
+    let copied = RwSignal::new(false);
+    let class = if class.is_empty() { "btn-secondary".to_string() } else { class };
+    view! {
+        <button type="button" class=class on:click=move |_| {
+            #[cfg(feature = "hydrate")]
+            {
+                let _ = leptos::prelude::window().navigator().clipboard().write_text(&text);
+            }
+            #[cfg(not(feature = "hydrate"))]
+            let _ = &text;
+            copied.set(true);
+        }>{move || if copied.get() { "Copied".to_string() } else { label.clone() }}</button>
+    }
+}

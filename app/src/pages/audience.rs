@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, EmptyState, LoadError, TabbedHeader};
+use crate::components::ui::{ActionError, Card, CopyButton, EmptyState, LoadError, TabbedHeader};
 use crate::error::AppError;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -241,22 +241,12 @@ fn EmbedSnippet(hosted: String, lists: Vec<ListRow>) -> impl IntoView {
     let snippet = format!(
         "<form method=\"post\" action=\"{hosted}\">\n  <input type=\"email\" name=\"email\" placeholder=\"you@example.com\" required>\n  <input type=\"text\" name=\"name\" placeholder=\"Your name\">\n{boxes}  <input type=\"text\" name=\"website\" tabindex=\"-1\" autocomplete=\"off\" style=\"position:absolute;left:-10000px\" aria-hidden=\"true\">\n  <button type=\"submit\">Subscribe</button>\n</form>"
     );
-    let copied = RwSignal::new(false);
     let to_copy = snippet.clone();
     view! {
         <Card title="Embed a sign-up form">
             <p class="mb-3 text-sm text-slate-500">"Paste this into any web page. It posts to your hosted page, with the same spam protection."</p>
             <pre class="overflow-x-auto rounded-md bg-slate-900 p-4 text-xs text-slate-100" data-testid="embed-snippet">{snippet}</pre>
-            <button type="button" class="btn-secondary mt-3" on:click=move |_| {
-                #[cfg(feature = "hydrate")]
-                {
-                    // The promise is not awaited: a refused permission leaves the text selectable.
-                    let _ = leptos::prelude::window().navigator().clipboard().write_text(&to_copy);
-                }
-                #[cfg(not(feature = "hydrate"))]
-                let _ = &to_copy;
-                copied.set(true);
-            }>{move || if copied.get() { "Copied" } else { "Copy snippet" }}</button>
+            <CopyButton text=to_copy label="Copy snippet" class="btn-secondary mt-3"/>
         </Card>
     }
 }

@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, ConfirmDialog, EmptyState, LoadError, short_time};
+use crate::components::ui::{ActionError, Card, ConfirmDialog, CopyButton, EmptyState, LoadError, short_time};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
 
@@ -256,9 +256,15 @@ fn RecordRow(r: RecordView) -> impl IntoView {
             </div>
             <dl class="mt-2 grid grid-cols-[auto_1fr] gap-x-3 gap-y-1 text-xs">
                 <dt class="text-slate-500">"Host"</dt>
-                <dd><code class="break-all font-mono text-slate-800">{r.host.clone()}</code></dd>
+                <dd class="flex items-start justify-between gap-2">
+                    <code class="break-all font-mono text-slate-800">{r.host.clone()}</code>
+                    <CopyButton text=r.host.clone() label="Copy" class="shrink-0 text-indigo-600 hover:underline"/>
+                </dd>
                 <dt class="text-slate-500">"Value"</dt>
-                <dd><code class="break-all font-mono text-slate-800">{r.value.clone()}</code></dd>
+                <dd class="flex items-start justify-between gap-2">
+                    <code class="break-all font-mono text-slate-800">{r.value.clone()}</code>
+                    <CopyButton text=r.value.clone() label="Copy" class="shrink-0 text-indigo-600 hover:underline"/>
+                </dd>
             </dl>
             {detail}
         </li>
