@@ -242,6 +242,30 @@ pub async fn remove_member(db: &Db, tenant: TenantId, actor: Role, user: UserId)
     Ok(())
 }
 
+/// Leaves a workspace, whatever one's role; the last owner cannot (someone must stay in charge).
+#[tracing::instrument(skip(db))]
+pub async fn leave(db: &Db, tenant: TenantId, user: UserId) -> Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let current: Option<String> =
+        sqlx::query_scalar("SELECT role FROM memberships WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE")
+            .bind(tenant)
+            .bind(user)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if Role::parse(&current.ok_or(Error::NotFound)?)? == Role::Owner {
+        ensure_another_owner(&mut tx, tenant).await.map_err(|_| {
+            Error::Invalid("You are this workspace's only owner: make someone else owner before you leave.".into())
+        })?;
+    }
+    sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND user_id = $2")
+        .bind(tenant)
+        .bind(user)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 async fn ensure_another_owner(tx: &mut crate::db::Tx, tenant: TenantId) -> Result<()> {
     // Lock every owner row so two concurrent demotions cannot both see "another owner".
     let owners: Vec<UserId> =

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, short_time};
+use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, short_time};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
 
@@ -98,6 +98,17 @@ pub async fn remove_member(user_id: String) -> Result<(), AppError> {
     Ok(())
 }
 
+/// Leaves the current workspace (any role; not its only owner), then shows another one.
+#[server(prefix = "/rpc", endpoint = "leave_workspace")]
+pub async fn leave_workspace() -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, workspaces};
+    let m = require_role(Role::Viewer).await?;
+    workspaces::leave(&m.state.db, m.tenant, m.user).await?;
+    leptos_axum::redirect("/");
+    Ok(())
+}
+
 #[server(prefix = "/rpc", endpoint = "revoke_invite")]
 pub async fn revoke_invite(invite_id: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
@@ -128,6 +139,26 @@ pub fn MembersPage() -> impl IntoView {
                 }
             })}
         </Suspense>
+        <LeaveWorkspace/>
+    }
+}
+
+#[component]
+fn LeaveWorkspace() -> impl IntoView {
+    let leave = ServerAction::<LeaveWorkspace>::new();
+    let confirm = RwSignal::new(false);
+    view! {
+        <Card title="Leave this workspace">
+            <p class="mb-4 text-sm text-slate-500">
+                "You lose access at once; an admin can invite you again. The only owner cannot leave: make someone else owner first."
+            </p>
+            <button type="button" class="btn-secondary text-red-700" on:click=move |_| confirm.set(true)>"Leave workspace"</button>
+            <ActionError value=leave.value()/>
+            <ConfirmDialog open=confirm title="Leave this workspace?" confirm_label="Leave" danger=true
+                on_confirm=Callback::new(move |_| { leave.dispatch(LeaveWorkspace {}); })>
+                "You will no longer see its audience, campaigns or settings."
+            </ConfirmDialog>
+        </Card>
     }
 }
 

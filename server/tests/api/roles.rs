@@ -126,3 +126,29 @@ async fn only_admins_see_and_rotate_webhook_urls() -> TestResult {
     assert_ne!(url(&admin.call("list_webhooks", &[]).await), url(&seen_by_admin), "a new URL");
     Ok(())
 }
+
+/// Issue 17: anyone may leave a workspace except its only owner, and leaving takes access away
+/// at once.
+#[tokio::test]
+async fn members_leave_a_workspace_but_its_only_owner_cannot() -> TestResult {
+    let app = spawn_app().await;
+    let (owner, ws) = app.owner_with_workspace("leaver-owner@example.com", "Leavers").await;
+    let author = app.add_member(&ws, "leaver-author@example.com", "author").await;
+    let r = owner.call("leave_workspace", &[]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:?}", r.body);
+    assert!(r.message().contains("only owner"), "{:?}", r.body);
+
+    assert!(author.call("list_campaigns", &[]).await.ok());
+    let r = author.call("leave_workspace", &[]).await;
+    assert!(r.ok(), "{:?}", r.body);
+    assert_eq!(author.call("list_campaigns", &[]).await.status, StatusCode::FORBIDDEN, "no longer a member");
+    assert!(author.session().await["workspaces"].as_array().is_some_and(Vec::is_empty));
+    let members = owner.call("list_members", &[]).await.body;
+    assert_eq!(members["members"].as_array().map(Vec::len), Some(1));
+
+    // With a second owner, the first may leave.
+    let co = app.add_member(&ws, "leaver-co@example.com", "owner").await;
+    assert!(owner.call("leave_workspace", &[]).await.ok());
+    assert_eq!(co.call("list_members", &[]).await.body["members"].as_array().map(Vec::len), Some(1));
+    Ok(())
+}
