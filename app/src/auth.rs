@@ -29,6 +29,11 @@ pub struct SessionInfo {
     pub workspaces: Vec<WorkspaceItem>,
     pub current: Option<WorkspaceItem>,
     pub dev_mode: bool,
+    /// False until the link mailed at sign-up is opened: the shell shows a banner.
+    pub email_verified: bool,
+    /// The current workspace requires two-factor and this account has not turned it on: the
+    /// shell shows what to do instead of the page.
+    pub two_factor_required: bool,
 }
 
 /// Only same-site relative paths are followed after login (no open redirect). Browsers drop
@@ -83,7 +88,21 @@ pub async fn get_session_info() -> Result<Option<SessionInfo>, AppError> {
     {
         set_session_tenant(&session, w.id).await?;
     }
-    Ok(Some(SessionInfo { email: user.email, name: user.name, workspaces: items, current, dev_mode: state.dev_mode }))
+    let two_factor_required = match current.as_ref().and_then(|c| c.id.parse().ok()) {
+        Some(tenant) => {
+            matches!(workspaces::access(&state.db, tenant, user_id).await, Err(herald_engine::Error::Refused(_)))
+        }
+        None => false,
+    };
+    Ok(Some(SessionInfo {
+        email: user.email,
+        name: user.name,
+        workspaces: items,
+        current,
+        dev_mode: state.dev_mode,
+        email_verified: user.email_verified,
+        two_factor_required,
+    }))
 }
 
 #[server(prefix = "/rpc", endpoint = "signup")]
@@ -96,6 +115,13 @@ pub async fn signup(email: String, name: String, password: String, next: Option<
     }
     let email = Email::parse(&email)?;
     let user = users::create_user(&state.db, &email, &name, &password).await?;
+    // The account works at once; a mail that cannot be queued now can be asked for again from
+    // the banner, so it does not fail the sign-up.
+    if let Err(e) =
+        herald_engine::accounts::send_verification(&state.db, &state.jobs, &state.signer, &state.base_url, user).await
+    {
+        tracing::warn!(error = ?e, %user, "verification mail not queued at sign-up");
+    }
     let session = session().await?;
     log_in(&session, user).await?;
     leptos_axum::redirect(&safe_next(next.as_deref()));
@@ -113,6 +139,13 @@ pub async fn login(email: String, password: String, next: Option<String>) -> Res
         return Err(AppError::RateLimited.respond());
     }
     match users::authenticate(&state.db, &email, &password).await {
+        Ok(user) if herald_engine::two_factor::is_enabled(&state.db, user).await? => {
+            // Half logged in: the password was right; the code comes next, on its own page.
+            let session = session().await?;
+            start_second_factor(&session, user, safe_next(next.as_deref())).await?;
+            leptos_axum::redirect("/login/two-factor");
+            Ok(())
+        }
         Ok(user) => {
             let session = session().await?;
             log_in(&session, user).await?;
@@ -125,6 +158,54 @@ pub async fn login(email: String, password: String, next: Option<String>) -> Res
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The second step of a login for an account with two-factor on: a code from the authenticator
+/// app or a recovery code.
+#[server(prefix = "/rpc", endpoint = "login_second_factor")]
+pub async fn login_second_factor(code: String) -> Result<(), AppError> {
+    use crate::ssr::*;
+    let state = state()?;
+    if !state.auth_ip_limiter.check(&format!("2fa:{}", client_ip().await)) {
+        return Err(AppError::RateLimited.respond());
+    }
+    let session = session().await?;
+    let Some((user, next)) = pending_second_factor(&session).await? else {
+        return Err(AppError::Invalid("Your login has timed out. Log in again.".into()).respond());
+    };
+    match herald_engine::two_factor::check(&state.db, &state.signer, user, &code, chrono::Utc::now()).await {
+        Ok(_) => {
+            log_in(&session, user).await?;
+            leptos_axum::redirect(&safe_next(Some(&next)));
+            Ok(())
+        }
+        Err(herald_engine::Error::RateLimited) => Err(AppError::Invalid(
+            "Too many wrong codes: two-factor login is locked for a few minutes. Try again later.".into(),
+        )
+        .respond()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Mails a new confirmation link to the logged-in user.
+#[server(prefix = "/rpc", endpoint = "resend_verification")]
+pub async fn resend_verification() -> Result<(), AppError> {
+    use crate::ssr::*;
+    let (state, _, user) = require_user().await?;
+    if !state.auth_account_limiter.check(&format!("verify:{user}")) {
+        return Err(AppError::RateLimited.respond());
+    }
+    herald_engine::accounts::send_verification(&state.db, &state.jobs, &state.signer, &state.base_url, user).await?;
+    Ok(())
+}
+
+/// Confirms the address with the mailed link (the `/verify-email` page calls it on load).
+#[server(prefix = "/rpc", endpoint = "verify_email")]
+pub async fn verify_email(token: String) -> Result<(), AppError> {
+    use crate::ssr::*;
+    let state = state()?;
+    herald_engine::accounts::verify_email(&state.db, &state.signer, &token).await?;
+    Ok(())
 }
 
 #[server(prefix = "/rpc", endpoint = "logout")]

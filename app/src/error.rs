@@ -15,6 +15,9 @@ pub enum AppError {
     Unauthenticated,
     #[error("You do not have permission to do that.")]
     Forbidden,
+    /// Allowed by the role, but the account must do something first; the text says what.
+    #[error("{0}")]
+    Refused(String),
     #[error("Not found.")]
     NotFound,
     #[error("Too many attempts. Wait a minute and try again.")]
@@ -52,7 +55,7 @@ impl AppError {
             AppError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::Unauthenticated => StatusCode::UNAUTHORIZED,
-            AppError::Forbidden => StatusCode::FORBIDDEN,
+            AppError::Forbidden | AppError::Refused(_) => StatusCode::FORBIDDEN,
             AppError::NotFound => StatusCode::NOT_FOUND,
             AppError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             AppError::Internal | AppError::Network => StatusCode::INTERNAL_SERVER_ERROR,
@@ -69,6 +72,7 @@ impl From<herald_engine::Error> for AppError {
             E::Conflict(m) => AppError::Conflict(m),
             E::Unauthenticated => AppError::Unauthenticated,
             E::Forbidden => AppError::Forbidden,
+            E::Refused(m) => AppError::Refused(m),
             E::NotFound => AppError::NotFound,
             E::RateLimited => AppError::RateLimited,
             E::Unexpected(e) => {

@@ -20,14 +20,14 @@ use leptos_router::path;
 
 use components::shell::AppShell;
 use pages::{
-    account::AccountPage, api_keys::ApiKeysPage, audience::AudiencePage, campaign::CampaignPage,
-    campaign_stats::CampaignStatsPage, campaigns::CampaignsPage, dashboard::DashboardPage,
+    account::AccountPage, api_keys::ApiKeysPage, audience::AudiencePage, audit_log::AuditLogPage,
+    campaign::CampaignPage, campaign_stats::CampaignStatsPage, campaigns::CampaignsPage, dashboard::DashboardPage,
     forgot_password::ForgotPasswordPage, import::ImportPage, imports::ImportsPage, invite::InvitePage,
-    login::LoginPage, members::MembersPage, new_workspace::NewWorkspacePage, not_found::NotFoundPage,
-    reader::ReaderPage, readers::ReadersPage, reset_password::ResetPasswordPage, sending::SendingPage,
-    sending_domains::SendingDomainsPage, settings::SettingsPage, signup::SignupPage, suppressions::SuppressionsPage,
-    transactional::TransactionalPage, transactional_message::TransactionalMessagePage, tx_template::TxTemplatePage,
-    tx_templates::TxTemplatesPage,
+    login::LoginPage, login_two_factor::LoginTwoFactorPage, members::MembersPage, new_workspace::NewWorkspacePage,
+    not_found::NotFoundPage, reader::ReaderPage, readers::ReadersPage, reset_password::ResetPasswordPage,
+    sending::SendingPage, sending_domains::SendingDomainsPage, settings::SettingsPage, signup::SignupPage,
+    suppressions::SuppressionsPage, transactional::TransactionalPage, transactional_message::TransactionalMessagePage,
+    tx_template::TxTemplatePage, tx_templates::TxTemplatesPage, verify_email::VerifyEmailPage,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -61,6 +61,8 @@ pub fn App() -> impl IntoView {
         <Router>
             <Routes fallback=NotFoundPage>
                 <Route path=path!("/login") view=LoginPage/>
+                <Route path=path!("/login/two-factor") view=LoginTwoFactorPage/>
+                <Route path=path!("/verify-email") view=VerifyEmailPage/>
                 <Route path=path!("/signup") view=SignupPage/>
                 <Route path=path!("/forgot-password") view=ForgotPasswordPage/>
                 <Route path=path!("/reset-password") view=ResetPasswordPage/>
@@ -86,6 +88,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/settings/domains") view=SendingDomainsPage/>
                     <Route path=path!("/settings/members") view=MembersPage/>
                     <Route path=path!("/settings/api-keys") view=ApiKeysPage/>
+                    <Route path=path!("/settings/audit") view=AuditLogPage/>
                     <Route path=path!("/account") view=AccountPage/>
                 </ParentRoute>
             </Routes>

@@ -103,6 +103,7 @@ const SEEN_EVERY: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
 /// device and address it started from for the sessions page.
 pub async fn log_in(session: &Session, user: UserId) -> Result<(), AppError> {
     session.cycle_id().await.map_err(session_err)?;
+    session.remove_value(SESSION_PENDING_2FA).await.map_err(session_err)?;
     session.insert(SESSION_USER, user).await.map_err(session_err)?;
     let user_agent: String = leptos_axum::extract::<axum::http::HeaderMap>()
         .await
@@ -117,6 +118,28 @@ pub async fn log_in(session: &Session, user: UserId) -> Result<(), AppError> {
     session.insert(SESSION_STARTED, &now).await.map_err(session_err)?;
     session.insert(SESSION_SEEN, &now).await.map_err(session_err)?;
     Ok(())
+}
+
+/// A session whose password step passed for an account with two-factor: the user, when, and
+/// where to go after the code.
+const SESSION_PENDING_2FA: &str = "pending_2fa";
+/// How long the code step may take after the password step.
+const SECOND_FACTOR_WINDOW: i64 = 600;
+
+/// Remembers that `user` passed the password step; nothing else is reachable until the code.
+pub async fn start_second_factor(session: &Session, user: UserId, next: String) -> Result<(), AppError> {
+    session.cycle_id().await.map_err(session_err)?;
+    session.remove_value(SESSION_USER).await.map_err(session_err)?;
+    session.insert(SESSION_PENDING_2FA, (user, chrono::Utc::now().timestamp(), next)).await.map_err(session_err)
+}
+
+/// The user waiting for their second factor in this session and where they were going, unless
+/// the window has passed.
+pub async fn pending_second_factor(session: &Session) -> Result<Option<(UserId, String)>, AppError> {
+    let pending: Option<(UserId, i64, String)> = session.get(SESSION_PENDING_2FA).await.map_err(session_err)?;
+    Ok(pending
+        .filter(|(_, at, _)| chrono::Utc::now().timestamp() - at < SECOND_FACTOR_WINDOW)
+        .map(|(user, _, next)| (user, next)))
 }
 
 /// This session's id as the store keeps it (what `herald_engine::accounts` compares with).
@@ -158,8 +181,18 @@ pub struct Member {
     pub role: Role,
 }
 
+impl Member {
+    /// Appends an entry to the workspace's audit log for what this member just did (see
+    /// `herald_engine::audit`); a failed write is logged, not returned.
+    pub async fn audit(&self, action: herald_engine::audit::Action, object: impl ToString, detail: serde_json::Value) {
+        let actor = herald_engine::audit::Actor::User { id: self.user, ip: client_ip().await };
+        herald_engine::audit::note(&self.state.db, self.tenant, &actor, action, &object.to_string(), detail).await;
+    }
+}
+
 /// Checks the session, the current workspace and that the user's role there is at least `min`.
-/// The role is read from the database on every call, so a removed member loses access at once.
+/// The role is read from the database on every call, so a removed member loses access at once;
+/// so is the workspace's two-factor rule.
 pub async fn require_role(min: Role) -> Result<Member, AppError> {
     let (state, session, user) = require_user().await?;
     let tenant = session
@@ -167,7 +200,7 @@ pub async fn require_role(min: Role) -> Result<Member, AppError> {
         .await
         .map_err(session_err)?
         .ok_or_else(|| AppError::NotFound.respond())?;
-    let role = herald_engine::workspaces::role_of(&state.db, tenant, user)
+    let role = herald_engine::workspaces::access(&state.db, tenant, user)
         .await?
         .ok_or_else(|| AppError::Forbidden.respond())?;
     role.require(min)?;

@@ -26,7 +26,15 @@ function appRoutes(): string[] {
 }
 
 /** Pages for visitors without a session (the rest need one). */
-const PUBLIC = new Set(["/login", "/signup", "/forgot-password", "/reset-password", "/invite/:token"]);
+const PUBLIC = new Set([
+  "/login",
+  "/login/two-factor",
+  "/signup",
+  "/forgot-password",
+  "/reset-password",
+  "/verify-email",
+  "/invite/:token",
+]);
 
 const WIDTHS = [
   { name: "phone", width: 390, height: 844 },

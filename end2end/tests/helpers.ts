@@ -1,5 +1,6 @@
 // Shared steps and fixtures for Herald's browser tests.
 import { execFileSync } from "node:child_process";
+import { createHmac } from "node:crypto";
 import { test as base, expect, type Browser, type BrowserContext, type Page } from "@playwright/test";
 
 export { expect };
@@ -117,10 +118,14 @@ export async function createWorkspace(page: Page, name: string): Promise<void> {
   await expect(page.getByRole("heading", { level: 1, name })).toBeVisible();
 }
 
-/** Signs a new account up and creates its first workspace; ends on the dashboard. */
+/** Signs a new account up and creates its first workspace; ends on the dashboard. The address
+ * is confirmed the operator's way (`herald admin verify-email`): the mailed link has its own
+ * tests (invite.spec.ts). */
 export async function signUpWithWorkspace(page: Page, email: string, workspace: string): Promise<void> {
   await gotoHydrated(page, "/signup");
   await fillSignup(page, { name: "Owner", email });
+  await expect(page).toHaveURL(/\/workspaces\/new$/);
+  herald("admin", "verify-email", "--email", email);
   await createWorkspace(page, workspace);
   await expect(page.getByTestId("current-user")).toHaveText(email);
 }
@@ -128,6 +133,38 @@ export async function signUpWithWorkspace(page: Page, email: string, workspace: 
 export async function logOut(page: Page): Promise<void> {
   await page.getByRole("button", { name: "Log out" }).click();
   await expect(page).toHaveURL(/\/login(\?.*)?$/);
+}
+
+/** The first link matching `pattern` in the newest mail to `to` in the dev inbox (waits for it). */
+export async function mailedLink(page: Page, to: string, pattern: RegExp): Promise<string> {
+  let link: string | undefined;
+  await expect(async () => {
+    const res = await page.request.get("/dev/inbox/messages.json");
+    const messages = (await res.json()) as { to: string[]; text: string | null }[];
+    link = messages
+      .filter((m) => m.to.some((t) => t.toLowerCase() === to.toLowerCase()))
+      .map((m) => m.text?.match(pattern)?.[0])
+      .filter((l): l is string => !!l)
+      .pop();
+    expect(link).toBeTruthy();
+  }).toPass({ timeout: 20_000, intervals: [500, 1_000, 2_000] });
+  return link!;
+}
+
+/** The six-digit TOTP code (RFC 6238, SHA-1, 30 s) for a base32 secret at `at` (ms). */
+export function totpCode(secretBase32: string, at: number = Date.now()): string {
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  let bits = "";
+  for (const c of secretBase32.replace(/=+$/, "").toUpperCase()) {
+    bits += alphabet.indexOf(c).toString(2).padStart(5, "0");
+  }
+  const key = Buffer.from((bits.match(/.{8}/g) ?? []).map((b) => parseInt(b, 2)));
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(Math.floor(at / 1000 / 30)));
+  const mac = createHmac("sha1", key).update(counter).digest();
+  const offset = mac[mac.length - 1] & 15;
+  const code = (mac.readUInt32BE(offset) & 0x7fffffff) % 1_000_000;
+  return code.toString().padStart(6, "0");
 }
 
 /** The server's own binary with the server's settings (HERALD_E2E_CLI, set by scripts/test.sh):

@@ -7,6 +7,7 @@ import {
   fillSignup,
   gotoHydrated,
   logOut,
+  mailedLink,
   newInstrumentedContext,
 } from "./helpers";
 
@@ -60,8 +61,15 @@ test("an owner invites an author, who signs up from the email and joins", async 
     await expect(mail).toHaveURL(/\/signup\?next=\/invite\//);
     await fillSignup(mail, { name: "Author", email: invitee });
 
-    // Back on the invite, now logged in.
+    // Back on the invite, now logged in, but not yet able to join: the address is unconfirmed.
     await expect(mail).toHaveURL(/\/invite\/[^/?]+$/);
+    await mail.getByRole("button", { name: "Accept invite" }).click();
+    await expect(mail.getByText("Confirm your email address first")).toBeVisible();
+    // The confirmation mail, from the dev inbox; then the invite again.
+    const confirm = await mailedLink(mail, invitee, /https?:\/\/\S+\/verify-email\?token=\S+/);
+    await gotoHydrated(mail, confirm);
+    await expect(mail.getByTestId("email-verified")).toContainText("your address is confirmed");
+    await gotoHydrated(mail, link!);
     await mail.getByRole("button", { name: "Accept invite" }).click();
     await expect(mail).toHaveURL(/\/settings\/members$/);
     const inviteeTable = mail.getByTestId("members-table");

@@ -7,6 +7,11 @@
 //! the same whether or not the address has an account, and its mail counts against the
 //! per-recipient limit of system mail, so "forgot password" cannot be used to mail-bomb someone.
 //! A change or a reset ends the user's other sessions (a reset ends all of them).
+//!
+//! Sign-up mails a link that proves the address ([`send_verification`]). Until it is opened the
+//! account can set up its own workspace, but not send a campaign, create an API key or accept an
+//! invite ([`require_verified_email`]): an invite is bound to an address, and that binding means
+//! nothing if anyone can sign up with anyone's address.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -22,6 +27,8 @@ use crate::tokens::Signer;
 
 const RESET_PURPOSE: &str = "password-reset";
 const RESET_VALID_SECONDS: i64 = 3600;
+const VERIFY_PURPOSE: &str = "verify-email";
+const VERIFY_VALID_SECONDS: i64 = 3 * 24 * 3600;
 
 /// What a reset link is bound to: the hash it may replace (16 hex digits of its SHA-256).
 fn fingerprint(password_hash: &str) -> String {
@@ -72,6 +79,92 @@ pub async fn request_password_reset(db: &Db, jobs: &Jobs, signer: &Signer, base_
             Ok(())
         }
         Err(e) => Err(e),
+    }
+}
+
+/// Mails `user` a link that confirms their address (at sign-up, and on "resend"). An address
+/// already confirmed is a `Conflict`; the mail counts against the per-recipient system-mail
+/// limit, whose refusal is passed on (the person asking owns the account).
+pub async fn send_verification(db: &Db, jobs: &Jobs, signer: &Signer, base_url: &str, user: UserId) -> Result<()> {
+    let row: Option<(String, Option<DateTime<Utc>>)> =
+        sqlx::query_as("SELECT email, email_verified_at FROM users WHERE id = $1")
+            .bind(user)
+            .fetch_optional(db.pool())
+            .await?;
+    let Some((address, verified)) = row else { return Err(Error::NotFound) };
+    if verified.is_some() {
+        return Err(Error::Conflict("Your address is confirmed already.".into()));
+    }
+    let expires = Utc::now().timestamp() + VERIFY_VALID_SECONDS;
+    // Bound to the address as well as the account, so a link stops working if the address changes.
+    let token = signer.sign(VERIFY_PURPOSE, Some(expires), &(user, address.to_lowercase()));
+    let link = format!("{}/verify-email?token={token}", base_url.trim_end_matches('/'));
+    let mail = OutgoingMail {
+        to: address,
+        subject: "Confirm your email address for Herald".into(),
+        text: format!(
+            "Welcome to Herald. Confirm that this address is yours (the link works for three days):\n{link}\n\n\
+             Until you do, you can set up your workspace, but not send campaigns, create API keys or \
+             join other workspaces.\n\nIf you did not sign up, ignore this email."
+        ),
+        html: format!(
+            "<p>Welcome to Herald.</p><p><a href=\"{link}\">Confirm that this address is yours</a> \
+             (the link works for three days).</p><p>Until you do, you can set up your workspace, but not \
+             send campaigns, create API keys or join other workspaces.</p>\
+             <p>If you did not sign up, ignore this email.</p>"
+        ),
+    };
+    jobs.enqueue_account_mail(mail).await
+}
+
+/// Confirms an address with the link from [`send_verification`]. A link works once: after it,
+/// the address is confirmed and the link says so.
+pub async fn verify_email(db: &Db, signer: &Signer, token: &str) -> Result<UserId> {
+    let (user, address): (UserId, String) = signer.verify(VERIFY_PURPOSE, token).map_err(|e| match e {
+        Error::Invalid(_) => Error::Invalid("This confirmation link has expired. Log in and ask for a new one.".into()),
+        _ => Error::Invalid("This confirmation link is not valid.".into()),
+    })?;
+    let row: Option<Option<DateTime<Utc>>> = sqlx::query_scalar(
+        "UPDATE users SET email_verified_at = coalesce(email_verified_at, now())
+         WHERE id = $1 AND lower(email) = $2
+         RETURNING (SELECT email_verified_at FROM users WHERE id = $1)",
+    )
+    .bind(user)
+    .bind(&address)
+    .fetch_optional(db.pool())
+    .await?;
+    match row {
+        None => Err(Error::Invalid("This confirmation link is not valid.".into())),
+        Some(Some(_)) => Err(Error::Conflict("This link has been used already: your address is confirmed.".into())),
+        Some(None) => Ok(user),
+    }
+}
+
+/// What an operator's `herald admin verify-email` does: confirms an address without the mail.
+pub async fn mark_email_verified(db: &Db, email: &str) -> Result<UserId> {
+    sqlx::query_scalar(
+        "UPDATE users SET email_verified_at = coalesce(email_verified_at, now()) WHERE lower(email) = lower($1)
+         RETURNING id",
+    )
+    .bind(email.trim())
+    .fetch_optional(db.pool())
+    .await?
+    .ok_or(Error::NotFound)
+}
+
+/// The gate in front of sending a campaign, creating an API key and accepting an invite.
+pub async fn require_verified_email(db: &Db, user: UserId) -> Result<()> {
+    let verified: Option<Option<DateTime<Utc>>> =
+        sqlx::query_scalar("SELECT email_verified_at FROM users WHERE id = $1")
+            .bind(user)
+            .fetch_optional(db.pool())
+            .await?;
+    match verified {
+        Some(Some(_)) => Ok(()),
+        Some(None) => Err(Error::Refused(
+            "Confirm your email address first: open the link we mailed you (or send a new one from the banner at the top).".into(),
+        )),
+        None => Err(Error::Unauthenticated),
     }
 }
 
@@ -140,6 +233,63 @@ pub async fn change_password(
         .await?;
     end_sessions(db, user, Some(this_session)).await?;
     Ok(())
+}
+
+/// Deletes an account, which needs its password. Workspaces where the user is the only member
+/// are deleted with it (their names are returned); a workspace with other members whose only
+/// owner is this user stops the deletion, as leaving it would (make someone else owner first).
+pub async fn delete_account(db: &Db, user: UserId, current_password: &str) -> Result<Vec<String>> {
+    let hash: Option<String> = sqlx::query_scalar("SELECT password_hash FROM users WHERE id = $1")
+        .bind(user)
+        .fetch_optional(db.pool())
+        .await?;
+    if hash.is_none() {
+        return Err(Error::Unauthenticated);
+    }
+    if !password::verify(current_password.to_string(), hash).await? {
+        return Err(Error::Invalid("The password is not right.".into()));
+    }
+    // One transaction over every workspace of the user (the tenant setting changes per
+    // workspace), so nobody can join or be promoted between the check and the deletion.
+    let mut tx = db.user_tx(user).await?;
+    let owned: Vec<(crate::domain::TenantId, String)> = sqlx::query_as(
+        "SELECT t.id, t.name FROM memberships m JOIN tenants t ON t.id = m.tenant_id
+         WHERE m.user_id = $1 AND m.role = 'owner' ORDER BY t.name",
+    )
+    .bind(user)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut alone_in = Vec::new();
+    let mut only_owner_of = Vec::new();
+    for (tenant, name) in owned {
+        sqlx::query("SELECT set_config('app.tenant_id', $1, true)").bind(tenant.to_string()).execute(&mut *tx).await?;
+        let (members, owners): (i64, i64) = sqlx::query_as(
+            "SELECT count(*), count(*) FILTER (WHERE role = 'owner')
+             FROM (SELECT role FROM memberships WHERE tenant_id = $1 FOR UPDATE) m",
+        )
+        .bind(tenant)
+        .fetch_one(&mut *tx)
+        .await?;
+        if members == 1 {
+            alone_in.push((tenant, name));
+        } else if owners == 1 {
+            only_owner_of.push(name);
+        }
+    }
+    if !only_owner_of.is_empty() {
+        return Err(Error::Invalid(format!(
+            "You are the only owner of {}, which other people use: make one of them owner first.",
+            only_owner_of.join(", ")
+        )));
+    }
+    for (tenant, _) in &alone_in {
+        sqlx::query("SELECT set_config('app.tenant_id', $1, true)").bind(tenant.to_string()).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM tenants WHERE id = $1").bind(tenant).execute(&mut *tx).await?;
+    }
+    sqlx::query("DELETE FROM sessions WHERE data ->> 'user_id' = $1").bind(user.to_string()).execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM users WHERE id = $1").bind(user).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(alone_in.into_iter().map(|(_, name)| name).collect())
 }
 
 /// Ends the user's sessions, all or all but `except` (a session id). Returns how many ended.

@@ -26,10 +26,20 @@ pub struct ApiKey {
 }
 
 /// The authenticated caller of an API request.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ApiCaller {
     pub key_id: Uuid,
     pub tenant: TenantId,
+    /// The client's address (set by the HTTP layer), for the audit log.
+    pub ip: String,
+}
+
+impl ApiCaller {
+    /// Appends an audit entry for what this key just did (see [`crate::audit`]).
+    pub async fn audit(&self, db: &Db, action: crate::audit::Action, object: impl ToString, detail: serde_json::Value) {
+        let actor = crate::audit::Actor::ApiKey { id: self.key_id, ip: self.ip.clone() };
+        crate::audit::note(db, self.tenant, &actor, action, &object.to_string(), detail).await;
+    }
 }
 
 fn hash_key(key: &str) -> String {
@@ -108,5 +118,5 @@ pub async fn authenticate(db: &Db, key: &str) -> Result<ApiCaller> {
         .bind(hash_key(key))
         .fetch_optional(db.pool())
         .await?;
-    row.map(|(key_id, tenant)| ApiCaller { key_id, tenant }).ok_or(Error::Unauthenticated)
+    row.map(|(key_id, tenant)| ApiCaller { key_id, tenant, ip: String::new() }).ok_or(Error::Unauthenticated)
 }

@@ -12,6 +12,10 @@ pub enum Error {
     /// Logged in, but this role may not do this.
     #[error("you do not have permission to do that")]
     Forbidden,
+    /// The role allows it, but the account must do something first (confirm its address, turn
+    /// on two-factor); the message says what, and is safe to show.
+    #[error("{0}")]
+    Refused(String),
     /// Missing, or belongs to another workspace (which must look the same).
     #[error("not found")]
     NotFound,

@@ -6,6 +6,7 @@
 pub mod accounts;
 pub mod api_keys;
 pub mod audience;
+pub mod audit;
 pub mod campaigns;
 pub mod db;
 pub mod domain;
@@ -29,6 +30,7 @@ pub mod template_sandbox;
 pub mod tokens;
 pub mod tracking;
 pub mod transactional;
+pub mod two_factor;
 pub mod users;
 pub mod webhooks;
 pub mod workspaces;

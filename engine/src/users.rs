@@ -13,6 +13,8 @@ pub struct User {
     pub id: UserId,
     pub email: String,
     pub name: String,
+    /// The address was confirmed with the link mailed at sign-up (see `accounts`).
+    pub email_verified: bool,
 }
 
 /// Creates an account. An address already taken is a `Conflict` whose message does not confirm
@@ -64,7 +66,7 @@ pub async fn authenticate(db: &Db, email: &str, pw: &str) -> Result<UserId> {
 }
 
 pub async fn get_user(db: &Db, id: UserId) -> Result<User> {
-    sqlx::query_as("SELECT id, email, name FROM users WHERE id = $1")
+    sqlx::query_as("SELECT id, email, name, email_verified_at IS NOT NULL AS email_verified FROM users WHERE id = $1")
         .bind(id)
         .fetch_optional(db.pool())
         .await?
@@ -72,7 +74,7 @@ pub async fn get_user(db: &Db, id: UserId) -> Result<User> {
 }
 
 pub async fn find_by_email(db: &Db, email: &str) -> Result<Option<User>> {
-    Ok(sqlx::query_as("SELECT id, email, name FROM users WHERE lower(email) = lower($1)")
+    Ok(sqlx::query_as("SELECT id, email, name, email_verified_at IS NOT NULL AS email_verified FROM users\n         WHERE lower(email) = lower($1)")
         .bind(email.trim())
         .fetch_optional(db.pool())
         .await?)

@@ -39,6 +39,8 @@ pub struct Member {
     pub name: String,
     pub role: Role,
     pub joined_at: DateTime<Utc>,
+    /// Logs in with a second factor (see `two_factor`).
+    pub two_factor: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -117,6 +119,32 @@ pub async fn role_of(db: &Db, tenant: TenantId, user: UserId) -> Result<Option<R
     role.map(|r| Role::parse(&r)).transpose()
 }
 
+/// What a request in `tenant` may do as `user`: their role, or `None` when not a member. A
+/// member without two-factor in a workspace that requires it is `Refused` (they can still switch
+/// to it and see why, and turn it on from their account).
+pub async fn access(db: &Db, tenant: TenantId, user: UserId) -> Result<Option<Role>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let row: Option<(String, bool)> = sqlx::query_as(
+        "SELECT m.role, t.require_two_factor AND u.totp_enabled_at IS NULL
+         FROM memberships m JOIN tenants t ON t.id = m.tenant_id JOIN users u ON u.id = m.user_id
+         WHERE m.tenant_id = $1 AND m.user_id = $2",
+    )
+    .bind(tenant)
+    .bind(user)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    match row {
+        None => Ok(None),
+        Some((_, true)) => Err(Error::Refused(TWO_FACTOR_REQUIRED.into())),
+        Some((role, false)) => Ok(Some(Role::parse(&role)?)),
+    }
+}
+
+/// What a member without two-factor reads in a workspace that requires it.
+pub const TWO_FACTOR_REQUIRED: &str =
+    "This workspace requires two-factor authentication of every member. Turn it on under Your account, then come back.";
+
 pub async fn get(db: &Db, tenant: TenantId) -> Result<Workspace> {
     let mut tx = db.tenant_tx(tenant).await?;
     let ws = sqlx::query_as(
@@ -172,8 +200,9 @@ pub async fn update_settings(db: &Db, tenant: TenantId, update: SettingsUpdate) 
 
 pub async fn members(db: &Db, tenant: TenantId) -> Result<Vec<Member>> {
     let mut tx = db.tenant_tx(tenant).await?;
-    let rows: Vec<(UserId, String, String, String, DateTime<Utc>)> = sqlx::query_as(
-        "SELECT u.id, u.email, u.name, m.role, m.created_at FROM memberships m JOIN users u ON u.id = m.user_id
+    let rows: Vec<(UserId, String, String, String, DateTime<Utc>, bool)> = sqlx::query_as(
+        "SELECT u.id, u.email, u.name, m.role, m.created_at, u.totp_enabled_at IS NOT NULL
+         FROM memberships m JOIN users u ON u.id = m.user_id
          WHERE m.tenant_id = $1 ORDER BY m.created_at, lower(u.email)",
     )
     .bind(tenant)
@@ -181,8 +210,8 @@ pub async fn members(db: &Db, tenant: TenantId) -> Result<Vec<Member>> {
     .await?;
     tx.commit().await?;
     rows.into_iter()
-        .map(|(user_id, email, name, role, joined_at)| {
-            Ok(Member { user_id, email, name, role: Role::parse(&role)?, joined_at })
+        .map(|(user_id, email, name, role, joined_at, two_factor)| {
+            Ok(Member { user_id, email, name, role: Role::parse(&role)?, joined_at, two_factor })
         })
         .collect()
 }

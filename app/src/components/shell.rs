@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_router::components::{A, Outlet, Redirect};
 use leptos_router::hooks::use_location;
 
-use crate::auth::{Logout, SessionInfo, SwitchWorkspace, get_session_info};
+use crate::auth::{Logout, ResendVerification, SessionInfo, SwitchWorkspace, get_session_info};
 use crate::components::ui::LoadError;
 
 /// The session summary, provided to every page inside the shell.
@@ -46,6 +46,7 @@ fn Frame(info: SessionInfo) -> impl IntoView {
     let logout = ServerAction::<Logout>::new();
     let current = info.current.clone().unwrap_or_else(unreachable_workspace);
     let current_id = current.id.clone();
+    let two_factor_required = info.two_factor_required;
     let nav = [
         ("/", "Dashboard"),
         ("/audience", "Audience"),
@@ -118,10 +119,53 @@ fn Frame(info: SessionInfo) -> impl IntoView {
             </aside>
             <main class="min-w-0 flex-1 px-4 py-6 md:px-10 md:py-8">
                 <div class="mx-auto max-w-5xl">
-                    <Outlet/>
+                    {(!info.email_verified).then(|| view! { <VerifyEmailBanner email=info.email.clone()/> })}
+                    {move || {
+                        // The account page stays reachable: it is where two-factor is turned on.
+                        let blocked = two_factor_required && location.pathname.get() != "/account";
+                        if blocked { view! { <TwoFactorRequired/> }.into_any() } else { view! { <Outlet/> }.into_any() }
+                    }}
                 </div>
             </main>
         </div>
+    }
+}
+
+/// Until the sign-up link is opened: what is held back, and a way to get a new link.
+#[component]
+fn VerifyEmailBanner(email: String) -> impl IntoView {
+    let resend = ServerAction::<ResendVerification>::new();
+    view! {
+        <div role="status" class="mb-6 flex flex-wrap items-center justify-between gap-3 rounded-lg border border-amber-200 bg-amber-50 px-4 py-3 text-sm text-amber-900"
+            data-testid="verify-email-banner">
+            <span>
+                "Confirm your address: we sent a link to " <strong>{email}</strong>
+                ". Until you open it you cannot send campaigns, create API keys or join workspaces."
+            </span>
+            <ActionForm action=resend>
+                <button type="submit" class="btn-secondary px-3 py-1 text-xs" disabled=move || resend.pending().get()>
+                    {move || match resend.value().get() {
+                        Some(Ok(())) => "Sent: check your inbox",
+                        _ => "Send the link again",
+                    }}
+                </button>
+            </ActionForm>
+            <crate::components::ui::ActionError value=resend.value()/>
+        </div>
+    }
+}
+
+/// Shown instead of a page of a workspace that requires two-factor, to a member without it.
+#[component]
+fn TwoFactorRequired() -> impl IntoView {
+    view! {
+        <section class="rounded-xl border border-slate-200 bg-white p-8 text-center shadow-sm" data-testid="two-factor-required">
+            <h1 class="text-lg font-semibold text-slate-900">"Two-factor authentication required"</h1>
+            <p class="mt-2 text-sm text-slate-600">
+                "This workspace asks every member to log in with a code from an authenticator app as well as a password."
+            </p>
+            <a href="/account" class="btn-primary mt-4">"Turn it on in your account"</a>
+        </section>
     }
 }
 

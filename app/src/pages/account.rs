@@ -1,10 +1,14 @@
-//! `/account`: the logged-in person's own account: their password and where they are logged in.
+//! `/account`: the logged-in person's own account: their password, two-factor authentication,
+//! where they are logged in, and deleting the account.
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
 use crate::error::AppError;
+use crate::pages::account_two_factor::{
+    ConfirmTwoFactor, DisableTwoFactor, StartTwoFactor, TwoFactorCard, two_factor_status,
+};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SessionRow {
@@ -62,15 +66,35 @@ pub async fn end_other_sessions() -> Result<u64, AppError> {
     Ok(herald_engine::accounts::end_sessions(&state.db, user, Some(&session_id(&session))).await?)
 }
 
+/// Deletes the account (and the workspaces where it is the only member), then logs out.
+#[server(prefix = "/rpc", endpoint = "delete_account")]
+pub async fn delete_account(current_password: String) -> Result<(), AppError> {
+    use crate::ssr::*;
+    let (state, session, user) = require_user().await?;
+    if !state.auth_account_limiter.check(&format!("delete-account:{user}")) {
+        return Err(AppError::RateLimited.respond());
+    }
+    let gone = herald_engine::accounts::delete_account(&state.db, user, &current_password).await?;
+    tracing::info!(%user, workspaces_deleted = gone.len(), "account deleted");
+    log_out(&session).await?;
+    leptos_axum::redirect("/login?deleted=1");
+    Ok(())
+}
+
 #[component]
 pub fn AccountPage() -> impl IntoView {
     let change = ServerAction::<ChangePassword>::new();
     let end_one = ServerAction::<EndSession>::new();
     let end_others = ServerAction::<EndOtherSessions>::new();
+    let start = ServerAction::<StartTwoFactor>::new();
+    let confirm = ServerAction::<ConfirmTwoFactor>::new();
+    let disable = ServerAction::<DisableTwoFactor>::new();
+    let delete = ServerAction::<DeleteAccount>::new();
     let sessions = Resource::new(
         move || (change.version().get(), end_one.version().get(), end_others.version().get()),
         |_| list_sessions(),
     );
+    let two_factor = Resource::new(move || (confirm.version().get(), disable.version().get()), |_| two_factor_status());
     let changed = move || matches!(change.value().get(), Some(Ok(())));
     view! {
         <PageHeader title="Your account"/>
@@ -92,6 +116,7 @@ pub fn AccountPage() -> impl IntoView {
                 })}
             </ActionForm>
         </Card>
+        <TwoFactorCard status=two_factor start=start confirm=confirm disable=disable/>
         <Card title="Where you are logged in">
             <ActionError value=end_one.value()/>
             <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
@@ -102,6 +127,24 @@ pub fn AccountPage() -> impl IntoView {
                     }
                 })}
             </Suspense>
+        </Card>
+        <Card title="Delete your account">
+            <p class="text-sm text-slate-600">
+                "Deletes your account and logs you out everywhere. Workspaces where you are the only member are "
+                "deleted with it, with their readers, campaigns and reports. If you are the only owner of a "
+                "workspace others use, make one of them owner first."
+            </p>
+            <details class="mt-3">
+                <summary class="cursor-pointer text-sm text-red-700">"Delete my account"</summary>
+                <ActionForm action=delete attr:class="mt-3 max-w-md space-y-3">
+                    <div>
+                        <label for="delete_password" class="label">"Your password"</label>
+                        <input id="delete_password" name="current_password" type="password" required autocomplete="current-password" class="input"/>
+                    </div>
+                    <button type="submit" class="btn-danger" disabled=move || delete.pending().get()>"Delete my account for good"</button>
+                    <ActionError value=delete.value()/>
+                </ActionForm>
+            </details>
         </Card>
     }
 }

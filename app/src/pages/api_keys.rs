@@ -42,7 +42,14 @@ pub async fn create_api_key(name: String) -> Result<String, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, api_keys};
     let m = require_role(Role::Admin).await?;
+    herald_engine::accounts::require_verified_email(&m.state.db, m.user).await?;
     let (_, key) = api_keys::create(&m.state.db, m.tenant, Some(m.user), m.role, &name).await?;
+    m.audit(
+        herald_engine::audit::Action::ApiKeyCreated,
+        name.trim(),
+        serde_json::json!({ "prefix": key.chars().take(12).collect::<String>() }),
+    )
+    .await;
     Ok(key)
 }
 
@@ -53,6 +60,7 @@ pub async fn revoke_api_key(key_id: String) -> Result<(), AppError> {
     let m = require_role(Role::Admin).await?;
     let id = crate::ssr::parse_id(&key_id)?;
     api_keys::revoke(&m.state.db, m.tenant, m.role, id).await?;
+    m.audit(herald_engine::audit::Action::ApiKeyRevoked, id, serde_json::json!({})).await;
     Ok(())
 }
 

@@ -14,6 +14,7 @@ use crate::components::timezone;
 use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, short_time};
 use crate::error::AppError;
 use crate::pages::audience::{ListsView, list_lists};
+use crate::pages::campaign_approval::{ApprovalStatus, ApprovalView};
 use crate::pages::campaign_progress::{CampaignProgress, ReportView, campaign_report};
 use crate::pages::campaign_repeat::{
     RecurringCampaign, RecurringView, RepeatDraft, RepeatFields, RepeatForm, load_recurring,
@@ -53,6 +54,12 @@ pub struct CampaignDetail {
     pub postal_address_missing: bool,
     /// The schedule and per-reader data of a recurring campaign (empty `every`: one-off).
     pub repeat: RepeatDraft,
+    /// The workspace requires approval and this member cannot give it: "Send" asks for it.
+    pub approval_needed: bool,
+    /// An owner or admin: may approve a request.
+    pub can_approve: bool,
+    /// The latest approval request, if any was made.
+    pub approval: Option<ApprovalView>,
 }
 
 /// Everything the author edits; autosave sends all of it each time. Strings as typed, so the
@@ -145,7 +152,13 @@ pub async fn get_campaign(id: String) -> Result<CampaignDetail, AppError> {
     let c = store::get(&m.state.db, m.tenant, id).await?;
     let ws = workspaces::get(&m.state.db, m.tenant).await?;
     let repeat = RepeatDraft::from_campaign(&c);
+    let approval_needed =
+        !m.role.can_administer() && herald_engine::campaigns::approval::required(&m.state.db, m.tenant).await?;
+    let approval = crate::pages::campaign_approval::latest_request(&m, id).await?;
     Ok(CampaignDetail {
+        approval_needed,
+        can_approve: m.role.can_administer(),
+        approval,
         repeat,
         id: c.id.to_string(),
         name: c.name,
@@ -368,8 +381,13 @@ pub async fn send_campaign(id: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::store};
     let m = require_role(Role::Author).await?;
+    herald_engine::accounts::require_verified_email(&m.state.db, m.user).await?;
     let id = crate::ssr::parse_id(&id)?;
+    if ask_for_approval(&m, id, None, "").await? {
+        return Ok(());
+    }
     store::send_now(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?;
+    m.audit(herald_engine::audit::Action::CampaignSent, id, serde_json::json!({})).await;
     Ok(())
 }
 
@@ -380,11 +398,40 @@ pub async fn schedule_campaign(id: String, at: String, timezone: String) -> Resu
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::store};
     let m = require_role(Role::Author).await?;
+    herald_engine::accounts::require_verified_email(&m.state.db, m.user).await?;
     let id = crate::ssr::parse_id(&id)?;
     let at = serde_json::from_value(serde_json::Value::String(at.trim().to_string()))
         .map_err(|_| AppError::Invalid("Choose a valid date and time.".into()).respond())?;
+    if ask_for_approval(&m, id, Some(at), &timezone).await? {
+        return Ok(());
+    }
     store::schedule(&m.state.db, m.tenant, m.role, id, at, timezone.trim()).await?;
+    m.audit(
+        herald_engine::audit::Action::CampaignScheduled,
+        id,
+        serde_json::json!({ "at": at, "timezone": timezone.trim() }),
+    )
+    .await;
     Ok(())
+}
+
+/// In a workspace that requires approval, an author's "Send" or "Schedule" becomes a request
+/// (true); otherwise nothing happens here (false) and the send goes ahead.
+#[cfg(feature = "ssr")]
+async fn ask_for_approval(
+    m: &crate::ssr::Member,
+    id: uuid::Uuid,
+    at: Option<chrono::DateTime<chrono::Utc>>,
+    timezone: &str,
+) -> Result<bool, AppError> {
+    use herald_engine::campaigns::approval;
+    if m.role.can_administer() || !approval::required(&m.state.db, m.tenant).await? {
+        return Ok(false);
+    }
+    approval::request(&m.state.db, m.tenant, m.user, m.role, id, at, timezone).await?;
+    let detail = serde_json::json!({ "send_at": at, "timezone": timezone.trim() });
+    m.audit(herald_engine::audit::Action::ApprovalRequested, id, detail).await;
+    Ok(true)
 }
 
 #[server(prefix = "/rpc", endpoint = "unschedule_campaign")]
@@ -394,6 +441,7 @@ pub async fn unschedule_campaign(id: String) -> Result<(), AppError> {
     let m = require_role(Role::Author).await?;
     let id = crate::ssr::parse_id(&id)?;
     store::unschedule(&m.state.db, m.tenant, m.role, id).await?;
+    m.audit(herald_engine::audit::Action::CampaignUnscheduled, id, serde_json::json!({})).await;
     Ok(())
 }
 
@@ -812,7 +860,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
                 <PreviewPanel preview=preview reader=preview_as/>
                 {can_edit.then(|| view! { <TestSendPanel test=test after_save=after_save/> })}
                 {can_edit.then(|| view! {
-                    <SendPanel c=c.clone() form=form lists=lists after_save=after_save actions=lifecycle/>
+                    <SendPanel c=c.clone() form=form lists=lists after_save=after_save actions=lifecycle refresh=refresh/>
                 })}
             </div> }.into_any()}
         </div>
@@ -1266,8 +1314,10 @@ fn SendPanel(
     lists: Resource<Result<ListsView, AppError>>,
     after_save: Callback<AfterSave>,
     actions: Lifecycle,
+    refresh: RwSignal<u32>,
 ) -> impl IntoView {
     let Lifecycle { send, schedule, unschedule, delete, discard, save_failed } = actions;
+    let asks = c.approval_needed;
     let id = StoredValue::new(c.id.clone());
     let scheduled = c.status == "scheduled";
     let is_draft = c.status == "draft";
@@ -1344,6 +1394,14 @@ fn SendPanel(
 
     view! {
         <Card title="Send">
+            {c.approval.clone().map(|request| view! {
+                <ApprovalStatus id=c.id.clone() request=request can_approve=c.can_approve refresh=refresh/>
+            })}
+            {asks.then(|| view! {
+                <p class="mb-3 text-sm text-slate-600">
+                    "In this workspace an owner or admin approves each send: the buttons below ask them."
+                </p>
+            })}
             {scheduled.then(|| view! {
                 <div class="mb-4 flex items-center justify-between gap-3 rounded-md bg-blue-50 px-3 py-2 text-sm text-blue-800" data-testid="scheduled-banner">
                     <span>"Scheduled for " <strong>{move || scheduled_label.get()}</strong>". Edits are saved and go out with it."</span>
@@ -1355,6 +1413,7 @@ fn SendPanel(
                 <button type="button" class="btn-primary" disabled=busy on:click=move |_| confirm_send.set(true)>
                     {move || match (send.pending().get(), form.repeat.every.get().is_empty()) {
                         (true, _) => "Starting…",
+                        (false, _) if asks => "Ask for approval to send",
                         (false, true) => "Send now",
                         (false, false) => "Start the schedule",
                     }}
@@ -1393,7 +1452,15 @@ fn SendPanel(
                         </select>
                     </div>
                     <button type="submit" class="btn-secondary" disabled=busy>
-                        {move || if schedule.pending().get() { "Scheduling…" } else if scheduled { "Reschedule" } else { "Schedule" }}
+                        {move || if schedule.pending().get() {
+                            "Scheduling…"
+                        } else if asks {
+                            "Ask for approval to schedule"
+                        } else if scheduled {
+                            "Reschedule"
+                        } else {
+                            "Schedule"
+                        }}
                     </button>
                 </div>
                 <p class="mt-1 text-xs text-red-600" role="alert">{move || schedule_error.get()}</p>
@@ -1407,7 +1474,9 @@ fn SendPanel(
                 </div>
             })}
         </Card>
-        <ConfirmDialog open=confirm_send title="Send this campaign now?" confirm_label="Send now"
+        <ConfirmDialog open=confirm_send
+            title=if asks { "Ask for approval to send this campaign?" } else { "Send this campaign now?" }
+            confirm_label=if asks { "Ask for approval" } else { "Send now" }
             on_confirm=move |()| after_save.run(AfterSave::SendNow)>
             <SendSummary form=form lists=lists/>
         </ConfirmDialog>

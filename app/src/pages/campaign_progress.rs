@@ -119,6 +119,7 @@ pub async fn pause_campaign(id: String) -> Result<(), AppError> {
     let id = crate::ssr::parse_id(&id)?;
     let who = users::get_user(&m.state.db, m.user).await.map(|u| u.email).unwrap_or_else(|_| "a member".into());
     store::pause(&m.state.db, m.tenant, m.role, id, &format!("Paused by {who}.")).await?;
+    m.audit(herald_engine::audit::Action::CampaignPaused, id, serde_json::json!({})).await;
     Ok(())
 }
 
@@ -129,6 +130,7 @@ pub async fn resume_campaign(id: String) -> Result<(), AppError> {
     let m = require_role(Role::Author).await?;
     let id = crate::ssr::parse_id(&id)?;
     store::resume(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?;
+    m.audit(herald_engine::audit::Action::CampaignResumed, id, serde_json::json!({})).await;
     Ok(())
 }
 
@@ -139,6 +141,7 @@ pub async fn cancel_campaign(id: String) -> Result<(), AppError> {
     let m = require_role(Role::Author).await?;
     let id = crate::ssr::parse_id(&id)?;
     store::cancel(&m.state.db, m.tenant, m.role, id).await?;
+    m.audit(herald_engine::audit::Action::CampaignCancelled, id, serde_json::json!({})).await;
     Ok(())
 }
 

@@ -248,7 +248,9 @@ pub async fn stop_recurring(id: String) -> Result<(), AppError> {
     use herald_engine::Role;
     use herald_engine::campaigns::recurring;
     let m = require_role(Role::Author).await?;
-    recurring::stop(&m.state.db, m.tenant, m.role, parse_id(&id)?).await?;
+    let id = parse_id(&id)?;
+    recurring::stop(&m.state.db, m.tenant, m.role, id).await?;
+    m.audit(herald_engine::audit::Action::CampaignStopped, id, serde_json::json!({})).await;
     Ok(())
 }
 

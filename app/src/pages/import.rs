@@ -68,7 +68,9 @@ pub async fn start_import(
     let list_ids =
         lists.split(',').filter(|s| !s.trim().is_empty()).map(crate::ssr::parse_id).collect::<Result<Vec<_>, _>>()?;
     let start = import::StartImport { mapping, list_ids, mode, existing };
+    let detail = serde_json::json!({ "mode": start.mode, "existing": start.existing, "lists": start.list_ids });
     import::start(&m.state.db, &m.state.jobs, m.tenant, m.role, id, start).await?;
+    m.audit(herald_engine::audit::Action::ImportStarted, id, detail).await;
     Ok(())
 }
 

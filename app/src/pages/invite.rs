@@ -41,8 +41,12 @@ pub async fn get_invite(token: String) -> Result<InviteView, AppError> {
 pub async fn accept_invite(token: String) -> Result<(), AppError> {
     use crate::ssr::*;
     let (state, session, user) = require_user().await?;
+    herald_engine::accounts::require_verified_email(&state.db, user).await?;
     let me = herald_engine::users::get_user(&state.db, user).await?;
     let tenant = herald_engine::invites::accept(&state.db, &state.signer, &token, user, &me.email).await?;
+    let actor = herald_engine::audit::Actor::User { id: user, ip: client_ip().await };
+    let joined = herald_engine::audit::Action::MemberJoined;
+    herald_engine::audit::note(&state.db, tenant, &actor, joined, &me.email, serde_json::json!({})).await;
     set_session_tenant(&session, tenant).await?;
     leptos_axum::redirect("/settings/members");
     Ok(())

@@ -28,11 +28,17 @@ pub fn LoginPage() -> impl IntoView {
     let next = move || use_query_map().with(|q| q.get("next")).unwrap_or_default();
     let signup_href = move || format!("/signup?next={}", next());
     let after_reset = move || use_query_map().with(|q| q.get("reset").as_deref() == Some("done"));
+    let after_delete = move || use_query_map().with(|q| q.get("deleted").as_deref() == Some("1"));
     view! {
         <AuthCard title="Log in">
             {move || after_reset().then(|| view! {
                 <p role="status" class="mb-4 rounded-md bg-emerald-50 px-3 py-2 text-sm text-emerald-800">
                     "Your password has been changed. Log in with the new one."
+                </p>
+            })}
+            {move || after_delete().then(|| view! {
+                <p role="status" class="mb-4 rounded-md bg-slate-100 px-3 py-2 text-sm text-slate-700">
+                    "Your account has been deleted."
                 </p>
             })}
             <ActionForm action=action attr:class="space-y-4">

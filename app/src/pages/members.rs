@@ -15,6 +15,7 @@ pub struct MemberRow {
     pub role: String,
     pub joined_at: String,
     pub is_me: bool,
+    pub two_factor: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -31,6 +32,8 @@ pub struct MembersView {
     pub invites: Vec<InviteRow>,
     pub can_manage: bool,
     pub is_owner: bool,
+    pub require_two_factor: bool,
+    pub require_send_approval: bool,
 }
 
 #[server(prefix = "/rpc", endpoint = "list_members")]
@@ -48,6 +51,7 @@ pub async fn list_members() -> Result<MembersView, AppError> {
             name: x.name,
             role: x.role.to_string(),
             joined_at: x.joined_at.to_rfc3339(),
+            two_factor: x.two_factor,
         })
         .collect();
     // Viewers and authors see the team but not the addresses of people not yet in it.
@@ -65,7 +69,38 @@ pub async fn list_members() -> Result<MembersView, AppError> {
     } else {
         Vec::new()
     };
-    Ok(MembersView { members, invites, can_manage: m.role.can_administer(), is_owner: m.role == Role::Owner })
+    let require_two_factor = herald_engine::two_factor::workspace_requires(&m.state.db, m.tenant).await?;
+    let require_send_approval = herald_engine::campaigns::approval::required(&m.state.db, m.tenant).await?;
+    Ok(MembersView {
+        members,
+        invites,
+        can_manage: m.role.can_administer(),
+        is_owner: m.role == Role::Owner,
+        require_two_factor,
+        require_send_approval,
+    })
+}
+
+/// The workspace's rules for every member: two-factor login, and approval before a send.
+/// Checkboxes: a field is present when ticked.
+#[server(prefix = "/rpc", endpoint = "save_team_rules")]
+pub async fn save_team_rules(two_factor: Option<String>, send_approval: Option<String>) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::Role;
+    let m = require_role(Role::Admin).await?;
+    let ticked = |v: Option<String>| v.is_some_and(|v| v == "on" || v == "true");
+    let (two_factor, send_approval) = (ticked(two_factor), ticked(send_approval));
+    herald_engine::two_factor::set_workspace_requirement(&m.state.db, m.tenant, m.user, m.role, two_factor).await?;
+    herald_engine::campaigns::approval::set_required(&m.state.db, m.tenant, m.role, send_approval).await?;
+    let detail = serde_json::json!({ "require_two_factor": two_factor, "require_send_approval": send_approval });
+    m.audit(herald_engine::audit::Action::TeamRulesChanged, "", detail).await;
+    Ok(())
+}
+
+/// A member's address for the audit log (their id if the account is gone).
+#[cfg(feature = "ssr")]
+async fn member_email(m: &crate::ssr::Member, user: herald_engine::UserId) -> String {
+    herald_engine::users::get_user(&m.state.db, user).await.map(|u| u.email).unwrap_or_else(|_| user.to_string())
 }
 
 #[server(prefix = "/rpc", endpoint = "invite_member")]
@@ -77,6 +112,8 @@ pub async fn invite_member(email: String, role: String) -> Result<(), AppError> 
     let role = Role::parse(&role)?;
     let s = &m.state;
     invites::invite_and_mail(&s.db, &s.signer, &s.jobs, &s.base_url, m.tenant, m.user, m.role, &email, role).await?;
+    m.audit(herald_engine::audit::Action::MemberInvited, email.as_str(), serde_json::json!({ "role": role.as_str() }))
+        .await;
     Ok(())
 }
 
@@ -85,7 +122,14 @@ pub async fn change_member_role(user_id: String, role: String) -> Result<(), App
     use crate::ssr::require_role;
     use herald_engine::{Role, workspaces};
     let m = require_role(Role::Admin).await?;
-    workspaces::set_role(&m.state.db, m.tenant, m.role, user_id.parse()?, Role::parse(&role)?).await?;
+    let (user, role) = (user_id.parse()?, Role::parse(&role)?);
+    workspaces::set_role(&m.state.db, m.tenant, m.role, user, role).await?;
+    m.audit(
+        herald_engine::audit::Action::MemberRoleChanged,
+        member_email(&m, user).await,
+        serde_json::json!({ "role": role.as_str() }),
+    )
+    .await;
     Ok(())
 }
 
@@ -94,7 +138,10 @@ pub async fn remove_member(user_id: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, workspaces};
     let m = require_role(Role::Admin).await?;
-    workspaces::remove_member(&m.state.db, m.tenant, m.role, user_id.parse()?).await?;
+    let user = user_id.parse()?;
+    let email = member_email(&m, user).await;
+    workspaces::remove_member(&m.state.db, m.tenant, m.role, user).await?;
+    m.audit(herald_engine::audit::Action::MemberRemoved, email, serde_json::json!({})).await;
     Ok(())
 }
 
@@ -105,6 +152,7 @@ pub async fn leave_workspace() -> Result<(), AppError> {
     use herald_engine::{Role, workspaces};
     let m = require_role(Role::Viewer).await?;
     workspaces::leave(&m.state.db, m.tenant, m.user).await?;
+    m.audit(herald_engine::audit::Action::MemberLeft, member_email(&m, m.user).await, serde_json::json!({})).await;
     leptos_axum::redirect("/");
     Ok(())
 }
@@ -116,6 +164,7 @@ pub async fn revoke_invite(invite_id: String) -> Result<(), AppError> {
     let m = require_role(Role::Admin).await?;
     let id = crate::ssr::parse_id(&invite_id)?;
     invites::revoke(&m.state.db, m.tenant, m.role, id).await?;
+    m.audit(herald_engine::audit::Action::InviteWithdrawn, id, serde_json::json!({})).await;
     Ok(())
 }
 
@@ -125,8 +174,17 @@ pub fn MembersPage() -> impl IntoView {
     let change = ServerAction::<ChangeMemberRole>::new();
     let remove = ServerAction::<RemoveMember>::new();
     let revoke = ServerAction::<RevokeInvite>::new();
+    let rule = ServerAction::<SaveTeamRules>::new();
     let data = Resource::new(
-        move || (invite.version().get(), change.version().get(), remove.version().get(), revoke.version().get()),
+        move || {
+            (
+                invite.version().get(),
+                change.version().get(),
+                remove.version().get(),
+                revoke.version().get(),
+                rule.version().get(),
+            )
+        },
         |_| list_members(),
     );
     view! {
@@ -134,12 +192,48 @@ pub fn MembersPage() -> impl IntoView {
         <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
-                    Ok(v) => view! { <MembersBody v=v invite=invite change=change remove=remove revoke=revoke/> }.into_any(),
+                    Ok(v) => view! {
+                        <MembersBody v=v.clone() invite=invite change=change remove=remove revoke=revoke/>
+                        {v.can_manage.then(|| view! {
+                            <TeamRules two_factor=v.require_two_factor send_approval=v.require_send_approval rule=rule/>
+                        })}
+                    }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
             })}
         </Suspense>
         <LeaveWorkspace/>
+    }
+}
+
+/// Rules every member of the workspace follows.
+#[component]
+fn TeamRules(two_factor: bool, send_approval: bool, rule: ServerAction<SaveTeamRules>) -> impl IntoView {
+    view! {
+        <Card title="Team rules">
+            <ActionForm action=rule attr:class="space-y-3">
+                <label class="flex items-start gap-3 text-sm">
+                    <input type="checkbox" name="two_factor" value="on" checked=two_factor class="mt-0.5"/>
+                    <span>
+                        <span class="font-medium text-slate-800">"Require two-factor authentication"</span>
+                        <span class="block text-slate-500">
+                            "Members without it see only a request to turn it on until they do. You need it yourself to turn this on."
+                        </span>
+                    </span>
+                </label>
+                <label class="flex items-start gap-3 text-sm">
+                    <input type="checkbox" name="send_approval" value="on" checked=send_approval class="mt-0.5"/>
+                    <span>
+                        <span class="font-medium text-slate-800">"Require approval before a campaign is sent"</span>
+                        <span class="block text-slate-500">
+                            "Authors write campaigns and ask for them to go out; an owner or admin approves or turns down each request."
+                        </span>
+                    </span>
+                </label>
+                <button type="submit" class="btn-secondary" disabled=move || rule.pending().get()>"Save rules"</button>
+                <ActionError value=rule.value()/>
+            </ActionForm>
+        </Card>
     }
 }
 
@@ -215,7 +309,12 @@ fn MembersBody(
                         view! {
                             <tr>
                                 <td class="py-3">
-                                    <div class="font-medium text-slate-800">{m.email.clone()} {m.is_me.then_some(" (you)")}</div>
+                                    <div class="font-medium text-slate-800">
+                                        {m.email.clone()} {m.is_me.then_some(" (you)")}
+                                        {m.two_factor.then(|| view! {
+                                            <span class="badge ml-2 bg-emerald-100 text-emerald-800" title="Logs in with two-factor authentication">"2FA"</span>
+                                        })}
+                                    </div>
                                     <div class="text-xs text-slate-500">{m.name.clone()}</div>
                                 </td>
                                 <td>

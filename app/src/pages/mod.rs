@@ -13,9 +13,12 @@
 //! route directly with data in every state and fails on such an error.
 
 pub mod account;
+pub mod account_two_factor;
 pub mod api_keys;
 pub mod audience;
+pub mod audit_log;
 pub mod campaign;
+pub mod campaign_approval;
 pub mod campaign_progress;
 pub mod campaign_repeat;
 pub mod campaign_stats;
@@ -26,6 +29,7 @@ pub mod import;
 pub mod imports;
 pub mod invite;
 pub mod login;
+pub mod login_two_factor;
 pub mod members;
 pub mod new_workspace;
 pub mod not_found;
@@ -42,3 +46,4 @@ pub mod transactional;
 pub mod transactional_message;
 pub mod tx_template;
 pub mod tx_templates;
+pub mod verify_email;

@@ -122,6 +122,7 @@ pub async fn erase_reader(id: i64) -> Result<(), AppError> {
     use herald_engine::{Role, audience::readers};
     let m = require_role(Role::Admin).await?;
     readers::erase(&m.state.db, m.tenant, m.role, id).await?;
+    m.audit(herald_engine::audit::Action::ReaderErased, id, serde_json::json!({})).await;
     leptos_axum::redirect("/audience/readers");
     Ok(())
 }

@@ -98,6 +98,8 @@ pub async fn save_sending_policy(cap: String, cap_hours: String, max_queue_age_h
         max_queue_age_hours: hours(&max_queue_age_hours, "maximum queue age")?,
     };
     workspaces::set_sending_policy(&m.state.db, m.tenant, m.role, policy).await?;
+    m.audit(herald_engine::audit::Action::SendingPolicyChanged, "", serde_json::to_value(policy).unwrap_or_default())
+        .await;
     Ok(())
 }
 
@@ -155,6 +157,7 @@ pub async fn save_identity(id: String, identity: IdentityForm) -> Result<(), App
     let id = if id.trim().is_empty() { None } else { Some(crate::ssr::parse_id(&id)?) };
     identities::check_destination(&input.smtp_url, &m.state.egress)?;
     identities::save(&m.state.db, &m.state.signer, m.tenant, m.role, id, &input).await?;
+    m.audit(herald_engine::audit::Action::IdentitySaved, &input.name, serde_json::json!({ "new": id.is_none() })).await;
     Ok(())
 }
 
@@ -165,6 +168,7 @@ pub async fn delete_identity(id: String) -> Result<(), AppError> {
     let m = require_role(Role::Admin).await?;
     let id = crate::ssr::parse_id(&id)?;
     identities::delete(&m.state.db, m.tenant, m.role, id).await?;
+    m.audit(herald_engine::audit::Action::IdentityDeleted, id, serde_json::json!({})).await;
     Ok(())
 }
 

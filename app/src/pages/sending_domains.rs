@@ -85,6 +85,7 @@ pub async fn add_sending_domain(domain: String) -> Result<(), AppError> {
     use herald_engine::{Role, sending_domains};
     let m = require_role(Role::Admin).await?;
     sending_domains::add(&m.state.db, &m.state.signer, m.tenant, m.role, &domain).await?;
+    m.audit(herald_engine::audit::Action::DomainAdded, domain.trim().to_lowercase(), serde_json::json!({})).await;
     Ok(())
 }
 
@@ -105,6 +106,7 @@ pub async fn delete_sending_domain(domain_id: String) -> Result<(), AppError> {
     let m = require_role(Role::Admin).await?;
     let id = crate::ssr::parse_id(&domain_id)?;
     sending_domains::delete(&m.state.db, m.tenant, m.role, id).await?;
+    m.audit(herald_engine::audit::Action::DomainDeleted, id, serde_json::json!({})).await;
     Ok(())
 }
 

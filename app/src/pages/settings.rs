@@ -43,7 +43,13 @@ pub async fn update_workspace_settings(
     use herald_engine::{Role, workspaces};
     let m = require_role(Role::Admin).await?;
     let update = workspaces::SettingsUpdate { name, postal_address, default_from_name, default_from_email };
-    workspaces::update_settings(&m.state.db, m.tenant, update).await?;
+    let ws = workspaces::update_settings(&m.state.db, m.tenant, update).await?;
+    m.audit(
+        herald_engine::audit::Action::SettingsChanged,
+        &ws.name,
+        serde_json::json!({ "default_from": format!("{} <{}>", ws.default_from_name, ws.default_from_email) }),
+    )
+    .await;
     Ok(())
 }
 
@@ -56,6 +62,7 @@ pub fn SettingsTabs(active: &'static str) -> impl IntoView {
         ("/settings/domains", "Domains"),
         ("/settings/members", "Members"),
         ("/settings/api-keys", "API keys"),
+        ("/settings/audit", "Audit log"),
     ];
     view! { <TabbedHeader title="Settings" tabs=TABS active=active/> }
 }

@@ -1,5 +1,6 @@
 //! Campaigns and the send engine. See `delivery` for the exactly-once argument.
 
+pub mod approval;
 pub mod delivery;
 pub mod fair_share;
 pub mod fanout;

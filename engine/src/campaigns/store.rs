@@ -239,6 +239,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &Cam
             return Err(Error::Conflict("This campaign has started sending and can no longer be edited.".into()));
         }
     };
+    super::approval::withdraw_pending(&mut tx, tenant, id).await?;
     tx.commit().await?;
     Ok(campaign)
 }
@@ -291,7 +292,7 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<(
 }
 
 /// Everything that must hold before a send may start; the messages say what to fix.
-pub(super) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> Result<()> {
+pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> Result<()> {
     let (postal, name): (String, String) = sqlx::query_as("SELECT postal_address, name FROM tenants WHERE id = $1")
         .bind(tenant)
         .fetch_one(&mut **tx)
@@ -333,6 +334,7 @@ pub(super) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> 
 pub async fn send_now(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Uuid) -> Result<Campaign> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
+    super::approval::gate(&mut tx, tenant, role).await?;
     let current = get_in(&mut tx, tenant, id).await?;
     if current.recurrence.is_some() {
         // "Send" on a recurring campaign starts its schedule; each slot sends an edition.
@@ -376,6 +378,7 @@ pub async fn schedule(
         return Err(Error::Invalid("Unknown time zone.".into()));
     }
     let mut tx = db.tenant_tx(tenant).await?;
+    super::approval::gate(&mut tx, tenant, role).await?;
     let current = get_in(&mut tx, tenant, id).await?;
     check_ready(&mut tx, tenant, &current).await?;
     let row: Option<Campaign> = sqlx::query_as(sqlx::AssertSqlSafe(format!(

@@ -27,9 +27,14 @@ pub struct ExportQuery {
     attribute: String,
 }
 
-pub async fn readers_csv(State(state): State<ServerState>, session: Session, Query(q): Query<ExportQuery>) -> Response {
-    let tenant = match super::session_auth::require_member(&state.app.db, &session, Role::Viewer).await {
-        Ok((tenant, _, _)) => tenant,
+pub async fn readers_csv(
+    State(state): State<ServerState>,
+    session: Session,
+    ip: Option<axum::Extension<herald_app::ssr::ClientIp>>,
+    Query(q): Query<ExportQuery>,
+) -> Response {
+    let (tenant, user) = match super::session_auth::require_member(&state.app.db, &session, Role::Viewer).await {
+        Ok((tenant, user, _)) => (tenant, user),
         Err(response) => return response,
     };
     let attribute = match q.attribute.trim() {
@@ -45,6 +50,15 @@ pub async fn readers_csv(State(state): State<ServerState>, session: Session, Que
         status: Some(q.status).filter(|s| !s.is_empty()),
         attribute,
     };
+    let actor = herald_engine::audit::Actor::User {
+        id: user,
+        ip: ip.map(|axum::Extension(herald_app::ssr::ClientIp(ip))| ip.to_string()).unwrap_or_default(),
+    };
+    let detail = serde_json::json!({
+        "search": filter.search, "list": filter.list, "status": filter.status, "attribute": q.attribute.trim(),
+    });
+    let exported = herald_engine::audit::Action::ExportDownloaded;
+    herald_engine::audit::note(&state.app.db, tenant, &actor, exported, "readers.csv", detail).await;
     let db = state.app.db.clone();
     csv_download("readers.csv", move |tx| async move { export::stream_csv(&db, tenant, &filter, tx).await })
 }

@@ -124,6 +124,7 @@ fn internal(e: herald_engine::Error) -> Response {
     match e {
         herald_engine::Error::NotFound => StatusCode::NOT_FOUND.into_response(),
         herald_engine::Error::Forbidden => StatusCode::FORBIDDEN.into_response(),
+        herald_engine::Error::Refused(m) => (StatusCode::FORBIDDEN, m).into_response(),
         e => {
             tracing::error!(error = ?e, "import upload failed");
             (StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong on our side.").into_response()

@@ -14,9 +14,10 @@ pub async fn require_member(db: &Db, session: &Session, min: Role) -> Result<(Te
     let (Some(user), Some(tenant)) = (user, tenant) else {
         return Err((StatusCode::UNAUTHORIZED, "Log in first.").into_response());
     };
-    match workspaces::role_of(db, tenant, user).await {
+    match workspaces::access(db, tenant, user).await {
         Ok(Some(role)) if role.require(min).is_ok() => Ok((tenant, user, role)),
         Ok(_) => Err((StatusCode::FORBIDDEN, "You do not have permission to do that.").into_response()),
+        Err(herald_engine::Error::Refused(why)) => Err((StatusCode::FORBIDDEN, why).into_response()),
         Err(e) => {
             tracing::error!(error = ?e, "role lookup failed");
             Err((StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong.").into_response())

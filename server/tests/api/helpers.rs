@@ -198,6 +198,7 @@ impl TestApp {
         let b = self.browser();
         let r = b.signup(email, "correct horse battery").await;
         assert!(r.ok(), "signup {email}: {:?} {}", r.status, r.body);
+        self.verify_email(email).await;
         let r = b.call("create_workspace", &[("name", workspace), ("slug", "")]).await;
         assert!(r.ok(), "create workspace: {:?} {}", r.status, r.body);
         let info = b.session().await;
@@ -214,10 +215,41 @@ impl TestApp {
             .expect("domain verified");
     }
 
+    /// What an operator's `herald admin verify-email` does: confirms the address without the
+    /// mailed link (test set-up; the link itself is tested in `account_security`).
+    pub async fn verify_email(&self, email: &str) {
+        herald_engine::accounts::mark_email_verified(&self.app.db, email).await.expect("address confirmed");
+    }
+
+    /// The token of the newest confirmation link mailed to `to` (waits for it).
+    pub async fn verification_token(&self, to: &str) -> String {
+        for _ in 0..150 {
+            let mut found: Vec<(u64, String)> = self
+                .sink
+                .messages()
+                .await
+                .into_iter()
+                .filter(|m| m.rcpt_to.iter().any(|r| r.eq_ignore_ascii_case(to)))
+                .filter_map(|m| {
+                    let text = m.parse().text.unwrap_or_default();
+                    let start = text.find("/verify-email?token=")? + "/verify-email?token=".len();
+                    Some((m.id, text[start..].chars().take_while(|c| !c.is_whitespace()).collect()))
+                })
+                .collect();
+            found.sort();
+            if let Some((_, token)) = found.pop() {
+                return token;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("no confirmation mail to {to}");
+    }
+
     /// Adds an existing account to a workspace with a role, behind the UI's back (test set-up).
     pub async fn add_member(&self, workspace_id: &str, email: &str, role: &str) -> Browser {
         let b = self.browser();
         assert!(b.signup(email, "correct horse battery").await.ok());
+        self.verify_email(email).await;
         sqlx::query(
             "INSERT INTO memberships (tenant_id, user_id, role) SELECT $1::uuid, id, $3 FROM users WHERE lower(email) = lower($2)",
         )

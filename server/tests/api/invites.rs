@@ -31,12 +31,19 @@ async fn an_invite_is_mailed_accepted_once_and_creates_the_membership() {
     // …as the invited address.
     let stranger = app.browser();
     assert!(stranger.signup("stranger@example.com", "correct horse battery").await.ok());
+    app.verify_email("stranger@example.com").await;
     let r = stranger.call("accept_invite", &[("token", &token)]).await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(r.message().contains("new.hire@example.com") || r.message().contains("New.Hire@example.com"), "{}", r.body);
 
     let hire = app.browser();
     assert!(hire.signup("new.hire@EXAMPLE.com", "correct horse battery").await.ok());
+    // Not before the address is confirmed, through the link mailed at sign-up.
+    let r = hire.call("accept_invite", &[("token", &token)]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+    assert!(r.message().contains("Confirm your email address"), "{}", r.body);
+    let confirm = app.verification_token("new.hire@example.com").await;
+    assert!(app.browser().call("verify_email", &[("token", &confirm)]).await.ok());
     let r = hire.call("accept_invite", &[("token", &token)]).await;
     assert!(r.ok(), "{:?} {}", r.status, r.body);
     let info = hire.session().await;
@@ -69,6 +76,7 @@ async fn forged_and_withdrawn_invites_are_refused() {
     let id = invites["invites"][0]["id"].as_str().unwrap_or_default().to_string();
     assert!(owner.call("revoke_invite", &[("invite_id", &id)]).await.ok());
     assert!(b.signup("x@example.com", "correct horse battery").await.ok());
+    app.verify_email("x@example.com").await;
     assert_eq!(b.call("accept_invite", &[("token", &token)]).await.status, StatusCode::UNPROCESSABLE_ENTITY);
 }
 

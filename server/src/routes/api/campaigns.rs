@@ -170,7 +170,9 @@ pub async fn send(
     caller: ApiCaller,
     Path(id): Path<Uuid>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    Ok(Json(store::send_now(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?))
+    let campaign = store::send_now(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?;
+    caller.audit(&s.app.db, herald_engine::audit::Action::CampaignSent, id, serde_json::json!({})).await;
+    Ok(Json(campaign))
 }
 
 #[utoipa::path(post, path = "/api/v1/campaigns/{id}/schedule", security(("api_key" = [])), request_body = ScheduleBody,
@@ -181,7 +183,16 @@ pub async fn schedule(
     Path(id): Path<Uuid>,
     ApiJson(body): ApiJson<ScheduleBody>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    Ok(Json(store::schedule(&s.app.db, caller.tenant, API_ROLE, id, body.at, &body.timezone).await?))
+    let campaign = store::schedule(&s.app.db, caller.tenant, API_ROLE, id, body.at, &body.timezone).await?;
+    caller
+        .audit(
+            &s.app.db,
+            herald_engine::audit::Action::CampaignScheduled,
+            id,
+            serde_json::json!({ "at": body.at, "timezone": body.timezone }),
+        )
+        .await;
+    Ok(Json(campaign))
 }
 
 #[utoipa::path(post, path = "/api/v1/campaigns/{id}/unschedule", security(("api_key" = [])),
@@ -191,7 +202,9 @@ pub async fn unschedule(
     caller: ApiCaller,
     Path(id): Path<Uuid>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    Ok(Json(store::unschedule(&s.app.db, caller.tenant, API_ROLE, id).await?))
+    let campaign = store::unschedule(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    caller.audit(&s.app.db, herald_engine::audit::Action::CampaignUnscheduled, id, serde_json::json!({})).await;
+    Ok(Json(campaign))
 }
 
 #[utoipa::path(post, path = "/api/v1/campaigns/{id}/pause", security(("api_key" = [])),
@@ -201,7 +214,9 @@ pub async fn pause(
     caller: ApiCaller,
     Path(id): Path<Uuid>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    Ok(Json(store::pause(&s.app.db, caller.tenant, API_ROLE, id, "Paused through the API").await?))
+    let campaign = store::pause(&s.app.db, caller.tenant, API_ROLE, id, "Paused through the API").await?;
+    caller.audit(&s.app.db, herald_engine::audit::Action::CampaignPaused, id, serde_json::json!({})).await;
+    Ok(Json(campaign))
 }
 
 #[utoipa::path(post, path = "/api/v1/campaigns/{id}/resume", security(("api_key" = [])),
@@ -211,7 +226,9 @@ pub async fn resume(
     caller: ApiCaller,
     Path(id): Path<Uuid>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    Ok(Json(store::resume(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?))
+    let campaign = store::resume(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?;
+    caller.audit(&s.app.db, herald_engine::audit::Action::CampaignResumed, id, serde_json::json!({})).await;
+    Ok(Json(campaign))
 }
 
 #[utoipa::path(post, path = "/api/v1/campaigns/{id}/cancel", security(("api_key" = [])),
@@ -221,7 +238,9 @@ pub async fn cancel(
     caller: ApiCaller,
     Path(id): Path<Uuid>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    Ok(Json(store::cancel(&s.app.db, caller.tenant, API_ROLE, id).await?))
+    let campaign = store::cancel(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    caller.audit(&s.app.db, herald_engine::audit::Action::CampaignCancelled, id, serde_json::json!({})).await;
+    Ok(Json(campaign))
 }
 
 #[utoipa::path(post, path = "/api/v1/campaigns/{id}/retry-failed", security(("api_key" = [])),
@@ -285,7 +304,9 @@ pub async fn stop(
     caller: ApiCaller,
     Path(id): Path<Uuid>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    Ok(Json(recurring::stop(&s.app.db, caller.tenant, API_ROLE, id).await?))
+    let campaign = recurring::stop(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    caller.audit(&s.app.db, herald_engine::audit::Action::CampaignStopped, id, serde_json::json!({})).await;
+    Ok(Json(campaign))
 }
 
 #[utoipa::path(get, path = "/api/v1/campaigns/{id}/editions", security(("api_key" = [])),

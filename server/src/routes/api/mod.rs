@@ -1,6 +1,7 @@
 //! The REST API under `/api/v1`: JSON, authenticated with `Authorization: Bearer <key>`, acting in
 //! the key's workspace. Errors are JSON with a stable `code` and a human `message`.
 
+pub mod audit;
 pub mod campaigns;
 pub mod lists;
 pub mod messages;
@@ -65,6 +66,7 @@ impl IntoResponse for ApiFailure {
             E::Conflict(m) => (StatusCode::CONFLICT, "conflict", m),
             E::Unauthenticated => (StatusCode::UNAUTHORIZED, "unauthenticated", "A valid API key is required.".into()),
             E::Forbidden => (StatusCode::FORBIDDEN, "forbidden", "This key may not do that.".into()),
+            E::Refused(m) => (StatusCode::FORBIDDEN, "refused", m),
             E::NotFound => (StatusCode::NOT_FOUND, "not_found", "Not found.".into()),
             E::RateLimited => (StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Too many requests.".into()),
             E::Unexpected(e) => {
@@ -91,7 +93,11 @@ impl FromRequestParts<ServerState> for ApiCaller {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .ok_or(herald_engine::Error::Unauthenticated)?;
-        Ok(api_keys::authenticate(&state.app.db, key).await?)
+        let mut caller = api_keys::authenticate(&state.app.db, key).await?;
+        if let Some(herald_app::ssr::ClientIp(ip)) = parts.extensions.get::<herald_app::ssr::ClientIp>() {
+            caller.ip = ip.to_string();
+        }
+        Ok(caller)
     }
 }
 
@@ -113,6 +119,7 @@ impl Modify for BearerAuth {
     info(title = "Herald API", version = "1", description = "Authenticate with `Authorization: Bearer <API key>`; every call acts in the key's workspace."),
     paths(
         workspace::get_workspace,
+        audit::index,
         lists::index, lists::create, lists::show, lists::update, lists::delete,
         readers::index, readers::show, readers::create, readers::update, readers::delete,
         readers::bulk_upsert, readers::subscribe, readers::unsubscribe,
@@ -125,7 +132,7 @@ impl Modify for BearerAuth {
         templates::index, templates::create, templates::show, templates::update, templates::delete,
     ),
     components(schemas(
-        workspace::WorkspaceJson, ApiError, lists::ListBody, readers::CreateBody, readers::UpdateBody,
+        workspace::WorkspaceJson, ApiError, audit::AuditPage, audit::AuditEntryJson, lists::ListBody, readers::CreateBody, readers::UpdateBody,
         readers::BulkBody, readers::BulkResult, readers::BulkInvalid, readers::SubscribeBody,
         suppressions::AddBody, suppressions::AddResult,
         campaigns::CampaignBody, campaigns::ScheduleBody, campaigns::RetryResult,
@@ -148,6 +155,7 @@ pub fn router() -> Router<ServerState> {
     Router::new()
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/v1/workspace", get(workspace::get_workspace))
+        .route("/api/v1/audit", get(audit::index))
         .route("/api/v1/lists", get(lists::index).post(lists::create))
         .route("/api/v1/lists/{id}", get(lists::show).put(lists::update).delete(lists::delete))
         .route("/api/v1/readers", get(readers::index).post(readers::create))

@@ -150,6 +150,7 @@ pub async fn delete(
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiFailure> {
     readers::erase(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    caller.audit(&s.app.db, herald_engine::audit::Action::ReaderErased, id, serde_json::json!({})).await;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -1,0 +1,204 @@
+//! The audit log: an append-only record per workspace of who (a member or an API key) did what
+//! to which object, when and from which address.
+//!
+//! The surfaces record an entry after the use case succeeded (a server function through
+//! `herald_app::ssr::Member::audit`, a REST handler through the API's `audit`), so every way
+//! of doing a listed thing leaves the same entry. A failed write is logged and does not undo
+//! what was done: the action happened, and the log is for reading, not for permission.
+//! The table is insert-and-select only for the app's role (see the migration).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::db::Db;
+use crate::domain::{TenantId, UserId};
+use crate::error::{Error, Result};
+
+/// Who did it. The address is the client's, as the server's edge worked it out.
+#[derive(Clone, Debug)]
+pub enum Actor {
+    User { id: UserId, ip: String },
+    ApiKey { id: Uuid, ip: String },
+}
+
+macro_rules! actions {
+    ($($variant:ident = $name:literal, $label:literal;)*) => {
+        /// Everything the log records. The names are stable (the API returns them).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+        pub enum Action { $(#[serde(rename = $name)] $variant,)* }
+
+        impl Action {
+            pub const ALL: &'static [Action] = &[$(Action::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(Action::$variant => $name,)* }
+            }
+
+            /// What the log page says.
+            pub fn label(self) -> &'static str {
+                match self { $(Action::$variant => $label,)* }
+            }
+
+            pub fn parse(s: &str) -> Option<Action> {
+                match s { $($name => Some(Action::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+actions! {
+    CampaignSent = "campaign.sent", "Sent a campaign";
+    CampaignScheduled = "campaign.scheduled", "Scheduled a campaign";
+    CampaignUnscheduled = "campaign.unscheduled", "Unscheduled a campaign";
+    CampaignPaused = "campaign.paused", "Paused a campaign";
+    CampaignResumed = "campaign.resumed", "Resumed a campaign";
+    CampaignCancelled = "campaign.cancelled", "Cancelled a campaign";
+    CampaignStopped = "campaign.stopped", "Stopped a recurring campaign";
+    ApprovalRequested = "campaign.approval_requested", "Asked for approval to send";
+    ApprovalGiven = "campaign.approved", "Approved a send";
+    ApprovalRejected = "campaign.approval_rejected", "Turned down a send";
+    SettingsChanged = "settings.changed", "Changed the workspace settings";
+    SendingPolicyChanged = "sending_policy.changed", "Changed the sending policy";
+    TeamRulesChanged = "team_rules.changed", "Changed the team rules";
+    IdentitySaved = "identity.saved", "Saved an SMTP identity";
+    IdentityDeleted = "identity.deleted", "Deleted an SMTP identity";
+    DomainAdded = "domain.added", "Added a sending domain";
+    DomainDeleted = "domain.deleted", "Removed a sending domain";
+    MemberInvited = "member.invited", "Invited a member";
+    InviteWithdrawn = "invite.withdrawn", "Withdrew an invite";
+    MemberJoined = "member.joined", "Joined the workspace";
+    MemberRoleChanged = "member.role_changed", "Changed a member's role";
+    MemberRemoved = "member.removed", "Removed a member";
+    MemberLeft = "member.left", "Left the workspace";
+    ApiKeyCreated = "api_key.created", "Created an API key";
+    ApiKeyRevoked = "api_key.revoked", "Revoked an API key";
+    ImportStarted = "import.started", "Started an import";
+    ExportDownloaded = "export.downloaded", "Exported readers";
+    ReaderErased = "reader.erased", "Erased a reader";
+    SuppressionRemoved = "suppression.removed", "Removed a suppression";
+}
+
+/// Appends one entry. `object` names what was acted on (a campaign id, an address, a key's
+/// name); `detail` holds what else a reader of the log needs (a new role, a time).
+pub async fn record(
+    db: &Db,
+    tenant: TenantId,
+    actor: &Actor,
+    action: Action,
+    object: &str,
+    detail: serde_json::Value,
+) -> Result<()> {
+    let (user, key, ip) = match actor {
+        Actor::User { id, ip } => (Some(*id), None, ip),
+        Actor::ApiKey { id, ip } => (None, Some(*id), ip),
+    };
+    let mut tx = db.tenant_tx(tenant).await?;
+    // The actor's name as it is now: the entry keeps it after the account or key is gone.
+    sqlx::query(
+        "INSERT INTO audit_log (tenant_id, actor_user_id, actor_key_id, actor, action, object, detail, ip)
+         VALUES ($1, $2, $3,
+                 coalesce((SELECT email FROM users WHERE id = $2),
+                          (SELECT 'API key “' || name || '”' FROM api_keys WHERE id = $3), 'unknown'),
+                 $4, $5, $6, $7)",
+    )
+    .bind(tenant)
+    .bind(user)
+    .bind(key)
+    .bind(action.as_str())
+    .bind(object)
+    .bind(detail)
+    .bind(ip)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// [`record`], with a failure logged instead of returned (see the module comment).
+pub async fn note(db: &Db, tenant: TenantId, actor: &Actor, action: Action, object: &str, detail: serde_json::Value) {
+    if let Err(e) = record(db, tenant, actor, action, object, detail).await {
+        tracing::error!(error = ?e, %tenant, action = action.as_str(), "audit entry not written");
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    /// `user` or `api_key`.
+    pub actor_kind: String,
+    pub actor: String,
+    pub action: Action,
+    pub object: String,
+    pub detail: serde_json::Value,
+    pub ip: String,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    pub action: Option<Action>,
+    /// Part of the actor's name (case-insensitive).
+    pub actor: Option<String>,
+    /// Entries older than this id (the previous page's last).
+    pub before: Option<i64>,
+    pub limit: i64,
+}
+
+/// Newest first.
+pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entry>> {
+    if !(1..=500).contains(&filter.limit) {
+        return Err(Error::Invalid("limit must be between 1 and 500.".into()));
+    }
+    let actor = filter.actor.as_deref().map(str::trim).filter(|a| !a.is_empty()).map(|a| {
+        let escaped = a.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+        format!("%{escaped}%")
+    });
+    let mut tx = db.tenant_tx(tenant).await?;
+    #[allow(clippy::type_complexity)]
+    let rows: Vec<(i64, DateTime<Utc>, bool, String, String, String, serde_json::Value, String)> = sqlx::query_as(
+        "SELECT id, at, actor_user_id IS NOT NULL, actor, action, object, detail, ip FROM audit_log
+         WHERE tenant_id = $1 AND ($2::text IS NULL OR action = $2) AND ($3::text IS NULL OR actor ILIKE $3)
+           AND ($4::bigint IS NULL OR id < $4)
+         ORDER BY id DESC LIMIT $5",
+    )
+    .bind(tenant)
+    .bind(filter.action.map(Action::as_str))
+    .bind(actor)
+    .bind(filter.before)
+    .bind(filter.limit)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, at, by_user, actor, action, object, detail, ip)| {
+            // An action this build does not know (written by a newer one) is skipped, not a 500.
+            Some(Entry {
+                id,
+                at,
+                actor_kind: if by_user { "user" } else { "api_key" }.into(),
+                actor,
+                action: Action::parse(&action)?,
+                object,
+                detail,
+                ip,
+            })
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn action_names_round_trip_and_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for a in Action::ALL {
+            assert_eq!(Action::parse(a.as_str()), Some(*a));
+            assert!(seen.insert(a.as_str()), "{} twice", a.as_str());
+            assert_eq!(serde_json::to_value(a).ok(), Some(serde_json::Value::String(a.as_str().into())));
+        }
+    }
+}

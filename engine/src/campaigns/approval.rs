@@ -1,0 +1,200 @@
+//! Send approval: a workspace rule under which authors write campaigns and ask for them to go
+//! out, and only owners and admins send (by approving a request, or directly).
+//!
+//! The rule is enforced where every send starts ([`gate`], called by `store::send_now` and
+//! `store::schedule`), so the UI, the API and recurring starts all meet it. Approving runs the
+//! send the author asked for (now, or scheduled) with the approver's role; only then is the
+//! request marked approved, so a send that cannot start (say, an unverified domain) leaves the
+//! request pending with the reason shown to the approver. Editing a campaign withdraws its
+//! pending request (`store::update`): what was approved is what goes out.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::store::{self, Campaign};
+use crate::db::{Db, Tx};
+use crate::domain::{Role, TenantId, UserId};
+use crate::error::{Error, Result};
+use crate::jobs::Jobs;
+
+const NEEDS_APPROVAL: &str = "This workspace needs an owner's or admin's approval before a campaign goes out: use \
+                              \"Ask for approval\" instead.";
+
+/// Refuses an author's send in a workspace that requires approval.
+pub(crate) async fn gate(tx: &mut Tx, tenant: TenantId, role: Role) -> Result<()> {
+    if role.can_administer() {
+        return Ok(());
+    }
+    let required: bool = sqlx::query_scalar("SELECT require_send_approval FROM tenants WHERE id = $1")
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await?;
+    if required { Err(Error::Refused(NEEDS_APPROVAL.into())) } else { Ok(()) }
+}
+
+pub async fn required(db: &Db, tenant: TenantId) -> Result<bool> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let on: bool = sqlx::query_scalar("SELECT require_send_approval FROM tenants WHERE id = $1")
+        .bind(tenant)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(on)
+}
+
+pub async fn set_required(db: &Db, tenant: TenantId, role: Role, on: bool) -> Result<()> {
+    role.require(Role::Admin)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query("UPDATE tenants SET require_send_approval = $2, updated_at = now() WHERE id = $1")
+        .bind(tenant)
+        .bind(on)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// A campaign's latest request, as the campaign page shows it.
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct Request {
+    pub requested_by: String,
+    pub requested_at: DateTime<Utc>,
+    pub send_at: Option<DateTime<Utc>>,
+    pub timezone: String,
+    /// `pending`, `approved` or `rejected`.
+    pub state: String,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub note: String,
+}
+
+pub async fn latest(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<Option<Request>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let row = sqlx::query_as(
+        "SELECT coalesce(r.email, 'a former member') AS requested_by, a.requested_at, a.send_at, a.timezone,
+                coalesce(a.decision, 'pending') AS state, d.email AS decided_by, a.decided_at, a.note
+         FROM send_approvals a LEFT JOIN users r ON r.id = a.requested_by LEFT JOIN users d ON d.id = a.decided_by
+         WHERE a.tenant_id = $1 AND a.campaign_id = $2",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(row)
+}
+
+/// An author asks for the campaign to be sent now (`send_at` `None`) or at a time. The
+/// campaign must be a draft that could be sent (the same checks as a send), so the approver is
+/// not asked about something that cannot go out.
+pub async fn request(
+    db: &Db,
+    tenant: TenantId,
+    user: UserId,
+    role: Role,
+    campaign: Uuid,
+    send_at: Option<DateTime<Utc>>,
+    timezone: &str,
+) -> Result<()> {
+    role.require(Role::Author)?;
+    if send_at.is_some_and(|at| at <= Utc::now()) {
+        return Err(Error::Invalid("Choose a time in the future.".into()));
+    }
+    let mut tx = db.tenant_tx(tenant).await?;
+    let current: Campaign = store::get_in(&mut tx, tenant, campaign).await?;
+    if current.status != "draft" {
+        return Err(Error::Conflict("Only a draft can be put up for approval.".into()));
+    }
+    store::check_ready(&mut tx, tenant, &current).await?;
+    sqlx::query(
+        "INSERT INTO send_approvals (tenant_id, campaign_id, requested_by, send_at, timezone)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (campaign_id) DO UPDATE SET requested_by = $3, requested_at = now(), send_at = $4,
+             timezone = $5, decided_by = NULL, decided_at = NULL, decision = NULL, note = ''",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .bind(user)
+    .bind(send_at)
+    .bind(timezone.trim())
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// An owner or admin approves: the campaign is sent or scheduled as asked.
+pub async fn approve(
+    db: &Db,
+    jobs: &Jobs,
+    tenant: TenantId,
+    user: UserId,
+    role: Role,
+    campaign: Uuid,
+) -> Result<Campaign> {
+    role.require(Role::Admin)?;
+    let pending: Option<(Option<DateTime<Utc>>, String)> = {
+        let mut tx = db.tenant_tx(tenant).await?;
+        let row = sqlx::query_as(
+            "SELECT send_at, timezone FROM send_approvals
+             WHERE tenant_id = $1 AND campaign_id = $2 AND decided_at IS NULL",
+        )
+        .bind(tenant)
+        .bind(campaign)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        row
+    };
+    let Some((send_at, timezone)) = pending else {
+        return Err(Error::Conflict("There is no request waiting for approval on this campaign.".into()));
+    };
+    let sent = match send_at {
+        Some(at) if at > Utc::now() => store::schedule(db, tenant, role, campaign, at, &timezone).await?,
+        // A requested time that has passed while waiting: the approver is sending it now.
+        _ => store::send_now(db, jobs, tenant, role, campaign).await?,
+    };
+    decide(db, tenant, user, campaign, "approved", "").await?;
+    Ok(sent)
+}
+
+/// An owner or admin turns the request down, with a note for the author.
+pub async fn reject(db: &Db, tenant: TenantId, user: UserId, role: Role, campaign: Uuid, note: &str) -> Result<()> {
+    role.require(Role::Admin)?;
+    if note.chars().count() > 1000 {
+        return Err(Error::Invalid("Keep the note under 1,000 characters.".into()));
+    }
+    if !decide(db, tenant, user, campaign, "rejected", note.trim()).await? {
+        return Err(Error::Conflict("There is no request waiting for approval on this campaign.".into()));
+    }
+    Ok(())
+}
+
+async fn decide(db: &Db, tenant: TenantId, user: UserId, campaign: Uuid, decision: &str, note: &str) -> Result<bool> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let n = sqlx::query(
+        "UPDATE send_approvals SET decided_by = $3, decided_at = now(), decision = $4, note = $5
+         WHERE tenant_id = $1 AND campaign_id = $2 AND decided_at IS NULL",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .bind(user)
+    .bind(decision)
+    .bind(note)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(n > 0)
+}
+
+/// Called when a campaign is edited: a pending request is withdrawn.
+pub(crate) async fn withdraw_pending(tx: &mut Tx, tenant: TenantId, campaign: Uuid) -> Result<()> {
+    sqlx::query("DELETE FROM send_approvals WHERE tenant_id = $1 AND campaign_id = $2 AND decided_at IS NULL")
+        .bind(tenant)
+        .bind(campaign)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}

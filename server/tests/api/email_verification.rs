@@ -1,0 +1,105 @@
+//! Issue 17, verified sign-up: a new account sets up its workspace at once, but sending a
+//! campaign, creating an API key and accepting an invite wait for the link mailed at sign-up
+//! (single-use, signed, expiring), which can be mailed again. Invite acceptance is covered in
+//! `invites`.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::campaigns_api::workspace_with_readers;
+use crate::helpers::*;
+
+const PASSWORD: &str = "correct horse battery";
+
+#[tokio::test]
+async fn an_unconfirmed_account_sets_up_but_cannot_create_keys_until_it_opens_the_link() -> TestResult {
+    let app = spawn_app().await;
+    let b = app.browser();
+    assert!(b.signup("fresh@example.com", PASSWORD).await.ok());
+    assert_eq!(b.session().await["email_verified"], false);
+    // Its own workspace, at once.
+    assert!(b.call("create_workspace", &[("name", "Fresh"), ("slug", "")]).await.ok());
+    let r = b.call("create_api_key", &[("name", "ci")]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+    assert!(r.message().contains("Confirm your email address"), "{}", r.body);
+
+    // "Send the link again" mails a second one; the first still works (both are for this
+    // address), once.
+    let first = app.verification_token("fresh@example.com").await;
+    assert!(b.call("resend_verification", &[]).await.ok());
+    let link = loop {
+        let latest = app.verification_token("fresh@example.com").await;
+        if latest != first {
+            break latest;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let anyone = app.browser();
+    let r = anyone.call("verify_email", &[("token", &first)]).await;
+    assert!(r.ok(), "{:?}", r.body);
+    let r = anyone.call("verify_email", &[("token", &link)]).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "used: {}", r.body);
+    assert!(r.message().contains("used already"), "{}", r.body);
+    assert_eq!(b.session().await["email_verified"], true);
+    let r = b.call("create_api_key", &[("name", "ci")]).await;
+    assert!(r.ok(), "{:?}", r.body);
+    // Confirmed: nothing more to send.
+    assert_eq!(b.call("resend_verification", &[]).await.status, StatusCode::CONFLICT);
+
+    // Forged and tampered links.
+    let forged = herald_engine::tokens::Signer::new(b"another-key-another-key-another-key").sign(
+        "verify-email",
+        Some(chrono::Utc::now().timestamp() + 600),
+        &("00000000-0000-0000-0000-000000000000", "fresh@example.com"),
+    );
+    for bad in [forged.as_str(), "garbage", "", &format!("{link}x")] {
+        let r = anyone.call("verify_email", &[("token", bad)]).await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {}", r.body);
+    }
+    // Expired.
+    let user = herald_engine::users::find_by_email(&app.app.db, "fresh@example.com").await?.expect("user").id;
+    let expired =
+        app.app.signer.sign("verify-email", Some(chrono::Utc::now().timestamp() - 1), &(user, "fresh@example.com"));
+    let r = anyone.call("verify_email", &[("token", &expired)]).await;
+    assert!(r.message().contains("expired"), "{}", r.body);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_unconfirmed_author_cannot_send_or_schedule_a_campaign() -> TestResult {
+    let app = spawn_app().await;
+    let (api, list) = workspace_with_readers(&app, "verified-owner@example.com", 2).await;
+    let (status, c) = api.post("/api/v1/campaigns", json!({"name": "Gate", "subject": "s", "list_ids": [list]})).await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    let id = c["id"].as_str().expect("id").to_string();
+    // An author who has not opened the link, added to the workspace.
+    let author = app.browser();
+    assert!(author.signup("unconfirmed@example.com", PASSWORD).await.ok());
+    sqlx::query(
+        "INSERT INTO memberships (tenant_id, user_id, role)
+         SELECT l.tenant_id, u.id, 'author' FROM lists l, users u WHERE l.id = $1::uuid AND u.email = $2",
+    )
+    .bind(&list)
+    .bind("unconfirmed@example.com")
+    .execute(&app.owner)
+    .await?;
+    let tenant: String = sqlx::query_scalar("SELECT tenant_id::text FROM lists WHERE id = $1::uuid")
+        .bind(&list)
+        .fetch_one(&app.owner)
+        .await?;
+    assert!(author.call("switch_workspace", &[("workspace_id", &tenant)]).await.ok());
+
+    let r = author.call("send_campaign", &[("id", &id)]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+    let at = (chrono::Utc::now() + chrono::Duration::hours(2)).to_rfc3339();
+    let r = author.call("schedule_campaign", &[("id", &id), ("at", &at), ("timezone", "UTC")]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+    let (_, stats) = api.get(&format!("/api/v1/campaigns/{id}")).await;
+    assert_eq!(stats["status"], "draft");
+
+    let token = app.verification_token("unconfirmed@example.com").await;
+    assert!(app.browser().call("verify_email", &[("token", &token)]).await.ok());
+    let r = author.call("send_campaign", &[("id", &id)]).await;
+    assert!(r.ok(), "{:?}", r.body);
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! Issue 17, two-factor login (TOTP, RFC 6238): enrolment with a confirming code, the second
+//! step of a login, codes on a controllable clock (previous window, reuse, wrong codes locking
+//! the step), single-use recovery codes, turning it off, and a workspace rule that requires it.
+
+use chrono::{DateTime, Duration as TimeDelta, Utc};
+use reqwest::StatusCode;
+
+use crate::helpers::*;
+
+const PASSWORD: &str = "correct horse battery";
+
+/// Enrols the browser's account through the account page's server functions; returns the
+/// secret (as the page shows it) and the recovery codes.
+async fn enrol(b: &Browser) -> (String, Vec<String>) {
+    let start = b.call("start_two_factor", &[]).await;
+    assert!(start.ok(), "{:?}", start.body);
+    let secret = start.body["secret"].as_str().expect("secret").to_string();
+    assert!(start.body["qr_svg"].as_str().is_some_and(|s| s.starts_with("<svg")), "{}", start.body);
+    assert!(start.body["otpauth_url"].as_str().is_some_and(|u| u.starts_with("otpauth://totp/Herald:")));
+    // A wrong code does not turn it on.
+    let wrong = b.call("confirm_two_factor", &[("code", "000000")]).await;
+    if herald_engine::two_factor::code_at(&secret, Utc::now()).ok().as_deref() != Some("000000") {
+        assert_eq!(wrong.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", wrong.body);
+    }
+    let code = herald_engine::two_factor::code_at(&secret, Utc::now()).expect("code");
+    let r = b.call("confirm_two_factor", &[("code", &code)]).await;
+    assert!(r.ok(), "{:?}", r.body);
+    let codes: Vec<String> =
+        r.body.as_array().expect("codes").iter().filter_map(|c| c.as_str().map(String::from)).collect();
+    assert_eq!(codes.len(), 10);
+    (secret, codes)
+}
+
+/// The code of the step after the current one: accepted (clock drift), and never the one the
+/// enrolment just used.
+fn next_code(secret: &str) -> String {
+    herald_engine::two_factor::code_at(secret, Utc::now() + TimeDelta::seconds(30)).expect("code")
+}
+
+#[tokio::test]
+async fn login_asks_for_a_code_after_the_password_and_recovery_codes_work_once() -> TestResult {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("totp@example.com", "Second Factor").await;
+    let (secret, codes) = enrol(&owner).await;
+    let status = owner.call("two_factor_status", &[]).await;
+    assert!(status.body["enabled_since"].is_string() && status.body["recovery_codes_left"] == 10, "{}", status.body);
+
+    // The password alone logs nobody in.
+    let phone = app.browser();
+    let r = phone.login("totp@example.com", PASSWORD).await;
+    assert!(r.ok(), "{:?}", r.body);
+    assert!(phone.session().await.is_null(), "half logged in is not logged in");
+    assert_eq!(phone.call("list_sessions", &[]).await.status, StatusCode::UNAUTHORIZED);
+    // A wrong code, then the right one.
+    let wrong = phone.call("login_second_factor", &[("code", "12345x")]).await;
+    assert_eq!(wrong.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let r = phone.call("login_second_factor", &[("code", &next_code(&secret))]).await;
+    assert!(r.ok(), "{:?}", r.body);
+    assert_eq!(phone.session().await["email"], "totp@example.com");
+
+    // Without a password step first, a code leads nowhere.
+    let stranger = app.browser();
+    let r = stranger.call("login_second_factor", &[("code", &codes[0])]).await;
+    assert!(!r.ok() && r.message().contains("timed out"), "{:?}", r.body);
+
+    // A recovery code, typed loosely, works once.
+    let lost_phone = app.browser();
+    assert!(lost_phone.login("totp@example.com", PASSWORD).await.ok());
+    let typed = format!(" {} ", codes[0].to_uppercase());
+    assert!(lost_phone.call("login_second_factor", &[("code", &typed)]).await.ok());
+    assert!(!lost_phone.session().await.is_null());
+    let again = app.browser();
+    assert!(again.login("totp@example.com", PASSWORD).await.ok());
+    let r = again.call("login_second_factor", &[("code", &codes[0])]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "a used recovery code: {}", r.body);
+    assert!(again.session().await.is_null());
+    assert_eq!(owner.call("two_factor_status", &[]).await.body["recovery_codes_left"], 9);
+
+    // Turning it off needs the password and a code.
+    let r = owner.call("disable_two_factor", &[("current_password", "wrong password!"), ("code", &codes[1])]).await;
+    assert!(!r.ok() && r.message().contains("password"), "{:?}", r.body);
+    let r = owner.call("disable_two_factor", &[("current_password", PASSWORD), ("code", "999999x")]).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let r = owner.call("disable_two_factor", &[("current_password", PASSWORD), ("code", &codes[1])]).await;
+    assert!(r.ok(), "{:?}", r.body);
+    let plain = app.browser();
+    assert!(plain.login("totp@example.com", PASSWORD).await.ok());
+    assert!(!plain.session().await.is_null(), "no second step any more");
+    Ok(())
+}
+
+#[tokio::test]
+async fn codes_on_a_controllable_clock_previous_window_reuse_and_lockout() -> TestResult {
+    use herald_engine::two_factor::{self, Proof};
+    let app = spawn_app().await;
+    let (_b, _) = app.owner_with_workspace("clock@example.com", "Clockwork").await;
+    let user = herald_engine::users::find_by_email(&app.app.db, "clock@example.com").await?.expect("user").id;
+    let (db, signer) = (&app.app.db, &app.app.signer);
+    let t0: DateTime<Utc> = DateTime::from_timestamp(2_000_000_010, 0).expect("time");
+    let at = |s: i64| t0 + TimeDelta::seconds(s);
+
+    let e = two_factor::start_enrolment(db, signer, user).await?;
+    let code = |t: DateTime<Utc>| two_factor::code_at(&e.secret_base32, t).expect("code");
+    // A code two windows old does not confirm enrolment; the current one does.
+    assert!(two_factor::confirm_enrolment(db, signer, user, &code(at(-60)), t0).await.is_err());
+    two_factor::confirm_enrolment(db, signer, user, &code(t0), t0).await?;
+
+    // The code just used is refused (reuse), even inside its window.
+    assert!(two_factor::check(db, signer, user, &code(t0), at(5)).await.is_err());
+    // Ninety seconds later: the previous window's code still works (a slow typist)…
+    assert_eq!(two_factor::check(db, signer, user, &code(at(60)), at(90)).await?, Proof::Code);
+    // …but never one older than the last accepted one, nor one two windows back.
+    assert!(two_factor::check(db, signer, user, &code(at(30)), at(90)).await.is_err());
+    assert!(two_factor::check(db, signer, user, &code(at(120)), at(185)).await.is_err());
+
+    // A right code resets the count of wrong ones (the two refused above were wrong ones)…
+    assert_eq!(two_factor::check(db, signer, user, &code(at(240)), at(240)).await?, Proof::Code);
+    // …and the fifth wrong code in a row locks the step, so even the right code is refused…
+    for i in 0..5 {
+        let r = two_factor::check(db, signer, user, "000000", at(300 + i)).await;
+        assert!(matches!(r, Err(herald_engine::Error::Invalid(_))), "attempt {i}: {r:?}");
+    }
+    let locked = two_factor::check(db, signer, user, &code(at(310)), at(310)).await;
+    assert!(matches!(locked, Err(herald_engine::Error::RateLimited)), "{locked:?}");
+    // …until the lock passes.
+    assert_eq!(two_factor::check(db, signer, user, &code(at(700)), at(700)).await?, Proof::Code);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_workspace_can_require_two_factor_of_every_member() -> TestResult {
+    let app = spawn_app().await;
+    let (owner, ws) = app.owner_with_workspace("strict@example.com", "Strict").await;
+    let author = app.add_member(&ws, "lax@example.com", "author").await;
+    let rules = |on: bool| if on { vec![("two_factor", "on")] } else { vec![] };
+
+    // The owner must have it first.
+    let r = owner.call("save_team_rules", &rules(true)).await;
+    assert!(!r.ok() && r.message().contains("your own account first"), "{:?}", r.body);
+    let (secret, _) = enrol(&owner).await;
+    assert!(owner.call("save_team_rules", &rules(true)).await.ok());
+    let members = owner.call("list_members", &[]).await.body;
+    assert_eq!(members["require_two_factor"], true);
+    let badges: Vec<bool> =
+        members["members"].as_array().expect("members").iter().map(|m| m["two_factor"] == true).collect();
+    assert_eq!(badges, [true, false]);
+
+    // The author without it: every workspace call is refused with what to do; the session says so.
+    let r = author.call("list_members", &[]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(r.message().contains("requires two-factor"), "{}", r.body);
+    assert_eq!(author.session().await["two_factor_required"], true);
+    // Their account page still works, and enrolling lets them in.
+    enrol(&author).await;
+    assert!(author.call("list_members", &[]).await.ok());
+    assert_eq!(author.session().await["two_factor_required"], false);
+
+    // While the workspace requires it, the owner cannot turn theirs off.
+    let r = owner.call("disable_two_factor", &[("current_password", PASSWORD), ("code", &next_code(&secret))]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+    assert!(r.message().contains("Strict"), "{}", r.body);
+    Ok(())
+}
