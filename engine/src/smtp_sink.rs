@@ -335,6 +335,19 @@ impl MailSink {
         self.inner.accepted.store(0, Ordering::SeqCst);
     }
 
+    /// Forgets one message as if it had never arrived (its deliveries and its count too): for
+    /// tests that set up accounts, whose sign-up mail is not what they count.
+    pub async fn discard(&self, id: u64) {
+        let mut messages = self.inner.messages.write().await;
+        let before = messages.len();
+        messages.retain(|m| m.id != id);
+        let mut deliveries = self.inner.deliveries.lock().unwrap_or_else(PoisonError::into_inner);
+        deliveries.retain(|d| d.id != id);
+        if messages.len() < before {
+            self.inner.accepted.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
     /// Every message accepted since the start (or `clear`), one record a recipient, oldest first.
     /// Unlike [`messages`](Self::messages), never truncated.
     pub async fn deliveries(&self) -> Vec<Delivery> {

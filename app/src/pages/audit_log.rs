@@ -10,6 +10,8 @@ use crate::components::ui::{Card, LoadError, short_time};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
 
+/// Entries per page.
+#[cfg(feature = "ssr")]
 const PAGE: i64 = 50;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
