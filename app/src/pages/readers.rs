@@ -116,6 +116,13 @@ pub async fn bulk_readers(
     };
     let origin = Origin { wording: Some("Bulk change by a workspace member.".into()), ..Origin::new("admin") };
     let n = readers::bulk_action(&m.state.db, m.tenant, m.role, &target, &action, &origin).await?;
+    if action == BulkAction::Delete {
+        let scope = match &target {
+            Target::Ids(ids) => serde_json::json!({ "ids": ids }),
+            Target::Filter(f) => serde_json::json!({ "search": f.search, "list": f.list, "status": f.status }),
+        };
+        m.audit(herald_engine::audit::Action::ReaderErased, format!("{n} readers"), scope).await;
+    }
     Ok(format!("Done: {n} readers changed."))
 }
 

@@ -10,6 +10,7 @@ use herald_engine::Role;
 use herald_engine::audience::{export, readers::AttributeCondition, readers::ReaderFilter};
 use herald_engine::campaigns::stats;
 use serde::Deserialize;
+use serde_json::json;
 use tower_sessions::Session;
 use uuid::Uuid;
 
@@ -50,11 +51,8 @@ pub async fn readers_csv(
         status: Some(q.status).filter(|s| !s.is_empty()),
         attribute,
     };
-    let actor = herald_engine::audit::Actor::User {
-        id: user,
-        ip: ip.map(|axum::Extension(herald_app::ssr::ClientIp(ip))| ip.to_string()).unwrap_or_default(),
-    };
-    let detail = serde_json::json!({
+    let actor = herald_engine::audit::Actor::User { id: user, ip: client_ip(ip) };
+    let detail = json!({
         "search": filter.search, "list": filter.list, "status": filter.status, "attribute": q.attribute.trim(),
     });
     let exported = herald_engine::audit::Action::ExportDownloaded;
@@ -63,16 +61,33 @@ pub async fn readers_csv(
     csv_download("readers.csv", move |tx| async move { export::stream_csv(&db, tenant, &filter, tx).await })
 }
 
+/// The address the edge middleware worked out, for the audit log.
+fn client_ip(ip: Option<axum::Extension<herald_app::ssr::ClientIp>>) -> String {
+    ip.map(|axum::Extension(herald_app::ssr::ClientIp(ip))| ip.to_string()).unwrap_or_default()
+}
+
 pub async fn campaign_events_csv(
     State(state): State<ServerState>,
     session: Session,
+    ip: Option<axum::Extension<herald_app::ssr::ClientIp>>,
     Path(id): Path<String>,
 ) -> Response {
-    let tenant = match super::session_auth::require_member(&state.app.db, &session, Role::Viewer).await {
-        Ok((tenant, _, _)) => tenant,
+    let (tenant, user) = match super::session_auth::require_member(&state.app.db, &session, Role::Viewer).await {
+        Ok((tenant, user, _)) => (tenant, user),
         Err(response) => return response,
     };
     let Ok(id) = Uuid::parse_str(&id) else { return (StatusCode::NOT_FOUND, "Not found").into_response() };
+    let actor = herald_engine::audit::Actor::User { id: user, ip: client_ip(ip) };
+    let exported = herald_engine::audit::Action::ExportDownloaded;
+    herald_engine::audit::note(
+        &state.app.db,
+        tenant,
+        &actor,
+        exported,
+        &format!("campaign {id} events.csv"),
+        json!({}),
+    )
+    .await;
     events_csv(&state.app.db, tenant, id).await
 }
 

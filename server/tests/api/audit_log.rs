@@ -71,6 +71,7 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
         .await?;
     assert!(owner.call("erase_reader", &[("id", &reader.to_string())]).await.ok());
     assert_eq!(owner.get("/audience/readers/export.csv").await.status(), StatusCode::OK);
+    assert_eq!(api.get(&format!("/api/v1/campaigns/{id}/events.csv")).await.0, StatusCode::OK);
 
     // The page (owners and admins) and the API see the same log, newest first.
     let page = owner.call("audit_log", &[("action", ""), ("actor", ""), ("before", "")]).await;
@@ -100,6 +101,20 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
     assert_eq!(sent["actor"], "API key “test”");
     assert_eq!(sent["object"], id);
     assert_eq!(actions(&body["entries"]), ["campaign.sent"]);
+    let (_, body) = api.get("/api/v1/audit?action=export.downloaded").await;
+    let exports: Vec<(String, String)> = body["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| (e["actor"].as_str().unwrap_or_default().into(), e["object"].as_str().unwrap_or_default().into()))
+        .collect();
+    assert_eq!(
+        exports,
+        [
+            ("API key “test”".to_string(), format!("campaign {id} events.csv")),
+            ("audited@example.com".to_string(), "readers.csv".to_string())
+        ]
+    );
     let (_, body) = api.get("/api/v1/audit?action=member.role_changed").await;
     let changed = &body["entries"][0];
     assert_eq!(

@@ -283,6 +283,8 @@ pub async fn events_csv(
     caller: ApiCaller,
     Path(id): Path<Uuid>,
 ) -> axum::response::Response {
+    let exported = herald_engine::audit::Action::ExportDownloaded;
+    caller.audit(&s.app.db, exported, format!("campaign {id} events.csv"), serde_json::json!({})).await;
     crate::routes::export::events_csv(&s.app.db, caller.tenant, id).await
 }
 
