@@ -141,11 +141,11 @@ export async function mailedLink(page: Page, to: string, pattern: RegExp): Promi
   await expect(async () => {
     const res = await page.request.get("/dev/inbox/messages.json");
     const messages = (await res.json()) as { to: string[]; text: string | null }[];
+    // Newest first.
     link = messages
       .filter((m) => m.to.some((t) => t.toLowerCase() === to.toLowerCase()))
       .map((m) => m.text?.match(pattern)?.[0])
-      .filter((l): l is string => !!l)
-      .pop();
+      .find((l): l is string => !!l);
     expect(link).toBeTruthy();
   }).toPass({ timeout: 20_000, intervals: [500, 1_000, 2_000] });
   return link!;

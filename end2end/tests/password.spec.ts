@@ -1,7 +1,18 @@
 // A person who forgot their password asks for a link on the login page, reads the mail in the
 // dev inbox, chooses a new password, logs in with it, then changes it from their account page
 // and sees their sessions there.
-import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, fillLogin, logOut, PASSWORD } from "./helpers";
+import {
+  test,
+  expect,
+  uniqueEmail,
+  uniqueId,
+  signUpWithWorkspace,
+  gotoHydrated,
+  fillLogin,
+  logOut,
+  mailedLink,
+  PASSWORD,
+} from "./helpers";
 
 test("forgot password: from the login page through the dev inbox to a new password", async ({ page }) => {
   test.setTimeout(120_000);
@@ -18,18 +29,11 @@ test("forgot password: from the login page through the dev inbox to a new passwo
   await expect(page.getByTestId("reset-sent")).toBeVisible();
 
   // --- The mail, in the dev inbox. ---
-  let link: string | undefined;
-  await expect(async () => {
-    const res = await page.request.get("/dev/inbox/messages.json");
-    const messages = (await res.json()) as { to: string[]; text: string | null }[];
-    const mail = messages.find((m) => m.to.some((t) => t.toLowerCase() === email.toLowerCase()));
-    link = mail?.text?.match(/https?:\/\/\S+\/reset-password\?token=\S+/)?.[0];
-    expect(link).toBeTruthy();
-  }).toPass({ timeout: 20_000, intervals: [500, 1_000, 2_000] });
+  const link = await mailedLink(page, email, /https?:\/\/\S+\/reset-password\?token=\S+/);
 
   // --- A new password, then log in with it. ---
   const fresh = `${PASSWORD} renewed`;
-  await gotoHydrated(page, link!);
+  await gotoHydrated(page, link);
   await page.getByLabel("New password").fill(fresh);
   await page.getByRole("button", { name: "Set the new password" }).click();
   await expect(page).toHaveURL(/\/login\?reset=done$/);

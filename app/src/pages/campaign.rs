@@ -429,6 +429,7 @@ async fn ask_for_approval(
         return Ok(false);
     }
     approval::request(&m.state.db, m.tenant, m.user, m.role, id, at, timezone).await?;
+    approval::mail_approvers(&m.state.db, &m.state.jobs, &m.state.base_url, m.tenant, id).await?;
     let detail = serde_json::json!({ "send_at": at, "timezone": timezone.trim() });
     m.audit(herald_engine::audit::Action::ApprovalRequested, id, detail).await;
     Ok(true)

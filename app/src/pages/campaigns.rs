@@ -24,6 +24,8 @@ pub struct CampaignRow {
     pub schedule_tz: String,
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
+    /// An author asked for it to be sent; an owner or admin has not answered yet.
+    pub awaiting_approval: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -39,6 +41,7 @@ pub async fn list_campaigns() -> Result<CampaignsView, AppError> {
     use herald_engine::campaigns::{progress, store};
     let m = require_role(Role::Viewer).await?;
     let list = store::list(&m.state.db, m.tenant, 200).await?;
+    let awaiting = herald_engine::campaigns::approval::pending_campaigns(&m.state.db, m.tenant).await?;
     let mut campaigns = Vec::with_capacity(list.len());
     for c in list {
         // Counts exist once a send started; drafts and scheduled campaigns have none.
@@ -51,6 +54,7 @@ pub async fn list_campaigns() -> Result<CampaignsView, AppError> {
             (Some(p.sent), percent)
         };
         campaigns.push(CampaignRow {
+            awaiting_approval: awaiting.contains(&c.id),
             id: c.id.to_string(),
             name: c.name,
             subject: c.subject,
@@ -229,6 +233,9 @@ fn CampaignTable(rows: Vec<CampaignRow>) -> impl IntoView {
                                 </td>
                                 <td>
                                     <CampaignStatusBadge status=r.status.clone() percent=r.percent.unwrap_or(0)/>
+                                    {r.awaiting_approval.then(|| view! {
+                                        <span class="badge ml-1 bg-amber-100 text-amber-800" data-testid="awaiting-approval">"Awaiting approval"</span>
+                                    })}
                                     {r.percent.filter(|_| r.status == "sending" || r.status == "paused").map(|p| view! {
                                         <div class="mt-1 h-1 w-24 rounded-full bg-slate-100" aria-hidden="true">
                                             <div class="h-1 rounded-full bg-amber-400" style=format!("width: {p}%")></div>

@@ -124,6 +124,62 @@ pub async fn request(
     Ok(())
 }
 
+/// Tells the workspace's owners and admins that `campaign` waits for them (system mail, counted
+/// like invites). A refusal by the system-mail limit is logged: the request stands, and shows in
+/// the campaigns list.
+pub async fn mail_approvers(db: &Db, jobs: &Jobs, base_url: &str, tenant: TenantId, campaign: Uuid) -> Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let (name, asker): (String, String) = sqlx::query_as(
+        "SELECT c.name, coalesce(u.email, 'A member') FROM campaigns c
+         JOIN send_approvals a ON a.campaign_id = c.id LEFT JOIN users u ON u.id = a.requested_by
+         WHERE c.tenant_id = $1 AND c.id = $2",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .fetch_one(&mut *tx)
+    .await?;
+    let approvers: Vec<String> = sqlx::query_scalar(
+        "SELECT u.email FROM memberships m JOIN users u ON u.id = m.user_id
+         WHERE m.tenant_id = $1 AND m.role IN ('owner', 'admin') ORDER BY u.email",
+    )
+    .bind(tenant)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let link = format!("{}/campaigns/{campaign}", base_url.trim_end_matches('/'));
+    for to in approvers {
+        let mail = crate::mail::OutgoingMail {
+            to,
+            subject: format!("Herald: a campaign waits for your approval ({})", crate::mail::subject_name(&name)),
+            text: format!(
+                "{asker} asks for the campaign \"{name}\" to go out. Approve it or turn it down here:\n{link}"
+            ),
+            html: format!(
+                "<p>{} asks for the campaign <strong>{}</strong> to go out.</p><p><a href=\"{link}\">Approve it or turn it down</a></p>",
+                crate::mail::escape_html(&asker),
+                crate::mail::escape_html(&name)
+            ),
+        };
+        match jobs.enqueue_workspace_mail(tenant, mail).await {
+            Ok(()) => {}
+            Err(Error::Invalid(why)) => tracing::warn!(%tenant, why, "approval mail refused by the system-mail limit"),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The campaigns of the workspace that wait for approval.
+pub async fn pending_campaigns(db: &Db, tenant: TenantId) -> Result<Vec<Uuid>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let ids = sqlx::query_scalar("SELECT campaign_id FROM send_approvals WHERE tenant_id = $1 AND decided_at IS NULL")
+        .bind(tenant)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(ids)
+}
+
 /// An owner or admin approves: the campaign is sent or scheduled as asked.
 pub async fn approve(
     db: &Db,

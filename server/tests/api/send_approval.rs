@@ -37,6 +37,17 @@ async fn authors_ask_and_only_owners_or_admins_approve_or_turn_down() -> TestRes
     assert_eq!(c["approval_needed"], true);
     assert_eq!(c["approval"]["state"], "pending");
     assert_eq!(c["approval"]["requested_by"], "writer@example.com");
+    // The owners and admins hear of it, and the list shows it.
+    for approver in ["publisher@example.com", "editor@example.com"] {
+        let text = app.mail_text_to(approver).await;
+        assert!(
+            text.contains("writer@example.com asks for the campaign \"Needs a yes\"") && text.contains(&first),
+            "{text}"
+        );
+    }
+    let campaigns = owner.call("list_campaigns", &[]).await.body;
+    let row = campaigns["campaigns"].as_array().and_then(|l| l.iter().find(|r| r["id"] == first.as_str())).cloned();
+    assert_eq!(row.map(|r| r["awaiting_approval"].clone()), Some(serde_json::Value::Bool(true)));
     // The author cannot approve it, nor go around the rule through the engine's send.
     assert_eq!(author.call("approve_send", &[("id", &first)]).await.status, StatusCode::FORBIDDEN);
     // An admin approves: it is sent.
@@ -71,10 +82,10 @@ async fn authors_ask_and_only_owners_or_admins_approve_or_turn_down() -> TestRes
 
     // Asking again, then editing, withdraws the request.
     assert!(author.call("send_campaign", &[("id", &third)]).await.ok());
-    let (status, _) = api
+    let (status, body) = api
         .put(&format!("/api/v1/campaigns/{third}"), json!({"name": "Edited", "subject": "better", "list_ids": [list]}))
         .await;
-    assert_eq!(status, StatusCode::OK);
+    assert_eq!(status, StatusCode::OK, "{body}");
     let c = author.call("get_campaign", &[("id", &third)]).await.body;
     assert!(c["approval"].is_null(), "{}", c["approval"]);
     assert_eq!(owner.call("approve_send", &[("id", &third)]).await.status, StatusCode::CONFLICT);
