@@ -144,6 +144,12 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         add("/campaigns/:id", format!("/campaigns/{id}"));
         add("/campaigns/:id/stats", format!("/campaigns/{id}/stats"));
     }
+    // A draft an author asked to send: the approval banner and the list's badge.
+    let asked = store::create(&db, tenant, Role::Owner, &draft("Campaign awaiting approval")?).await.map_err(clear)?;
+    herald_engine::campaigns::approval::request(&db, tenant, user.id, Role::Author, asked.id, None, "")
+        .await
+        .map_err(clear)?;
+    add("/campaigns/:id", format!("/campaigns/{}", asked.id));
     // A recurring campaign with one edition already sent.
     let mut rec = draft("Weekly digest")?;
     rec.recurrence = Some(input(json!({"every": "week", "weekdays": [1], "time": "09:00", "tz": "Europe/Paris"}))?);
