@@ -194,15 +194,18 @@ impl Member {
 /// The role is read from the database on every call, so a removed member loses access at once;
 /// so is the workspace's two-factor rule.
 pub async fn require_role(min: Role) -> Result<Member, AppError> {
-    let (state, session, user) = require_user().await?;
-    let tenant = session
-        .get::<TenantId>(SESSION_TENANT)
-        .await
-        .map_err(session_err)?
-        .ok_or_else(|| AppError::NotFound.respond())?;
-    let role = herald_engine::workspaces::access(&state.db, tenant, user)
-        .await?
-        .ok_or_else(|| AppError::Forbidden.respond())?;
-    role.require(min)?;
+    let (state, session, _) = require_user().await?;
+    let (tenant, user, role) = member_of_session(&state.db, &session, min).await.map_err(AppError::respond)?;
     Ok(Member { state, user, tenant, role })
+}
+
+/// The one membership check, for server functions ([`require_role`]) and the server's plain
+/// routes (uploads and downloads) alike: the session's user, in the session's workspace, with a
+/// role of at least `min` (and two-factor if the workspace requires it).
+pub async fn member_of_session(db: &Db, session: &Session, min: Role) -> Result<(TenantId, UserId, Role), AppError> {
+    let user = session_user(session).await?.ok_or(AppError::Unauthenticated)?;
+    let tenant = session.get::<TenantId>(SESSION_TENANT).await.map_err(session_err)?.ok_or(AppError::NotFound)?;
+    let role = herald_engine::workspaces::access(db, tenant, user).await?.ok_or(AppError::Forbidden)?;
+    role.require(min)?;
+    Ok((tenant, user, role))
 }

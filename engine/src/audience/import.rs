@@ -720,7 +720,7 @@ async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> R
 pub async fn stream_errors_csv(db: &Db, tenant: TenantId, id: Uuid, out: mpsc::Sender<Vec<u8>>) -> Result<()> {
     load(db, tenant, id).await?;
     let mut tx = db.tenant_tx(tenant).await?;
-    let mut buf = b"line,reason,row\r\n".to_vec();
+    let mut csv = super::export::CsvChunks::new(out, &["line", "reason", "row"])?;
     {
         let mut rows = sqlx::query_as::<_, (i64, String, String)>(
             "SELECT line, reason, raw FROM import_errors WHERE tenant_id = $1 AND import_id = $2 ORDER BY line",
@@ -729,18 +729,13 @@ pub async fn stream_errors_csv(db: &Db, tenant: TenantId, id: Uuid, out: mpsc::S
         .bind(id)
         .fetch(&mut *tx);
         while let Some((line, reason, raw)) = rows.try_next().await? {
-            let row = format!("{line},{},{}\r\n", super::export::cell(&reason), super::export::cell(&raw));
-            buf.extend_from_slice(row.as_bytes());
-            if buf.len() >= super::export::CHUNK && out.send(std::mem::take(&mut buf)).await.is_err() {
+            if !csv.row(&[&line.to_string(), &reason, &raw]).await? {
                 return Ok(());
             }
         }
     }
     tx.commit().await?;
-    if !buf.is_empty() {
-        let _ = out.send(buf).await;
-    }
-    Ok(())
+    csv.finish().await
 }
 
 #[cfg(test)]

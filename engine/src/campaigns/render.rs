@@ -577,12 +577,8 @@ pub fn html_to_text(html: &str) -> String {
     text.finish()
 }
 
-pub(crate) fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 16);
-    // Writing to a String cannot fail.
-    let _ = write_escaped(&mut out, s, Escape::Html);
-    out
-}
+/// Herald's one HTML escape (also what [`Escape::Html`] writes inside templates).
+pub(crate) use crate::mail::escape_html;
 
 // ---------------------------------------------------------------------------------------------
 // Layout

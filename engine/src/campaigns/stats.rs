@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::audience::export::cell;
+use crate::audience::export::CsvChunks;
 use crate::db::Db;
 use crate::domain::TenantId;
 use crate::error::{Error, Result};
@@ -247,7 +247,7 @@ pub async fn stream_events_csv(db: &Db, tenant: TenantId, campaign: Uuid, out: m
     if !exists {
         return Err(Error::NotFound);
     }
-    let mut buf = b"at,event,email,url,detail\n".to_vec();
+    let mut csv = CsvChunks::new(out, &["at", "event", "email", "url", "detail"])?;
     {
         let mut rows = sqlx::query_as::<_, (DateTime<Utc>, String, Option<String>, Option<String>, Option<String>)>(
             "SELECT e.at, e.kind, r.email, l.url, e.detail FROM events e
@@ -258,25 +258,13 @@ pub async fn stream_events_csv(db: &Db, tenant: TenantId, campaign: Uuid, out: m
         .bind(campaign)
         .fetch(&mut *tx);
         while let Some((at, kind, email, url, detail)) = rows.try_next().await? {
-            buf.extend_from_slice(
-                format!(
-                    "{},{},{},{},{}\n",
-                    at.to_rfc3339(),
-                    kind,
-                    cell(email.as_deref().unwrap_or("")),
-                    cell(url.as_deref().unwrap_or("")),
-                    cell(detail.as_deref().unwrap_or(""))
-                )
-                .as_bytes(),
-            );
-            if buf.len() >= 64 * 1024 && out.send(std::mem::take(&mut buf)).await.is_err() {
+            let (email, url, detail) = (email.unwrap_or_default(), url.unwrap_or_default(), detail.unwrap_or_default());
+            if !csv.row(&[&at.to_rfc3339(), &kind, &email, &url, &detail]).await? {
                 return Ok(()); // the client went away
             }
         }
     }
-    if !buf.is_empty() {
-        let _ = out.send(buf).await;
-    }
+    csv.finish().await?;
     tx.commit().await?;
     Ok(())
 }
