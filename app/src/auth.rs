@@ -173,6 +173,9 @@ pub async fn login_second_factor(code: String) -> Result<(), AppError> {
     let Some((user, next)) = pending_second_factor(&session).await? else {
         return Err(AppError::Invalid("Your login has timed out. Log in again.".into()).respond());
     };
+    if !state.auth_account_limiter.check(&format!("2fa:{user}")) {
+        return Err(AppError::RateLimited.respond());
+    }
     match herald_engine::two_factor::check(&state.db, &state.signer, user, &code, chrono::Utc::now()).await {
         Ok(_) => {
             log_in(&session, user).await?;

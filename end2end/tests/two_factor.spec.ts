@@ -1,7 +1,18 @@
 // Two-factor login: a person turns it on from their account page (scanning is replaced by
 // reading the key the page shows and computing the codes, as an authenticator app would), saves
 // the recovery codes, and from then on logs in with a code after the password.
-import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, fillLogin, logOut, totpCode } from "./helpers";
+import {
+  test,
+  expect,
+  uniqueEmail,
+  uniqueId,
+  signUpWithWorkspace,
+  gotoHydrated,
+  fillLogin,
+  logOut,
+  totpCode,
+  PASSWORD,
+} from "./helpers";
 
 test("enrol TOTP from the account page and log in with a code", async ({ page }) => {
   test.setTimeout(120_000);
@@ -9,6 +20,7 @@ test("enrol TOTP from the account page and log in with a code", async ({ page })
   await signUpWithWorkspace(page, email, `Two Factor ${uniqueId()}`);
 
   await gotoHydrated(page, "/account");
+  await page.getByLabel("Confirm with your password").fill(PASSWORD);
   await page.getByRole("button", { name: "Set up two-factor authentication" }).click();
   await expect(page.getByRole("img", { name: "QR code for your authenticator app" })).toBeVisible();
   const secret = ((await page.getByTestId("totp-secret").textContent()) ?? "").trim();

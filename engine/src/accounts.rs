@@ -263,6 +263,9 @@ pub async fn delete_account(db: &Db, user: UserId, current_password: &str) -> Re
     let mut only_owner_of = Vec::new();
     for (tenant, name) in owned {
         sqlx::query("SELECT set_config('app.tenant_id', $1, true)").bind(tenant.to_string()).execute(&mut *tx).await?;
+        // A new membership's foreign key takes a share lock on this row: nobody can join
+        // between this count and the deletion.
+        sqlx::query("SELECT 1 FROM tenants WHERE id = $1 FOR UPDATE").bind(tenant).execute(&mut *tx).await?;
         let (members, owners): (i64, i64) = sqlx::query_as(
             "SELECT count(*), count(*) FILTER (WHERE role = 'owner')
              FROM (SELECT role FROM memberships WHERE tenant_id = $1 FOR UPDATE) m",
@@ -286,20 +289,30 @@ pub async fn delete_account(db: &Db, user: UserId, current_password: &str) -> Re
         sqlx::query("SELECT set_config('app.tenant_id', $1, true)").bind(tenant.to_string()).execute(&mut *tx).await?;
         sqlx::query("DELETE FROM tenants WHERE id = $1").bind(tenant).execute(&mut *tx).await?;
     }
-    sqlx::query("DELETE FROM sessions WHERE data ->> 'user_id' = $1").bind(user.to_string()).execute(&mut *tx).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM sessions WHERE {SESSIONS_OF_USER}")))
+        .bind(user.to_string())
+        .execute(&mut *tx)
+        .await?;
     sqlx::query("DELETE FROM users WHERE id = $1").bind(user).execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(alone_in.into_iter().map(|(_, name)| name).collect())
 }
 
+/// The sessions of user `$1`: logged in, or past the password and waiting for the second factor
+/// (`herald_app::ssr::start_second_factor` keeps `[user, started, next]` there), so a reset or a
+/// deletion also ends a login that is half done.
+const SESSIONS_OF_USER: &str = "(data ->> 'user_id' = $1 OR data -> 'pending_2fa' ->> 0 = $1)";
+
 /// Ends the user's sessions, all or all but `except` (a session id). Returns how many ended.
 pub async fn end_sessions(db: &Db, user: UserId, except: Option<&str>) -> Result<u64> {
-    Ok(sqlx::query("DELETE FROM sessions WHERE data ->> 'user_id' = $1 AND ($2::text IS NULL OR id <> $2)")
-        .bind(user.to_string())
-        .bind(except)
-        .execute(db.pool())
-        .await?
-        .rows_affected())
+    Ok(sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM sessions WHERE {SESSIONS_OF_USER} AND ($2::text IS NULL OR id <> $2)"
+    )))
+    .bind(user.to_string())
+    .bind(except)
+    .execute(db.pool())
+    .await?
+    .rows_affected())
 }
 
 /// One of a user's sessions as the sessions page shows it.

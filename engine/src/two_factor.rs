@@ -107,14 +107,20 @@ pub async fn is_enabled(db: &Db, user: UserId) -> Result<bool> {
     Ok(status(db, user).await?.enabled_at.is_some())
 }
 
-/// Starts (or restarts) enrolment with a fresh secret.
-pub async fn start_enrolment(db: &Db, signer: &Signer, user: UserId) -> Result<Enrolment> {
-    let (email, enabled): (String, Option<DateTime<Utc>>) =
-        sqlx::query_as("SELECT email, totp_enabled_at FROM users WHERE id = $1")
+/// Starts (or restarts) enrolment with a fresh secret. It needs the password (a stolen session
+/// alone must not be able to tie the account to someone else's phone) and a confirmed address
+/// (nor may someone who signed up with another person's address).
+pub async fn start_enrolment(db: &Db, signer: &Signer, user: UserId, current_password: &str) -> Result<Enrolment> {
+    let (email, enabled, hash): (String, Option<DateTime<Utc>>, String) =
+        sqlx::query_as("SELECT email, totp_enabled_at, password_hash FROM users WHERE id = $1")
             .bind(user)
             .fetch_optional(db.pool())
             .await?
             .ok_or(Error::Unauthenticated)?;
+    if !password::verify(current_password.to_string(), Some(hash)).await? {
+        return Err(Error::Invalid("The password is not right.".into()));
+    }
+    crate::accounts::require_verified_email(db, user).await?;
     if enabled.is_some() {
         return Err(Error::Conflict("Two-factor authentication is on already.".into()));
     }
@@ -208,19 +214,32 @@ pub enum Proof {
 }
 
 /// Checks a code from the authenticator, or a recovery code (which is then used up), for a
-/// user who has two-factor on. Wrong answers count towards the lock.
+/// user who has two-factor on.
+///
+/// Every attempt is counted as a failure *before* it is checked, in one statement that also
+/// refuses while the step is locked, and a right answer clears the count: so requests sent all
+/// at once cannot each slip past the lock before the others are counted.
 pub async fn check(db: &Db, signer: &Signer, user: UserId, answer: &str, now: DateTime<Utc>) -> Result<Proof> {
-    let row: Option<(Option<String>, i64, Option<DateTime<Utc>>)> =
-        sqlx::query_as("SELECT totp_secret_sealed, totp_last_step, totp_locked_until FROM users WHERE id = $1")
-            .bind(user)
-            .fetch_optional(db.pool())
-            .await?;
-    let (Some(sealed), last_step, locked_until) = row.ok_or(Error::Unauthenticated)? else {
+    let claimed: Option<(Option<String>, i64)> = sqlx::query_as(
+        "UPDATE users SET totp_failures = totp_failures + 1,
+                totp_locked_until = CASE WHEN totp_failures + 1 >= $2 THEN $3 ELSE totp_locked_until END
+         WHERE id = $1 AND (totp_locked_until IS NULL OR totp_locked_until <= $4)
+         RETURNING totp_secret_sealed, totp_last_step",
+    )
+    .bind(user)
+    .bind(MAX_FAILURES)
+    .bind(now + LOCK)
+    .bind(now)
+    .fetch_optional(db.pool())
+    .await?;
+    let Some((sealed, last_step)) = claimed else {
+        let exists: Option<i32> =
+            sqlx::query_scalar("SELECT 1 FROM users WHERE id = $1").bind(user).fetch_optional(db.pool()).await?;
+        return Err(if exists.is_some() { Error::RateLimited } else { Error::Unauthenticated });
+    };
+    let Some(sealed) = sealed else {
         return Err(Error::Invalid("Two-factor authentication is not on for this account.".into()));
     };
-    if locked_until.is_some_and(|t| t > now) {
-        return Err(Error::RateLimited);
-    }
     let answer = answer.trim();
     let is_totp = answer.len() == DIGITS && answer.chars().all(|c| c.is_ascii_digit());
     let proof = if is_totp {
@@ -265,19 +284,8 @@ pub async fn check(db: &Db, signer: &Signer, user: UserId, answer: &str, now: Da
             }
             Ok(p)
         }
-        None => {
-            sqlx::query(
-                "UPDATE users SET totp_failures = totp_failures + 1,
-                        totp_locked_until = CASE WHEN totp_failures + 1 >= $2 THEN $3 ELSE totp_locked_until END
-                 WHERE id = $1",
-            )
-            .bind(user)
-            .bind(MAX_FAILURES)
-            .bind(now + LOCK)
-            .execute(db.pool())
-            .await?;
-            Err(Error::Invalid("That code is not right, or it has been used already. Try the next one.".into()))
-        }
+        // Counted already, when the attempt was claimed.
+        None => Err(Error::Invalid("That code is not right, or it has been used already. Try the next one.".into())),
     }
 }
 

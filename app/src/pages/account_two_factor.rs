@@ -32,22 +32,29 @@ pub async fn two_factor_status() -> Result<TwoFactorState, AppError> {
 }
 
 #[server(prefix = "/rpc", endpoint = "start_two_factor")]
-pub async fn start_two_factor() -> Result<TwoFactorEnrolment, AppError> {
+pub async fn start_two_factor(current_password: String) -> Result<TwoFactorEnrolment, AppError> {
     use crate::ssr::*;
     let (state, _, user) = require_user().await?;
-    let e = herald_engine::two_factor::start_enrolment(&state.db, &state.signer, user).await?;
+    if !state.auth_account_limiter.check(&format!("2fa-start:{user}")) {
+        return Err(AppError::RateLimited.respond());
+    }
+    let e = herald_engine::two_factor::start_enrolment(&state.db, &state.signer, user, &current_password).await?;
     Ok(TwoFactorEnrolment { secret: e.secret_base32, otpauth_url: e.otpauth_url, qr_svg: e.qr_svg })
 }
 
-/// Returns the recovery codes: the only time they are shown.
+/// Returns the recovery codes: the only time they are shown. Every other session ends: they
+/// were opened without the second factor.
 #[server(prefix = "/rpc", endpoint = "confirm_two_factor")]
 pub async fn confirm_two_factor(code: String) -> Result<Vec<String>, AppError> {
     use crate::ssr::*;
-    let (state, _, user) = require_user().await?;
+    let (state, session, user) = require_user().await?;
     if !state.auth_account_limiter.check(&format!("2fa-enrol:{user}")) {
         return Err(AppError::RateLimited.respond());
     }
-    Ok(herald_engine::two_factor::confirm_enrolment(&state.db, &state.signer, user, &code, chrono::Utc::now()).await?)
+    let codes =
+        herald_engine::two_factor::confirm_enrolment(&state.db, &state.signer, user, &code, chrono::Utc::now()).await?;
+    herald_engine::accounts::end_sessions(&state.db, user, Some(&session_id(&session))).await?;
+    Ok(codes)
 }
 
 #[server(prefix = "/rpc", endpoint = "disable_two_factor")]
@@ -134,7 +141,11 @@ fn TwoFactorOff(start: ServerAction<StartTwoFactor>, confirm: ServerAction<Confi
                 </div>
             }.into_any(),
             other => view! {
-                <ActionForm action=start attr:class="mt-4">
+                <ActionForm action=start attr:class="mt-4 flex flex-wrap items-end gap-3">
+                    <div>
+                        <label for="enrol_password" class="label">"Confirm with your password"</label>
+                        <input id="enrol_password" name="current_password" type="password" required autocomplete="current-password" class="input"/>
+                    </div>
                     <button type="submit" class="btn-primary" disabled=move || start.pending().get()>
                         "Set up two-factor authentication"
                     </button>

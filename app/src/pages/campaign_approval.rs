@@ -40,6 +40,7 @@ pub async fn approve_send(id: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audit::Action, campaigns::approval};
     let m = require_role(Role::Admin).await?;
+    herald_engine::accounts::require_verified_email(&m.state.db, m.user).await?;
     let id = crate::ssr::parse_id(&id)?;
     let c = approval::approve(&m.state.db, &m.state.jobs, m.tenant, m.user, m.role, id).await?;
     m.audit(Action::ApprovalGiven, id, serde_json::json!({ "status": c.status, "scheduled_at": c.scheduled_at })).await;

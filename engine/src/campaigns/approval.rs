@@ -1,12 +1,13 @@
 //! Send approval: a workspace rule under which authors write campaigns and ask for them to go
 //! out, and only owners and admins send (by approving a request, or directly).
 //!
-//! The rule is enforced where every send starts ([`gate`], called by `store::send_now` and
-//! `store::schedule`), so the UI, the API and recurring starts all meet it. Approving runs the
-//! send the author asked for (now, or scheduled) with the approver's role; only then is the
-//! request marked approved, so a send that cannot start (say, an unverified domain) leaves the
-//! request pending with the reason shown to the approver. Editing a campaign withdraws its
-//! pending request (`store::update`): what was approved is what goes out.
+//! The rule is enforced where every send starts or restarts ([`gate`], called by
+//! `store::send_now`, `store::schedule` and `store::resume`), so the UI, the API and recurring
+//! starts all meet it. Approving runs the send the author asked for (now, or scheduled) with
+//! the approver's role; a send that cannot start (say, an unverified domain) puts the request
+//! back to pending, with the reason shown to the approver. What was approved is what goes out:
+//! editing a campaign withdraws its pending request, and an approved one cannot be edited by an
+//! author until its schedule is cancelled (`store::update`, [`guard_edit`]).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -18,8 +19,8 @@ use crate::domain::{Role, TenantId, UserId};
 use crate::error::{Error, Result};
 use crate::jobs::Jobs;
 
-const NEEDS_APPROVAL: &str = "This workspace needs an owner's or admin's approval before a campaign goes out: use \
-                              \"Ask for approval\" instead.";
+const NEEDS_APPROVAL: &str = "In this workspace only an owner or admin starts or restarts a send: authors use \
+                              \"Ask for approval\".";
 
 /// Refuses an author's send in a workspace that requires approval.
 pub(crate) async fn gate(tx: &mut Tx, tenant: TenantId, role: Role) -> Result<()> {
@@ -181,6 +182,11 @@ pub async fn pending_campaigns(db: &Db, tenant: TenantId) -> Result<Vec<Uuid>> {
 }
 
 /// An owner or admin approves: the campaign is sent or scheduled as asked.
+///
+/// The request is claimed first (pending → approved) under a lock on the campaign row, and only
+/// if the campaign has not changed since it was asked; an edit takes the same lock, so it either
+/// withdrew the request before (nothing to approve) or comes after and is refused by
+/// [`guard_edit`]. A send that then cannot start puts the request back to pending.
 pub async fn approve(
     db: &Db,
     jobs: &Jobs,
@@ -190,29 +196,86 @@ pub async fn approve(
     campaign: Uuid,
 ) -> Result<Campaign> {
     role.require(Role::Admin)?;
-    let pending: Option<(Option<DateTime<Utc>>, String)> = {
-        let mut tx = db.tenant_tx(tenant).await?;
-        let row = sqlx::query_as(
-            "SELECT send_at, timezone FROM send_approvals
-             WHERE tenant_id = $1 AND campaign_id = $2 AND decided_at IS NULL",
-        )
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query("SELECT 1 FROM campaigns WHERE tenant_id = $1 AND id = $2 FOR UPDATE")
         .bind(tenant)
         .bind(campaign)
-        .fetch_optional(&mut *tx)
+        .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
-        row
-    };
-    let Some((send_at, timezone)) = pending else {
+    let claimed: Option<(Option<DateTime<Utc>>, String)> = sqlx::query_as(
+        "UPDATE send_approvals a SET decided_by = $3, decided_at = now(), decision = 'approved'
+         FROM campaigns c
+         WHERE a.tenant_id = $1 AND a.campaign_id = $2 AND a.decided_at IS NULL
+           AND c.tenant_id = a.tenant_id AND c.id = a.campaign_id AND c.updated_at <= a.requested_at
+         RETURNING a.send_at, a.timezone",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .bind(user)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let Some((send_at, timezone)) = claimed else {
         return Err(Error::Conflict("There is no request waiting for approval on this campaign.".into()));
     };
     let sent = match send_at {
-        Some(at) if at > Utc::now() => store::schedule(db, tenant, role, campaign, at, &timezone).await?,
+        Some(at) if at > Utc::now() => store::schedule(db, tenant, role, campaign, at, &timezone).await,
         // A requested time that has passed while waiting: the approver is sending it now.
-        _ => store::send_now(db, jobs, tenant, role, campaign).await?,
+        _ => store::send_now(db, jobs, tenant, role, campaign).await,
     };
-    decide(db, tenant, user, campaign, "approved", "").await?;
-    Ok(sent)
+    if sent.is_err() {
+        let mut tx = db.tenant_tx(tenant).await?;
+        sqlx::query(
+            "UPDATE send_approvals SET decided_by = NULL, decided_at = NULL, decision = NULL
+             WHERE tenant_id = $1 AND campaign_id = $2 AND decision = 'approved'",
+        )
+        .bind(tenant)
+        .bind(campaign)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+    }
+    sent
+}
+
+/// Under the rule, an author may not change a campaign once it is approved (scheduled, or about
+/// to start): what was approved is what goes out. Unscheduling it ([`forget`]) makes it an
+/// editable draft again, to be asked for anew. Called by `store::update` with the campaign row
+/// locked.
+pub(crate) async fn guard_edit(tx: &mut Tx, tenant: TenantId, role: Role, campaign: Uuid) -> Result<()> {
+    if role.can_administer() {
+        return Ok(());
+    }
+    let row: Option<(bool, String, Option<String>)> = sqlx::query_as(
+        "SELECT t.require_send_approval, c.status, a.decision
+         FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
+         LEFT JOIN send_approvals a ON a.campaign_id = c.id
+         WHERE c.tenant_id = $1 AND c.id = $2 FOR UPDATE OF c",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .fetch_optional(&mut **tx)
+    .await?;
+    match row {
+        Some((true, status, decision)) if status == "scheduled" || decision.as_deref() == Some("approved") => {
+            Err(Error::Refused(
+                "This campaign was approved as it is. To change it, cancel its schedule first, then ask for approval again."
+                    .into(),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Called when a schedule is cancelled: the campaign is a draft again and any request for it,
+/// decided or not, is gone (the audit log keeps the story).
+pub(crate) async fn forget(tx: &mut Tx, tenant: TenantId, campaign: Uuid) -> Result<()> {
+    sqlx::query("DELETE FROM send_approvals WHERE tenant_id = $1 AND campaign_id = $2")
+        .bind(tenant)
+        .bind(campaign)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// An owner or admin turns the request down, with a note for the author.

@@ -222,6 +222,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &Cam
     role.require(Role::Author)?;
     validate(input)?;
     let mut tx = db.tenant_tx(tenant).await?;
+    super::approval::guard_edit(&mut tx, tenant, role, id).await?;
     let update = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE campaigns SET name = $3, subject = $4, preheader = $5, identity_id = $6, from_name = $7, from_email = $8,
              reply_to = $9, list_ids = $10, attribute_filter = $11, body_format = $12, body = $13, spread_hours = $14,
@@ -428,7 +429,7 @@ async fn transition(
 
 pub async fn unschedule(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Campaign> {
     role.require(Role::Author)?;
-    let (c, tx) = transition(
+    let (c, mut tx) = transition(
         db,
         tenant,
         id,
@@ -437,6 +438,7 @@ pub async fn unschedule(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Resu
         "This campaign is not scheduled.",
     )
     .await?;
+    super::approval::forget(&mut tx, tenant, id).await?;
     tx.commit().await?;
     Ok(c)
 }
@@ -468,6 +470,7 @@ pub async fn pause(db: &Db, tenant: TenantId, role: Role, id: Uuid, reason: &str
 pub async fn resume(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Uuid) -> Result<Campaign> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
+    super::approval::gate(&mut tx, tenant, role).await?;
     super::warmup::check_resume(&mut tx, tenant, id).await?;
     tx.commit().await?;
     let (c, tx) = transition(

@@ -6,6 +6,9 @@ use reqwest::StatusCode;
 use serde_json::json;
 use std::time::Duration;
 
+use herald_engine::Role;
+use herald_engine::campaigns::store;
+
 use crate::campaigns_api::{wait_for_status, workspace_with_readers};
 use crate::helpers::*;
 
@@ -69,6 +72,19 @@ async fn authors_ask_and_only_owners_or_admins_approve_or_turn_down() -> TestRes
     let c = owner.call("get_campaign", &[("id", &second)]).await.body;
     assert_eq!(c["status"], "scheduled");
     assert_eq!(c["schedule_tz"], "Europe/Paris");
+    // What was approved is what goes out: the author cannot change it while it waits…
+    let tenant: herald_engine::TenantId = ws.parse()?;
+    let edit: store::CampaignInput =
+        serde_json::from_value(json!({"name": "Sneaky", "subject": "changed after approval", "list_ids": [list]}))?;
+    let r = store::update(&app.app.db, tenant, Role::Author, second.parse()?, &edit).await;
+    assert!(matches!(r, Err(herald_engine::Error::Refused(_))), "{r:?}");
+    // …unless they cancel the schedule, which makes it a draft to ask for again.
+    assert!(author.call("unschedule_campaign", &[("id", &second)]).await.ok());
+    store::update(&app.app.db, tenant, Role::Author, second.parse()?, &edit).await?;
+    assert!(author.call("get_campaign", &[("id", &second)]).await.body["approval"].is_null());
+    // Nor may an author restart a send: resuming is gated like sending.
+    let r = store::resume(&app.app.db, &app.app.jobs, tenant, Role::Author, first.parse()?).await;
+    assert!(matches!(r, Err(herald_engine::Error::Refused(_))), "{r:?}");
 
     let third = draft("Not like this").await;
     assert!(author.call("send_campaign", &[("id", &third)]).await.ok());

@@ -12,7 +12,9 @@ const PASSWORD: &str = "correct horse battery";
 /// Enrols the browser's account through the account page's server functions; returns the
 /// secret (as the page shows it) and the recovery codes.
 async fn enrol(b: &Browser) -> (String, Vec<String>) {
-    let start = b.call("start_two_factor", &[]).await;
+    let wrong = b.call("start_two_factor", &[("current_password", "not the password")]).await;
+    assert_eq!(wrong.status, StatusCode::UNPROCESSABLE_ENTITY, "enrolment needs the password: {}", wrong.body);
+    let start = b.call("start_two_factor", &[("current_password", PASSWORD)]).await;
     assert!(start.ok(), "{:?}", start.body);
     let secret = start.body["secret"].as_str().expect("secret").to_string();
     assert!(start.body["qr_svg"].as_str().is_some_and(|s| s.starts_with("<svg")), "{}", start.body);
@@ -58,6 +60,20 @@ async fn login_asks_for_a_code_after_the_password_and_recovery_codes_work_once()
     assert!(r.ok(), "{:?}", r.body);
     assert_eq!(phone.session().await["email"], "totp@example.com");
 
+    // A login waiting for its code ends with the account's other sessions (a password change).
+    let half = app.browser();
+    assert!(half.login("totp@example.com", PASSWORD).await.ok());
+    let r = owner
+        .call("change_password", &[("current_password", PASSWORD), ("new_password", "a brand new password")])
+        .await;
+    assert!(r.ok(), "{:?}", r.body);
+    let r = half.call("login_second_factor", &[("code", &codes[2])]).await;
+    assert!(!r.ok() && r.message().contains("timed out"), "{:?}", r.body);
+    let r = owner
+        .call("change_password", &[("current_password", "a brand new password"), ("new_password", PASSWORD)])
+        .await;
+    assert!(r.ok(), "{:?}", r.body);
+
     // Without a password step first, a code leads nowhere.
     let stranger = app.browser();
     let r = stranger.call("login_second_factor", &[("code", &codes[0])]).await;
@@ -99,7 +115,7 @@ async fn codes_on_a_controllable_clock_previous_window_reuse_and_lockout() -> Te
     let t0: DateTime<Utc> = DateTime::from_timestamp(2_000_000_010, 0).expect("time");
     let at = |s: i64| t0 + TimeDelta::seconds(s);
 
-    let e = two_factor::start_enrolment(db, signer, user).await?;
+    let e = two_factor::start_enrolment(db, signer, user, PASSWORD).await?;
     let code = |t: DateTime<Utc>| two_factor::code_at(&e.secret_base32, t).expect("code");
     // A code two windows old does not confirm enrolment; the current one does.
     assert!(two_factor::confirm_enrolment(db, signer, user, &code(at(-60)), t0).await.is_err());
@@ -124,6 +140,14 @@ async fn codes_on_a_controllable_clock_previous_window_reuse_and_lockout() -> Te
     assert!(matches!(locked, Err(herald_engine::Error::RateLimited)), "{locked:?}");
     // …until the lock passes.
     assert_eq!(two_factor::check(db, signer, user, &code(at(700)), at(700)).await?, Proof::Code);
+
+    // Twenty wrong codes at once: the lock is claimed before each check, so at most five are
+    // even looked at.
+    let attempts = (0..20).map(|i| two_factor::check(db, signer, user, "000000", at(800 + i % 3)));
+    let results = futures::future::join_all(attempts).await;
+    let checked = results.iter().filter(|r| matches!(r, Err(herald_engine::Error::Invalid(_)))).count();
+    let refused = results.iter().filter(|r| matches!(r, Err(herald_engine::Error::RateLimited))).count();
+    assert_eq!((checked, refused), (5, 15), "{results:?}");
     Ok(())
 }
 
