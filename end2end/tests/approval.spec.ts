@@ -13,7 +13,7 @@ import {
   herald,
   mailedLink,
   newInstrumentedContext,
-  verifySendingDomain,
+  setUpSender,
   waitForHydration,
 } from "./helpers";
 
@@ -24,13 +24,7 @@ test("an author asks, the owner approves, the audit log tells it", async ({ page
   await signUpWithWorkspace(page, owner, `Approvals ${uniqueId()}`);
 
   // --- The owner's set-up: sender, domain, a list with one reader, the rule, the invite. ---
-  await gotoHydrated(page, "/settings");
-  await page.getByLabel("Postal address").fill("Herald Ltd, 1 Main Street, Springfield");
-  await page.getByLabel("Default sender name").fill("The Weekly");
-  await page.getByLabel("Default sender email").fill("weekly@example.com");
-  await page.getByRole("button", { name: "Save changes" }).click();
-  await expect(page.getByText("Saved", { exact: true })).toBeVisible();
-  await verifySendingDomain(page, "example.com");
+  await setUpSender(page);
   await gotoHydrated(page, "/audience");
   await page.getByLabel("Name", { exact: true }).fill("Weekly");
   await page.getByRole("button", { name: "Create list" }).click();

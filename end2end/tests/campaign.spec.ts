@@ -3,7 +3,7 @@
 // exactly one copy per reader in the dev inbox. One reader opens it there (the pixel loads) and
 // follows its link; the stats page counts 1 open and 1 click and draws its charts.
 import type { APIRequestContext } from "@playwright/test";
-import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, verifySendingDomain, waitForHydration } from "./helpers";
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, setUpSender, waitForHydration } from "./helpers";
 
 /** One message caught by the dev mail catcher (`/dev/inbox/messages.json`). */
 type Caught = { id: number; from: string; to: string[]; subject: string; text: string | null; html: string | null };
@@ -23,13 +23,7 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   await signUpWithWorkspace(page, uniqueEmail("campaigner"), `Campaigns ${uniqueId()}`);
 
   // --- The workspace's postal address (required to send) and default sender. ---
-  await gotoHydrated(page, "/settings");
-  await page.getByLabel("Postal address").fill("Herald Ltd, 1 Main Street, Springfield");
-  await page.getByLabel("Default sender name").fill("The Weekly");
-  await page.getByLabel("Default sender email").fill("weekly@example.com");
-  await page.getByRole("button", { name: "Save changes" }).click();
-  await expect(page.getByText("Saved", { exact: true })).toBeVisible();
-  await verifySendingDomain(page, "example.com");
+  await setUpSender(page);
 
   // --- A list "Weekly" with three readers added as confirmed. ---
   await gotoHydrated(page, "/audience");

@@ -175,6 +175,18 @@ export function herald(...args: string[]): string {
   return execFileSync(cli, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
 }
 
+/** What a workspace needs before it can send: a postal address, a default sender
+ * (The Weekly <weekly@example.com>) and example.com as a verified sending domain. */
+export async function setUpSender(page: Page): Promise<void> {
+  await gotoHydrated(page, "/settings");
+  await page.getByLabel("Postal address").fill("Herald Ltd, 1 Main Street, Springfield");
+  await page.getByLabel("Default sender name").fill("The Weekly");
+  await page.getByLabel("Default sender email").fill("weekly@example.com");
+  await page.getByRole("button", { name: "Save changes" }).click();
+  await expect(page.getByText("Saved", { exact: true })).toBeVisible();
+  await verifySendingDomain(page, "example.com");
+}
+
 /** Adds `domain` on Settings → Domains, where it shows as not verified with the DNS records to
  * publish; then an operator verifies it (`herald admin verify-domain`: the browser tests have no
  * DNS of their own) and the page says so after a reload. */

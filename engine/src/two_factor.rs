@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::password;
 use crate::sealing;
 use crate::tokens::Signer;
+use crate::workspaces::TeamRule;
 
 const ISSUER: &str = "Herald";
 const STEP_SECONDS: u64 = 30;
@@ -344,13 +345,7 @@ async fn requiring_workspaces(db: &Db, user: UserId) -> Result<Vec<String>> {
 
 /// Whether the workspace requires two-factor of every member.
 pub async fn workspace_requires(db: &Db, tenant: TenantId) -> Result<bool> {
-    let mut tx = db.tenant_tx(tenant).await?;
-    let on: Option<bool> = sqlx::query_scalar("SELECT require_two_factor FROM tenants WHERE id = $1")
-        .bind(tenant)
-        .fetch_optional(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    on.ok_or(Error::NotFound)
+    crate::workspaces::team_rule(db, tenant, TeamRule::TwoFactor).await
 }
 
 /// Turns the workspace rule on or off (owners and admins). Whoever turns it on must have
@@ -368,14 +363,7 @@ pub async fn set_workspace_requirement(
             "Turn on two-factor authentication for your own account first (Your account).".into(),
         ));
     }
-    let mut tx = db.tenant_tx(tenant).await?;
-    sqlx::query("UPDATE tenants SET require_two_factor = $2, updated_at = now() WHERE id = $1")
-        .bind(tenant)
-        .bind(on)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(())
+    crate::workspaces::set_team_rule(db, tenant, actor_role, TeamRule::TwoFactor, on).await
 }
 
 #[cfg(test)]

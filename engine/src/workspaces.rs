@@ -141,6 +141,53 @@ pub async fn access(db: &Db, tenant: TenantId, user: UserId) -> Result<Option<Ro
     }
 }
 
+/// A rule every member of a workspace follows (Settings → Members → Team rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TeamRule {
+    /// Every member logs in with two-factor (`two_factor`).
+    TwoFactor,
+    /// Authors ask, owners and admins approve each send (`campaigns::approval`).
+    SendApproval,
+}
+
+impl TeamRule {
+    fn column(self) -> &'static str {
+        match self {
+            TeamRule::TwoFactor => "require_two_factor",
+            TeamRule::SendApproval => "require_send_approval",
+        }
+    }
+}
+
+/// Whether the workspace has `rule` on.
+pub async fn team_rule(db: &Db, tenant: TenantId, rule: TeamRule) -> Result<bool> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let on: Option<bool> =
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT {} FROM tenants WHERE id = $1", rule.column())))
+            .bind(tenant)
+            .fetch_optional(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    on.ok_or(Error::NotFound)
+}
+
+/// Turns `rule` on or off; owners and admins only. (Preconditions of a rule, such as having
+/// two-factor oneself, are checked by its module before this.)
+pub async fn set_team_rule(db: &Db, tenant: TenantId, actor: Role, rule: TeamRule, on: bool) -> Result<()> {
+    actor.require(Role::Admin)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE tenants SET {} = $2, updated_at = now() WHERE id = $1",
+        rule.column()
+    )))
+    .bind(tenant)
+    .bind(on)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// What a member without two-factor reads in a workspace that requires it.
 pub const TWO_FACTOR_REQUIRED: &str =
     "This workspace requires two-factor authentication of every member. Turn it on under Your account, then come back.";
@@ -221,13 +268,7 @@ pub async fn members(db: &Db, tenant: TenantId) -> Result<Vec<Member>> {
 pub async fn set_role(db: &Db, tenant: TenantId, actor: Role, user: UserId, role: Role) -> Result<()> {
     actor.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
-    let current: Option<String> =
-        sqlx::query_scalar("SELECT role FROM memberships WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE")
-            .bind(tenant)
-            .bind(user)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let current = Role::parse(&current.ok_or(Error::NotFound)?)?;
+    let current = locked_role(&mut tx, tenant, user).await?;
     if (current == Role::Owner || role == Role::Owner) && actor != Role::Owner {
         return Err(Error::Forbidden);
     }
@@ -249,13 +290,7 @@ pub async fn set_role(db: &Db, tenant: TenantId, actor: Role, user: UserId, role
 pub async fn remove_member(db: &Db, tenant: TenantId, actor: Role, user: UserId) -> Result<()> {
     actor.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
-    let current: Option<String> =
-        sqlx::query_scalar("SELECT role FROM memberships WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE")
-            .bind(tenant)
-            .bind(user)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let current = Role::parse(&current.ok_or(Error::NotFound)?)?;
+    let current = locked_role(&mut tx, tenant, user).await?;
     if current == Role::Owner {
         if actor != Role::Owner {
             return Err(Error::Forbidden);
@@ -275,13 +310,7 @@ pub async fn remove_member(db: &Db, tenant: TenantId, actor: Role, user: UserId)
 #[tracing::instrument(skip(db))]
 pub async fn leave(db: &Db, tenant: TenantId, user: UserId) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
-    let current: Option<String> =
-        sqlx::query_scalar("SELECT role FROM memberships WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE")
-            .bind(tenant)
-            .bind(user)
-            .fetch_optional(&mut *tx)
-            .await?;
-    if Role::parse(&current.ok_or(Error::NotFound)?)? == Role::Owner {
+    if locked_role(&mut tx, tenant, user).await? == Role::Owner {
         ensure_another_owner(&mut tx, tenant).await.map_err(|_| {
             Error::Invalid("You are this workspace's only owner: make someone else owner before you leave.".into())
         })?;
@@ -293,6 +322,17 @@ pub async fn leave(db: &Db, tenant: TenantId, user: UserId) -> Result<()> {
         .await?;
     tx.commit().await?;
     Ok(())
+}
+
+/// A member's role, with their membership row locked until the transaction ends.
+async fn locked_role(tx: &mut crate::db::Tx, tenant: TenantId, user: UserId) -> Result<Role> {
+    let role: Option<String> =
+        sqlx::query_scalar("SELECT role FROM memberships WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE")
+            .bind(tenant)
+            .bind(user)
+            .fetch_optional(&mut **tx)
+            .await?;
+    Role::parse(&role.ok_or(Error::NotFound)?)
 }
 
 async fn ensure_another_owner(tx: &mut crate::db::Tx, tenant: TenantId) -> Result<()> {

@@ -18,6 +18,7 @@ use crate::db::{Db, Tx};
 use crate::domain::{Role, TenantId, UserId};
 use crate::error::{Error, Result};
 use crate::jobs::Jobs;
+use crate::workspaces::TeamRule;
 
 const NEEDS_APPROVAL: &str = "In this workspace only an owner or admin starts or restarts a send: authors use \
                               \"Ask for approval\".";
@@ -35,25 +36,11 @@ pub(crate) async fn gate(tx: &mut Tx, tenant: TenantId, role: Role) -> Result<()
 }
 
 pub async fn required(db: &Db, tenant: TenantId) -> Result<bool> {
-    let mut tx = db.tenant_tx(tenant).await?;
-    let on: bool = sqlx::query_scalar("SELECT require_send_approval FROM tenants WHERE id = $1")
-        .bind(tenant)
-        .fetch_one(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(on)
+    crate::workspaces::team_rule(db, tenant, TeamRule::SendApproval).await
 }
 
 pub async fn set_required(db: &Db, tenant: TenantId, role: Role, on: bool) -> Result<()> {
-    role.require(Role::Admin)?;
-    let mut tx = db.tenant_tx(tenant).await?;
-    sqlx::query("UPDATE tenants SET require_send_approval = $2, updated_at = now() WHERE id = $1")
-        .bind(tenant)
-        .bind(on)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(())
+    crate::workspaces::set_team_rule(db, tenant, role, TeamRule::SendApproval, on).await
 }
 
 /// A campaign's latest request, as the campaign page shows it.
