@@ -154,7 +154,7 @@ pub async fn login(email: String, password: String, next: Option<String>) -> Res
         }
         // One message for unknown email and wrong password.
         Err(herald_engine::Error::Unauthenticated) => {
-            Err(AppError::Invalid("That email and password do not match an account.".into()).respond())
+            Err(AppError::invalid("That email and password do not match an account.").respond())
         }
         Err(e) => Err(e.into()),
     }
@@ -171,7 +171,7 @@ pub async fn login_second_factor(code: String) -> Result<(), AppError> {
     }
     let session = session().await?;
     let Some((user, next)) = pending_second_factor(&session).await? else {
-        return Err(AppError::Invalid("Your login has timed out. Log in again.".into()).respond());
+        return Err(AppError::invalid("Your login has timed out. Log in again.").respond());
     };
     if !state.auth_account_limiter.check(&format!("2fa:{user}")) {
         return Err(AppError::RateLimited.respond());
@@ -182,8 +182,8 @@ pub async fn login_second_factor(code: String) -> Result<(), AppError> {
             leptos_axum::redirect(&safe_next(Some(&next)));
             Ok(())
         }
-        Err(herald_engine::Error::RateLimited) => Err(AppError::Invalid(
-            "Too many wrong codes: two-factor login is locked for a few minutes. Try again later.".into(),
+        Err(herald_engine::Error::RateLimited) => Err(AppError::invalid(
+            "Too many wrong codes: two-factor login is locked for a few minutes. Try again later.",
         )
         .respond()),
         Err(e) => Err(e.into()),

@@ -1,14 +1,16 @@
 //! The one error type every server function returns. It carries only text that is safe to show:
 //! internal failures (database, I/O) are logged on the server and arrive as `Internal`.
 
+use herald_types::Invalid;
 use leptos::server_fn::codec::JsonEncoding;
 use leptos::server_fn::error::{FromServerFnError, ServerFnErrorErr};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum AppError {
+    /// What to fix, keyed by field: forms show each message beside its field.
     #[error("{0}")]
-    Invalid(String),
+    Invalid(Invalid),
     #[error("{0}")]
     Conflict(String),
     #[error("Please log in.")]
@@ -34,8 +36,9 @@ impl FromServerFnError for AppError {
     fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
         match value {
             ServerFnErrorErr::Request(_) | ServerFnErrorErr::Response(_) => AppError::Network,
+            // A malformed argument (a forged id, a value outside its set): 422, never a 500.
             ServerFnErrorErr::Args(_) | ServerFnErrorErr::MissingArg(_) => {
-                AppError::Invalid("Some fields are missing or malformed.".into())
+                AppError::invalid("Some fields are missing or malformed.").respond()
             }
             other => {
                 #[cfg(feature = "ssr")]
@@ -44,6 +47,42 @@ impl FromServerFnError for AppError {
                 AppError::Internal
             }
         }
+    }
+}
+
+impl AppError {
+    /// A problem with the request as a whole.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        AppError::Invalid(Invalid::new(message))
+    }
+
+    /// The message for `field`, when this error is about that field.
+    pub fn message_for(&self, field: &str) -> Option<String> {
+        match self {
+            AppError::Invalid(e) => e.message_for(field).map(str::to_string),
+            _ => None,
+        }
+    }
+}
+
+// Errors of the shared types, raised by server functions with `?`: like the engine's, they set
+// the response status (see `respond`).
+impl From<Invalid> for AppError {
+    fn from(e: Invalid) -> Self {
+        AppError::Invalid(e).respond()
+    }
+}
+
+/// An id that does not parse names nothing.
+impl From<herald_types::BadId> for AppError {
+    fn from(_: herald_types::BadId) -> Self {
+        AppError::NotFound.respond()
+    }
+}
+
+impl From<herald_types::Forbidden> for AppError {
+    fn from(_: herald_types::Forbidden) -> Self {
+        AppError::Forbidden.respond()
     }
 }
 
@@ -85,11 +124,12 @@ impl From<herald_engine::Error> for AppError {
     }
 }
 
-#[cfg(feature = "ssr")]
 impl AppError {
     /// Gives the HTTP response a matching status (server functions default to 500), so API-like
-    /// callers and tests see 401/403/404/422 rather than a generic failure.
+    /// callers and tests see 401/403/404/422 rather than a generic failure. In the browser it
+    /// does nothing.
     pub fn respond(self) -> Self {
+        #[cfg(feature = "ssr")]
         if let Some(res) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
             res.set_status(self.status());
         }

@@ -75,7 +75,7 @@ pub async fn request_password_reset(db: &Db, jobs: &Jobs, signer: &Signer, base_
     match jobs.enqueue_account_mail(mail).await {
         Ok(()) => Ok(()),
         Err(Error::Invalid(why)) => {
-            tracing::warn!(%user, why, "password reset mail refused by the system-mail limit");
+            tracing::warn!(%user, %why, "password reset mail refused by the system-mail limit");
             Ok(())
         }
         Err(e) => Err(e),
@@ -121,8 +121,8 @@ pub async fn send_verification(db: &Db, jobs: &Jobs, signer: &Signer, base_url: 
 /// the address is confirmed and the link says so.
 pub async fn verify_email(db: &Db, signer: &Signer, token: &str) -> Result<UserId> {
     let (user, address): (UserId, String) = signer.verify(VERIFY_PURPOSE, token).map_err(|e| match e {
-        Error::Invalid(_) => Error::Invalid("This confirmation link has expired. Log in and ask for a new one.".into()),
-        _ => Error::Invalid("This confirmation link is not valid.".into()),
+        Error::Invalid(_) => Error::invalid("This confirmation link has expired. Log in and ask for a new one."),
+        _ => Error::invalid("This confirmation link is not valid."),
     })?;
     let row: Option<Option<DateTime<Utc>>> = sqlx::query_scalar(
         "UPDATE users SET email_verified_at = coalesce(email_verified_at, now())
@@ -134,7 +134,7 @@ pub async fn verify_email(db: &Db, signer: &Signer, token: &str) -> Result<UserI
     .fetch_optional(db.pool())
     .await?;
     match row {
-        None => Err(Error::Invalid("This confirmation link is not valid.".into())),
+        None => Err(Error::invalid("This confirmation link is not valid.")),
         Some(Some(_)) => Err(Error::Conflict("This link has been used already: your address is confirmed.".into())),
         Some(None) => Ok(user),
     }
@@ -171,21 +171,21 @@ pub async fn require_verified_email(db: &Db, user: UserId) -> Result<()> {
 /// Sets a new password with a reset link and ends every session of the account.
 pub async fn reset_password(db: &Db, signer: &Signer, token: &str, new_password: &str) -> Result<UserId> {
     let (user, generation, fp): (UserId, i32, String) = signer.verify(RESET_PURPOSE, token).map_err(|e| match e {
-        Error::Invalid(_) => Error::Invalid("This reset link has expired. Ask for a new one.".into()),
-        _ => Error::Invalid("This reset link is not valid. Ask for a new one.".into()),
+        Error::Invalid(_) => Error::invalid("This reset link has expired. Ask for a new one."),
+        _ => Error::invalid("This reset link is not valid. Ask for a new one."),
     })?;
     let row: Option<(String, i32)> = sqlx::query_as("SELECT password_hash, reset_generation FROM users WHERE id = $1")
         .bind(user)
         .fetch_optional(db.pool())
         .await?;
     let Some((hash, current)) = row else {
-        return Err(Error::Invalid("This reset link is not valid. Ask for a new one.".into()));
+        return Err(Error::invalid("This reset link is not valid. Ask for a new one."));
     };
     if fingerprint(&hash) != fp {
-        return Err(Error::Invalid("This reset link has been used already. Ask for a new one if you need to.".into()));
+        return Err(Error::invalid("This reset link has been used already. Ask for a new one if you need to."));
     }
     if generation != current {
-        return Err(Error::Invalid("A newer reset link has been sent since this one: use the latest.".into()));
+        return Err(Error::invalid("A newer reset link has been sent since this one: use the latest."));
     }
     password::check_rules(new_password)?;
     let new_hash = password::hash(new_password.to_string()).await?;
@@ -201,7 +201,7 @@ pub async fn reset_password(db: &Db, signer: &Signer, token: &str, new_password:
     .await?
     .rows_affected();
     if changed == 0 {
-        return Err(Error::Invalid("This reset link has been used already. Ask for a new one if you need to.".into()));
+        return Err(Error::invalid("This reset link has been used already. Ask for a new one if you need to."));
     }
     end_sessions(db, user, None).await?;
     Ok(user)
@@ -222,7 +222,7 @@ pub async fn change_password(
         .await?;
     let Some(hash) = hash else { return Err(Error::Unauthenticated) };
     if !password::verify(current.to_string(), Some(hash.clone())).await? {
-        return Err(Error::Invalid("The current password is not right.".into()));
+        return Err(Error::invalid("The current password is not right."));
     }
     password::check_rules(new_password)?;
     let new_hash = password::hash(new_password.to_string()).await?;
@@ -247,7 +247,7 @@ pub async fn delete_account(db: &Db, user: UserId, current_password: &str) -> Re
         return Err(Error::Unauthenticated);
     }
     if !password::verify(current_password.to_string(), hash).await? {
-        return Err(Error::Invalid("The password is not right.".into()));
+        return Err(Error::invalid("The password is not right."));
     }
     // One transaction over every workspace of the user (the tenant setting changes per
     // workspace), so nobody can join or be promoted between the check and the deletion.
@@ -280,7 +280,7 @@ pub async fn delete_account(db: &Db, user: UserId, current_password: &str) -> Re
         }
     }
     if !only_owner_of.is_empty() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "You are the only owner of {}, which other people use: make one of them owner first.",
             only_owner_of.join(", ")
         )));

@@ -57,7 +57,7 @@ pub async fn create(
     actor_role.require(Role::Admin)?;
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 80 {
-        return Err(Error::Invalid("Give the key a name of 1–80 characters.".into()));
+        return Err(Error::invalid("Give the key a name of 1–80 characters."));
     }
     let mut secret = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut secret);

@@ -148,7 +148,7 @@ pub struct Filter {
 /// Newest first.
 pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entry>> {
     if !(1..=500).contains(&filter.limit) {
-        return Err(Error::Invalid("limit must be between 1 and 500.".into()));
+        return Err(Error::invalid("limit must be between 1 and 500."));
     }
     let actor = filter.actor.as_deref().map(str::trim).filter(|a| !a.is_empty()).map(|a| {
         let escaped = a.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");

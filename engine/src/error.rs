@@ -3,9 +3,9 @@
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Input failed validation; the message is safe to show to the user.
+    /// Input failed validation, keyed by field; the messages are safe to show to the user.
     #[error("{0}")]
-    Invalid(String),
+    Invalid(Invalid),
     /// Not logged in, a bad password, a bad key: deliberately vague.
     #[error("not authenticated")]
     Unauthenticated,
@@ -30,6 +30,39 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub use herald_types::Invalid;
+
+impl Error {
+    /// Input failed validation as a whole (no one field).
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Error::Invalid(Invalid::new(message))
+    }
+
+    /// Input failed validation at `field` (named as in the input type).
+    pub fn invalid_field(field: &str, message: impl Into<String>) -> Self {
+        Error::Invalid(Invalid::field(field, message))
+    }
+}
+
+impl From<Invalid> for Error {
+    fn from(e: Invalid) -> Self {
+        Error::Invalid(e)
+    }
+}
+
+impl From<herald_types::Forbidden> for Error {
+    fn from(_: herald_types::Forbidden) -> Self {
+        Error::Forbidden
+    }
+}
+
+/// An id that does not parse names nothing: the same answer as a missing row.
+impl From<herald_types::BadId> for Error {
+    fn from(_: herald_types::BadId) -> Self {
+        Error::NotFound
+    }
+}
 
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {

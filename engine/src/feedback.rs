@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::audience::consent::Origin;
 use crate::audience::{subscribe, suppressions};
 use crate::db::{Db, Tx};
-use crate::domain::TenantId;
+use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
 use crate::webhooks::{EventKind, ProviderEvent};
 
@@ -19,7 +19,7 @@ use crate::webhooks::{EventKind, ProviderEvent};
 pub(crate) async fn record_sync_bounce(
     tx: &mut Tx,
     tenant: TenantId,
-    campaign: Uuid,
+    campaign: CampaignId,
     reader: i64,
     reply: &str,
 ) -> Result<()> {
@@ -32,7 +32,7 @@ pub(crate) async fn record_sync_bounce(
 pub(crate) async fn record_unsubscribe(
     tx: &mut Tx,
     tenant: TenantId,
-    campaign: Uuid,
+    campaign: CampaignId,
     reader: i64,
     source: &str,
 ) -> Result<()> {
@@ -72,7 +72,7 @@ pub enum Applied {
 #[derive(Debug, sqlx::FromRow)]
 struct MatchedSend {
     id: i64,
-    campaign_id: Uuid,
+    campaign_id: CampaignId,
     reader_id: i64,
 }
 
@@ -285,7 +285,7 @@ pub fn parse_message_id(id: &str) -> Option<(Uuid, i64)> {
 async fn insert_event(
     tx: &mut Tx,
     tenant: TenantId,
-    campaign: Option<Uuid>,
+    campaign: Option<CampaignId>,
     reader: Option<i64>,
     kind: &str,
     detail: &str,
@@ -322,7 +322,7 @@ async fn mark_first(tx: &mut Tx, tenant: TenantId, send: i64, column: &'static s
 }
 
 /// Adds one to a campaign counter. `column` is one of a fixed set, never user input.
-async fn bump(tx: &mut Tx, tenant: TenantId, campaign: Uuid, column: &'static str) -> Result<()> {
+async fn bump(tx: &mut Tx, tenant: TenantId, campaign: CampaignId, column: &'static str) -> Result<()> {
     debug_assert!(["delivered", "hard_bounces", "soft_bounces", "complaints", "unsubscribes"].contains(&column));
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO campaign_stats AS s (campaign_id, tenant_id, {column}) VALUES ($2, $1, 1)
@@ -335,7 +335,13 @@ async fn bump(tx: &mut Tx, tenant: TenantId, campaign: Uuid, column: &'static st
     Ok(())
 }
 
-async fn bump_domain(tx: &mut Tx, tenant: TenantId, campaign: Uuid, email: &str, column: &'static str) -> Result<()> {
+async fn bump_domain(
+    tx: &mut Tx,
+    tenant: TenantId,
+    campaign: CampaignId,
+    email: &str,
+    column: &'static str,
+) -> Result<()> {
     debug_assert!(["bounced", "complaints"].contains(&column));
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO campaign_domain_stats AS s (campaign_id, tenant_id, domain, {column}) VALUES ($2, $1, $3, 1)

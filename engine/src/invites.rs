@@ -56,7 +56,7 @@ pub async fn create(
 ) -> Result<NewInvite> {
     actor_role.require(Role::Admin)?;
     if role == Role::Owner {
-        return Err(Error::Invalid("Invite as admin, then make them owner once they have joined.".into()));
+        return Err(Error::invalid("Invite as admin, then make them owner once they have joined."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
     let already: bool = sqlx::query_scalar(
@@ -144,7 +144,7 @@ pub async fn preview(db: &Db, signer: &Signer, token: &str) -> Result<InvitePrev
     tx.commit().await?;
     let (workspace_name, email, role, invited_by, usable) = row.ok_or(Error::NotFound)?;
     if !usable {
-        return Err(Error::Invalid("This invite has already been used, was withdrawn or has expired.".into()));
+        return Err(Error::invalid("This invite has already been used, was withdrawn or has expired."));
     }
     Ok(InvitePreview {
         tenant_id: claim.t,
@@ -184,11 +184,9 @@ pub async fn accept(db: &Db, signer: &Signer, token: &str, user: UserId, user_em
         .await?;
         return Err(match invited {
             None => Error::NotFound,
-            Some((_, false)) => {
-                Error::Invalid("This invite has already been used, was withdrawn or has expired.".into())
-            }
+            Some((_, false)) => Error::invalid("This invite has already been used, was withdrawn or has expired."),
             Some((email, true)) => {
-                Error::Invalid(format!("This invite is for {email}. Log in with that address to accept it."))
+                Error::invalid(format!("This invite is for {email}. Log in with that address to accept it."))
             }
         });
     };

@@ -8,7 +8,9 @@ use apalis::prelude::*;
 use apalis_postgres::PostgresStorage;
 use serde::{Deserialize, Serialize};
 
+use crate::campaigns::store::CampaignStatus;
 use crate::db::Db;
+use crate::domain::CampaignId;
 use crate::error::{Error, Result};
 use crate::mail::{Mailer, OutgoingMail};
 
@@ -31,7 +33,7 @@ pub struct ImportReaders {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StartCampaign {
     pub tenant: crate::domain::TenantId,
-    pub campaign: uuid::Uuid,
+    pub campaign: crate::domain::CampaignId,
 }
 
 /// One delivery loop (one SMTP connection) on a campaign; a campaign gets as many as its sending
@@ -39,7 +41,7 @@ pub struct StartCampaign {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeliverCampaign {
     pub tenant: crate::domain::TenantId,
-    pub campaign: uuid::Uuid,
+    pub campaign: crate::domain::CampaignId,
     pub slot: u32,
 }
 
@@ -78,7 +80,7 @@ impl Jobs {
         &self,
         _db: &Db,
         tenant: crate::domain::TenantId,
-        campaign: uuid::Uuid,
+        campaign: crate::domain::CampaignId,
         _fanout_done: bool,
     ) -> Result<()> {
         let mut storage = self.campaigns.clone();
@@ -89,7 +91,12 @@ impl Jobs {
         Ok(())
     }
 
-    async fn enqueue_deliveries(&self, tenant: crate::domain::TenantId, campaign: uuid::Uuid, n: u32) -> Result<()> {
+    async fn enqueue_deliveries(
+        &self,
+        tenant: crate::domain::TenantId,
+        campaign: crate::domain::CampaignId,
+        n: u32,
+    ) -> Result<()> {
         let mut storage = self.deliveries.clone();
         for slot in 0..n {
             storage
@@ -150,7 +157,7 @@ async fn import_readers(
 async fn start_campaign(job: StartCampaign, cx: Data<CampaignWorkerContext>) -> Result<(), BoxDynError> {
     let run = async {
         let c = crate::campaigns::store::get(&cx.delivery.db, job.tenant, job.campaign).await?;
-        if c.status != "sending" && c.status != "paused" {
+        if !matches!(c.status, CampaignStatus::Sending | CampaignStatus::Paused) {
             return Ok(());
         }
         let identity = crate::campaigns::identities::resolve(
@@ -162,7 +169,7 @@ async fn start_campaign(job: StartCampaign, cx: Data<CampaignWorkerContext>) -> 
             &cx.delivery.config.egress,
         )
         .await?;
-        if c.status == "sending" {
+        if c.status == CampaignStatus::Sending {
             // One job per delivery slot; a job whose slot is held by a live loop ends at once.
             cx.jobs.enqueue_deliveries(job.tenant, job.campaign, identity.max_connections).await?;
         }
@@ -228,14 +235,14 @@ pub async fn supervise_once(db: &Db, jobs: &Jobs) -> Result<()> {
             "requeued messages whose lease expired; armed ones count as ambiguous and keep their Message-ID"
         );
     }
-    let due: Vec<(crate::domain::TenantId, uuid::Uuid)> =
+    let due: Vec<(crate::domain::TenantId, CampaignId)> =
         sqlx::query_as("SELECT tenant_id, campaign_id FROM start_due_campaigns()").fetch_all(db.pool()).await?;
     for (tenant, campaign) in due {
         tracing::info!(%campaign, "scheduled campaign is due");
         jobs.kick_campaign(db, tenant, campaign, false).await?;
     }
     crate::campaigns::recurring::make_due_editions(db, jobs, chrono::Utc::now()).await?;
-    let stalled: Vec<(crate::domain::TenantId, uuid::Uuid, bool)> = sqlx::query_as(
+    let stalled: Vec<(crate::domain::TenantId, CampaignId, bool)> = sqlx::query_as(
         "SELECT tenant_id, campaign_id, fanout_done FROM claim_unattended_campaigns(make_interval(secs => 15))",
     )
     .fetch_all(db.pool())

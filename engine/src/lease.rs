@@ -26,10 +26,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
-use uuid::Uuid;
 
 use crate::db::Db;
-use crate::domain::TenantId;
+use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
 
 /// How often a held lease is renewed (and its campaign's status looked at).
@@ -39,9 +38,9 @@ pub const RENEW_EVERY: Duration = Duration::from_millis(500);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LeaseFor {
     /// A delivery loop's slot on a campaign (0 … connections − 1).
-    Delivery { tenant: TenantId, campaign: Uuid, slot: i32 },
+    Delivery { tenant: TenantId, campaign: CampaignId, slot: i32 },
     /// A campaign's fan-out.
-    Fanout { tenant: TenantId, campaign: Uuid },
+    Fanout { tenant: TenantId, campaign: CampaignId },
     /// A transactional sending loop.
     Transactional,
 }

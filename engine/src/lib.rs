@@ -36,5 +36,5 @@ pub mod webhooks;
 pub mod workspaces;
 
 pub use db::Db;
-pub use domain::{Email, Role, Slug, TenantId, UserId};
+pub use domain::{CampaignId, Email, IdentityId, ListId, Role, Slug, TenantId, UserId};
 pub use error::{Error, Result};

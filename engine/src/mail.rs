@@ -46,10 +46,10 @@ impl Mailer {
     pub async fn send(&self, mail: &OutgoingMail) -> Result<()> {
         let to = Email::parse(&mail.to)?;
         if mail.subject.chars().any(char::is_control) {
-            return Err(Error::Invalid("The subject must be one line.".into()));
+            return Err(Error::invalid("The subject must be one line."));
         }
         let to: Mailbox =
-            to.as_str().parse().map_err(|_| Error::Invalid(format!("“{}” is not a valid email address", mail.to)))?;
+            to.as_str().parse().map_err(|_| Error::invalid(format!("“{}” is not a valid email address", mail.to)))?;
         let message = Message::builder()
             .from(self.from.clone())
             .to(to)

@@ -41,15 +41,14 @@ pub(crate) async fn claim(db: &Db, tenant: TenantId, limits: SystemMailLimits, r
     tx.commit().await?;
     match refused.as_deref() {
         None => Ok(()),
-        Some("recipient") => Err(Error::Invalid(
+        Some("recipient") => Err(Error::invalid(
             "This address has already been sent several emails like this today. Check its inbox (and spam folder), \
-             or try again tomorrow."
-                .into(),
+             or try again tomorrow.",
         )),
         Some(workspace) => {
             let limit = workspace.strip_prefix("workspace:").unwrap_or("its");
             tracing::warn!(%tenant, limit, "a workspace reached its daily limit of system mail");
-            Err(Error::Invalid(format!(
+            Err(Error::invalid(format!(
                 "This workspace has sent its {limit} invitation and confirmation emails for today. Try again \
                  tomorrow, or ask the operator to raise the limit."
             )))
@@ -60,7 +59,7 @@ pub(crate) async fn claim(db: &Db, tenant: TenantId, limits: SystemMailLimits, r
 /// Sets one workspace's daily limit (`None`: back to the installation's). For operators.
 pub async fn set_workspace_limit(db: &Db, tenant: TenantId, per_day: Option<i32>) -> Result<()> {
     if per_day.is_some_and(|n| n < 0) {
-        return Err(Error::Invalid("The limit cannot be negative.".into()));
+        return Err(Error::invalid("The limit cannot be negative."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
     let n = sqlx::query("UPDATE tenants SET system_mail_per_day = $2 WHERE id = $1")

@@ -16,10 +16,10 @@ pub const RULES: &str = "At least 10 characters (up to 128). A passphrase of a f
 pub fn check_rules(password: &str) -> Result<()> {
     let n = password.chars().count();
     if n < MIN_LEN {
-        return Err(Error::Invalid(format!("The password needs at least {MIN_LEN} characters.")));
+        return Err(Error::invalid(format!("The password needs at least {MIN_LEN} characters.")));
     }
     if n > MAX_LEN {
-        return Err(Error::Invalid(format!("The password can have at most {MAX_LEN} characters.")));
+        return Err(Error::invalid(format!("The password can have at most {MAX_LEN} characters.")));
     }
     Ok(())
 }

@@ -302,7 +302,7 @@ pub fn normalise_domain(raw: &str) -> Result<String> {
     let labels: Vec<&str> = d.split('.').collect();
     let tld_ok = labels.last().is_some_and(|t| t.bytes().any(|b| b.is_ascii_alphabetic()));
     if d.len() > 253 || labels.len() < 2 || !labels.iter().all(|l| label_ok(l)) || !tld_ok {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "“{}” is not a domain name; enter one like example.com.",
             crate::domain::truncate(raw.trim(), 80)
         )));
@@ -381,7 +381,7 @@ async fn insert(db: &Db, signer: &Signer, tenant: TenantId, domain: &str) -> Res
         .fetch_one(&mut *tx)
         .await?;
     if count >= MAX_DOMAINS {
-        return Err(Error::Invalid(format!("A workspace can have at most {MAX_DOMAINS} sending domains.")));
+        return Err(Error::invalid(format!("A workspace can have at most {MAX_DOMAINS} sending domains.")));
     }
     sqlx::query(
         "INSERT INTO sending_domains (id, tenant_id, domain, verification_token, dkim_selector, dkim_key_sealed,
@@ -509,7 +509,7 @@ pub async fn require_verified_sender(
         return Ok(());
     }
     let domain = candidates.first().cloned().unwrap_or_default();
-    Err(Error::Invalid(format!(
+    Err(Error::invalid(format!(
         "{} cannot be the sender yet: {domain} is not a verified sending domain of this workspace. \
          An admin adds it in Settings → Domains and publishes the TXT record shown there.",
         crate::domain::truncate(from_email.trim(), 254)

@@ -75,7 +75,7 @@ impl Signer {
             return Err(Error::NotFound);
         }
         if env.e != 0 && env.e < chrono::Utc::now().timestamp() {
-            return Err(Error::Invalid("This link has expired.".into()));
+            return Err(Error::invalid("This link has expired."));
         }
         Ok(env.d)
     }

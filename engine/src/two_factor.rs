@@ -46,7 +46,7 @@ fn step_of(now: DateTime<Utc>) -> i64 {
 pub fn code_at(secret_base32: &str, now: DateTime<Utc>) -> Result<String> {
     let secret = totp_rs::Secret::Encoded(secret_base32.to_string())
         .to_bytes()
-        .map_err(|_| Error::Invalid("That is not a base32 secret.".into()))?;
+        .map_err(|_| Error::invalid("That is not a base32 secret."))?;
     Ok(totp(secret, "")?.generate(now.timestamp().max(0) as u64))
 }
 
@@ -119,7 +119,7 @@ pub async fn start_enrolment(db: &Db, signer: &Signer, user: UserId, current_pas
             .await?
             .ok_or(Error::Unauthenticated)?;
     if !password::verify(current_password.to_string(), Some(hash)).await? {
-        return Err(Error::Invalid("The password is not right.".into()));
+        return Err(Error::invalid("The password is not right."));
     }
     crate::accounts::require_verified_email(db, user).await?;
     if enabled.is_some() {
@@ -170,12 +170,12 @@ pub async fn confirm_enrolment(
         .fetch_optional(db.pool())
         .await?;
     let Some(sealed) = pending.ok_or(Error::Unauthenticated)? else {
-        return Err(Error::Invalid("Start again: show a new QR code and scan it.".into()));
+        return Err(Error::invalid("Start again: show a new QR code and scan it."));
     };
     let secret = open_secret(signer, &sealed)?;
     let Some(step) = matching_step(&secret, code.trim(), now, 0)? else {
-        return Err(Error::Invalid(
-            "That code does not match. Type the six digits your app shows now (check the phone's clock).".into(),
+        return Err(Error::invalid(
+            "That code does not match. Type the six digits your app shows now (check the phone's clock).",
         ));
     };
     let codes: Vec<String> = (0..RECOVERY_CODES).map(|_| new_recovery_code()).collect();
@@ -239,7 +239,7 @@ pub async fn check(db: &Db, signer: &Signer, user: UserId, answer: &str, now: Da
         return Err(if exists.is_some() { Error::RateLimited } else { Error::Unauthenticated });
     };
     let Some(sealed) = sealed else {
-        return Err(Error::Invalid("Two-factor authentication is not on for this account.".into()));
+        return Err(Error::invalid("Two-factor authentication is not on for this account."));
     };
     let answer = answer.trim();
     let is_totp = answer.len() == DIGITS && answer.chars().all(|c| c.is_ascii_digit());
@@ -286,7 +286,7 @@ pub async fn check(db: &Db, signer: &Signer, user: UserId, answer: &str, now: Da
             Ok(p)
         }
         // Counted already, when the attempt was claimed.
-        None => Err(Error::Invalid("That code is not right, or it has been used already. Try the next one.".into())),
+        None => Err(Error::invalid("That code is not right, or it has been used already. Try the next one.")),
     }
 }
 
@@ -305,7 +305,7 @@ pub async fn disable(
         .fetch_optional(db.pool())
         .await?;
     if !password::verify(current_password.to_string(), hash).await? {
-        return Err(Error::Invalid("The password is not right.".into()));
+        return Err(Error::invalid("The password is not right."));
     }
     let requiring: Vec<String> = requiring_workspaces(db, user).await?;
     if !requiring.is_empty() {
@@ -359,9 +359,7 @@ pub async fn set_workspace_requirement(
 ) -> Result<()> {
     actor_role.require(Role::Admin)?;
     if on && !is_enabled(db, actor).await? {
-        return Err(Error::Invalid(
-            "Turn on two-factor authentication for your own account first (Your account).".into(),
-        ));
+        return Err(Error::invalid("Turn on two-factor authentication for your own account first (Your account)."));
     }
     crate::workspaces::set_team_rule(db, tenant, actor_role, TeamRule::TwoFactor, on).await
 }

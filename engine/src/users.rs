@@ -25,7 +25,7 @@ pub async fn create_user(db: &Db, email: &Email, name: &str, pw: &str) -> Result
     password::check_rules(pw)?;
     let name = name.trim();
     if name.chars().count() > 100 {
-        return Err(Error::Invalid("The name can have at most 100 characters.".into()));
+        return Err(Error::invalid("The name can have at most 100 characters."));
     }
     let hash = password::hash(pw.to_string()).await?;
     let id = UserId::new();

@@ -54,7 +54,7 @@ pub struct SettingsUpdate {
 fn check_name(name: &str) -> Result<String> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 80 {
-        return Err(Error::Invalid("The workspace name needs 1–80 characters.".into()));
+        return Err(Error::invalid("The workspace name needs 1–80 characters."));
     }
     Ok(name.to_string())
 }
@@ -116,7 +116,7 @@ pub async fn role_of(db: &Db, tenant: TenantId, user: UserId) -> Result<Option<R
         .fetch_optional(&mut *tx)
         .await?;
     tx.commit().await?;
-    role.map(|r| Role::parse(&r)).transpose()
+    Ok(role.map(|r| Role::parse(&r)).transpose()?)
 }
 
 /// What a request in `tenant` may do as `user`: their role, or `None` when not a member. A
@@ -216,11 +216,11 @@ pub async fn update_settings(db: &Db, tenant: TenantId, update: SettingsUpdate) 
     let name = check_name(&update.name)?;
     let postal_address = update.postal_address.trim().to_string();
     if postal_address.chars().count() > 500 {
-        return Err(Error::Invalid("The postal address can have at most 500 characters.".into()));
+        return Err(Error::invalid("The postal address can have at most 500 characters."));
     }
     let from_name = update.default_from_name.trim().to_string();
     if from_name.chars().any(char::is_control) || from_name.chars().count() > 100 {
-        return Err(Error::Invalid("The sender name must be one line of at most 100 characters.".into()));
+        return Err(Error::invalid("The sender name must be one line of at most 100 characters."));
     }
     let from_email = match update.default_from_email.trim() {
         "" => String::new(),
@@ -312,7 +312,7 @@ pub async fn leave(db: &Db, tenant: TenantId, user: UserId) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     if locked_role(&mut tx, tenant, user).await? == Role::Owner {
         ensure_another_owner(&mut tx, tenant).await.map_err(|_| {
-            Error::Invalid("You are this workspace's only owner: make someone else owner before you leave.".into())
+            Error::invalid("You are this workspace's only owner: make someone else owner before you leave.")
         })?;
     }
     sqlx::query("DELETE FROM memberships WHERE tenant_id = $1 AND user_id = $2")
@@ -332,7 +332,7 @@ async fn locked_role(tx: &mut crate::db::Tx, tenant: TenantId, user: UserId) -> 
             .bind(user)
             .fetch_optional(&mut **tx)
             .await?;
-    Role::parse(&role.ok_or(Error::NotFound)?)
+    Ok(Role::parse(&role.ok_or(Error::NotFound)?)?)
 }
 
 async fn ensure_another_owner(tx: &mut crate::db::Tx, tenant: TenantId) -> Result<()> {
@@ -343,7 +343,7 @@ async fn ensure_another_owner(tx: &mut crate::db::Tx, tenant: TenantId) -> Resul
             .fetch_all(&mut **tx)
             .await?;
     if owners.len() < 2 {
-        return Err(Error::Invalid("A workspace needs at least one owner. Make someone else owner first.".into()));
+        return Err(Error::invalid("A workspace needs at least one owner. Make someone else owner first."));
     }
     Ok(())
 }
@@ -374,10 +374,10 @@ pub async fn set_sending_policy(db: &Db, tenant: TenantId, role: Role, policy: S
     if let Some(h) = policy.frequency_cap_hours
         && !(1..=8760).contains(&h)
     {
-        return Err(Error::Invalid("The frequency cap must be 1 to 8,760 hours, or off.".into()));
+        return Err(Error::invalid("The frequency cap must be 1 to 8,760 hours, or off."));
     }
     if !(1..=8760).contains(&policy.max_queue_age_hours) {
-        return Err(Error::Invalid("The maximum queue age must be 1 to 8,760 hours.".into()));
+        return Err(Error::invalid("The maximum queue age must be 1 to 8,760 hours."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
     sqlx::query(

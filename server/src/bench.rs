@@ -319,8 +319,7 @@ async fn measure(
         subject: "Issue 42 for {{ reader.name }}".into(),
         from_name: "Bench Co".into(),
         from_email: "news@bench.test".into(),
-        list_ids: vec![list],
-        body_format: "markdown".into(),
+        list_ids: vec![list.into()],
         body: two_kb_body(),
         ..Default::default()
     };
@@ -393,7 +392,7 @@ async fn measure(
     // Only the status is polled (one row): the full progress counts scan the send log.
     loop {
         let c = store::get(db, tenant, campaign.id).await?;
-        if c.status != "sending" {
+        if c.status != store::CampaignStatus::Sending {
             break;
         }
         anyhow::ensure!(started.elapsed() < Duration::from_secs(3600), "the send did not finish within an hour");
@@ -408,7 +407,11 @@ async fn measure(
         let _ = child.start_kill();
         let _ = child.wait().await;
     }
-    anyhow::ensure!(p.status == "sent" && p.sent == readers as i64, "the send ended {}: {p:?}", p.status);
+    anyhow::ensure!(
+        p.status == store::CampaignStatus::Sent && p.sent == readers as i64,
+        "the send ended {}: {p:?}",
+        p.status
+    );
     let rate = p.sent as f64 / elapsed;
     let per_100k = 100_000.0 / p.sent as f64;
     println!(

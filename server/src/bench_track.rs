@@ -196,7 +196,7 @@ async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenan
     let mut best = f64::MAX;
     for _ in 0..5 {
         let t = Instant::now();
-        herald_engine::campaigns::stats::campaign(&db, tenant, campaign).await?;
+        herald_engine::campaigns::stats::campaign(&db, tenant, campaign.into()).await?;
         best = best.min(t.elapsed().as_secs_f64() * 1000.0);
     }
     println!("stats page:  {best:.1} ms for the campaign's figures, series, links and domains ({rows} events)");

@@ -24,7 +24,7 @@ use chrono::{DateTime, Utc};
 use herald_engine::campaigns::store::{self, CampaignInput};
 use herald_engine::jobs::Jobs;
 use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
-use herald_engine::{Db, Role, TenantId};
+use herald_engine::{CampaignId, Db, Role, TenantId};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sqlx::PgPool;
@@ -317,7 +317,7 @@ impl Workers {
 
 /// A campaign of the scene and what it should end as.
 struct SceneCampaign {
-    id: Uuid,
+    id: CampaignId,
     tenant: TenantId,
     name: &'static str,
     /// Reader addresses of its list.
@@ -364,14 +364,13 @@ async fn insert_list(owner: &PgPool, tenant: TenantId, prefix: &str, n: usize) -
     insert_list_into(owner, tenant, list, prefix, n).await
 }
 
-async fn create_campaign(db: &Db, tenant: TenantId, name: &str, list: Uuid) -> anyhow::Result<Uuid> {
+async fn create_campaign(db: &Db, tenant: TenantId, name: &str, list: Uuid) -> anyhow::Result<CampaignId> {
     let input = CampaignInput {
         name: name.into(),
         subject: format!("{name} for {{{{ reader.name }}}}"),
         from_email: "news@chaos.test".into(),
         from_name: "Chaos".into(),
-        list_ids: vec![list],
-        body_format: "markdown".into(),
+        list_ids: vec![list.into()],
         body: "Hello {{ reader.name }}! A [link](https://example.com/a).\n\n[Unsubscribe]({{ unsubscribe_url }})"
             .into(),
         ..Default::default()
@@ -621,7 +620,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     loop {
         workers.ensure_all()?;
         // A campaign that paused itself (a run of failures) is resumed, as its author would.
-        let auto_paused: Vec<(Uuid, TenantId)> = sqlx::query_as(
+        let auto_paused: Vec<(CampaignId, TenantId)> = sqlx::query_as(
             "SELECT id, tenant_id FROM campaigns WHERE status = 'paused' AND pause_reason IS DISTINCT FROM 'chaos: paused by hand'",
         )
         .fetch_all(&owner)

@@ -269,7 +269,9 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
 async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
     use herald_engine::{Db, Email, Role, api_keys, users, workspaces};
     let db = Db::connect(&config.app_database_url, 2).await?;
-    let clear = |e: herald_engine::Error| anyhow::anyhow!("{e}");
+    fn clear(e: impl std::fmt::Display) -> anyhow::Error {
+        anyhow::anyhow!("{e}")
+    }
     match admin {
         Admin::CreateUser { email, name, password_stdin: _ } => {
             let mut password = String::new();

@@ -29,7 +29,7 @@ fn input<T: serde::de::DeserializeOwned>(v: Value) -> anyhow::Result<T> {
     Ok(serde_json::from_value(v)?)
 }
 
-fn clear(e: herald_engine::Error) -> anyhow::Error {
+fn clear(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
 
@@ -170,7 +170,7 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    force_campaign(&db, tenant, edition, "sent").await?;
+    force_campaign(&db, tenant, edition.into(), "sent").await?;
     add("/campaigns/:id", format!("/campaigns/{}", parent.id));
     add("/campaigns/:id", format!("/campaigns/{edition}"));
 
@@ -245,7 +245,7 @@ async fn force_import(db: &Db, tenant: TenantId, id: Uuid, status: &str) -> anyh
 
 /// Gives a draft campaign the send log and status of one that reached `status`. A `sending` or
 /// `paused` one keeps a queued row due in a year, so the server's workers leave it as it is.
-async fn force_campaign(db: &Db, tenant: TenantId, id: Uuid, status: &str) -> anyhow::Result<()> {
+async fn force_campaign(db: &Db, tenant: TenantId, id: herald_engine::CampaignId, status: &str) -> anyhow::Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     sqlx::query(
         "INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, attempts, next_attempt_at, sent_at, smtp_reply, reason)

@@ -16,44 +16,20 @@ use crate::error::AppError;
 use crate::pages::audience::{ListsView, list_lists};
 use crate::pages::campaign_approval::{ApprovalStatus, ApprovalView};
 use crate::pages::campaign_progress::{CampaignProgress, ReportView, campaign_report};
-use crate::pages::campaign_repeat::{
-    RecurringCampaign, RecurringView, RepeatDraft, RepeatFields, RepeatForm, load_recurring,
-};
+use crate::pages::campaign_repeat::{RecurringCampaign, RecurringView, RepeatFields, RepeatForm, load_recurring};
 use crate::pages::campaigns::CampaignStatusBadge;
 use crate::pages::sending::{IdentitiesView, list_identities};
+use herald_types::{Campaign, CampaignId, CampaignInput, CampaignStatus, FieldError, Invalid};
 
-/// A campaign as the editor and the progress view load it.
+/// A campaign as the editor and the progress view load it: the stored campaign (its fields
+/// flattened into this object) and what this member may do with it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CampaignDetail {
-    pub id: String,
-    pub name: String,
-    pub subject: String,
-    pub preheader: String,
-    /// Empty: the server's default SMTP server.
-    pub identity_id: String,
-    pub from_name: String,
-    pub from_email: String,
-    pub reply_to: String,
-    pub list_ids: Vec<String>,
-    pub attribute_filter: String,
-    pub body_format: String,
-    pub body: String,
-    /// Empty: no spreading.
-    pub spread_hours: String,
-    /// `on`, `anonymous` or `off`.
-    pub tracking: String,
-    pub status: String,
-    pub scheduled_at: Option<String>,
-    pub schedule_tz: String,
-    pub recipients: i64,
-    pub started_at: Option<String>,
-    pub finished_at: Option<String>,
-    pub updated_at: String,
+    #[serde(flatten)]
+    pub campaign: Campaign,
     pub can_edit: bool,
     /// The workspace has no postal address yet: sending will be refused.
     pub postal_address_missing: bool,
-    /// The schedule and per-reader data of a recurring campaign (empty `every`: one-off).
-    pub repeat: RepeatDraft,
     /// The workspace requires approval and this member cannot give it: "Send" asks for it.
     pub approval_needed: bool,
     /// An owner or admin: may approve a request.
@@ -62,48 +38,8 @@ pub struct CampaignDetail {
     pub approval: Option<ApprovalView>,
 }
 
-/// Everything the author edits; autosave sends all of it each time. Strings as typed, so the
-/// server can say which field is wrong.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CampaignDraft {
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub subject: String,
-    #[serde(default)]
-    pub preheader: String,
-    #[serde(default)]
-    pub identity_id: String,
-    #[serde(default)]
-    pub from_name: String,
-    #[serde(default)]
-    pub from_email: String,
-    #[serde(default)]
-    pub reply_to: String,
-    #[serde(default)]
-    pub list_ids: Vec<String>,
-    #[serde(default)]
-    pub attribute_filter: String,
-    #[serde(default)]
-    pub body_format: String,
-    #[serde(default)]
-    pub body: String,
-    #[serde(default)]
-    pub spread_hours: String,
-    #[serde(default)]
-    pub tracking: String,
-    #[serde(default)]
-    pub repeat: RepeatDraft,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FieldError {
-    /// A `CampaignDraft` field name, or `form` for what belongs to no one field.
-    pub field: String,
-    pub message: String,
-}
-
-/// A save either stores the draft (`updated_at`) or says what to fix, field by field.
+/// A save either stores the draft (`updated_at`) or says what to fix, field by field (fields
+/// named as in [`CampaignInput`]; none for what belongs to no one field).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SaveOutcome {
     pub errors: Vec<FieldError>,
@@ -134,167 +70,46 @@ pub struct TestSendResult {
     pub reply: String,
 }
 
-#[cfg(feature = "ssr")]
-fn engine_message(e: herald_engine::Error) -> Result<String, AppError> {
-    use herald_engine::Error as E;
-    match e {
-        E::Invalid(m) => Ok(m),
-        other => Err(other.into()),
-    }
-}
-
 #[server(prefix = "/rpc", endpoint = "get_campaign")]
-pub async fn get_campaign(id: String) -> Result<CampaignDetail, AppError> {
+pub async fn get_campaign(id: CampaignId) -> Result<CampaignDetail, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::store, workspaces};
     let m = require_role(Role::Viewer).await?;
-    let id = crate::ssr::parse_id(&id)?;
-    let c = store::get(&m.state.db, m.tenant, id).await?;
+    let campaign = store::get(&m.state.db, m.tenant, id).await?;
     let ws = workspaces::get(&m.state.db, m.tenant).await?;
-    let repeat = RepeatDraft::from_campaign(&c);
     let approval_needed =
         !m.role.can_administer() && herald_engine::campaigns::approval::required(&m.state.db, m.tenant).await?;
     let approval = crate::pages::campaign_approval::latest_request(&m, id).await?;
     Ok(CampaignDetail {
+        campaign,
+        can_edit: m.role.can_author(),
+        postal_address_missing: !ws.can_send_campaigns(),
         approval_needed,
         can_approve: m.role.can_administer(),
         approval,
-        repeat,
-        id: c.id.to_string(),
-        name: c.name,
-        subject: c.subject,
-        preheader: c.preheader,
-        identity_id: c.identity_id.map(|i| i.to_string()).unwrap_or_default(),
-        from_name: c.from_name,
-        from_email: c.from_email,
-        reply_to: c.reply_to,
-        list_ids: c.list_ids.iter().map(|l| l.to_string()).collect(),
-        attribute_filter: c.attribute_filter,
-        body_format: c.body_format,
-        body: c.body,
-        spread_hours: c.spread_hours.map(|h| h.to_string()).unwrap_or_default(),
-        tracking: c.tracking,
-        status: c.status,
-        scheduled_at: c.scheduled_at.map(|t| t.to_rfc3339()),
-        schedule_tz: c.schedule_tz,
-        recipients: c.recipients,
-        started_at: c.started_at.map(|t| t.to_rfc3339()),
-        finished_at: c.finished_at.map(|t| t.to_rfc3339()),
-        updated_at: c.updated_at.to_rfc3339(),
-        can_edit: m.role.can_author(),
-        postal_address_missing: !ws.can_send_campaigns(),
     })
 }
 
 /// Autosave. Field problems come back as `errors` (nothing is saved then); a campaign that
 /// started sending in the meantime answers 409.
 #[server(prefix = "/rpc", endpoint = "save_campaign")]
-pub async fn save_campaign(id: String, draft: CampaignDraft) -> Result<SaveOutcome, AppError> {
+pub async fn save_campaign(id: CampaignId, input: CampaignInput) -> Result<SaveOutcome, AppError> {
     use crate::ssr::require_role;
-    use herald_engine::audience::readers::AttributeCondition;
-    use herald_engine::campaigns::store::{self, CampaignInput};
-    use herald_engine::{Email, Role};
+    use herald_engine::{Role, campaigns::store};
     let m = require_role(Role::Author).await?;
-    let id = crate::ssr::parse_id(&id)?;
-    let mut errors = Vec::new();
-    let mut fail = |field: &str, message: String| errors.push(FieldError { field: field.into(), message });
-    if draft.name.trim().is_empty() {
-        fail("name", "Give the campaign a name.".into());
-    }
-    for (field, value) in [("from_email", &draft.from_email), ("reply_to", &draft.reply_to)] {
-        if !value.trim().is_empty()
-            && let Err(e) = Email::parse(value)
-        {
-            fail(field, engine_message(e)?);
-        }
-    }
-    if !draft.attribute_filter.trim().is_empty()
-        && let Err(e) = AttributeCondition::parse(&draft.attribute_filter)
-    {
-        fail("attribute_filter", engine_message(e)?);
-    }
-    let spread_hours = match draft.spread_hours.trim() {
-        "" => None,
-        raw => match raw.replace(',', ".").parse::<f64>() {
-            Ok(h) if h > 0.0 && h <= 168.0 => Some(h),
-            _ => {
-                fail("spread_hours", "Enter a number of hours between 0 and 168 (a week).".into());
-                None
-            }
-        },
-    };
-    let identity_id = match draft.identity_id.trim() {
-        "" => None,
-        raw => match uuid::Uuid::parse_str(raw) {
-            Ok(u) => Some(u),
-            Err(_) => {
-                fail("identity_id", "Choose a sender from the list.".into());
-                None
-            }
-        },
-    };
-    let list_ids: Vec<uuid::Uuid> =
-        draft.list_ids.iter().filter_map(|l| uuid::Uuid::parse_str(l.trim()).ok()).collect();
-    let body_format = if draft.body_format == "html" { "html" } else { "markdown" };
-    let recurrence = match draft.repeat.to_recurrence() {
-        Ok(r) => r,
-        Err(message) => {
-            fail("repeat", message);
-            None
-        }
-    };
-    if !errors.is_empty() {
-        return Ok(SaveOutcome { errors, updated_at: None });
-    }
-    let input = CampaignInput {
-        name: draft.name,
-        subject: draft.subject,
-        preheader: draft.preheader,
-        identity_id,
-        from_name: draft.from_name,
-        from_email: draft.from_email,
-        reply_to: draft.reply_to,
-        list_ids,
-        attribute_filter: draft.attribute_filter,
-        body_format: body_format.into(),
-        body: draft.body,
-        spread_hours,
-        tracking: draft.tracking,
-        feed: if recurrence.is_some() { draft.repeat.feed } else { String::new() },
-        feed_url: draft.repeat.feed_url,
-        recurrence,
-    };
     match store::update(&m.state.db, m.tenant, m.role, id, &input).await {
         Ok(c) => Ok(SaveOutcome { errors: Vec::new(), updated_at: Some(c.updated_at.to_rfc3339()) }),
-        Err(herald_engine::Error::Invalid(message)) => {
-            // The engine checks the rest; its message names the field.
-            let lower = message.to_lowercase();
-            let field = if lower.contains("subject") {
-                "subject"
-            } else if lower.contains("preheader") {
-                "preheader"
-            } else if lower.contains("sender name") {
-                "from_name"
-            } else if lower.contains("body") {
-                "body"
-            } else if lower.contains("name") {
-                "name"
-            } else {
-                "form"
-            };
-            Ok(SaveOutcome { errors: vec![FieldError { field: field.into(), message }], updated_at: None })
-        }
+        Err(herald_engine::Error::Invalid(e)) => Ok(SaveOutcome { errors: e.errors, updated_at: None }),
         Err(e) => Err(e.into()),
     }
 }
 
 /// Renders the saved campaign as `reader` (a reader id), or as a sample reader.
 #[server(prefix = "/rpc", endpoint = "preview_campaign")]
-pub async fn preview_campaign(id: String, reader: Option<i64>) -> Result<PreviewView, AppError> {
+pub async fn preview_campaign(id: CampaignId, reader: Option<i64>) -> Result<PreviewView, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::preview};
     let m = require_role(Role::Viewer).await?;
-    let id = crate::ssr::parse_id(&id)?;
     let out = preview::preview(&m.state.db, &m.state.signer, &m.state.base_url, m.tenant, id, reader).await?;
     let (subject, html, text) = match out.rendered {
         Some(r) => (r.subject, r.html, r.text),
@@ -312,14 +127,14 @@ pub async fn find_reader(query: String) -> Result<ReaderPick, AppError> {
     let m = require_role(Role::Viewer).await?;
     let q = query.trim();
     if q.is_empty() {
-        return Err(AppError::Invalid("Enter a reader's email address or id.".into()).respond());
+        return Err(AppError::invalid("Enter a reader's email address or id.").respond());
     }
     let label = |email: &str, name: &str| if name.is_empty() { email.to_string() } else { format!("{name} <{email}>") };
     if let Ok(n) = q.parse::<i64>() {
         return match readers::detail(&m.state.db, m.tenant, n).await {
             Ok(d) => Ok(ReaderPick { id: d.reader.id, label: label(&d.reader.email, &d.reader.name) }),
             Err(herald_engine::Error::NotFound) => {
-                Err(AppError::Invalid(format!("No reader has the id {n}.")).respond())
+                Err(AppError::invalid(format!("No reader has the id {n}.")).respond())
             }
             Err(e) => Err(e.into()),
         };
@@ -330,9 +145,9 @@ pub async fn find_reader(query: String) -> Result<ReaderPick, AppError> {
     let pick = match (exact, page.readers.len()) {
         (Some(r), _) => r,
         (None, 1) => &page.readers[0],
-        (None, 0) => return Err(AppError::Invalid(format!("No reader matches “{q}”.")).respond()),
+        (None, 0) => return Err(AppError::invalid(format!("No reader matches “{q}”.")).respond()),
         (None, n) => {
-            return Err(AppError::Invalid(format!(
+            return Err(AppError::invalid(format!(
                 "{}{n} readers match “{q}”: enter the full email address.",
                 if page.next_before.is_some() { "More than " } else { "" }
             ))
@@ -345,11 +160,10 @@ pub async fn find_reader(query: String) -> Result<ReaderPick, AppError> {
 /// Sends the saved campaign, rendered for a sample reader and marked `[Test]`, to up to five
 /// addresses (separated by commas, semicolons or spaces).
 #[server(prefix = "/rpc", endpoint = "test_send_campaign")]
-pub async fn test_send_campaign(id: String, addresses: String) -> Result<Vec<TestSendResult>, AppError> {
+pub async fn test_send_campaign(id: CampaignId, addresses: String) -> Result<Vec<TestSendResult>, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::preview};
     let m = require_role(Role::Author).await?;
-    let id = crate::ssr::parse_id(&id)?;
     let list: Vec<String> = addresses
         .split(|c: char| c == ',' || c == ';' || c.is_whitespace())
         .filter(|a| !a.is_empty())
@@ -377,12 +191,11 @@ pub async fn test_send_campaign(id: String, addresses: String) -> Result<Vec<Tes
 }
 
 #[server(prefix = "/rpc", endpoint = "send_campaign")]
-pub async fn send_campaign(id: String) -> Result<(), AppError> {
+pub async fn send_campaign(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::store};
     let m = require_role(Role::Author).await?;
     herald_engine::accounts::require_verified_email(&m.state.db, m.user).await?;
-    let id = crate::ssr::parse_id(&id)?;
     if ask_for_approval(&m, id, None, "").await? {
         return Ok(());
     }
@@ -394,14 +207,13 @@ pub async fn send_campaign(id: String) -> Result<(), AppError> {
 /// `at` is RFC 3339 (the browser converts the author's wall-clock time in `timezone` to UTC);
 /// `timezone` is kept to show the time as the author chose it.
 #[server(prefix = "/rpc", endpoint = "schedule_campaign")]
-pub async fn schedule_campaign(id: String, at: String, timezone: String) -> Result<(), AppError> {
+pub async fn schedule_campaign(id: CampaignId, at: String, timezone: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::store};
     let m = require_role(Role::Author).await?;
     herald_engine::accounts::require_verified_email(&m.state.db, m.user).await?;
-    let id = crate::ssr::parse_id(&id)?;
     let at = serde_json::from_value(serde_json::Value::String(at.trim().to_string()))
-        .map_err(|_| AppError::Invalid("Choose a valid date and time.".into()).respond())?;
+        .map_err(|_| AppError::invalid("Choose a valid date and time.").respond())?;
     if ask_for_approval(&m, id, Some(at), &timezone).await? {
         return Ok(());
     }
@@ -420,7 +232,7 @@ pub async fn schedule_campaign(id: String, at: String, timezone: String) -> Resu
 #[cfg(feature = "ssr")]
 async fn ask_for_approval(
     m: &crate::ssr::Member,
-    id: uuid::Uuid,
+    id: CampaignId,
     at: Option<chrono::DateTime<chrono::Utc>>,
     timezone: &str,
 ) -> Result<bool, AppError> {
@@ -436,22 +248,20 @@ async fn ask_for_approval(
 }
 
 #[server(prefix = "/rpc", endpoint = "unschedule_campaign")]
-pub async fn unschedule_campaign(id: String) -> Result<(), AppError> {
+pub async fn unschedule_campaign(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::store};
     let m = require_role(Role::Author).await?;
-    let id = crate::ssr::parse_id(&id)?;
     store::unschedule(&m.state.db, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::CampaignUnscheduled, id, serde_json::json!({})).await;
     Ok(())
 }
 
 #[server(prefix = "/rpc", endpoint = "delete_campaign")]
-pub async fn delete_campaign(id: String) -> Result<(), AppError> {
+pub async fn delete_campaign(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::store};
     let m = require_role(Role::Author).await?;
-    let id = crate::ssr::parse_id(&id)?;
     store::delete(&m.state.db, m.tenant, m.role, id).await?;
     Ok(())
 }
@@ -459,7 +269,8 @@ pub async fn delete_campaign(id: String) -> Result<(), AppError> {
 #[component]
 pub fn CampaignPage() -> impl IntoView {
     let params = use_params_map();
-    let id = move || params.with(|p| p.get("id")).unwrap_or_default();
+    // A malformed id becomes one that names nothing: the server answers "not found".
+    let id = move || params.with(|p| p.get("id")).and_then(|s| s.parse().ok()).unwrap_or(CampaignId::NIL);
     // Bumped when the campaign changes state (sent, scheduled, …): the page reloads it and
     // shows the editor or the progress view accordingly.
     let refresh = RwSignal::new(0u32);
@@ -472,8 +283,10 @@ pub fn CampaignPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match campaign.await {
-                    Ok(c) if c.status == "draft" || c.status == "scheduled" => view! { <Editor c=c refresh=refresh res=res/> }.into_any(),
-                    Ok(c) if c.status == "recurring" => view! { <RecurringCampaign id=c.id name=c.name refresh=refresh data=res.recurring/> }.into_any(),
+                    Ok(c) if c.campaign.status.is_editable() => view! { <Editor c=c refresh=refresh res=res/> }.into_any(),
+                    Ok(c) if c.campaign.status == CampaignStatus::Recurring => view! {
+                        <RecurringCampaign id=c.campaign.id name=c.campaign.name refresh=refresh data=res.recurring/>
+                    }.into_any(),
                     Ok(c) => view! { <CampaignProgress c=c report=res.report tick=res.report_tick/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
@@ -502,7 +315,7 @@ pub struct CampaignResources {
 }
 
 impl CampaignResources {
-    fn new(id: Signal<String>, refresh: RwSignal<u32>) -> Self {
+    fn new(id: Signal<CampaignId>, refresh: RwSignal<u32>) -> Self {
         let saved_version = RwSignal::new(0u32);
         let preview_as = RwSignal::new(None::<ReaderPick>);
         let report_tick = RwSignal::new(0u32);
@@ -564,41 +377,72 @@ struct Form {
     changed: Callback<()>,
 }
 
+/// A value the browser parses before saving; `field` files its message.
+fn parsed<T: std::str::FromStr>(field: &str, raw: &str, message: &str) -> Result<T, Invalid> {
+    raw.trim().parse().map_err(|_| Invalid::field(field, message))
+}
+
 impl Form {
-    fn draft(&self) -> CampaignDraft {
-        CampaignDraft {
+    /// The input to save, or what to fix first (every field the browser can check).
+    fn input(&self) -> Result<CampaignInput, Invalid> {
+        let mut problems = herald_types::Problems::default();
+        let spread_hours = if self.spread_on.get_untracked() {
+            let raw = self.spread_hours.get_untracked().replace(',', ".");
+            problems.take(parsed::<f64>("spread_hours", &raw, "Enter a number of hours between 0 and 168 (a week)."))
+        } else {
+            None
+        };
+        let identity_id = match self.identity_id.get_untracked().trim() {
+            "" => None,
+            raw => problems.take(parsed("identity_id", raw, "Choose a sender from the list.")),
+        };
+        let recurrence = problems.take(self.repeat.recurrence()).flatten();
+        let input = CampaignInput {
             name: self.name.get_untracked(),
             subject: self.subject.get_untracked(),
             preheader: self.preheader.get_untracked(),
-            identity_id: self.identity_id.get_untracked(),
+            identity_id,
             from_name: self.from_name.get_untracked(),
             from_email: self.from_email.get_untracked(),
             reply_to: self.reply_to.get_untracked(),
-            list_ids: self.list_ids.get_untracked(),
+            list_ids: self.list_ids.get_untracked().iter().filter_map(|l| l.parse().ok()).collect(),
             attribute_filter: self.attribute_filter.get_untracked(),
-            body_format: self.body_format.get_untracked(),
+            body_format: self.body_format.get_untracked().parse().unwrap_or_default(),
             body: self.body.get_untracked(),
-            spread_hours: if self.spread_on.get_untracked() {
-                self.spread_hours.get_untracked()
-            } else {
-                String::new()
-            },
-            tracking: self.tracking.get_untracked(),
-            repeat: self.repeat.draft(),
-        }
+            spread_hours,
+            tracking: self.tracking.get_untracked().parse().unwrap_or_default(),
+            recurrence,
+            feed: self.repeat.feed(),
+            feed_url: self.repeat.feed_url.get_untracked(),
+        };
+        problems.check(input.validate());
+        problems.into_result().map(|()| input)
     }
 
     // `use<>`: the closure copies the signal out and does not borrow `self` (edition 2024 would
     // otherwise capture the borrow, which only the release build without erased components sees).
     fn error(&self, field: &'static str) -> impl Fn() -> Option<String> + Copy + Send + Sync + use<> {
         let errors = self.errors;
-        move || errors.with(|e| e.iter().find(|e| e.field == field).map(|e| e.message.clone()))
+        move || errors.with(|e| e.iter().find(|e| e.field.as_deref() == Some(field)).map(|e| e.message.clone()))
+    }
+
+    /// The first message for any of `fields` (a section that edits several).
+    fn section_error(
+        &self,
+        fields: &'static [&'static str],
+    ) -> impl Fn() -> Option<String> + Copy + Send + Sync + use<> {
+        let errors = self.errors;
+        move || {
+            errors.with(|e| {
+                e.iter().find(|e| e.field.as_deref().is_some_and(|f| fields.contains(&f))).map(|e| e.message.clone())
+            })
+        }
     }
 }
 
 #[component]
 fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> impl IntoView {
-    let id = StoredValue::new(c.id.clone());
+    let id = StoredValue::new(c.campaign.id);
     let can_edit = c.can_edit;
     let dirty = RwSignal::new(false);
     let status = RwSignal::new(SaveStatus::Idle);
@@ -606,10 +450,10 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
     let timer = StoredValue::new(None::<TimeoutHandle>);
     let pending_op = RwSignal::new(None::<AfterSave>);
 
-    let save = Action::new(move |draft: &CampaignDraft| {
-        let draft = draft.clone();
+    let save = Action::new(move |input: &CampaignInput| {
+        let input = input.clone();
         let id = id.get_value();
-        async move { save_campaign(id, draft).await }
+        async move { save_campaign(id, input).await }
     });
     let test = ServerAction::<TestSendCampaign>::new();
     let send = ServerAction::<SendCampaign>::new();
@@ -630,8 +474,18 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
         }
         let Some(form) = form_cell.get_value() else { return };
         dirty.set(false);
-        status.set(SaveStatus::Saving);
-        save.dispatch(form.draft());
+        match form.input() {
+            Ok(input) => {
+                status.set(SaveStatus::Saving);
+                save.dispatch(input);
+            }
+            // Caught in the browser: nothing to send until it is fixed.
+            Err(invalid) => {
+                errors.set(invalid.errors);
+                status.set(SaveStatus::Failed("Not saved: fix the fields marked in red.".into()));
+                pending_op.set(None);
+            }
+        }
     });
     let changed = Callback::new(move |()| {
         if !can_edit {
@@ -645,23 +499,24 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
         let handle = set_timeout_with_handle(move || flush.run(()), Duration::from_millis(1000)).ok();
         timer.set_value(handle);
     });
+    let stored = &c.campaign;
     let form = Form {
-        name: RwSignal::new(c.name.clone()),
-        subject: RwSignal::new(c.subject.clone()),
-        preheader: RwSignal::new(c.preheader.clone()),
-        identity_id: RwSignal::new(c.identity_id.clone()),
-        from_name: RwSignal::new(c.from_name.clone()),
-        from_email: RwSignal::new(c.from_email.clone()),
-        reply_to: RwSignal::new(c.reply_to.clone()),
-        list_ids: RwSignal::new(c.list_ids.clone()),
-        attribute_filter: RwSignal::new(c.attribute_filter.clone()),
-        body_format: RwSignal::new(if c.body_format == "html" { "html".into() } else { "markdown".into() }),
-        body: RwSignal::new(c.body.clone()),
-        spread_on: RwSignal::new(!c.spread_hours.is_empty()),
-        spread_hours: RwSignal::new(if c.spread_hours.is_empty() { "24".into() } else { c.spread_hours.clone() }),
-        tracking: RwSignal::new(if c.tracking.is_empty() { "on".into() } else { c.tracking.clone() }),
+        name: RwSignal::new(stored.name.clone()),
+        subject: RwSignal::new(stored.subject.clone()),
+        preheader: RwSignal::new(stored.preheader.clone()),
+        identity_id: RwSignal::new(stored.identity_id.map(|i| i.to_string()).unwrap_or_default()),
+        from_name: RwSignal::new(stored.from_name.clone()),
+        from_email: RwSignal::new(stored.from_email.clone()),
+        reply_to: RwSignal::new(stored.reply_to.clone()),
+        list_ids: RwSignal::new(stored.list_ids.iter().map(ToString::to_string).collect()),
+        attribute_filter: RwSignal::new(stored.attribute_filter.clone()),
+        body_format: RwSignal::new(stored.body_format.as_str().to_string()),
+        body: RwSignal::new(stored.body.clone()),
+        spread_on: RwSignal::new(stored.spread_hours.is_some()),
+        spread_hours: RwSignal::new(stored.spread_hours.map_or_else(|| "24".to_string(), |h| h.to_string())),
+        tracking: RwSignal::new(stored.tracking.as_str().to_string()),
         // UTC until the author picks a zone: the server and the browser must render the same.
-        repeat: RepeatForm::new(&c.repeat, "UTC"),
+        repeat: RepeatForm::new(stored, "UTC"),
         errors,
         changed,
     };
@@ -675,11 +530,12 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
         if dirty.try_get_untracked() == Some(true)
             && let Some(Some(form)) = form_cell.try_get_value()
         {
-            let draft = form.draft();
             let id = id.get_value();
-            leptos::task::spawn_local(async move {
-                let _ = save_campaign(id, draft).await;
-            });
+            if let Ok(input) = form.input() {
+                leptos::task::spawn_local(async move {
+                    let _ = save_campaign(id, input).await;
+                });
+            }
         }
     });
     // Closing the tab or reloading with unsaved changes: let the browser ask first.
@@ -730,7 +586,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
                 saved_version.update(|v| *v += 1);
             }
             Ok(out) => {
-                let general = out.errors.iter().find(|e| e.field == "form").map(|e| e.message.clone());
+                let general = out.errors.iter().find(|e| e.field.is_none()).map(|e| e.message.clone());
                 errors.set(out.errors);
                 status.set(SaveStatus::Failed(
                     general.unwrap_or_else(|| "Not saved: fix the fields marked in red.".into()),
@@ -827,7 +683,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
             <div class="min-w-0">
                 <h1 class="truncate text-2xl font-semibold text-slate-900">{title}</h1>
                 <div class="mt-1 flex items-center gap-3">
-                    <CampaignStatusBadge status=c.status.clone()/>
+                    <CampaignStatusBadge status=c.campaign.status/>
                     <span class=status_class role="status" aria-live="polite" data-testid="save-status">{status_text}</span>
                 </div>
             </div>
@@ -853,7 +709,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
                     <MessageFields form=form/>
                     <SenderFields form=form identities=identities/>
                     <AudienceFields form=form lists=lists/>
-                    <RepeatFields form=form.repeat changed=form.changed error=form.error("repeat")/>
+                    <RepeatFields form=form.repeat changed=form.changed error=form.section_error(&["recurrence", "feed", "feed_url"])/>
                     <ContentFields form=form/>
                 </fieldset>
             </div> }.into_any()}
@@ -1319,18 +1175,19 @@ fn SendPanel(
 ) -> impl IntoView {
     let Lifecycle { send, schedule, unschedule, delete, discard, save_failed } = actions;
     let asks = c.approval_needed;
-    let id = StoredValue::new(c.id.clone());
-    let scheduled = c.status == "scheduled";
-    let is_draft = c.status == "draft";
+    let id = StoredValue::new(c.campaign.id);
+    let scheduled = c.campaign.status == CampaignStatus::Scheduled;
+    let is_draft = c.campaign.status == CampaignStatus::Draft;
+    let schedule_tz = c.campaign.schedule_tz.clone();
+    let scheduled_at = c.campaign.scheduled_at.map(|t| t.to_rfc3339());
     let confirm_send = RwSignal::new(false);
     let confirm_delete = RwSignal::new(false);
     let schedule_error = RwSignal::new(None::<String>);
 
     // The schedule, in the zone the author thinks in. Server rendering knows only UTC; once in
     // the browser, the zone list, the browser's zone and the local time arrive.
-    let initial_tz = if scheduled && !c.schedule_tz.is_empty() { c.schedule_tz.clone() } else { "UTC".to_string() };
-    let initial_local = c
-        .scheduled_at
+    let initial_tz = if scheduled && !schedule_tz.is_empty() { schedule_tz.clone() } else { "UTC".to_string() };
+    let initial_local = scheduled_at
         .as_deref()
         .filter(|_| scheduled && initial_tz == "UTC")
         .and_then(|at| timezone::utc_to_local(at, "UTC"))
@@ -1344,11 +1201,11 @@ fn SendPanel(
         }
         z
     });
-    let scheduled_at = c.scheduled_at.clone().unwrap_or_default();
+    let scheduled_at = scheduled_at.unwrap_or_default();
     let scheduled_label = RwSignal::new(format!("{} UTC", short_time(&scheduled_at)));
     {
         let scheduled_at = scheduled_at.clone();
-        let tz = c.schedule_tz.clone();
+        let tz = schedule_tz.clone();
         Effect::new(move |_| {
             let mut all = timezone::known_time_zones();
             let current = zone.get_untracked();
@@ -1396,7 +1253,7 @@ fn SendPanel(
     view! {
         <Card title="Send">
             {c.approval.clone().map(|request| view! {
-                <ApprovalStatus id=c.id.clone() request=request can_approve=c.can_approve refresh=refresh/>
+                <ApprovalStatus id=c.campaign.id request=request can_approve=c.can_approve refresh=refresh/>
             })}
             {asks.then(|| view! {
                 <p class="mb-3 text-sm text-slate-600">

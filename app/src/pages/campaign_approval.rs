@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, short_time};
 use crate::error::AppError;
+use herald_types::CampaignId;
 
 /// A campaign's latest approval request.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -22,7 +23,7 @@ pub struct ApprovalView {
 }
 
 #[cfg(feature = "ssr")]
-pub async fn latest_request(m: &crate::ssr::Member, id: uuid::Uuid) -> Result<Option<ApprovalView>, AppError> {
+pub async fn latest_request(m: &crate::ssr::Member, id: CampaignId) -> Result<Option<ApprovalView>, AppError> {
     let r = herald_engine::campaigns::approval::latest(&m.state.db, m.tenant, id).await?;
     Ok(r.map(|r| ApprovalView {
         requested_by: r.requested_by,
@@ -36,23 +37,21 @@ pub async fn latest_request(m: &crate::ssr::Member, id: uuid::Uuid) -> Result<Op
 }
 
 #[server(prefix = "/rpc", endpoint = "approve_send")]
-pub async fn approve_send(id: String) -> Result<(), AppError> {
+pub async fn approve_send(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audit::Action, campaigns::approval};
     let m = require_role(Role::Admin).await?;
     herald_engine::accounts::require_verified_email(&m.state.db, m.user).await?;
-    let id = crate::ssr::parse_id(&id)?;
     let c = approval::approve(&m.state.db, &m.state.jobs, m.tenant, m.user, m.role, id).await?;
     m.audit(Action::ApprovalGiven, id, serde_json::json!({ "status": c.status, "scheduled_at": c.scheduled_at })).await;
     Ok(())
 }
 
 #[server(prefix = "/rpc", endpoint = "reject_send")]
-pub async fn reject_send(id: String, note: String) -> Result<(), AppError> {
+pub async fn reject_send(id: CampaignId, note: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audit::Action, campaigns::approval};
     let m = require_role(Role::Admin).await?;
-    let id = crate::ssr::parse_id(&id)?;
     approval::reject(&m.state.db, m.tenant, m.user, m.role, id, &note).await?;
     m.audit(Action::ApprovalRejected, id, serde_json::json!({ "note": note.trim() })).await;
     Ok(())
@@ -60,7 +59,12 @@ pub async fn reject_send(id: String, note: String) -> Result<(), AppError> {
 
 /// The request's state above the send buttons.
 #[component]
-pub fn ApprovalStatus(id: String, request: ApprovalView, can_approve: bool, refresh: RwSignal<u32>) -> impl IntoView {
+pub fn ApprovalStatus(
+    id: CampaignId,
+    request: ApprovalView,
+    can_approve: bool,
+    refresh: RwSignal<u32>,
+) -> impl IntoView {
     let approve = ServerAction::<ApproveSend>::new();
     let reject = ServerAction::<RejectSend>::new();
     Effect::new(move |_| {
@@ -78,15 +82,14 @@ pub fn ApprovalStatus(id: String, request: ApprovalView, can_approve: bool, refr
             <div class="mb-4 rounded-md bg-amber-50 px-3 py-3 text-sm text-amber-900" data-testid="approval-pending">
                 <p><strong>"Waiting for approval. "</strong>{asked}" Editing the campaign withdraws the request."</p>
                 {can_approve.then(|| {
-                    let id_approve = id.clone();
                     view! {
                         <div class="mt-3 flex flex-wrap items-end gap-3">
                             <button type="button" class="btn-primary" disabled=move || approve.pending().get()
-                                on:click=move |_| { approve.dispatch(ApproveSend { id: id_approve.clone() }); }>
+                                on:click=move |_| { approve.dispatch(ApproveSend { id }); }>
                                 "Approve"
                             </button>
                             <ActionForm action=reject attr:class="flex flex-wrap items-end gap-2">
-                                <input type="hidden" name="id" value=id.clone()/>
+                                <input type="hidden" name="id" value=id.to_string()/>
                                 <div>
                                     <label for="reject-note" class="sr-only">"Why (for the author)"</label>
                                     <input id="reject-note" name="note" class="input" placeholder="Why (for the author)" maxlength="1000"/>

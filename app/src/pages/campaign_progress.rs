@@ -9,6 +9,7 @@ use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, human_d
 use crate::error::AppError;
 use crate::pages::campaign::CampaignDetail;
 use crate::pages::campaigns::CampaignStatusBadge;
+use herald_types::{CampaignId, CampaignStatus};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FailureRow {
@@ -27,7 +28,7 @@ pub struct SkipRow {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReportView {
-    pub status: String,
+    pub status: CampaignStatus,
     pub pause_reason: Option<String>,
     pub fanout_done: bool,
     pub recipients: i64,
@@ -63,19 +64,22 @@ impl ReportView {
 
     /// Still moving: worth polling.
     fn live(&self) -> bool {
-        self.status == "sending" || (self.status == "paused" && self.sending > 0)
+        self.status == CampaignStatus::Sending || (self.status == CampaignStatus::Paused && self.sending > 0)
     }
 }
 
 #[server(prefix = "/rpc", endpoint = "campaign_report")]
-pub async fn campaign_report(id: String) -> Result<ReportView, AppError> {
+pub async fn campaign_report(id: CampaignId) -> Result<ReportView, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::progress};
     let m = require_role(Role::Viewer).await?;
-    let id = crate::ssr::parse_id(&id)?;
     let r = progress::report(&m.state.db, m.tenant, id).await?;
     let p = r.progress;
-    let percent = if p.status == "sent" { 100 } else { (p.done_fraction() * 100.0).floor().clamp(0.0, 100.0) as u8 };
+    let percent = if p.status == CampaignStatus::Sent {
+        100
+    } else {
+        (p.done_fraction() * 100.0).floor().clamp(0.0, 100.0) as u8
+    };
     Ok(ReportView {
         percent,
         status: p.status,
@@ -112,11 +116,10 @@ pub async fn campaign_report(id: String) -> Result<ReportView, AppError> {
 }
 
 #[server(prefix = "/rpc", endpoint = "pause_campaign")]
-pub async fn pause_campaign(id: String) -> Result<(), AppError> {
+pub async fn pause_campaign(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::store, users};
     let m = require_role(Role::Author).await?;
-    let id = crate::ssr::parse_id(&id)?;
     let who = users::get_user(&m.state.db, m.user).await.map(|u| u.email).unwrap_or_else(|_| "a member".into());
     store::pause(&m.state.db, m.tenant, m.role, id, &format!("Paused by {who}.")).await?;
     m.audit(herald_engine::audit::Action::CampaignPaused, id, serde_json::json!({})).await;
@@ -124,22 +127,20 @@ pub async fn pause_campaign(id: String) -> Result<(), AppError> {
 }
 
 #[server(prefix = "/rpc", endpoint = "resume_campaign")]
-pub async fn resume_campaign(id: String) -> Result<(), AppError> {
+pub async fn resume_campaign(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::store};
     let m = require_role(Role::Author).await?;
-    let id = crate::ssr::parse_id(&id)?;
     store::resume(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::CampaignResumed, id, serde_json::json!({})).await;
     Ok(())
 }
 
 #[server(prefix = "/rpc", endpoint = "cancel_campaign")]
-pub async fn cancel_campaign(id: String) -> Result<(), AppError> {
+pub async fn cancel_campaign(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::store};
     let m = require_role(Role::Author).await?;
-    let id = crate::ssr::parse_id(&id)?;
     store::cancel(&m.state.db, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::CampaignCancelled, id, serde_json::json!({})).await;
     Ok(())
@@ -147,11 +148,10 @@ pub async fn cancel_campaign(id: String) -> Result<(), AppError> {
 
 /// Puts the failed messages (hard bounces aside) back in the queue; returns how many.
 #[server(prefix = "/rpc", endpoint = "retry_failed_sends")]
-pub async fn retry_failed_sends(id: String) -> Result<u64, AppError> {
+pub async fn retry_failed_sends(id: CampaignId) -> Result<u64, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::store};
     let m = require_role(Role::Author).await?;
-    let id = crate::ssr::parse_id(&id)?;
     Ok(store::retry_failed(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?)
 }
 
@@ -181,7 +181,7 @@ pub fn CampaignProgress(
     report: Resource<Result<ReportView, AppError>>,
     tick: RwSignal<u32>,
 ) -> impl IntoView {
-    let id = StoredValue::new(c.id.clone());
+    let id = StoredValue::new(c.campaign.id);
     let pause = ServerAction::<PauseCampaign>::new();
     let resume = ServerAction::<ResumeCampaign>::new();
     let cancel = ServerAction::<CancelCampaign>::new();
@@ -250,20 +250,22 @@ struct Buttons {
     resume: ServerAction<ResumeCampaign>,
     confirm_cancel: RwSignal<bool>,
     confirm_retry: RwSignal<bool>,
-    id: StoredValue<String>,
+    id: StoredValue<CampaignId>,
 }
 
 #[component]
 fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl IntoView {
     let Buttons { pause, resume, confirm_cancel, confirm_retry, id } = buttons;
-    let status = r.status.clone();
-    let sending = status == "sending";
-    let paused = status == "paused";
-    let can_retry = r.can_act && r.failed > r.hard_bounces && matches!(status.as_str(), "sent" | "sending" | "paused");
-    let bar_class = match status.as_str() {
-        "sent" => "h-4 rounded-full bg-emerald-500 transition-all duration-500",
-        "paused" => "h-4 rounded-full bg-orange-400 transition-all duration-500",
-        "cancelled" => "h-4 rounded-full bg-slate-400 transition-all duration-500",
+    let status = r.status;
+    let sending = status == CampaignStatus::Sending;
+    let paused = status == CampaignStatus::Paused;
+    let can_retry = r.can_act
+        && r.failed > r.hard_bounces
+        && matches!(status, CampaignStatus::Sent | CampaignStatus::Sending | CampaignStatus::Paused);
+    let bar_class = match status {
+        CampaignStatus::Sent => "h-4 rounded-full bg-emerald-500 transition-all duration-500",
+        CampaignStatus::Paused => "h-4 rounded-full bg-orange-400 transition-all duration-500",
+        CampaignStatus::Cancelled => "h-4 rounded-full bg-slate-400 transition-all duration-500",
         _ => "h-4 rounded-full bg-indigo-500 transition-all duration-500",
     };
     let total = r.total();
@@ -287,14 +289,13 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
         ("Expired", r.expired, "count-expired", "Waited longer than the maximum queue age"),
         ("Cancelled", r.cancelled, "count-cancelled", "Not sent because the campaign was cancelled"),
     ];
-    let show_report =
-        matches!(status.as_str(), "sent" | "cancelled") || !r.failures.is_empty() || !r.skip_reasons.is_empty();
-    let subject = c.subject.clone();
+    let show_report = status.is_finished() || !r.failures.is_empty() || !r.skip_reasons.is_empty();
+    let subject = c.campaign.subject.clone();
     view! {
         <div class="mb-6">
-            <h1 class="truncate text-2xl font-semibold text-slate-900">{c.name.clone()}</h1>
+            <h1 class="truncate text-2xl font-semibold text-slate-900">{c.campaign.name.clone()}</h1>
             <div class="mt-1 flex flex-wrap items-center gap-3 text-sm text-slate-500">
-                <span data-testid="campaign-status"><CampaignStatusBadge status=status.clone()/></span>
+                <span data-testid="campaign-status"><CampaignStatusBadge status=status/></span>
                 <span class="truncate">"Subject: " {subject}</span>
                 {r.started_at.as_deref().map(|t| view! { <span>"Started " {short_time(t)} " UTC"</span> })}
                 {r.finished_at.as_deref().map(|t| view! { <span>"Finished " {short_time(t)} " UTC"</span> })}

@@ -7,104 +7,63 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
 use crate::error::AppError;
+use herald_types::{Campaign, CampaignId, CampaignStatus, FeedSource, Invalid, Recurrence};
 
-/// The schedule and feed as the editor holds them (strings as typed).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RepeatDraft {
-    /// Empty: a one-off campaign. Else `day`, `week` or `month`.
-    #[serde(default)]
-    pub every: String,
-    #[serde(default)]
-    pub weekdays: Vec<u8>,
-    #[serde(default)]
-    pub month_day: String,
-    #[serde(default)]
-    pub time: String,
-    #[serde(default)]
-    pub tz: String,
-    /// `none`, `api` or `url`.
-    #[serde(default)]
-    pub feed: String,
-    #[serde(default)]
-    pub feed_url: String,
-}
-
-#[cfg(feature = "ssr")]
-impl RepeatDraft {
-    pub fn from_campaign(c: &herald_engine::campaigns::store::Campaign) -> Self {
-        use herald_engine::campaigns::recurring::Recurrence;
-        let r: Option<Recurrence> = c.recurrence.clone().and_then(|v| serde_json::from_value(v).ok());
-        match r {
-            Some(r) => RepeatDraft {
-                every: r.every,
-                weekdays: r.weekdays,
-                month_day: r.month_day.map(|d| d.to_string()).unwrap_or_default(),
-                time: r.time,
-                tz: r.tz,
-                feed: c.feed.clone(),
-                feed_url: c.feed_url.clone(),
-            },
-            None => RepeatDraft { feed: c.feed.clone(), feed_url: c.feed_url.clone(), ..Default::default() },
-        }
-    }
-
-    /// The engine's schedule, or the message to show under the section.
-    pub fn to_recurrence(&self) -> Result<Option<herald_engine::campaigns::recurring::Recurrence>, String> {
-        use herald_engine::campaigns::recurring::Recurrence;
-        if self.every.is_empty() {
-            return Ok(None);
-        }
-        let month_day = match self.month_day.trim() {
-            "" => None,
-            d => Some(d.parse::<u8>().map_err(|_| "Choose a day of the month between 1 and 28.".to_string())?),
-        };
-        let r = Recurrence {
-            every: self.every.clone(),
-            weekdays: self.weekdays.clone(),
-            month_day,
-            time: self.time.trim().to_string(),
-            tz: if self.tz.trim().is_empty() { "UTC".into() } else { self.tz.trim().to_string() },
-        };
-        r.validate().map_err(|e| e.to_string())?;
-        Ok(Some(r))
-    }
-}
-
-/// The editor's signals for this section.
+/// The editor's signals for this section (strings as typed; [`RepeatForm::recurrence`] parses).
 #[derive(Clone, Copy)]
 pub struct RepeatForm {
+    /// Empty: a one-off campaign. Else `day`, `week` or `month`.
     pub every: RwSignal<String>,
     pub weekdays: RwSignal<Vec<u8>>,
     pub month_day: RwSignal<String>,
     pub time: RwSignal<String>,
     pub tz: RwSignal<String>,
-    pub feed: RwSignal<String>,
+    pub feed: RwSignal<FeedSource>,
     pub feed_url: RwSignal<String>,
 }
 
 impl RepeatForm {
-    pub fn new(d: &RepeatDraft, browser_tz: &str) -> Self {
+    pub fn new(c: &Campaign, browser_tz: &str) -> Self {
+        let r = c.recurrence.clone().unwrap_or_default();
         Self {
-            every: RwSignal::new(d.every.clone()),
-            weekdays: RwSignal::new(if d.weekdays.is_empty() { vec![3] } else { d.weekdays.clone() }),
-            month_day: RwSignal::new(if d.month_day.is_empty() { "1".into() } else { d.month_day.clone() }),
-            time: RwSignal::new(if d.time.is_empty() { "13:00".into() } else { d.time.clone() }),
-            tz: RwSignal::new(if d.tz.is_empty() { browser_tz.to_string() } else { d.tz.clone() }),
-            feed: RwSignal::new(if d.feed.is_empty() { "none".into() } else { d.feed.clone() }),
-            feed_url: RwSignal::new(d.feed_url.clone()),
+            every: RwSignal::new(r.every),
+            weekdays: RwSignal::new(if r.weekdays.is_empty() { vec![3] } else { r.weekdays }),
+            month_day: RwSignal::new(r.month_day.unwrap_or(1).to_string()),
+            time: RwSignal::new(if r.time.is_empty() { "13:00".into() } else { r.time }),
+            tz: RwSignal::new(if r.tz.is_empty() { browser_tz.to_string() } else { r.tz }),
+            feed: RwSignal::new(c.feed),
+            feed_url: RwSignal::new(c.feed_url.clone()),
         }
     }
 
-    pub fn draft(&self) -> RepeatDraft {
-        RepeatDraft {
-            every: self.every.get_untracked(),
-            weekdays: self.weekdays.get_untracked(),
-            month_day: self.month_day.get_untracked(),
-            time: self.time.get_untracked(),
-            tz: self.tz.get_untracked(),
-            feed: if self.every.get_untracked().is_empty() { "none".into() } else { self.feed.get_untracked() },
-            feed_url: self.feed_url.get_untracked(),
+    /// The schedule (`None`: a one-off), or what to fix in this section.
+    pub fn recurrence(&self) -> Result<Option<Recurrence>, Invalid> {
+        let every = self.every.get_untracked();
+        if every.is_empty() {
+            return Ok(None);
         }
+        let month_day = match self.month_day.get_untracked().trim() {
+            "" => None,
+            d => Some(
+                d.parse::<u8>()
+                    .map_err(|_| Invalid::field("recurrence", "Choose a day of the month between 1 and 28."))?,
+            ),
+        };
+        let tz = self.tz.get_untracked();
+        let r = Recurrence {
+            every,
+            weekdays: self.weekdays.get_untracked(),
+            month_day,
+            time: self.time.get_untracked().trim().to_string(),
+            tz: if tz.trim().is_empty() { "UTC".into() } else { tz.trim().to_string() },
+        };
+        r.validate()?;
+        Ok(Some(r))
+    }
+
+    /// Per-reader data only for a recurring campaign.
+    pub fn feed(&self) -> FeedSource {
+        if self.every.get_untracked().is_empty() { FeedSource::None } else { self.feed.get_untracked() }
     }
 }
 
@@ -162,20 +121,23 @@ pub fn RepeatFields(
             <Show when=on>
                 <div class="mt-4 text-sm">
                     <label for="campaign-feed" class="font-medium text-slate-700">"Per-reader data"</label>
-                    <select id="campaign-feed" class="input mt-1 w-80" on:change=set(form.feed)>
-                        {[("none", "None: everyone gets the template"), ("api", "Pushed through the API before each edition"),
-                          ("url", "Fetched from a URL per reader")].into_iter().map(|(v, l)| view! {
-                            <option value=v selected=form.feed.get_untracked() == v>{l}</option>
+                    <select id="campaign-feed" class="input mt-1 w-80" on:change=move |ev| {
+                        form.feed.set(event_target_value(&ev).parse().unwrap_or_default());
+                        changed.run(());
+                    }>
+                        {[(FeedSource::None, "None: everyone gets the template"), (FeedSource::Api, "Pushed through the API before each edition"),
+                          (FeedSource::Url, "Fetched from a URL per reader")].into_iter().map(|(v, l)| view! {
+                            <option value=v.as_str() selected=form.feed.get_untracked() == v>{l}</option>
                         }).collect_view()}
                     </select>
-                    <Show when=move || form.feed.get() == "api">
+                    <Show when=move || form.feed.get() == FeedSource::Api>
                         <p class="mt-1 text-xs text-slate-500">
                             <code class="rounded bg-slate-100 px-1">"PUT /api/v1/campaigns/{id}/feed/{reader}"</code>
                             " (or the bulk " <code class="rounded bg-slate-100 px-1">"PUT …/feed"</code>") with a JSON object; the template reads it as "
                             <code class="rounded bg-slate-100 px-1">"{{ feed.… }}"</code>". Readers without data for an edition are skipped and counted."
                         </p>
                     </Show>
-                    <Show when=move || form.feed.get() == "url">
+                    <Show when=move || form.feed.get() == FeedSource::Url>
                         <input class="input mt-2 font-mono text-xs" placeholder="https://app.example.com/digest?email={email}"
                             aria-label="Feed URL" value=form.feed_url.get_untracked() on:input=set(form.feed_url)/>
                         <p class="mt-1 text-xs text-slate-500">"Fetched per reader while sending, 8 at a time, 10 s timeout. A 404, 204, null or {} skips the reader; other failures are retried."</p>
@@ -190,9 +152,9 @@ pub fn RepeatFields(
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EditionRow {
-    pub id: String,
+    pub id: CampaignId,
     pub slot: String,
-    pub status: String,
+    pub status: CampaignStatus,
     pub recipients: i64,
     pub sent: i64,
     pub skipped_no_data: i64,
@@ -202,30 +164,24 @@ pub struct EditionRow {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RecurringView {
     pub schedule: String,
-    pub feed: String,
+    pub feed: FeedSource,
     pub pending_feed: i64,
     pub editions: Vec<EditionRow>,
 }
 
 #[server(prefix = "/rpc", endpoint = "load_recurring")]
-pub async fn load_recurring(id: String) -> Result<RecurringView, AppError> {
-    use crate::ssr::{parse_id, require_role};
+pub async fn load_recurring(id: CampaignId) -> Result<RecurringView, AppError> {
+    use crate::ssr::require_role;
     use herald_engine::Role;
     use herald_engine::campaigns::{recurring, store};
     let m = require_role(Role::Viewer).await?;
-    let id = parse_id(&id)?;
     let c = store::get(&m.state.db, m.tenant, id).await?;
-    let schedule = c
-        .recurrence
-        .clone()
-        .and_then(|v| serde_json::from_value::<recurring::Recurrence>(v).ok())
-        .map(|r| r.describe())
-        .unwrap_or_default();
+    let schedule = c.recurrence.as_ref().map(Recurrence::describe).unwrap_or_default();
     let editions = recurring::editions(&m.state.db, m.tenant, id)
         .await?
         .into_iter()
         .map(|e| EditionRow {
-            id: e.id.to_string(),
+            id: e.id,
             slot: e.slot.to_rfc3339(),
             status: e.status,
             recipients: e.recipients,
@@ -243,12 +199,11 @@ pub async fn load_recurring(id: String) -> Result<RecurringView, AppError> {
 }
 
 #[server(prefix = "/rpc", endpoint = "stop_recurring")]
-pub async fn stop_recurring(id: String) -> Result<(), AppError> {
-    use crate::ssr::{parse_id, require_role};
+pub async fn stop_recurring(id: CampaignId) -> Result<(), AppError> {
+    use crate::ssr::require_role;
     use herald_engine::Role;
     use herald_engine::campaigns::recurring;
     let m = require_role(Role::Author).await?;
-    let id = parse_id(&id)?;
     recurring::stop(&m.state.db, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::CampaignStopped, id, serde_json::json!({})).await;
     Ok(())
@@ -257,7 +212,7 @@ pub async fn stop_recurring(id: String) -> Result<(), AppError> {
 /// A running recurring campaign: its schedule, its editions, and a way to stop it.
 #[component]
 pub fn RecurringCampaign(
-    id: String,
+    id: CampaignId,
     name: String,
     refresh: RwSignal<u32>,
     data: Resource<Result<RecurringView, AppError>>,
@@ -276,7 +231,7 @@ pub fn RecurringCampaign(
                     Ok(v) => view! {
                         <Card>
                             <p class="text-sm" data-testid="recurring-schedule"><span class="badge">"Running"</span>" " {v.schedule.clone()}</p>
-                            {(v.feed == "api").then(|| view! {
+                            {(v.feed == FeedSource::Api).then(|| view! {
                                 <p class="mt-2 text-sm text-slate-600">{format!("{} readers have data waiting for the next edition.", v.pending_feed)}</p>
                             })}
                         </Card>
@@ -290,7 +245,7 @@ pub fn RecurringCampaign(
                                         <tbody class="divide-y divide-slate-100">
                                             {v.editions.into_iter().map(|e| view! {
                                                 <tr><td class="py-2"><a class="text-indigo-600 hover:underline" href=format!("/campaigns/{}", e.id)>{short_time(&e.slot)}</a></td>
-                                                    <td><span class="badge">{e.status}</span></td><td>{e.sent}</td><td>{e.skipped_no_data}</td><td>{e.failed}</td></tr>
+                                                    <td><span class="badge">{e.status.label()}</span></td><td>{e.sent}</td><td>{e.skipped_no_data}</td><td>{e.failed}</td></tr>
                                             }).collect_view()}
                                         </tbody>
                                     </table>
@@ -303,7 +258,7 @@ pub fn RecurringCampaign(
             })}
         </Suspense>
         <ActionForm action=stop>
-            <input type="hidden" name="id" value=id.clone()/>
+            <input type="hidden" name="id" value=id.to_string()/>
             <button type="submit" class="btn-secondary">"Stop the schedule"</button>
         </ActionForm>
         <p class="mt-1 text-xs text-slate-500">"Stopping makes it a draft again; editions already sending finish."</p>

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::components::chart::Chart;
 use crate::components::ui::{Card, EmptyState, LoadError, PageHeader};
 use crate::error::AppError;
+use herald_types::{CampaignId, CampaignStatus, TrackingMode};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Figure {
@@ -32,8 +33,8 @@ pub struct DomainRow {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatsView {
     pub name: String,
-    pub status: String,
-    pub tracking: String,
+    pub status: CampaignStatus,
+    pub tracking: TrackingMode,
     pub figures: Vec<Figure>,
     pub prefetch_opens: i64,
     pub timeline_chart: Option<String>,
@@ -49,18 +50,17 @@ fn percent(part: i64, whole: i64) -> String {
 }
 
 #[server(prefix = "/rpc", endpoint = "campaign_stats")]
-pub async fn campaign_stats(id: String) -> Result<StatsView, AppError> {
+pub async fn campaign_stats(id: CampaignId) -> Result<StatsView, AppError> {
     use crate::charts;
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::stats};
     let m = require_role(Role::Viewer).await?;
-    let id = crate::ssr::parse_id(&id)?;
     let s = stats::campaign(&m.state.db, m.tenant, id).await?;
     let c = &s.counters;
     // Delivery reports exist only with a provider webhook; otherwise rates are of messages sent.
     let base = if c.delivered > 0 { c.delivered } else { c.sent };
     let base_name = if c.delivered > 0 { "delivered" } else { "sent" };
-    let anonymous = s.tracking == "anonymous";
+    let anonymous = s.tracking == TrackingMode::Anonymous;
     let unique =
         |v: i64| if anonymous { "counts only".to_string() } else { format!("{} of {base_name}", percent(v, base)) };
     let fig = |label: &str, value: i64, rate: String, testid: &str| Figure {
@@ -163,7 +163,7 @@ pub async fn campaign_stats(id: String) -> Result<StatsView, AppError> {
 #[component]
 pub fn CampaignStatsPage() -> impl IntoView {
     let params = use_params_map();
-    let id = move || params.read().get("id").unwrap_or_default();
+    let id = move || params.read().get("id").and_then(|s| s.parse().ok()).unwrap_or(CampaignId::NIL);
     let tick = RwSignal::new(0u32);
     let stats = Resource::new(move || (id(), tick.get()), |(id, _)| campaign_stats(id));
     // Refresh while the page is open (in the browser only): opens and clicks keep coming for days.
@@ -187,7 +187,7 @@ pub fn CampaignStatsPage() -> impl IntoView {
 }
 
 #[component]
-fn StatsBody(s: StatsView, id: String) -> impl IntoView {
+fn StatsBody(s: StatsView, id: CampaignId) -> impl IntoView {
     let back = format!("/campaigns/{id}");
     let export = format!("/campaigns/{id}/events.csv");
     let nothing_sent = s.figures.get(1).is_some_and(|f| f.value == 0);
@@ -196,10 +196,10 @@ fn StatsBody(s: StatsView, id: String) -> impl IntoView {
         <div class="mb-4 flex flex-wrap items-center gap-4 text-sm">
             <a href=back class="text-indigo-600 hover:underline">"← Campaign"</a>
             <a href=export class="text-indigo-600 hover:underline" rel="external" download="">"Export events (CSV)"</a>
-            {(s.tracking == "off").then(|| view! {
+            {(s.tracking == TrackingMode::Off).then(|| view! {
                 <span class="rounded bg-amber-50 px-2 py-1 text-amber-800">"Open and click tracking was off for this campaign."</span>
             })}
-            {(s.tracking == "anonymous").then(|| view! {
+            {(s.tracking == TrackingMode::Anonymous).then(|| view! {
                 <span class="rounded bg-slate-100 px-2 py-1 text-slate-700">"Anonymous tracking: counts without readers, so no unique figures."</span>
             })}
         </div>

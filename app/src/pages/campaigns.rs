@@ -6,13 +6,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
 use crate::error::AppError;
+use herald_types::{CampaignId, CampaignStatus};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CampaignRow {
-    pub id: String,
+    pub id: CampaignId,
     pub name: String,
     pub subject: String,
-    pub status: String,
+    pub status: CampaignStatus,
     pub recipients: i64,
     /// Messages accepted by the SMTP server (`None` before the send starts).
     pub sent: Option<i64>,
@@ -45,17 +46,17 @@ pub async fn list_campaigns() -> Result<CampaignsView, AppError> {
     let mut campaigns = Vec::with_capacity(list.len());
     for c in list {
         // Counts exist once a send started; drafts and scheduled campaigns have none.
-        let (sent, percent) = if c.is_editable() {
+        let (sent, percent) = if c.status.is_editable() {
             (None, None)
         } else {
             let p = progress::progress(&m.state.db, m.tenant, c.id).await?;
-            let percent = matches!(c.status.as_str(), "sending" | "paused")
+            let percent = matches!(c.status, CampaignStatus::Sending | CampaignStatus::Paused)
                 .then(|| (p.done_fraction() * 100.0).floor().clamp(0.0, 100.0) as u8);
             (Some(p.sent), percent)
         };
         campaigns.push(CampaignRow {
             awaiting_approval: awaiting.contains(&c.id),
-            id: c.id.to_string(),
+            id: c.id,
             name: c.name,
             subject: c.subject,
             status: c.status,
@@ -75,52 +76,40 @@ pub async fn list_campaigns() -> Result<CampaignsView, AppError> {
 
 /// Creates a draft and opens its editor. An empty name becomes "Untitled campaign".
 #[server(prefix = "/rpc", endpoint = "create_campaign")]
-pub async fn create_campaign(name: String) -> Result<String, AppError> {
+pub async fn create_campaign(name: String) -> Result<CampaignId, AppError> {
     use crate::ssr::require_role;
     use herald_engine::Role;
     use herald_engine::campaigns::store::{self, CampaignInput};
     let m = require_role(Role::Author).await?;
     let name = if name.trim().is_empty() { "Untitled campaign".to_string() } else { name };
-    let input = CampaignInput { name, body_format: "markdown".into(), ..Default::default() };
+    let input = CampaignInput { name, ..Default::default() };
     let c = store::create(&m.state.db, m.tenant, m.role, &input).await?;
     leptos_axum::redirect(&format!("/campaigns/{}", c.id));
-    Ok(c.id.to_string())
-}
-
-/// The human label of a campaign status.
-pub fn status_label(status: &str) -> &'static str {
-    match status {
-        "draft" => "Draft",
-        "scheduled" => "Scheduled",
-        "sending" => "Sending",
-        "paused" => "Paused",
-        "sent" => "Sent",
-        "cancelled" => "Cancelled",
-        _ => "Unknown",
-    }
+    Ok(c.id)
 }
 
 /// The colour of a campaign status: draft grey, scheduled blue, sending amber, paused orange,
-/// sent green, cancelled slate.
-pub fn status_class(status: &str) -> &'static str {
+/// sent green, cancelled slate, recurring indigo.
+pub fn status_class(status: CampaignStatus) -> &'static str {
     match status {
-        "scheduled" => "badge bg-blue-50 text-blue-700 ring-blue-200",
-        "sending" => "badge bg-amber-50 text-amber-800 ring-amber-200",
-        "paused" => "badge bg-orange-50 text-orange-700 ring-orange-200",
-        "sent" => "badge bg-emerald-50 text-emerald-700 ring-emerald-200",
-        "cancelled" => "badge bg-slate-200 text-slate-600 ring-slate-300",
-        _ => "badge bg-slate-100 text-slate-600 ring-slate-200",
+        CampaignStatus::Scheduled => "badge bg-blue-50 text-blue-700 ring-blue-200",
+        CampaignStatus::Sending => "badge bg-amber-50 text-amber-800 ring-amber-200",
+        CampaignStatus::Paused => "badge bg-orange-50 text-orange-700 ring-orange-200",
+        CampaignStatus::Sent => "badge bg-emerald-50 text-emerald-700 ring-emerald-200",
+        CampaignStatus::Cancelled => "badge bg-slate-200 text-slate-600 ring-slate-300",
+        CampaignStatus::Recurring => "badge bg-indigo-50 text-indigo-700 ring-indigo-200",
+        CampaignStatus::Draft => "badge bg-slate-100 text-slate-600 ring-slate-200",
     }
 }
 
 /// A campaign's status as a coloured badge; a sending one shows how far it got.
 #[component]
-pub fn CampaignStatusBadge(#[prop(into)] status: String, #[prop(optional)] percent: Option<u8>) -> impl IntoView {
-    let sending = status == "sending";
+pub fn CampaignStatusBadge(status: CampaignStatus, #[prop(optional)] percent: Option<u8>) -> impl IntoView {
+    let sending = status == CampaignStatus::Sending;
     view! {
-        <span class=status_class(&status) data-testid="status-badge">
+        <span class=status_class(status) data-testid="status-badge">
             {sending.then(|| view! { <span class="mr-1.5 inline-block h-1.5 w-1.5 animate-pulse rounded-full bg-amber-500" aria-hidden="true"></span> })}
-            {status_label(&status)}
+            {status.label()}
             {percent.filter(|_| sending).map(|p| view! { <span class="ml-1 tabular-nums">{format!("{p}%")}</span> })}
         </span>
     }
@@ -193,11 +182,15 @@ fn NoCampaigns(can_create: bool) -> impl IntoView {
 
 /// The date worth showing for a campaign in its current state.
 fn when(r: &CampaignRow) -> (String, String) {
-    match r.status.as_str() {
-        "scheduled" => ("Sends".into(), r.scheduled_at.as_deref().map(short_time).unwrap_or_default() + " UTC"),
-        "sending" | "paused" => ("Started".into(), r.started_at.as_deref().map(short_time).unwrap_or_default()),
-        "sent" | "cancelled" => (
-            if r.status == "sent" { "Sent".into() } else { "Stopped".into() },
+    match r.status {
+        CampaignStatus::Scheduled => {
+            ("Sends".into(), r.scheduled_at.as_deref().map(short_time).unwrap_or_default() + " UTC")
+        }
+        CampaignStatus::Sending | CampaignStatus::Paused => {
+            ("Started".into(), r.started_at.as_deref().map(short_time).unwrap_or_default())
+        }
+        CampaignStatus::Sent | CampaignStatus::Cancelled => (
+            if r.status == CampaignStatus::Sent { "Sent".into() } else { "Stopped".into() },
             r.finished_at.as_deref().or(r.started_at.as_deref()).map(short_time).unwrap_or_default(),
         ),
         _ => ("Edited".into(), short_time(&r.updated_at)),
@@ -232,11 +225,11 @@ fn CampaignTable(rows: Vec<CampaignRow>) -> impl IntoView {
                                     <div class="truncate text-xs text-slate-500">{subject}</div>
                                 </td>
                                 <td>
-                                    <CampaignStatusBadge status=r.status.clone() percent=r.percent.unwrap_or(0)/>
+                                    <CampaignStatusBadge status=r.status percent=r.percent.unwrap_or(0)/>
                                     {r.awaiting_approval.then(|| view! {
                                         <span class="badge ml-1 bg-amber-100 text-amber-800" data-testid="awaiting-approval">"Awaiting approval"</span>
                                     })}
-                                    {r.percent.filter(|_| r.status == "sending" || r.status == "paused").map(|p| view! {
+                                    {r.percent.filter(|_| matches!(r.status, CampaignStatus::Sending | CampaignStatus::Paused)).map(|p| view! {
                                         <div class="mt-1 h-1 w-24 rounded-full bg-slate-100" aria-hidden="true">
                                             <div class="h-1 rounded-full bg-amber-400" style=format!("width: {p}%")></div>
                                         </div>

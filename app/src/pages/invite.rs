@@ -63,7 +63,7 @@ pub fn InvitePage() -> impl IntoView {
                     match invite.await {
                         Ok(v) => view! { <InviteBody v=v token=token()/> }.into_any(),
                         Err(AppError::NotFound) => view! {
-                            <LoadError error=AppError::Invalid("This invite link is not valid. Ask for a new invite.".into())/>
+                            <LoadError error=AppError::invalid("This invite link is not valid. Ask for a new invite.")/>
                         }.into_any(),
                         Err(e) => view! { <LoadError error=e/> }.into_any(),
                     }

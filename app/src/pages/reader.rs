@@ -111,7 +111,7 @@ pub async fn update_reader(id: i64, name: String, attributes: String) -> Result<
     let m = require_role(Role::Author).await?;
     let attributes: serde_json::Value =
         serde_json::from_str(if attributes.trim().is_empty() { "{}" } else { &attributes })
-            .map_err(|e| AppError::Invalid(format!("The attributes are not valid JSON: {e}")).respond())?;
+            .map_err(|e| AppError::invalid(format!("The attributes are not valid JSON: {e}")).respond())?;
     readers::update(&m.state.db, m.tenant, m.role, id, &name, attributes, &Origin::new("admin")).await?;
     Ok(())
 }

@@ -90,8 +90,7 @@ pub async fn bulk_readers(
     use herald_engine::audience::consent::Origin;
     use herald_engine::audience::readers::{self, AttributeCondition, BulkAction, ReaderFilter, Target};
     let m = require_role(Role::Author).await?;
-    let parse_list =
-        |s: &str| uuid::Uuid::parse_str(s).map_err(|_| AppError::Invalid("Choose a list.".into()).respond());
+    let parse_list = |s: &str| uuid::Uuid::parse_str(s).map_err(|_| AppError::invalid("Choose a list.").respond());
     let target = if scope == "filter" {
         Target::Filter(ReaderFilter {
             search: Some(q).filter(|s| !s.trim().is_empty()),
@@ -103,7 +102,7 @@ pub async fn bulk_readers(
         let ids: Vec<i64> =
             scope.strip_prefix("ids:").unwrap_or("").split(',').filter_map(|s| s.trim().parse().ok()).collect();
         if ids.is_empty() {
-            return Err(AppError::Invalid("Select at least one reader.".into()).respond());
+            return Err(AppError::invalid("Select at least one reader.").respond());
         }
         Target::Ids(ids)
     };
@@ -112,7 +111,7 @@ pub async fn bulk_readers(
         "remove_from_list" => BulkAction::RemoveFromList(parse_list(&target_list)?),
         "unsubscribe_all" => BulkAction::UnsubscribeAll,
         "delete" => BulkAction::Delete,
-        _ => return Err(AppError::Invalid("Choose an action.".into()).respond()),
+        _ => return Err(AppError::invalid("Choose an action.").respond()),
     };
     let origin = Origin { wording: Some("Bulk change by a workspace member.".into()), ..Origin::new("admin") };
     let n = readers::bulk_action(&m.state.db, m.tenant, m.role, &target, &action, &origin).await?;

@@ -90,7 +90,7 @@ pub async fn save_sending_policy(cap: String, cap_hours: String, max_queue_age_h
     let hours = |raw: &str, what: &str| {
         raw.trim()
             .parse::<i32>()
-            .map_err(|_| AppError::Invalid(format!("Enter the {what} as a whole number of hours.")).respond())
+            .map_err(|_| AppError::invalid(format!("Enter the {what} as a whole number of hours.")).respond())
     };
     let frequency_cap_hours = if cap == "on" { Some(hours(&cap_hours, "frequency cap")?) } else { None };
     let policy = workspaces::SendingPolicy {
@@ -134,7 +134,7 @@ pub async fn save_identity(id: String, identity: IdentityForm) -> Result<(), App
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::identities};
     let m = require_role(Role::Admin).await?;
-    let invalid = |m: &str| AppError::Invalid(m.into()).respond();
+    let invalid = |m: &str| AppError::invalid(m).respond();
     let input = identities::IdentityInput {
         name: identity.name,
         smtp_url: identity.smtp_url,
@@ -187,9 +187,15 @@ pub async fn test_identity(id: String) -> Result<ConnectionCheck, AppError> {
             return Err(AppError::NotFound.respond());
         }
     }
-    let identity =
-        identities::resolve(&m.state.db, &m.state.signer, m.tenant, uuid, &m.state.default_identity, &m.state.egress)
-            .await?;
+    let identity = identities::resolve(
+        &m.state.db,
+        &m.state.signer,
+        m.tenant,
+        uuid.map(herald_engine::IdentityId),
+        &m.state.default_identity,
+        &m.state.egress,
+    )
+    .await?;
     let (ok, reply) = match identities::check_connection(&identity.server).await {
         Ok(reply) => (true, reply),
         Err(error) => (false, error),

@@ -95,8 +95,8 @@ fn sample_json(sample: &str) -> Result<serde_json::Value, AppError> {
     let raw = if sample.trim().is_empty() { "{}" } else { sample };
     match serde_json::from_str::<serde_json::Value>(raw) {
         Ok(v) if v.is_object() => Ok(v),
-        Ok(_) => Err(AppError::Invalid("The sample variables must be a JSON object, like {\"name\": \"Ada\"}.".into())),
-        Err(e) => Err(AppError::Invalid(format!("The sample variables are not valid JSON: {e}"))),
+        Ok(_) => Err(AppError::invalid("The sample variables must be a JSON object, like {\"name\": \"Ada\"}.")),
+        Err(e) => Err(AppError::invalid(format!("The sample variables are not valid JSON: {e}"))),
     }
 }
 

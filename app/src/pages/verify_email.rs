@@ -14,7 +14,7 @@ pub fn VerifyEmailPage() -> impl IntoView {
     // No token (a mangled link): say so without asking the server.
     let result = Resource::new(token, |token| async move {
         if token.trim().is_empty() {
-            Err(AppError::Invalid("This confirmation link is incomplete: open the whole link from the mail.".into()))
+            Err(AppError::invalid("This confirmation link is incomplete: open the whole link from the mail."))
         } else {
             verify_email(token).await
         }

@@ -165,10 +165,10 @@ pub async fn upsert(
 /// Checks a bulk request's size before any work.
 pub fn check_size(n: usize, max: usize) -> Result<()> {
     if n == 0 {
-        return Err(Error::Invalid("Send at least one reader.".into()));
+        return Err(Error::invalid("Send at least one reader."));
     }
     if n > max {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "At most {max} readers per request; split the rest into further requests."
         )));
     }

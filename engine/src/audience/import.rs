@@ -102,7 +102,7 @@ pub async fn append_chunk(db: &Db, tenant: TenantId, id: Uuid, seq: i32, data: &
     .fetch_one(&mut *tx)
     .await?;
     if stored + data.len() as i64 > storage_cap {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "This workspace's uploads that are not imported yet would hold more than {} MB. Import or discard them \
              (Audience → Imports) and upload again.",
             storage_cap / (1024 * 1024)
@@ -152,11 +152,11 @@ pub async fn finish_upload(db: &Db, tenant: TenantId, id: Uuid, size: i64) -> Re
         .bind(id)
         .fetch_optional(&mut *tx)
         .await?;
-    let first = first.ok_or_else(|| Error::Invalid("The file is empty.".into()))?;
+    let first = first.ok_or_else(|| Error::invalid("The file is empty."))?;
     let delimiter = detect_delimiter(&first);
     let (header, _) = parse_preview(&first, delimiter);
     if header.is_empty() {
-        return Err(Error::Invalid("The file has no header row.".into()));
+        return Err(Error::invalid("The file has no header row."));
     }
     let mapping: Vec<String> = header.iter().map(|h| guess_mapping(h)).collect();
     sqlx::query("UPDATE imports SET status = 'uploaded', size_bytes = $3, delimiter = $4, mapping = $5 WHERE tenant_id = $1 AND id = $2")
@@ -337,10 +337,10 @@ pub async fn start(
 ) -> Result<()> {
     role.require(Role::Author)?;
     if s.mapping.iter().filter(|m| *m == "email").count() != 1 {
-        return Err(Error::Invalid("Map exactly one column to Email.".into()));
+        return Err(Error::invalid("Map exactly one column to Email."));
     }
     if s.mapping.iter().filter(|m| *m == "name").count() > 1 {
-        return Err(Error::Invalid("Map at most one column to Name.".into()));
+        return Err(Error::invalid("Map at most one column to Name."));
     }
     for m in &s.mapping {
         let ok = m == "email"
@@ -348,17 +348,17 @@ pub async fn start(
             || m == "ignore"
             || m.strip_prefix("attributes.").is_some_and(|k| !k.is_empty());
         if !ok {
-            return Err(Error::Invalid(format!("Unknown column mapping “{m}”.")));
+            return Err(Error::invalid(format!("Unknown column mapping “{m}”.")));
         }
     }
     if !matches!(s.mode.as_str(), "confirmed" | "opt_in") {
-        return Err(Error::Invalid("Choose how consent is handled: confirmed or opt-in email.".into()));
+        return Err(Error::invalid("Choose how consent is handled: confirmed or opt-in email."));
     }
     if s.mode == "opt_in" && s.list_ids.is_empty() {
-        return Err(Error::Invalid("Opt-in emails ask readers to confirm a list: choose at least one.".into()));
+        return Err(Error::invalid("Opt-in emails ask readers to confirm a list: choose at least one."));
     }
     if !matches!(s.existing.as_str(), "update" | "skip") {
-        return Err(Error::Invalid("Existing readers must be updated or skipped.".into()));
+        return Err(Error::invalid("Existing readers must be updated or skipped."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
     let n = sqlx::query(
@@ -703,7 +703,7 @@ async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> R
                 Ok(()) => {}
                 // A mail quota ([`crate::mail_quota`]): the reader stays unconfirmed, the import
                 // goes on.
-                Err(Error::Invalid(why)) => tracing::warn!(reader, why, "confirmation not sent"),
+                Err(Error::Invalid(why)) => tracing::warn!(reader, %why, "confirmation not sent"),
                 Err(e) => return Err(e),
             }
         }

@@ -51,16 +51,16 @@ const COLUMNS: &str = "id, name, slug, description, opt_in, visibility, created_
 fn check(input: &ListInput) -> Result<(String, Slug)> {
     let name = input.name.trim();
     if name.is_empty() || name.chars().count() > 100 {
-        return Err(Error::Invalid("The list name needs 1–100 characters.".into()));
+        return Err(Error::invalid("The list name needs 1–100 characters."));
     }
     if input.description.chars().count() > 1000 {
-        return Err(Error::Invalid("The description can have at most 1000 characters.".into()));
+        return Err(Error::invalid("The description can have at most 1000 characters."));
     }
     if !matches!(input.opt_in.as_str(), "single" | "double") {
-        return Err(Error::Invalid("Opt-in must be “single” or “double”.".into()));
+        return Err(Error::invalid("Opt-in must be “single” or “double”."));
     }
     if !matches!(input.visibility.as_str(), "public" | "private") {
-        return Err(Error::Invalid("Visibility must be “public” or “private”.".into()));
+        return Err(Error::invalid("Visibility must be “public” or “private”."));
     }
     let slug = match input.slug.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         Some(s) => Slug::parse(s)?,

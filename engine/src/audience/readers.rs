@@ -33,7 +33,7 @@ pub enum AttributeCondition {
 impl AttributeCondition {
     /// Parses `key = <json>` or `key in [<json>, …]`. Keys are letters, digits, `_` and `-`.
     pub fn parse(raw: &str) -> Result<Self> {
-        let bad = || Error::Invalid("Write the condition as  city = \"Lyon\"  or  plan in [\"pro\", \"team\"].".into());
+        let bad = || Error::invalid("Write the condition as  city = \"Lyon\"  or  plan in [\"pro\", \"team\"].");
         let raw = raw.trim();
         let (key, rest, is_in) = if let Some((k, v)) = raw.split_once('=') {
             (k.trim(), v.trim(), false)
@@ -86,7 +86,7 @@ fn push_filter_args(q: &mut QueryBuilder<Postgres>, f: &ReaderFilter) -> Result<
     if let Some(status) = &f.status
         && !matches!(status.as_str(), "active" | "unsubscribed" | "blocklisted")
     {
-        return Err(Error::Invalid(format!("unknown status “{status}”")));
+        return Err(Error::invalid(format!("unknown status “{status}”")));
     }
     // `attributes @> {"k": v}` per accepted value, OR'ed: each uses the jsonb_path_ops GIN index.
     let attributes: Vec<Value> = match &f.attribute {
@@ -188,10 +188,10 @@ pub async fn update(
 ) -> Result<Reader> {
     role.require(Role::Author)?;
     if !attributes.is_object() {
-        return Err(Error::Invalid("Attributes must be a JSON object, like {\"city\": \"Lyon\"}.".into()));
+        return Err(Error::invalid("Attributes must be a JSON object, like {\"city\": \"Lyon\"}."));
     }
     if name.chars().any(char::is_control) || name.chars().count() > 200 {
-        return Err(Error::Invalid("The name must be one line of at most 200 characters.".into()));
+        return Err(Error::invalid("The name must be one line of at most 200 characters."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
     let reader: Reader = sqlx::query_as(

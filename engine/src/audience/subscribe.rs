@@ -13,7 +13,7 @@ use super::consent::{self, Origin};
 use super::lists::{self, List};
 use super::suppressions;
 use crate::db::{Db, Tx};
-use crate::domain::{Email, TenantId};
+use crate::domain::{CampaignId, Email, TenantId};
 use crate::error::{Error, Result};
 use crate::jobs::Jobs;
 use crate::mail::{OutgoingMail, escape_html};
@@ -47,7 +47,7 @@ struct UnsubscribeClaim {
     l: Option<Uuid>,
     /// The campaign the message belonged to, so its stats count the unsubscribe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    c: Option<Uuid>,
+    c: Option<CampaignId>,
 }
 
 /// A signed, non-expiring unsubscribe URL for one reader (and the list a message was sent for).
@@ -62,7 +62,7 @@ pub fn campaign_unsubscribe_url(
     tenant: TenantId,
     reader: i64,
     list: Option<Uuid>,
-    campaign: Option<Uuid>,
+    campaign: Option<CampaignId>,
 ) -> String {
     let token =
         signer.sign(UNSUBSCRIBE_PURPOSE, None, &UnsubscribeClaim { t: tenant, r: reader, l: list, c: campaign });
@@ -105,12 +105,12 @@ pub(crate) async fn upsert_reader(tx: &mut Tx, tenant: TenantId, email: &Email, 
 pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeRequest) -> Result<()> {
     let email = Email::parse(&req.email)?;
     if req.name.chars().any(char::is_control) {
-        return Err(Error::Invalid("The name must be one line.".into()));
+        return Err(Error::invalid("The name must be one line."));
     }
     let public = lists::public(cx.db, tenant).await?;
     let chosen: Vec<&List> = public.iter().filter(|l| req.list_ids.contains(&l.id)).collect();
     if chosen.is_empty() {
-        return Err(Error::Invalid("Choose at least one list.".into()));
+        return Err(Error::invalid("Choose at least one list."));
     }
     let mut tx = cx.db.tenant_tx(tenant).await?;
     // Bounced, complained or blocklisted addresses are silently ignored: the answer is the same.
@@ -351,9 +351,7 @@ pub async fn confirm(db: &Db, signer: &Signer, token: &str, origin: &Origin) -> 
         }
     }
     if confirmed.is_empty() {
-        return Err(Error::Invalid(
-            "This confirmation link has already been used or was replaced by a newer one.".into(),
-        ));
+        return Err(Error::invalid("This confirmation link has already been used or was replaced by a newer one."));
     }
     rejoin(&mut tx, claim.t, claim.r, &preview.email).await?;
     tx.commit().await?;

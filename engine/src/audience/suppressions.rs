@@ -30,7 +30,7 @@ impl Suppression {
 /// original reason unless the new one is a bounce or complaint, which are stronger.
 pub async fn add_in(tx: &mut Tx, tenant: TenantId, email: &str, reason: &str, source: &str) -> Result<()> {
     if !REASONS.contains(&reason) {
-        return Err(Error::Invalid(format!("unknown suppression reason “{reason}”")));
+        return Err(Error::invalid(format!("unknown suppression reason “{reason}”")));
     }
     sqlx::query(
         "INSERT INTO suppressions (tenant_id, email_lower, reason, source) VALUES ($1, lower($2), $3, $4)
@@ -105,7 +105,7 @@ pub async fn remove(db: &Db, tenant: TenantId, role: Role, email: &str, confirme
     let mut tx = db.tenant_tx(tenant).await?;
     let reason = is_suppressed(&mut tx, tenant, email).await?.ok_or(Error::NotFound)?;
     if matches!(reason.as_str(), "hard_bounce" | "complaint") && !confirmed {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "This address is suppressed because of a {}. Mailing it again can hurt your sending reputation; confirm to remove it.",
             reason.replace('_', " ")
         )));

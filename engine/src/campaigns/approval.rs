@@ -11,11 +11,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use uuid::Uuid;
 
-use super::store::{self, Campaign};
+use super::store::{self, Campaign, CampaignStatus};
 use crate::db::{Db, Tx};
-use crate::domain::{Role, TenantId, UserId};
+use crate::domain::{CampaignId, Role, TenantId, UserId};
 use crate::error::{Error, Result};
 use crate::jobs::Jobs;
 use crate::workspaces::TeamRule;
@@ -57,7 +56,7 @@ pub struct Request {
     pub note: String,
 }
 
-pub async fn latest(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<Option<Request>> {
+pub async fn latest(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<Option<Request>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let row = sqlx::query_as(
         "SELECT coalesce(r.email, 'a former member') AS requested_by, a.requested_at, a.send_at, a.timezone,
@@ -81,17 +80,17 @@ pub async fn request(
     tenant: TenantId,
     user: UserId,
     role: Role,
-    campaign: Uuid,
+    campaign: CampaignId,
     send_at: Option<DateTime<Utc>>,
     timezone: &str,
 ) -> Result<()> {
     role.require(Role::Author)?;
     if send_at.is_some_and(|at| at <= Utc::now()) {
-        return Err(Error::Invalid("Choose a time in the future.".into()));
+        return Err(Error::invalid("Choose a time in the future."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
     let current: Campaign = store::get_in(&mut tx, tenant, campaign).await?;
-    if current.status != "draft" {
+    if current.status != CampaignStatus::Draft {
         return Err(Error::Conflict("Only a draft can be put up for approval.".into()));
     }
     store::check_ready(&mut tx, tenant, &current).await?;
@@ -115,7 +114,13 @@ pub async fn request(
 /// Tells the workspace's owners and admins that `campaign` waits for them (system mail, counted
 /// like invites). A refusal by the system-mail limit is logged: the request stands, and shows in
 /// the campaigns list.
-pub async fn mail_approvers(db: &Db, jobs: &Jobs, base_url: &str, tenant: TenantId, campaign: Uuid) -> Result<()> {
+pub async fn mail_approvers(
+    db: &Db,
+    jobs: &Jobs,
+    base_url: &str,
+    tenant: TenantId,
+    campaign: CampaignId,
+) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     let (name, asker): (String, String) = sqlx::query_as(
         "SELECT c.name, coalesce(u.email, 'A member') FROM campaigns c
@@ -150,7 +155,7 @@ pub async fn mail_approvers(db: &Db, jobs: &Jobs, base_url: &str, tenant: Tenant
         };
         match jobs.enqueue_workspace_mail(tenant, mail).await {
             Ok(()) => {}
-            Err(Error::Invalid(why)) => tracing::warn!(%tenant, why, "approval mail refused by the system-mail limit"),
+            Err(Error::Invalid(why)) => tracing::warn!(%tenant, %why, "approval mail refused by the system-mail limit"),
             Err(e) => return Err(e),
         }
     }
@@ -158,7 +163,7 @@ pub async fn mail_approvers(db: &Db, jobs: &Jobs, base_url: &str, tenant: Tenant
 }
 
 /// The campaigns of the workspace that wait for approval.
-pub async fn pending_campaigns(db: &Db, tenant: TenantId) -> Result<Vec<Uuid>> {
+pub async fn pending_campaigns(db: &Db, tenant: TenantId) -> Result<Vec<CampaignId>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let ids = sqlx::query_scalar("SELECT campaign_id FROM send_approvals WHERE tenant_id = $1 AND decided_at IS NULL")
         .bind(tenant)
@@ -180,7 +185,7 @@ pub async fn approve(
     tenant: TenantId,
     user: UserId,
     role: Role,
-    campaign: Uuid,
+    campaign: CampaignId,
 ) -> Result<Campaign> {
     role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -229,11 +234,11 @@ pub async fn approve(
 /// to start): what was approved is what goes out. Unscheduling it ([`forget`]) makes it an
 /// editable draft again, to be asked for anew. Called by `store::update` with the campaign row
 /// locked.
-pub(crate) async fn guard_edit(tx: &mut Tx, tenant: TenantId, role: Role, campaign: Uuid) -> Result<()> {
+pub(crate) async fn guard_edit(tx: &mut Tx, tenant: TenantId, role: Role, campaign: CampaignId) -> Result<()> {
     if role.can_administer() {
         return Ok(());
     }
-    let row: Option<(bool, String, Option<String>)> = sqlx::query_as(
+    let row: Option<(bool, CampaignStatus, Option<String>)> = sqlx::query_as(
         "SELECT t.require_send_approval, c.status, a.decision
          FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
          LEFT JOIN send_approvals a ON a.campaign_id = c.id
@@ -244,7 +249,7 @@ pub(crate) async fn guard_edit(tx: &mut Tx, tenant: TenantId, role: Role, campai
     .fetch_optional(&mut **tx)
     .await?;
     match row {
-        Some((true, status, decision)) if status == "scheduled" || decision.as_deref() == Some("approved") => {
+        Some((true, status, decision)) if status == CampaignStatus::Scheduled || decision.as_deref() == Some("approved") => {
             Err(Error::Refused(
                 "This campaign was approved as it is. To change it, cancel its schedule first, then ask for approval again."
                     .into(),
@@ -256,7 +261,7 @@ pub(crate) async fn guard_edit(tx: &mut Tx, tenant: TenantId, role: Role, campai
 
 /// Called when a schedule is cancelled: the campaign is a draft again and any request for it,
 /// decided or not, is gone (the audit log keeps the story).
-pub(crate) async fn forget(tx: &mut Tx, tenant: TenantId, campaign: Uuid) -> Result<()> {
+pub(crate) async fn forget(tx: &mut Tx, tenant: TenantId, campaign: CampaignId) -> Result<()> {
     sqlx::query("DELETE FROM send_approvals WHERE tenant_id = $1 AND campaign_id = $2")
         .bind(tenant)
         .bind(campaign)
@@ -266,10 +271,17 @@ pub(crate) async fn forget(tx: &mut Tx, tenant: TenantId, campaign: Uuid) -> Res
 }
 
 /// An owner or admin turns the request down, with a note for the author.
-pub async fn reject(db: &Db, tenant: TenantId, user: UserId, role: Role, campaign: Uuid, note: &str) -> Result<()> {
+pub async fn reject(
+    db: &Db,
+    tenant: TenantId,
+    user: UserId,
+    role: Role,
+    campaign: CampaignId,
+    note: &str,
+) -> Result<()> {
     role.require(Role::Admin)?;
     if note.chars().count() > 1000 {
-        return Err(Error::Invalid("Keep the note under 1,000 characters.".into()));
+        return Err(Error::invalid("Keep the note under 1,000 characters."));
     }
     if !decide(db, tenant, user, campaign, "rejected", note.trim()).await? {
         return Err(Error::Conflict("There is no request waiting for approval on this campaign.".into()));
@@ -277,7 +289,14 @@ pub async fn reject(db: &Db, tenant: TenantId, user: UserId, role: Role, campaig
     Ok(())
 }
 
-async fn decide(db: &Db, tenant: TenantId, user: UserId, campaign: Uuid, decision: &str, note: &str) -> Result<bool> {
+async fn decide(
+    db: &Db,
+    tenant: TenantId,
+    user: UserId,
+    campaign: CampaignId,
+    decision: &str,
+    note: &str,
+) -> Result<bool> {
     let mut tx = db.tenant_tx(tenant).await?;
     let n = sqlx::query(
         "UPDATE send_approvals SET decided_by = $3, decided_at = now(), decision = $4, note = $5
@@ -296,7 +315,7 @@ async fn decide(db: &Db, tenant: TenantId, user: UserId, campaign: Uuid, decisio
 }
 
 /// Called when a campaign is edited: a pending request is withdrawn.
-pub(crate) async fn withdraw_pending(tx: &mut Tx, tenant: TenantId, campaign: Uuid) -> Result<()> {
+pub(crate) async fn withdraw_pending(tx: &mut Tx, tenant: TenantId, campaign: CampaignId) -> Result<()> {
     sqlx::query("DELETE FROM send_approvals WHERE tenant_id = $1 AND campaign_id = $2 AND decided_at IS NULL")
         .bind(tenant)
         .bind(campaign)

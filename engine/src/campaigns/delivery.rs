@@ -42,11 +42,11 @@ use super::render::{
 
 /// One reader's personalised parts, or why they could not be rendered.
 type RenderedParts = std::result::Result<RenderedBody, TemplateError>;
-use super::store::{self, Campaign};
+use super::store::{self, Campaign, CampaignStatus, FeedSource, TrackingMode};
 use super::tally::DomainTally;
 use crate::audience::subscribe::campaign_unsubscribe_url;
 use crate::db::Db;
-use crate::domain::TenantId;
+use crate::domain::{CampaignId, TenantId};
 use crate::egress::Egress;
 use crate::error::{Error, Result, persist};
 use crate::lease::{Closed, Fence, Lease, LeaseFor};
@@ -246,14 +246,14 @@ const NO_DATA: &str = "no data for this edition";
 /// Works on one campaign until it is done, paused or cancelled. Several of these run at once
 /// (one SMTP connection each), at most one per delivery slot: a job that finds every slot
 /// taken ends at once, so running the same job twice (or a supervisor's re-kick) is harmless.
-pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) -> Result<()> {
+pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: CampaignId) -> Result<()> {
     // Held until this loop ends (see `fair_share`).
     let Some(_permit) = cx.config.workspace_loops.try_take(tenant) else {
         tracing::debug!(%tenant, campaign = %campaign_id, "workspace at its share of delivery loops");
         return Ok(());
     };
     let campaign = store::get(&cx.db, tenant, campaign_id).await?;
-    if campaign.status != "sending" {
+    if campaign.status != CampaignStatus::Sending {
         return Ok(());
     }
     let identity = identities::resolve(
@@ -277,7 +277,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
     .await?;
     tx.commit().await?;
     let workspace = render::Workspace { name: ws_name, postal_address: postal };
-    let compiled = match CompiledCampaign::compile(&campaign.content()?, &workspace) {
+    let compiled = match CompiledCampaign::compile(&store::content(&campaign), &workspace) {
         Ok(c) => c,
         Err(e) => {
             auto_pause(cx, tenant, campaign_id, &format!("The template has an error: {e}")).await?;
@@ -287,17 +287,17 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
     };
     let dkim = crate::sending_domains::dkim_signer(&cx.db, &cx.signer, tenant, &identity, &campaign.from_email).await?;
     let domain = campaign.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_else(|| "herald".into());
-    let tracking = (campaign.tracking != "off").then(|| {
+    let tracking = (campaign.tracking != TrackingMode::Off).then(|| {
         let keys = TrackingKeys::new(&cx.signer);
         Tracking {
             mac: keys.workspace(tenant),
             keys,
-            anonymous: campaign.tracking == "anonymous",
+            anonymous: campaign.tracking == TrackingMode::Anonymous,
             links: LinkRegistry::default(),
             own_prefix: format!("{}/", cx.config.base_url.trim_end_matches('/')),
         }
     });
-    let campaign_feed_is_url = campaign.feed == "url";
+    let campaign_feed_is_url = campaign.feed == FeedSource::Url;
     let mut sender = Sender {
         cx,
         tenant,
@@ -339,7 +339,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Uuid) 
 }
 
 /// Takes the first free delivery slot of the campaign, or `None` when all are held.
-async fn take_slot(cx: &DeliveryContext, tenant: TenantId, campaign: Uuid, slots: u32) -> Result<Option<Lease>> {
+async fn take_slot(cx: &DeliveryContext, tenant: TenantId, campaign: CampaignId, slots: u32) -> Result<Option<Lease>> {
     for slot in 0..slots.max(1) as i32 {
         let owner = crate::lease::owner(&cx.config.worker_id, &format!("deliver:{campaign}:{slot}"));
         let what = LeaseFor::Delivery { tenant, campaign, slot };
@@ -488,7 +488,7 @@ impl Sender<'_> {
     async fn spread_rate(&mut self, hours: f64) -> Result<SpreadRate> {
         if !self.campaign.fanout_done {
             let fresh = store::get(&self.cx.db, self.tenant, self.campaign.id).await?;
-            if fresh.status != "sending" {
+            if fresh.status != CampaignStatus::Sending {
                 return Ok(SpreadRate::NotSending);
             }
             self.campaign = fresh;
@@ -651,7 +651,7 @@ impl Sender<'_> {
     /// This reader's unsubscribe link for this campaign (one list: that list; several: all).
     fn unsubscribe_url(&self, row: &Claimed) -> String {
         let c = &self.campaign;
-        let list = if c.list_ids.len() == 1 { c.list_ids.first().copied() } else { None };
+        let list = if c.list_ids.len() == 1 { c.list_ids.first().map(|l| l.0) } else { None };
         campaign_unsubscribe_url(
             &self.cx.signer,
             &self.cx.config.base_url,
@@ -680,7 +680,7 @@ impl Sender<'_> {
     async fn send_one(&mut self, row: &Claimed, rendered: RenderedParts) -> Result<Next> {
         let cfg = self.cx.config.clone();
         let c = &self.campaign;
-        let list = if c.list_ids.len() == 1 { c.list_ids.first().copied() } else { None };
+        let list = if c.list_ids.len() == 1 { c.list_ids.first().map(|l| l.0) } else { None };
         let unsubscribe = self.unsubscribe_url(row);
         let ctx = MessageContext { unsubscribe_url: &unsubscribe };
         let parts = match rendered {
@@ -697,7 +697,7 @@ impl Sender<'_> {
                 let urls = links::trackable_urls(&parts.body, &t.own_prefix);
                 t.links.ensure(&self.cx.db, self.tenant, c.id, &urls).await?;
                 let target =
-                    Target { tenant: self.tenant, campaign: c.id, reader: (!t.anonymous).then_some(row.reader_id) };
+                    Target { tenant: self.tenant, campaign: c.id.0, reader: (!t.anonymous).then_some(row.reader_id) };
                 let base = cfg.base_url.trim_end_matches('/');
                 parts.body = links::rewrite(&parts.body, &t.own_prefix, |url| {
                     t.links.id(url).map(|id| format!("{base}/c/{}", t.keys.click_token(&t.mac, &target, id)))
@@ -715,8 +715,8 @@ impl Sender<'_> {
             message_id: format!("{}.{}@{}", c.id, row.reader_id, self.domain),
             list_unsubscribe_url: unsubscribe,
             list_unsubscribe_mailto: None,
-            list_id: format!("{}.{}.{}", list.unwrap_or(c.id), self.workspace_slug, self.domain),
-            feedback_id: format!("{}:{}:herald", c.id.simple(), self.workspace_slug),
+            list_id: format!("{}.{}.{}", list.unwrap_or(c.id.0), self.workspace_slug, self.domain),
+            feedback_id: format!("{}:{}:herald", c.id.0.simple(), self.workspace_slug),
         };
         let raw = match render::build_message(&rendered, &envelope, self.dkim.as_ref()) {
             Ok(raw) => raw,
@@ -1072,7 +1072,7 @@ impl Sender<'_> {
     }
 }
 
-async fn auto_pause(cx: &DeliveryContext, tenant: TenantId, campaign: Uuid, reason: &str) -> Result<()> {
+async fn auto_pause(cx: &DeliveryContext, tenant: TenantId, campaign: CampaignId, reason: &str) -> Result<()> {
     tracing::warn!(%campaign, reason, "campaign paused itself");
     match store::pause(&cx.db, tenant, crate::domain::Role::Owner, campaign, reason).await {
         Ok(_) | Err(Error::Conflict(_)) => Ok(()),

@@ -16,8 +16,9 @@ use uuid::Uuid;
 
 use crate::audience::readers::AttributeCondition;
 use crate::db::Db;
-use crate::domain::TenantId;
+use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
+use herald_types::CampaignStatus;
 
 /// Reader ids per chunk. Ranges, not LIMIT: a range scan of the subscriptions index per target
 /// list costs the same for every chunk, while `ORDER BY reader_id LIMIT n` over several lists
@@ -38,7 +39,7 @@ pub(crate) fn attribute_conditions(cond: Option<&AttributeCondition>) -> Vec<Val
 
 /// Runs the fan-out to the end (or until the campaign leaves sending/paused). Returns the
 /// number of queued recipients written by this call.
-pub async fn run(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
+pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64> {
     let mut written = 0;
     loop {
         let mut tx = db.tenant_tx(tenant).await?;
@@ -46,7 +47,7 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
         // the campaign, such as its tracked links, need not wait for a chunk): the second waits, then sees the
         // cursor the first one committed.
         #[allow(clippy::type_complexity)]
-        let row: Option<(String, bool, i64, Vec<Uuid>, String, Option<i32>, Option<Uuid>)> = sqlx::query_as(
+        let row: Option<(CampaignStatus, bool, i64, Vec<Uuid>, String, Option<i32>, Option<Uuid>)> = sqlx::query_as(
             "SELECT c.status, c.fanout_done, c.fanout_cursor, c.list_ids, c.attribute_filter, t.frequency_cap_hours,
                     CASE WHEN c.feed = 'api' THEN c.parent_id END
              FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
@@ -58,7 +59,7 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
         .await?;
         // An edition with pushed data reads (and consumes) its recurring campaign's feed.
         let Some((status, done, cursor, lists, filter, cap, feed_of)) = row else { return Ok(written) };
-        if done || !matches!(status.as_str(), "sending" | "paused") {
+        if done || !matches!(status, CampaignStatus::Sending | CampaignStatus::Paused) {
             return Ok(written);
         }
         let cond = if filter.trim().is_empty() { None } else { Some(AttributeCondition::parse(&filter)?) };

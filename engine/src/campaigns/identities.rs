@@ -83,9 +83,9 @@ const COLUMNS: &str = "id, name, smtp_display, max_connections, rate_per_second,
 
 /// `smtp://user:secret@host:25` → `smtp://user@host:25`.
 fn display_url(url: &str) -> Result<String> {
-    let mut parsed = url::Url::parse(url).map_err(|_| Error::Invalid("The SMTP URL is not valid.".into()))?;
+    let mut parsed = url::Url::parse(url).map_err(|_| Error::invalid("The SMTP URL is not valid."))?;
     if !matches!(parsed.scheme(), "smtp" | "smtps") || parsed.host_str().is_none() {
-        return Err(Error::Invalid("The SMTP URL must look like smtp://user:password@host:587.".into()));
+        return Err(Error::invalid("The SMTP URL must look like smtp://user:password@host:587."));
     }
     let _ = parsed.set_password(None);
     Ok(parsed.to_string())
@@ -94,22 +94,22 @@ fn display_url(url: &str) -> Result<String> {
 fn validate(input: &IdentityInput) -> Result<()> {
     let name = input.name.trim();
     if name.is_empty() || name.chars().count() > 80 {
-        return Err(Error::Invalid("The name needs 1–80 characters.".into()));
+        return Err(Error::invalid("The name needs 1–80 characters."));
     }
     if !(1..=64).contains(&input.max_connections) {
-        return Err(Error::Invalid("Connections must be between 1 and 64.".into()));
+        return Err(Error::invalid("Connections must be between 1 and 64."));
     }
     if !(input.rate_per_second > 0.0 && input.rate_per_second <= 100_000.0) {
-        return Err(Error::Invalid("The rate must be between 0 and 100,000 messages per second.".into()));
+        return Err(Error::invalid("The rate must be between 0 and 100,000 messages per second."));
     }
     if !(1..=10_000).contains(&input.burst) {
-        return Err(Error::Invalid("The burst must be between 1 and 10,000.".into()));
+        return Err(Error::invalid("The burst must be between 1 and 10,000."));
     }
     let domain = input.dkim_domain.trim();
     if !domain.is_empty() {
         let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
         if !ok(domain) || !ok(input.dkim_selector.trim()) {
-            return Err(Error::Invalid("DKIM needs a domain and a selector (letters, digits, dots, dashes).".into()));
+            return Err(Error::invalid("DKIM needs a domain and a selector (letters, digits, dots, dashes)."));
         }
     }
     Ok(())
@@ -135,8 +135,8 @@ pub fn check_destination(smtp_url: &str, egress: &Egress) -> Result<()> {
     if smtp_url.trim().is_empty() {
         return Ok(());
     }
-    let server = SmtpServer::parse(smtp_url).map_err(|e| Error::Invalid(format!("The SMTP URL is not valid: {e}.")))?;
-    let refuse = |why: &str| Err(Error::Invalid(format!("Herald may not connect to that SMTP server: {why}.")));
+    let server = SmtpServer::parse(smtp_url).map_err(|e| Error::invalid(format!("The SMTP URL is not valid: {e}.")))?;
+    let refuse = |why: &str| Err(Error::invalid(format!("Herald may not connect to that SMTP server: {why}.")));
     if let Err(refused) = egress.check_smtp_port(server.port) {
         return refuse(refused.generic());
     }
@@ -161,18 +161,18 @@ pub async fn save(
     let url = input.smtp_url.trim();
     let (sealed_url, display) = if url.is_empty() {
         if id.is_none() {
-            return Err(Error::Invalid("Enter the SMTP server's URL.".into()));
+            return Err(Error::invalid("Enter the SMTP server's URL."));
         }
         (None, None)
     } else {
-        SmtpServer::parse(url).map_err(|e| Error::Invalid(format!("The SMTP URL is not valid: {e}")))?;
+        SmtpServer::parse(url).map_err(|e| Error::invalid(format!("The SMTP URL is not valid: {e}")))?;
         (Some(sealing::seal(signer, url)), Some(display_url(url)?))
     };
     let domain = input.dkim_domain.trim();
     let key = input.dkim_private_key.trim();
     if !key.is_empty() {
         crate::campaigns::render::DkimSigner::new(input.dkim_selector.trim(), domain, key)
-            .map_err(|_| Error::Invalid("The DKIM private key is not a valid PEM RSA or Ed25519 key.".into()))?;
+            .map_err(|_| Error::invalid("The DKIM private key is not a valid PEM RSA or Ed25519 key."))?;
     }
     let sealed_key = (!key.is_empty()).then(|| sealing::seal(signer, key));
     let mut tx = db.tenant_tx(tenant).await?;
@@ -235,11 +235,11 @@ pub async fn configure_webhook(
     role.require(Role::Admin)?;
     let provider = provider.trim();
     if !provider.is_empty() && crate::webhooks::Provider::parse(provider).is_none() {
-        return Err(Error::Invalid("Choose Amazon SES, SendGrid, Postmark, Mailgun or the generic format.".into()));
+        return Err(Error::invalid("Choose Amazon SES, SendGrid, Postmark, Mailgun or the generic format."));
     }
     let secret = secret.trim();
     if secret.len() > 4096 {
-        return Err(Error::Invalid("The webhook secret is too long.".into()));
+        return Err(Error::invalid("The webhook secret is too long."));
     }
     let token = crate::tokens::random_token();
     let mut tx = db.tenant_tx(tenant).await?;
@@ -358,7 +358,7 @@ pub async fn resolve(
     db: &Db,
     signer: &Signer,
     tenant: TenantId,
-    id: Option<Uuid>,
+    id: Option<crate::domain::IdentityId>,
     default: &SmtpIdentity,
     egress: &Egress,
 ) -> Result<SmtpIdentity> {
@@ -379,7 +379,7 @@ pub async fn resolve(
         return Ok(default.clone());
     };
     let url = sealing::open(signer, &sealed)?;
-    let mut server = SmtpServer::parse(&url).map_err(|e| Error::Invalid(format!("The SMTP URL is not valid: {e}")))?;
+    let mut server = SmtpServer::parse(&url).map_err(|e| Error::invalid(format!("The SMTP URL is not valid: {e}")))?;
     // A workspace's server is a destination its members chose: it goes through the policy.
     server.egress = Some(egress.clone());
     let dkim = match (dkim_domain, dkim_selector, dkim_key) {

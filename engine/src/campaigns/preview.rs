@@ -11,7 +11,7 @@ use super::render::{self, CompiledCampaign, Envelope, MessageContext, Recipient,
 use super::store::{self, Campaign};
 use crate::audience::subscribe::unsubscribe_url;
 use crate::db::Db;
-use crate::domain::{Email, Role, TenantId};
+use crate::domain::{CampaignId, Email, Role, TenantId};
 use crate::error::{Error, Result};
 use crate::smtp_client::SmtpConnection;
 use crate::tokens::Signer;
@@ -83,7 +83,7 @@ fn render_as(
     reader: &Sample,
     unsubscribe: &str,
 ) -> Result<Result<Rendered, String>> {
-    let compiled = match CompiledCampaign::compile(&campaign.content()?, workspace) {
+    let compiled = match CompiledCampaign::compile(&super::store::content(campaign), workspace) {
         Ok(c) => c,
         Err(e) => return Ok(Err(e.to_string())),
     };
@@ -97,12 +97,12 @@ pub async fn preview(
     signer: &Signer,
     base_url: &str,
     tenant: TenantId,
-    campaign: Uuid,
+    campaign: CampaignId,
     reader: Option<i64>,
 ) -> Result<PreviewOutcome> {
     let c = store::get(db, tenant, campaign).await?;
     let (workspace, sample) = load_context(db, tenant, reader).await?;
-    let unsubscribe = unsubscribe_url(signer, base_url, tenant, sample.id, c.list_ids.first().copied());
+    let unsubscribe = unsubscribe_url(signer, base_url, tenant, sample.id, c.list_ids.first().map(|l| l.0));
     let as_reader =
         if sample.name.is_empty() { sample.email.clone() } else { format!("{} <{}>", sample.name, sample.email) };
     Ok(match render_as(&c, &workspace, &sample, &unsubscribe)? {
@@ -140,18 +140,22 @@ pub async fn test_send(
     egress: &crate::egress::Egress,
     tenant: TenantId,
     role: Role,
-    campaign: Uuid,
+    campaign: CampaignId,
     addresses: &[String],
 ) -> Result<Vec<(String, Result<String, String>)>> {
     role.require(Role::Author)?;
-    let addresses: Vec<Email> =
-        addresses.iter().map(|a| a.trim()).filter(|a| !a.is_empty()).map(Email::parse).collect::<Result<_>>()?;
+    let addresses: Vec<Email> = addresses
+        .iter()
+        .map(|a| a.trim())
+        .filter(|a| !a.is_empty())
+        .map(|a| Email::parse(a).map_err(Error::from))
+        .collect::<Result<_>>()?;
     if addresses.is_empty() || addresses.len() > MAX_TEST_ADDRESSES {
-        return Err(Error::Invalid(format!("Enter 1 to {MAX_TEST_ADDRESSES} addresses.")));
+        return Err(Error::invalid(format!("Enter 1 to {MAX_TEST_ADDRESSES} addresses.")));
     }
     let c = store::get(db, tenant, campaign).await?;
     if c.from_email.is_empty() {
-        return Err(Error::Invalid("Choose a sender address first.".into()));
+        return Err(Error::invalid("Choose a sender address first."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
     crate::sending_domains::require_verified_sender(&mut tx, tenant, c.identity_id.is_some(), &c.from_email).await?;
@@ -176,7 +180,7 @@ pub async fn test_send(
     let n = addresses.len() as u32;
     let key = format!("test-sends:{tenant}");
     if let Some(wait) = super::rate::try_take(db, &key, n, TEST_SENDS_PER_HOUR / 3600.0, TEST_SEND_BURST).await? {
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "This workspace has sent many test emails in a short time; try again in about {} minute(s).",
             wait.as_secs().div_ceil(60).max(1)
         )));
@@ -186,8 +190,8 @@ pub async fn test_send(
     let wait = super::rate::reserve(db, &identity.bucket, n, identity.rate_per_second, identity.burst).await?;
     tokio::time::sleep(wait.min(Duration::from_secs(10))).await;
     let dkim = crate::sending_domains::dkim_signer(db, signer, tenant, &identity, &c.from_email).await?;
-    let unsubscribe = unsubscribe_url(signer, base_url, tenant, 0, c.list_ids.first().copied());
-    let rendered = render_as(&c, &workspace, &sample, &unsubscribe)?.map_err(|e| Error::Invalid(e.to_string()))?;
+    let unsubscribe = unsubscribe_url(signer, base_url, tenant, 0, c.list_ids.first().map(|l| l.0));
+    let rendered = render_as(&c, &workspace, &sample, &unsubscribe)?.map_err(|e| Error::invalid(e.to_string()))?;
     let rendered = Rendered { subject: format!("[Test] {}", rendered.subject), ..rendered };
     let domain = c.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_default();
     let mut conn: Option<SmtpConnection> = None;
@@ -202,7 +206,7 @@ pub async fn test_send(
             list_unsubscribe_url: unsubscribe.clone(),
             list_unsubscribe_mailto: None,
             list_id: format!("{}.test.{domain}", c.id),
-            feedback_id: format!("{}:test:herald", c.id.simple()),
+            feedback_id: format!("{}:test:herald", c.id.0.simple()),
         };
         let raw = render::build_message(&rendered, &envelope, dkim.as_ref())?;
         if conn.is_none() {

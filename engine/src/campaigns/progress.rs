@@ -3,15 +3,15 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use crate::db::Db;
-use crate::domain::TenantId;
+use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
+use herald_types::CampaignStatus;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Progress {
-    pub status: String,
+    pub status: CampaignStatus,
     pub pause_reason: Option<String>,
     pub fanout_done: bool,
     pub recipients: i64,
@@ -38,7 +38,7 @@ impl Progress {
     pub fn done_fraction(&self) -> f64 {
         let total = self.queued + self.sending + self.sent + self.failed + self.skipped + self.expired + self.cancelled;
         if total == 0 {
-            return if self.status == "sent" { 1.0 } else { 0.0 };
+            return if self.status == CampaignStatus::Sent { 1.0 } else { 0.0 };
         }
         (total - self.queued - self.sending) as f64 / total as f64
     }
@@ -46,11 +46,11 @@ impl Progress {
 
 /// Live counts scan the campaign's send log; a finished send reads the figures frozen when it
 /// ended (`campaign_stats.final_counts`), so a 1M-recipient report costs one row.
-pub async fn progress(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<Progress> {
+pub async fn progress(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<Progress> {
     let mut tx = db.tenant_tx(tenant).await?;
     #[allow(clippy::type_complexity)]
     let (status, pause_reason, fanout_done, recipients, started_at, finished_at, frozen): (
-        String,
+        CampaignStatus,
         Option<String>,
         bool,
         i64,
@@ -67,7 +67,7 @@ pub async fn progress(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<Progr
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(crate::Error::NotFound)?;
-    let frozen = frozen.filter(|_| status == "sent").map(|j| j.0);
+    let frozen = frozen.filter(|_| status == CampaignStatus::Sent).map(|j| j.0);
     let (counts, hard_bounces, ambiguous, recent) = match frozen {
         Some(f) => (f.by_status.into_iter().collect::<Vec<_>>(), f.hard_bounces, f.ambiguous, 0),
         None => {
@@ -115,7 +115,7 @@ pub async fn progress(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<Progr
             _ => {}
         }
     }
-    if p.rate > 0.0 && p.status == "sending" {
+    if p.rate > 0.0 && p.status == CampaignStatus::Sending {
         p.eta_seconds = Some(((p.queued + p.sending) as f64 / p.rate).ceil() as i64);
     }
     Ok(p)
@@ -132,7 +132,7 @@ struct FrozenCounts {
 #[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow, PartialEq)]
 pub struct Failure {
     pub email: String,
-    pub status: String,
+    pub status: CampaignStatus,
     pub reason: Option<String>,
     pub attempts: i32,
     pub hard_bounce: bool,
@@ -148,7 +148,7 @@ pub struct Report {
     pub skipped: Vec<(String, i64)>,
 }
 
-pub async fn report(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<Report> {
+pub async fn report(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<Report> {
     let progress = progress(db, tenant, campaign).await?;
     let mut tx = db.tenant_tx(tenant).await?;
     let failures = sqlx::query_as(

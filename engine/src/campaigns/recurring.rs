@@ -18,89 +18,23 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
-use super::store::{self, COLUMNS, Campaign};
+use super::store::{self, Campaign, CampaignStatus};
 use crate::db::Db;
-use crate::domain::{Role, TenantId};
+use crate::domain::{CampaignId, Role, TenantId};
 use crate::error::{Error, Result};
 use crate::jobs::Jobs;
 
-/// When editions go out: every day, on some weekdays, or on a day of the month, at a local time.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
-pub struct Recurrence {
-    /// `day`, `week` or `month`.
-    pub every: String,
-    /// ISO weekdays (1 = Monday … 7 = Sunday), for `week`.
-    #[serde(default)]
-    pub weekdays: Vec<u8>,
-    /// 1–28, for `month` (every month has it).
-    #[serde(default)]
-    pub month_day: Option<u8>,
-    /// `HH:MM`, local to `tz`.
-    pub time: String,
-    /// An IANA zone such as `Europe/Berlin`.
-    pub tz: String,
-}
+pub use herald_types::{FeedSource, Recurrence};
 
-impl Recurrence {
-    pub fn validate(&self) -> Result<()> {
-        match self.every.as_str() {
-            "day" => {}
-            "week" => {
-                if self.weekdays.is_empty() || self.weekdays.iter().any(|d| !(1..=7).contains(d)) {
-                    return Err(Error::Invalid("Choose at least one weekday for a weekly schedule.".into()));
-                }
-            }
-            "month" => {
-                if !self.month_day.is_some_and(|d| (1..=28).contains(&d)) {
-                    return Err(Error::Invalid("Choose a day of the month between 1 and 28.".into()));
-                }
-            }
-            _ => return Err(Error::Invalid("Repeat every day, week or month.".into())),
-        }
-        let ok_time = chrono::NaiveTime::parse_from_str(self.time.trim(), "%H:%M").is_ok();
-        if !ok_time {
-            return Err(Error::Invalid("Give the time as HH:MM, e.g. 13:00.".into()));
-        }
-        let tz = self.tz.trim();
-        if tz.is_empty() || tz.len() > 64 || !tz.chars().all(|c| c.is_ascii_alphanumeric() || "/_+-".contains(c)) {
-            return Err(Error::Invalid("Choose a time zone such as Europe/Berlin.".into()));
-        }
-        Ok(())
-    }
-
-    /// "Every Wednesday at 13:00 (Europe/Berlin)".
-    pub fn describe(&self) -> String {
-        const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
-        let when = match self.every.as_str() {
-            "day" => "Every day".to_string(),
-            "week" => {
-                let names: Vec<&str> =
-                    self.weekdays.iter().filter_map(|d| DAYS.get(usize::from(*d).wrapping_sub(1))).copied().collect();
-                format!("Every {}", names.join(", "))
-            }
-            _ => format!("On day {} of every month", self.month_day.unwrap_or(1)),
-        };
-        format!("{when} at {} ({})", self.time.trim(), self.tz.trim())
-    }
-}
-
-pub const FEEDS: [&str; 3] = ["none", "api", "url"];
-
-pub(super) fn validate_feed(feed: &str, url: &str, recurring: bool) -> Result<()> {
-    let feed = if feed.is_empty() { "none" } else { feed };
-    if !FEEDS.contains(&feed) {
-        return Err(Error::Invalid("Per-reader data comes from nowhere, the API, or a URL.".into()));
-    }
-    if feed != "none" && !recurring {
-        return Err(Error::Invalid("Per-reader data feeds are for recurring campaigns.".into()));
-    }
-    if feed == "url" {
-        let probe = url.trim().replace("{email}", "a%40b.example").replace("{reader_id}", "1");
-        let parsed = url::Url::parse(&probe).map_err(|_| Error::Invalid("The feed URL is not a valid URL.".into()))?;
+/// The feed URL must parse as http(s) once `{email}` and `{reader_id}` are filled in (the
+/// contract checks the rest of the feed choice).
+pub(super) fn validate_feed_url(input: &super::store::CampaignInput) -> Result<()> {
+    if input.feed == FeedSource::Url {
+        let probe = input.feed_url.trim().replace("{email}", "a%40b.example").replace("{reader_id}", "1");
+        let parsed = url::Url::parse(&probe).map_err(|_| Error::invalid("The feed URL is not a valid URL."))?;
         if !matches!(parsed.scheme(), "https" | "http") {
-            return Err(Error::Invalid("The feed URL must be http or https.".into()));
+            return Err(Error::invalid("The feed URL must be http or https."));
         }
     }
     Ok(())
@@ -112,31 +46,29 @@ async fn check_tz(tx: &mut crate::db::Tx, tz: &str) -> Result<()> {
         .bind(tz.trim())
         .fetch_one(&mut **tx)
         .await?;
-    if known { Ok(()) } else { Err(Error::Invalid(format!("“{}” is not a time zone Herald knows.", tz.trim()))) }
+    if known { Ok(()) } else { Err(Error::invalid(format!("“{}” is not a time zone Herald knows.", tz.trim()))) }
 }
 
 /// Starts the schedule: the first edition is the first slot after now.
-pub async fn start(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Campaign> {
+pub async fn start(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
     let current = store::get_in(&mut tx, tenant, id).await?;
-    let Some(rec) = current.recurrence.clone() else {
-        return Err(Error::Invalid("This campaign has no schedule.".into()));
+    let Some(rec) = &current.recurrence else {
+        return Err(Error::invalid("This campaign has no schedule."));
     };
-    let parsed: Recurrence =
-        serde_json::from_value(rec.clone()).map_err(|_| Error::Invalid("The schedule is not valid.".into()))?;
-    parsed.validate()?;
-    check_tz(&mut tx, &parsed.tz).await?;
+    rec.validate()?;
+    check_tz(&mut tx, &rec.tz).await?;
     store::check_ready(&mut tx, tenant, &current).await?;
-    let started: Option<Campaign> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "UPDATE campaigns SET status = 'recurring', pause_reason = NULL, updated_at = now(),
-             last_edition_slot = coalesce(recurrence_latest_slot(recurrence, now()), now())
-         WHERE tenant_id = $1 AND id = $2 AND status = 'draft'
-         RETURNING {COLUMNS}"
-    )))
-    .bind(tenant)
-    .bind(id)
-    .fetch_optional(&mut *tx)
+    let started = store::transition(
+        &mut tx,
+        tenant,
+        id,
+        &[CampaignStatus::Draft],
+        CampaignStatus::Recurring,
+        "pause_reason = NULL, last_edition_slot = coalesce(recurrence_latest_slot(recurrence, now()), now())",
+        |q| q,
+    )
     .await?;
     let Some(campaign) = started else {
         return Err(Error::Conflict("This campaign is already running or was sent.".into()));
@@ -146,18 +78,11 @@ pub async fn start(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Ca
 }
 
 /// Stops the schedule (editions already sending go on); the campaign is a draft again.
-pub async fn stop(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Campaign> {
+pub async fn stop(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
-    let stopped: Option<Campaign> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "UPDATE campaigns SET status = 'draft', updated_at = now()
-         WHERE tenant_id = $1 AND id = $2 AND status = 'recurring'
-         RETURNING {COLUMNS}"
-    )))
-    .bind(tenant)
-    .bind(id)
-    .fetch_optional(&mut *tx)
-    .await?;
+    let stopped =
+        store::transition(&mut tx, tenant, id, &[CampaignStatus::Recurring], CampaignStatus::Draft, "", |q| q).await?;
     let Some(campaign) = stopped else {
         store::get_in(&mut tx, tenant, id).await?;
         return Err(Error::Conflict("This campaign is not running on a schedule.".into()));
@@ -168,8 +93,8 @@ pub async fn stop(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Cam
 
 /// Makes the editions that are due at `now` and starts them. Returns the new editions' ids.
 /// Public so tests can drive it with their own clock.
-pub async fn make_due_editions(db: &Db, jobs: &Jobs, now: DateTime<Utc>) -> Result<Vec<Uuid>> {
-    let due: Vec<(TenantId, Uuid, DateTime<Utc>)> =
+pub async fn make_due_editions(db: &Db, jobs: &Jobs, now: DateTime<Utc>) -> Result<Vec<CampaignId>> {
+    let due: Vec<(TenantId, CampaignId, DateTime<Utc>)> =
         sqlx::query_as("SELECT tenant_id, campaign_id, slot FROM due_editions($1)")
             .bind(now)
             .fetch_all(db.pool())
@@ -187,7 +112,12 @@ pub async fn make_due_editions(db: &Db, jobs: &Jobs, now: DateTime<Utc>) -> Resu
 
 /// Copies the parent into the edition for `slot`, once. The parent's row lock serialises racing
 /// supervisors; the loser sees the moved `last_edition_slot` and makes nothing.
-async fn make_edition(db: &Db, tenant: TenantId, parent: Uuid, slot: DateTime<Utc>) -> Result<Option<Uuid>> {
+async fn make_edition(
+    db: &Db,
+    tenant: TenantId,
+    parent: CampaignId,
+    slot: DateTime<Utc>,
+) -> Result<Option<CampaignId>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let moved = sqlx::query(
         "UPDATE campaigns SET last_edition_slot = $3
@@ -202,7 +132,7 @@ async fn make_edition(db: &Db, tenant: TenantId, parent: Uuid, slot: DateTime<Ut
     if moved == 0 {
         return Ok(None);
     }
-    let edition = Uuid::new_v4();
+    let edition = CampaignId::new();
     let inserted = sqlx::query(
         "INSERT INTO campaigns (id, tenant_id, name, subject, preheader, identity_id, from_name, from_email, reply_to,
              list_ids, attribute_filter, body_format, body, spread_hours, tracking, feed, feed_url, parent_id, edition_slot,
@@ -227,16 +157,16 @@ async fn make_edition(db: &Db, tenant: TenantId, parent: Uuid, slot: DateTime<Ut
 /// One edition, for the recurring campaign's page and the API.
 #[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
 pub struct Edition {
-    pub id: Uuid,
+    pub id: CampaignId,
     pub slot: DateTime<Utc>,
-    pub status: String,
+    pub status: CampaignStatus,
     pub recipients: i64,
     pub sent: i64,
     pub skipped_no_data: i64,
     pub failed: i64,
 }
 
-pub async fn editions(db: &Db, tenant: TenantId, parent: Uuid) -> Result<Vec<Edition>> {
+pub async fn editions(db: &Db, tenant: TenantId, parent: CampaignId) -> Result<Vec<Edition>> {
     let mut tx = db.tenant_tx(tenant).await?;
     store::get_in(&mut tx, tenant, parent).await?;
     let rows = sqlx::query_as(
@@ -277,16 +207,22 @@ const MAX_FEED_BYTES: usize = 64 * 1024;
 
 /// Stores data for readers' next edition (replacing what was there). Items with an unknown
 /// reader or a non-object are reported with their index; the rest are stored.
-pub async fn put_feed(db: &Db, tenant: TenantId, role: Role, campaign: Uuid, items: &[FeedItem]) -> Result<FeedResult> {
+pub async fn put_feed(
+    db: &Db,
+    tenant: TenantId,
+    role: Role,
+    campaign: CampaignId,
+    items: &[FeedItem],
+) -> Result<FeedResult> {
     role.require(Role::Author)?;
     if items.len() > MAX_FEED_ITEMS {
-        return Err(Error::Invalid(format!("Send at most {MAX_FEED_ITEMS} readers' data per request.")));
+        return Err(Error::invalid(format!("Send at most {MAX_FEED_ITEMS} readers' data per request.")));
     }
     let mut tx = db.tenant_tx(tenant).await?;
     let c = store::get_in(&mut tx, tenant, campaign).await?;
-    if c.recurrence.is_none() || c.feed != "api" {
-        return Err(Error::Invalid(
-            "This campaign takes no pushed data: make it recurring with per-reader data from the API.".into(),
+    if c.recurrence.is_none() || c.feed != FeedSource::Api {
+        return Err(Error::invalid(
+            "This campaign takes no pushed data: make it recurring with per-reader data from the API.",
         ));
     }
     let mut result = FeedResult::default();
@@ -342,7 +278,7 @@ pub async fn put_feed(db: &Db, tenant: TenantId, role: Role, campaign: Uuid, ite
 }
 
 /// How many readers have data waiting for the next edition.
-pub async fn pending_feed(db: &Db, tenant: TenantId, campaign: Uuid) -> Result<i64> {
+pub async fn pending_feed(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64> {
     let mut tx = db.tenant_tx(tenant).await?;
     let n = sqlx::query_scalar("SELECT count(*) FROM campaign_feed WHERE tenant_id = $1 AND campaign_id = $2")
         .bind(tenant)
@@ -384,10 +320,13 @@ mod tests {
     }
 
     #[test]
-    fn feeds_are_for_recurring_campaigns() {
-        assert!(validate_feed("api", "", false).is_err());
-        assert!(validate_feed("api", "", true).is_ok());
-        assert!(validate_feed("url", "ftp://x/{email}", true).is_err());
-        assert!(validate_feed("url", "https://data.example/feed?e={email}", true).is_ok());
+    fn feed_urls_are_http() {
+        let input = |url: &str| super::super::store::CampaignInput {
+            feed: FeedSource::Url,
+            feed_url: url.into(),
+            ..Default::default()
+        };
+        assert!(validate_feed_url(&input("ftp://x/{email}")).is_err());
+        assert!(validate_feed_url(&input("https://data.example/feed?e={email}")).is_ok());
     }
 }

@@ -14,7 +14,6 @@
 //! every other header value, so no data can inject a header.
 
 use std::fmt;
-use std::str::FromStr;
 
 use lettre::Message;
 use lettre::message::dkim::{
@@ -34,40 +33,7 @@ use crate::template_sandbox::{Dialect, RenderFailure, TemplateSet};
 // Content
 // ---------------------------------------------------------------------------------------------
 
-/// How the campaign body is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BodyFormat {
-    Markdown,
-    Html,
-}
-
-impl BodyFormat {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BodyFormat::Markdown => "markdown",
-            BodyFormat::Html => "html",
-        }
-    }
-}
-
-impl fmt::Display for BodyFormat {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for BodyFormat {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "markdown" | "md" => Ok(BodyFormat::Markdown),
-            "html" => Ok(BodyFormat::Html),
-            _ => Err(Error::Invalid(format!("unknown body format {s:?}: use markdown or html"))),
-        }
-    }
-}
+pub use herald_types::BodyFormat;
 
 /// What the author wrote. All three fields are MiniJinja templates.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,7 +115,7 @@ impl std::error::Error for TemplateError {}
 
 impl From<TemplateError> for Error {
     fn from(e: TemplateError) -> Self {
-        Error::Invalid(e.to_string())
+        Error::invalid(e.to_string())
     }
 }
 
@@ -1268,14 +1234,14 @@ pub fn build_message(rendered: &Rendered, env: &Envelope, dkim: Option<&DkimSign
     if !env.feedback_id.trim().is_empty() {
         let feedback_id = env.feedback_id.trim();
         if !feedback_id.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(Error::Invalid("the Feedback-ID must be printable ASCII without spaces".into()));
+            return Err(Error::invalid("the Feedback-ID must be printable ASCII without spaces"));
         }
         builder = builder.raw_header(HeaderValue::new(FEEDBACK_ID, feedback_id.to_string()));
     }
 
     let mut message = builder
         .multipart(MultiPart::alternative_plain_html(rendered.text.clone(), rendered.html.clone()))
-        .map_err(|e| Error::Invalid(format!("could not build the message: {e}")))?;
+        .map_err(|e| Error::invalid(format!("could not build the message: {e}")))?;
     if let Some(signer) = dkim {
         message.sign(&signer.config);
     }
@@ -1284,7 +1250,7 @@ pub fn build_message(rendered: &Rendered, env: &Envelope, dkim: Option<&DkimSign
 
 fn check_header_text(what: &str, value: &str) -> Result<()> {
     if value.chars().any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')) {
-        return Err(Error::Invalid(format!("the {what} contains a line break or control character")));
+        return Err(Error::invalid(format!("the {what} contains a line break or control character")));
     }
     Ok(())
 }
@@ -1295,7 +1261,7 @@ fn mailbox(what: &str, name: &str, email: &str) -> Result<Mailbox> {
     let address = email
         .trim()
         .parse::<lettre::Address>()
-        .map_err(|_| Error::Invalid(format!("the {what} address {email:?} is not valid")))?;
+        .map_err(|_| Error::invalid(format!("the {what} address {email:?} is not valid")))?;
     let name = name.trim();
     Ok(Mailbox::new((!name.is_empty()).then(|| name.to_string()), address))
 }
@@ -1312,7 +1278,7 @@ fn message_id(id: &str) -> Result<&str> {
             && id.bytes().all(|b| b.is_ascii_graphic() && !b"<>()[]\\,;:\"".contains(&b))
     });
     if !valid {
-        return Err(Error::Invalid(format!("the Message-ID {id:?} is not of the form id@domain")));
+        return Err(Error::invalid(format!("the Message-ID {id:?} is not of the form id@domain")));
     }
     Ok(id)
 }
@@ -1321,12 +1287,12 @@ fn unsubscribe_url(url: &str) -> Result<String> {
     check_header_text("unsubscribe URL", url)?;
     let url = url.trim();
     let parsed =
-        url::Url::parse(url).map_err(|_| Error::Invalid(format!("the unsubscribe URL {url:?} is not a valid URL")))?;
+        url::Url::parse(url).map_err(|_| Error::invalid(format!("the unsubscribe URL {url:?} is not a valid URL")))?;
     if !matches!(parsed.scheme(), "https" | "http") || parsed.host().is_none() {
-        return Err(Error::Invalid(format!("the unsubscribe URL {url:?} must be an https URL")));
+        return Err(Error::invalid(format!("the unsubscribe URL {url:?} must be an https URL")));
     }
     if url.chars().any(|c| c.is_whitespace() || c == '<' || c == '>' || !c.is_ascii()) {
-        return Err(Error::Invalid(format!("the unsubscribe URL {url:?} has characters that must be percent-encoded")));
+        return Err(Error::invalid(format!("the unsubscribe URL {url:?} has characters that must be percent-encoded")));
     }
     // RFC 2369: commas inside a List-* URL must be escaped.
     Ok(url.replace(',', "%2C"))
@@ -1340,7 +1306,7 @@ fn mailto_uri(mailto: &str) -> Result<String> {
         format!("mailto:{mailto}")
     };
     if uri.chars().any(|c| c.is_whitespace() || matches!(c, '<' | '>' | ',') || !c.is_ascii()) || !uri.contains('@') {
-        return Err(Error::Invalid(format!("the unsubscribe mailto {mailto:?} is not valid")));
+        return Err(Error::invalid(format!("the unsubscribe mailto {mailto:?} is not valid")));
     }
     Ok(uri)
 }
@@ -1354,14 +1320,14 @@ fn list_id(value: &str) -> Result<String> {
         Some(open) => {
             let id = value[open + 1..]
                 .strip_suffix('>')
-                .ok_or_else(|| Error::Invalid(format!("the List-Id {value:?} is not of the form name <id>")))?;
+                .ok_or_else(|| Error::invalid(format!("the List-Id {value:?} is not of the form name <id>")))?;
             (&value[..open], id)
         }
         None => ("", value),
     };
     let atext = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-/=?^_`{|}~.".contains(&b);
     if id.is_empty() || !id.bytes().all(atext) || id.starts_with('.') || id.ends_with('.') || id.contains("..") {
-        return Err(Error::Invalid(format!("the List-Id {id:?} is not a valid list identifier")));
+        return Err(Error::invalid(format!("the List-Id {id:?} is not a valid list identifier")));
     }
     let phrase: String = phrase.chars().map(|c| if "()<>[]:;@\\,\"".contains(c) { ' ' } else { c }).collect::<String>();
     let phrase = single_line(&phrase);
@@ -1422,10 +1388,10 @@ impl DkimSigner {
                     .all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b)))
         };
         if !label_ok(selector) {
-            return Err(Error::Invalid(format!("the DKIM selector {selector:?} is not valid")));
+            return Err(Error::invalid(format!("the DKIM selector {selector:?} is not valid")));
         }
         if !label_ok(&domain) || !domain.contains('.') {
-            return Err(Error::Invalid(format!("the DKIM domain {domain:?} is not valid")));
+            return Err(Error::invalid(format!("the DKIM domain {domain:?} is not valid")));
         }
         let (key, algorithm) = parse_dkim_key(private_key_pem)?;
         let signing_key = DkimSigningKey::new(&key, algorithm).map_err(|_| invalid_key())?;
@@ -1450,7 +1416,7 @@ impl DkimSigner {
 }
 
 fn invalid_key() -> Error {
-    Error::Invalid("the DKIM private key is not a valid unencrypted PEM RSA or Ed25519 key".into())
+    Error::invalid("the DKIM private key is not a valid unencrypted PEM RSA or Ed25519 key")
 }
 
 const RSA_OID: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
@@ -1494,7 +1460,7 @@ fn parse_dkim_key(pem: &str) -> Result<(String, DkimSigningAlgorithm)> {
             }
             return Ok((b64.encode(seed), DkimSigningAlgorithm::Ed25519));
         }
-        return Err(Error::Invalid("the DKIM private key must be RSA or Ed25519".into()));
+        return Err(Error::invalid("the DKIM private key must be RSA or Ed25519"));
     }
     match b64.decode(pem) {
         Ok(seed) if seed.len() == 32 => Ok((pem.to_string(), DkimSigningAlgorithm::Ed25519)),

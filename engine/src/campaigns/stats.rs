@@ -11,8 +11,9 @@ use uuid::Uuid;
 
 use crate::audience::export::CsvChunks;
 use crate::db::Db;
-use crate::domain::TenantId;
+use crate::domain::{CampaignId, TenantId};
 use crate::error::{Error, Result};
+use herald_types::{CampaignStatus, TrackingMode};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, sqlx::FromRow)]
 pub struct Counters {
@@ -59,10 +60,10 @@ pub struct DomainStat {
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct CampaignStats {
-    pub campaign_id: Uuid,
+    pub campaign_id: CampaignId,
     pub name: String,
-    pub status: String,
-    pub tracking: String,
+    pub status: CampaignStatus,
+    pub tracking: TrackingMode,
     pub recipients: i64,
     pub started_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
@@ -73,13 +74,13 @@ pub struct CampaignStats {
     pub domains: Vec<DomainStat>,
 }
 
-pub async fn campaign(db: &Db, tenant: TenantId, id: Uuid) -> Result<CampaignStats> {
+pub async fn campaign(db: &Db, tenant: TenantId, id: CampaignId) -> Result<CampaignStats> {
     let mut tx = db.tenant_tx(tenant).await?;
     #[allow(clippy::type_complexity)]
     let (name, status, tracking, recipients, started_at, finished_at): (
         String,
-        String,
-        String,
+        CampaignStatus,
+        TrackingMode,
         i64,
         Option<DateTime<Utc>>,
         Option<DateTime<Utc>>,
@@ -237,7 +238,12 @@ pub async fn reader_events(db: &Db, tenant: TenantId, reader: i64) -> Result<Vec
 
 /// Streams a campaign's events as CSV (`at,event,email,url,detail`) in chunks, so a 10M-event
 /// export never sits in memory. Anonymous events have no email.
-pub async fn stream_events_csv(db: &Db, tenant: TenantId, campaign: Uuid, out: mpsc::Sender<Vec<u8>>) -> Result<()> {
+pub async fn stream_events_csv(
+    db: &Db,
+    tenant: TenantId,
+    campaign: CampaignId,
+    out: mpsc::Sender<Vec<u8>>,
+) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM campaigns WHERE tenant_id = $1 AND id = $2)")
         .bind(tenant)

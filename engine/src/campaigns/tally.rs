@@ -4,10 +4,9 @@
 //! the send log, so a crash that lost a few seconds of tallies leaves no trace in the stats.
 
 use std::collections::HashMap;
-use uuid::Uuid;
 
 use crate::db::{Db, Tx};
-use crate::domain::TenantId;
+use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
 
 #[derive(Debug, Default)]
@@ -33,7 +32,7 @@ impl DomainTally {
 
     /// Adds the tallies to the rollups and clears them. Skipped once the send's final figures
     /// are in (the campaign_stats row lock orders this against [`snapshot_final`]).
-    pub async fn flush(&mut self, db: &Db, tenant: TenantId, campaign: Uuid) -> Result<()> {
+    pub async fn flush(&mut self, db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<()> {
         if self.counts.is_empty() {
             return Ok(());
         }
@@ -77,7 +76,7 @@ impl DomainTally {
 
 /// Freezes a finished send's figures: counts per status (what the progress view shows) and per
 /// domain, computed once from the send log instead of on every page view.
-pub(crate) async fn snapshot_final(tx: &mut Tx, tenant: TenantId, campaign: Uuid) -> Result<()> {
+pub(crate) async fn snapshot_final(tx: &mut Tx, tenant: TenantId, campaign: CampaignId) -> Result<()> {
     // Lock the counters first, so a loop's late flush waits and then sees the final figures.
     sqlx::query(
         "INSERT INTO campaign_stats (campaign_id, tenant_id) VALUES ($2, $1)
@@ -120,7 +119,7 @@ pub(crate) async fn snapshot_final(tx: &mut Tx, tenant: TenantId, campaign: Uuid
 
 /// A send that starts again (retrying failures) goes back to live counting; the rows it
 /// requeued are no longer failures.
-pub(crate) async fn reopen(tx: &mut Tx, tenant: TenantId, campaign: Uuid, requeued: i64) -> Result<()> {
+pub(crate) async fn reopen(tx: &mut Tx, tenant: TenantId, campaign: CampaignId, requeued: i64) -> Result<()> {
     sqlx::query(
         "UPDATE campaign_stats SET final_counts = NULL, failed = greatest(failed - $3, 0), updated_at = now()
          WHERE tenant_id = $1 AND campaign_id = $2",

@@ -8,15 +8,13 @@
 //! that would go over is paused before delivery can claim a row of it. Resuming is refused while
 //! the campaign would still go over.
 
-use uuid::Uuid;
-
 use crate::db::{Db, Tx};
-use crate::domain::TenantId;
+use crate::domain::{CampaignId, TenantId};
 use crate::error::{Error, Result};
 
 /// The workspace's limit, and the readers its campaigns started in the last 24 hours reached,
 /// other than `except`.
-async fn usage(tx: &mut Tx, tenant: TenantId, except: Uuid) -> Result<Option<(i64, i64)>> {
+async fn usage(tx: &mut Tx, tenant: TenantId, except: CampaignId) -> Result<Option<(i64, i64)>> {
     let (limit, used): (Option<i32>, i64) = sqlx::query_as(
         "SELECT t.campaign_mail_per_day,
                 (SELECT coalesce(sum(c.recipients), 0)::bigint FROM campaigns c
@@ -40,7 +38,12 @@ fn refusal(limit: i64, used: i64, this_send: &str) -> String {
 
 /// Before a send starts: the readers the lists hold (an upper bound of the audience) must fit.
 /// Counting stops past the allowance, so a large list costs no more than the limit.
-pub(super) async fn check_estimate(tx: &mut Tx, tenant: TenantId, campaign: Uuid, lists: &[Uuid]) -> Result<()> {
+pub(super) async fn check_estimate(
+    tx: &mut Tx,
+    tenant: TenantId,
+    campaign: CampaignId,
+    lists: &[crate::domain::ListId],
+) -> Result<()> {
     let Some((limit, used)) = usage(tx, tenant, campaign).await? else { return Ok(()) };
     let allowance = (limit - used).max(0);
     let audience: i64 = sqlx::query_scalar(
@@ -56,7 +59,7 @@ pub(super) async fn check_estimate(tx: &mut Tx, tenant: TenantId, campaign: Uuid
     .await?;
     if audience > allowance {
         let this_send = format!("the chosen lists hold more than the {allowance} readers left");
-        Err(Error::Invalid(refusal(limit, used, &this_send)))
+        Err(Error::invalid(refusal(limit, used, &this_send)))
     } else {
         Ok(())
     }
@@ -64,7 +67,7 @@ pub(super) async fn check_estimate(tx: &mut Tx, tenant: TenantId, campaign: Uuid
 
 /// In a fan-out chunk's transaction, after the campaign's recipients grew: pauses the campaign
 /// (if it is sending) when it has gone over. Returns whether it did.
-pub(super) async fn pause_if_over(tx: &mut Tx, tenant: TenantId, campaign: Uuid) -> Result<bool> {
+pub(super) async fn pause_if_over(tx: &mut Tx, tenant: TenantId, campaign: CampaignId) -> Result<bool> {
     let Some((limit, used)) = usage(tx, tenant, campaign).await? else { return Ok(false) };
     let mine: i64 = sqlx::query_scalar("SELECT recipients FROM campaigns WHERE tenant_id = $1 AND id = $2")
         .bind(tenant)
@@ -75,24 +78,20 @@ pub(super) async fn pause_if_over(tx: &mut Tx, tenant: TenantId, campaign: Uuid)
     if used + mine <= limit {
         return Ok(false);
     }
-    let paused = sqlx::query(
-        "UPDATE campaigns SET status = 'paused', pause_reason = $3, updated_at = now()
-         WHERE tenant_id = $1 AND id = $2 AND status = 'sending'",
-    )
-    .bind(tenant)
-    .bind(campaign)
-    .bind(refusal(limit, used, &format!("this campaign reaches {mine}")))
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    if paused > 0 {
+    use super::store::CampaignStatus::{Paused, Sending};
+    let reason = refusal(limit, used, &format!("this campaign reaches {mine}"));
+    let paused =
+        super::store::transition(tx, tenant, campaign, &[Sending], Paused, "pause_reason = $5", |q| q.bind(reason))
+            .await?
+            .is_some();
+    if paused {
         tracing::warn!(%campaign, limit, used, recipients = mine, "campaign paused by the warm-up limit");
     }
-    Ok(paused > 0)
+    Ok(paused)
 }
 
 /// Before a paused campaign resumes: all its recipients must fit.
-pub(super) async fn check_resume(tx: &mut Tx, tenant: TenantId, campaign: Uuid) -> Result<()> {
+pub(super) async fn check_resume(tx: &mut Tx, tenant: TenantId, campaign: CampaignId) -> Result<()> {
     let Some((limit, used)) = usage(tx, tenant, campaign).await? else { return Ok(()) };
     let mine: i64 = sqlx::query_scalar("SELECT recipients FROM campaigns WHERE tenant_id = $1 AND id = $2")
         .bind(tenant)
@@ -101,7 +100,7 @@ pub(super) async fn check_resume(tx: &mut Tx, tenant: TenantId, campaign: Uuid) 
         .await?
         .ok_or(Error::NotFound)?;
     if used + mine > limit {
-        Err(Error::Invalid(refusal(limit, used, &format!("this campaign reaches {mine}"))))
+        Err(Error::invalid(refusal(limit, used, &format!("this campaign reaches {mine}"))))
     } else {
         Ok(())
     }
@@ -110,7 +109,7 @@ pub(super) async fn check_resume(tx: &mut Tx, tenant: TenantId, campaign: Uuid) 
 /// The operator's setting (`herald admin set-limits --campaign-mail-per-day N|unlimited`).
 pub async fn set_limit(db: &Db, tenant: TenantId, per_day: Option<i32>) -> Result<()> {
     if per_day.is_some_and(|n| n < 0) {
-        return Err(Error::Invalid("The limit cannot be negative.".into()));
+        return Err(Error::invalid("The limit cannot be negative."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
     let n = sqlx::query("UPDATE tenants SET campaign_mail_per_day = $2 WHERE id = $1")

@@ -3,10 +3,9 @@
 //! redirects only to the registered URL.
 
 use std::collections::HashMap;
-use uuid::Uuid;
 
 use crate::db::Db;
-use crate::domain::TenantId;
+use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
 
 /// Personalised URLs (one per reader) would register a link per reader; past this many links a
@@ -23,7 +22,7 @@ pub struct LinkRegistry {
 impl LinkRegistry {
     /// Registers the URLs not seen yet (one round trip for all of them) and returns nothing;
     /// look ids up with [`LinkRegistry::id`].
-    pub async fn ensure(&mut self, db: &Db, tenant: TenantId, campaign: Uuid, urls: &[String]) -> Result<()> {
+    pub async fn ensure(&mut self, db: &Db, tenant: TenantId, campaign: CampaignId, urls: &[String]) -> Result<()> {
         let missing: Vec<&String> = urls.iter().filter(|u| !self.ids.contains_key(*u)).collect();
         if missing.is_empty() || self.full {
             return Ok(());

@@ -352,7 +352,7 @@ impl<'a> Sender<'a> {
         let fresh = self.workspaces.get(&tenant).is_some_and(|w| w.loaded.elapsed() < WORKSPACE_TTL);
         if !fresh {
             let mut tx = self.cx.db.tenant_tx(tenant).await?;
-            let (identity_id, slug): (Option<Uuid>, String) =
+            let (identity_id, slug): (Option<crate::domain::IdentityId>, String) =
                 sqlx::query_as("SELECT transactional_identity_id, slug FROM tenants WHERE id = $1")
                     .bind(tenant)
                     .fetch_one(&mut *tx)

@@ -140,12 +140,12 @@ impl std::fmt::Debug for Outbox {
 pub fn check_key(key: &str) -> Result<&str> {
     let key = key.trim();
     if key.is_empty() {
-        return Err(Error::Invalid(
-            "The Idempotency-Key header is required: a unique string per message, e.g. order-1234-receipt.".into(),
+        return Err(Error::invalid(
+            "The Idempotency-Key header is required: a unique string per message, e.g. order-1234-receipt.",
         ));
     }
     if key.len() > 255 || !key.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
-        return Err(Error::Invalid("The Idempotency-Key must be 1–255 printable ASCII characters.".into()));
+        return Err(Error::invalid("The Idempotency-Key must be 1–255 printable ASCII characters."));
     }
     Ok(key)
 }
@@ -203,12 +203,12 @@ pub async fn enqueue(
         return Ok(found);
     }
     let req: SendRequest = serde_json::from_value(body.clone())
-        .map_err(|e| Error::Invalid(format!("The request body is not a valid message: {e}")))?;
+        .map_err(|e| Error::invalid(format!("The request body is not a valid message: {e}")))?;
     let to = Email::parse(req.to.trim())
-        .map_err(|_| Error::Invalid(format!("“{}” is not a valid recipient address.", req.to.trim())))?;
+        .map_err(|_| Error::invalid(format!("“{}” is not a valid recipient address.", req.to.trim())))?;
     let metadata = req.metadata.clone().unwrap_or_else(|| serde_json::json!({}));
     if !metadata.is_object() {
-        return Err(Error::Invalid("`metadata` must be a JSON object.".into()));
+        return Err(Error::invalid("`metadata` must be a JSON object."));
     }
     let variables = req.variables.clone().unwrap_or_else(|| serde_json::json!({}));
 
@@ -235,7 +235,7 @@ pub async fn enqueue(
             "complaint" => "its owner reported your mail as spam",
             _ => "it is on the workspace's blocklist",
         };
-        return Err(Error::Invalid(format!(
+        return Err(Error::invalid(format!(
             "{} is suppressed because {why}; Herald will not send to it. Remove it from Audience → Suppressions if that was a mistake.",
             to.as_str()
         )));
@@ -244,10 +244,10 @@ pub async fn enqueue(
     let (content, template_id, template_version, from_name, from_email, reply_to) = match req.template.as_deref() {
         Some(name) => {
             if req.html.is_some() || req.text.is_some() {
-                return Err(Error::Invalid("Send either `template` or inline `html`/`text`, not both.".into()));
+                return Err(Error::invalid("Send either `template` or inline `html`/`text`, not both."));
             }
             let t = find_template(db, tenant, name).await.map_err(|e| match e {
-                Error::NotFound => Error::Invalid(format!("There is no template “{name}”.")),
+                Error::NotFound => Error::invalid(format!("There is no template “{name}”.")),
                 e => e,
             })?;
             let subject = req.subject.clone().unwrap_or_else(|| t.subject.clone());
@@ -258,12 +258,12 @@ pub async fn enqueue(
         None => {
             let subject = req.subject.clone().unwrap_or_default();
             if subject.trim().is_empty() {
-                return Err(Error::Invalid("`subject` is required with inline content.".into()));
+                return Err(Error::invalid("`subject` is required with inline content."));
             }
             let html = req.html.clone().unwrap_or_default();
             let text = req.text.clone().unwrap_or_default();
             if html.trim().is_empty() && text.trim().is_empty() {
-                return Err(Error::Invalid("Give a `template`, or inline `html` and/or `text`.".into()));
+                return Err(Error::invalid("Give a `template`, or inline `html` and/or `text`."));
             }
             let content = Compiled::new(&subject, &html, &text)?.render(&variables)?;
             (content, None, None, String::new(), String::new(), String::new())
@@ -274,7 +274,7 @@ pub async fn enqueue(
         .map(|s| s.trim().to_string())
         .find(|s| !s.is_empty())
         .ok_or_else(|| {
-            Error::Invalid(format!(
+            Error::invalid(format!(
                 "No sender: pass `from`, set one on the template, or set the workspace's transactional sender in Settings → Sending (workspace {slug})."
             ))
         })?;
@@ -466,7 +466,7 @@ pub async fn list(db: &Db, tenant: TenantId, f: &MessageFilter) -> Result<Vec<Me
     if let Some(s) = f.status.as_deref().filter(|s| !s.is_empty())
         && !STATUSES.contains(&s)
     {
-        return Err(Error::Invalid(format!("Unknown status “{s}”: use one of {}.", STATUSES.join(", "))));
+        return Err(Error::invalid(format!("Unknown status “{s}”: use one of {}.", STATUSES.join(", "))));
     }
     let q = f.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
     let prefix =

@@ -37,7 +37,7 @@ pub async fn save(db: &Db, tenant: TenantId, role: Role, s: &TransactionalSettin
         Email::parse(from_email)?;
     }
     if s.from_name.chars().any(char::is_control) || s.from_name.chars().count() > 100 {
-        return Err(Error::Invalid("The sender name must be one line of at most 100 characters.".into()));
+        return Err(Error::invalid("The sender name must be one line of at most 100 characters."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
     if let Some(id) = s.identity_id {
@@ -48,7 +48,7 @@ pub async fn save(db: &Db, tenant: TenantId, role: Role, s: &TransactionalSettin
                 .fetch_one(&mut *tx)
                 .await?;
         if !known {
-            return Err(Error::Invalid("That sending identity does not exist.".into()));
+            return Err(Error::invalid("That sending identity does not exist."));
         }
     }
     sqlx::query(

@@ -128,18 +128,18 @@ fn validate(input: &TemplateInput) -> Result<TemplateInput> {
         && i.name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
         && i.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
     if !name_ok {
-        return Err(Error::Invalid(
-            "The name may use lowercase letters, digits, “-” and “_” (up to 63), e.g. password-reset.".into(),
+        return Err(Error::invalid(
+            "The name may use lowercase letters, digits, “-” and “_” (up to 63), e.g. password-reset.",
         ));
     }
     if i.subject.trim().is_empty() {
-        return Err(Error::Invalid("The subject is required.".into()));
+        return Err(Error::invalid("The subject is required."));
     }
     if i.html.trim().is_empty() && i.text_body.trim().is_empty() {
-        return Err(Error::Invalid("Write an HTML body, a text body, or both.".into()));
+        return Err(Error::invalid("Write an HTML body, a text body, or both."));
     }
     if [&i.subject, &i.html, &i.text_body].iter().any(|s| s.len() > MAX_SOURCE) {
-        return Err(Error::Invalid("A template may be at most 512 KB.".into()));
+        return Err(Error::invalid("A template may be at most 512 KB."));
     }
     i.from_email = i.from_email.trim().to_string();
     if !i.from_email.is_empty() {
@@ -150,7 +150,7 @@ fn validate(input: &TemplateInput) -> Result<TemplateInput> {
         Email::parse(&i.reply_to)?;
     }
     if !i.sample.is_object() {
-        return Err(Error::Invalid("The sample variables must be a JSON object.".into()));
+        return Err(Error::invalid("The sample variables must be a JSON object."));
     }
     Compiled::new(&i.subject, &i.html, &i.text_body)?;
     Ok(i)
@@ -273,19 +273,19 @@ impl Compiled {
     /// one given only as text gets a minimal HTML version, so every message is multipart.
     pub fn render(&self, vars: &serde_json::Value) -> Result<RenderedMessage> {
         if !vars.is_object() {
-            return Err(Error::Invalid("`variables` must be a JSON object.".into()));
+            return Err(Error::invalid("`variables` must be a JSON object."));
         }
         let ctx = Value::from_serialize(vars);
         let mut outcomes = self.templates.render(&[SUBJECT, HTML, TEXT], &ctx).into_iter();
         let mut one = || outcomes.next().unwrap_or_else(|| Ok(String::new())).map_err(|f| f.error);
         let subject = render::single_line(&one()?);
         if subject.trim().is_empty() {
-            return Err(Error::Invalid("The subject rendered empty.".into()));
+            return Err(Error::invalid("The subject rendered empty."));
         }
         let mut html = one()?;
         let mut text = one()?;
         if html.trim().is_empty() && text.trim().is_empty() {
-            return Err(Error::Invalid("The message body rendered empty.".into()));
+            return Err(Error::invalid("The message body rendered empty."));
         }
         if text.trim().is_empty() {
             text = render::html_to_text(&html);

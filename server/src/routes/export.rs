@@ -76,7 +76,9 @@ pub async fn campaign_events_csv(
         Ok((tenant, user, _)) => (tenant, user),
         Err(response) => return response,
     };
-    let Ok(id) = Uuid::parse_str(&id) else { return (StatusCode::NOT_FOUND, "Not found").into_response() };
+    let Ok(id) = id.parse::<herald_types::CampaignId>() else {
+        return (StatusCode::NOT_FOUND, "Not found").into_response();
+    };
     let actor = herald_engine::audit::Actor::User { id: user, ip: client_ip(ip) };
     let exported = herald_engine::audit::Action::ExportDownloaded;
     herald_engine::audit::note(
@@ -92,7 +94,11 @@ pub async fn campaign_events_csv(
 }
 
 /// A campaign's events as a CSV download (404 for a campaign of another workspace).
-pub async fn events_csv(db: &herald_engine::Db, tenant: herald_engine::TenantId, id: Uuid) -> Response {
+pub async fn events_csv(
+    db: &herald_engine::Db,
+    tenant: herald_engine::TenantId,
+    id: herald_types::CampaignId,
+) -> Response {
     match herald_engine::campaigns::store::get(db, tenant, id).await {
         Ok(_) => {}
         Err(herald_engine::Error::NotFound) => return (StatusCode::NOT_FOUND, "Not found").into_response(),

@@ -83,7 +83,7 @@ async fn upload(State(state): State<ServerState>, session: Session, mut form: Mu
     }
     match import::finish_upload(db, tenant, id, size).await {
         Ok(()) => Redirect::to(&format!("/audience/imports/{id}")).into_response(),
-        Err(herald_engine::Error::Invalid(m)) => bad_request(&m),
+        Err(herald_engine::Error::Invalid(m)) => bad_request(&m.to_string()),
         Err(e) => internal(e),
     }
 }
@@ -115,7 +115,7 @@ async fn refused(
         tracing::warn!(error = ?cleanup, import = %id, "could not discard a refused upload");
     }
     match e {
-        herald_engine::Error::Invalid(m) => (StatusCode::PAYLOAD_TOO_LARGE, m).into_response(),
+        herald_engine::Error::Invalid(m) => (StatusCode::PAYLOAD_TOO_LARGE, m.to_string()).into_response(),
         e => internal(e),
     }
 }

@@ -136,6 +136,55 @@ async fn campaigns_are_404_across_workspaces_and_validated() -> TestResult {
     Ok(())
 }
 
+/// Every wrong field comes back at once, keyed by the name it has in the input, from the REST API
+/// and from the editor's autosave alike (one contract, one set of checks); choices outside their
+/// set are refused before anything is stored.
+#[tokio::test]
+async fn invalid_campaign_fields_are_named_through_the_api_and_the_editor() -> TestResult {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("fields-owner@example.com", "Fields Co").await;
+    let api = Api::for_owner(&app, &owner).await;
+    let wrong = json!({"name": " ", "subject": "Hi\nthere", "from_email": "not-an-address", "spread_hours": 500,
+                       "attribute_filter": "city ==", "feed": "api"});
+    let (status, body) = api.post("/api/v1/campaigns", wrong.clone()).await;
+    assert_eq!((status, body["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid")), "{body}");
+    for field in ["name", "subject", "from_email", "spread_hours", "attribute_filter", "feed"] {
+        assert!(body["fields"][field].is_string(), "{field} not named: {body}");
+    }
+    assert_eq!(body["fields"]["name"], "Give the campaign a name.");
+    let (status, body) = api.post("/api/v1/campaigns", json!({"name": "x", "tracking": "sometimes"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, draft) = api.post("/api/v1/campaigns", json!({"name": "Fine"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{draft}");
+    assert_eq!((draft["body_format"].as_str(), draft["tracking"].as_str()), (Some("markdown"), Some("on")));
+    let id = draft["id"].as_str().expect("id").to_string();
+    let (status, body) = api.put(&format!("/api/v1/campaigns/{id}"), wrong).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+
+    // The editor's autosave: nothing is saved, and each message is filed under its field.
+    let saved = owner
+        .call(
+            "save_campaign",
+            &[("id", &id), ("input[name]", "Renamed"), ("input[reply_to]", "nope"), ("input[feed_url]", "x")],
+        )
+        .await;
+    assert!(saved.ok(), "{:?}", saved.body);
+    let errors = saved.body["errors"].as_array().cloned().unwrap_or_default();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["field"], "reply_to");
+    assert!(saved.body["updated_at"].is_null());
+    let (_, unchanged) = api.get(&format!("/api/v1/campaigns/{id}")).await;
+    assert_eq!(unchanged["name"], "Fine");
+    let saved = owner.call("save_campaign", &[("id", &id), ("input[name]", "Renamed")]).await;
+    assert!(saved.body["errors"].as_array().is_some_and(Vec::is_empty), "{:?}", saved.body);
+    let (_, renamed) = api.get(&format!("/api/v1/campaigns/{id}")).await;
+    assert_eq!(renamed["name"], "Renamed");
+    // A malformed id names nothing.
+    let r = owner.call("get_campaign", &[("id", "not-an-id")]).await;
+    assert!(r.status.is_client_error(), "{:?}", r.status);
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_scheduled_campaign_sends_when_due_exactly_once() -> TestResult {
     let app = spawn_app().await;
@@ -194,7 +243,7 @@ async fn a_worker_process_killed_with_sigkill_mid_send_loses_nothing() -> TestRe
     let mut second = worker_process(&h);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     loop {
-        if h.status(campaign).await?.status == "sent" {
+        if h.status(campaign).await?.status.as_str() == "sent" {
             break;
         }
         assert!(

@@ -184,10 +184,18 @@ impl FnResponse {
         self.status.is_success()
     }
 
-    /// The user-facing message of an AppError body such as `{"Invalid":"..."}`.
+    /// The user-facing message of an AppError body such as `{"Conflict":"..."}`, or every
+    /// message of `{"Invalid":{"errors":[{"field":…,"message":…}]}}`.
     pub fn message(&self) -> String {
         match &self.body {
-            Value::Object(m) => m.values().next().and_then(|v| v.as_str()).unwrap_or_default().to_string(),
+            Value::Object(m) => match m.values().next() {
+                Some(Value::String(s)) => s.clone(),
+                Some(v) => v["errors"]
+                    .as_array()
+                    .map(|errors| errors.iter().filter_map(|e| e["message"].as_str()).collect::<Vec<_>>().join(" "))
+                    .unwrap_or_default(),
+                None => String::new(),
+            },
             Value::String(s) => s.clone(),
             _ => String::new(),
         }

@@ -291,7 +291,7 @@ async fn test_sends_skip_suppressed_addresses_and_have_an_allowance() -> TestRes
     assert!(status.is_success(), "{body}");
     let (_, created) =
         api.post("/api/v1/campaigns", serde_json::json!({"name": "T", "subject": "Hi", "list_ids": [list]})).await;
-    let campaign: uuid::Uuid = created["id"].as_str().unwrap_or_default().parse()?;
+    let campaign: herald_engine::CampaignId = created["id"].as_str().unwrap_or_default().parse()?;
     let tenant: herald_engine::TenantId = sqlx::query_scalar("SELECT tenant_id FROM campaigns WHERE id = $1")
         .bind(campaign)
         .fetch_one(&app.owner)

@@ -223,7 +223,7 @@ async fn retry_failed_racing_the_end_of_a_send_never_strands_a_row() -> TestResu
         }
         let p = h.status(campaign).await?;
         assert_eq!(p.queued + p.sending, 0, "round {round}: rows stranded in a {} campaign: {p:?}", p.status);
-        assert_eq!(p.status, "sent");
+        assert_eq!(p.status.as_str(), "sent");
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! workers are off) so it can crash workers at chosen points, then asserts on what the sink
 //! received: one distinct Message-ID per eligible reader, nobody else.
 
+use herald_engine::CampaignId;
 use herald_engine::campaigns::delivery::{self, DeliveryConfig, DeliveryContext, FaultHook, FaultPoint};
 use herald_engine::campaigns::identities::SmtpIdentity;
 use herald_engine::campaigns::store::{self, CampaignInput};
@@ -110,14 +111,13 @@ impl SendHarness {
         DeliveryContext { db: self.app.app.db.clone(), signer: self.app.app.signer.clone(), config: Arc::new(config) }
     }
 
-    pub async fn campaign(&self, name: &str, lists: Vec<Uuid>) -> anyhow::Result<Uuid> {
+    pub async fn campaign(&self, name: &str, lists: Vec<Uuid>) -> anyhow::Result<CampaignId> {
         let input = CampaignInput {
             name: name.into(),
             subject: format!("{name} for {{{{ reader.name }}}}"),
             from_email: "news@sender.test".into(),
             from_name: "Sender Co".into(),
-            list_ids: lists,
-            body_format: "markdown".into(),
+            list_ids: lists.into_iter().map(Into::into).collect(),
             body: "Hello {{ reader.name }}!\n\n[Unsubscribe]({{ unsubscribe_url }})".into(),
             ..Default::default()
         };
@@ -125,14 +125,14 @@ impl SendHarness {
     }
 
     /// Starts the campaign (the CAS) and writes its send log.
-    pub async fn start(&self, campaign: Uuid) -> anyhow::Result<()> {
+    pub async fn start(&self, campaign: CampaignId) -> anyhow::Result<()> {
         store::send_now(&self.app.app.db, &self.app.app.jobs, self.tenant, Role::Owner, campaign).await?;
         fanout::run(&self.app.app.db, self.tenant, campaign).await?;
         Ok(())
     }
 
     /// Runs `n` delivery loops at once until they all end.
-    pub async fn deliver(&self, cx: &DeliveryContext, campaign: Uuid, n: usize) -> Vec<Result<(), Error>> {
+    pub async fn deliver(&self, cx: &DeliveryContext, campaign: CampaignId, n: usize) -> Vec<Result<(), Error>> {
         let runs = (0..n).map(|_| delivery::deliver(cx, self.tenant, campaign));
         futures::future::join_all(runs).await
     }
@@ -143,7 +143,7 @@ impl SendHarness {
         Ok(sqlx::query_scalar("SELECT reap_expired_leases()").fetch_one(&self.app.owner).await?)
     }
 
-    pub async fn status(&self, campaign: Uuid) -> anyhow::Result<progress::Progress> {
+    pub async fn status(&self, campaign: CampaignId) -> anyhow::Result<progress::Progress> {
         Ok(progress::progress(&self.app.app.db, self.tenant, campaign).await?)
     }
 
@@ -235,7 +235,7 @@ async fn crash_once_at(point: FaultPoint, ack_batch: usize) -> anyhow::Result<(u
     Arc::make_mut(&mut crashing.config).ack_batch = ack_batch;
     let results = h.deliver(&crashing, campaign, 1).await;
     assert!(results.iter().any(|r| r.is_err()), "the fault hook fired");
-    assert_ne!(h.status(campaign).await?.status, "sent");
+    assert_ne!(h.status(campaign).await?.status.as_str(), "sent");
     let reaped = h.reap().await?;
     assert!(reaped > 0, "the crashed worker's rows were leased and come back");
     let healthy = h.worker(&identity, None);
@@ -375,7 +375,7 @@ async fn hard_bounces_fail_and_suppress_permanent_errors_fail() -> TestResult {
             .fetch_all(&h.app.owner)
             .await?;
     assert_eq!(suppressed, vec![("bounce1@example.com".to_string(), "hard_bounce".to_string())]);
-    assert_eq!(h.status(campaign).await?.status, "sent");
+    assert_eq!(h.status(campaign).await?.status.as_str(), "sent");
     Ok(())
 }
 
@@ -493,7 +493,7 @@ async fn pause_stops_claims_resume_finishes_cancel_drops_the_rest() -> TestResul
     assert_eq!(h.sink.accepted_count(), after_pause, "no message went out while paused");
     run.await??;
     let p = h.status(campaign).await?;
-    assert_eq!(p.status, "paused");
+    assert_eq!(p.status.as_str(), "paused");
     assert!(p.queued > 0);
     // Double resume: one wins.
     let db = &h.app.app.db;
@@ -508,7 +508,7 @@ async fn pause_stops_claims_resume_finishes_cancel_drops_the_rest() -> TestResul
         r?;
     }
     assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=120)).await, 0);
-    assert_eq!(h.status(campaign).await?.status, "sent");
+    assert_eq!(h.status(campaign).await?.status.as_str(), "sent");
 
     // Cancel: the rest is cancelled and never sent.
     let other = h.campaign("Cancelled", vec![h.add_list("Other", 50, "other").await?]).await?;

@@ -178,7 +178,7 @@ async fn no_campaign_or_identity_function_reaches_another_workspace() {
     let c = campaign.as_str();
     let attempts: Vec<(&str, Vec<(&str, &str)>)> = vec![
         ("get_campaign", vec![("id", c)]),
-        ("save_campaign", vec![("id", c), ("draft[name]", "Taken over"), ("draft[body_format]", "markdown")]),
+        ("save_campaign", vec![("id", c), ("input[name]", "Taken over"), ("input[body_format]", "markdown")]),
         ("preview_campaign", vec![("id", c)]),
         ("test_send_campaign", vec![("id", c), ("addresses", "a@example.com")]),
         ("send_campaign", vec![("id", c)]),

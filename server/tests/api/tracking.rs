@@ -2,11 +2,11 @@
 //! Messages are sent by the real delivery engine into the project's sink; the test follows the
 //! pixel and links found in them.
 
+use herald_engine::CampaignId;
 use herald_engine::campaigns::stats;
 use herald_engine::tracking::{Target, TrackingKeys};
 use std::collections::BTreeSet;
 use std::time::Duration;
-use uuid::Uuid;
 
 use crate::helpers::TestResult;
 use crate::sending::SendHarness;
@@ -18,16 +18,15 @@ const BODY: &str = "Hello {{ reader.name }}!\n\nRead [the post](https://blog.exa
 [more](https://blog.example/more).\n\n[Unsubscribe]({{ unsubscribe_url }})";
 
 /// A campaign with two links, sent to `readers` readers. Returns the harness and campaign id.
-async fn sent_campaign(readers: usize, tracking: &str) -> anyhow::Result<(SendHarness, Uuid)> {
+async fn sent_campaign(readers: usize, tracking: &str) -> anyhow::Result<(SendHarness, CampaignId)> {
     let h = SendHarness::new(readers).await?;
     let input = herald_engine::campaigns::store::CampaignInput {
         name: "Tracked".into(),
         subject: "News".into(),
         from_email: "news@sender.test".into(),
-        list_ids: vec![h.list],
-        body_format: "markdown".into(),
+        list_ids: vec![h.list.into()],
         body: BODY.into(),
-        tracking: tracking.into(),
+        tracking: tracking.parse()?,
         ..Default::default()
     };
     let id =
@@ -178,7 +177,7 @@ async fn forged_truncated_and_foreign_tokens_are_404_and_record_nothing() -> Tes
     // server key could make these; the click is still refused and the open stored nowhere.
     let keys = TrackingKeys::new(&h.app.app.signer);
     let other = herald_engine::TenantId::new();
-    let target = Target { tenant: other, campaign, reader: Some(1) };
+    let target = Target { tenant: other, campaign: campaign.0, reader: Some(1) };
     let mac = keys.workspace(other);
     let link_id: i64 = sqlx::query_scalar("SELECT min(id) FROM campaign_links WHERE campaign_id = $1")
         .bind(campaign)
@@ -230,12 +229,16 @@ async fn a_thousand_open_redirect_attempts_never_leave_the_registered_urls() -> 
             // Valid signatures for link ids that are not this campaign's.
             2 => format!(
                 "{prefix}/{}",
-                keys.click_token(&mac, &Target { tenant: h.tenant, campaign, reader: Some(1) }, 1_000 + i as i64)
+                keys.click_token(
+                    &mac,
+                    &Target { tenant: h.tenant, campaign: campaign.0, reader: Some(1) },
+                    1_000 + i as i64
+                )
             ),
             // Valid signatures for campaigns that do not exist.
             3 => format!(
                 "{prefix}/{}",
-                keys.click_token(&mac, &Target { tenant: h.tenant, campaign: Uuid::new_v4(), reader: None }, 1)
+                keys.click_token(&mac, &Target { tenant: h.tenant, campaign: uuid::Uuid::new_v4(), reader: None }, 1)
             ),
             // Random bit flips.
             _ => {

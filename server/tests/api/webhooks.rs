@@ -3,6 +3,7 @@
 //! schemes themselves (SNS certificates, SendGrid ECDSA, ...) have unit tests with keys made in
 //! the test (engine/src/webhooks).
 
+use herald_engine::CampaignId;
 use herald_engine::campaigns::{identities, stats};
 use herald_engine::webhooks::sign_generic;
 use herald_engine::{Role, TenantId};
@@ -18,7 +19,7 @@ const SECRET: &str = "generic-webhook-secret-0123456789";
 /// A harness with `n` readers, a sending identity taking generic webhooks, and one campaign sent.
 struct Hooked {
     h: SendHarness,
-    campaign: Uuid,
+    campaign: CampaignId,
     url: String,
 }
 

@@ -53,7 +53,7 @@ pub async fn index(
     let action = match q.action.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
         None => None,
         Some(a) => Some(audit::Action::parse(a).ok_or_else(|| {
-            herald_engine::Error::Invalid(format!("Unknown action {a:?}; see the list in the API documentation."))
+            herald_engine::Error::invalid(format!("Unknown action {a:?}; see the list in the API documentation."))
         })?),
     };
     let limit = q.limit.unwrap_or(100);

@@ -8,90 +8,14 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::campaigns::progress::{self, Progress, Report};
-use herald_engine::campaigns::recurring::{self, Edition, FeedItem, FeedResult, Recurrence};
+use herald_engine::campaigns::recurring::{self, Edition, FeedItem, FeedResult};
 use herald_engine::campaigns::store::{self, Campaign, CampaignInput};
+use herald_types::CampaignId;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
-
-#[derive(Deserialize, ToSchema)]
-pub struct CampaignBody {
-    pub name: String,
-    #[serde(default)]
-    pub subject: String,
-    #[serde(default)]
-    pub preheader: String,
-    /// A sending identity's id; omitted = the server's default SMTP server.
-    #[serde(default)]
-    pub identity_id: Option<Uuid>,
-    /// Defaults to the workspace's default sender.
-    #[serde(default)]
-    pub from_name: String,
-    #[serde(default)]
-    pub from_email: String,
-    #[serde(default)]
-    pub reply_to: String,
-    /// Target lists (their union; each reader once).
-    #[serde(default)]
-    pub list_ids: Vec<Uuid>,
-    /// Optional audience condition, e.g. `city = "Lyon"` or `plan in ["pro", "team"]`.
-    #[serde(default)]
-    pub attribute_filter: String,
-    /// `markdown` (default) or `html`.
-    #[serde(default = "markdown")]
-    pub body_format: String,
-    /// minijinja template: `{{ reader.name }}`, `{{ reader.attributes.city | default("") }}`, `{{ unsubscribe_url }}`.
-    #[serde(default)]
-    pub body: String,
-    /// Spread the send over this many hours.
-    #[serde(default)]
-    pub spread_hours: Option<f64>,
-    /// Open and click tracking: `on` (default), `anonymous` (counts without reader ids) or `off`.
-    #[serde(default)]
-    pub tracking: String,
-    /// Makes it recurring: `{"every": "week", "weekdays": [3], "time": "13:00", "tz": "Europe/Berlin"}`
-    /// (`every`: `day`, `week` with ISO `weekdays` 1–7, or `month` with `month_day` 1–28). `send` then
-    /// starts the schedule, and each slot sends an edition.
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub recurrence: Option<Recurrence>,
-    /// Per-reader data for recurring editions: `none` (default), `api` (pushed to `…/feed`) or `url`.
-    #[serde(default)]
-    pub feed: String,
-    /// With `feed = url`: fetched per reader, `{email}` and `{reader_id}` filled in.
-    #[serde(default)]
-    pub feed_url: String,
-}
-
-fn markdown() -> String {
-    "markdown".into()
-}
-
-impl From<CampaignBody> for CampaignInput {
-    fn from(b: CampaignBody) -> Self {
-        CampaignInput {
-            name: b.name,
-            subject: b.subject,
-            preheader: b.preheader,
-            identity_id: b.identity_id,
-            from_name: b.from_name,
-            from_email: b.from_email,
-            reply_to: b.reply_to,
-            list_ids: b.list_ids,
-            attribute_filter: b.attribute_filter,
-            body_format: b.body_format,
-            body: b.body,
-            spread_hours: b.spread_hours,
-            tracking: b.tracking,
-            recurrence: b.recurrence,
-            feed: b.feed,
-            feed_url: b.feed_url,
-        }
-    }
-}
 
 #[derive(Deserialize, ToSchema)]
 pub struct ScheduleBody {
@@ -118,14 +42,14 @@ pub async fn index(State(s): State<ServerState>, caller: ApiCaller) -> Result<Js
     Ok(Json(store::list(&s.app.db, caller.tenant, 500).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/campaigns", security(("api_key" = [])), request_body = CampaignBody,
+#[utoipa::path(post, path = "/api/v1/campaigns", security(("api_key" = [])), request_body = CampaignInput,
     responses((status = 201, description = "Created as a draft"), (status = 422, body = ApiError)))]
 pub async fn create(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    ApiJson(body): ApiJson<CampaignBody>,
+    ApiJson(body): ApiJson<CampaignInput>,
 ) -> Result<(StatusCode, Json<Campaign>), ApiFailure> {
-    let c = store::create(&s.app.db, caller.tenant, API_ROLE, &body.into()).await?;
+    let c = store::create(&s.app.db, caller.tenant, API_ROLE, &body).await?;
     Ok((StatusCode::CREATED, Json(c)))
 }
 
@@ -134,21 +58,21 @@ pub async fn create(
 pub async fn show(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
     Ok(Json(store::get(&s.app.db, caller.tenant, id).await?))
 }
 
-#[utoipa::path(put, path = "/api/v1/campaigns/{id}", security(("api_key" = [])), request_body = CampaignBody,
+#[utoipa::path(put, path = "/api/v1/campaigns/{id}", security(("api_key" = [])), request_body = CampaignInput,
     responses((status = 200, description = "Saved"), (status = 404, body = ApiError), (status = 409, body = ApiError),
               (status = 422, body = ApiError)))]
 pub async fn update(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
-    ApiJson(body): ApiJson<CampaignBody>,
+    Path(id): Path<CampaignId>,
+    ApiJson(body): ApiJson<CampaignInput>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    Ok(Json(store::update(&s.app.db, caller.tenant, API_ROLE, id, &body.into()).await?))
+    Ok(Json(store::update(&s.app.db, caller.tenant, API_ROLE, id, &body).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v1/campaigns/{id}", security(("api_key" = [])),
@@ -156,7 +80,7 @@ pub async fn update(
 pub async fn delete(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<StatusCode, ApiFailure> {
     store::delete(&s.app.db, caller.tenant, API_ROLE, id).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -168,7 +92,7 @@ pub async fn delete(
 pub async fn send(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
     let campaign = store::send_now(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignSent, id, serde_json::json!({})).await;
@@ -180,7 +104,7 @@ pub async fn send(
 pub async fn schedule(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
     ApiJson(body): ApiJson<ScheduleBody>,
 ) -> Result<Json<Campaign>, ApiFailure> {
     let campaign = store::schedule(&s.app.db, caller.tenant, API_ROLE, id, body.at, &body.timezone).await?;
@@ -200,7 +124,7 @@ pub async fn schedule(
 pub async fn unschedule(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
     let campaign = store::unschedule(&s.app.db, caller.tenant, API_ROLE, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignUnscheduled, id, serde_json::json!({})).await;
@@ -212,7 +136,7 @@ pub async fn unschedule(
 pub async fn pause(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
     let campaign = store::pause(&s.app.db, caller.tenant, API_ROLE, id, "Paused through the API").await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignPaused, id, serde_json::json!({})).await;
@@ -224,7 +148,7 @@ pub async fn pause(
 pub async fn resume(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
     let campaign = store::resume(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignResumed, id, serde_json::json!({})).await;
@@ -236,7 +160,7 @@ pub async fn resume(
 pub async fn cancel(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
     let campaign = store::cancel(&s.app.db, caller.tenant, API_ROLE, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignCancelled, id, serde_json::json!({})).await;
@@ -248,7 +172,7 @@ pub async fn cancel(
 pub async fn retry_failed(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<RetryResult>, ApiFailure> {
     let requeued = store::retry_failed(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?;
     Ok(Json(RetryResult { requeued }))
@@ -259,7 +183,7 @@ pub async fn retry_failed(
 pub async fn stats(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<Progress>, ApiFailure> {
     Ok(Json(progress::progress(&s.app.db, caller.tenant, id).await?))
 }
@@ -270,7 +194,7 @@ pub async fn stats(
 pub async fn results(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<herald_engine::campaigns::stats::CampaignStats>, ApiFailure> {
     Ok(Json(herald_engine::campaigns::stats::campaign(&s.app.db, caller.tenant, id).await?))
 }
@@ -281,7 +205,7 @@ pub async fn results(
 pub async fn events_csv(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> axum::response::Response {
     let exported = herald_engine::audit::Action::ExportDownloaded;
     caller.audit(&s.app.db, exported, format!("campaign {id} events.csv"), serde_json::json!({})).await;
@@ -293,7 +217,7 @@ pub async fn events_csv(
 pub async fn report(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<Report>, ApiFailure> {
     Ok(Json(progress::report(&s.app.db, caller.tenant, id).await?))
 }
@@ -304,7 +228,7 @@ pub async fn report(
 pub async fn stop(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
     let campaign = recurring::stop(&s.app.db, caller.tenant, API_ROLE, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignStopped, id, serde_json::json!({})).await;
@@ -316,7 +240,7 @@ pub async fn stop(
 pub async fn editions(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
 ) -> Result<Json<Vec<Edition>>, ApiFailure> {
     Ok(Json(recurring::editions(&s.app.db, caller.tenant, id).await?))
 }
@@ -359,14 +283,14 @@ pub struct FeedItemBody {
 pub async fn put_feed(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path((id, reader)): Path<(Uuid, String)>,
+    Path((id, reader)): Path<(CampaignId, String)>,
     ApiJson(data): ApiJson<serde_json::Value>,
 ) -> Result<Json<FeedResultJson>, ApiFailure> {
     let r = recurring::put_feed(&s.app.db, caller.tenant, API_ROLE, id, &[FeedItem { reader, data }]).await?;
     if let Some((_, reason)) = r.rejected.first() {
         return Err(match reason.as_str() {
             "no such reader in this workspace" => herald_engine::Error::NotFound,
-            other => herald_engine::Error::Invalid(format!("The data was not stored: {other}.")),
+            other => herald_engine::Error::invalid(format!("The data was not stored: {other}.")),
         }
         .into());
     }
@@ -379,7 +303,7 @@ pub async fn put_feed(
 pub async fn put_feed_bulk(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<CampaignId>,
     ApiJson(items): ApiJson<Vec<FeedItemBody>>,
 ) -> Result<Json<FeedResultJson>, ApiFailure> {
     let items: Vec<FeedItem> = items.into_iter().map(|i| FeedItem { reader: i.reader, data: i.data }).collect();

@@ -10,6 +10,8 @@ pub mod suppressions;
 pub mod templates;
 pub mod workspace;
 
+use std::collections::BTreeMap;
+
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
@@ -37,7 +39,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match Json::<T>::from_request(req, state).await {
             Ok(Json(v)) => Ok(Self(v)),
-            Err(e) => Err(ApiFailure(herald_engine::Error::Invalid(e.body_text()))),
+            Err(e) => Err(ApiFailure(herald_engine::Error::invalid(e.body_text()))),
         }
     }
 }
@@ -47,6 +49,9 @@ pub struct ApiError {
     /// Stable, machine-readable: `unauthenticated`, `forbidden`, `not_found`, `invalid`, `conflict`, `rate_limited`, `internal`.
     pub code: &'static str,
     pub message: String,
+    /// With `invalid`: the message for each input field that is wrong, keyed by its name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub fields: BTreeMap<String, String>,
 }
 
 /// An API failure; converts from the engine's error and never exposes internal detail.
@@ -61,8 +66,16 @@ impl From<herald_engine::Error> for ApiFailure {
 impl IntoResponse for ApiFailure {
     fn into_response(self) -> Response {
         use herald_engine::Error as E;
+        let mut fields = BTreeMap::new();
         let (status, code, message) = match self.0 {
-            E::Invalid(m) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid", m),
+            E::Invalid(e) => {
+                for f in &e.errors {
+                    if let Some(field) = &f.field {
+                        fields.entry(field.clone()).or_insert_with(|| f.message.clone());
+                    }
+                }
+                (StatusCode::UNPROCESSABLE_ENTITY, "invalid", e.to_string())
+            }
             E::Conflict(m) => (StatusCode::CONFLICT, "conflict", m),
             E::Unauthenticated => (StatusCode::UNAUTHORIZED, "unauthenticated", "A valid API key is required.".into()),
             E::Forbidden => (StatusCode::FORBIDDEN, "forbidden", "This key may not do that.".into()),
@@ -74,7 +87,7 @@ impl IntoResponse for ApiFailure {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Something went wrong on our side.".into())
             }
         };
-        let mut res = (status, Json(ApiError { code, message })).into_response();
+        let mut res = (status, Json(ApiError { code, message, fields })).into_response();
         if status == StatusCode::UNAUTHORIZED {
             res.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
         }
@@ -135,7 +148,7 @@ impl Modify for BearerAuth {
         workspace::WorkspaceJson, ApiError, audit::AuditPage, audit::AuditEntryJson, lists::ListBody, readers::CreateBody, readers::UpdateBody,
         readers::BulkBody, readers::BulkResult, readers::BulkInvalid, readers::SubscribeBody,
         suppressions::AddBody, suppressions::AddResult,
-        campaigns::CampaignBody, campaigns::ScheduleBody, campaigns::RetryResult,
+        herald_types::CampaignInput, herald_types::Campaign, campaigns::ScheduleBody, campaigns::RetryResult,
         campaigns::FeedResultJson, campaigns::FeedRejected, campaigns::FeedItemBody,
         messages::MessageBody, templates::TemplateBody,
     )),

@@ -103,7 +103,7 @@ pub async fn create(
         bulk::upsert(&mut tx, caller.tenant, std::slice::from_ref(&input), &body.lists, Existing::Skip, &api_origin())
             .await?;
     if let Some((_, reason)) = out.invalid.first() {
-        return Err(herald_engine::Error::Invalid(reason.clone()).into());
+        return Err(herald_engine::Error::invalid(reason.clone()).into());
     }
     if out.created == 0 {
         return Err(herald_engine::Error::Conflict(

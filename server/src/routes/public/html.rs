@@ -41,7 +41,7 @@ pub fn error_page(e: herald_engine::Error) -> Response {
             "Link not valid",
             "This link is not valid. Check that you copied all of it.",
         ),
-        E::Invalid(m) => message_page(StatusCode::BAD_REQUEST, "Something is not right", &m),
+        E::Invalid(m) => message_page(StatusCode::BAD_REQUEST, "Something is not right", &m.to_string()),
         E::RateLimited => {
             message_page(StatusCode::TOO_MANY_REQUESTS, "Slow down", "Too many requests. Wait a minute and try again.")
         }

@@ -143,11 +143,11 @@ pub async fn submit(
     match subscribe::subscribe(&cx, tenant, req).await {
         Ok(()) => ok(),
         Err(herald_engine::Error::Invalid(m)) if json => {
-            (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(serde_json::json!({ "ok": false, "message": m })))
+            (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(serde_json::json!({ "ok": false, "message": m.to_string() })))
                 .into_response()
         }
         Err(herald_engine::Error::Invalid(m)) => {
-            match render(&state, &ws_slug, None, Some(&m), StatusCode::UNPROCESSABLE_ENTITY).await {
+            match render(&state, &ws_slug, None, Some(&m.to_string()), StatusCode::UNPROCESSABLE_ENTITY).await {
                 Ok(r) => r,
                 Err(e) => error_page(e),
             }

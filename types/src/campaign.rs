@@ -1,0 +1,354 @@
+//! A campaign as every surface sees it: the author's input, the stored view, and its states.
+//! Adding a field is a change here, one migration, one query (`engine/src/campaigns/store.rs`)
+//! and the editor field (see CONTRIBUTING.md).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::invalid::Problems;
+use crate::{CampaignId, Email, IdentityId, Invalid, ListId};
+
+string_enum!(
+    /// Where a campaign is in its life (a new one is a draft). Moves only forward, except
+    /// pause ⇄ sending and scheduled → draft (unschedule).
+    CampaignStatus, invalid = "Unknown campaign status.", default = Draft {
+        Draft = "draft",
+        Scheduled = "scheduled",
+        Sending = "sending",
+        Paused = "paused",
+        Sent = "sent",
+        Cancelled = "cancelled",
+        /// A recurring campaign whose schedule runs; its editions are campaigns of their own.
+        Recurring = "recurring",
+    }
+);
+
+impl CampaignStatus {
+    /// The author may still change what goes out.
+    pub fn is_editable(self) -> bool {
+        matches!(self, CampaignStatus::Draft | CampaignStatus::Scheduled)
+    }
+
+    /// It has a send log: progress and a report exist.
+    pub fn has_started(self) -> bool {
+        matches!(
+            self,
+            CampaignStatus::Sending | CampaignStatus::Paused | CampaignStatus::Sent | CampaignStatus::Cancelled
+        )
+    }
+
+    /// Nothing more will go out.
+    pub fn is_finished(self) -> bool {
+        matches!(self, CampaignStatus::Sent | CampaignStatus::Cancelled)
+    }
+
+    /// For people: "Draft", "Sending"…
+    pub fn label(self) -> &'static str {
+        match self {
+            CampaignStatus::Draft => "Draft",
+            CampaignStatus::Scheduled => "Scheduled",
+            CampaignStatus::Sending => "Sending",
+            CampaignStatus::Paused => "Paused",
+            CampaignStatus::Sent => "Sent",
+            CampaignStatus::Cancelled => "Cancelled",
+            CampaignStatus::Recurring => "Recurring",
+        }
+    }
+}
+
+string_enum!(
+    /// How the body is written.
+    BodyFormat, invalid = "Choose Markdown or HTML.", default = Markdown {
+        Markdown = "markdown",
+        Html = "html",
+    }
+);
+
+string_enum!(
+    /// Open and click tracking.
+    TrackingMode, invalid = "Tracking is on, anonymous or off.", default = On {
+        On = "on",
+        /// Counts opens and clicks without recording which reader made them.
+        Anonymous = "anonymous",
+        Off = "off",
+    }
+);
+
+string_enum!(
+    /// Where a recurring campaign's per-reader data comes from.
+    FeedSource, invalid = "Per-reader data comes from nowhere, the API, or a URL.", default = None {
+        None = "none",
+        /// Pushed per reader through `POST /api/v1/campaigns/{id}/feed`.
+        Api = "api",
+        /// Fetched per reader from `feed_url` when the edition is sent.
+        Url = "url",
+    }
+);
+
+/// When editions go out: every day, on some weekdays, or on a day of the month, at a local time.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Recurrence {
+    /// `day`, `week` or `month`.
+    pub every: String,
+    /// ISO weekdays (1 = Monday … 7 = Sunday), for `week`.
+    #[serde(default)]
+    pub weekdays: Vec<u8>,
+    /// 1–28, for `month` (every month has it).
+    #[serde(default)]
+    pub month_day: Option<u8>,
+    /// `HH:MM`, local to `tz`.
+    pub time: String,
+    /// An IANA zone such as `Europe/Berlin` (the engine checks Postgres knows it).
+    pub tz: String,
+}
+
+impl Recurrence {
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let invalid = |m: &str| Err(Invalid::field("recurrence", m));
+        match self.every.as_str() {
+            "day" => {}
+            "week" => {
+                if self.weekdays.is_empty() || self.weekdays.iter().any(|d| !(1..=7).contains(d)) {
+                    return invalid("Choose at least one weekday for a weekly schedule.");
+                }
+            }
+            "month" => {
+                if !self.month_day.is_some_and(|d| (1..=28).contains(&d)) {
+                    return invalid("Choose a day of the month between 1 and 28.");
+                }
+            }
+            _ => return invalid("Repeat every day, week or month."),
+        }
+        if chrono::NaiveTime::parse_from_str(self.time.trim(), "%H:%M").is_err() {
+            return invalid("Give the time as HH:MM, e.g. 13:00.");
+        }
+        let tz = self.tz.trim();
+        if tz.is_empty() || tz.len() > 64 || !tz.chars().all(|c| c.is_ascii_alphanumeric() || "/_+-".contains(c)) {
+            return invalid("Choose a time zone such as Europe/Berlin.");
+        }
+        Ok(())
+    }
+
+    /// "Every Wednesday at 13:00 (Europe/Berlin)".
+    pub fn describe(&self) -> String {
+        const DAYS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
+        let when = match self.every.as_str() {
+            "day" => "Every day".to_string(),
+            "week" => {
+                let names: Vec<&str> =
+                    self.weekdays.iter().filter_map(|d| DAYS.get(usize::from(*d).wrapping_sub(1))).copied().collect();
+                format!("Every {}", names.join(", "))
+            }
+            _ => format!("On day {} of every month", self.month_day.unwrap_or(1)),
+        };
+        format!("{when} at {} ({})", self.time.trim(), self.tz.trim())
+    }
+}
+
+/// Everything an author edits: the editor's autosave, `POST`/`PUT /api/v1/campaigns` and the
+/// engine's `create`/`update` all take this. Field names are the names errors are keyed by.
+#[derive(Clone, Debug, Serialize, Deserialize, Default, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct CampaignInput {
+    pub name: String,
+    #[serde(default)]
+    pub subject: String,
+    /// The preview text inboxes show after the subject.
+    #[serde(default)]
+    pub preheader: String,
+    /// A sending identity; omitted = the server's default SMTP server.
+    #[serde(default)]
+    pub identity_id: Option<IdentityId>,
+    /// Defaults to the workspace's default sender.
+    #[serde(default)]
+    pub from_name: String,
+    #[serde(default)]
+    pub from_email: String,
+    #[serde(default)]
+    pub reply_to: String,
+    /// Target lists (their union; each reader once).
+    #[serde(default)]
+    pub list_ids: Vec<ListId>,
+    /// Optional audience condition, e.g. `city = "Lyon"` or `plan in ["pro", "team"]`.
+    #[serde(default)]
+    pub attribute_filter: String,
+    #[serde(default)]
+    pub body_format: BodyFormat,
+    /// minijinja template: `{{ reader.name }}`, `{{ reader.attributes.city | default("") }}`,
+    /// `{{ unsubscribe_url }}`.
+    #[serde(default)]
+    pub body: String,
+    /// Spread the send over this many hours (0–168).
+    #[serde(default)]
+    pub spread_hours: Option<f64>,
+    #[serde(default)]
+    pub tracking: TrackingMode,
+    /// Makes it recurring: `{"every": "week", "weekdays": [3], "time": "13:00", "tz": "Europe/Berlin"}`
+    /// (`every`: `day`, `week` with ISO `weekdays` 1–7, or `month` with `month_day` 1–28). Sending
+    /// then starts the schedule, and each slot sends an edition.
+    #[serde(default)]
+    pub recurrence: Option<Recurrence>,
+    /// Per-reader data for recurring editions.
+    #[serde(default)]
+    pub feed: FeedSource,
+    /// With `feed = url`: fetched per reader, `{email}` and `{reader_id}` filled in.
+    #[serde(default)]
+    pub feed_url: String,
+}
+
+/// The largest body an author may save.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+impl CampaignInput {
+    /// The checks that need no database, every field at once. Header-bound fields must be one
+    /// line. The engine adds the audience condition and the feed URL.
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let mut problems = Problems::default();
+        let mut one_line = |field: &str, label: &str, v: &str, max: usize| {
+            if v.chars().any(char::is_control) {
+                problems.add(field, format!("The {label} must be one line."));
+            } else if v.chars().count() > max {
+                problems.add(field, format!("The {label} may have at most {max} characters."));
+            }
+        };
+        let name = self.name.trim();
+        one_line("name", "name", name, 200);
+        one_line("subject", "subject", &self.subject, 300);
+        one_line("preheader", "preheader", &self.preheader, 300);
+        one_line("from_name", "sender name", &self.from_name, 100);
+        if name.is_empty() {
+            problems.add("name", "Give the campaign a name.");
+        }
+        for (field, value) in [("from_email", &self.from_email), ("reply_to", &self.reply_to)] {
+            if !value.trim().is_empty() {
+                problems.check(Email::parse(value).map(drop).map_err(|e| e.at(field)));
+            }
+        }
+        if self.body.len() > MAX_BODY_BYTES {
+            problems.add("body", "The body may be at most 1 MB.");
+        }
+        if let Some(h) = self.spread_hours
+            && !(h > 0.0 && h <= 168.0)
+        {
+            problems.add("spread_hours", "Enter a number of hours between 0 and 168 (a week).");
+        }
+        if let Some(r) = &self.recurrence {
+            problems.check(r.validate());
+        }
+        if self.feed != FeedSource::None && self.recurrence.is_none() {
+            problems.add("feed", "Per-reader data feeds are for recurring campaigns.");
+        }
+        problems.into_result()
+    }
+}
+
+/// A stored campaign, as the editor, the progress view and `GET /api/v1/campaigns/{id}` show it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Campaign {
+    pub id: CampaignId,
+    pub name: String,
+    pub subject: String,
+    pub preheader: String,
+    pub identity_id: Option<IdentityId>,
+    pub from_name: String,
+    pub from_email: String,
+    pub reply_to: String,
+    pub list_ids: Vec<ListId>,
+    pub attribute_filter: String,
+    pub body_format: BodyFormat,
+    pub body: String,
+    pub status: CampaignStatus,
+    pub scheduled_at: Option<DateTime<Utc>>,
+    /// The zone the author scheduled in, for display.
+    pub schedule_tz: String,
+    pub spread_hours: Option<f64>,
+    pub tracking: TrackingMode,
+    /// Why the engine paused it (too many failures, the bounce rate…), or the author did.
+    pub pause_reason: Option<String>,
+    /// A recurring campaign's schedule; `None` for one-off sends.
+    #[cfg_attr(feature = "sqlx", sqlx(json(nullable)))]
+    pub recurrence: Option<Recurrence>,
+    pub feed: FeedSource,
+    pub feed_url: String,
+    /// On an edition: the recurring campaign it was made from, and its slot.
+    pub parent_id: Option<CampaignId>,
+    pub edition_slot: Option<DateTime<Utc>>,
+    pub fanout_done: bool,
+    pub recipients: i64,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Campaign {
+    /// What the editor starts from: the stored fields an author edits.
+    pub fn input(&self) -> CampaignInput {
+        CampaignInput {
+            name: self.name.clone(),
+            subject: self.subject.clone(),
+            preheader: self.preheader.clone(),
+            identity_id: self.identity_id,
+            from_name: self.from_name.clone(),
+            from_email: self.from_email.clone(),
+            reply_to: self.reply_to.clone(),
+            list_ids: self.list_ids.clone(),
+            attribute_filter: self.attribute_filter.clone(),
+            body_format: self.body_format,
+            body: self.body.clone(),
+            spread_hours: self.spread_hours,
+            tracking: self.tracking,
+            recurrence: self.recurrence.clone(),
+            feed: self.feed,
+            feed_url: self.feed_url.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip_through_text() {
+        for s in CampaignStatus::ALL {
+            assert_eq!(s.as_str().parse::<CampaignStatus>().ok(), Some(*s));
+        }
+        assert!("shipping".parse::<CampaignStatus>().is_err());
+        assert_eq!("HTML".parse::<BodyFormat>().ok(), Some(BodyFormat::Html));
+    }
+
+    #[test]
+    fn an_input_names_every_wrong_field_at_once() {
+        let input = CampaignInput {
+            name: " ".into(),
+            subject: "two\nlines".into(),
+            from_email: "nope".into(),
+            spread_hours: Some(500.0),
+            feed: FeedSource::Api,
+            ..Default::default()
+        };
+        let e = input.validate().expect_err("invalid");
+        for field in ["name", "subject", "from_email", "spread_hours", "feed"] {
+            assert!(e.message_for(field).is_some(), "{field}: {e:?}");
+        }
+        assert_eq!(e.message_for("name"), Some("Give the campaign a name."));
+        let ok = CampaignInput { name: "Spring".into(), ..Default::default() };
+        assert_eq!(ok.validate(), Ok(()));
+    }
+
+    #[test]
+    fn missing_choices_take_their_defaults() {
+        let input: CampaignInput = serde_json::from_value(serde_json::json!({"name": "x"})).expect("parses");
+        assert_eq!(
+            (input.body_format, input.tracking, input.feed),
+            (BodyFormat::Markdown, TrackingMode::On, FeedSource::None)
+        );
+        assert!(
+            serde_json::from_value::<CampaignInput>(serde_json::json!({"name": "x", "tracking": "sometimes"})).is_err()
+        );
+    }
+}

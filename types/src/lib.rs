@@ -1,0 +1,23 @@
+//! The contract between Herald's crates.
+//!
+//! The browser (`herald-app` built for wasm32), the server functions, the REST API and the engine
+//! all speak these types, so a campaign field or a new state is declared once. Everything here is
+//! plain data plus the checks that need no database: values are parsed when built (an [`Email`]
+//! cannot hold a bad address, even when deserialised), states are enums, and a failed check is an
+//! [`Invalid`] that names the field it is about, so forms show it beside that field.
+//!
+//! Optional features add the server's mappings without the browser paying for them: `sqlx`
+//! (ids and states as column types, views as rows) and `utoipa` (OpenAPI schemas).
+
+#[macro_use]
+mod string_enum;
+
+pub mod campaign;
+pub mod ids;
+pub mod invalid;
+pub mod values;
+
+pub use campaign::{BodyFormat, Campaign, CampaignInput, CampaignStatus, FeedSource, Recurrence, TrackingMode};
+pub use ids::{BadId, CampaignId, IdentityId, ListId, TenantId, UserId};
+pub use invalid::{FieldError, Invalid, Problems};
+pub use values::{Email, Forbidden, Role, Slug};
