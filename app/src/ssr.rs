@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use herald_engine::infra::rate_limit::RateLimiter;
+use herald_engine::infra::tokens::Signer;
 use herald_engine::jobs::Jobs;
-use herald_engine::rate_limit::RateLimiter;
-use herald_engine::tokens::Signer;
 use herald_engine::{Db, Role, TenantId, UserId};
 use leptos::prelude::*;
 use tower_sessions::Session;
@@ -22,9 +22,9 @@ pub struct AppState {
     pub signer: Signer,
     pub jobs: Jobs,
     /// The server's default SMTP identity (`HERALD_SMTP_URL`), for test sends.
-    pub default_identity: herald_engine::campaigns::identities::SmtpIdentity,
+    pub default_identity: herald_engine::sending::identities::SmtpIdentity,
     /// Where a workspace's own SMTP identity may connect (`HERALD_EGRESS_ALLOW`).
-    pub egress: herald_engine::egress::Egress,
+    pub egress: herald_engine::infra::egress::Egress,
     /// Public base URL, e.g. `https://herald.example.com` (no trailing slash).
     pub base_url: String,
     pub dev_mode: bool,
@@ -37,7 +37,7 @@ pub struct AppState {
     /// Where transactional messages are accepted (API and the templates page's test send).
     pub outbox: herald_engine::transactional::messages::Outbox,
     /// Live DNS checks of sending domains (`HERALD_DNS_SERVER`, `HERALD_SPF_INCLUDE`).
-    pub domains: herald_engine::sending_domains::DomainChecker,
+    pub domains: herald_engine::sending::domains::DomainChecker,
 }
 
 pub fn state() -> Result<AppState, AppError> {

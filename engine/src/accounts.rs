@@ -17,13 +17,13 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::db::Db;
 use crate::domain::UserId;
 use crate::error::{Error, Result};
+use crate::infra::db::Db;
+use crate::infra::password;
+use crate::infra::tokens::Signer;
 use crate::jobs::Jobs;
-use crate::mail::OutgoingMail;
-use crate::password;
-use crate::tokens::Signer;
+use crate::sending::mail::OutgoingMail;
 
 const RESET_PURPOSE: &str = "password-reset";
 const RESET_VALID_SECONDS: i64 = 3600;

@@ -9,9 +9,9 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::db::Db;
 use crate::domain::{Role, TenantId, UserId};
 use crate::error::{Error, Result};
+use crate::infra::db::Db;
 
 const KEY_PREFIX: &str = "hrld_";
 

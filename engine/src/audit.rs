@@ -11,9 +11,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::db::Db;
 use crate::domain::{TenantId, UserId};
 use crate::error::{Error, Result};
+use crate::infra::db::Db;
 
 /// Who did it. The address is the client's, as the server's edge worked it out.
 #[derive(Clone, Debug)]

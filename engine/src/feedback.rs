@@ -9,55 +9,11 @@ use uuid::Uuid;
 
 use crate::audience::consent::Origin;
 use crate::audience::{subscribe, suppressions};
-use crate::db::{Db, Tx};
 use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
+use crate::events::{bump, bump_domain, insert_event, record_unsubscribe};
+use crate::infra::db::{Db, Tx};
 use crate::webhooks::{EventKind, ProviderEvent};
-
-/// A hard bounce from the SMTP conversation itself (5xx "user unknown" at RCPT). The caller
-/// already suppressed the address and marked the send.
-pub(crate) async fn record_sync_bounce(
-    tx: &mut Tx,
-    tenant: TenantId,
-    campaign: CampaignId,
-    reader: i64,
-    reply: &str,
-) -> Result<()> {
-    insert_event(tx, tenant, Some(campaign), Some(reader), "bounce_hard", &format!("SMTP: {reply}"), Utc::now())
-        .await?;
-    bump(tx, tenant, campaign, "hard_bounces").await
-}
-
-/// An unsubscribe through the link in a campaign's message: counted once per reader.
-pub(crate) async fn record_unsubscribe(
-    tx: &mut Tx,
-    tenant: TenantId,
-    campaign: CampaignId,
-    reader: i64,
-    source: &str,
-) -> Result<()> {
-    let seen: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM events WHERE reader_id = $2 AND campaign_id = $3 AND kind = 'unsubscribe' AND tenant_id = $1)",
-    )
-    .bind(tenant)
-    .bind(reader)
-    .bind(campaign)
-    .fetch_one(&mut **tx)
-    .await?;
-    if seen {
-        return Ok(());
-    }
-    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM campaigns WHERE tenant_id = $1 AND id = $2)")
-        .bind(tenant)
-        .bind(campaign)
-        .fetch_one(&mut **tx)
-        .await?;
-    if !exists {
-        return Ok(());
-    }
-    insert_event(tx, tenant, Some(campaign), Some(reader), "unsubscribe", source, Utc::now()).await?;
-    bump(tx, tenant, campaign, "unsubscribes").await
-}
 
 /// What [`apply`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,29 +238,6 @@ pub fn parse_message_id(id: &str) -> Option<(Uuid, i64)> {
     Some((Uuid::parse_str(campaign).ok()?, reader.parse().ok()?))
 }
 
-async fn insert_event(
-    tx: &mut Tx,
-    tenant: TenantId,
-    campaign: Option<CampaignId>,
-    reader: Option<i64>,
-    kind: &str,
-    detail: &str,
-    at: DateTime<Utc>,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO events (tenant_id, campaign_id, reader_id, kind, detail, at) VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(tenant)
-    .bind(campaign)
-    .bind(reader)
-    .bind(kind)
-    .bind(detail)
-    .bind(at)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
 /// Sets a send's first-time column (`delivered_at`, `complained_at`) unless it is set already;
 /// true when this call set it, so the matching counter moves once per message.
 async fn mark_first(tx: &mut Tx, tenant: TenantId, send: i64, column: &'static str, at: DateTime<Utc>) -> Result<bool> {
@@ -319,40 +252,6 @@ async fn mark_first(tx: &mut Tx, tenant: TenantId, send: i64, column: &'static s
     .await?
     .rows_affected();
     Ok(n > 0)
-}
-
-/// Adds one to a campaign counter. `column` is one of a fixed set, never user input.
-async fn bump(tx: &mut Tx, tenant: TenantId, campaign: CampaignId, column: &'static str) -> Result<()> {
-    debug_assert!(["delivered", "hard_bounces", "soft_bounces", "complaints", "unsubscribes"].contains(&column));
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO campaign_stats AS s (campaign_id, tenant_id, {column}) VALUES ($2, $1, 1)
-         ON CONFLICT (campaign_id) DO UPDATE SET {column} = s.{column} + 1, updated_at = now()"
-    )))
-    .bind(tenant)
-    .bind(campaign)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-async fn bump_domain(
-    tx: &mut Tx,
-    tenant: TenantId,
-    campaign: CampaignId,
-    email: &str,
-    column: &'static str,
-) -> Result<()> {
-    debug_assert!(["bounced", "complaints"].contains(&column));
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO campaign_domain_stats AS s (campaign_id, tenant_id, domain, {column}) VALUES ($2, $1, $3, 1)
-         ON CONFLICT (campaign_id, domain) DO UPDATE SET {column} = s.{column} + 1"
-    )))
-    .bind(tenant)
-    .bind(campaign)
-    .bind(crate::campaigns::tally::domain_of(email))
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
 }
 
 #[cfg(test)]

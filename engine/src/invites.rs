@@ -5,10 +5,10 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::db::Db;
 use crate::domain::{Email, Role, TenantId, UserId};
 use crate::error::{Error, Result};
-use crate::tokens::Signer;
+use crate::infra::db::Db;
+use crate::infra::tokens::Signer;
 
 pub const TOKEN_PURPOSE: &str = "invite";
 pub const VALID_FOR_DAYS: i64 = 7;
@@ -230,12 +230,18 @@ pub async fn invite_and_mail(
     Ok(new.invite)
 }
 
-fn invite_mail(to: &Email, workspace: &str, inviter: &str, role: Role, link: &str) -> crate::mail::OutgoingMail {
-    use crate::mail::escape_html as e;
+fn invite_mail(
+    to: &Email,
+    workspace: &str,
+    inviter: &str,
+    role: Role,
+    link: &str,
+) -> crate::sending::mail::OutgoingMail {
+    use crate::sending::mail::escape_html as e;
     // Workspace and inviter names are user input: the subject is Herald's sentence with the
     // workspace's name quoted and cut short (the inviter is named in the body only), and both are
     // escaped in HTML.
-    let subject = format!("Herald: an invitation to the workspace {}", crate::mail::subject_name(workspace));
+    let subject = format!("Herald: an invitation to the workspace {}", crate::sending::mail::subject_name(workspace));
     let text = format!(
         "{inviter} invited you to join the workspace “{workspace}” on Herald as {role}.\n\n\
          Accept the invite: {link}\n\nThe link works once and expires in {VALID_FOR_DAYS} days. \
@@ -251,5 +257,5 @@ fn invite_mail(to: &Email, workspace: &str, inviter: &str, role: Role, link: &st
         e(link),
         e(link)
     );
-    crate::mail::OutgoingMail { to: to.to_string(), subject, html, text }
+    crate::sending::mail::OutgoingMail { to: to.to_string(), subject, html, text }
 }

@@ -16,12 +16,12 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use totp_rs::{Algorithm, TOTP};
 
-use crate::db::Db;
 use crate::domain::{Role, TenantId, UserId};
 use crate::error::{Error, Result};
-use crate::password;
-use crate::sealing;
-use crate::tokens::Signer;
+use crate::infra::db::Db;
+use crate::infra::password;
+use crate::infra::sealing;
+use crate::infra::tokens::Signer;
 use crate::workspaces::TeamRule;
 
 const ISSUER: &str = "Herald";

@@ -3,10 +3,10 @@
 
 use serde::Serialize;
 
-use crate::db::Db;
 use crate::domain::{Email, UserId};
 use crate::error::{Error, Result, is_unique_violation};
-use crate::password;
+use crate::infra::db::Db;
+use crate::infra::password;
 
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 pub struct User {

@@ -3,9 +3,9 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::db::Db;
 use crate::domain::{Email, Role, Slug, TenantId, UserId};
 use crate::error::{Error, Result, is_unique_violation};
+use crate::infra::db::Db;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkspaceSummary {
@@ -325,7 +325,7 @@ pub async fn leave(db: &Db, tenant: TenantId, user: UserId) -> Result<()> {
 }
 
 /// A member's role, with their membership row locked until the transaction ends.
-async fn locked_role(tx: &mut crate::db::Tx, tenant: TenantId, user: UserId) -> Result<Role> {
+async fn locked_role(tx: &mut crate::infra::db::Tx, tenant: TenantId, user: UserId) -> Result<Role> {
     let role: Option<String> =
         sqlx::query_scalar("SELECT role FROM memberships WHERE tenant_id = $1 AND user_id = $2 FOR UPDATE")
             .bind(tenant)
@@ -335,7 +335,7 @@ async fn locked_role(tx: &mut crate::db::Tx, tenant: TenantId, user: UserId) -> 
     Ok(Role::parse(&role.ok_or(Error::NotFound)?)?)
 }
 
-async fn ensure_another_owner(tx: &mut crate::db::Tx, tenant: TenantId) -> Result<()> {
+async fn ensure_another_owner(tx: &mut crate::infra::db::Tx, tenant: TenantId) -> Result<()> {
     // Lock every owner row so two concurrent demotions cannot both see "another owner".
     let owners: Vec<UserId> =
         sqlx::query_scalar("SELECT user_id FROM memberships WHERE tenant_id = $1 AND role = 'owner' FOR UPDATE")

@@ -4,7 +4,7 @@
 //! template), never a panic, and never more than the output cap.
 //! Needs the `herald` binary: `HERALD_BIN` (scripts/fuzz.sh builds it and sets it).
 #![no_main]
-use herald_engine::template_sandbox::{self, Dialect, TemplateSet};
+use herald_engine::sending::template_sandbox::{self, Dialect, TemplateSet};
 
 const OUTPUT_CAP: usize = 2 * 1024 * 1024;
 

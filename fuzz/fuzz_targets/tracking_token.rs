@@ -1,7 +1,7 @@
 //! Open and click tokens arrive in URLs anyone can forge: each decoder must refuse garbage
 //! (never panic), and nothing but a token Herald signed may verify.
 #![no_main]
-use herald_engine::tokens::Signer;
+use herald_engine::infra::tokens::Signer;
 use herald_engine::tracking::TrackingKeys;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

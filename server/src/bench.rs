@@ -16,13 +16,14 @@
 
 use std::time::{Duration, Instant};
 
-use herald_engine::campaigns::identities::SmtpIdentity;
 use herald_engine::campaigns::store::{self, CampaignInput};
 use herald_engine::campaigns::{fanout, progress};
-use herald_engine::jobs::{self, WorkerSetup};
-use herald_engine::mail::Mailer;
-use herald_engine::smtp_client::{self, SmtpServer};
-use herald_engine::tokens::Signer;
+use herald_engine::infra::tokens::Signer;
+use herald_engine::jobs;
+use herald_engine::sending::identities::SmtpIdentity;
+use herald_engine::sending::mail::Mailer;
+use herald_engine::sending::smtp_client::{self, SmtpServer};
+use herald_engine::worker::WorkerSetup;
 use herald_engine::{Db, Role, TenantId};
 use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
@@ -97,7 +98,7 @@ pub(crate) fn postgres_cpu_seconds() -> f64 {
 pub(crate) fn render_sandbox_cpu_seconds() -> f64 {
     cpu_seconds_of(|pid| {
         std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-            c.split(|b| *b == 0).any(|arg| arg == herald_engine::template_sandbox::CHILD_COMMAND.as_bytes())
+            c.split(|b| *b == 0).any(|arg| arg == herald_engine::sending::template_sandbox::CHILD_COMMAND.as_bytes())
         })
     })
 }
@@ -168,10 +169,10 @@ pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
         "--dkim signs with the in-process identity; it cannot be combined with --processes"
     );
     let fanout_readers = if skip_fanout { readers } else { fanout_readers };
-    herald_engine::migrate::run(&config.database_url).await?;
+    herald_engine::infra::migrate::run(&config.database_url).await?;
     // Not `startup::core`: that would also start the dev mail catcher on its usual port.
     let db = Db::connect(&config.app_database_url, config.db_max_connections.max(connections + 4)).await?;
-    herald_engine::migrate::check_runtime_role(&db).await?;
+    herald_engine::infra::migrate::check_runtime_role(&db).await?;
     let fanout_readers = fanout_readers.max(readers);
     println!(
         "herald bench send: {readers} readers end to end, {fanout_readers} for the fan-out, {connections} connections"
@@ -220,7 +221,7 @@ pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
     .bind(&slug)
     .execute(&owner)
     .await?;
-    herald_engine::sending_domains::mark_verified(&db, &Signer::new(&config.secret_key), tenant, "bench.test").await?;
+    herald_engine::sending::domains::mark_verified(&db, &Signer::new(&config.secret_key), tenant, "bench.test").await?;
     let dkim = if dkim { Some(bench_dkim_key().await?) } else { None };
     stage_breakdown(dkim.as_ref())?;
     let options = Options { readers, fanout_readers, connections, dkim, ack_batch, skip_fanout, processes };
@@ -251,17 +252,17 @@ struct Options {
     readers: usize,
     fanout_readers: usize,
     connections: u32,
-    dkim: Option<herald_engine::campaigns::identities::DkimKey>,
+    dkim: Option<herald_engine::sending::identities::DkimKey>,
     ack_batch: Option<usize>,
     skip_fanout: bool,
     processes: u32,
 }
 
 /// A DKIM key for `bench.test`, as an identity would hold it.
-async fn bench_dkim_key() -> anyhow::Result<herald_engine::campaigns::identities::DkimKey> {
+async fn bench_dkim_key() -> anyhow::Result<herald_engine::sending::identities::DkimKey> {
     let out = tokio::process::Command::new("openssl").args(["genrsa", "2048"]).output().await?;
     anyhow::ensure!(out.status.success(), "openssl genrsa failed: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(herald_engine::campaigns::identities::DkimKey {
+    Ok(herald_engine::sending::identities::DkimKey {
         domain: "bench.test".into(),
         selector: "herald".into(),
         private_key_pem: String::from_utf8(out.stdout)?,
@@ -358,7 +359,7 @@ async fn measure(
         send_concurrency: connections as usize,
         transactional: herald_engine::transactional::delivery::TxDeliveryConfig::new(
             jobs::unique_worker_name("bench-transactional"),
-            herald_engine::campaigns::identities::SmtpIdentity {
+            herald_engine::sending::identities::SmtpIdentity {
                 bucket: format!("identity:bench-tx:{tenant}"),
                 server: SmtpServer::parse(smtp_url)?,
                 max_connections: 1,
@@ -373,7 +374,7 @@ async fn measure(
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let mut children = Vec::new();
     let workers = if options.processes == 0 {
-        tokio::spawn(jobs::run_workers(setup, async move {
+        tokio::spawn(herald_engine::worker::run_workers(setup, async move {
             let _ = stop_rx.wait_for(|s| *s).await;
         }))
     } else {
@@ -430,8 +431,8 @@ async fn measure(
 /// Where Herald's CPU goes per message, stage by stage, on this process's core (no database,
 /// no SMTP): the same calls the delivery loop makes for a 2 KB personalised Markdown campaign
 /// with tracked links.
-pub fn stage_breakdown(dkim: Option<&herald_engine::campaigns::identities::DkimKey>) -> anyhow::Result<()> {
-    use herald_engine::campaigns::render::{
+pub fn stage_breakdown(dkim: Option<&herald_engine::sending::identities::DkimKey>) -> anyhow::Result<()> {
+    use herald_engine::sending::render::{
         self, BodyFormat, CampaignContent, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, Workspace,
     };
     use herald_engine::tracking::links;
@@ -593,9 +594,9 @@ pub async fn run_import(args: ImportBench, config: &Config) -> anyhow::Result<()
     use herald_engine::audience::lists::{self, ListInput};
     use herald_engine::audience::readers::{self, AttributeCondition, ReaderFilter};
 
-    herald_engine::migrate::run(&config.database_url).await?;
+    herald_engine::infra::migrate::run(&config.database_url).await?;
     let db = Db::connect(&config.app_database_url, config.db_max_connections).await?;
-    herald_engine::migrate::check_runtime_role(&db).await?;
+    herald_engine::infra::migrate::check_runtime_role(&db).await?;
     let owner = PgPoolOptions::new().max_connections(2).connect(&config.database_url).await?;
     let tenant = TenantId::new();
     let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);

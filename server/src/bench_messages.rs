@@ -33,7 +33,7 @@ pub struct MessagesBench {
 }
 
 pub async fn run(args: MessagesBench, config: &Config) -> anyhow::Result<()> {
-    herald_engine::migrate::run(&config.database_url).await?;
+    herald_engine::infra::migrate::run(&config.database_url).await?;
     let owner = PgPoolOptions::new().max_connections(2).connect(&config.database_url).await?;
     let tenant = TenantId::new();
     let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
@@ -74,7 +74,7 @@ async fn measure(args: &MessagesBench, config: &Config, owner: &sqlx::PgPool, te
     let addr = app.addr;
     let db = app.state.db.clone();
     let (_, api_key) = api_keys::create(&db, tenant, None, Role::Owner, "bench").await?;
-    herald_engine::sending_domains::mark_verified(&db, &app.state.signer, tenant, "bench.test").await?;
+    herald_engine::sending::domains::mark_verified(&db, &app.state.signer, tenant, "bench.test").await?;
     templates::create(
         &db,
         tenant,

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use herald_engine::TenantId;
-use herald_engine::tokens::Signer;
+use herald_engine::infra::tokens::Signer;
 use herald_engine::tracking::{HitCounters, Target, TrackingKeys};
 use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
@@ -39,7 +39,7 @@ pub struct TrackBench {
 }
 
 pub async fn run(args: TrackBench, config: &Config) -> anyhow::Result<()> {
-    herald_engine::migrate::run(&config.database_url).await?;
+    herald_engine::infra::migrate::run(&config.database_url).await?;
     let owner = PgPoolOptions::new().max_connections(2).connect(&config.database_url).await?;
     let tenant = TenantId::new();
     let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);

@@ -389,9 +389,9 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let owner_url = pg.url("postgres");
     sqlx::query("CREATE DATABASE herald").execute(&PgPool::connect(&owner_url).await?).await?;
     let owner_url = pg.url("herald");
-    herald_engine::migrate::run(&owner_url).await?;
+    herald_engine::infra::migrate::run(&owner_url).await?;
     let owner = sqlx::postgres::PgPoolOptions::new().max_connections(4).connect(&owner_url).await?;
-    let db = Db::connect(&herald_engine::db::runtime_url(&owner_url, None)?, 8).await?;
+    let db = Db::connect(&herald_engine::infra::db::runtime_url(&owner_url, None)?, 8).await?;
     let jobs = Jobs::new(&db);
 
     // The sink: random 4xx (at RCPT and after the data), drops mid-DATA, accept-then-drop;
@@ -412,9 +412,9 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let capped_tenant = insert_tenant(&owner, "Capped", Some(24)).await?;
     // Both send From chaos.test, verified as an operator would (no DKIM key is published, so
     // nothing is signed and the key's sealing secret does not matter).
-    let operator = herald_engine::tokens::Signer::new(b"chaos-operator");
+    let operator = herald_engine::infra::tokens::Signer::new(b"chaos-operator");
     for tenant in [main_tenant, capped_tenant] {
-        herald_engine::sending_domains::mark_verified(&db, &operator, tenant, "chaos.test").await?;
+        herald_engine::sending::domains::mark_verified(&db, &operator, tenant, "chaos.test").await?;
     }
     let n = args.readers.max(100);
     let (main_list, mut main_readers) = insert_list(&owner, main_tenant, "r", n).await?;

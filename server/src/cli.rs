@@ -32,7 +32,7 @@ enum Command {
     #[command(subcommand)]
     Bench(Bench),
     /// Internal: render tenants' templates for a parent `herald` under a memory limit, speaking
-    /// on stdin and stdout (see `herald_engine::template_sandbox`).
+    /// on stdin and stdout (see `herald_engine::sending::template_sandbox`).
     #[command(name = "render-sandbox", hide = true)]
     RenderSandbox,
 }
@@ -182,7 +182,7 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     // Before tracing: stdout is the sandbox's channel to its parent.
     if matches!(cli.command, Some(Command::RenderSandbox)) {
-        return match herald_engine::template_sandbox::child_main() {
+        return match herald_engine::sending::template_sandbox::child_main() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("herald render-sandbox: {e}");
@@ -236,13 +236,13 @@ fn init_tracing() {
 async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
     match command {
         Command::Migrate => {
-            herald_engine::migrate::run(&config.database_url).await?;
+            herald_engine::infra::migrate::run(&config.database_url).await?;
             println!("migrations applied");
             Ok(())
         }
         Command::Serve => {
             if config.is_dev() {
-                herald_engine::migrate::run(&config.database_url).await?;
+                herald_engine::infra::migrate::run(&config.database_url).await?;
             }
             let app = Application::build(&config).await?;
             tracing::info!(url = %config.base_url, "Herald is listening on http://{}", app.addr);
@@ -310,7 +310,7 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
                             .map_err(|_| anyhow::anyhow!("--system-mail-per-day: a number or `default`"))?,
                     ),
                 };
-                herald_engine::mail_quota::set_workspace_limit(&db, tenant, per_day).await.map_err(clear)?;
+                herald_engine::sending::mail_quota::set_workspace_limit(&db, tenant, per_day).await.map_err(clear)?;
                 match per_day {
                     Some(n) => println!("{workspace} may send {n} invitation and confirmation emails a day"),
                     None => println!("{workspace} is back to the installation's limit of system emails"),
@@ -331,7 +331,9 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
                 }
             }
             if let Some(allowed) = own_identity_any_from {
-                herald_engine::sending_domains::set_own_identity_any_from(&db, tenant, allowed).await.map_err(clear)?;
+                herald_engine::sending::domains::set_own_identity_any_from(&db, tenant, allowed)
+                    .await
+                    .map_err(clear)?;
                 match allowed {
                     true => println!("{workspace} may send From any address through its own SMTP identities"),
                     false => println!("{workspace} sends From verified domains only, whatever the identity"),
@@ -342,9 +344,9 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
             let tenant = workspaces::id_for_slug(&db, &workspace)
                 .await
                 .map_err(|_| anyhow::anyhow!("no workspace with slug {workspace}"))?;
-            let signer = herald_engine::tokens::Signer::new(&config.secret_key);
+            let signer = herald_engine::infra::tokens::Signer::new(&config.secret_key);
             let d =
-                herald_engine::sending_domains::mark_verified(&db, &signer, tenant, &domain).await.map_err(clear)?;
+                herald_engine::sending::domains::mark_verified(&db, &signer, tenant, &domain).await.map_err(clear)?;
             println!("{} is a verified sending domain of {workspace}", d.domain);
         }
         Admin::VerifyEmail { email } => {

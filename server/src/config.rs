@@ -43,15 +43,15 @@ pub struct Config {
     /// Tests only: accept http:// SNS certificate URLs (`HERALD_SNS_ALLOW_HTTP`).
     pub sns_allow_http: bool,
     /// Private destinations a workspace's SMTP identity or feed URL may reach
-    /// (`HERALD_EGRESS_ALLOW`; see `herald_engine::egress`). Development allows loopback.
-    pub egress: herald_engine::egress::Egress,
+    /// (`HERALD_EGRESS_ALLOW`; see `herald_engine::infra::egress`). Development allows loopback.
+    pub egress: herald_engine::infra::egress::Egress,
     /// Who may read `/metrics` (`HERALD_METRICS_TOKEN`).
     pub metrics_access: MetricsAccess,
     /// Reverse proxies whose `X-Forwarded-For` names the client (`HERALD_TRUSTED_PROXIES`).
     pub trusted_proxies: crate::security::TrustedProxies,
     /// Invitations and opt-in confirmations per workspace and per recipient, per 24 hours
     /// (`HERALD_SYSTEM_MAIL_PER_WORKSPACE`, `HERALD_SYSTEM_MAIL_PER_RECIPIENT`).
-    pub system_mail_limits: herald_engine::mail_quota::SystemMailLimits,
+    pub system_mail_limits: herald_engine::sending::mail_quota::SystemMailLimits,
     /// The DNS server sending-domain checks ask (`HERALD_DNS_SERVER`, `ip:port`); `None` uses
     /// the system's resolvers.
     pub dns_server: Option<SocketAddr>,
@@ -145,8 +145,9 @@ impl Config {
         if !(database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
             return Err("DATABASE_URL must start with postgres://".into());
         }
-        let app_database_url = herald_engine::db::runtime_url(&database_url, get("HERALD_APP_DATABASE_URL").as_deref())
-            .map_err(|e| format!("DATABASE_URL: {e}"))?;
+        let app_database_url =
+            herald_engine::infra::db::runtime_url(&database_url, get("HERALD_APP_DATABASE_URL").as_deref())
+                .map_err(|e| format!("DATABASE_URL: {e}"))?;
         let bind_raw = get("HERALD_BIND").unwrap_or_else(|| "127.0.0.1:3000".into());
         let bind: SocketAddr = bind_raw
             .parse()
@@ -240,12 +241,12 @@ impl Config {
             Some(_) => return Err("HERALD_SNS_ALLOW_HTTP may only be true in development (tests)".into()),
         };
         let egress = match (get("HERALD_EGRESS_ALLOW"), mode) {
-            (Some(allow), _) => herald_engine::egress::Egress::from_setting(&allow)?,
-            (None, Mode::Development) => herald_engine::egress::Egress::allow_loopback(),
-            (None, Mode::Production) => herald_engine::egress::Egress::default(),
+            (Some(allow), _) => herald_engine::infra::egress::Egress::from_setting(&allow)?,
+            (None, Mode::Development) => herald_engine::infra::egress::Egress::allow_loopback(),
+            (None, Mode::Production) => herald_engine::infra::egress::Egress::default(),
         };
         let metrics_access = MetricsAccess::from_setting(get("HERALD_METRICS_TOKEN"), mode)?;
-        let defaults = herald_engine::mail_quota::SystemMailLimits::default();
+        let defaults = herald_engine::sending::mail_quota::SystemMailLimits::default();
         let daily = |name: &str, default: i32| match get(name) {
             None => Ok(default),
             Some(v) => v
@@ -255,7 +256,7 @@ impl Config {
                 .filter(|n| *n >= 0)
                 .ok_or(format!("{name} must be a number of emails per day (0 or more), not `{v}`")),
         };
-        let system_mail_limits = herald_engine::mail_quota::SystemMailLimits {
+        let system_mail_limits = herald_engine::sending::mail_quota::SystemMailLimits {
             per_workspace: daily("HERALD_SYSTEM_MAIL_PER_WORKSPACE", defaults.per_workspace)?,
             per_recipient: daily("HERALD_SYSTEM_MAIL_PER_RECIPIENT", defaults.per_recipient)?,
         };

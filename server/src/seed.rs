@@ -15,7 +15,7 @@ use uuid::Uuid;
 use herald_engine::audience::{import, lists, readers, suppressions};
 use herald_engine::campaigns::{recurring, store};
 use herald_engine::domain::TenantId;
-use herald_engine::tokens::Signer;
+use herald_engine::infra::tokens::Signer;
 use herald_engine::tracking::TrackingKeys;
 use herald_engine::transactional::{messages, templates};
 use herald_engine::{Db, Email, Role, api_keys, invites, users, workspaces};
@@ -51,8 +51,8 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
 
     // A verified sending domain and a postal address, so campaigns can be scheduled and sent;
     // an identity whose SES webhook is on (the settings pages' filled states).
-    herald_engine::sending_domains::mark_verified(&db, &signer, tenant, "crawler.test").await.map_err(clear)?;
-    let identity = herald_engine::campaigns::identities::IdentityInput {
+    herald_engine::sending::domains::mark_verified(&db, &signer, tenant, "crawler.test").await.map_err(clear)?;
+    let identity = herald_engine::sending::identities::IdentityInput {
         name: "Crawler relay".into(),
         smtp_url: "smtp://seed:secret@smtp.crawler.test:587".into(),
         max_connections: 2,
@@ -60,10 +60,10 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         burst: 10,
         ..Default::default()
     };
-    let identity = herald_engine::campaigns::identities::save(&db, &signer, tenant, Role::Owner, None, &identity)
+    let identity = herald_engine::sending::identities::save(&db, &signer, tenant, Role::Owner, None, &identity)
         .await
         .map_err(clear)?;
-    herald_engine::campaigns::identities::configure_webhook(&db, &signer, tenant, Role::Owner, identity.id, "ses", "")
+    herald_engine::sending::identities::configure_webhook(&db, &signer, tenant, Role::Owner, identity.id, "ses", "")
         .await
         .map_err(clear)?;
     let mut tx = db.tenant_tx(tenant).await?;

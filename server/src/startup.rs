@@ -9,18 +9,19 @@ use axum::routing::get;
 use herald_app::ssr::AppState;
 use herald_app::{App, shell};
 use herald_engine::campaigns::delivery::DeliveryConfig;
-use herald_engine::campaigns::identities::SmtpIdentity;
-use herald_engine::jobs::{Jobs, WorkerSetup};
-use herald_engine::mail::Mailer;
-use herald_engine::rate_limit::RateLimiter;
-use herald_engine::smtp_client::SmtpServer;
+use herald_engine::infra::rate_limit::RateLimiter;
+use herald_engine::infra::tokens::Signer;
+use herald_engine::jobs::Jobs;
+use herald_engine::sending::identities::SmtpIdentity;
+use herald_engine::sending::mail::Mailer;
+use herald_engine::sending::smtp_client::SmtpServer;
 use herald_engine::smtp_sink::MailSink;
-use herald_engine::tokens::Signer;
 use herald_engine::tracking::{Flusher, HitCounters, HitRecorder, TrackingKeys};
 use herald_engine::transactional::delivery::TxDeliveryConfig;
 use herald_engine::transactional::messages::Outbox;
 use herald_engine::webhooks::WebhookConfig;
-use herald_engine::{Db, migrate};
+use herald_engine::worker::WorkerSetup;
+use herald_engine::{Db, infra::migrate};
 use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, generate_route_list};
@@ -198,7 +199,7 @@ impl Application {
                 base_url: config.base_url.clone(),
                 wake: transactional_wake,
             },
-            domains: herald_engine::sending_domains::DomainChecker::new(config.dns_server, &config.spf_include)?,
+            domains: herald_engine::sending::domains::DomainChecker::new(config.dns_server, &config.spf_include)?,
         };
         let (recorder, flusher) = HitRecorder::start(db.clone(), config.tracking_buffer);
         let hit_counters = recorder.counters.clone();
@@ -250,7 +251,7 @@ pub async fn run_background(setup: WorkerSetup, shutdown: tokio::sync::watch::Re
         }
     });
     let mut rx = shutdown;
-    let result = herald_engine::jobs::run_workers(setup, async move {
+    let result = herald_engine::worker::run_workers(setup, async move {
         let _ = rx.wait_for(|stop| *stop).await;
     })
     .await;

@@ -108,7 +108,7 @@ pub async fn save_sending_policy(cap: String, cap_hours: String, max_queue_age_h
 #[server(prefix = "/rpc", endpoint = "list_identities")]
 pub async fn list_identities() -> Result<IdentitiesView, AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::identities};
+    use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Viewer).await?;
     let identities = identities::list(&m.state.db, m.tenant)
         .await?
@@ -132,7 +132,7 @@ pub async fn list_identities() -> Result<IdentitiesView, AppError> {
 #[server(prefix = "/rpc", endpoint = "save_identity")]
 pub async fn save_identity(id: String, identity: IdentityForm) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::identities};
+    use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Admin).await?;
     let invalid = |m: &str| AppError::invalid(m).respond();
     let input = identities::IdentityInput {
@@ -164,7 +164,7 @@ pub async fn save_identity(id: String, identity: IdentityForm) -> Result<(), App
 #[server(prefix = "/rpc", endpoint = "delete_identity")]
 pub async fn delete_identity(id: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::identities};
+    use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Admin).await?;
     let id = crate::ssr::parse_id(&id)?;
     identities::delete(&m.state.db, m.tenant, m.role, id).await?;
@@ -177,7 +177,7 @@ pub async fn delete_identity(id: String) -> Result<(), AppError> {
 #[server(prefix = "/rpc", endpoint = "test_identity")]
 pub async fn test_identity(id: String) -> Result<ConnectionCheck, AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::identities};
+    use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Author).await?;
     let uuid = if id.trim().is_empty() { None } else { Some(crate::ssr::parse_id(&id)?) };
     if let Some(u) = uuid {

@@ -40,10 +40,10 @@ pub struct RecordView {
 #[server(prefix = "/rpc", endpoint = "list_sending_domains")]
 pub async fn list_sending_domains() -> Result<DomainsPageData, AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, sending_domains};
+    use herald_engine::{Role, sending::domains};
     let m = require_role(Role::Viewer).await?;
     let spf = &m.state.domains.spf_include;
-    let domains = sending_domains::list(&m.state.db, m.tenant).await?;
+    let domains = domains::list(&m.state.db, m.tenant).await?;
     Ok(DomainsPageData {
         can_edit: m.role.can_administer(),
         domains: domains.into_iter().map(|d| view_of(d, spf)).collect(),
@@ -51,8 +51,8 @@ pub async fn list_sending_domains() -> Result<DomainsPageData, AppError> {
 }
 
 #[cfg(feature = "ssr")]
-fn view_of(d: herald_engine::sending_domains::SendingDomain, spf_include: &str) -> DomainView {
-    use herald_engine::sending_domains::{RecordStatus, records};
+fn view_of(d: herald_engine::sending::domains::SendingDomain, spf_include: &str) -> DomainView {
+    use herald_engine::sending::domains::{RecordStatus, records};
     let checked = d.last_check.clone().unwrap_or_default();
     let records = records(&d, spf_include)
         .into_iter()
@@ -82,9 +82,9 @@ fn view_of(d: herald_engine::sending_domains::SendingDomain, spf_include: &str) 
 #[server(prefix = "/rpc", endpoint = "add_sending_domain")]
 pub async fn add_sending_domain(domain: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, sending_domains};
+    use herald_engine::{Role, sending::domains};
     let m = require_role(Role::Admin).await?;
-    sending_domains::add(&m.state.db, &m.state.signer, m.tenant, m.role, &domain).await?;
+    domains::add(&m.state.db, &m.state.signer, m.tenant, m.role, &domain).await?;
     m.audit(herald_engine::audit::Action::DomainAdded, domain.trim().to_lowercase(), serde_json::json!({})).await;
     Ok(())
 }
@@ -92,20 +92,20 @@ pub async fn add_sending_domain(domain: String) -> Result<(), AppError> {
 #[server(prefix = "/rpc", endpoint = "check_sending_domain")]
 pub async fn check_sending_domain(domain_id: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, sending_domains};
+    use herald_engine::{Role, sending::domains};
     let m = require_role(Role::Admin).await?;
     let id = crate::ssr::parse_id(&domain_id)?;
-    sending_domains::check(&m.state.db, &m.state.domains, m.tenant, m.role, id).await?;
+    domains::check(&m.state.db, &m.state.domains, m.tenant, m.role, id).await?;
     Ok(())
 }
 
 #[server(prefix = "/rpc", endpoint = "delete_sending_domain")]
 pub async fn delete_sending_domain(domain_id: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, sending_domains};
+    use herald_engine::{Role, sending::domains};
     let m = require_role(Role::Admin).await?;
     let id = crate::ssr::parse_id(&domain_id)?;
-    sending_domains::delete(&m.state.db, m.tenant, m.role, id).await?;
+    domains::delete(&m.state.db, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::DomainDeleted, id, serde_json::json!({})).await;
     Ok(())
 }

@@ -39,7 +39,7 @@ const PROVIDERS: [(&str, &str, &str); 5] = [
 #[server(prefix = "/rpc", endpoint = "list_webhooks")]
 pub async fn list_webhooks() -> Result<WebhooksView, AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::identities};
+    use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Viewer).await?;
     let base = m.state.base_url.trim_end_matches('/').to_string();
     let admin = m.role.can_administer();
@@ -61,7 +61,7 @@ pub async fn list_webhooks() -> Result<WebhooksView, AppError> {
 #[server(prefix = "/rpc", endpoint = "rotate_webhook")]
 pub async fn rotate_webhook(id: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::identities};
+    use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Admin).await?;
     let id = crate::ssr::parse_id(&id)?;
     identities::rotate_webhook(&m.state.db, m.tenant, m.role, id).await?;
@@ -71,7 +71,7 @@ pub async fn rotate_webhook(id: String) -> Result<(), AppError> {
 #[server(prefix = "/rpc", endpoint = "save_webhook")]
 pub async fn save_webhook(id: String, provider: String, secret: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::identities};
+    use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Admin).await?;
     let id = crate::ssr::parse_id(&id)?;
     identities::configure_webhook(&m.state.db, &m.state.signer, m.tenant, m.role, id, &provider, &secret).await?;

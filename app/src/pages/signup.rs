@@ -7,7 +7,7 @@ use crate::auth::Signup;
 use crate::components::ui::ActionError;
 use crate::pages::login::AuthCard;
 
-/// Mirrors the engine's rule (herald_engine::password) so it can be shown before submitting.
+/// Mirrors the engine's rule (herald_engine::infra::password) so it can be shown before submitting.
 const PASSWORD_MIN: usize = 10;
 
 #[component]

@@ -89,7 +89,7 @@ pub async fn list_messages(q: String, status: String) -> Result<MessagesView, Ap
 pub async fn transactional_settings() -> Result<TxSettingsView, AppError> {
     use crate::ssr::require_role;
     use herald_engine::Role;
-    use herald_engine::campaigns::identities;
+    use herald_engine::sending::identities;
     use herald_engine::transactional::settings;
     let m = require_role(Role::Viewer).await?;
     let s = settings::get(&m.state.db, m.tenant).await?;

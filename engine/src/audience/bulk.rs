@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use uuid::Uuid;
 
 use super::consent::Origin;
-use crate::db::Tx;
 use crate::domain::{Email, TenantId};
 use crate::error::{Error, Result};
+use crate::infra::db::Tx;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 pub struct ReaderInput {

@@ -5,9 +5,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::db::Tx;
 use crate::domain::TenantId;
 use crate::error::Result;
+use crate::infra::db::Tx;
 
 /// Where a change came from.
 #[derive(Clone, Debug, Default)]

@@ -7,9 +7,9 @@ use sqlx::{Postgres, QueryBuilder};
 use tokio::sync::mpsc;
 
 use super::readers::{ReaderFilter, push_filter};
-use crate::db::Db;
 use crate::domain::TenantId;
 use crate::error::Result;
+use crate::infra::db::Db;
 
 pub const HEADER: [&str; 6] = ["email", "name", "status", "created_at", "lists", "attributes"];
 /// Bytes handed to the response at a time.

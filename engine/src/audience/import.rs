@@ -14,9 +14,9 @@ use uuid::Uuid;
 
 use super::bulk::{self, Existing, ReaderInput};
 use super::consent::Origin;
-use crate::db::Db;
 use crate::domain::{Role, TenantId, UserId};
 use crate::error::{Error, Result};
+use crate::infra::db::Db;
 
 pub const CHUNK_BYTES: usize = 1024 * 1024;
 const BATCH_ROWS: usize = 5_000;
@@ -516,7 +516,7 @@ fn parse(
 #[derive(Clone, Debug)]
 pub struct ImportContext {
     pub db: Db,
-    pub signer: crate::tokens::Signer,
+    pub signer: crate::infra::tokens::Signer,
     pub jobs: crate::jobs::Jobs,
     pub base_url: String,
 }
@@ -701,7 +701,7 @@ async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> R
                 .await
             {
                 Ok(()) => {}
-                // A mail quota ([`crate::mail_quota`]): the reader stays unconfirmed, the import
+                // A mail quota ([`crate::sending::mail_quota`]): the reader stays unconfirmed, the import
                 // goes on.
                 Err(Error::Invalid(why)) => tracing::warn!(reader, %why, "confirmation not sent"),
                 Err(e) => return Err(e),

@@ -4,9 +4,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::db::Db;
 use crate::domain::{Role, Slug, TenantId};
 use crate::error::{Error, Result, is_unique_violation};
+use crate::infra::db::Db;
 
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 pub struct List {

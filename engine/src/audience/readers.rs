@@ -8,9 +8,9 @@ use sqlx::{Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::consent::{self, ConsentEvent, Origin};
-use crate::db::Db;
 use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result};
+use crate::infra::db::Db;
 
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 pub struct Reader {

@@ -12,12 +12,12 @@ use uuid::Uuid;
 use super::consent::{self, Origin};
 use super::lists::{self, List};
 use super::suppressions;
-use crate::db::{Db, Tx};
 use crate::domain::{CampaignId, Email, TenantId};
 use crate::error::{Error, Result};
+use crate::infra::db::{Db, Tx};
+use crate::infra::tokens::Signer;
 use crate::jobs::Jobs;
-use crate::mail::{OutgoingMail, escape_html};
-use crate::tokens::Signer;
+use crate::sending::mail::{OutgoingMail, escape_html};
 
 pub const CONFIRM_PURPOSE: &str = "confirm";
 pub const UNSUBSCRIBE_PURPOSE: &str = "unsubscribe";
@@ -278,7 +278,7 @@ fn confirmation_mail(to: &Email, workspace: &str, lists: &[String], link: &str) 
     let list_text = lists.join(", ");
     OutgoingMail {
         to: to.to_string(),
-        subject: format!("Please confirm your subscription: {}", crate::mail::subject_name(workspace)),
+        subject: format!("Please confirm your subscription: {}", crate::sending::mail::subject_name(workspace)),
         text: format!(
             "Please confirm that you want to receive {list_text} from {workspace}.\n\nConfirm: {link}\n\n\
              The link works for {CONFIRMATION_VALID_HOURS} hours. If you did not ask for this, ignore this email and nothing will happen."
@@ -425,7 +425,7 @@ pub async fn leave(db: &Db, signer: &Signer, token: &str, what: Leave, origin: &
         (w, _) => w,
     };
     if let (Some(campaign), Leave::ThisList | Leave::Everything) = (claim.c, &what) {
-        crate::feedback::record_unsubscribe(&mut tx, t, campaign, r, &origin.source).await?;
+        crate::events::record_unsubscribe(&mut tx, t, campaign, r, &origin.source).await?;
     }
     match what {
         Leave::ThisList => {

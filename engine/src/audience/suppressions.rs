@@ -4,9 +4,9 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::db::{Db, Tx};
 use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result};
+use crate::infra::db::{Db, Tx};
 
 pub const REASONS: [&str; 5] = ["hard_bounce", "soft_bounce", "complaint", "manual", "unsubscribed_all"];
 

@@ -13,9 +13,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::store::{self, Campaign, CampaignStatus};
-use crate::db::{Db, Tx};
 use crate::domain::{CampaignId, Role, TenantId, UserId};
 use crate::error::{Error, Result};
+use crate::infra::db::{Db, Tx};
 use crate::jobs::Jobs;
 use crate::workspaces::TeamRule;
 
@@ -141,16 +141,19 @@ pub async fn mail_approvers(
     tx.commit().await?;
     let link = format!("{}/campaigns/{campaign}", base_url.trim_end_matches('/'));
     for to in approvers {
-        let mail = crate::mail::OutgoingMail {
+        let mail = crate::sending::mail::OutgoingMail {
             to,
-            subject: format!("Herald: a campaign waits for your approval ({})", crate::mail::subject_name(&name)),
+            subject: format!(
+                "Herald: a campaign waits for your approval ({})",
+                crate::sending::mail::subject_name(&name)
+            ),
             text: format!(
                 "{asker} asks for the campaign \"{name}\" to go out. Approve it or turn it down here:\n{link}"
             ),
             html: format!(
                 "<p>{} asks for the campaign <strong>{}</strong> to go out.</p><p><a href=\"{link}\">Approve it or turn it down</a></p>",
-                crate::mail::escape_html(&asker),
-                crate::mail::escape_html(&name)
+                crate::sending::mail::escape_html(&asker),
+                crate::sending::mail::escape_html(&name)
             ),
         };
         match jobs.enqueue_workspace_mail(tenant, mail).await {

@@ -34,9 +34,9 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use super::fair_share::WorkspaceLoops;
-use super::identities::{self, SmtpIdentity};
-use super::rate;
-use super::render::{
+use crate::sending::identities::{self, SmtpIdentity};
+use crate::sending::rate;
+use crate::sending::render::{
     self, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, RenderedBody, TemplateError,
 };
 
@@ -45,13 +45,13 @@ type RenderedParts = std::result::Result<RenderedBody, TemplateError>;
 use super::store::{self, Campaign, CampaignStatus, FeedSource, TrackingMode};
 use super::tally::DomainTally;
 use crate::audience::subscribe::campaign_unsubscribe_url;
-use crate::db::Db;
 use crate::domain::{CampaignId, TenantId};
-use crate::egress::Egress;
 use crate::error::{Error, Result, persist};
-use crate::lease::{Closed, Fence, Lease, LeaseFor};
-use crate::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
-use crate::tokens::Signer;
+use crate::infra::db::Db;
+use crate::infra::egress::Egress;
+use crate::infra::tokens::Signer;
+use crate::sending::lease::{Closed, Fence, Lease, LeaseFor};
+use crate::sending::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
 use crate::tracking::links::{self, LinkRegistry};
 use crate::tracking::{Target, TrackingKeys, WorkspaceMac};
 
@@ -285,7 +285,8 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
             return Ok(());
         }
     };
-    let dkim = crate::sending_domains::dkim_signer(&cx.db, &cx.signer, tenant, &identity, &campaign.from_email).await?;
+    let dkim =
+        crate::sending::domains::dkim_signer(&cx.db, &cx.signer, tenant, &identity, &campaign.from_email).await?;
     let domain = campaign.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_else(|| "herald".into());
     let tracking = (campaign.tracking != TrackingMode::Off).then(|| {
         let keys = TrackingKeys::new(&cx.signer);
@@ -341,7 +342,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
 /// Takes the first free delivery slot of the campaign, or `None` when all are held.
 async fn take_slot(cx: &DeliveryContext, tenant: TenantId, campaign: CampaignId, slots: u32) -> Result<Option<Lease>> {
     for slot in 0..slots.max(1) as i32 {
-        let owner = crate::lease::owner(&cx.config.worker_id, &format!("deliver:{campaign}:{slot}"));
+        let owner = crate::sending::lease::owner(&cx.config.worker_id, &format!("deliver:{campaign}:{slot}"));
         let what = LeaseFor::Delivery { tenant, campaign, slot };
         if let Some(lease) = Lease::acquire(&cx.db, what, &owner, cx.config.lease).await? {
             return Ok(Some(lease));
@@ -750,7 +751,7 @@ impl Sender<'_> {
                 self.acks.push(Ack {
                     id: row.id,
                     email: row.email.clone(),
-                    provider_id: provider_id(&reply),
+                    provider_id: crate::sending::smtp_client::provider_id(&reply),
                     reply: truncate(&reply, 500),
                     at: Utc::now(),
                 });
@@ -898,7 +899,7 @@ impl Sender<'_> {
 
     /// Readers of these rows (still this lease's, not sent) get their frequency-cap marks back,
     /// unless another campaign has moved them since.
-    async fn give_back_cap(&self, tx: &mut crate::db::Tx, ids: &[i64]) -> Result<()> {
+    async fn give_back_cap(&self, tx: &mut crate::infra::db::Tx, ids: &[i64]) -> Result<()> {
         if self.frequency_cap_hours.is_none() || ids.is_empty() {
             return Ok(());
         }
@@ -978,8 +979,7 @@ impl Sender<'_> {
             if hard_bounce {
                 crate::audience::suppressions::add_in(&mut tx, tenant, &row.email, "hard_bounce", source).await?;
                 if changed > 0 {
-                    crate::feedback::record_sync_bounce(&mut tx, tenant, this.campaign.id, row.reader_id, reason)
-                        .await?;
+                    crate::events::record_sync_bounce(&mut tx, tenant, this.campaign.id, row.reader_id, reason).await?;
                 }
             }
             tx.commit().await?;
@@ -1078,14 +1078,6 @@ async fn auto_pause(cx: &DeliveryContext, tenant: TenantId, campaign: CampaignId
         Ok(_) | Err(Error::Conflict(_)) => Ok(()),
         Err(e) => Err(e),
     }
-}
-
-/// The provider's id for the message, when its 250 names one ("250 Ok: queued as 4B7D1", SES's
-/// "250 Ok 0100018c…"): the last word, if it looks like an id rather than prose.
-pub(crate) fn provider_id(reply: &str) -> Option<String> {
-    let word = reply.split_whitespace().last()?.trim_matches(|c: char| matches!(c, '<' | '>' | '.' | ',' | ')' | '('));
-    (word.len() >= 6 && word.len() <= 200 && word.chars().any(|c| c.is_ascii_digit()) && !word.contains('@'))
-        .then(|| word.to_string())
 }
 
 fn truncate(s: &str, max: usize) -> String {

@@ -15,9 +15,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::audience::readers::AttributeCondition;
-use crate::db::Db;
 use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
+use crate::infra::db::Db;
 use herald_types::CampaignStatus;
 
 /// Reader ids per chunk. Ranges, not LIMIT: a range scan of the subscriptions index per target

@@ -4,7 +4,7 @@
 //! data for this edition" (the reader is skipped, not sent an empty email); anything else is
 //! retried later like a 4xx from SMTP.
 //!
-//! The URL is the author's choice, so it goes through the egress policy ([`crate::egress`]):
+//! The URL is the author's choice, so it goes through the egress policy ([`crate::infra::egress`]):
 //! addresses inside the operator's network are refused, redirects included, and the reasons the
 //! author sees say nothing about what is there.
 
@@ -26,7 +26,7 @@ pub enum Fetched {
     Failed(String),
 }
 
-pub fn client(egress: &crate::egress::Egress) -> reqwest::Client {
+pub fn client(egress: &crate::infra::egress::Egress) -> reqwest::Client {
     egress.http_client(TIMEOUT, 3, "Herald feed fetcher")
 }
 
@@ -38,7 +38,7 @@ pub fn url_for(template: &str, email: &str, reader_id: i64) -> String {
 
 /// `client` must come from [`client`] (it applies the egress policy to every name it resolves);
 /// a URL naming an address directly is checked here.
-pub async fn fetch(client: &reqwest::Client, egress: &crate::egress::Egress, url: &str) -> Fetched {
+pub async fn fetch(client: &reqwest::Client, egress: &crate::infra::egress::Egress, url: &str) -> Fetched {
     const UNREACHABLE: &str = "the feed URL could not be reached";
     match url::Url::parse(url) {
         Ok(u) if egress.permits_url(&u) => {}
@@ -79,7 +79,7 @@ pub async fn fetch(client: &reqwest::Client, egress: &crate::egress::Egress, url
 /// Fetches for several readers at once (`CONCURRENCY` in flight); keyed by the caller's id.
 pub async fn fetch_all(
     client: &reqwest::Client,
-    egress: &crate::egress::Egress,
+    egress: &crate::infra::egress::Egress,
     requests: Vec<(i64, String)>,
 ) -> HashMap<i64, Fetched> {
     futures::stream::iter(requests)

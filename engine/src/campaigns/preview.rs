@@ -6,15 +6,15 @@ use serde_json::Value;
 use std::time::Duration;
 use uuid::Uuid;
 
-use super::identities::{self, SmtpIdentity};
-use super::render::{self, CompiledCampaign, Envelope, MessageContext, Recipient, Rendered};
 use super::store::{self, Campaign};
 use crate::audience::subscribe::unsubscribe_url;
-use crate::db::Db;
 use crate::domain::{CampaignId, Email, Role, TenantId};
 use crate::error::{Error, Result};
-use crate::smtp_client::SmtpConnection;
-use crate::tokens::Signer;
+use crate::infra::db::Db;
+use crate::infra::tokens::Signer;
+use crate::sending::identities::{self, SmtpIdentity};
+use crate::sending::render::{self, CompiledCampaign, Envelope, MessageContext, Recipient, Rendered};
+use crate::sending::smtp_client::SmtpConnection;
 
 pub const MAX_TEST_ADDRESSES: usize = 5;
 /// Test emails one workspace may send per hour (in bursts of up to [`TEST_SEND_BURST`]): enough
@@ -137,7 +137,7 @@ pub async fn test_send(
     signer: &Signer,
     base_url: &str,
     default_identity: &SmtpIdentity,
-    egress: &crate::egress::Egress,
+    egress: &crate::infra::egress::Egress,
     tenant: TenantId,
     role: Role,
     campaign: CampaignId,
@@ -158,7 +158,7 @@ pub async fn test_send(
         return Err(Error::invalid("Choose a sender address first."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
-    crate::sending_domains::require_verified_sender(&mut tx, tenant, c.identity_id.is_some(), &c.from_email).await?;
+    crate::sending::domains::require_verified_sender(&mut tx, tenant, c.identity_id.is_some(), &c.from_email).await?;
     tx.commit().await?;
     // Test emails are mail like any other: suppressed addresses are left out, and the rest
     // take tokens from the workspace's test allowance and from the identity's rate bucket.
@@ -179,7 +179,9 @@ pub async fn test_send(
     }
     let n = addresses.len() as u32;
     let key = format!("test-sends:{tenant}");
-    if let Some(wait) = super::rate::try_take(db, &key, n, TEST_SENDS_PER_HOUR / 3600.0, TEST_SEND_BURST).await? {
+    if let Some(wait) =
+        crate::sending::rate::try_take(db, &key, n, TEST_SENDS_PER_HOUR / 3600.0, TEST_SEND_BURST).await?
+    {
         return Err(Error::invalid(format!(
             "This workspace has sent many test emails in a short time; try again in about {} minute(s).",
             wait.as_secs().div_ceil(60).max(1)
@@ -187,9 +189,9 @@ pub async fn test_send(
     }
     let (workspace, sample) = load_context(db, tenant, None).await?;
     let identity = identities::resolve(db, signer, tenant, c.identity_id, default_identity, egress).await?;
-    let wait = super::rate::reserve(db, &identity.bucket, n, identity.rate_per_second, identity.burst).await?;
+    let wait = crate::sending::rate::reserve(db, &identity.bucket, n, identity.rate_per_second, identity.burst).await?;
     tokio::time::sleep(wait.min(Duration::from_secs(10))).await;
-    let dkim = crate::sending_domains::dkim_signer(db, signer, tenant, &identity, &c.from_email).await?;
+    let dkim = crate::sending::domains::dkim_signer(db, signer, tenant, &identity, &c.from_email).await?;
     let unsubscribe = unsubscribe_url(signer, base_url, tenant, 0, c.list_ids.first().map(|l| l.0));
     let rendered = render_as(&c, &workspace, &sample, &unsubscribe)?.map_err(|e| Error::invalid(e.to_string()))?;
     let rendered = Rendered { subject: format!("[Test] {}", rendered.subject), ..rendered };

@@ -4,9 +4,9 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::db::Db;
 use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
+use crate::infra::db::Db;
 use herald_types::CampaignStatus;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

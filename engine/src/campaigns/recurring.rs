@@ -20,9 +20,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::store::{self, Campaign, CampaignStatus};
-use crate::db::Db;
 use crate::domain::{CampaignId, Role, TenantId};
 use crate::error::{Error, Result};
+use crate::infra::db::Db;
 use crate::jobs::Jobs;
 
 pub use herald_types::{FeedSource, Recurrence};
@@ -41,7 +41,7 @@ pub(super) fn validate_feed_url(input: &super::store::CampaignInput) -> Result<(
 }
 
 /// Checks the time zone against Postgres's database (the one that computes the slots).
-async fn check_tz(tx: &mut crate::db::Tx, tz: &str) -> Result<()> {
+async fn check_tz(tx: &mut crate::infra::db::Tx, tz: &str) -> Result<()> {
     let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)")
         .bind(tz.trim())
         .fetch_one(&mut **tx)

@@ -10,9 +10,9 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::audience::export::CsvChunks;
-use crate::db::Db;
 use crate::domain::{CampaignId, TenantId};
 use crate::error::{Error, Result};
+use crate::infra::db::Db;
 use herald_types::{CampaignStatus, TrackingMode};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, sqlx::FromRow)]

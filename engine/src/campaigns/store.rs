@@ -4,12 +4,12 @@
 
 use chrono::{DateTime, Utc};
 
-use super::render::{CampaignContent, CompiledCampaign};
 use crate::audience::readers::AttributeCondition;
-use crate::db::{Db, Tx};
 use crate::domain::{CampaignId, Role, TenantId};
 use crate::error::{Error, Result};
+use crate::infra::db::{Db, Tx};
 use crate::jobs::Jobs;
+use crate::sending::render::{CampaignContent, CompiledCampaign};
 
 pub use herald_types::{BodyFormat, Campaign, CampaignInput, CampaignStatus, FeedSource, TrackingMode};
 
@@ -190,7 +190,7 @@ pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> 
     if c.from_email.trim().is_empty() {
         return Err(Error::invalid("Choose a sender address first."));
     }
-    crate::sending_domains::require_verified_sender(tx, tenant, c.identity_id.is_some(), &c.from_email).await?;
+    crate::sending::domains::require_verified_sender(tx, tenant, c.identity_id.is_some(), &c.from_email).await?;
     if c.list_ids.is_empty() {
         return Err(Error::invalid("Choose at least one list to send to."));
     }
@@ -204,7 +204,7 @@ pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> 
         return Err(Error::invalid("One of the chosen lists no longer exists."));
     }
     attribute_condition(c)?;
-    CompiledCampaign::compile(&content(c), &super::render::Workspace { name, postal_address: postal })
+    CompiledCampaign::compile(&content(c), &crate::sending::render::Workspace { name, postal_address: postal })
         .map_err(|e| Error::invalid(format!("Fix the template first: {e}")))?;
     Ok(())
 }

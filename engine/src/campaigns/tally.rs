@@ -5,18 +5,15 @@
 
 use std::collections::HashMap;
 
-use crate::db::{Db, Tx};
 use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
+use crate::events::domain_of;
+use crate::infra::db::{Db, Tx};
 
 #[derive(Debug, Default)]
 pub struct DomainTally {
     /// domain → (sent, failed, hard bounced)
     counts: HashMap<String, (i64, i64, i64)>,
-}
-
-pub fn domain_of(email: &str) -> String {
-    email.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()).unwrap_or_default()
 }
 
 impl DomainTally {

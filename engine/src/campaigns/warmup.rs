@@ -8,9 +8,9 @@
 //! that would go over is paused before delivery can claim a row of it. Resuming is refused while
 //! the campaign would still go over.
 
-use crate::db::{Db, Tx};
 use crate::domain::{CampaignId, TenantId};
 use crate::error::{Error, Result};
+use crate::infra::db::{Db, Tx};
 
 /// The workspace's limit, and the readers its campaigns started in the last 24 hours reached,
 /// other than `except`.

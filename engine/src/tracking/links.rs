@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use crate::db::Db;
 use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
+use crate::infra::db::Db;
 
 /// Personalised URLs (one per reader) would register a link per reader; past this many links a
 /// campaign's further URLs are left as they are.

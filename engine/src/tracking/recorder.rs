@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::token::Target;
-use crate::db::Db;
+use crate::infra::db::Db;
 
 /// Longest a hit waits in memory before its batch is written.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(250);

@@ -15,7 +15,7 @@ use sha2::Sha256;
 use uuid::Uuid;
 
 use crate::domain::TenantId;
-use crate::tokens::Signer;
+use crate::infra::tokens::Signer;
 
 const OPEN: u8 = b'o';
 const CLICK: u8 = b'c';

@@ -18,15 +18,15 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use super::messages::add_event;
-use crate::campaigns::identities::{self, SmtpIdentity};
-use crate::campaigns::rate;
-use crate::campaigns::render::{self, DkimSigner, Envelope, Rendered};
-use crate::db::Db;
 use crate::domain::TenantId;
 use crate::error::{Error, Result, persist};
-use crate::lease::{Lease, LeaseFor};
-use crate::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
-use crate::tokens::Signer;
+use crate::infra::db::Db;
+use crate::infra::tokens::Signer;
+use crate::sending::identities::{self, SmtpIdentity};
+use crate::sending::lease::{Lease, LeaseFor};
+use crate::sending::rate;
+use crate::sending::render::{self, DkimSigner, Envelope, Rendered};
+use crate::sending::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
 
 /// Waits after the 1st … 5th failed attempt; the 6th failure is final.
 pub const BACKOFF: [Duration; 5] = [
@@ -57,8 +57,8 @@ pub struct TxDeliveryConfig {
     /// The identity for workspaces that chose none.
     pub default_identity: SmtpIdentity,
     /// Where a workspace's own SMTP identity may connect (`HERALD_EGRESS_ALLOW`).
-    pub egress: crate::egress::Egress,
-    /// Each loop's lease (renewed every half-second while the loop lives; see [`crate::lease`]).
+    pub egress: crate::infra::egress::Egress,
+    /// Each loop's lease (renewed every half-second while the loop lives; see [`crate::sending::lease`]).
     pub lease: Duration,
     /// Messages per claim.
     pub batch_size: i32,
@@ -200,14 +200,14 @@ impl<'a> Sender<'a> {
     }
 
     /// The loop's lease, (re)taken when it has none or lost it.
-    async fn lease(&mut self) -> Result<(i64, crate::lease::Fence)> {
+    async fn lease(&mut self) -> Result<(i64, crate::sending::lease::Fence)> {
         if self.lease.as_ref().is_some_and(|l| !l.fence().is_open()) {
             // Lost (or Postgres was unreachable too long): whatever it still covers is the
             // reaper's now. A fresh lease gets a fresh token.
             self.lease = None;
         }
         if self.lease.is_none() {
-            let owner = crate::lease::owner(&self.cx.config.worker_id, "transactional");
+            let owner = crate::sending::lease::owner(&self.cx.config.worker_id, "transactional");
             self.lease = Lease::acquire(&self.cx.db, LeaseFor::Transactional, &owner, self.cx.config.lease).await?;
         }
         let lease = self.lease.as_ref().ok_or_else(|| Error::Unexpected(anyhow::anyhow!("no transactional lease")))?;
@@ -245,7 +245,7 @@ impl<'a> Sender<'a> {
                     SmtpErrorKind::Transient,
                     None,
                     "the message could not be prepared for sending (see the server log)",
-                    crate::smtp_client::SmtpStage::Connect,
+                    crate::sending::smtp_client::SmtpStage::Connect,
                 );
                 if let Err(e) = self.on_error(&m, failure).await {
                     tracing::warn!(error = ?e, message = %m.id, "could not record the failure; the reaper will requeue it");
@@ -380,7 +380,7 @@ impl<'a> Sender<'a> {
         let known = self.workspaces.get(&tenant).is_some_and(|w| w.dkim.contains_key(&domain));
         if !known {
             let signer =
-                crate::sending_domains::dkim_signer(&self.cx.db, &self.cx.signer, tenant, &identity, from_email)
+                crate::sending::domains::dkim_signer(&self.cx.db, &self.cx.signer, tenant, &identity, from_email)
                     .await?;
             if let Some(ws) = self.workspaces.get_mut(&tenant) {
                 ws.dkim.insert(domain, signer);
@@ -394,7 +394,7 @@ impl<'a> Sender<'a> {
     /// go out) without counting as ambiguous.
     async fn record_sent(&mut self, m: &Claimed, reply: &str) -> Result<()> {
         let (db, reply) = (&self.cx.db, &truncate(reply, 500));
-        let provider = &crate::campaigns::delivery::provider_id(reply);
+        let provider = &crate::sending::smtp_client::provider_id(reply);
         persist("record a 250", || async move {
             let mut tx = db.tenant_tx(m.tenant_id).await?;
             let n = sqlx::query(

@@ -15,9 +15,9 @@ use uuid::Uuid;
 
 use super::templates::{Compiled, RenderedMessage, find as find_template};
 use crate::audience::suppressions;
-use crate::db::{Db, Tx};
 use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result};
+use crate::infra::db::{Db, Tx};
 use crate::tracking::TrackingKeys;
 use crate::tracking::links;
 use crate::webhooks::{EventKind, ProviderEvent};
@@ -280,7 +280,7 @@ pub async fn enqueue(
         })?;
     let from_email = Email::parse(&from_email)?.as_str().to_string();
     let mut tx = db.tenant_tx(tenant).await?;
-    crate::sending_domains::require_verified_sender(&mut tx, tenant, own_identity, &from_email).await?;
+    crate::sending::domains::require_verified_sender(&mut tx, tenant, own_identity, &from_email).await?;
     tx.commit().await?;
     let from_name = [req.from_name.clone().unwrap_or_default(), from_name, ws_from_name]
         .into_iter()

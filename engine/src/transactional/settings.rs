@@ -4,9 +4,9 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::db::Db;
 use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result};
+use crate::infra::db::Db;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq, sqlx::FromRow)]
 pub struct TransactionalSettings {

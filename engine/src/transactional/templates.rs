@@ -8,11 +8,11 @@ use minijinja::Value;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::campaigns::render::{self, TemplateError};
-use crate::db::Db;
 use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result, is_unique_violation};
-use crate::template_sandbox::{Dialect, TemplateSet};
+use crate::infra::db::Db;
+use crate::sending::render::{self, TemplateError};
+use crate::sending::template_sandbox::{Dialect, TemplateSet};
 
 const MAX_SOURCE: usize = 512 * 1024;
 
@@ -206,7 +206,7 @@ fn name_taken(e: sqlx::Error, name: &str) -> Error {
 }
 
 async fn insert_version(
-    tx: &mut crate::db::Tx,
+    tx: &mut crate::infra::db::Tx,
     tenant: TenantId,
     id: Uuid,
     version: i32,
@@ -254,7 +254,7 @@ pub fn preview(subject: &str, html: &str, text: &str, sample: &serde_json::Value
 }
 
 /// Parsed templates, rendered once per message in the template sandbox
-/// ([`crate::template_sandbox`]).
+/// ([`crate::sending::template_sandbox`]).
 pub struct Compiled {
     templates: TemplateSet,
 }

@@ -314,8 +314,8 @@ struct Entries {
 pub struct CertCache {
     client: Option<reqwest::Client>,
     /// Certificate URLs are on the operator's trusted SNS host, and still go through the egress
-    /// policy like every other fetch (`crate::egress`).
-    egress: crate::egress::Egress,
+    /// policy like every other fetch (`crate::infra::egress`).
+    egress: crate::infra::egress::Egress,
     entries: Mutex<Entries>,
 }
 
@@ -327,11 +327,11 @@ impl Default for CertCache {
 
 impl CertCache {
     pub fn new() -> Self {
-        Self::with_egress(&crate::egress::Egress::default())
+        Self::with_egress(&crate::infra::egress::Egress::default())
     }
 
     /// No redirects: the checked host is the only one fetched from.
-    pub fn with_egress(egress: &crate::egress::Egress) -> Self {
+    pub fn with_egress(egress: &crate::infra::egress::Egress) -> Self {
         let client = Some(egress.http_client(FETCH_TIMEOUT, 0, "Herald SNS certificates"));
         Self { client, egress: egress.clone(), entries: Mutex::new(Entries::default()) }
     }
@@ -668,7 +668,7 @@ mod tests {
     async fn notification_v1_and_v2_bounce() -> anyhow::Result<()> {
         let (base, hits) = serve(vec![("/cert.pem", signer().1.clone())]).await?;
         let (cfg, certs, now) =
-            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
+            (test_cfg(), CertCache::with_egress(&crate::infra::egress::Egress::allow_loopback()), Utc::now());
         let msg = ses_bounce(&["jane@example.com"]);
         for version in ["1", "2"] {
             let env =
@@ -700,7 +700,7 @@ mod tests {
     async fn another_topic_is_refused_once_pinned() -> anyhow::Result<()> {
         let (base, _hits) = serve(vec![("/cert.pem", signer().1.clone())]).await?;
         let (cfg, certs, now) =
-            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
+            (test_cfg(), CertCache::with_egress(&crate::infra::egress::Egress::allow_loopback()), Utc::now());
         let env = notification("2", &ses_bounce(&["jane@example.com"]), &format!("{base}/cert.pem"), now, None);
         assert_eq!(topic_arn(&serde_json::to_vec(&env)?).as_deref(), Some(TOPIC));
         assert_eq!(events(run_pinned(&env, &cfg, &certs, now, Some(TOPIC)).await).len(), 1);
@@ -714,7 +714,7 @@ mod tests {
     async fn tampering_is_refused() -> anyhow::Result<()> {
         let (base, _hits) = serve(vec![("/cert.pem", signer().1.clone())]).await?;
         let (cfg, certs, now) =
-            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
+            (test_cfg(), CertCache::with_egress(&crate::infra::egress::Egress::allow_loopback()), Utc::now());
         let url = format!("{base}/cert.pem");
         let env = notification("1", &ses_bounce(&["jane@example.com"]), &url, now, None);
 
@@ -751,7 +751,7 @@ mod tests {
     #[tokio::test]
     async fn untrusted_cert_urls_are_refused_without_fetching() -> anyhow::Result<()> {
         let (base, hits) = serve(vec![("/cert.pem", signer().1.clone()), ("/cert.txt", signer().1.clone())]).await?;
-        let certs = CertCache::with_egress(&crate::egress::Egress::allow_loopback());
+        let certs = CertCache::with_egress(&crate::infra::egress::Egress::allow_loopback());
         let now = Utc::now();
         let msg = ses_bounce(&["jane@example.com"]);
         let port = base.rsplit(':').next().unwrap_or_default();
@@ -798,7 +798,7 @@ mod tests {
         let big = format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", "A".repeat(70 * 1024));
         let (base, _hits) = serve(vec![("/big.pem", big), ("/junk.pem", "hello".to_string())]).await?;
         let (cfg, certs, now) =
-            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
+            (test_cfg(), CertCache::with_egress(&crate::infra::egress::Egress::allow_loopback()), Utc::now());
         let msg = ses_bounce(&["jane@example.com"]);
         for path in ["/big.pem", "/junk.pem", "/missing.pem"] {
             let env = notification("1", &msg, &format!("{base}{path}"), now, None);
@@ -812,7 +812,7 @@ mod tests {
     async fn stale_or_future_timestamp_is_refused() -> anyhow::Result<()> {
         let (base, _hits) = serve(vec![("/cert.pem", signer().1.clone())]).await?;
         let (cfg, certs, now) =
-            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
+            (test_cfg(), CertCache::with_egress(&crate::infra::egress::Egress::allow_loopback()), Utc::now());
         let url = format!("{base}/cert.pem");
         let msg = ses_bounce(&["jane@example.com"]);
         let fresh = notification("2", &msg, &url, now - chrono::Duration::minutes(59), None);
@@ -832,7 +832,7 @@ mod tests {
     async fn subscription_confirmation_returns_url() -> anyhow::Result<()> {
         let (base, _hits) = serve(vec![("/cert.pem", signer().1.clone())]).await?;
         let (cfg, certs, now) =
-            (test_cfg(), CertCache::with_egress(&crate::egress::Egress::allow_loopback()), Utc::now());
+            (test_cfg(), CertCache::with_egress(&crate::infra::egress::Egress::allow_loopback()), Utc::now());
         let url = format!("{base}/cert.pem");
         let subscribe = format!("{base}/?Action=ConfirmSubscription&TopicArn={TOPIC}&Token=2336412f37");
         let env = confirmation("SubscriptionConfirmation", &subscribe, &url, now);

@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use herald_engine::mail::escape_html as e;
+use herald_engine::sending::mail::escape_html as e;
 use herald_engine::smtp_sink::MailSink;
 use serde::Serialize;
 

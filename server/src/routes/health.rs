@@ -12,7 +12,7 @@ pub async fn healthz() -> &'static str {
 }
 
 pub async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
-    let dead = herald_engine::jobs::dead_workers();
+    let dead = herald_engine::worker::dead_workers();
     if !dead.is_empty() {
         // The pollers restart on their own (with backoff); until then this process takes no
         // jobs of those kinds, and a load balancer or orchestrator should know.
@@ -20,7 +20,7 @@ pub async fn readyz(State(state): State<ServerState>) -> impl IntoResponse {
         tracing::warn!(?dead, "readiness: job workers down");
         return (StatusCode::SERVICE_UNAVAILABLE, format!("job workers down: {}", names.join(", ")));
     }
-    match herald_engine::migrate::is_current(&state.app.db).await {
+    match herald_engine::infra::migrate::is_current(&state.app.db).await {
         Ok(true) => (StatusCode::OK, "ready".to_string()),
         Ok(false) => (StatusCode::SERVICE_UNAVAILABLE, "migrations pending".to_string()),
         Err(e) => {

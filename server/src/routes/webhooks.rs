@@ -11,8 +11,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use chrono::Utc;
-use herald_engine::campaigns::identities;
 use herald_engine::feedback::{self, Applied};
+use herald_engine::sending::identities;
 use herald_engine::webhooks::{self, CertCache, Provider, Verified, WebhookConfig, WebhookError};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,11 +28,11 @@ pub struct WebhookState {
     pub config: Arc<WebhookConfig>,
     pub certs: Arc<CertCache>,
     /// SNS's SubscribeURL is fetched through the egress policy too.
-    pub egress: herald_engine::egress::Egress,
+    pub egress: herald_engine::infra::egress::Egress,
 }
 
 impl WebhookState {
-    pub fn new(config: WebhookConfig, egress: &herald_engine::egress::Egress) -> Self {
+    pub fn new(config: WebhookConfig, egress: &herald_engine::infra::egress::Egress) -> Self {
         Self { config: Arc::new(config), certs: Arc::new(CertCache::with_egress(egress)), egress: egress.clone() }
     }
 }

@@ -68,7 +68,7 @@ async fn a_forgotten_password_is_reset_once_by_the_latest_link_and_every_session
     assert!(!r.ok() && r.message().contains("newer reset link"), "{:?}", r.body);
 
     // Forged: a token signed with another key, and garbage.
-    let forged = herald_engine::tokens::Signer::new(b"not-the-server-key-not-the-server-key").sign(
+    let forged = herald_engine::infra::tokens::Signer::new(b"not-the-server-key-not-the-server-key").sign(
         "password-reset",
         Some(chrono::Utc::now().timestamp() + 600),
         &("00000000-0000-0000-0000-000000000000", 2, "0000000000000000"),

@@ -47,7 +47,7 @@ async fn an_unconfirmed_account_sets_up_but_cannot_create_keys_until_it_opens_th
     assert_eq!(b.call("resend_verification", &[]).await.status, StatusCode::CONFLICT);
 
     // Forged and tampered links.
-    let forged = herald_engine::tokens::Signer::new(b"another-key-another-key-another-key").sign(
+    let forged = herald_engine::infra::tokens::Signer::new(b"another-key-another-key-another-key").sign(
         "verify-email",
         Some(chrono::Utc::now().timestamp() + 600),
         &("00000000-0000-0000-0000-000000000000", "fresh@example.com"),

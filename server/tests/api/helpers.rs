@@ -52,7 +52,7 @@ async fn template() -> anyhow::Result<String> {
                     .await;
             }
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&admin).await?;
-            herald_engine::migrate::run(&url_with_db(&owner_url(), &name)).await?;
+            herald_engine::infra::migrate::run(&url_with_db(&owner_url(), &name)).await?;
             Ok::<_, anyhow::Error>(name)
         })
         .await
@@ -106,7 +106,7 @@ pub async fn spawn_app_with(extra: &[(&str, &str)]) -> TestApp {
 /// A fresh database copied from the migrated template; returns its owner URL.
 pub async fn fresh_database() -> anyhow::Result<String> {
     // This test binary is not `herald`: tenants' templates render in the real binary's sandbox.
-    herald_engine::template_sandbox::use_program(env!("CARGO_BIN_EXE_herald"));
+    herald_engine::sending::template_sandbox::use_program(env!("CARGO_BIN_EXE_herald"));
     let template = template().await?;
     let db = format!("herald_t_{}_{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..10]);
     let admin = admin_pool().await?;
@@ -126,7 +126,7 @@ pub async fn fresh_database() -> anyhow::Result<String> {
             Err(e) => return Err(e.into()),
         }
     }
-    herald_engine::migrate::restrict_database(&admin, &db).await?;
+    herald_engine::infra::migrate::restrict_database(&admin, &db).await?;
     admin.close().await;
     Ok(url_with_db(&owner_url(), &db))
 }
@@ -229,7 +229,7 @@ impl TestApp {
     /// `domain` and its subdomains.
     pub async fn verify_domain(&self, workspace_id: &str, domain: &str) {
         let tenant: herald_engine::TenantId = workspace_id.parse().expect("workspace id");
-        herald_engine::sending_domains::mark_verified(&self.app.db, &self.app.signer, tenant, domain)
+        herald_engine::sending::domains::mark_verified(&self.app.db, &self.app.signer, tenant, domain)
             .await
             .expect("domain verified");
     }

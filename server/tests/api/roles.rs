@@ -95,7 +95,7 @@ async fn logged_out_callers_get_401() {
 /// replace it; authors and viewers see only whether webhooks are on.
 #[tokio::test]
 async fn only_admins_see_and_rotate_webhook_urls() -> TestResult {
-    use herald_engine::campaigns::identities;
+    use herald_engine::sending::identities;
     let app = spawn_app().await;
     let (_owner, ws) = app.owner_with_workspace("hooks-owner@example.com", "Hooks").await;
     let admin = app.add_member(&ws, "hooks-admin@example.com", "admin").await;

@@ -274,7 +274,7 @@ async fn system_mail_is_limited_per_recipient_and_per_workspace() -> TestResult 
     let read = sqlx::query("SELECT count(*) FROM system_mail_log").execute(app.app.db.pool()).await;
     assert!(read.is_err_and(|e| e.to_string().contains("permission denied")));
     // The operator raises B's limit (`herald admin set-limits`); A was never affected.
-    herald_engine::mail_quota::set_workspace_limit(&app.app.db, b_id.parse()?, Some(10)).await?;
+    herald_engine::sending::mail_quota::set_workspace_limit(&app.app.db, b_id.parse()?, Some(10)).await?;
     assert!(b.call("invite_member", &[("email", "member3@example.com"), ("role", "viewer")]).await.ok());
     assert_eq!(subscribe(&app, &a_slug, "someone@example.com", &[&a1]).await.status(), StatusCode::OK);
     Ok(())

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herald_engine::Role;
-use herald_engine::campaigns::{delivery, rate, store};
+use herald_engine::campaigns::{delivery, store};
+use herald_engine::sending::rate;
 use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults};
 use uuid::Uuid;
 

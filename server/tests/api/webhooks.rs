@@ -4,7 +4,8 @@
 //! the test (engine/src/webhooks).
 
 use herald_engine::CampaignId;
-use herald_engine::campaigns::{identities, stats};
+use herald_engine::campaigns::stats;
+use herald_engine::sending::identities;
 use herald_engine::webhooks::sign_generic;
 use herald_engine::{Role, TenantId};
 use serde_json::{Value, json};

@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-pub use herald_engine::mail::escape_html as esc;
+pub use herald_engine::sending::mail::escape_html as esc;
 
 /// A centred card page, with `title` escaped and `body` trusted (callers escape what they insert).
 pub fn card_page(status: StatusCode, title: &str, body: &str) -> Response {

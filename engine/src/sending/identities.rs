@@ -1,5 +1,5 @@
 //! Sending identities: the SMTP servers a workspace sends through, with their connection limit,
-//! rate and optional DKIM key. Credentials and keys are sealed at rest ([`crate::sealing`]).
+//! rate and optional DKIM key. Credentials and keys are sealed at rest ([`crate::infra::sealing`]).
 //! A workspace without identities sends through the server's default (`HERALD_SMTP_URL`).
 
 use chrono::{DateTime, Utc};
@@ -7,13 +7,13 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use uuid::Uuid;
 
-use crate::db::Db;
 use crate::domain::{Role, TenantId};
-use crate::egress::Egress;
 use crate::error::{Error, Result, is_unique_violation};
-use crate::sealing;
-use crate::smtp_client::{SmtpConnection, SmtpServer};
-use crate::tokens::Signer;
+use crate::infra::db::Db;
+use crate::infra::egress::Egress;
+use crate::infra::sealing;
+use crate::infra::tokens::Signer;
+use crate::sending::smtp_client::{SmtpConnection, SmtpServer};
 
 /// What the delivery workers need to send through one identity.
 #[derive(Clone, Debug)]
@@ -171,7 +171,7 @@ pub async fn save(
     let domain = input.dkim_domain.trim();
     let key = input.dkim_private_key.trim();
     if !key.is_empty() {
-        crate::campaigns::render::DkimSigner::new(input.dkim_selector.trim(), domain, key)
+        crate::sending::render::DkimSigner::new(input.dkim_selector.trim(), domain, key)
             .map_err(|_| Error::invalid("The DKIM private key is not a valid PEM RSA or Ed25519 key."))?;
     }
     let sealed_key = (!key.is_empty()).then(|| sealing::seal(signer, key));
@@ -241,7 +241,7 @@ pub async fn configure_webhook(
     if secret.len() > 4096 {
         return Err(Error::invalid("The webhook secret is too long."));
     }
-    let token = crate::tokens::random_token();
+    let token = crate::infra::tokens::random_token();
     let mut tx = db.tenant_tx(tenant).await?;
     let identity = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE sending_identities SET webhook_provider = nullif($3, ''), webhook_token = coalesce(webhook_token, $4),
@@ -332,7 +332,7 @@ pub async fn rotate_webhook(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> 
     )))
     .bind(tenant)
     .bind(id)
-    .bind(crate::tokens::random_token())
+    .bind(crate::infra::tokens::random_token())
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(Error::NotFound)?;

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
 use serde::{Deserialize, Serialize};
 
-use crate::campaigns::render::{self, TemplateError};
+use crate::sending::render::{self, TemplateError};
 
 /// MiniJinja instructions one render may execute: far above any real message, low enough that a
 /// runaway loop fails in milliseconds.

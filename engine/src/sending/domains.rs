@@ -24,13 +24,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use uuid::Uuid;
 
-use crate::campaigns::identities::{DkimKey, SmtpIdentity};
-use crate::campaigns::render::DkimSigner;
-use crate::db::{Db, Tx};
 use crate::domain::{Role, TenantId};
 use crate::error::{Error, Result};
-use crate::sealing;
-use crate::tokens::Signer;
+use crate::infra::db::{Db, Tx};
+use crate::infra::sealing;
+use crate::infra::tokens::Signer;
+use crate::sending::identities::{DkimKey, SmtpIdentity};
+use crate::sending::render::DkimSigner;
 
 /// The DKIM selector Herald publishes its keys under (`herald._domainkey.example.com`).
 pub const DKIM_SELECTOR: &str = "herald";

@@ -38,7 +38,7 @@ use lettre::transport::smtp::response::{Response, Severity};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::lease::Fence;
+use crate::sending::lease::Fence;
 
 /// lettre's stream type: deprecated as "not meant to be public", but it is the only way to run
 /// lettre's TLS (and its certificate store) over a socket we opened.
@@ -82,7 +82,7 @@ pub struct SmtpServer {
     pub helo: String,
     /// `Some` for a server a tenant named: only addresses and ports this policy permits are
     /// connected to. `None` for the operator's own (`HERALD_SMTP_URL`).
-    pub egress: Option<crate::egress::Egress>,
+    pub egress: Option<crate::infra::egress::Egress>,
 }
 
 impl fmt::Debug for SmtpServer {
@@ -432,7 +432,7 @@ struct Tap {
     tail: AtomicU64,
     /// What the server sent after lettre's first write (EHLO) and before its second.
     ehlo_reply: Mutex<Vec<u8>>,
-    /// While a fenced send runs: no byte is written once it closes (see [`crate::lease`]).
+    /// While a fenced send runs: no byte is written once it closes (see [`crate::sending::lease`]).
     fence: Mutex<Option<Fence>>,
 }
 
@@ -881,7 +881,11 @@ fn data_body(raw: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
-async fn open_tcp(host: &str, port: u16, egress: Option<&crate::egress::Egress>) -> Result<TcpStream, SmtpError> {
+async fn open_tcp(
+    host: &str,
+    port: u16,
+    egress: Option<&crate::infra::egress::Egress>,
+) -> Result<TcpStream, SmtpError> {
     let stage = SmtpStage::Connect;
     let addrs: Vec<std::net::SocketAddr> = match egress {
         // A tenant's server: only checked addresses, and the tenant learns nothing of the inside.
@@ -1011,6 +1015,14 @@ pub async fn blast(
     }
     let elapsed = started.elapsed();
     Ok(BlastReport { messages: sent, connections, elapsed, per_second: sent as f64 / elapsed.as_secs_f64().max(1e-9) })
+}
+
+/// The provider's id for the message, when its 250 names one ("250 Ok: queued as 4B7D1", SES's
+/// "250 Ok 0100018c…"): the last word, if it looks like an id rather than prose.
+pub(crate) fn provider_id(reply: &str) -> Option<String> {
+    let word = reply.split_whitespace().last()?.trim_matches(|c: char| matches!(c, '<' | '>' | '.' | ',' | ')' | '('));
+    (word.len() >= 6 && word.len() <= 200 && word.chars().any(|c| c.is_ascii_digit()) && !word.contains('@'))
+        .then(|| word.to_string())
 }
 
 #[cfg(test)]

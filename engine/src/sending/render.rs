@@ -27,7 +27,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{Error, Result};
-use crate::template_sandbox::{Dialect, RenderFailure, TemplateSet};
+use crate::sending::template_sandbox::{Dialect, RenderFailure, TemplateSet};
 
 // ---------------------------------------------------------------------------------------------
 // Content
@@ -131,7 +131,7 @@ const BODY: &str = "body";
 const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
 /// A campaign whose templates are parsed once and rendered per reader, in the template sandbox
-/// ([`crate::template_sandbox`]). `Send + Sync`: share it behind an `Arc` across sending tasks.
+/// ([`crate::sending::template_sandbox`]). `Send + Sync`: share it behind an `Arc` across sending tasks.
 pub struct CompiledCampaign {
     templates: TemplateSet,
     format: BodyFormat,
@@ -544,7 +544,7 @@ pub fn html_to_text(html: &str) -> String {
 }
 
 /// Herald's one HTML escape (also what [`Escape::Html`] writes inside templates).
-pub(crate) use crate::mail::escape_html;
+pub(crate) use crate::sending::mail::escape_html;
 
 // ---------------------------------------------------------------------------------------------
 // Layout

@@ -8,7 +8,7 @@ use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use rand::RngCore;
 
 use crate::error::{Error, Result};
-use crate::tokens::Signer;
+use crate::infra::tokens::Signer;
 
 const PURPOSE: &str = "seal-v1";
 

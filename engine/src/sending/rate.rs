@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use crate::db::Db;
 use crate::error::Result;
+use crate::infra::db::Db;
 
 /// Reserves `n` tokens from `key` (rate `per_second`, up to `burst` at once) and returns how
 /// long the caller must wait before sending them.

@@ -6,7 +6,7 @@ use sqlx::PgPool;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPoolOptions;
 
-use crate::db::{Db, RUNTIME_ROLE};
+use crate::infra::db::{Db, RUNTIME_ROLE};
 
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 

@@ -5,9 +5,9 @@
 //! workspaces or IP addresses. The count lives in Postgres (`claim_system_mail`, migration 0018),
 //! so every process of an installation shares it.
 
-use crate::db::Db;
 use crate::domain::TenantId;
 use crate::error::{Error, Result};
+use crate::infra::db::Db;
 
 /// Per 24 hours. `HERALD_SYSTEM_MAIL_PER_WORKSPACE` and `HERALD_SYSTEM_MAIL_PER_RECIPIENT`;
 /// `herald admin set-limits` raises one workspace's.
