@@ -15,9 +15,13 @@ mod string_enum;
 pub mod campaign;
 pub mod ids;
 pub mod invalid;
+pub mod progress;
+pub mod template;
 pub mod values;
 
 pub use campaign::{BodyFormat, Campaign, CampaignInput, CampaignStatus, FeedSource, Recurrence, TrackingMode};
 pub use ids::{BadId, CampaignId, IdentityId, ListId, TenantId, UserId};
 pub use invalid::{FieldError, Invalid, Problems};
+pub use progress::{Failure, Progress, Report, SendStatus, SkipCount};
+pub use template::TemplateInput;
 pub use values::{Email, Forbidden, Role, Slug};

@@ -9,63 +9,13 @@ use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, human_d
 use crate::error::AppError;
 use crate::pages::campaign::CampaignDetail;
 use crate::pages::campaigns::CampaignStatusBadge;
-use herald_types::{CampaignId, CampaignStatus};
+use herald_types::{CampaignId, CampaignStatus, Report};
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FailureRow {
-    pub email: String,
-    pub reason: String,
-    pub attempts: i32,
-    pub hard_bounce: bool,
-    pub updated_at: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SkipRow {
-    pub reason: String,
-    pub count: i64,
-}
-
+/// The engine's report, and whether this member may act on it (pause, resume, cancel, retry).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReportView {
-    pub status: CampaignStatus,
-    pub pause_reason: Option<String>,
-    pub fanout_done: bool,
-    pub recipients: i64,
-    pub queued: i64,
-    pub sending: i64,
-    pub sent: i64,
-    pub failed: i64,
-    pub skipped: i64,
-    pub expired: i64,
-    pub cancelled: i64,
-    pub hard_bounces: i64,
-    pub ambiguous: i64,
-    pub rate: f64,
-    pub eta_seconds: Option<i64>,
-    /// Finished share, 0–100, rounded down (100 only when everything finished).
-    pub percent: u8,
-    pub started_at: Option<String>,
-    pub finished_at: Option<String>,
-    pub failures: Vec<FailureRow>,
-    pub skip_reasons: Vec<SkipRow>,
+    pub report: Report,
     pub can_act: bool,
-}
-
-impl ReportView {
-    /// Rows with a final outcome so far.
-    fn finished(&self) -> i64 {
-        self.sent + self.failed + self.skipped + self.expired + self.cancelled
-    }
-
-    fn total(&self) -> i64 {
-        self.finished() + self.queued + self.sending
-    }
-
-    /// Still moving: worth polling.
-    fn live(&self) -> bool {
-        self.status == CampaignStatus::Sending || (self.status == CampaignStatus::Paused && self.sending > 0)
-    }
 }
 
 #[server(prefix = "/rpc", endpoint = "campaign_report")]
@@ -73,46 +23,8 @@ pub async fn campaign_report(id: CampaignId) -> Result<ReportView, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::progress};
     let m = require_role(Role::Viewer).await?;
-    let r = progress::report(&m.state.db, m.tenant, id).await?;
-    let p = r.progress;
-    let percent = if p.status == CampaignStatus::Sent {
-        100
-    } else {
-        (p.done_fraction() * 100.0).floor().clamp(0.0, 100.0) as u8
-    };
-    Ok(ReportView {
-        percent,
-        status: p.status,
-        pause_reason: p.pause_reason,
-        fanout_done: p.fanout_done,
-        recipients: p.recipients,
-        queued: p.queued,
-        sending: p.sending,
-        sent: p.sent,
-        failed: p.failed,
-        skipped: p.skipped,
-        expired: p.expired,
-        cancelled: p.cancelled,
-        hard_bounces: p.hard_bounces,
-        ambiguous: p.ambiguous,
-        rate: p.rate,
-        eta_seconds: p.eta_seconds,
-        started_at: p.started_at.map(|t| t.to_rfc3339()),
-        finished_at: p.finished_at.map(|t| t.to_rfc3339()),
-        failures: r
-            .failures
-            .into_iter()
-            .map(|f| FailureRow {
-                email: f.email,
-                reason: f.reason.unwrap_or_default(),
-                attempts: f.attempts,
-                hard_bounce: f.hard_bounce,
-                updated_at: f.updated_at.to_rfc3339(),
-            })
-            .collect(),
-        skip_reasons: r.skipped.into_iter().map(|(reason, count)| SkipRow { reason, count }).collect(),
-        can_act: m.role.can_author(),
-    })
+    let report = progress::report(&m.state.db, m.tenant, id).await?;
+    Ok(ReportView { report, can_act: m.role.can_author() })
 }
 
 #[server(prefix = "/rpc", endpoint = "pause_campaign")]
@@ -201,7 +113,7 @@ pub fn CampaignProgress(
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
             move || {
-                let live = report.get_untracked().and_then(|r| r.ok()).is_some_and(|r| r.live());
+                let live = report.get_untracked().and_then(|r| r.ok()).is_some_and(|r| r.report.progress.live());
                 if live {
                     tick.update(|t| *t += 1);
                 }
@@ -256,11 +168,12 @@ struct Buttons {
 #[component]
 fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl IntoView {
     let Buttons { pause, resume, confirm_cancel, confirm_retry, id } = buttons;
-    let status = r.status;
+    let p = r.report.progress.clone();
+    let status = p.status;
     let sending = status == CampaignStatus::Sending;
     let paused = status == CampaignStatus::Paused;
     let can_retry = r.can_act
-        && r.failed > r.hard_bounces
+        && p.failed > p.hard_bounces
         && matches!(status, CampaignStatus::Sent | CampaignStatus::Sending | CampaignStatus::Paused);
     let bar_class = match status {
         CampaignStatus::Sent => "h-4 rounded-full bg-emerald-500 transition-all duration-500",
@@ -268,28 +181,28 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
         CampaignStatus::Cancelled => "h-4 rounded-full bg-slate-400 transition-all duration-500",
         _ => "h-4 rounded-full bg-indigo-500 transition-all duration-500",
     };
-    let total = r.total();
-    let finished = r.finished();
-    let progress_line = if !r.fanout_done && sending {
+    let total = p.total();
+    let finished = p.finished();
+    let progress_line = if !p.fanout_done && sending {
         format!("Preparing the audience… {total} queued so far")
     } else {
         format!("{finished} of {total} done")
     };
-    let rate_line = match (sending, r.eta_seconds) {
-        (true, Some(eta)) => format!("{:.1} messages/s · about {} left", r.rate, human_duration(eta)),
-        (true, None) => format!("{:.1} messages/s", r.rate),
+    let rate_line = match (sending, p.eta_seconds) {
+        (true, Some(eta)) => format!("{:.1} messages/s · about {} left", p.rate, human_duration(eta)),
+        (true, None) => format!("{:.1} messages/s", p.rate),
         _ => String::new(),
     };
     let counts = [
-        ("Queued", r.queued, "count-queued", "Waiting their turn"),
-        ("Sending", r.sending, "count-sending", "Handed to a connection right now"),
-        ("Sent", r.sent, "count-sent", "Accepted by the mail server"),
-        ("Failed", r.failed, "count-failed", "Refused or undeliverable"),
-        ("Skipped", r.skipped, "count-skipped", "Suppressed, unsubscribed or over the frequency cap"),
-        ("Expired", r.expired, "count-expired", "Waited longer than the maximum queue age"),
-        ("Cancelled", r.cancelled, "count-cancelled", "Not sent because the campaign was cancelled"),
+        ("Queued", p.queued, "count-queued", "Waiting their turn"),
+        ("Sending", p.sending, "count-sending", "Handed to a connection right now"),
+        ("Sent", p.sent, "count-sent", "Accepted by the mail server"),
+        ("Failed", p.failed, "count-failed", "Refused or undeliverable"),
+        ("Skipped", p.skipped, "count-skipped", "Suppressed, unsubscribed or over the frequency cap"),
+        ("Expired", p.expired, "count-expired", "Waited longer than the maximum queue age"),
+        ("Cancelled", p.cancelled, "count-cancelled", "Not sent because the campaign was cancelled"),
     ];
-    let show_report = status.is_finished() || !r.failures.is_empty() || !r.skip_reasons.is_empty();
+    let show_report = status.is_finished() || !r.report.failures.is_empty() || !r.report.skipped.is_empty();
     let subject = c.campaign.subject.clone();
     view! {
         <div class="mb-6">
@@ -297,8 +210,8 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
             <div class="mt-1 flex flex-wrap items-center gap-3 text-sm text-slate-500">
                 <span data-testid="campaign-status"><CampaignStatusBadge status=status/></span>
                 <span class="truncate">"Subject: " {subject}</span>
-                {r.started_at.as_deref().map(|t| view! { <span>"Started " {short_time(t)} " UTC"</span> })}
-                {r.finished_at.as_deref().map(|t| view! { <span>"Finished " {short_time(t)} " UTC"</span> })}
+                {p.started_at.map(|t| view! { <span>"Started " {short_time(&t.to_rfc3339())} " UTC"</span> })}
+                {p.finished_at.map(|t| view! { <span>"Finished " {short_time(&t.to_rfc3339())} " UTC"</span> })}
                 <a href=format!("/campaigns/{}/stats", id.get_value()) class="font-medium text-indigo-600 hover:underline"
                     data-testid="stats-link">"Opens, clicks and bounces →"</a>
             </div>
@@ -307,7 +220,7 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
             <div class="mb-6 flex items-start justify-between gap-4 rounded-md border border-orange-200 bg-orange-50 px-4 py-3 text-sm text-orange-800" role="alert" data-testid="pause-reason">
                 <div>
                     <p class="font-medium">"Sending is paused"</p>
-                    <p class="mt-1">{r.pause_reason.clone().unwrap_or_else(|| "No reason was given.".into())}</p>
+                    <p class="mt-1">{p.pause_reason.clone().unwrap_or_else(|| "No reason was given.".into())}</p>
                 </div>
                 {r.can_act.then(|| view! {
                     <button type="button" class="btn-primary shrink-0" disabled=move || resume.pending().get()
@@ -318,11 +231,11 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
         <Card>
             <div class="mb-2 flex items-end justify-between">
                 <span class="text-sm text-slate-600" data-testid="progress-line">{progress_line}</span>
-                <span class="text-3xl font-semibold tabular-nums text-slate-900" data-testid="send-percent">{format!("{}%", r.percent)}</span>
+                <span class="text-3xl font-semibold tabular-nums text-slate-900" data-testid="send-percent">{format!("{}%", p.percent())}</span>
             </div>
             <div class="h-4 w-full overflow-hidden rounded-full bg-slate-100" role="progressbar" aria-label="Send progress"
-                aria-valuemin="0" aria-valuemax="100" aria-valuenow=r.percent>
-                <div class=bar_class style=format!("width: {}%", r.percent)></div>
+                aria-valuemin="0" aria-valuemax="100" aria-valuenow=p.percent()>
+                <div class=bar_class style=format!("width: {}%", p.percent())></div>
             </div>
             <p class="mt-2 h-4 text-xs text-slate-500" data-testid="send-rate">{rate_line}</p>
             <dl class="mt-6 grid grid-cols-4 gap-4 text-center text-sm lg:grid-cols-7">
@@ -333,10 +246,10 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
                     </div>
                 }).collect_view()}
             </dl>
-            {(r.hard_bounces > 0 || r.ambiguous > 0).then(|| view! {
+            {(p.hard_bounces > 0 || p.ambiguous > 0).then(|| view! {
                 <p class="mt-3 text-xs text-slate-500">
-                    {format!("{} hard bounce{} (now suppressed)", r.hard_bounces, if r.hard_bounces == 1 { "" } else { "s" })}
-                    {(r.ambiguous > 0).then(|| format!(" · {} message{} re-sent after a connection dropped mid-delivery", r.ambiguous, if r.ambiguous == 1 { "" } else { "s" }))}
+                    {format!("{} hard bounce{} (now suppressed)", p.hard_bounces, if p.hard_bounces == 1 { "" } else { "s" })}
+                    {(p.ambiguous > 0).then(|| format!(" · {} message{} re-sent after a connection dropped mid-delivery", p.ambiguous, if p.ambiguous == 1 { "" } else { "s" }))}
                 </p>
             })}
             {r.can_act.then(|| view! {
@@ -364,8 +277,8 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
 
 #[component]
 fn ReportTables(r: ReportView) -> impl IntoView {
-    let failures = r.failures;
-    let skips = r.skip_reasons;
+    let failures = r.report.failures;
+    let skips = r.report.skipped;
     view! {
         <Card title="Report">
             <h3 class="mb-2 text-sm font-medium text-slate-700">"Failures"</h3>
@@ -384,9 +297,9 @@ fn ReportTables(r: ReportView) -> impl IntoView {
                                         <div class="font-medium">{f.email}</div>
                                         {f.hard_bounce.then(|| view! { <span class="badge bg-red-50 text-red-700 ring-red-200">"Hard bounce"</span> })}
                                     </td>
-                                    <td class="py-2 align-top font-mono text-xs break-all text-slate-600">{if f.reason.is_empty() { "—".to_string() } else { f.reason }}</td>
+                                    <td class="py-2 align-top font-mono text-xs break-all text-slate-600">{f.reason.filter(|r| !r.is_empty()).unwrap_or_else(|| "—".to_string())}</td>
                                     <td class="py-2 text-right align-top tabular-nums">{f.attempts}</td>
-                                    <td class="py-2 pl-4 align-top text-slate-500 whitespace-nowrap">{short_time(&f.updated_at)}</td>
+                                    <td class="py-2 pl-4 align-top text-slate-500 whitespace-nowrap">{short_time(&f.updated_at.to_rfc3339())}</td>
                                 </tr>
                             }).collect_view()}
                         </tbody>

@@ -50,8 +50,7 @@ pub async fn list_campaigns() -> Result<CampaignsView, AppError> {
             (None, None)
         } else {
             let p = progress::progress(&m.state.db, m.tenant, c.id).await?;
-            let percent = matches!(c.status, CampaignStatus::Sending | CampaignStatus::Paused)
-                .then(|| (p.done_fraction() * 100.0).floor().clamp(0.0, 100.0) as u8);
+            let percent = matches!(c.status, CampaignStatus::Sending | CampaignStatus::Paused).then(|| p.percent());
             (Some(p.sent), percent)
         };
         campaigns.push(CampaignRow {

@@ -2,47 +2,14 @@
 //! and an ETA, failures with their reasons, and why readers were skipped.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
 use crate::infra::db::Db;
-use herald_types::CampaignStatus;
+use herald_types::{CampaignStatus, SendStatus};
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct Progress {
-    pub status: CampaignStatus,
-    pub pause_reason: Option<String>,
-    pub fanout_done: bool,
-    pub recipients: i64,
-    pub queued: i64,
-    pub sending: i64,
-    pub sent: i64,
-    pub failed: i64,
-    pub skipped: i64,
-    pub expired: i64,
-    pub cancelled: i64,
-    pub hard_bounces: i64,
-    /// Messages re-sent after an ambiguous outcome (lease expired mid-SMTP).
-    pub ambiguous: i64,
-    /// Messages per second over the last 10 seconds.
-    pub rate: f64,
-    /// Seconds until the queue is empty at the current rate.
-    pub eta_seconds: Option<i64>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: Option<DateTime<Utc>>,
-}
-
-impl Progress {
-    /// Rows with a final outcome, out of all rows written so far.
-    pub fn done_fraction(&self) -> f64 {
-        let total = self.queued + self.sending + self.sent + self.failed + self.skipped + self.expired + self.cancelled;
-        if total == 0 {
-            return if self.status == CampaignStatus::Sent { 1.0 } else { 0.0 };
-        }
-        (total - self.queued - self.sending) as f64 / total as f64
-    }
-}
+pub use herald_types::{Failure, Progress, Report, SkipCount};
 
 /// Live counts scan the campaign's send log; a finished send reads the figures frozen when it
 /// ended (`campaign_stats.final_counts`), so a 1M-recipient report costs one row.
@@ -71,7 +38,7 @@ pub async fn progress(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result
     let (counts, hard_bounces, ambiguous, recent) = match frozen {
         Some(f) => (f.by_status.into_iter().collect::<Vec<_>>(), f.hard_bounces, f.ambiguous, 0),
         None => {
-            let counts: Vec<(String, i64)> = sqlx::query_as(
+            let counts: Vec<(SendStatus, i64)> = sqlx::query_as(
                 "SELECT status, count(*) FROM sends WHERE tenant_id = $1 AND campaign_id = $2 GROUP BY status",
             )
             .bind(tenant)
@@ -103,17 +70,8 @@ pub async fn progress(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result
         rate: recent as f64 / 10.0,
         ..Default::default()
     };
-    for (s, n) in counts {
-        match s.as_str() {
-            "queued" => p.queued = n,
-            "sending" => p.sending = n,
-            "sent" => p.sent = n,
-            "failed" => p.failed = n,
-            "skipped" => p.skipped = n,
-            "expired" => p.expired = n,
-            "cancelled" => p.cancelled = n,
-            _ => {}
-        }
+    for (status, n) in counts {
+        *p.count_mut(status) = n;
     }
     if p.rate > 0.0 && p.status == CampaignStatus::Sending {
         p.eta_seconds = Some(((p.queued + p.sending) as f64 / p.rate).ceil() as i64);
@@ -124,28 +82,9 @@ pub async fn progress(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result
 /// `campaign_stats.final_counts`, written by `tally::snapshot_final`.
 #[derive(Debug, Deserialize)]
 struct FrozenCounts {
-    by_status: std::collections::HashMap<String, i64>,
+    by_status: std::collections::HashMap<SendStatus, i64>,
     hard_bounces: i64,
     ambiguous: i64,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow, PartialEq)]
-pub struct Failure {
-    pub email: String,
-    pub status: CampaignStatus,
-    pub reason: Option<String>,
-    pub attempts: i32,
-    pub hard_bounce: bool,
-    pub updated_at: DateTime<Utc>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Report {
-    pub progress: Progress,
-    /// The most recent failures (up to 200), newest first.
-    pub failures: Vec<Failure>,
-    /// Why readers got nothing: reason and count.
-    pub skipped: Vec<(String, i64)>,
 }
 
 pub async fn report(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<Report> {
@@ -160,7 +99,7 @@ pub async fn report(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<R
     .fetch_all(&mut *tx)
     .await?;
     let skipped = sqlx::query_as(
-        "SELECT coalesce(reason, status), count(*) FROM sends
+        "SELECT coalesce(reason, status) AS reason, count(*) AS count FROM sends
          WHERE tenant_id = $1 AND campaign_id = $2 AND status IN ('skipped', 'expired', 'cancelled')
          GROUP BY 1 ORDER BY 2 DESC",
     )

@@ -41,31 +41,7 @@ pub struct TemplateVersion {
     pub created_at: DateTime<Utc>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct TemplateInput {
-    /// Lowercase letters, digits, `-` and `_`; what API callers name in `template`.
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub from_name: String,
-    #[serde(default)]
-    pub from_email: String,
-    #[serde(default)]
-    pub reply_to: String,
-    pub subject: String,
-    #[serde(default)]
-    pub html: String,
-    #[serde(default)]
-    pub text_body: String,
-    /// Sample variables for the preview (a JSON object).
-    #[serde(default = "empty_object")]
-    pub sample: serde_json::Value,
-}
-
-fn empty_object() -> serde_json::Value {
-    serde_json::json!({})
-}
+pub use herald_types::TemplateInput;
 
 /// What a template (or an inline request) renders to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -376,6 +376,13 @@ async fn hard_bounces_fail_and_suppress_permanent_errors_fail() -> TestResult {
             .await?;
     assert_eq!(suppressed, vec![("bounce1@example.com".to_string(), "hard_bounce".to_string())]);
     assert_eq!(h.status(campaign).await?.status.as_str(), "sent");
+    // The report names both failures, with their send status and the server's reply.
+    let report = herald_engine::campaigns::progress::report(&h.app.app.db, h.tenant, campaign).await?;
+    assert_eq!((report.progress.sent, report.progress.failed, report.progress.hard_bounces), (10, 2, 1));
+    let failed: Vec<(&str, herald_engine::campaigns::progress::Failure)> =
+        report.failures.iter().map(|f| (f.email.as_str(), f.clone())).collect();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert!(failed.iter().all(|(_, f)| f.status == herald_types::SendStatus::Failed), "{failed:?}");
     Ok(())
 }
 

@@ -148,9 +148,10 @@ impl Modify for BearerAuth {
         workspace::WorkspaceJson, ApiError, audit::AuditPage, audit::AuditEntryJson, lists::ListBody, readers::CreateBody, readers::UpdateBody,
         readers::BulkBody, readers::BulkResult, readers::BulkInvalid, readers::SubscribeBody,
         suppressions::AddBody, suppressions::AddResult,
-        herald_types::CampaignInput, herald_types::Campaign, campaigns::ScheduleBody, campaigns::RetryResult,
+        herald_types::CampaignInput, herald_types::Campaign, herald_types::Progress, herald_types::Report,
+        campaigns::ScheduleBody, campaigns::RetryResult,
         campaigns::FeedResultJson, campaigns::FeedRejected, campaigns::FeedItemBody,
-        messages::MessageBody, templates::TemplateBody,
+        messages::MessageBody, herald_types::TemplateInput,
     )),
     modifiers(&BearerAuth)
 )]

@@ -5,52 +5,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::transactional::templates::{self, TemplateInput, TxTemplate};
-use serde::Deserialize;
-use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
-
-#[derive(Deserialize, ToSchema)]
-pub struct TemplateBody {
-    /// Lowercase letters, digits, `-` and `_`: what `POST /messages` names in `template`.
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub from_name: String,
-    #[serde(default)]
-    pub from_email: String,
-    #[serde(default)]
-    pub reply_to: String,
-    /// MiniJinja, like the bodies: `Reset your password, {{ name }}`.
-    pub subject: String,
-    #[serde(default)]
-    pub html: String,
-    #[serde(default)]
-    pub text_body: String,
-    /// Sample variables for the preview.
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub sample: Option<serde_json::Value>,
-}
-
-impl From<TemplateBody> for TemplateInput {
-    fn from(b: TemplateBody) -> Self {
-        TemplateInput {
-            name: b.name,
-            description: b.description,
-            from_name: b.from_name,
-            from_email: b.from_email,
-            reply_to: b.reply_to,
-            subject: b.subject,
-            html: b.html,
-            text_body: b.text_body,
-            sample: b.sample.unwrap_or_else(|| serde_json::json!({})),
-        }
-    }
-}
 
 #[utoipa::path(get, path = "/api/v1/templates", security(("api_key" = [])),
     responses((status = 200, description = "Templates by name, at their current version")))]
@@ -58,14 +16,14 @@ pub async fn index(State(s): State<ServerState>, caller: ApiCaller) -> Result<Js
     Ok(Json(templates::list(&s.app.db, caller.tenant).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/templates", security(("api_key" = [])), request_body = TemplateBody,
+#[utoipa::path(post, path = "/api/v1/templates", security(("api_key" = [])), request_body = TemplateInput,
     responses((status = 201, description = "Created (version 1)"), (status = 409, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn create(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    ApiJson(body): ApiJson<TemplateBody>,
+    ApiJson(body): ApiJson<TemplateInput>,
 ) -> Result<(StatusCode, Json<TxTemplate>), ApiFailure> {
-    let t = templates::create(&s.app.db, caller.tenant, API_ROLE, &body.into()).await?;
+    let t = templates::create(&s.app.db, caller.tenant, API_ROLE, &body).await?;
     Ok((StatusCode::CREATED, Json(t)))
 }
 
@@ -80,15 +38,15 @@ pub async fn show(
     Ok(Json(templates::find(&s.app.db, caller.tenant, &id).await?))
 }
 
-#[utoipa::path(put, path = "/api/v1/templates/{id}", security(("api_key" = [])), request_body = TemplateBody,
+#[utoipa::path(put, path = "/api/v1/templates/{id}", security(("api_key" = [])), request_body = TemplateInput,
     responses((status = 200, description = "Saved as a new version"), (status = 404, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn update(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Path(id): Path<Uuid>,
-    ApiJson(body): ApiJson<TemplateBody>,
+    ApiJson(body): ApiJson<TemplateInput>,
 ) -> Result<Json<TxTemplate>, ApiFailure> {
-    Ok(Json(templates::update(&s.app.db, caller.tenant, API_ROLE, id, &body.into()).await?))
+    Ok(Json(templates::update(&s.app.db, caller.tenant, API_ROLE, id, &body).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v1/templates/{id}", security(("api_key" = [])),
