@@ -20,14 +20,16 @@ use leptos_router::path;
 
 use components::shell::AppShell;
 use pages::{
-    account::AccountPage, api_keys::ApiKeysPage, audience::AudiencePage, audit_log::AuditLogPage,
-    campaign::CampaignPage, campaign_stats::CampaignStatsPage, campaigns::CampaignsPage, dashboard::DashboardPage,
-    forgot_password::ForgotPasswordPage, import::ImportPage, imports::ImportsPage, invite::InvitePage,
-    login::LoginPage, login_two_factor::LoginTwoFactorPage, members::MembersPage, new_workspace::NewWorkspacePage,
-    not_found::NotFoundPage, reader::ReaderPage, readers::ReadersPage, reset_password::ResetPasswordPage,
-    sending::SendingPage, sending_domains::SendingDomainsPage, settings::SettingsPage, signup::SignupPage,
-    suppressions::SuppressionsPage, transactional::TransactionalPage, transactional_message::TransactionalMessagePage,
-    tx_template::TxTemplatePage, tx_templates::TxTemplatesPage, verify_email::VerifyEmailPage,
+    account::overview::AccountPage, audience::import::ImportPage, audience::imports::ImportsPage,
+    audience::overview::AudiencePage, audience::reader::ReaderPage, audience::readers::ReadersPage,
+    audience::suppressions::SuppressionsPage, campaigns::editor::CampaignPage, campaigns::list::CampaignsPage,
+    campaigns::stats::CampaignStatsPage, dashboard::DashboardPage, forgot_password::ForgotPasswordPage,
+    invite::InvitePage, login::LoginPage, login_two_factor::LoginTwoFactorPage, new_workspace::NewWorkspacePage,
+    not_found::NotFoundPage, reset_password::ResetPasswordPage, settings::api_keys::ApiKeysPage,
+    settings::audit::AuditLogPage, settings::domains::SendingDomainsPage, settings::general::SettingsPage,
+    settings::members::MembersPage, settings::sending::SendingPage, signup::SignupPage,
+    transactional::message::TransactionalMessagePage, transactional::overview::TransactionalPage,
+    transactional::template::TxTemplatePage, transactional::templates::TxTemplatesPage, verify_email::VerifyEmailPage,
 };
 
 /// The HTML document around the app, rendered on the server.

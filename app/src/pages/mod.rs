@@ -1,4 +1,5 @@
-//! One file per route (see `crate::App` for the route table).
+//! One file per route, in folders by area that match the routes (`/audience/readers` is
+//! `audience/readers.rs`; see `crate::App` for the route table).
 //!
 //! **The hydration rule: every `Resource` of a page is created at the top of its route
 //! component, before any `Suspense` or `Transition`, unconditionally and in a fixed order; a
@@ -13,37 +14,17 @@
 //! route directly with data in every state and fails on such an error.
 
 pub mod account;
-pub mod account_two_factor;
-pub mod api_keys;
 pub mod audience;
-pub mod audit_log;
-pub mod campaign;
-pub mod campaign_approval;
-pub mod campaign_progress;
-pub mod campaign_repeat;
-pub mod campaign_stats;
 pub mod campaigns;
 pub mod dashboard;
 pub mod forgot_password;
-pub mod import;
-pub mod imports;
 pub mod invite;
 pub mod login;
 pub mod login_two_factor;
-pub mod members;
 pub mod new_workspace;
 pub mod not_found;
-pub mod reader;
-pub mod readers;
 pub mod reset_password;
-pub mod sending;
-pub mod sending_domains;
-pub mod sending_webhooks;
 pub mod settings;
 pub mod signup;
-pub mod suppressions;
 pub mod transactional;
-pub mod transactional_message;
-pub mod tx_template;
-pub mod tx_templates;
 pub mod verify_email;

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, human_duration, short_time};
 use crate::error::AppError;
-use crate::pages::campaign::CampaignDetail;
-use crate::pages::campaigns::CampaignStatusBadge;
+use crate::pages::campaigns::editor::CampaignDetail;
+use crate::pages::campaigns::list::CampaignStatusBadge;
 use herald_types::{CampaignId, CampaignStatus, Report};
 
 /// The engine's report, and whether this member may act on it (pause, resume, cancel, retry).

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
 use crate::error::AppError;
-use crate::pages::account_two_factor::{
+use crate::pages::account::two_factor::{
     ConfirmTwoFactor, DisableTwoFactor, StartTwoFactor, TwoFactorCard, two_factor_status,
 };
 

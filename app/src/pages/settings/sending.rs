@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, short_time};
 use crate::error::AppError;
-use crate::pages::settings::SettingsTabs;
+use crate::pages::settings::general::SettingsTabs;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PolicyView {
@@ -222,7 +222,7 @@ pub fn SendingPage() -> impl IntoView {
             })}
         </Suspense>
         <Identities save=save_identity delete=delete_identity/>
-        <crate::pages::sending_webhooks::WebhookSettings identities_changed=identities_changed/>
+        <crate::pages::settings::webhooks::WebhookSettings identities_changed=identities_changed/>
     }
 }
 

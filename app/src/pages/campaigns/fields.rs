@@ -1,0 +1,376 @@
+//! The editor's form: its signals, what it saves ([`Form::input`], checked in the browser first),
+//! and its sections (message, sender, audience, content).
+
+use leptos::prelude::*;
+
+use crate::components::ui::{Card, LoadError};
+use crate::error::AppError;
+use crate::pages::audience::overview::ListsView;
+use crate::pages::campaigns::repeat::RepeatForm;
+use crate::pages::settings::sending::IdentitiesView;
+use herald_types::{CampaignInput, FieldError, Invalid};
+
+/// The editor's state, shared by its sections. Every field is a signal; `changed` (re)starts
+/// the autosave countdown.
+#[derive(Clone, Copy)]
+pub struct Form {
+    pub name: RwSignal<String>,
+    pub subject: RwSignal<String>,
+    pub preheader: RwSignal<String>,
+    pub identity_id: RwSignal<String>,
+    pub from_name: RwSignal<String>,
+    pub from_email: RwSignal<String>,
+    pub reply_to: RwSignal<String>,
+    pub list_ids: RwSignal<Vec<String>>,
+    pub attribute_filter: RwSignal<String>,
+    pub body_format: RwSignal<String>,
+    pub body: RwSignal<String>,
+    pub spread_on: RwSignal<bool>,
+    pub spread_hours: RwSignal<String>,
+    pub tracking: RwSignal<String>,
+    pub repeat: RepeatForm,
+    pub errors: RwSignal<Vec<FieldError>>,
+    pub changed: Callback<()>,
+}
+
+/// A value the browser parses before saving; `field` files its message.
+pub fn parsed<T: std::str::FromStr>(field: &str, raw: &str, message: &str) -> Result<T, Invalid> {
+    raw.trim().parse().map_err(|_| Invalid::field(field, message))
+}
+
+impl Form {
+    /// The input to save, or what to fix first (every field the browser can check).
+    pub fn input(&self) -> Result<CampaignInput, Invalid> {
+        let mut problems = herald_types::Problems::default();
+        let spread_hours = if self.spread_on.get_untracked() {
+            let raw = self.spread_hours.get_untracked().replace(',', ".");
+            problems.take(parsed::<f64>("spread_hours", &raw, "Enter a number of hours between 0 and 168 (a week)."))
+        } else {
+            None
+        };
+        let identity_id = match self.identity_id.get_untracked().trim() {
+            "" => None,
+            raw => problems.take(parsed("identity_id", raw, "Choose a sender from the list.")),
+        };
+        let recurrence = problems.take(self.repeat.recurrence()).flatten();
+        let input = CampaignInput {
+            name: self.name.get_untracked(),
+            subject: self.subject.get_untracked(),
+            preheader: self.preheader.get_untracked(),
+            identity_id,
+            from_name: self.from_name.get_untracked(),
+            from_email: self.from_email.get_untracked(),
+            reply_to: self.reply_to.get_untracked(),
+            list_ids: self.list_ids.get_untracked().iter().filter_map(|l| l.parse().ok()).collect(),
+            attribute_filter: self.attribute_filter.get_untracked(),
+            body_format: self.body_format.get_untracked().parse().unwrap_or_default(),
+            body: self.body.get_untracked(),
+            spread_hours,
+            tracking: self.tracking.get_untracked().parse().unwrap_or_default(),
+            recurrence,
+            feed: self.repeat.feed(),
+            feed_url: self.repeat.feed_url.get_untracked(),
+        };
+        problems.check(input.validate());
+        problems.into_result().map(|()| input)
+    }
+
+    // `use<>`: the closure copies the signal out and does not borrow `self` (edition 2024 would
+    // otherwise capture the borrow, which only the release build without erased components sees).
+    pub fn error(&self, field: &'static str) -> impl Fn() -> Option<String> + Copy + Send + Sync + use<> {
+        let errors = self.errors;
+        move || errors.with(|e| e.iter().find(|e| e.field.as_deref() == Some(field)).map(|e| e.message.clone()))
+    }
+
+    /// The first message for any of `fields` (a section that edits several).
+    pub fn section_error(
+        &self,
+        fields: &'static [&'static str],
+    ) -> impl Fn() -> Option<String> + Copy + Send + Sync + use<> {
+        let errors = self.errors;
+        move || {
+            errors.with(|e| {
+                e.iter().find(|e| e.field.as_deref().is_some_and(|f| fields.contains(&f))).map(|e| e.message.clone())
+            })
+        }
+    }
+}
+
+/// Classes for a text input, red once its field has an error.
+pub fn input_class(error: Option<String>, extra: &'static str) -> String {
+    let base = if error.is_some() { "input border-red-400" } else { "input" };
+    if extra.is_empty() { base.to_string() } else { format!("{base} {extra}") }
+}
+
+/// A labelled text input bound to one draft field, with its hint and its error.
+#[component]
+pub fn TextField(
+    form: Form,
+    field: &'static str,
+    label: &'static str,
+    value: RwSignal<String>,
+    #[prop(optional)] placeholder: &'static str,
+    #[prop(optional)] hint: &'static str,
+    #[prop(optional)] input_type: &'static str,
+    #[prop(optional)] extra_class: &'static str,
+    #[prop(optional)] maxlength: Option<u32>,
+    #[prop(optional)] required: bool,
+) -> impl IntoView {
+    let error = form.error(field);
+    let input_id = format!("campaign-{}", field.replace('_', "-"));
+    let hint_id = format!("{input_id}-hint");
+    let error_id = format!("{input_id}-error");
+    let described = format!("{hint_id} {error_id}");
+    view! {
+        <div>
+            <label for=input_id.clone() class="label">{label}</label>
+            <input id=input_id type=if input_type.is_empty() { "text" } else { input_type }
+                class=move || input_class(error(), extra_class)
+                value=value.get_untracked() placeholder=placeholder maxlength=maxlength required=required
+                autocomplete="off" aria-describedby=described aria-invalid=move || error().is_some().to_string()
+                on:input=move |ev| {
+                    value.set(event_target_value(&ev));
+                    form.changed.run(());
+                }/>
+            {(!hint.is_empty()).then(|| view! { <p id=hint_id class="mt-1 text-xs text-slate-500">{hint}</p> })}
+            <p id=error_id class="mt-1 text-xs text-red-600" role="alert">{error}</p>
+        </div>
+    }
+}
+
+#[component]
+pub fn MessageFields(form: Form) -> impl IntoView {
+    view! {
+        <Card title="Message">
+            <div class="space-y-4">
+                <TextField form=form field="name" label="Name" value=form.name maxlength=200 required=true
+                    hint="For you and your team; readers never see it."/>
+                <TextField form=form field="subject" label="Subject" value=form.subject maxlength=300
+                    placeholder="What's new this week, {{ reader.name }}"
+                    hint="Template variables work here too: {{ reader.name }}, {{ reader.attributes.city }}."/>
+                <TextField form=form field="preheader" label="Preheader" value=form.preheader maxlength=300
+                    placeholder="The line inboxes show after the subject"/>
+            </div>
+        </Card>
+    }
+}
+
+#[component]
+pub fn SenderFields(form: Form, identities: Resource<Result<IdentitiesView, AppError>>) -> impl IntoView {
+    let identity_error = form.error("identity_id");
+    view! {
+        <Card title="Sender">
+            <div class="space-y-4">
+                <div>
+                    <label for="campaign-identity" class="label">"Send through"</label>
+                    <select id="campaign-identity" class="input"
+                        on:change=move |ev| {
+                            form.identity_id.set(event_target_value(&ev));
+                            form.changed.run(());
+                        }>
+                        <option value="" selected=form.identity_id.get_untracked().is_empty()>"Default server"</option>
+                        <Suspense>
+                            {move || Suspend::new(async move {
+                                identities.await.map(|v| {
+                                    let current = form.identity_id.get_untracked();
+                                    v.identities.into_iter().map(|i| {
+                                        let selected = i.id == current;
+                                        view! { <option value=i.id selected=selected>{i.name}</option> }
+                                    }).collect_view()
+                                }).ok()
+                            })}
+                        </Suspense>
+                    </select>
+                    <p class="mt-1 text-xs text-slate-500">
+                        "The SMTP server and its limits. Manage identities in "
+                        <a href="/settings/sending" class="text-indigo-600 hover:underline">"Settings → Sending"</a>"."
+                    </p>
+                    <p class="mt-1 text-xs text-red-600" role="alert">{identity_error}</p>
+                </div>
+                <div class="grid grid-cols-2 gap-4">
+                    <TextField form=form field="from_name" label="From name" value=form.from_name maxlength=100
+                        placeholder="The Weekly Team"/>
+                    <TextField form=form field="from_email" label="From email" value=form.from_email input_type="email"
+                        placeholder="news@example.com"/>
+                </div>
+                <TextField form=form field="reply_to" label="Reply-to" value=form.reply_to input_type="email"
+                    placeholder="Replies go to the From address" hint="Optional: where replies go, if not to the From address."/>
+            </div>
+        </Card>
+    }
+}
+
+/// The confirmed readers of the chosen lists, added up (a reader on two lists gets one copy,
+/// so this is an upper bound), and how many lists that is.
+pub fn audience_estimate(lists: &ListsView, chosen: &[String]) -> (usize, i64) {
+    let picked: Vec<_> = lists.lists.iter().filter(|l| chosen.contains(&l.id)).collect();
+    (picked.len(), picked.iter().map(|l| l.confirmed).sum())
+}
+
+#[component]
+pub fn AudienceFields(form: Form, lists: Resource<Result<ListsView, AppError>>) -> impl IntoView {
+    let filter_error = form.error("attribute_filter");
+    let spread_error = form.error("spread_hours");
+    view! {
+        <Card title="Audience">
+            <fieldset>
+                <legend class="label">"Send to these lists"</legend>
+                <Suspense fallback=|| view! { <p class="text-sm text-slate-400">"Loading lists…"</p> }>
+                    {move || Suspend::new(async move {
+                        match lists.await {
+                            Ok(v) if v.lists.is_empty() => view! {
+                                <p class="text-sm text-slate-500">
+                                    "No lists yet. " <a href="/audience" class="text-indigo-600 hover:underline">"Create one in Audience"</a>
+                                    " and add readers to it."
+                                </p>
+                            }.into_any(),
+                            Ok(v) => {
+                                let chosen = form.list_ids.get_untracked();
+                                view! {
+                                    <div class="space-y-1" data-testid="campaign-lists">
+                                        {v.lists.into_iter().map(|l| {
+                                            let id = l.id.clone();
+                                            let checked = chosen.contains(&l.id);
+                                            view! {
+                                                <label class="flex items-center gap-2 rounded-md px-2 py-1 text-sm hover:bg-slate-50">
+                                                    <input type="checkbox" value=l.id.clone() checked=checked
+                                                        on:change=move |ev| {
+                                                            let on = event_target_checked(&ev);
+                                                            let id = id.clone();
+                                                            form.list_ids.update(|c| { c.retain(|x| *x != id); if on { c.push(id); } });
+                                                            form.changed.run(());
+                                                        }/>
+                                                    <span class="font-medium text-slate-800">{l.name}</span>
+                                                    <span class="text-xs text-slate-500">{format!("{} confirmed", l.confirmed)}</span>
+                                                </label>
+                                            }
+                                        }).collect_view()}
+                                    </div>
+                                }.into_any()
+                            }
+                            Err(e) => view! { <LoadError error=e/> }.into_any(),
+                        }
+                    })}
+                </Suspense>
+                <Suspense>
+                    {move || Suspend::new(async move {
+                        lists.await.ok().map(|v| view! {
+                            <p class="mt-2 text-xs text-slate-500" data-testid="audience-estimate">
+                                {move || {
+                                    let (n, readers) = form.list_ids.with(|c| audience_estimate(&v, c));
+                                    if n == 0 {
+                                        "Choose at least one list.".to_string()
+                                    } else {
+                                        format!("Up to {readers} confirmed reader{} on {n} list{}; each reader gets one copy.",
+                                            if readers == 1 { "" } else { "s" }, if n == 1 { "" } else { "s" })
+                                    }
+                                }}
+                            </p>
+                        })
+                    })}
+                </Suspense>
+            </fieldset>
+            <div class="mt-5">
+                <label for="campaign-attribute-filter" class="label">"Only readers whose attributes match (optional)"</label>
+                <input id="campaign-attribute-filter" class=move || input_class(filter_error(), "font-mono text-xs")
+                    value=form.attribute_filter.get_untracked() placeholder="city = \"Lyon\"" autocomplete="off" spellcheck="false"
+                    aria-describedby="campaign-attribute-filter-hint campaign-attribute-filter-error"
+                    aria-invalid=move || filter_error().is_some().to_string()
+                    on:input=move |ev| {
+                        form.attribute_filter.set(event_target_value(&ev));
+                        form.changed.run(());
+                    }/>
+                <p id="campaign-attribute-filter-hint" class="mt-1 text-xs text-slate-500">
+                    "For example " <code class="rounded bg-slate-100 px-1">"city = \"Lyon\""</code> " or "
+                    <code class="rounded bg-slate-100 px-1">"plan in [\"pro\", \"team\"]"</code>". Empty: everyone on the lists."
+                </p>
+                <p id="campaign-attribute-filter-error" class="mt-1 text-xs text-red-600" role="alert">{filter_error}</p>
+            </div>
+            <div class="mt-5">
+                <div class="flex flex-wrap items-center gap-2 text-sm">
+                    <label class="flex items-center gap-2">
+                        <input type="checkbox" checked=form.spread_on.get_untracked()
+                            on:change=move |ev| {
+                                form.spread_on.set(event_target_checked(&ev));
+                                form.changed.run(());
+                            }/>
+                        "Spread the send over"
+                    </label>
+                    <input id="campaign-spread-hours" type="number" min="0.5" max="168" step="0.5" class="input w-24"
+                        aria-label="Hours to spread the send over"
+                        value=form.spread_hours.get_untracked() disabled=move || !form.spread_on.get()
+                        aria-invalid=move || spread_error().is_some().to_string()
+                        on:input=move |ev| {
+                            form.spread_hours.set(event_target_value(&ev));
+                            form.changed.run(());
+                        }/>
+                    "hours"
+                </div>
+                <p class="mt-1 text-xs text-slate-500">"Sends at an even pace instead of as fast as the server allows: gentler on new sending domains."</p>
+                <p class="mt-1 text-xs text-red-600" role="alert">{spread_error}</p>
+            </div>
+            <div class="mt-5">
+                <label for="campaign-tracking" class="block text-sm font-medium text-slate-700">"Open and click tracking"</label>
+                <select id="campaign-tracking" class="input mt-1 w-72" aria-describedby="campaign-tracking-hint"
+                    on:change=move |ev| {
+                        form.tracking.set(event_target_value(&ev));
+                        form.changed.run(());
+                    }>
+                    {[("on", "On: per reader"), ("anonymous", "Anonymous: counts only"), ("off", "Off")].into_iter().map(|(v, label)| view! {
+                        <option value=v selected=form.tracking.get_untracked() == v>{label}</option>
+                    }).collect_view()}
+                </select>
+                <p id="campaign-tracking-hint" class="mt-1 text-xs text-slate-500">
+                    "Adds an invisible image and rewrites links through this server. Anonymous keeps totals without knowing who opened or clicked."
+                </p>
+            </div>
+        </Card>
+    }
+}
+
+#[component]
+pub fn ContentFields(form: Form) -> impl IntoView {
+    let body_error = form.error("body");
+    let format_radio = move |value: &'static str, label: &'static str| {
+        view! {
+            <label class="flex items-center gap-2 text-sm">
+                <input type="radio" name="campaign-body-format" value=value
+                    checked=form.body_format.get_untracked() == value
+                    on:change=move |_| {
+                        form.body_format.set(value.to_string());
+                        form.changed.run(());
+                    }/>
+                {label}
+            </label>
+        }
+    };
+    view! {
+        <Card title="Content">
+            <fieldset class="mb-4 flex items-center gap-6">
+                <legend class="sr-only">"Body format"</legend>
+                <span class="text-sm font-medium text-slate-700" aria-hidden="true">"Format"</span>
+                {format_radio("markdown", "Markdown")}
+                {format_radio("html", "HTML")}
+            </fieldset>
+            <label for="campaign-body" class="label">"Body"</label>
+            <textarea id="campaign-body" rows="24" spellcheck="false"
+                class=move || input_class(body_error(), "min-h-96 font-mono text-xs leading-5")
+                aria-describedby="campaign-body-hint campaign-body-error"
+                aria-invalid=move || body_error().is_some().to_string()
+                placeholder="# Hello {{ reader.name }}\n\nWhat happened this week…"
+                on:input=move |ev| {
+                    form.body.set(event_target_value(&ev));
+                    form.changed.run(());
+                }>{form.body.get_untracked()}</textarea>
+            <p id="campaign-body-hint" class="mt-1 text-xs text-slate-500">
+                "Variables: " <code class="rounded bg-slate-100 px-1">"{{ reader.name }}"</code>", "
+                <code class="rounded bg-slate-100 px-1">"{{ reader.email }}"</code>", "
+                <code class="rounded bg-slate-100 px-1">"{{ reader.attributes.city | default(\"\") }}"</code>", "
+                <code class="rounded bg-slate-100 px-1">"{{ workspace.name }}"</code>", "
+                <code class="rounded bg-slate-100 px-1">"{{ unsubscribe_url }}"</code>
+                ". An unsubscribe link and your postal address are added at the bottom when the body has none."
+            </p>
+            <p id="campaign-body-error" class="mt-1 text-xs text-red-600" role="alert">{body_error}</p>
+        </Card>
+    }
+}

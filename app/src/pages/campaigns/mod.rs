@@ -1,0 +1,12 @@
+//! `/campaigns…`: the list, the editor (split by concern), approval, progress, the recurring
+//! view and the stats page.
+
+pub mod approval;
+pub mod editor;
+pub mod fields;
+pub mod list;
+pub mod preview;
+pub mod progress;
+pub mod repeat;
+pub mod send_panel;
+pub mod stats;

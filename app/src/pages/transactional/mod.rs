@@ -1,0 +1,6 @@
+//! `/transactional…`: the message log, one message, and the templates.
+
+pub mod message;
+pub mod overview;
+pub mod template;
+pub mod templates;
