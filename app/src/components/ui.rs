@@ -189,3 +189,19 @@ pub fn CopyButton(
         }>{move || if copied.get() { "Copied".to_string() } else { label.clone() }}</button>
     }
 }
+
+/// The frame of the logged-out pages: a centred card under the product name.
+#[component]
+pub fn AuthCard(#[prop(into)] title: String, children: Children) -> impl IntoView {
+    view! {
+        <div class="flex min-h-screen items-center justify-center bg-slate-50 px-4">
+            <div class="w-full max-w-sm">
+                <div class="mb-6 text-center text-2xl font-bold tracking-tight text-indigo-600">"Herald"</div>
+                <div class="rounded-xl border border-slate-200 bg-white p-8 shadow-sm">
+                    <h1 class="mb-6 text-xl font-semibold text-slate-900">{title}</h1>
+                    {children()}
+                </div>
+            </div>
+        </div>
+    }
+}

@@ -4,8 +4,8 @@
 use leptos::prelude::*;
 
 use crate::components::ui::ActionError;
+use crate::components::ui::AuthCard;
 use crate::error::AppError;
-use crate::pages::login::AuthCard;
 
 #[server(prefix = "/rpc", endpoint = "request_password_reset")]
 pub async fn request_password_reset(email: String) -> Result<(), AppError> {

@@ -4,9 +4,9 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 use serde::{Deserialize, Serialize};
 
+use crate::components::ui::AuthCard;
 use crate::components::ui::{ActionError, LoadError};
 use crate::error::AppError;
-use crate::pages::login::AuthCard;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct InviteView {

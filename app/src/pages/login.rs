@@ -5,22 +5,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::auth::Login;
 use crate::components::ui::ActionError;
-
-/// The frame of the logged-out pages: a centred card under the product name.
-#[component]
-pub fn AuthCard(#[prop(into)] title: String, children: Children) -> impl IntoView {
-    view! {
-        <div class="flex min-h-screen items-center justify-center bg-slate-50 px-4">
-            <div class="w-full max-w-sm">
-                <div class="mb-6 text-center text-2xl font-bold tracking-tight text-indigo-600">"Herald"</div>
-                <div class="rounded-xl border border-slate-200 bg-white p-8 shadow-sm">
-                    <h1 class="mb-6 text-xl font-semibold text-slate-900">{title}</h1>
-                    {children()}
-                </div>
-            </div>
-        </div>
-    }
-}
+use crate::components::ui::AuthCard;
 
 #[component]
 pub fn LoginPage() -> impl IntoView {

@@ -6,7 +6,7 @@ use leptos::prelude::*;
 
 use crate::auth::LoginSecondFactor;
 use crate::components::ui::ActionError;
-use crate::pages::login::AuthCard;
+use crate::components::ui::AuthCard;
 
 #[component]
 pub fn LoginTwoFactorPage() -> impl IntoView {

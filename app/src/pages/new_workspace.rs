@@ -4,7 +4,7 @@ use leptos::prelude::*;
 
 use crate::auth::CreateWorkspace;
 use crate::components::ui::ActionError;
-use crate::pages::login::AuthCard;
+use crate::components::ui::AuthCard;
 
 #[component]
 pub fn NewWorkspacePage() -> impl IntoView {

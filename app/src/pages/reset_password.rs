@@ -5,8 +5,8 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::components::ui::ActionError;
+use crate::components::ui::AuthCard;
 use crate::error::AppError;
-use crate::pages::login::AuthCard;
 
 #[server(prefix = "/rpc", endpoint = "reset_password")]
 pub async fn reset_password(token: String, password: String) -> Result<(), AppError> {

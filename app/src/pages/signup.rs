@@ -5,7 +5,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::auth::Signup;
 use crate::components::ui::ActionError;
-use crate::pages::login::AuthCard;
+use crate::components::ui::AuthCard;
 
 /// Mirrors the engine's rule (herald_engine::infra::password) so it can be shown before submitting.
 const PASSWORD_MIN: usize = 10;

@@ -4,9 +4,9 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::auth::verify_email;
+use crate::components::ui::AuthCard;
 use crate::components::ui::LoadError;
 use crate::error::AppError;
-use crate::pages::login::AuthCard;
 
 #[component]
 pub fn VerifyEmailPage() -> impl IntoView {

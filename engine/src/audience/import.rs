@@ -146,6 +146,7 @@ pub async fn discard(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<
 }
 
 /// Marks the upload complete, detects the delimiter and guesses the column mapping.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn finish_upload(db: &Db, tenant: TenantId, id: Uuid, size: i64) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     let first: Option<Vec<u8>> = sqlx::query_scalar("SELECT data FROM import_chunks WHERE import_id = $1 AND seq = 0")
@@ -327,6 +328,7 @@ pub struct StartImport {
 
 /// Checks the choices and queues the import job. Allowed once uploaded, and again after a
 /// failure (it resumes where it stopped).
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn start(
     db: &Db,
     jobs: &crate::jobs::Jobs,
@@ -522,6 +524,7 @@ pub struct ImportContext {
 }
 
 /// The import job: resumable, idempotent per batch.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn run(cx: &ImportContext, tenant: TenantId, id: Uuid) -> Result<()> {
     let db = &cx.db;
     let imp = load(db, tenant, id).await?;

@@ -75,6 +75,7 @@ pub async fn latest(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<O
 /// An author asks for the campaign to be sent now (`send_at` `None`) or at a time. The
 /// campaign must be a draft that could be sent (the same checks as a send), so the approver is
 /// not asked about something that cannot go out.
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn request(
     db: &Db,
     tenant: TenantId,
@@ -114,6 +115,7 @@ pub async fn request(
 /// Tells the workspace's owners and admins that `campaign` waits for them (system mail, counted
 /// like invites). A refusal by the system-mail limit is logged: the request stands, and shows in
 /// the campaigns list.
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn mail_approvers(
     db: &Db,
     jobs: &Jobs,
@@ -182,6 +184,7 @@ pub async fn pending_campaigns(db: &Db, tenant: TenantId) -> Result<Vec<Campaign
 /// if the campaign has not changed since it was asked; an edit takes the same lock, so it either
 /// withdrew the request before (nothing to approve) or comes after and is refused by
 /// [`guard_edit`]. A send that then cannot start puts the request back to pending.
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn approve(
     db: &Db,
     jobs: &Jobs,
@@ -274,6 +277,7 @@ pub(crate) async fn forget(tx: &mut Tx, tenant: TenantId, campaign: CampaignId) 
 }
 
 /// An owner or admin turns the request down, with a note for the author.
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn reject(
     db: &Db,
     tenant: TenantId,

@@ -246,6 +246,7 @@ const NO_DATA: &str = "no data for this edition";
 /// Works on one campaign until it is done, paused or cancelled. Several of these run at once
 /// (one SMTP connection each), at most one per delivery slot: a job that finds every slot
 /// taken ends at once, so running the same job twice (or a supervisor's re-kick) is harmless.
+#[tracing::instrument(skip_all, fields(%tenant, campaign = %campaign_id))]
 pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: CampaignId) -> Result<()> {
     // Held until this loop ends (see `fair_share`).
     let Some(_permit) = cx.config.workspace_loops.try_take(tenant) else {

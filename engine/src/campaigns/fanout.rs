@@ -39,6 +39,7 @@ pub(crate) fn attribute_conditions(cond: Option<&AttributeCondition>) -> Vec<Val
 
 /// Runs the fan-out to the end (or until the campaign leaves sending/paused). Returns the
 /// number of queued recipients written by this call.
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64> {
     let mut written = 0;
     loop {

@@ -92,6 +92,7 @@ fn render_as(
 }
 
 /// Renders the saved campaign as `reader` (or a sample reader).
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn preview(
     db: &Db,
     signer: &Signer,
@@ -132,6 +133,7 @@ async fn suppressed_among(db: &Db, tenant: TenantId, addresses: &[Email]) -> Res
 }
 
 #[allow(clippy::too_many_arguments)]
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn test_send(
     db: &Db,
     signer: &Signer,

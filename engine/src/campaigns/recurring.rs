@@ -50,6 +50,7 @@ async fn check_tz(tx: &mut crate::infra::db::Tx, tz: &str) -> Result<()> {
 }
 
 /// Starts the schedule: the first edition is the first slot after now.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn start(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -78,6 +79,7 @@ pub async fn start(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Res
 }
 
 /// Stops the schedule (editions already sending go on); the campaign is a draft again.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn stop(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -93,6 +95,7 @@ pub async fn stop(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Resu
 
 /// Makes the editions that are due at `now` and starts them. Returns the new editions' ids.
 /// Public so tests can drive it with their own clock.
+#[tracing::instrument(skip_all)]
 pub async fn make_due_editions(db: &Db, jobs: &Jobs, now: DateTime<Utc>) -> Result<Vec<CampaignId>> {
     let due: Vec<(TenantId, CampaignId, DateTime<Utc>)> =
         sqlx::query_as("SELECT tenant_id, campaign_id, slot FROM due_editions($1)")
@@ -207,6 +210,7 @@ const MAX_FEED_BYTES: usize = 64 * 1024;
 
 /// Stores data for readers' next edition (replacing what was there). Items with an unknown
 /// reader or a non-object are reported with their index; the rest are stored.
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn put_feed(
     db: &Db,
     tenant: TenantId,

@@ -77,6 +77,7 @@ fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQ
         .bind(input.feed_url.trim())
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &CampaignInput) -> Result<Campaign> {
     role.require(Role::Author)?;
     validate(input)?;
@@ -99,6 +100,7 @@ pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &CampaignInput
 
 /// Saves a draft (or a scheduled campaign, which stays scheduled). A campaign that started
 /// sending is frozen: 409.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn update(db: &Db, tenant: TenantId, role: Role, id: CampaignId, input: &CampaignInput) -> Result<Campaign> {
     role.require(Role::Author)?;
     validate(input)?;
@@ -156,6 +158,7 @@ pub async fn list(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<Campaign>
 }
 
 /// Drafts only: anything that sent keeps its record.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<()> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -213,6 +216,7 @@ pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> 
 /// others get 409. The fan-out and delivery jobs are enqueued after the commit; should the
 /// process die in between, the supervisor sees a sending campaign with no heartbeat and
 /// enqueues them itself.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn send_now(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -245,6 +249,7 @@ pub async fn send_now(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Ca
 
 /// Schedules a draft (or moves a schedule). `at` must be in the future; `tz` is kept so the
 /// editor shows the time as the author chose it.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn schedule(
     db: &Db,
     tenant: TenantId,
@@ -320,6 +325,7 @@ async fn transition_or_conflict<'q>(
     }
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn unschedule(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
     role.require(Role::Author)?;
     let (c, mut tx) = transition_or_conflict(
@@ -337,6 +343,7 @@ pub async fn unschedule(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -
 }
 
 /// Stops new claims at once: the claim statement requires `status = 'sending'`.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn pause(db: &Db, tenant: TenantId, role: Role, id: CampaignId, reason: &str) -> Result<Campaign> {
     role.require(Role::Author)?;
     let (c, tx) = transition_or_conflict(
@@ -352,6 +359,7 @@ pub async fn pause(db: &Db, tenant: TenantId, role: Role, id: CampaignId, reason
     Ok(c)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn resume(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -373,6 +381,7 @@ pub async fn resume(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Camp
 }
 
 /// Ends a send: queued rows become `cancelled`; messages already handed to a connection finish.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
     role.require(Role::Author)?;
     let (c, mut tx) = transition_or_conflict(
@@ -398,6 +407,7 @@ pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Re
 
 /// Puts failed messages (not hard bounces, which are suppressed) back in the queue and sends
 /// again. Returns how many were requeued.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn retry_failed(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: CampaignId) -> Result<u64> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -444,6 +454,7 @@ async fn lock_in(tx: &mut Tx, tenant: TenantId, id: CampaignId) -> Result<()> {
 
 /// sending → sent, once the fan-out finished and no row is queued or in flight. "Done" is this
 /// condition, never "the last claim came back empty" (listmonk #1931).
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub(crate) async fn finish_if_done(db: &Db, tenant: TenantId, id: CampaignId) -> Result<bool> {
     let mut tx = db.tenant_tx(tenant).await?;
     // Idle loops ask this several times a second: look first without the lock.

@@ -187,6 +187,7 @@ pub fn request_hash(body: &serde_json::Value) -> String {
 }
 
 /// Accepts one message. `body` is the request as sent (for the replay comparison).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn enqueue(
     outbox: &Outbox,
     tenant: TenantId,
@@ -509,6 +510,7 @@ pub async fn counts_last_day(db: &Db, tenant: TenantId) -> Result<Vec<(String, i
 }
 
 /// Cancels a message that has not been handed to SMTP yet.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Message> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;

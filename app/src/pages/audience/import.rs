@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError};
 use crate::error::AppError;
-use crate::pages::audience::overview::{AudienceTabs, ListRow, ListsView, list_lists};
+use crate::pages::audience::{AudienceTabs, ListRow, ListsView, list_lists};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ImportDetail {

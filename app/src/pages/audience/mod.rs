@@ -1,8 +1,71 @@
 //! `/audience…`: lists, readers, imports and suppressions.
 
+use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::components::ui::TabbedHeader;
+use crate::error::AppError;
+
 pub mod import;
 pub mod imports;
 pub mod overview;
 pub mod reader;
 pub mod readers;
 pub mod suppressions;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ListRow {
+    pub id: String,
+    pub name: String,
+    pub slug: String,
+    pub description: String,
+    pub opt_in: String,
+    pub visibility: String,
+    pub confirmed: i64,
+    pub unconfirmed: i64,
+    pub unsubscribed: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ListsView {
+    pub lists: Vec<ListRow>,
+    pub workspace_slug: String,
+    pub base_url: String,
+    pub can_edit: bool,
+}
+
+#[server(prefix = "/rpc", endpoint = "list_lists")]
+pub async fn list_lists() -> Result<ListsView, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::lists, workspaces};
+    let m = require_role(Role::Viewer).await?;
+    let ws = workspaces::get(&m.state.db, m.tenant).await?;
+    let lists = lists::with_counts(&m.state.db, m.tenant)
+        .await?
+        .into_iter()
+        .map(|l| ListRow {
+            id: l.list.id.to_string(),
+            name: l.list.name,
+            slug: l.list.slug,
+            description: l.list.description,
+            opt_in: l.list.opt_in,
+            visibility: l.list.visibility,
+            confirmed: l.confirmed,
+            unconfirmed: l.unconfirmed,
+            unsubscribed: l.unsubscribed,
+        })
+        .collect();
+    Ok(ListsView { lists, workspace_slug: ws.slug, base_url: m.state.base_url.clone(), can_edit: m.role.can_author() })
+}
+
+/// The tabs above every audience page.
+#[component]
+pub fn AudienceTabs(active: &'static str) -> impl IntoView {
+    const TABS: &[(&str, &str)] = &[
+        ("/audience", "Lists"),
+        ("/audience/readers", "Readers"),
+        ("/audience/imports", "Import"),
+        ("/audience/suppressions", "Suppression list"),
+    ];
+    view! { <TabbedHeader title="Audience" subtitle="Lists, readers and who must never be mailed" tabs=TABS active=active/> }
+}

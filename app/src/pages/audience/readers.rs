@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, short_time, url_encode};
 use crate::error::AppError;
-use crate::pages::audience::overview::{AudienceTabs, ListRow, ListsView, list_lists};
+use crate::pages::audience::{AudienceTabs, ListRow, ListsView, list_lists};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ReaderRow {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, short_time};
 use crate::error::AppError;
-use crate::pages::audience::overview::AudienceTabs;
+use crate::pages::audience::AudienceTabs;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SuppressionRow {

@@ -16,12 +16,12 @@ use super::send_panel::{DeleteCampaign, Lifecycle, ScheduleCampaign, SendCampaig
 use crate::components::timezone;
 use crate::components::ui::{LoadError, short_time};
 use crate::error::AppError;
-use crate::pages::audience::overview::{ListsView, list_lists};
+use crate::pages::audience::{ListsView, list_lists};
 use crate::pages::campaigns::approval::ApprovalView;
 use crate::pages::campaigns::list::CampaignStatusBadge;
 use crate::pages::campaigns::progress::{CampaignProgress, ReportView, campaign_report};
 use crate::pages::campaigns::repeat::{RecurringCampaign, RecurringView, RepeatFields, RepeatForm, load_recurring};
-use crate::pages::settings::sending::{IdentitiesView, list_identities};
+use crate::pages::settings::{IdentitiesView, list_identities};
 use herald_types::{Campaign, CampaignId, CampaignInput, CampaignStatus, FieldError};
 
 /// A campaign as the editor and the progress view load it: the stored campaign (its fields

@@ -5,9 +5,9 @@ use leptos::prelude::*;
 
 use crate::components::ui::{Card, LoadError};
 use crate::error::AppError;
-use crate::pages::audience::overview::ListsView;
+use crate::pages::audience::ListsView;
 use crate::pages::campaigns::repeat::RepeatForm;
-use crate::pages::settings::sending::IdentitiesView;
+use crate::pages::settings::IdentitiesView;
 use herald_types::{CampaignInput, FieldError, Invalid};
 
 /// The editor's state, shared by its sections. Every field is a signal; `changed` (re)starts

@@ -8,7 +8,7 @@ use super::fields::{Form, audience_estimate};
 use crate::components::timezone;
 use crate::components::ui::{ActionError, Card, ConfirmDialog, short_time};
 use crate::error::AppError;
-use crate::pages::audience::overview::ListsView;
+use crate::pages::audience::ListsView;
 use crate::pages::campaigns::approval::ApprovalStatus;
 use herald_types::{CampaignId, CampaignStatus};
 

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, short_time};
 use crate::error::AppError;
-use crate::pages::settings::general::SettingsTabs;
+use crate::pages::settings::SettingsTabs;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ApiKeyRow {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{Card, LoadError, short_time};
 use crate::error::AppError;
-use crate::pages::settings::general::SettingsTabs;
+use crate::pages::settings::SettingsTabs;
 
 /// Entries per page.
 #[cfg(feature = "ssr")]

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, ConfirmDialog, CopyButton, EmptyState, LoadError, short_time};
 use crate::error::AppError;
-use crate::pages::settings::general::SettingsTabs;
+use crate::pages::settings::SettingsTabs;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DomainsPageData {

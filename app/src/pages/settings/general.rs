@@ -3,8 +3,9 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, TabbedHeader};
+use crate::components::ui::{ActionError, Card, LoadError};
 use crate::error::AppError;
+use crate::pages::settings::SettingsTabs;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkspaceSettings {
@@ -51,20 +52,6 @@ pub async fn update_workspace_settings(
     )
     .await;
     Ok(())
-}
-
-/// The tabs above every settings page.
-#[component]
-pub fn SettingsTabs(active: &'static str) -> impl IntoView {
-    const TABS: &[(&str, &str)] = &[
-        ("/settings", "General"),
-        ("/settings/sending", "Sending"),
-        ("/settings/domains", "Domains"),
-        ("/settings/members", "Members"),
-        ("/settings/api-keys", "API keys"),
-        ("/settings/audit", "Audit log"),
-    ];
-    view! { <TabbedHeader title="Settings" tabs=TABS active=active/> }
 }
 
 #[component]

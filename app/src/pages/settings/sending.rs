@@ -7,32 +7,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, short_time};
 use crate::error::AppError;
-use crate::pages::settings::general::SettingsTabs;
+use crate::pages::settings::SettingsTabs;
+use crate::pages::settings::{IdentitiesView, IdentityRow, list_identities};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PolicyView {
     pub frequency_cap_hours: Option<i32>,
     pub max_queue_age_hours: i32,
-    pub can_edit: bool,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct IdentityRow {
-    pub id: String,
-    pub name: String,
-    /// The SMTP URL without its password.
-    pub smtp_display: String,
-    pub max_connections: i32,
-    pub rate_per_second: f64,
-    pub burst: i32,
-    pub dkim_domain: String,
-    pub dkim_selector: String,
-    pub created_at: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct IdentitiesView {
-    pub identities: Vec<IdentityRow>,
     pub can_edit: bool,
 }
 
@@ -101,31 +82,6 @@ pub async fn save_sending_policy(cap: String, cap_hours: String, max_queue_age_h
     m.audit(herald_engine::audit::Action::SendingPolicyChanged, "", serde_json::to_value(policy).unwrap_or_default())
         .await;
     Ok(())
-}
-
-/// The workspace's identities (no secrets). Every member may see them: the campaign editor's
-/// sender picker lists them.
-#[server(prefix = "/rpc", endpoint = "list_identities")]
-pub async fn list_identities() -> Result<IdentitiesView, AppError> {
-    use crate::ssr::require_role;
-    use herald_engine::{Role, sending::identities};
-    let m = require_role(Role::Viewer).await?;
-    let identities = identities::list(&m.state.db, m.tenant)
-        .await?
-        .into_iter()
-        .map(|i| IdentityRow {
-            id: i.id.to_string(),
-            name: i.name,
-            smtp_display: i.smtp_display,
-            max_connections: i.max_connections,
-            rate_per_second: i.rate_per_second,
-            burst: i.burst,
-            dkim_domain: i.dkim_domain.unwrap_or_default(),
-            dkim_selector: i.dkim_selector.unwrap_or_default(),
-            created_at: i.created_at.to_rfc3339(),
-        })
-        .collect();
-    Ok(IdentitiesView { identities, can_edit: m.role.can_administer() })
 }
 
 /// Creates (`id` empty) or updates an identity.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
 use crate::error::AppError;
-use crate::pages::transactional::overview::StatusBadge;
+use crate::pages::transactional::StatusBadge;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MessageView {

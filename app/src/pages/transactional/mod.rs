@@ -1,6 +1,22 @@
 //! `/transactional…`: the message log, one message, and the templates.
 
+use leptos::prelude::*;
+
 pub mod message;
 pub mod overview;
 pub mod template;
 pub mod templates;
+
+pub const TABS: &[(&str, &str)] = &[("/transactional", "Messages"), ("/transactional/templates", "Templates")];
+
+/// A message's status with its colour.
+#[component]
+pub fn StatusBadge(status: String) -> impl IntoView {
+    let cls = match status.as_str() {
+        "sent" => "rounded bg-emerald-50 px-2 py-0.5 text-xs font-medium text-emerald-700",
+        "failed" => "rounded bg-red-50 px-2 py-0.5 text-xs font-medium text-red-700",
+        "cancelled" => "rounded bg-slate-100 px-2 py-0.5 text-xs font-medium text-slate-600",
+        _ => "rounded bg-amber-50 px-2 py-0.5 text-xs font-medium text-amber-800",
+    };
+    view! { <span class=cls data-testid="message-status">{status}</span> }
+}

@@ -8,8 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, EmptyState, LoadError, TabbedHeader, short_time};
 use crate::error::AppError;
-
-pub const TABS: &[(&str, &str)] = &[("/transactional", "Messages"), ("/transactional/templates", "Templates")];
+use crate::pages::transactional::{StatusBadge, TABS};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MessageRow {
@@ -214,18 +213,6 @@ fn Messages(v: MessagesView, searching: bool) -> impl IntoView {
         </table>
     }
     .into_any()
-}
-
-/// A message's status with its colour.
-#[component]
-pub fn StatusBadge(status: String) -> impl IntoView {
-    let cls = match status.as_str() {
-        "sent" => "rounded bg-emerald-50 px-2 py-0.5 text-xs font-medium text-emerald-700",
-        "failed" => "rounded bg-red-50 px-2 py-0.5 text-xs font-medium text-red-700",
-        "cancelled" => "rounded bg-slate-100 px-2 py-0.5 text-xs font-medium text-slate-600",
-        _ => "rounded bg-amber-50 px-2 py-0.5 text-xs font-medium text-amber-800",
-    };
-    view! { <span class=cls data-testid="message-status">{status}</span> }
 }
 
 #[component]

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{Card, EmptyState, LoadError, TabbedHeader, short_time};
 use crate::error::AppError;
-use crate::pages::transactional::overview::TABS;
+use crate::pages::transactional::TABS;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TemplateRow {
