@@ -55,14 +55,6 @@ impl AppError {
     pub fn invalid(message: impl Into<String>) -> Self {
         AppError::Invalid(Invalid::new(message))
     }
-
-    /// The message for `field`, when this error is about that field.
-    pub fn message_for(&self, field: &str) -> Option<String> {
-        match self {
-            AppError::Invalid(e) => e.message_for(field).map(str::to_string),
-            _ => None,
-        }
-    }
 }
 
 // Errors of the shared types, raised by server functions with `?`: like the engine's, they set

@@ -38,11 +38,6 @@ impl Error {
     pub fn invalid(message: impl Into<String>) -> Self {
         Error::Invalid(Invalid::new(message))
     }
-
-    /// Input failed validation at `field` (named as in the input type).
-    pub fn invalid_field(field: &str, message: impl Into<String>) -> Self {
-        Error::Invalid(Invalid::field(field, message))
-    }
 }
 
 impl From<Invalid> for Error {

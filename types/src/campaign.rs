@@ -29,14 +29,6 @@ impl CampaignStatus {
         matches!(self, CampaignStatus::Draft | CampaignStatus::Scheduled)
     }
 
-    /// It has a send log: progress and a report exist.
-    pub fn has_started(self) -> bool {
-        matches!(
-            self,
-            CampaignStatus::Sending | CampaignStatus::Paused | CampaignStatus::Sent | CampaignStatus::Cancelled
-        )
-    }
-
     /// Nothing more will go out.
     pub fn is_finished(self) -> bool {
         matches!(self, CampaignStatus::Sent | CampaignStatus::Cancelled)
@@ -282,30 +274,6 @@ pub struct Campaign {
     pub finished_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-}
-
-impl Campaign {
-    /// What the editor starts from: the stored fields an author edits.
-    pub fn input(&self) -> CampaignInput {
-        CampaignInput {
-            name: self.name.clone(),
-            subject: self.subject.clone(),
-            preheader: self.preheader.clone(),
-            identity_id: self.identity_id,
-            from_name: self.from_name.clone(),
-            from_email: self.from_email.clone(),
-            reply_to: self.reply_to.clone(),
-            list_ids: self.list_ids.clone(),
-            attribute_filter: self.attribute_filter.clone(),
-            body_format: self.body_format,
-            body: self.body.clone(),
-            spread_hours: self.spread_hours,
-            tracking: self.tracking,
-            recurrence: self.recurrence.clone(),
-            feed: self.feed,
-            feed_url: self.feed_url.clone(),
-        }
-    }
 }
 
 #[cfg(test)]

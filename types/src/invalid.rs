@@ -46,11 +46,6 @@ impl Invalid {
     pub fn message_for(&self, field: &str) -> Option<&str> {
         self.errors.iter().find(|e| e.field.as_deref() == Some(field)).map(|e| e.message.as_str())
     }
-
-    /// The first message (what a one-line surface shows first).
-    pub fn first_message(&self) -> &str {
-        self.errors.first().map(|e| e.message.as_str()).unwrap_or("The input is not valid.")
-    }
 }
 
 /// Collects the problems of several checks, so a form learns about every field at once.
@@ -59,9 +54,7 @@ pub struct Problems(Vec<FieldError>);
 
 impl Problems {
     pub fn check(&mut self, result: Result<(), Invalid>) {
-        if let Err(e) = result {
-            self.0.extend(e.errors);
-        }
+        self.take(result);
     }
 
     /// The value, or `None` with its problems recorded.
@@ -100,15 +93,3 @@ impl fmt::Display for Invalid {
 }
 
 impl std::error::Error for Invalid {}
-
-impl From<String> for Invalid {
-    fn from(message: String) -> Self {
-        Self::new(message)
-    }
-}
-
-impl From<&str> for Invalid {
-    fn from(message: &str) -> Self {
-        Self::new(message)
-    }
-}

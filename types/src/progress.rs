@@ -22,13 +22,6 @@ string_enum!(
     }
 );
 
-impl SendStatus {
-    /// Nothing more will happen to the row (unless "retry failed" puts a failure back).
-    pub fn is_final(self) -> bool {
-        !matches!(self, SendStatus::Queued | SendStatus::Sending)
-    }
-}
-
 /// Counts per send status, the rate and an ETA.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]

@@ -40,18 +40,18 @@ fn validate(input: &CampaignInput) -> Result<()> {
     let mut problems = herald_types::Problems::default();
     problems.check(input.validate());
     if !input.attribute_filter.trim().is_empty() {
-        problems.check(invalid_at(AttributeCondition::parse(&input.attribute_filter).map(drop), "attribute_filter"));
+        problems.check(problems_at(AttributeCondition::parse(&input.attribute_filter).map(drop), "attribute_filter")?);
     }
-    problems.check(invalid_at(super::recurring::validate_feed_url(input), "feed_url"));
+    problems.check(problems_at(super::recurring::validate_feed_url(input), "feed_url")?);
     Ok(problems.into_result()?)
 }
 
-/// Files an engine validation error under `field`; other errors (none expected here) too.
-fn invalid_at(r: Result<()>, field: &str) -> std::result::Result<(), herald_types::Invalid> {
+/// Splits an engine check's outcome: its validation problems, filed under `field`, to collect
+/// with the others; any other error to return as it is.
+fn problems_at(r: Result<()>, field: &str) -> Result<std::result::Result<(), herald_types::Invalid>> {
     match r {
-        Ok(()) => Ok(()),
-        Err(Error::Invalid(e)) => Err(e.at(field)),
-        Err(other) => Err(herald_types::Invalid::field(field, other.to_string())),
+        Err(Error::Invalid(e)) => Ok(Err(e.at(field))),
+        other => other.map(Ok),
     }
 }
 
