@@ -231,6 +231,9 @@ fn TeamRules(two_factor: bool, send_approval: bool, rule: ServerAction<SaveTeamR
                     </span>
                 </label>
                 <button type="submit" class="btn-secondary" disabled=move || rule.pending().get()>"Save rules"</button>
+                <span class="ml-3 text-sm text-emerald-700" role="status" data-testid="rules-saved">
+                    {move || (!rule.pending().get() && rule.value().get().is_some_and(|r| r.is_ok())).then_some("Saved.")}
+                </span>
                 <ActionError value=rule.value()/>
             </ActionForm>
         </Card>
