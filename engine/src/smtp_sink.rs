@@ -446,6 +446,18 @@ impl MailSink {
         let mut tx = Transaction::default();
         let mut line = Vec::new();
         let mut owned_reply;
+        // Replies wait here while the client's pipelined commands (RFC 2920) are still being
+        // read, and go out in one write once nothing more is buffered.
+        let mut out: Vec<u8> = Vec::with_capacity(256);
+        macro_rules! reply {
+            ($bytes:expr) => {{
+                out.extend_from_slice($bytes);
+                if read.buffer().is_empty() {
+                    write.write_all(&out).await?;
+                    out.clear();
+                }
+            }};
+        }
         loop {
             line.clear();
             if read_line(&mut read, &mut line).await? == 0 {
@@ -455,7 +467,7 @@ impl MailSink {
             let cmd = text.trim_end();
             let verb = cmd.chars().take(10).collect::<String>().to_ascii_uppercase();
             let reply: &[u8] = if verb.starts_with("EHLO") {
-                b"250-herald-dev-catcher\r\n250-8BITMIME\r\n250-SMTPUTF8\r\n250-AUTH PLAIN LOGIN\r\n250 SIZE 26214400\r\n"
+                b"250-herald-dev-catcher\r\n250-PIPELINING\r\n250-8BITMIME\r\n250-SMTPUTF8\r\n250-AUTH PLAIN LOGIN\r\n250 SIZE 26214400\r\n"
             } else if verb.starts_with("HELO") {
                 b"250 herald-dev-catcher\r\n"
             } else if verb.starts_with("AUTH") {
@@ -488,7 +500,7 @@ impl MailSink {
                 if tx.rcpt_to.is_empty() {
                     b"503 5.5.1 RCPT first\r\n"
                 } else {
-                    write.write_all(b"354 End data with <CR><LF>.<CR><LF>\r\n").await?;
+                    reply!(b"354 End data with <CR><LF>.<CR><LF>\r\n");
                     let tx = std::mem::take(&mut tx);
                     if tx.fault == Some(FaultAction::DropMidData) {
                         self.count_fault();
@@ -497,7 +509,7 @@ impl MailSink {
                     }
                     let raw = read_data(&mut read).await?;
                     let Some(raw) = raw else {
-                        write.write_all(b"552 5.3.4 Message too big\r\n").await?;
+                        reply!(b"552 5.3.4 Message too big\r\n");
                         continue;
                     };
                     let faults = self.faults();
@@ -509,7 +521,7 @@ impl MailSink {
                     match tx.fault {
                         Some(FaultAction::RejectData(r)) => {
                             self.count_fault();
-                            write.write_all(format!("{}\r\n", r.trim()).as_bytes()).await?;
+                            reply!(format!("{}\r\n", r.trim()).as_bytes());
                         }
                         Some(FaultAction::DropAfterData) => {
                             self.count_fault();
@@ -518,7 +530,7 @@ impl MailSink {
                         }
                         _ => {
                             let id = self.store(tx.mail_from, tx.rcpt_to, raw).await;
-                            write.write_all(format!("250 2.0.0 OK queued as {id}\r\n").as_bytes()).await?;
+                            reply!(format!("250 2.0.0 OK queued as {id}\r\n").as_bytes());
                         }
                     }
                     continue;
@@ -529,12 +541,13 @@ impl MailSink {
             } else if verb == "NOOP" {
                 b"250 2.0.0 OK\r\n"
             } else if verb == "QUIT" {
-                write.write_all(b"221 2.0.0 Bye\r\n").await?;
+                out.extend_from_slice(b"221 2.0.0 Bye\r\n");
+                write.write_all(&out).await?;
                 return Ok(());
             } else {
                 b"502 5.5.2 Command not implemented\r\n"
             };
-            write.write_all(reply).await?;
+            reply!(reply);
         }
     }
 }

@@ -192,6 +192,8 @@ const MIN_COMPLAINT_SAMPLE: i64 = 1000;
 const COMPLAINT_CHECK_EVERY: Duration = Duration::from_secs(30);
 /// A 250 waits at most this long for its batch before it is recorded.
 const ACK_MAX_DELAY: Duration = Duration::from_millis(50);
+/// How often an idle loop other than slot 0 asks whether its campaign is done.
+const DONE_CHECK_EVERY: Duration = Duration::from_secs(2);
 /// How often domain tallies are added to the stats while sending.
 const TALLY_EVERY: Duration = Duration::from_secs(5);
 
@@ -210,6 +212,10 @@ struct Sender<'a> {
     frequency_cap_hours: Option<i32>,
     /// This loop's delivery slot; its token fences every row the loop claims.
     lease: Lease,
+    /// The delivery slot the lease holds: slot 0 asks whether the campaign is done whenever it
+    /// idles, the others only every [`DONE_CHECK_EVERY`] (see [`Sender::idle`]).
+    slot: i32,
+    last_done_check: Instant,
     conn: Option<SmtpConnection>,
     consecutive_failures: u32,
     /// Claims start after the last row this loop claimed, so a claim does not walk the index
@@ -266,7 +272,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
         &cx.config.egress,
     )
     .await?;
-    let Some(lease) = take_slot(cx, tenant, campaign_id, identity.max_connections).await? else {
+    let Some((lease, slot)) = take_slot(cx, tenant, campaign_id, identity.max_connections).await? else {
         return Ok(());
     };
     let mut tx = cx.db.tenant_tx(tenant).await?;
@@ -312,6 +318,8 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
         max_queue_age_hours: max_age,
         frequency_cap_hours: cap,
         lease,
+        slot,
+        last_done_check: Instant::now(),
         conn: None,
         consecutive_failures: 0,
         cursor: 0,
@@ -340,13 +348,19 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
     result
 }
 
-/// Takes the first free delivery slot of the campaign, or `None` when all are held.
-async fn take_slot(cx: &DeliveryContext, tenant: TenantId, campaign: CampaignId, slots: u32) -> Result<Option<Lease>> {
+/// Takes the first free delivery slot of the campaign (its lease and number), or `None` when
+/// all are held.
+async fn take_slot(
+    cx: &DeliveryContext,
+    tenant: TenantId,
+    campaign: CampaignId,
+    slots: u32,
+) -> Result<Option<(Lease, i32)>> {
     for slot in 0..slots.max(1) as i32 {
         let owner = crate::sending::lease::owner(&cx.config.worker_id, &format!("deliver:{campaign}:{slot}"));
         let what = LeaseFor::Delivery { tenant, campaign, slot };
         if let Some(lease) = Lease::acquire(&cx.db, what, &owner, cx.config.lease).await? {
-            return Ok(Some(lease));
+            return Ok(Some((lease, slot)));
         }
     }
     Ok(None)
@@ -413,8 +427,9 @@ impl Sender<'_> {
                 return self.on_fence_closed(why, &ready).await;
             }
             // One sandbox round trip for the batch; `render_bodies` answers once per row.
-            let rendered = self.render_batch(&ready);
-            for ((i, row), parts) in ready.iter().enumerate().zip(rendered) {
+            let urls: Vec<String> = ready.iter().map(|row| self.unsubscribe_url(row)).collect();
+            let rendered = self.render_batch(&ready, &urls);
+            for (((i, row), parts), unsubscribe) in ready.iter().enumerate().zip(rendered).zip(urls) {
                 if let Some(why) = self.fence().closed_because() {
                     return self.on_fence_closed(why, &ready[i..]).await;
                 }
@@ -428,7 +443,7 @@ impl Sender<'_> {
                     self.flush(&arm).await?;
                 }
                 cfg.fault(FaultPoint::BeforeSmtp, row.id)?;
-                match self.send_one(row, parts).await? {
+                match self.send_one(row, parts, unsubscribe).await? {
                     Next::Continue => {}
                     Next::Stop => {
                         self.flush(&[]).await?;
@@ -507,9 +522,17 @@ impl Sender<'_> {
     /// lease, not a heartbeat.
     async fn idle(&mut self) -> Result<bool> {
         self.tally.flush(&self.cx.db, self.tenant, self.campaign.id).await?;
-        if store::finish_if_done(&self.cx.db, self.tenant, self.campaign.id).await? {
-            tracing::info!(campaign = %self.campaign.id, "campaign sent");
-            return Ok(true);
+        // At the end of a send every loop idles at once, and the check walks the campaign's
+        // queue (measured: 30 ms a call right after 100k rows went out, 2.1 s of Postgres's
+        // 22 s in the benchmark). One loop asking is enough: the others learn that the
+        // campaign is sent from their lease's renewal, which stops their fence. They still
+        // ask now and then, in case slot 0 died and its lease has not been reaped yet.
+        if self.slot == 0 || self.last_done_check.elapsed() >= DONE_CHECK_EVERY {
+            self.last_done_check = Instant::now();
+            if store::finish_if_done(&self.cx.db, self.tenant, self.campaign.id).await? {
+                tracing::info!(campaign = %self.campaign.id, "campaign sent");
+                return Ok(true);
+            }
         }
         // Idle connections are closed rather than kept through a long backoff.
         if let Some(conn) = self.conn.take() {
@@ -665,8 +688,7 @@ impl Sender<'_> {
     }
 
     /// Renders every row of a batch in one round trip to the template sandbox.
-    fn render_batch(&self, rows: &[Claimed]) -> Vec<RenderedParts> {
-        let urls: Vec<String> = rows.iter().map(|row| self.unsubscribe_url(row)).collect();
+    fn render_batch(&self, rows: &[Claimed], urls: &[String]) -> Vec<RenderedParts> {
         let recipients: Vec<Recipient<'_>> = rows
             .iter()
             .map(|row| Recipient { email: &row.email, name: &row.name, attributes: &row.attributes })
@@ -679,11 +701,10 @@ impl Sender<'_> {
 
     /// Renders and sends one claimed row, and records the outcome (a 250 is recorded with the
     /// next batch; see [`Sender::flush`]).
-    async fn send_one(&mut self, row: &Claimed, rendered: RenderedParts) -> Result<Next> {
+    async fn send_one(&mut self, row: &Claimed, rendered: RenderedParts, unsubscribe: String) -> Result<Next> {
         let cfg = self.cx.config.clone();
         let c = &self.campaign;
         let list = if c.list_ids.len() == 1 { c.list_ids.first().map(|l| l.0) } else { None };
-        let unsubscribe = self.unsubscribe_url(row);
         let ctx = MessageContext { unsubscribe_url: &unsubscribe };
         let parts = match rendered {
             Ok(r) => r,

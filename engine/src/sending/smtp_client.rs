@@ -544,6 +544,9 @@ pub struct SmtpConnection {
     greeting: String,
     encrypted: bool,
     broken: bool,
+    /// The server offers PIPELINING (RFC 2920): MAIL FROM, RCPT TO and DATA go out in one write
+    /// and their replies are read together, one round trip where there were three.
+    pipelining: bool,
     command_timeout: Duration,
     data_timeout: Duration,
 }
@@ -593,10 +596,7 @@ impl SmtpConnection {
             io.write_all(format!("EHLO {}\r\n", server.helo).as_bytes()).await.map_err(|e| io_error(stage, &e))?;
             let (code, len) = read_reply(&mut io, &mut buf).await?;
             let ehlo: Vec<u8> = buf.drain(..len).collect();
-            let offers_starttls = code == 250
-                && String::from_utf8_lossy(&ehlo)
-                    .lines()
-                    .any(|l| l.get(4..).is_some_and(|k| k.trim().eq_ignore_ascii_case("STARTTLS")));
+            let offers_starttls = code == 250 && offers(&String::from_utf8_lossy(&ehlo), "STARTTLS");
             if offers_starttls {
                 io.write_all(b"STARTTLS\r\n").await.map_err(|e| io_error(stage, &e))?;
                 let (code, len) = read_reply(&mut io, &mut buf).await?;
@@ -626,13 +626,16 @@ impl SmtpConnection {
                 .map_err(|e| from_lettre(&e, SmtpStage::Auth, false))?;
         }
         let ehlo = std::mem::take(&mut *tap.ehlo_reply.lock().unwrap_or_else(PoisonError::into_inner));
-        let greeting = format!("{}\n{}", reply_text(&banner).trim_end(), reply_text(&ehlo).trim_end());
+        let ehlo = reply_text(&ehlo);
+        let greeting = format!("{}\n{}", reply_text(&banner).trim_end(), ehlo.trim_end());
+        let pipelining = offers(&ehlo, "PIPELINING");
         Ok(Self {
             conn,
             tap,
             greeting: greeting.trim().to_string(),
             encrypted,
             broken: false,
+            pipelining,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             data_timeout: DEFAULT_DATA_TIMEOUT,
         })
@@ -747,11 +750,24 @@ impl SmtpConnection {
             params.push(MailParameter::SmtpUtfEight);
         }
         let limit = self.command_timeout;
-        let reply = timed(SmtpStage::MailFrom, limit, self.conn.command(Mail::new(from, params))).await?;
-        expect_2xx(SmtpStage::MailFrom, &reply)?;
-        let reply = timed(SmtpStage::RcptTo, limit, self.conn.command(Rcpt::new(to, Vec::new()))).await?;
-        expect_2xx(SmtpStage::RcptTo, &reply)?;
-        let reply = timed(SmtpStage::Data, limit, self.conn.command(Data)).await?;
+        let (mail, rcpt) = (Mail::new(from, params), Rcpt::new(to, Vec::new()));
+        let reply = if self.pipelining {
+            // One write, three replies read in order. A refusal of any of them fails the
+            // transaction (and the connection is never reused), so the replies still in flight
+            // after it do not matter.
+            let envelope = format!("{mail}{rcpt}{Data}");
+            let reply = timed(SmtpStage::MailFrom, limit, self.conn.command(envelope)).await?;
+            expect_2xx(SmtpStage::MailFrom, &reply)?;
+            let reply = timed(SmtpStage::RcptTo, limit, self.conn.read_response()).await?;
+            expect_2xx(SmtpStage::RcptTo, &reply)?;
+            timed(SmtpStage::Data, limit, self.conn.read_response()).await?
+        } else {
+            let reply = timed(SmtpStage::MailFrom, limit, self.conn.command(mail)).await?;
+            expect_2xx(SmtpStage::MailFrom, &reply)?;
+            let reply = timed(SmtpStage::RcptTo, limit, self.conn.command(rcpt)).await?;
+            expect_2xx(SmtpStage::RcptTo, &reply)?;
+            timed(SmtpStage::Data, limit, self.conn.command(Data)).await?
+        };
         if !reply.has_code(354) {
             return Err(SmtpError::transient(
                 SmtpStage::Data,
@@ -919,6 +935,11 @@ async fn open_tcp(
         Some(e) => SmtpError::transient(stage, format!("cannot connect to {host}:{port}: {e}")),
         None => SmtpError::transient(stage, format!("{host} has no address")),
     })
+}
+
+/// Whether an EHLO reply (`250-host`, `250-KEYWORD params`…) offers the extension `keyword`.
+fn offers(ehlo: &str, keyword: &str) -> bool {
+    ehlo.lines().any(|l| l.get(4..).is_some_and(|k| k.trim().eq_ignore_ascii_case(keyword)))
 }
 
 fn io_error(stage: SmtpStage, e: &io::Error) -> SmtpError {
@@ -1335,6 +1356,62 @@ mod tests {
             false
         });
         Ok((addr, task))
+    }
+
+    /// A server that offers PIPELINING and answers nothing of a transaction until MAIL FROM,
+    /// RCPT TO and DATA have all arrived: a client that waits for each reply stalls against it.
+    /// Returns the number of reads the three commands took.
+    async fn pipelining_server() -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<anyhow::Result<usize>>)> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await?;
+            stream.write_all(b"220 pipe.test ESMTP\r\n").await?;
+            let mut seen = Vec::new();
+            async fn read(seen: &mut Vec<u8>, stream: &mut tokio::net::TcpStream) -> anyhow::Result<()> {
+                let mut buf = [0u8; 4096];
+                let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await??;
+                anyhow::ensure!(n > 0, "the client hung up");
+                seen.extend_from_slice(&buf[..n]);
+                Ok(())
+            }
+            while !seen.ends_with(b"\r\n") {
+                read(&mut seen, &mut stream).await?;
+            }
+            stream.write_all(b"250-pipe.test\r\n250-PIPELINING\r\n250 8BITMIME\r\n").await?;
+            seen.clear();
+            let mut reads = 0;
+            while !String::from_utf8_lossy(&seen).contains("DATA\r\n") {
+                read(&mut seen, &mut stream).await?;
+                reads += 1;
+            }
+            let text = String::from_utf8_lossy(&seen).to_string();
+            anyhow::ensure!(text.starts_with("MAIL FROM:") && text.contains("RCPT TO:"), "got {text:?}");
+            stream.write_all(b"250 2.1.0 OK\r\n250 2.1.5 OK\r\n354 go ahead\r\n").await?;
+            seen.clear();
+            while !seen.ends_with(b"\r\n.\r\n") {
+                read(&mut seen, &mut stream).await?;
+            }
+            stream.write_all(b"250 2.0.0 OK queued as 7\r\n").await?;
+            Ok(reads)
+        });
+        Ok((addr, task))
+    }
+
+    #[tokio::test]
+    async fn smtp_pipelines_the_envelope_when_the_server_offers_it() -> anyhow::Result<()> {
+        let (addr, server) = pipelining_server().await?;
+        let mut conn = connect(&SmtpServer::parse(&format!("smtp://{addr}"))?).await?;
+        let reply = tokio::time::timeout(
+            Duration::from_secs(5),
+            conn.send("a@herald.test", "b@example.com", &message(1, "b@example.com")),
+        )
+        .await
+        .map_err(|_| anyhow::anyhow!("the client waited for a reply to each command"))??;
+        assert!(reply.contains("queued as 7"), "{reply}");
+        // MAIL FROM, RCPT TO and DATA went out in one write (one read on loopback).
+        assert_eq!(server.await??, 1);
+        Ok(())
     }
 
     #[tokio::test]
