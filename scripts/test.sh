@@ -39,7 +39,23 @@ leptos_env cargo clippy -p herald-frontend --target wasm32-unknown-unknown \
   --target-dir "$CARGO_TARGET_DIR/front" -- -D warnings
 
 log "cargo test (DATABASE_URL=${DATABASE_URL%%\?*})"
-leptos_env cargo test -p herald-engine -p herald-server
+# A test that hangs would run on into CI's own limit, and the tail of its output would not say
+# which test it was. Cap the step, and on a timeout name the tests libtest reported as running
+# for over a minute that never finished.
+mkdir -p "$HERALD_ROOT/.herald"
+test_log="$HERALD_ROOT/.herald/cargo-test.log"
+set +e
+leptos_env timeout -k 30s "${RUST_TESTS_TIMEOUT:-45m}" cargo test -p herald-engine -p herald-server 2>&1 | tee "$test_log"
+status=${PIPESTATUS[0]}
+set -e
+if [[ $status -eq 124 || $status -eq 137 ]]; then
+  warn "tests still running when the time ran out:"
+  sed -n 's/^test \(.*\) has been running for over .*/\1/p' "$test_log" | sort -u | while read -r name; do
+    grep -q "^test $name \.\.\. " "$test_log" || echo "  $name" >&2
+  done
+  die "cargo test did not finish within ${RUST_TESTS_TIMEOUT:-45m}"
+fi
+[[ $status -eq 0 ]] || die "cargo test failed"
 fi
 
 if [[ "${SKIP_E2E:-0}" == 1 ]]; then

@@ -258,6 +258,12 @@ impl TestApp {
 
     /// The token of the newest confirmation link mailed to `to` (waits for it).
     pub async fn verification_token(&self, to: &str) -> String {
+        self.verification_tokens(to, 1).await.pop().unwrap_or_default()
+    }
+
+    /// The tokens of the confirmation links mailed to `to`, oldest first, once there are at least
+    /// `count` of them. Two links signed within the same second are the same token.
+    pub async fn verification_tokens(&self, to: &str, count: usize) -> Vec<String> {
         for _ in 0..150 {
             let mut found: Vec<(u64, String)> = self
                 .sink
@@ -271,13 +277,13 @@ impl TestApp {
                     Some((m.id, text[start..].chars().take_while(|c| !c.is_whitespace()).collect()))
                 })
                 .collect();
-            found.sort();
-            if let Some((_, token)) = found.pop() {
-                return token;
+            if found.len() >= count.max(1) {
+                found.sort();
+                return found.into_iter().map(|(_, token)| token).collect();
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("no confirmation mail to {to}");
+        panic!("fewer than {count} confirmation mails to {to}");
     }
 
     /// Adds an existing account to a workspace with a role, behind the UI's back (test set-up).

@@ -14,6 +14,7 @@ mod bench_import;
 mod campaigns_api;
 mod chaos;
 mod cli;
+mod database;
 mod dns;
 mod email_verification;
 mod imports;
