@@ -24,7 +24,7 @@ pub struct SendSystemMail {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ImportReaders {
     pub tenant: crate::domain::TenantId,
-    pub import: uuid::Uuid,
+    pub import: herald_types::ImportId,
 }
 
 /// Starts (or restarts) work on a sending campaign: enqueues its delivery jobs, then runs the
@@ -139,7 +139,7 @@ impl Jobs {
         Ok(())
     }
 
-    pub async fn enqueue_import(&self, tenant: crate::domain::TenantId, import: uuid::Uuid) -> Result<()> {
+    pub async fn enqueue_import(&self, tenant: crate::domain::TenantId, import: herald_types::ImportId) -> Result<()> {
         let mut storage = self.imports.clone();
         storage
             .push(ImportReaders { tenant, import })

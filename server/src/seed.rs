@@ -102,13 +102,14 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
 
     // Imports: one waiting for its mapping, and one in each later state.
     let csv = b"email,name,city\nnew1@example.com,New One,Lyon\nnew2@example.com,New Two,Nantes\n";
-    for status in ["uploaded", "queued", "running", "done", "failed"] {
+    use import::ImportStatus::{Done, Failed, Queued, Running, Uploaded};
+    for status in [Uploaded, Queued, Running, Done, Failed] {
         let id = import::begin_upload(&db, tenant, Some(user.id), Role::Owner, &format!("{status}.csv"))
             .await
             .map_err(clear)?;
         import::append_chunk(&db, tenant, id, 0, csv, i64::MAX).await.map_err(clear)?;
         import::finish_upload(&db, tenant, id, csv.len() as i64).await.map_err(clear)?;
-        if status != "uploaded" {
+        if status != Uploaded {
             force_import(&db, tenant, id, status).await?;
         }
         add("/audience/imports/:id", format!("/audience/imports/{id}"));
@@ -222,7 +223,12 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
 }
 
 /// Moves an import to `status` as its job would have (counts included), without running it.
-async fn force_import(db: &Db, tenant: TenantId, id: Uuid, status: &str) -> anyhow::Result<()> {
+async fn force_import(
+    db: &Db,
+    tenant: TenantId,
+    id: import::ImportId,
+    status: import::ImportStatus,
+) -> anyhow::Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     sqlx::query(
         "UPDATE imports SET status = $3,

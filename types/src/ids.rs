@@ -91,6 +91,18 @@ id_type!(
     /// A sending identity's id (an SMTP server and its sender addresses).
     IdentityId
 );
+id_type!(
+    /// A transactional message's id.
+    MessageId
+);
+id_type!(
+    /// A CSV import's id.
+    ImportId
+);
+id_type!(
+    /// A transactional template's id.
+    TemplateId
+);
 
 #[cfg(test)]
 mod tests {

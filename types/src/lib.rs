@@ -14,14 +14,18 @@ mod string_enum;
 
 pub mod campaign;
 pub mod ids;
+pub mod import;
 pub mod invalid;
+pub mod message;
 pub mod progress;
 pub mod template;
 pub mod values;
 
 pub use campaign::{BodyFormat, Campaign, CampaignInput, CampaignStatus, FeedSource, Recurrence, TrackingMode};
-pub use ids::{BadId, CampaignId, IdentityId, ListId, TenantId, UserId};
+pub use ids::{BadId, CampaignId, IdentityId, ImportId, ListId, MessageId, TemplateId, TenantId, UserId};
+pub use import::{Import, ImportStatus, ImportSummary};
 pub use invalid::{FieldError, Invalid, Problems};
+pub use message::{Message, MessageDetail, MessageEvent, MessageStatus};
 pub use progress::{Failure, Progress, Report, SendStatus, SkipCount};
 pub use template::TemplateInput;
 pub use values::{Email, Forbidden, Role, Slug};

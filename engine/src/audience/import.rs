@@ -7,7 +7,6 @@
 
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
-use serde::Serialize;
 use std::io::Read;
 use tokio::sync::mpsc;
 use uuid::Uuid;
@@ -16,51 +15,14 @@ use super::bulk::{self, Existing, ReaderInput};
 use super::consent::Origin;
 use crate::domain::{Role, TenantId, UserId};
 use crate::error::{Error, Result};
-use crate::infra::db::Db;
+use crate::infra::db::{Db, Tx};
+use herald_types::ListId;
 
 pub const CHUNK_BYTES: usize = 1024 * 1024;
 const BATCH_ROWS: usize = 5_000;
 const PREVIEW_ROWS: usize = 5;
 
-#[derive(Clone, Debug, Serialize)]
-pub struct ImportView {
-    pub id: Uuid,
-    pub file_name: String,
-    pub size_bytes: i64,
-    pub status: String,
-    pub delimiter: String,
-    /// The header row.
-    pub columns: Vec<String>,
-    /// The first rows after the header.
-    pub preview: Vec<Vec<String>>,
-    /// Per column: "email", "name", "attributes.<key>" or "ignore".
-    pub mapping: Vec<String>,
-    pub list_ids: Vec<Uuid>,
-    pub mode: String,
-    pub existing: String,
-    pub rows_read: i64,
-    pub created: i64,
-    pub updated: i64,
-    pub skipped: i64,
-    pub invalid: i64,
-    pub bytes_done: i64,
-    pub error: Option<String>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub rows_per_second: f64,
-}
-
-impl ImportView {
-    pub fn percent(&self) -> u8 {
-        if self.status == "done" {
-            100
-        } else if self.size_bytes > 0 {
-            ((self.bytes_done as f64 / self.size_bytes as f64) * 100.0).clamp(0.0, 99.0) as u8
-        } else {
-            0
-        }
-    }
-}
+pub use herald_types::{Import, ImportId, ImportStatus, ImportSummary};
 
 pub async fn begin_upload(
     db: &Db,
@@ -68,9 +30,9 @@ pub async fn begin_upload(
     user: Option<UserId>,
     role: Role,
     file_name: &str,
-) -> Result<Uuid> {
+) -> Result<ImportId> {
     role.require(Role::Author)?;
-    let id = Uuid::new_v4();
+    let id = ImportId::new();
     let name: String = file_name.chars().filter(|c| !c.is_control()).take(200).collect();
     let mut tx = db.tenant_tx(tenant).await?;
     sqlx::query("INSERT INTO imports (id, tenant_id, created_by, file_name) VALUES ($1, $2, $3, $4)")
@@ -87,7 +49,14 @@ pub async fn begin_upload(
 /// Stores the next 1 MB of an upload, unless the workspace's uploads not yet imported would then
 /// hold more than `storage_cap` bytes (`HERALD_IMPORT_STORAGE_PER_WORKSPACE`): then an
 /// `Invalid` that says what to do, and the caller discards the partial upload.
-pub async fn append_chunk(db: &Db, tenant: TenantId, id: Uuid, seq: i32, data: &[u8], storage_cap: i64) -> Result<()> {
+pub async fn append_chunk(
+    db: &Db,
+    tenant: TenantId,
+    id: ImportId,
+    seq: i32,
+    data: &[u8],
+    storage_cap: i64,
+) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     // One check at a time per workspace, so two uploads cannot both take the last megabytes.
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('import-storage:' || $1::text, 0))")
@@ -121,33 +90,28 @@ pub async fn append_chunk(db: &Db, tenant: TenantId, id: Uuid, seq: i32, data: &
 
 /// Deletes an upload that is not importing (uploading, uploaded, or failed): its file, its
 /// mapping and its error report. Readers a failed run already imported stay.
-pub async fn discard(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<()> {
+pub async fn discard(db: &Db, tenant: TenantId, role: Role, id: ImportId) -> Result<()> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
-    let status: Option<String> = sqlx::query_scalar("SELECT status FROM imports WHERE tenant_id = $1 AND id = $2")
-        .bind(tenant)
-        .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
-    match status.as_deref() {
+    let status: Option<ImportStatus> =
+        sqlx::query_scalar("SELECT status FROM imports WHERE tenant_id = $1 AND id = $2 FOR UPDATE")
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    match status {
         None => return Err(Error::NotFound),
-        Some("uploading" | "uploaded" | "failed") => {}
+        Some(s) if s.can_discard() => {}
         Some(_) => return Err(Error::Conflict("Only an import that is not running or done can be discarded.".into())),
     }
-    sqlx::query(
-        "DELETE FROM imports WHERE tenant_id = $1 AND id = $2 AND status IN ('uploading', 'uploaded', 'failed')",
-    )
-    .bind(tenant)
-    .bind(id)
-    .execute(&mut *tx)
-    .await?;
+    sqlx::query("DELETE FROM imports WHERE tenant_id = $1 AND id = $2").bind(tenant).bind(id).execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(())
 }
 
 /// Marks the upload complete, detects the delimiter and guesses the column mapping.
 #[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn finish_upload(db: &Db, tenant: TenantId, id: Uuid, size: i64) -> Result<()> {
+pub async fn finish_upload(db: &Db, tenant: TenantId, id: ImportId, size: i64) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     let first: Option<Vec<u8>> = sqlx::query_scalar("SELECT data FROM import_chunks WHERE import_id = $1 AND seq = 0")
         .bind(id)
@@ -160,14 +124,12 @@ pub async fn finish_upload(db: &Db, tenant: TenantId, id: Uuid, size: i64) -> Re
         return Err(Error::invalid("The file has no header row."));
     }
     let mapping: Vec<String> = header.iter().map(|h| guess_mapping(h)).collect();
-    sqlx::query("UPDATE imports SET status = 'uploaded', size_bytes = $3, delimiter = $4, mapping = $5 WHERE tenant_id = $1 AND id = $2")
-        .bind(tenant)
-        .bind(id)
-        .bind(size)
-        .bind((delimiter as char).to_string())
-        .bind(serde_json::json!(mapping))
-        .execute(&mut *tx)
-        .await?;
+    let also = "size_bytes = $5, delimiter = $6, mapping = $7";
+    let bind =
+        |q: ImportUpdate<'static>| q.bind(size).bind((delimiter as char).to_string()).bind(serde_json::json!(mapping));
+    if !transition(&mut tx, tenant, id, (&[ImportStatus::Uploading], ImportStatus::Uploaded), (also, bind)).await? {
+        return Err(Error::Conflict("This upload was finished already.".into()));
+    }
     tx.commit().await?;
     Ok(())
 }
@@ -207,10 +169,10 @@ fn parse_preview(data: &[u8], delimiter: u8) -> (Vec<String>, Vec<Vec<String>>) 
 
 #[derive(sqlx::FromRow)]
 struct ImportRow {
-    id: Uuid,
+    id: ImportId,
     file_name: String,
     size_bytes: i64,
-    status: String,
+    status: ImportStatus,
     delimiter: String,
     mapping: serde_json::Value,
     list_ids: Vec<Uuid>,
@@ -228,7 +190,7 @@ struct ImportRow {
     finished_at: Option<DateTime<Utc>>,
 }
 
-async fn load(db: &Db, tenant: TenantId, id: Uuid) -> Result<ImportRow> {
+async fn load(db: &Db, tenant: TenantId, id: ImportId) -> Result<ImportRow> {
     let mut tx = db.tenant_tx(tenant).await?;
     let row = sqlx::query_as(
         "SELECT id, file_name, size_bytes, status, delimiter, mapping, list_ids, mode, existing, rows_read, created, updated,
@@ -244,11 +206,11 @@ async fn load(db: &Db, tenant: TenantId, id: Uuid) -> Result<ImportRow> {
     Ok(row)
 }
 
-pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<ImportView> {
+pub async fn get(db: &Db, tenant: TenantId, id: ImportId) -> Result<Import> {
     let r = load(db, tenant, id).await?;
     // The preview is for the mapping step; the progress page polls this every second and does
     // not need the file read again.
-    if !matches!(r.status.as_str(), "uploaded" | "failed") {
+    if !r.status.can_start() {
         return Ok(view(r, Vec::new(), Vec::new()));
     }
     let mut tx = db.tenant_tx(tenant).await?;
@@ -264,13 +226,13 @@ pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<ImportView> {
     Ok(view(r, columns, preview))
 }
 
-fn view(r: ImportRow, columns: Vec<String>, preview: Vec<Vec<String>>) -> ImportView {
+fn view(r: ImportRow, columns: Vec<String>, preview: Vec<Vec<String>>) -> Import {
     let elapsed = match (r.started_at, r.finished_at) {
         (Some(s), Some(f)) => (f - s).num_milliseconds(),
         (Some(s), None) => (Utc::now() - s).num_milliseconds(),
         _ => 0,
     };
-    ImportView {
+    Import {
         id: r.id,
         file_name: r.file_name,
         size_bytes: r.size_bytes,
@@ -279,7 +241,7 @@ fn view(r: ImportRow, columns: Vec<String>, preview: Vec<Vec<String>>) -> Import
         columns,
         preview,
         mapping: serde_json::from_value(r.mapping).unwrap_or_default(),
-        list_ids: r.list_ids,
+        list_ids: r.list_ids.into_iter().map(ListId).collect(),
         mode: r.mode,
         existing: r.existing,
         rows_read: r.rows_read,
@@ -295,14 +257,26 @@ fn view(r: ImportRow, columns: Vec<String>, preview: Vec<Vec<String>>) -> Import
     }
 }
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-pub struct ImportSummary {
-    pub id: Uuid,
-    pub file_name: String,
-    pub status: String,
-    pub rows_read: i64,
-    pub invalid: i64,
-    pub created_at: DateTime<Utc>,
+type ImportUpdate<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+/// The one way an import's status changes: from one of `from` to `to`, setting `also` as well
+/// (assignments whose binds start at $5). Says whether it moved.
+async fn transition<'q>(
+    tx: &mut Tx,
+    tenant: TenantId,
+    id: ImportId,
+    (from, to): (&'q [ImportStatus], ImportStatus),
+    (also, bind_also): (&str, impl FnOnce(ImportUpdate<'q>) -> ImportUpdate<'q>),
+) -> Result<bool> {
+    let also = if also.is_empty() { String::new() } else { format!(", {also}") };
+    let update = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE imports SET status = $3{also} WHERE tenant_id = $1 AND id = $2 AND status = ANY($4)"
+    )))
+    .bind(tenant)
+    .bind(id)
+    .bind(to)
+    .bind(from);
+    Ok(bind_also(update).execute(&mut **tx).await?.rows_affected() > 0)
 }
 
 /// The newest imports first.
@@ -334,7 +308,7 @@ pub async fn start(
     jobs: &crate::jobs::Jobs,
     tenant: TenantId,
     role: Role,
-    id: Uuid,
+    id: ImportId,
     s: StartImport,
 ) -> Result<()> {
     role.require(Role::Author)?;
@@ -363,20 +337,18 @@ pub async fn start(
         return Err(Error::invalid("Existing readers must be updated or skipped."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
-    let n = sqlx::query(
-        "UPDATE imports SET status = 'queued', mapping = $3, list_ids = $4, mode = $5, existing = $6, error = NULL
-         WHERE tenant_id = $1 AND id = $2 AND status IN ('uploaded', 'failed')",
+    let startable: Vec<ImportStatus> = ImportStatus::ALL.iter().copied().filter(|s| s.can_start()).collect();
+    let started = transition(
+        &mut tx,
+        tenant,
+        id,
+        (&startable, ImportStatus::Queued),
+        ("mapping = $5, list_ids = $6, mode = $7, existing = $8, error = NULL", |q| {
+            q.bind(serde_json::json!(s.mapping)).bind(&s.list_ids).bind(&s.mode).bind(&s.existing)
+        }),
     )
-    .bind(tenant)
-    .bind(id)
-    .bind(serde_json::json!(s.mapping))
-    .bind(&s.list_ids)
-    .bind(&s.mode)
-    .bind(&s.existing)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if n == 0 {
+    .await?;
+    if !started {
         let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM imports WHERE tenant_id = $1 AND id = $2)")
             .bind(tenant)
             .bind(id)
@@ -525,29 +497,30 @@ pub struct ImportContext {
 
 /// The import job: resumable, idempotent per batch.
 #[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn run(cx: &ImportContext, tenant: TenantId, id: Uuid) -> Result<()> {
+pub async fn run(cx: &ImportContext, tenant: TenantId, id: ImportId) -> Result<()> {
     let db = &cx.db;
     let imp = load(db, tenant, id).await?;
-    if !matches!(imp.status.as_str(), "queued" | "running") {
+    if !imp.status.in_progress() {
         return Ok(()); // done, failed or never started: nothing to do (a duplicate delivery)
     }
     {
         let mut tx = db.tenant_tx(tenant).await?;
-        sqlx::query("UPDATE imports SET status = 'running', started_at = coalesce(started_at, now()) WHERE tenant_id = $1 AND id = $2")
-            .bind(tenant)
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
+        let also = "started_at = coalesce(started_at, now())";
+        transition(
+            &mut tx,
+            tenant,
+            id,
+            (&[ImportStatus::Queued, ImportStatus::Running], ImportStatus::Running),
+            (also, |q| q),
+        )
+        .await?;
         tx.commit().await?;
     }
     match run_batches(cx, tenant, &imp).await {
         Ok(()) => {
             let mut tx = db.tenant_tx(tenant).await?;
-            sqlx::query("UPDATE imports SET status = 'done', finished_at = now(), bytes_done = size_bytes WHERE tenant_id = $1 AND id = $2")
-                .bind(tenant)
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
+            let also = "finished_at = now(), bytes_done = size_bytes";
+            transition(&mut tx, tenant, id, (&[ImportStatus::Running], ImportStatus::Done), (also, |q| q)).await?;
             sqlx::query("DELETE FROM import_chunks WHERE import_id = $1").bind(id).execute(&mut *tx).await?;
             tx.commit().await?;
             Ok(())
@@ -555,12 +528,15 @@ pub async fn run(cx: &ImportContext, tenant: TenantId, id: Uuid) -> Result<()> {
         Err(e) => {
             tracing::error!(error = ?e, import = %id, "import failed; it can be re-run and resumes after the last committed line");
             let mut tx = db.tenant_tx(tenant).await?;
-            sqlx::query("UPDATE imports SET status = 'failed', error = $3 WHERE tenant_id = $1 AND id = $2")
-                .bind(tenant)
-                .bind(id)
-                .bind("The import stopped because of an internal error. Run it again: it continues where it stopped.")
-                .execute(&mut *tx)
-                .await?;
+            let why = "The import stopped because of an internal error. Run it again: it continues where it stopped.";
+            transition(
+                &mut tx,
+                tenant,
+                id,
+                (&[ImportStatus::Running], ImportStatus::Failed),
+                ("error = $5", |q| q.bind(why)),
+            )
+            .await?;
             tx.commit().await?;
             Err(e)
         }
@@ -720,7 +696,7 @@ async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> R
 /// they are read (an import with a million bad rows is never one string in memory). "line" is
 /// the row number as a spreadsheet shows it: the header is 1, and a quoted cell spanning lines
 /// stays one row. Stops quietly if the receiver goes away (the client disconnected).
-pub async fn stream_errors_csv(db: &Db, tenant: TenantId, id: Uuid, out: mpsc::Sender<Vec<u8>>) -> Result<()> {
+pub async fn stream_errors_csv(db: &Db, tenant: TenantId, id: ImportId, out: mpsc::Sender<Vec<u8>>) -> Result<()> {
     load(db, tenant, id).await?;
     let mut tx = db.tenant_tx(tenant).await?;
     let mut csv = super::export::CsvChunks::new(out, &["line", "reason", "row"])?;

@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use crate::domain::TenantId;
 use crate::infra::tokens::Signer;
+use herald_types::MessageId;
 
 const OPEN: u8 = b'o';
 const CLICK: u8 = b'c';
@@ -76,24 +77,24 @@ impl TrackingKeys {
     }
 
     /// A transactional message's open pixel token.
-    pub fn message_open_token(&self, mac: &WorkspaceMac, tenant: TenantId, message: Uuid) -> String {
-        seal(mac, &payload(MESSAGE_OPEN, &Target { tenant, campaign: message, reader: None }, None))
+    pub fn message_open_token(&self, mac: &WorkspaceMac, tenant: TenantId, message: MessageId) -> String {
+        seal(mac, &payload(MESSAGE_OPEN, &Target { tenant, campaign: message.0, reader: None }, None))
     }
 
     /// A click token for the `index`th link of a transactional message.
-    pub fn message_click_token(&self, mac: &WorkspaceMac, tenant: TenantId, message: Uuid, index: i64) -> String {
-        seal(mac, &payload(MESSAGE_CLICK, &Target { tenant, campaign: message, reader: None }, Some(index)))
+    pub fn message_click_token(&self, mac: &WorkspaceMac, tenant: TenantId, message: MessageId, index: i64) -> String {
+        seal(mac, &payload(MESSAGE_CLICK, &Target { tenant, campaign: message.0, reader: None }, Some(index)))
     }
 
     /// Checks a message open token: the workspace and the message.
-    pub fn verify_message_open(&self, token: &str) -> Option<(TenantId, Uuid)> {
-        self.verify(token, MESSAGE_OPEN, OPEN_LEN).map(|(t, _)| (t.tenant, t.campaign))
+    pub fn verify_message_open(&self, token: &str) -> Option<(TenantId, MessageId)> {
+        self.verify(token, MESSAGE_OPEN, OPEN_LEN).map(|(t, _)| (t.tenant, MessageId(t.campaign)))
     }
 
     /// Checks a message click token: the workspace, the message and the link's index.
-    pub fn verify_message_click(&self, token: &str) -> Option<(TenantId, Uuid, i64)> {
+    pub fn verify_message_click(&self, token: &str) -> Option<(TenantId, MessageId, i64)> {
         let (t, link) = self.verify(token, MESSAGE_CLICK, CLICK_LEN)?;
-        Some((t.tenant, t.campaign, link?))
+        Some((t.tenant, MessageId(t.campaign), link?))
     }
 
     /// Checks an open token. Anything malformed, truncated or forged is `None`.
@@ -184,10 +185,11 @@ mod tests {
         let k = keys();
         let t = target(None);
         let mac = k.workspace(t.tenant);
-        let open = k.message_open_token(&mac, t.tenant, t.campaign);
-        let click = k.message_click_token(&mac, t.tenant, t.campaign, 3);
-        assert_eq!(k.verify_message_open(&open), Some((t.tenant, t.campaign)));
-        assert_eq!(k.verify_message_click(&click), Some((t.tenant, t.campaign, 3)));
+        let message = MessageId(t.campaign);
+        let open = k.message_open_token(&mac, t.tenant, message);
+        let click = k.message_click_token(&mac, t.tenant, message, 3);
+        assert_eq!(k.verify_message_open(&open), Some((t.tenant, message)));
+        assert_eq!(k.verify_message_click(&click), Some((t.tenant, message, 3)));
         // A message token never passes as a campaign token, or the other way round.
         assert_eq!(k.verify_open(&open), None);
         assert_eq!(k.verify_click(&click), None);

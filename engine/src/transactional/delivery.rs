@@ -15,9 +15,9 @@ use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use uuid::Uuid;
 
-use super::messages::add_event;
+use super::messages::MessageStatus::{Failed, Queued, Sending, Sent};
+use super::messages::{MessageId, transition};
 use crate::domain::TenantId;
 use crate::error::{Error, Result, persist};
 use crate::infra::db::Db;
@@ -164,7 +164,7 @@ pub struct Sender<'a> {
 
 #[derive(Debug, sqlx::FromRow)]
 struct Claimed {
-    id: Uuid,
+    id: MessageId,
     tenant_id: TenantId,
     attempts: i32,
     skip: Option<String>,
@@ -397,22 +397,22 @@ impl<'a> Sender<'a> {
         let provider = &crate::sending::smtp_client::provider_id(reply);
         persist("record a 250", || async move {
             let mut tx = db.tenant_tx(m.tenant_id).await?;
-            let n = sqlx::query(
-                "UPDATE messages SET status = 'sent', sent_at = now(), smtp_reply = $3, provider_id = $4, last_error = NULL,
-                        armed = false, ambiguous = ambiguous - (status = 'queued' AND ambiguous > 0)::int, updated_at = now()
-                 WHERE tenant_id = $1 AND id = $2 AND lease_token = $5 AND status IN ('sending', 'queued')",
+            // A message the reaper gave back (queued) but nobody claimed again still carries
+            // the token: it went out, so it is recorded, and its ambiguity is taken back.
+            transition(
+                &mut tx,
+                m.tenant_id,
+                m.id,
+                (&[Sending, Queued], Sent),
+                Some(m.token),
+                (
+                    "sent_at = now(), smtp_reply = $6, provider_id = $7, last_error = NULL, armed = false,
+                     ambiguous = ambiguous - (status = 'queued' AND ambiguous > 0)::int",
+                    |q| q.bind(reply).bind(provider),
+                ),
+                Some(("sent", reply)),
             )
-            .bind(m.tenant_id)
-            .bind(m.id)
-            .bind(reply)
-            .bind(provider)
-            .bind(m.token)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if n > 0 {
-                add_event(&mut tx, m.tenant_id, m.id, "sent", reply).await?;
-            }
+            .await?;
             tx.commit().await?;
             Ok(())
         })
@@ -468,25 +468,20 @@ impl<'a> Sender<'a> {
                     let maybe = i32::from(e.maybe_delivered());
                     persist("defer a message", || async move {
                         let mut tx = db.tenant_tx(m.tenant_id).await?;
-                        let n = sqlx::query(
-                            "UPDATE messages SET status = 'queued', next_attempt_at = $3, last_error = $4,
-                                    ambiguous = ambiguous + $5, armed = false, updated_at = now()
-                             WHERE tenant_id = $1 AND id = $2 AND lease_token = $6 AND status = 'sending'",
+                        let detail =
+                            format!("attempt {} failed: {reply}; next attempt in {}", m.attempts, human(delay));
+                        transition(
+                            &mut tx,
+                            m.tenant_id,
+                            m.id,
+                            (&[Sending], Queued),
+                            Some(m.token),
+                            ("next_attempt_at = $6, last_error = $7, ambiguous = ambiguous + $8, armed = false", |q| {
+                                q.bind(next).bind(reply).bind(maybe)
+                            }),
+                            Some(("deferred", &detail)),
                         )
-                        .bind(m.tenant_id)
-                        .bind(m.id)
-                        .bind(next)
-                        .bind(reply)
-                        .bind(maybe)
-                        .bind(m.token)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                        if n > 0 {
-                            let detail =
-                                format!("attempt {} failed: {reply}; next attempt in {}", m.attempts, human(delay));
-                            add_event(&mut tx, m.tenant_id, m.id, "deferred", &detail).await?;
-                        }
+                        .await?;
                         tx.commit().await?;
                         Ok(())
                     })
@@ -502,22 +497,18 @@ impl<'a> Sender<'a> {
         let db = &self.cx.db;
         persist("fail a message", || async move {
             let mut tx = db.tenant_tx(m.tenant_id).await?;
-            let n = sqlx::query(
-                "UPDATE messages SET status = 'failed', last_error = $3, armed = false, ambiguous = ambiguous + $5,
-                        updated_at = now()
-                 WHERE tenant_id = $1 AND id = $2 AND lease_token = $4 AND status IN ('sending', 'queued')",
+            transition(
+                &mut tx,
+                m.tenant_id,
+                m.id,
+                (&[Sending, Queued], Failed),
+                Some(m.token),
+                ("last_error = $6, armed = false, ambiguous = ambiguous + $7", |q| {
+                    q.bind(reason).bind(i32::from(maybe_delivered))
+                }),
+                Some((kind, reason)),
             )
-            .bind(m.tenant_id)
-            .bind(m.id)
-            .bind(reason)
-            .bind(m.token)
-            .bind(i32::from(maybe_delivered))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if n > 0 {
-                add_event(&mut tx, m.tenant_id, m.id, kind, reason).await?;
-            }
+            .await?;
             tx.commit().await?;
             Ok(())
         })
@@ -529,16 +520,8 @@ impl<'a> Sender<'a> {
         let db = &self.cx.db;
         persist("release a message", || async move {
             let mut tx = db.tenant_tx(m.tenant_id).await?;
-            sqlx::query(
-                "UPDATE messages SET status = 'queued', attempts = greatest(attempts - 1, 0), armed = false,
-                        updated_at = now()
-                 WHERE tenant_id = $1 AND id = $2 AND status = 'sending' AND lease_token = $3",
-            )
-            .bind(m.tenant_id)
-            .bind(m.id)
-            .bind(m.token)
-            .execute(&mut *tx)
-            .await?;
+            let also = "attempts = greatest(attempts - 1, 0), armed = false";
+            transition(&mut tx, m.tenant_id, m.id, (&[Sending], Queued), Some(m.token), (also, |q| q), None).await?;
             tx.commit().await?;
             Ok(())
         })

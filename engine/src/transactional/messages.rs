@@ -11,7 +11,6 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use uuid::Uuid;
 
 use super::templates::{Compiled, RenderedMessage, find as find_template};
 use crate::audience::suppressions;
@@ -21,6 +20,8 @@ use crate::infra::db::{Db, Tx};
 use crate::tracking::TrackingKeys;
 use crate::tracking::links;
 use crate::webhooks::{EventKind, ProviderEvent};
+
+pub use herald_types::{Message, MessageDetail, MessageEvent, MessageId, MessageStatus, TemplateId};
 
 /// The body of `POST /api/v1/messages`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -59,51 +60,6 @@ pub struct SendRequest {
     /// Open and click tracking; on unless false.
     #[serde(default)]
     pub tracking: Option<bool>,
-}
-
-/// A message as the API and the UI show it.
-#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
-pub struct Message {
-    pub id: Uuid,
-    pub idempotency_key: String,
-    pub status: String,
-    pub to_email: String,
-    pub to_name: String,
-    pub from_email: String,
-    pub from_name: String,
-    pub subject: String,
-    pub template_id: Option<Uuid>,
-    pub template_name: Option<String>,
-    pub template_version: Option<i32>,
-    pub metadata: serde_json::Value,
-    pub attempts: i32,
-    pub next_attempt_at: Option<DateTime<Utc>>,
-    pub provider_id: Option<String>,
-    pub smtp_reply: Option<String>,
-    pub last_error: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub sent_at: Option<DateTime<Utc>>,
-    pub delivered_at: Option<DateTime<Utc>>,
-    pub opened_at: Option<DateTime<Utc>>,
-    pub clicked_at: Option<DateTime<Utc>>,
-    pub bounced_at: Option<DateTime<Utc>>,
-    pub complained_at: Option<DateTime<Utc>>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
-pub struct MessageEvent {
-    pub kind: String,
-    pub detail: String,
-    pub occurred_at: DateTime<Utc>,
-}
-
-/// A message with its rendered content and history, for its detail view.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct MessageDetail {
-    pub message: Message,
-    pub html: String,
-    pub text: String,
-    pub events: Vec<MessageEvent>,
 }
 
 /// What `enqueue` did.
@@ -293,11 +249,11 @@ pub async fn enqueue(
         Email::parse(&reply_to)?;
     }
 
-    let id = Uuid::new_v4();
+    let id = MessageId::new();
     let tracking = req.tracking.unwrap_or(true);
     let (html, links) = if tracking { track(outbox, tenant, id, &content) } else { (content.html.clone(), Vec::new()) };
     let mut tx = db.tenant_tx(tenant).await?;
-    let inserted: Option<Uuid> = sqlx::query_scalar(
+    let inserted: Option<MessageId> = sqlx::query_scalar(
         "INSERT INTO messages (id, tenant_id, idempotency_key, request_hash, to_email, to_name, from_name, from_email,
                                reply_to, subject, html, text_body, template_id, template_version, metadata, links,
                                next_attempt_at)
@@ -342,7 +298,7 @@ pub async fn enqueue(
 /// The message stored under `key`, if any: the same body gives it back, another is a 409.
 async fn replay(db: &Db, tenant: TenantId, key: &str, hash: &str) -> Result<Option<Enqueued>> {
     let mut tx = db.tenant_tx(tenant).await?;
-    let found: Option<(Uuid, String)> =
+    let found: Option<(MessageId, String)> =
         sqlx::query_as("SELECT id, request_hash FROM messages WHERE tenant_id = $1 AND idempotency_key = $2")
             .bind(tenant)
             .bind(key)
@@ -359,7 +315,7 @@ async fn replay(db: &Db, tenant: TenantId, key: &str, hash: &str) -> Result<Opti
 }
 
 /// Rewrites the links for click tracking and adds the open pixel.
-fn track(outbox: &Outbox, tenant: TenantId, id: Uuid, content: &RenderedMessage) -> (String, Vec<String>) {
+fn track(outbox: &Outbox, tenant: TenantId, id: MessageId, content: &RenderedMessage) -> (String, Vec<String>) {
     let base = outbox.base_url.trim_end_matches('/');
     let own = format!("{base}/");
     let mac = outbox.keys.workspace(tenant);
@@ -394,14 +350,14 @@ fn without_pixel(html: &str) -> String {
     out
 }
 
-pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<Message> {
+pub async fn get(db: &Db, tenant: TenantId, id: MessageId) -> Result<Message> {
     let mut tx = db.tenant_tx(tenant).await?;
     let message = get_in(&mut tx, tenant, id).await?;
     tx.commit().await?;
     Ok(message)
 }
 
-async fn get_in(tx: &mut Tx, tenant: TenantId, id: Uuid) -> Result<Message> {
+async fn get_in(tx: &mut Tx, tenant: TenantId, id: MessageId) -> Result<Message> {
     let row =
         sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} {FROM} WHERE m.tenant_id = $1 AND m.id = $2")))
             .bind(tenant)
@@ -413,7 +369,7 @@ async fn get_in(tx: &mut Tx, tenant: TenantId, id: Uuid) -> Result<Message> {
 
 /// The message and its events from one snapshot: an `opened` event never shows beside a null
 /// `opened_at` (they are written in one transaction, and read in one here).
-pub async fn with_events(db: &Db, tenant: TenantId, id: Uuid) -> Result<(Message, Vec<MessageEvent>)> {
+pub async fn with_events(db: &Db, tenant: TenantId, id: MessageId) -> Result<(Message, Vec<MessageEvent>)> {
     let mut tx = db.tenant_snapshot_tx(tenant).await?;
     let message = get_in(&mut tx, tenant, id).await?;
     let events = events_in(&mut tx, tenant, id).await?;
@@ -421,7 +377,7 @@ pub async fn with_events(db: &Db, tenant: TenantId, id: Uuid) -> Result<(Message
     Ok((message, events))
 }
 
-pub async fn detail(db: &Db, tenant: TenantId, id: Uuid) -> Result<MessageDetail> {
+pub async fn detail(db: &Db, tenant: TenantId, id: MessageId) -> Result<MessageDetail> {
     let mut tx = db.tenant_snapshot_tx(tenant).await?;
     let message = get_in(&mut tx, tenant, id).await?;
     let (html, text): (String, String) =
@@ -435,11 +391,11 @@ pub async fn detail(db: &Db, tenant: TenantId, id: Uuid) -> Result<MessageDetail
     Ok(MessageDetail { message, html: without_pixel(&html), text, events })
 }
 
-pub async fn events(db: &Db, tenant: TenantId, id: Uuid) -> Result<Vec<MessageEvent>> {
+pub async fn events(db: &Db, tenant: TenantId, id: MessageId) -> Result<Vec<MessageEvent>> {
     Ok(with_events(db, tenant, id).await?.1)
 }
 
-async fn events_in(tx: &mut Tx, tenant: TenantId, id: Uuid) -> Result<Vec<MessageEvent>> {
+async fn events_in(tx: &mut Tx, tenant: TenantId, id: MessageId) -> Result<Vec<MessageEvent>> {
     Ok(sqlx::query_as(
         "SELECT kind, detail, occurred_at FROM message_events WHERE tenant_id = $1 AND message_id = $2 ORDER BY id",
     )
@@ -455,20 +411,14 @@ pub struct MessageFilter {
     pub status: Option<String>,
     /// An address (exact, any case) or an idempotency key, or the start of an address.
     pub q: Option<String>,
-    pub template: Option<Uuid>,
+    pub template: Option<TemplateId>,
     /// Messages created before this (the previous page's last `created_at`).
     pub before: Option<DateTime<Utc>>,
     pub limit: Option<i64>,
 }
 
-pub const STATUSES: [&str; 5] = ["queued", "sending", "sent", "failed", "cancelled"];
-
 pub async fn list(db: &Db, tenant: TenantId, f: &MessageFilter) -> Result<Vec<Message>> {
-    if let Some(s) = f.status.as_deref().filter(|s| !s.is_empty())
-        && !STATUSES.contains(&s)
-    {
-        return Err(Error::invalid(format!("Unknown status “{s}”: use one of {}.", STATUSES.join(", "))));
-    }
+    let status = f.status.as_deref().filter(|s| !s.trim().is_empty()).map(str::parse::<MessageStatus>).transpose()?;
     let q = f.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
     let prefix =
         q.map(|q| format!("{}%", q.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
@@ -483,7 +433,7 @@ pub async fn list(db: &Db, tenant: TenantId, f: &MessageFilter) -> Result<Vec<Me
          ORDER BY m.created_at DESC LIMIT $7"
     )))
     .bind(tenant)
-    .bind(f.status.as_deref().filter(|s| !s.is_empty()))
+    .bind(status)
     .bind(q)
     .bind(prefix)
     .bind(f.template)
@@ -496,7 +446,7 @@ pub async fn list(db: &Db, tenant: TenantId, f: &MessageFilter) -> Result<Vec<Me
 }
 
 /// Counts per status over the last 24 hours, for the page header.
-pub async fn counts_last_day(db: &Db, tenant: TenantId) -> Result<Vec<(String, i64)>> {
+pub async fn counts_last_day(db: &Db, tenant: TenantId) -> Result<Vec<(MessageStatus, i64)>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(
         "SELECT status, count(*) FROM messages WHERE tenant_id = $1 AND created_at > now() - interval '1 day'
@@ -511,23 +461,23 @@ pub async fn counts_last_day(db: &Db, tenant: TenantId) -> Result<Vec<(String, i
 
 /// Cancels a message that has not been handed to SMTP yet.
 #[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Message> {
+pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: MessageId) -> Result<Message> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
-    let n = sqlx::query(
-        "UPDATE messages SET status = 'cancelled', updated_at = now() WHERE tenant_id = $1 AND id = $2 AND status = 'queued'",
+    let cancellable: Vec<MessageStatus> = MessageStatus::ALL.iter().copied().filter(|s| s.can_cancel()).collect();
+    let moved = transition(
+        &mut tx,
+        tenant,
+        id,
+        (&cancellable, MessageStatus::Cancelled),
+        None,
+        ("", |q| q),
+        Some(("cancelled", "")),
     )
-    .bind(tenant)
-    .bind(id)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if n == 1 {
-        add_event(&mut tx, tenant, id, "cancelled", "").await?;
-    }
+    .await?;
     tx.commit().await?;
     let message = get(db, tenant, id).await?;
-    if n == 0 {
+    if !moved {
         return Err(Error::Conflict(format!(
             "Only a queued message can be cancelled; this one is {}.",
             message.status
@@ -536,7 +486,40 @@ pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<M
     Ok(message)
 }
 
-pub(crate) async fn add_event(tx: &mut Tx, tenant: TenantId, id: Uuid, kind: &str, detail: &str) -> Result<()> {
+type MessageUpdate<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
+
+/// The one way a message's status changes: from one of `from` to `to`, setting `also` as well
+/// (assignments whose binds start at $6), and, for a claimed message, only while it still
+/// carries the lease token it was claimed under (`claimed_under`), so a loop that lost its
+/// lease cannot overwrite what the next owner recorded. Records `event` (kind, detail) when the
+/// message moved, and says whether it did.
+pub(crate) async fn transition<'q>(
+    tx: &mut Tx,
+    tenant: TenantId,
+    id: MessageId,
+    (from, to): (&'q [MessageStatus], MessageStatus),
+    claimed_under: Option<i64>,
+    (also, bind_also): (&str, impl FnOnce(MessageUpdate<'q>) -> MessageUpdate<'q>),
+    event: Option<(&str, &str)>,
+) -> Result<bool> {
+    let also = if also.is_empty() { String::new() } else { format!("{also}, ") };
+    let update = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE messages SET status = $3, {also}updated_at = now()
+         WHERE tenant_id = $1 AND id = $2 AND status = ANY($4) AND ($5::bigint IS NULL OR lease_token = $5)"
+    )))
+    .bind(tenant)
+    .bind(id)
+    .bind(to)
+    .bind(from)
+    .bind(claimed_under);
+    let moved = bind_also(update).execute(&mut **tx).await?.rows_affected() > 0;
+    if moved && let Some((kind, detail)) = event {
+        add_event(tx, tenant, id, kind, detail).await?;
+    }
+    Ok(moved)
+}
+
+pub(crate) async fn add_event(tx: &mut Tx, tenant: TenantId, id: MessageId, kind: &str, detail: &str) -> Result<()> {
     sqlx::query("INSERT INTO message_events (tenant_id, message_id, kind, detail) VALUES ($1, $2, $3, $4)")
         .bind(tenant)
         .bind(id)
@@ -548,7 +531,7 @@ pub(crate) async fn add_event(tx: &mut Tx, tenant: TenantId, id: Uuid, kind: &st
 }
 
 /// An open or a click from the tracking endpoints. The first of each sets the message's column.
-pub async fn record_hit(db: &Db, tenant: TenantId, id: Uuid, click: Option<&str>, prefetch: bool) -> Result<()> {
+pub async fn record_hit(db: &Db, tenant: TenantId, id: MessageId, click: Option<&str>, prefetch: bool) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     let (kind, detail) = match click {
         Some(url) => ("clicked", url.to_string()),
@@ -579,7 +562,7 @@ pub async fn record_hit(db: &Db, tenant: TenantId, id: Uuid, click: Option<&str>
 }
 
 /// The URL behind a message's `index`th tracked link, once the message was sent.
-pub async fn link(db: &Db, tenant: TenantId, id: Uuid, index: i64) -> Result<Option<String>> {
+pub async fn link(db: &Db, tenant: TenantId, id: MessageId, index: i64) -> Result<Option<String>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let url: Option<Option<String>> = sqlx::query_scalar(
         "SELECT links[$3::int + 1] FROM messages WHERE tenant_id = $1 AND id = $2 AND status = 'sent'",
@@ -594,10 +577,10 @@ pub async fn link(db: &Db, tenant: TenantId, id: Uuid, index: i64) -> Result<Opt
 }
 
 /// `msg.<uuid>@domain`: the Message-ID every transactional message carries.
-pub fn parse_message_id(id: &str) -> Option<Uuid> {
+pub fn parse_message_id(id: &str) -> Option<MessageId> {
     let id = id.trim().trim_start_matches('<').trim_end_matches('>');
     let (local, _) = id.split_once('@')?;
-    Uuid::parse_str(local.strip_prefix("msg.")?).ok()
+    local.strip_prefix("msg.")?.parse().ok()
 }
 
 /// The transactional message a provider event is about: by our Message-ID, else (when
@@ -607,7 +590,7 @@ pub(crate) async fn match_event(
     tenant: TenantId,
     ev: &ProviderEvent,
     by_provider_id: bool,
-) -> Result<Option<Uuid>> {
+) -> Result<Option<MessageId>> {
     if let Some(id) = ev.message_id.as_deref().and_then(parse_message_id) {
         return Ok(sqlx::query_scalar("SELECT id FROM messages WHERE tenant_id = $1 AND id = $2")
             .bind(tenant)
@@ -635,7 +618,7 @@ pub(crate) async fn match_event(
 pub(crate) async fn apply_event(
     tx: &mut Tx,
     tenant: TenantId,
-    id: Uuid,
+    id: MessageId,
     ev: &ProviderEvent,
     provider: &str,
 ) -> Result<()> {
@@ -685,7 +668,7 @@ mod tests {
 
     #[test]
     fn parses_only_message_ids_of_transactional_mail() {
-        let id = Uuid::new_v4();
+        let id = MessageId::new();
         assert_eq!(parse_message_id(&format!("<msg.{id}@mail.example.com>")), Some(id));
         assert_eq!(parse_message_id(&format!("{id}.42@mail.example.com")), None);
         assert_eq!(parse_message_id("msg.nope@x"), None);

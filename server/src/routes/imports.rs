@@ -11,7 +11,6 @@ use herald_engine::Role;
 use herald_engine::audience::import;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_sessions::Session;
-use uuid::Uuid;
 
 use super::session_auth::require_member;
 use crate::startup::ServerState;
@@ -93,7 +92,7 @@ async fn errors_csv(State(state): State<ServerState>, session: Session, Path(id)
         Ok(m) => m,
         Err(r) => return r,
     };
-    let Ok(id) = Uuid::parse_str(&id) else { return StatusCode::NOT_FOUND.into_response() };
+    let Ok(id) = id.parse::<import::ImportId>() else { return StatusCode::NOT_FOUND.into_response() };
     // Known before the download starts: an unknown import (or another workspace's) is a 404.
     if let Err(e) = import::get(&state.app.db, tenant, id).await {
         return internal(e);
@@ -108,7 +107,7 @@ async fn errors_csv(State(state): State<ServerState>, session: Session, Path(id)
 async fn refused(
     db: &herald_engine::Db,
     tenant: herald_engine::TenantId,
-    id: Uuid,
+    id: import::ImportId,
     e: herald_engine::Error,
 ) -> Response {
     if let Err(cleanup) = import::discard(db, tenant, Role::Owner, id).await {

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::Utc;
 use herald_engine::tracking::{self, Hit, HitRecorder, TrackingKeys};
-use herald_engine::transactional::messages;
+use herald_engine::transactional::messages::{self, MessageId};
 use herald_engine::{Db, TenantId};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -46,7 +46,7 @@ impl TrackingState {
 
     /// Writes a transactional open or click off the response's path, if a writer is free;
     /// otherwise drops it and counts the drop (the campaign recorder's `dropped`).
-    fn record_message_hit(&self, db: &Db, tenant: TenantId, message: Uuid, click: Option<String>, prefetch: bool) {
+    fn record_message_hit(&self, db: &Db, tenant: TenantId, message: MessageId, click: Option<String>, prefetch: bool) {
         let counters = &self.recorder.counters;
         let Ok(permit) = Arc::clone(&self.message_writers).try_acquire_owned() else {
             counters.dropped.fetch_add(1, Ordering::Relaxed);
@@ -154,7 +154,7 @@ async fn click(State(state): State<ServerState>, Path(token): Path<String>) -> R
 }
 
 /// A click in a transactional message: its link list names the URL (never the request).
-async fn message_click(state: &ServerState, tenant: TenantId, message: Uuid, index: i64) -> Response {
+async fn message_click(state: &ServerState, tenant: TenantId, message: MessageId, index: i64) -> Response {
     let db = &state.app.db;
     let url = match messages::link(db, tenant, message, index).await {
         Ok(Some(url)) => url,

@@ -184,6 +184,14 @@ impl FnResponse {
         self.status.is_success()
     }
 
+    /// The body as the type the server function returns (panics, naming it, when it is not).
+    pub fn typed<T: serde::de::DeserializeOwned>(&self) -> T {
+        match serde_json::from_value(self.body.clone()) {
+            Ok(v) => v,
+            Err(e) => panic!("not a {}: {e}: {} {}", std::any::type_name::<T>(), self.status, self.body),
+        }
+    }
+
     /// The user-facing message of an AppError body such as `{"Conflict":"..."}`, or every
     /// message of `{"Invalid":{"errors":[{"field":…,"message":…}]}}`.
     pub fn message(&self) -> String {

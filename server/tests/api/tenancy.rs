@@ -2,7 +2,9 @@
 //! function or endpoint that reaches across workspaces.
 
 use crate::helpers::*;
+use herald_app::pages::transactional::message::MessagePage;
 use herald_engine::TenantId;
+use herald_types::MessageStatus;
 use reqwest::StatusCode;
 
 #[tokio::test]
@@ -274,6 +276,6 @@ async fn no_transactional_function_reaches_another_workspace() {
         .send_message("a-1", &serde_json::json!({"to": "y@example.com", "from": "a@a.test", "template": "b-receipt"}))
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    let theirs = t.b.call("load_message", &[("id", &m)]).await.body;
-    assert_eq!(theirs["status"], "queued", "B's message untouched: {theirs}");
+    let theirs: MessagePage = t.b.call("load_message", &[("id", &m)]).await.typed();
+    assert_eq!(theirs.detail.message.status, MessageStatus::Queued, "B's message untouched");
 }

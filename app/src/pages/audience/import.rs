@@ -3,59 +3,24 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
-use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError};
 use crate::error::AppError;
 use crate::pages::audience::{AudienceTabs, ListRow, ListsView, list_lists};
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ImportDetail {
-    pub id: String,
-    pub file_name: String,
-    pub status: String,
-    pub columns: Vec<String>,
-    pub preview: Vec<Vec<String>>,
-    pub mapping: Vec<String>,
-    pub rows_read: i64,
-    pub created: i64,
-    pub updated: i64,
-    pub skipped: i64,
-    pub invalid: i64,
-    pub percent: u8,
-    pub rows_per_second: f64,
-    pub error: Option<String>,
-}
+use herald_types::{Import, ImportId, ImportStatus};
 
 #[server(prefix = "/rpc", endpoint = "get_import")]
-pub async fn get_import(id: String) -> Result<ImportDetail, AppError> {
+pub async fn get_import(id: ImportId) -> Result<Import, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::import};
     let m = require_role(Role::Viewer).await?;
-    let id = crate::ssr::parse_id(&id)?;
-    let v = import::get(&m.state.db, m.tenant, id).await?;
-    Ok(ImportDetail {
-        percent: v.percent(),
-        id: v.id.to_string(),
-        file_name: v.file_name,
-        status: v.status,
-        columns: v.columns,
-        preview: v.preview,
-        mapping: v.mapping,
-        rows_read: v.rows_read,
-        created: v.created,
-        updated: v.updated,
-        skipped: v.skipped,
-        invalid: v.invalid,
-        rows_per_second: v.rows_per_second,
-        error: v.error,
-    })
+    Ok(import::get(&m.state.db, m.tenant, id).await?)
 }
 
 /// `mapping` has one entry per column; `lists` is a comma-separated list of list ids.
 #[server(prefix = "/rpc", endpoint = "start_import")]
 pub async fn start_import(
-    id: String,
+    id: ImportId,
     mapping: Vec<String>,
     lists: String,
     mode: String,
@@ -64,7 +29,6 @@ pub async fn start_import(
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::import};
     let m = require_role(Role::Author).await?;
-    let id = crate::ssr::parse_id(&id)?;
     let list_ids =
         lists.split(',').filter(|s| !s.trim().is_empty()).map(crate::ssr::parse_id).collect::<Result<Vec<_>, _>>()?;
     let start = import::StartImport { mapping, list_ids, mode, existing };
@@ -76,11 +40,10 @@ pub async fn start_import(
 
 /// Deletes an upload that is not importing (its file and mapping), then shows the imports.
 #[server(prefix = "/rpc", endpoint = "discard_import")]
-pub async fn discard_import(id: String) -> Result<(), AppError> {
+pub async fn discard_import(id: ImportId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::import};
     let m = require_role(Role::Author).await?;
-    let id = crate::ssr::parse_id(&id)?;
     import::discard(&m.state.db, m.tenant, m.role, id).await?;
     leptos_axum::redirect("/audience/imports");
     Ok(())
@@ -88,7 +51,7 @@ pub async fn discard_import(id: String) -> Result<(), AppError> {
 
 #[component]
 pub fn ImportPage() -> impl IntoView {
-    let id = move || use_params_map().with(|p| p.get("id")).unwrap_or_default();
+    let id = move || use_params_map().with(|p| p.get("id")).and_then(|s| s.parse().ok()).unwrap_or(ImportId::NIL);
     let start = ServerAction::<StartImport>::new();
     let discard = ServerAction::<DiscardImport>::new();
     let tick = RwSignal::new(0u32);
@@ -100,10 +63,7 @@ pub fn ImportPage() -> impl IntoView {
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
             move || {
-                let active = detail
-                    .get_untracked()
-                    .and_then(|r| r.ok())
-                    .is_some_and(|d| matches!(d.status.as_str(), "queued" | "running"));
+                let active = detail.get_untracked().and_then(|r| r.ok()).is_some_and(|d| d.status.in_progress());
                 if active {
                     tick.update(|t| *t += 1);
                 }
@@ -118,7 +78,8 @@ pub fn ImportPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match detail.await {
-                    Ok(d) if d.status == "uploaded" || (d.status == "failed" && d.rows_read == 0) => view! { <Mapping d=d start=start discard=discard lists=lists/> }.into_any(),
+                    // A failed import that read nothing can be mapped afresh; one that did resumes.
+                    Ok(d) if d.status.can_start() && (d.status == ImportStatus::Uploaded || d.rows_read == 0) => view! { <Mapping d=d start=start discard=discard lists=lists/> }.into_any(),
                     Ok(d) => view! { <Progress d=d start=start discard=discard/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
@@ -131,18 +92,18 @@ const ROLES: [(&str, &str); 3] = [("email", "Email"), ("name", "Name"), ("ignore
 
 #[component]
 fn Mapping(
-    d: ImportDetail,
+    d: Import,
     start: ServerAction<StartImport>,
     discard: ServerAction<DiscardImport>,
     lists: Resource<Result<ListsView, AppError>>,
 ) -> impl IntoView {
-    let id = d.id.clone();
+    let id = d.id.to_string();
     let chosen = RwSignal::new(Vec::<String>::new());
     let columns = d.columns.clone();
     view! {
         <Card title=format!("Import “{}”", d.file_name)>
             <ActionForm action=start attr:class="space-y-6">
-                <input type="hidden" name="id" value=d.id.clone()/>
+                <input type="hidden" name="id" value=d.id.to_string()/>
                 <input type="hidden" name="lists" prop:value=move || chosen.get().join(",")/>
                 <div class="overflow-x-auto">
                     <table class="w-full text-left text-sm" data-testid="import-preview">
@@ -215,19 +176,20 @@ fn Mapping(
 }
 
 #[component]
-fn Progress(d: ImportDetail, start: ServerAction<StartImport>, discard: ServerAction<DiscardImport>) -> impl IntoView {
-    let done = d.status == "done";
-    let failed = d.status == "failed";
+fn Progress(d: Import, start: ServerAction<StartImport>, discard: ServerAction<DiscardImport>) -> impl IntoView {
+    let done = d.status == ImportStatus::Done;
+    let failed = d.status == ImportStatus::Failed;
+    let percent = d.percent();
     let errors_href = format!("/audience/imports/{}/errors.csv", d.id);
-    let discard_id = d.id.clone();
+    let discard_id = d.id.to_string();
     view! {
         <Card title=format!("Import “{}”", d.file_name)>
             <div class="mb-2 flex items-center justify-between text-sm">
-                <span><span class="badge" data-testid="import-status">{d.status.clone()}</span></span>
-                <span class="font-medium" data-testid="import-percent">{format!("{}%", d.percent)}</span>
+                <span><span class="badge" data-testid="import-status">{d.status.as_str()}</span></span>
+                <span class="font-medium" data-testid="import-percent">{format!("{percent}%")}</span>
             </div>
-            <div class="h-3 w-full rounded-full bg-slate-100" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow=d.percent>
-                <div class="h-3 rounded-full transition-all" class:bg-indigo-500=!failed class:bg-red-500=failed style=format!("width: {}%", d.percent)></div>
+            <div class="h-3 w-full rounded-full bg-slate-100" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow=percent>
+                <div class="h-3 rounded-full transition-all" class:bg-indigo-500=!failed class:bg-red-500=failed style=format!("width: {percent}%")></div>
             </div>
             <dl class="mt-6 grid grid-cols-6 gap-4 text-center text-sm">
                 <div><dt class="text-slate-500">"Rows read"</dt><dd class="text-lg font-semibold" data-testid="rows-read">{d.rows_read}</dd></div>
@@ -245,14 +207,17 @@ fn Progress(d: ImportDetail, start: ServerAction<StartImport>, discard: ServerAc
             })}
             {d.error.clone().map(|e| view! { <p role="alert" class="mt-4 rounded-md bg-red-50 px-3 py-2 text-sm text-red-700">{e}</p> })}
             {failed.then(|| {
+                // Run again with the choices it was started with: its lists, consent and
+                // handling of existing readers.
                 let mapping = d.mapping.clone();
+                let lists = d.list_ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
                 view! {
                     <ActionForm action=start attr:class="mt-4">
-                        <input type="hidden" name="id" value=d.id.clone()/>
+                        <input type="hidden" name="id" value=d.id.to_string()/>
                         {mapping.into_iter().enumerate().map(|(i, m)| view! { <input type="hidden" name=format!("mapping[{i}]") value=m/> }).collect_view()}
-                        <input type="hidden" name="lists" value=""/>
-                        <input type="hidden" name="mode" value="confirmed"/>
-                        <input type="hidden" name="existing" value="update"/>
+                        <input type="hidden" name="lists" value=lists/>
+                        <input type="hidden" name="mode" value=d.mode.clone()/>
+                        <input type="hidden" name="existing" value=d.existing.clone()/>
                         <button type="submit" class="btn-primary">"Run again (continues where it stopped)"</button>
                     </ActionForm>
                 }

@@ -2,39 +2,18 @@
 //! earlier imports.
 
 use leptos::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{Card, LoadError, short_time};
 use crate::error::AppError;
 use crate::pages::audience::AudienceTabs;
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ImportRow {
-    pub id: String,
-    pub file_name: String,
-    pub status: String,
-    pub rows_read: i64,
-    pub invalid: i64,
-    pub created_at: String,
-}
+use herald_types::ImportSummary;
 
 #[server(prefix = "/rpc", endpoint = "list_imports")]
-pub async fn list_imports() -> Result<Vec<ImportRow>, AppError> {
+pub async fn list_imports() -> Result<Vec<ImportSummary>, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::import};
     let m = require_role(Role::Viewer).await?;
-    Ok(import::recent(&m.state.db, m.tenant, 50)
-        .await?
-        .into_iter()
-        .map(|i| ImportRow {
-            id: i.id.to_string(),
-            file_name: i.file_name,
-            status: i.status,
-            rows_read: i.rows_read,
-            invalid: i.invalid,
-            created_at: i.created_at.to_rfc3339(),
-        })
-        .collect())
+    Ok(import::recent(&m.state.db, m.tenant, 50).await?)
 }
 
 #[component]
@@ -64,9 +43,9 @@ pub fn ImportsPage() -> impl IntoView {
                                     {list.into_iter().map(|i| view! {
                                         <tr>
                                             <td class="py-2"><a class="text-indigo-600 hover:underline" href=format!("/audience/imports/{}", i.id)>{i.file_name}</a></td>
-                                            <td><span class="badge">{i.status}</span></td>
+                                            <td><span class="badge">{i.status.as_str()}</span></td>
                                             <td>{i.rows_read}</td><td>{i.invalid}</td>
-                                            <td class="text-slate-500">{short_time(&i.created_at)}</td>
+                                            <td class="text-slate-500">{short_time(&i.created_at.to_rfc3339())}</td>
                                         </tr>
                                     }).collect_view()}
                                 </tbody>

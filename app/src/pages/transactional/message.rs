@@ -9,75 +9,40 @@ use serde::{Deserialize, Serialize};
 use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
 use crate::error::AppError;
 use crate::pages::transactional::StatusBadge;
+use herald_types::{MessageDetail, MessageId};
 
+/// A message's page: the message, its content and events, and whether this member may cancel it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct MessageView {
-    pub id: String,
-    pub to: String,
-    pub from: String,
-    pub subject: String,
-    pub status: String,
-    pub key: String,
-    pub template: String,
-    pub attempts: i32,
-    pub next_attempt_at: String,
-    pub provider_id: String,
-    pub reply: String,
-    pub error: String,
-    pub metadata: String,
-    pub html: String,
-    pub text: String,
-    /// (kind, detail, when)
-    pub events: Vec<(String, String, String)>,
+pub struct MessagePage {
+    pub detail: MessageDetail,
     pub can_cancel: bool,
 }
 
 #[server(prefix = "/rpc", endpoint = "load_message")]
-pub async fn load_message(id: String) -> Result<MessageView, AppError> {
-    use crate::ssr::{parse_id, require_role};
+pub async fn load_message(id: MessageId) -> Result<MessagePage, AppError> {
+    use crate::ssr::require_role;
     use herald_engine::Role;
     use herald_engine::transactional::messages;
     let m = require_role(Role::Viewer).await?;
-    let d = messages::detail(&m.state.db, m.tenant, parse_id(&id)?).await?;
-    let msg = d.message;
-    Ok(MessageView {
-        id: msg.id.to_string(),
-        to: if msg.to_name.is_empty() { msg.to_email } else { format!("{} <{}>", msg.to_name, msg.to_email) },
-        from: if msg.from_name.is_empty() { msg.from_email } else { format!("{} <{}>", msg.from_name, msg.from_email) },
-        subject: msg.subject,
-        can_cancel: msg.status == "queued" && m.role.can_author(),
-        status: msg.status,
-        key: msg.idempotency_key,
-        template: msg
-            .template_name
-            .map(|n| format!("{n} (version {})", msg.template_version.unwrap_or(1)))
-            .unwrap_or_default(),
-        attempts: msg.attempts,
-        next_attempt_at: msg.next_attempt_at.map(|t| t.to_rfc3339()).unwrap_or_default(),
-        provider_id: msg.provider_id.unwrap_or_default(),
-        reply: msg.smtp_reply.unwrap_or_default(),
-        error: msg.last_error.unwrap_or_default(),
-        metadata: serde_json::to_string_pretty(&msg.metadata).unwrap_or_default(),
-        html: d.html,
-        text: d.text,
-        events: d.events.into_iter().map(|e| (e.kind, e.detail, e.occurred_at.to_rfc3339())).collect(),
-    })
+    let detail = messages::detail(&m.state.db, m.tenant, id).await?;
+    let can_cancel = detail.message.status.can_cancel() && m.role.can_author();
+    Ok(MessagePage { detail, can_cancel })
 }
 
 #[server(prefix = "/rpc", endpoint = "cancel_message")]
-pub async fn cancel_message(id: String) -> Result<(), AppError> {
-    use crate::ssr::{parse_id, require_role};
+pub async fn cancel_message(id: MessageId) -> Result<(), AppError> {
+    use crate::ssr::require_role;
     use herald_engine::Role;
     use herald_engine::transactional::messages;
     let m = require_role(Role::Author).await?;
-    messages::cancel(&m.state.db, m.tenant, m.role, parse_id(&id)?).await?;
+    messages::cancel(&m.state.db, m.tenant, m.role, id).await?;
     Ok(())
 }
 
 #[component]
 pub fn TransactionalMessagePage() -> impl IntoView {
     let params = use_params_map();
-    let id = move || params.read().get("id").unwrap_or_default();
+    let id = move || params.read().get("id").and_then(|s| s.parse().ok()).unwrap_or(MessageId::NIL);
     let cancel = ServerAction::<CancelMessage>::new();
     let tick = RwSignal::new(0u32);
     let data = Resource::new(move || (id(), tick.get(), cancel.version().get()), |(id, _, _)| load_message(id));
@@ -101,24 +66,32 @@ pub fn TransactionalMessagePage() -> impl IntoView {
 }
 
 #[component]
-fn MessageBody(v: MessageView, cancel: ServerAction<CancelMessage>) -> impl IntoView {
+fn MessageBody(v: MessagePage, cancel: ServerAction<CancelMessage>) -> impl IntoView {
+    let MessageDetail { message: msg, html, text, events } = v.detail;
+    let template = msg
+        .template_name
+        .as_ref()
+        .map(|n| format!("{n} (version {})", msg.template_version.unwrap_or(1)))
+        .unwrap_or_default();
     let facts = [
-        ("To", v.to.clone()),
-        ("From", v.from.clone()),
-        ("Idempotency key", v.key.clone()),
-        ("Template", v.template.clone()),
-        ("Attempts", v.attempts.to_string()),
-        ("Next attempt", short_time(&v.next_attempt_at)),
-        ("Provider id", v.provider_id.clone()),
-        ("Server reply", v.reply.clone()),
-        ("Last error", v.error.clone()),
+        ("To", msg.recipient()),
+        ("From", msg.sender()),
+        ("Idempotency key", msg.idempotency_key.clone()),
+        ("Template", template),
+        ("Attempts", msg.attempts.to_string()),
+        ("Next attempt", msg.next_attempt_at.map(|t| short_time(&t.to_rfc3339())).unwrap_or_default()),
+        ("Provider id", msg.provider_id.clone().unwrap_or_default()),
+        ("Server reply", msg.smtp_reply.clone().unwrap_or_default()),
+        ("Last error", msg.last_error.clone().unwrap_or_default()),
     ];
-    let id = v.id.clone();
+    let metadata = (msg.metadata != serde_json::json!({}))
+        .then(|| serde_json::to_string_pretty(&msg.metadata).unwrap_or_default());
+    let id = msg.id.to_string();
     view! {
-        <PageHeader title=v.subject.clone() subtitle="Transactional message"/>
+        <PageHeader title=msg.subject.clone() subtitle="Transactional message"/>
         <div class="mb-4 flex items-center gap-4 text-sm">
             <a href="/transactional" class="text-indigo-600 hover:underline">"← Messages"</a>
-            <StatusBadge status=v.status.clone()/>
+            <StatusBadge status=msg.status/>
             {v.can_cancel.then(|| view! {
                 <ActionForm action=cancel>
                     <input type="hidden" name="id" value=id.clone()/>
@@ -134,27 +107,27 @@ fn MessageBody(v: MessageView, cancel: ServerAction<CancelMessage>) -> impl Into
                         <dt class="text-slate-500">{k}</dt><dd class="col-span-2 break-words">{val}</dd>
                     }).collect_view()}
                 </dl>
-                {(v.metadata != "{}").then(|| view! {
+                {metadata.map(|metadata| view! {
                     <p class="mt-3 text-xs font-medium uppercase text-slate-400">"Metadata"</p>
-                    <pre class="mt-1 overflow-x-auto rounded bg-slate-50 p-2 text-xs">{v.metadata.clone()}</pre>
+                    <pre class="mt-1 overflow-x-auto rounded bg-slate-50 p-2 text-xs">{metadata}</pre>
                 })}
             </Card>
             <Card title="Events">
                 <ol class="space-y-2 text-sm" data-testid="message-events">
-                    {v.events.into_iter().map(|(kind, detail, at)| view! {
+                    {events.into_iter().map(|e| view! {
                         <li class="flex gap-3" data-testid="message-event">
-                            <span class="w-28 shrink-0 text-slate-500">{short_time(&at)}</span>
-                            <span class="badge" data-testid="message-event-kind">{kind}</span>
-                            <span class="break-words text-slate-600">{detail}</span>
+                            <span class="w-28 shrink-0 text-slate-500">{short_time(&e.occurred_at.to_rfc3339())}</span>
+                            <span class="badge" data-testid="message-event-kind">{e.kind}</span>
+                            <span class="break-words text-slate-600">{e.detail}</span>
                         </li>
                     }).collect_view()}
                 </ol>
             </Card>
         </div>
         <Card title="Content">
-            <iframe title="Message preview" sandbox="" srcdoc=v.html class="h-96 w-full rounded border border-slate-200"></iframe>
+            <iframe title="Message preview" sandbox="" srcdoc=html class="h-96 w-full rounded border border-slate-200"></iframe>
             <details class="mt-3 text-sm"><summary class="cursor-pointer text-slate-600">"Plain-text version"</summary>
-                <pre class="mt-2 whitespace-pre-wrap rounded bg-slate-50 p-3 text-xs">{v.text}</pre></details>
+                <pre class="mt-2 whitespace-pre-wrap rounded bg-slate-50 p-3 text-xs">{text}</pre></details>
         </Card>
     }
 }

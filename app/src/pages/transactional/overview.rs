@@ -9,25 +9,13 @@ use serde::{Deserialize, Serialize};
 use crate::components::ui::{ActionError, Card, EmptyState, LoadError, TabbedHeader, short_time};
 use crate::error::AppError;
 use crate::pages::transactional::{StatusBadge, TABS};
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct MessageRow {
-    pub id: String,
-    pub to: String,
-    pub subject: String,
-    pub status: String,
-    pub template: String,
-    pub key: String,
-    pub created_at: String,
-    /// The furthest thing that happened: "opened", "clicked", "delivered", "bounced"…
-    pub outcome: String,
-}
+use herald_types::{Message, MessageStatus};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MessagesView {
-    pub rows: Vec<MessageRow>,
+    pub rows: Vec<Message>,
     /// (status, count) over the last 24 hours.
-    pub counts: Vec<(String, i64)>,
+    pub counts: Vec<(MessageStatus, i64)>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -51,36 +39,7 @@ pub async fn list_messages(q: String, status: String) -> Result<MessagesView, Ap
         limit: Some(100),
         ..Default::default()
     };
-    let rows = messages::list(&m.state.db, m.tenant, &filter)
-        .await?
-        .into_iter()
-        .map(|msg| {
-            let outcome = [
-                (msg.complained_at.is_some(), "complained"),
-                (msg.bounced_at.is_some(), "bounced"),
-                (msg.clicked_at.is_some(), "clicked"),
-                (msg.opened_at.is_some(), "opened"),
-                (msg.delivered_at.is_some(), "delivered"),
-            ]
-            .into_iter()
-            .find(|(yes, _)| *yes)
-            .map(|(_, o)| o.to_string())
-            .unwrap_or_default();
-            MessageRow {
-                id: msg.id.to_string(),
-                to: msg.to_email,
-                subject: msg.subject,
-                status: msg.status,
-                template: msg
-                    .template_name
-                    .map(|n| format!("{n} v{}", msg.template_version.unwrap_or(1)))
-                    .unwrap_or_default(),
-                key: msg.idempotency_key,
-                created_at: msg.created_at.to_rfc3339(),
-                outcome,
-            }
-        })
-        .collect();
+    let rows = messages::list(&m.state.db, m.tenant, &filter).await?;
     Ok(MessagesView { rows, counts: messages::counts_last_day(&m.state.db, m.tenant).await? })
 }
 
@@ -143,8 +102,8 @@ pub fn TransactionalPage() -> impl IntoView {
                     aria-label="Search by recipient or idempotency key"/>
                 <select name="status" class="input max-w-[10rem]" aria-label="Status" prop:value=status>
                     <option value="">"Any status"</option>
-                    {["queued", "sending", "sent", "failed", "cancelled"].into_iter().map(|s| view! {
-                        <option value=s>{s}</option>
+                    {MessageStatus::ALL.iter().map(|s| view! {
+                        <option value=s.as_str()>{s.as_str()}</option>
                     }).collect_view()}
                 </select>
                 <button type="submit" class="btn-secondary">"Search"</button>
@@ -197,15 +156,16 @@ fn Messages(v: MessagesView, searching: bool) -> impl IntoView {
             <tbody class="divide-y divide-slate-100">
                 {v.rows.into_iter().map(|r| {
                     let href = format!("/transactional/messages/{}", r.id);
+                    let (outcome, template) = (r.outcome().unwrap_or_default(), r.template_label());
                     view! {
                         <tr data-testid="message-row">
-                            <td class="py-2"><a href=href class="text-indigo-600 hover:underline">{r.to}</a>
-                                <div class="font-mono text-[11px] text-slate-400" title="Idempotency key">{r.key}</div></td>
+                            <td class="py-2"><a href=href class="text-indigo-600 hover:underline">{r.to_email}</a>
+                                <div class="font-mono text-[11px] text-slate-400" title="Idempotency key">{r.idempotency_key}</div></td>
                             <td class="max-w-xs truncate">{r.subject}</td>
                             <td><StatusBadge status=r.status/></td>
-                            <td class="text-slate-600" data-testid="message-outcome">{r.outcome}</td>
-                            <td class="text-slate-500">{r.template}</td>
-                            <td class="text-slate-500">{short_time(&r.created_at)}</td>
+                            <td class="text-slate-600" data-testid="message-outcome">{outcome}</td>
+                            <td class="text-slate-500">{template}</td>
+                            <td class="text-slate-500">{short_time(&r.created_at.to_rfc3339())}</td>
                         </tr>
                     }
                 }).collect_view()}

@@ -7,10 +7,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use chrono::{DateTime, Utc};
 use herald_engine::api_keys::ApiCaller;
-use herald_engine::transactional::messages::{self, Message, MessageEvent, MessageFilter};
+use herald_engine::transactional::messages::{self, Message, MessageEvent, MessageFilter, MessageId, TemplateId};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
@@ -75,7 +74,7 @@ pub struct ListQuery {
     pub status: Option<String>,
     /// A recipient address (or its start) or an idempotency key.
     pub q: Option<String>,
-    pub template: Option<Uuid>,
+    pub template: Option<TemplateId>,
     pub before: Option<DateTime<Utc>>,
     pub limit: Option<i64>,
 }
@@ -100,7 +99,7 @@ pub async fn index(
 pub async fn show(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<MessageId>,
 ) -> Result<Json<MessageJson>, ApiFailure> {
     let (message, events) = messages::with_events(&s.app.db, caller.tenant, id).await?;
     Ok(Json(MessageJson { message, events }))
@@ -112,7 +111,7 @@ pub async fn show(
 pub async fn cancel(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<MessageId>,
 ) -> Result<Json<Message>, ApiFailure> {
     Ok(Json(messages::cancel(&s.app.db, caller.tenant, API_ROLE, id).await?))
 }
