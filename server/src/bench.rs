@@ -592,7 +592,7 @@ pub struct ImportBench {
 pub async fn run_import(args: ImportBench, config: &Config) -> anyhow::Result<()> {
     use herald_engine::audience::import::{self, ImportContext, StartImport};
     use herald_engine::audience::lists::{self, ListInput};
-    use herald_engine::audience::readers::{self, AttributeCondition, ReaderFilter};
+    use herald_engine::audience::readers::{self, AttributeCondition, ReaderFilter, ReaderStatus};
 
     herald_engine::infra::migrate::run(&config.database_url).await?;
     let db = Db::connect(&config.app_database_url, config.db_max_connections).await?;
@@ -672,7 +672,7 @@ pub async fn run_import(args: ImportBench, config: &Config) -> anyhow::Result<()
             // newest-first page (the window finds none; every match is fetched and sorted).
             ("search, old-rows term", ReaderFilter { search: Some("reader1".into()), ..Default::default() }, None),
             ("list filter", ReaderFilter { list: Some(list.id), ..Default::default() }, None),
-            ("status with no match", ReaderFilter { status: Some("blocklisted".into()), ..Default::default() }, None),
+            ("status with no match", ReaderFilter { status: Some(ReaderStatus::Blocklisted), ..Default::default() }, None),
             (
                 "attribute city = \"Nice\"",
                 ReaderFilter { attribute: Some(AttributeCondition::parse("city = \"Nice\"")?), ..Default::default() },

@@ -18,6 +18,7 @@ pub mod import;
 pub mod invalid;
 pub mod message;
 pub mod progress;
+pub mod reader;
 pub mod template;
 pub mod values;
 
@@ -27,5 +28,6 @@ pub use import::{Import, ImportStatus, ImportSummary};
 pub use invalid::{FieldError, Invalid, Problems};
 pub use message::{Message, MessageDetail, MessageEvent, MessageStatus};
 pub use progress::{Failure, Progress, Report, SendStatus, SkipCount};
+pub use reader::{Reader, ReaderPage, ReaderStatus, Subscription, SubscriptionStatus};
 pub use template::TemplateInput;
 pub use values::{Email, Forbidden, Role, Slug};

@@ -27,6 +27,11 @@ macro_rules! string_enum {
                     $($name::$variant => $text),+
                 }
             }
+
+            /// A filter's value from a form or a query string: empty means no filter.
+            pub fn parse_optional(s: &str) -> Result<Option<Self>, $crate::Invalid> {
+                if s.trim().is_empty() { Ok(None) } else { s.parse().map(Some) }
+            }
         }
 
         $(

@@ -1,7 +1,7 @@
 //! Readers (subscribers) as authors see them: search and filter with keyset pagination, the
 //! detail page, edits, GDPR export and erasure.
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::{Postgres, QueryBuilder};
@@ -12,16 +12,7 @@ use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::Db;
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-pub struct Reader {
-    pub id: i64,
-    pub email: String,
-    pub name: String,
-    pub attributes: Value,
-    pub status: String,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
+pub use herald_types::{Reader, ReaderPage, ReaderStatus, Subscription, SubscriptionStatus};
 
 /// An attribute condition from the audience filter: `city = "Lyon"` or `plan in ["pro", "team"]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,16 +51,8 @@ pub struct ReaderFilter {
     /// Matches email or name (case-insensitive substring).
     pub search: Option<String>,
     pub list: Option<Uuid>,
-    /// `active`, `unsubscribed`, `blocklisted`.
-    pub status: Option<String>,
+    pub status: Option<ReaderStatus>,
     pub attribute: Option<AttributeCondition>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ReaderPage {
-    pub readers: Vec<Reader>,
-    /// Pass as `before` to get the next page; `None` on the last page.
-    pub next_before: Option<i64>,
 }
 
 /// Appends the bound arguments of the `search_readers` SQL function (migration 0010) for this
@@ -83,18 +66,13 @@ fn push_filter_args(q: &mut QueryBuilder<Postgres>, f: &ReaderFilter) -> Result<
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| format!("%{}%", s.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
-    if let Some(status) = &f.status
-        && !matches!(status.as_str(), "active" | "unsubscribed" | "blocklisted")
-    {
-        return Err(Error::invalid(format!("unknown status “{status}”")));
-    }
     // `attributes @> {"k": v}` per accepted value, OR'ed: each uses the jsonb_path_ops GIN index.
     let attributes: Vec<Value> = match &f.attribute {
         None => Vec::new(),
         Some(AttributeCondition::Equals(k, v)) => vec![serde_json::json!({ k: v })],
         Some(AttributeCondition::In(k, vs)) => vs.iter().map(|v| serde_json::json!({ k: v })).collect(),
     };
-    q.push_bind(pattern).push(", ").push_bind(f.status.clone()).push(", ").push_bind(f.list);
+    q.push_bind(pattern).push(", ").push_bind(f.status).push(", ").push_bind(f.list);
     q.push(", ").push_bind(attributes).push("::jsonb[]");
     Ok(())
 }
@@ -134,20 +112,10 @@ pub async fn search(
     Ok(ReaderPage { readers, next_before })
 }
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-pub struct SubscriptionRow {
-    pub list_id: Uuid,
-    pub list_name: String,
-    pub status: String,
-    pub created_at: DateTime<Utc>,
-    pub confirmed_at: Option<DateTime<Utc>>,
-    pub unsubscribed_at: Option<DateTime<Utc>>,
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct ReaderDetail {
     pub reader: Reader,
-    pub subscriptions: Vec<SubscriptionRow>,
+    pub subscriptions: Vec<Subscription>,
     pub consent: Vec<ConsentEvent>,
     pub suppressed: Option<String>,
 }

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::consent::{self, Origin};
 use super::lists::{self, List};
+use super::readers::{ReaderStatus, SubscriptionStatus};
 use super::suppressions;
 use crate::domain::{CampaignId, Email, TenantId};
 use crate::error::{Error, Result};
@@ -86,8 +87,13 @@ pub struct PublicContext<'a> {
 
 /// Upserts a reader by lowercased address. An existing reader's name is only filled in, never
 /// replaced, so a stranger cannot rename someone through a public form.
-pub(crate) async fn upsert_reader(tx: &mut Tx, tenant: TenantId, email: &Email, name: &str) -> Result<(i64, String)> {
-    let row: (i64, String) = sqlx::query_as(
+pub(crate) async fn upsert_reader(
+    tx: &mut Tx,
+    tenant: TenantId,
+    email: &Email,
+    name: &str,
+) -> Result<(i64, ReaderStatus)> {
+    let row: (i64, ReaderStatus) = sqlx::query_as(
         "INSERT INTO readers (tenant_id, email, name) VALUES ($1, $2, $3)
          ON CONFLICT (tenant_id, lower(email)) DO UPDATE
             SET name = CASE WHEN readers.name = '' THEN excluded.name ELSE readers.name END
@@ -119,12 +125,12 @@ pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeR
         return Ok(());
     }
     let (reader, status) = upsert_reader(&mut tx, tenant, &email, &req.name).await?;
-    if status == "blocklisted" {
+    if status == ReaderStatus::Blocklisted {
         return Ok(());
     }
     // Someone who left everything comes back only by confirming from their own inbox, even on a
     // single opt-in list: otherwise anyone could undo their unsubscribe by typing their address.
-    let left_everything = status == "unsubscribed" || suppressed.is_some();
+    let left_everything = status == ReaderStatus::Unsubscribed || suppressed.is_some();
     let mut to_confirm: Vec<(Uuid, Uuid)> = Vec::new();
     for list in chosen {
         if list.is_double_opt_in() || left_everything {
@@ -375,14 +381,14 @@ pub async fn unsubscribe_page(db: &Db, signer: &Signer, token: &str) -> Result<U
     let claim: UnsubscribeClaim = signer.verify(UNSUBSCRIBE_PURPOSE, token)?;
     let ws = crate::workspaces::get(db, claim.t).await?;
     let mut tx = db.tenant_tx(claim.t).await?;
-    let (email, status): (String, String) =
+    let (email, status): (String, ReaderStatus) =
         sqlx::query_as("SELECT email, status FROM readers WHERE tenant_id = $1 AND id = $2")
             .bind(claim.t)
             .bind(claim.r)
             .fetch_optional(&mut *tx)
             .await?
             .ok_or(Error::NotFound)?;
-    let rows: Vec<(Uuid, String, String, Option<String>)> = sqlx::query_as(
+    let rows: Vec<(Uuid, String, String, Option<SubscriptionStatus>)> = sqlx::query_as(
         "SELECT l.id, l.name, l.visibility, s.status FROM lists l
          LEFT JOIN subscriptions s ON s.list_id = l.id AND s.reader_id = $2
          WHERE l.tenant_id = $1 AND (l.visibility = 'public' OR l.id = $3) ORDER BY lower(l.name)",
@@ -393,10 +399,16 @@ pub async fn unsubscribe_page(db: &Db, signer: &Signer, token: &str) -> Result<U
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
-    let subscribed = |s: &Option<String>| matches!(s.as_deref(), Some("confirmed") | Some("unconfirmed"));
+    let subscribed = |s: &Option<SubscriptionStatus>| s.is_some_and(SubscriptionStatus::is_on_list);
     let list = claim.l.and_then(|id| rows.iter().find(|r| r.0 == id)).map(|r| (r.0, r.1.clone(), subscribed(&r.3)));
     let preferences = rows.iter().filter(|r| r.2 == "public").map(|r| (r.0, r.1.clone(), subscribed(&r.3))).collect();
-    Ok(UnsubscribePage { workspace: ws.name, email, list, preferences, left_everything: status == "unsubscribed" })
+    Ok(UnsubscribePage {
+        workspace: ws.name,
+        email,
+        list,
+        preferences,
+        left_everything: status == ReaderStatus::Unsubscribed,
+    })
 }
 
 /// What an unsubscribe request asks for.
@@ -434,7 +446,7 @@ pub async fn leave(db: &Db, signer: &Signer, token: &str, what: Leave, origin: &
         }
         Leave::Everything => leave_everything(&mut tx, t, r, &email, origin).await?,
         Leave::Preferences(keep) => {
-            let public: Vec<(Uuid, Option<String>, String)> = sqlx::query_as(
+            let public: Vec<(Uuid, Option<SubscriptionStatus>, String)> = sqlx::query_as(
                 "SELECT l.id, s.status, l.opt_in FROM lists l LEFT JOIN subscriptions s ON s.list_id = l.id AND s.reader_id = $2
                  WHERE l.tenant_id = $1 AND l.visibility = 'public'",
             )
@@ -443,7 +455,7 @@ pub async fn leave(db: &Db, signer: &Signer, token: &str, what: Leave, origin: &
             .fetch_all(&mut *tx)
             .await?;
             for (list, status, _opt_in) in public {
-                let on = matches!(status.as_deref(), Some("confirmed") | Some("unconfirmed"));
+                let on = status.is_some_and(SubscriptionStatus::is_on_list);
                 let want = keep.contains(&list);
                 if on && !want {
                     unsubscribe_from(&mut tx, t, r, list, origin).await?;

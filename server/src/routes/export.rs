@@ -7,7 +7,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use herald_engine::Role;
-use herald_engine::audience::{export, readers::AttributeCondition, readers::ReaderFilter};
+use herald_engine::audience::export;
+use herald_engine::audience::readers::{AttributeCondition, ReaderFilter, ReaderStatus};
 use herald_engine::campaigns::stats;
 use serde::Deserialize;
 use serde_json::json;
@@ -45,10 +46,14 @@ pub async fn readers_csv(
             Err(e) => return (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()).into_response(),
         },
     };
+    let status = match ReaderStatus::parse_optional(&q.status) {
+        Ok(s) => s,
+        Err(e) => return (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()).into_response(),
+    };
     let filter = ReaderFilter {
         search: Some(q.q).filter(|s| !s.trim().is_empty()),
         list: Uuid::parse_str(&q.list).ok(),
-        status: Some(q.status).filter(|s| !s.is_empty()),
+        status,
         attribute,
     };
     let actor = herald_engine::audit::Actor::User { id: user, ip: client_ip(ip) };

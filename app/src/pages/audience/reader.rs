@@ -8,13 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::components::ui::{ActionError, Card, LoadError, short_time, url_encode};
 use crate::error::AppError;
 use crate::pages::audience::AudienceTabs;
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SubscriptionView {
-    pub list_name: String,
-    pub status: String,
-    pub since: String,
-}
+use herald_types::{ReaderStatus, Subscription};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ConsentView {
@@ -42,9 +36,9 @@ pub struct ReaderView {
     pub email: String,
     pub name: String,
     pub attributes_json: String,
-    pub status: String,
+    pub status: ReaderStatus,
     pub suppressed: Option<String>,
-    pub subscriptions: Vec<SubscriptionView>,
+    pub subscriptions: Vec<Subscription>,
     pub consent: Vec<ConsentView>,
     pub activity: Vec<ActivityView>,
     pub export_json: String,
@@ -67,15 +61,7 @@ pub async fn get_reader(id: i64) -> Result<ReaderView, AppError> {
         attributes_json: serde_json::to_string_pretty(&d.reader.attributes).unwrap_or_default(),
         status: d.reader.status,
         suppressed: d.suppressed,
-        subscriptions: d
-            .subscriptions
-            .into_iter()
-            .map(|s| SubscriptionView {
-                since: s.unsubscribed_at.or(s.confirmed_at).unwrap_or(s.created_at).to_rfc3339(),
-                list_name: s.list_name,
-                status: s.status,
-            })
-            .collect(),
+        subscriptions: d.subscriptions,
         consent: d
             .consent
             .into_iter()
@@ -156,7 +142,7 @@ fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerActi
         <div class="mb-4 flex items-center justify-between">
             <div>
                 <h2 class="text-xl font-semibold text-slate-900" data-testid="reader-email">{r.email.clone()}</h2>
-                <p class="text-sm text-slate-500"><span class="badge">{r.status.clone()}</span>
+                <p class="text-sm text-slate-500"><span class="badge">{r.status.as_str()}</span>
                     {r.suppressed.clone().map(|s| view! { <span class="badge ml-2 bg-red-50 text-red-700">"suppressed: " {s}</span> })}</p>
             </div>
             <a href=download download=file_name class="btn-secondary">"Export data (JSON)"</a>
@@ -181,8 +167,8 @@ fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerActi
                     view! {
                         <ul class="divide-y divide-slate-100 text-sm" data-testid="subscriptions">
                             {r.subscriptions.into_iter().map(|s| view! {
-                                <li class="flex justify-between py-2"><span>{s.list_name}</span>
-                                    <span><span class="badge">{s.status}</span><span class="ml-2 text-xs text-slate-400">{short_time(&s.since)}</span></span></li>
+                                <li class="flex justify-between py-2"><span>{s.list_name.clone()}</span>
+                                    <span><span class="badge">{s.status.as_str()}</span><span class="ml-2 text-xs text-slate-400">{short_time(&s.since().to_rfc3339())}</span></span></li>
                             }).collect_view()}
                         </ul>
                     }.into_any()

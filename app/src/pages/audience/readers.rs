@@ -3,26 +3,11 @@
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
-use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, short_time, url_encode};
 use crate::error::AppError;
 use crate::pages::audience::{AudienceTabs, ListRow, ListsView, list_lists};
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ReaderRow {
-    pub id: i64,
-    pub email: String,
-    pub name: String,
-    pub status: String,
-    pub created_at: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ReadersView {
-    pub readers: Vec<ReaderRow>,
-    pub next_before: Option<i64>,
-}
+use herald_types::{ReaderPage, ReaderStatus};
 
 #[server(prefix = "/rpc", endpoint = "search_readers")]
 pub async fn search_readers(
@@ -31,7 +16,7 @@ pub async fn search_readers(
     status: String,
     attribute: String,
     before: Option<i64>,
-) -> Result<ReadersView, AppError> {
+) -> Result<ReaderPage, AppError> {
     use crate::ssr::require_role;
     use herald_engine::Role;
     use herald_engine::audience::readers::{self, AttributeCondition, ReaderFilter};
@@ -39,24 +24,10 @@ pub async fn search_readers(
     let filter = ReaderFilter {
         search: Some(q).filter(|s| !s.trim().is_empty()),
         list: if list.is_empty() { None } else { Some(crate::ssr::parse_id(&list)?) },
-        status: Some(status).filter(|s| !s.is_empty()),
+        status: ReaderStatus::parse_optional(&status)?,
         attribute: if attribute.trim().is_empty() { None } else { Some(AttributeCondition::parse(&attribute)?) },
     };
-    let page = readers::search(&m.state.db, m.tenant, &filter, before, 50).await?;
-    Ok(ReadersView {
-        readers: page
-            .readers
-            .into_iter()
-            .map(|r| ReaderRow {
-                id: r.id,
-                email: r.email,
-                name: r.name,
-                status: r.status,
-                created_at: r.created_at.to_rfc3339(),
-            })
-            .collect(),
-        next_before: page.next_before,
-    })
+    Ok(readers::search(&m.state.db, m.tenant, &filter, before, 50).await?)
 }
 
 #[server(prefix = "/rpc", endpoint = "add_reader")]
@@ -95,7 +66,7 @@ pub async fn bulk_readers(
         Target::Filter(ReaderFilter {
             search: Some(q).filter(|s| !s.trim().is_empty()),
             list: if list.is_empty() { None } else { Some(parse_list(&list)?) },
-            status: Some(status).filter(|s| !s.is_empty()),
+            status: ReaderStatus::parse_optional(&status)?,
             attribute: if attribute.trim().is_empty() { None } else { Some(AttributeCondition::parse(&attribute)?) },
         })
     } else {
@@ -169,9 +140,7 @@ pub fn ReadersPage() -> impl IntoView {
                 </select>
                 <select name="status" class="input" aria-label="Status" prop:value=move || param("status")>
                     <option value="">"Any status"</option>
-                    <option value="active">"Active"</option>
-                    <option value="unsubscribed">"Left everything"</option>
-                    <option value="blocklisted">"Blocklisted"</option>
+                    {ReaderStatus::ALL.iter().map(|s| view! { <option value=s.as_str()>{s.label()}</option> }).collect_view()}
                 </select>
                 <button type="submit" class="btn-primary">"Filter"</button>
                 <input name="attribute" class="input col-span-4 font-mono text-xs" placeholder="Attribute condition, e.g. city = \"Lyon\" or plan in [\"pro\", \"team\"]"
@@ -241,7 +210,7 @@ pub fn ReadersPage() -> impl IntoView {
 }
 
 #[component]
-fn ReaderTable(v: ReadersView, selected: RwSignal<Vec<i64>>) -> impl IntoView {
+fn ReaderTable(v: ReaderPage, selected: RwSignal<Vec<i64>>) -> impl IntoView {
     if v.readers.is_empty() {
         return view! {
             <Card><p class="py-6 text-center text-sm text-slate-500">"No readers match. Share your sign-up page, add someone below, or change the filter."</p></Card>
@@ -276,8 +245,8 @@ fn ReaderTable(v: ReadersView, selected: RwSignal<Vec<i64>>) -> impl IntoView {
                                 <a href=format!("/audience/readers/{}", r.id) class="font-medium text-slate-800 hover:text-indigo-600">{r.email}</a>
                                 <div class="text-xs text-slate-500">{r.name}</div>
                             </td>
-                            <td><span class="badge">{r.status}</span></td>
-                            <td class="text-slate-500">{short_time(&r.created_at)}</td>
+                            <td><span class="badge">{r.status.as_str()}</span></td>
+                            <td class="text-slate-500">{short_time(&r.created_at.to_rfc3339())}</td>
                         </tr>
                     }).collect_view()}
                 </tbody>

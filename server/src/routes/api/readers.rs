@@ -8,7 +8,9 @@ use axum::routing::{MethodRouter, post};
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::audience::bulk::{self, BatchOutcome, Existing, ReaderInput};
 use herald_engine::audience::consent::Origin;
-use herald_engine::audience::readers::{self, AttributeCondition, Reader, ReaderDetail, ReaderFilter, ReaderPage};
+use herald_engine::audience::readers::{
+    self, AttributeCondition, Reader, ReaderDetail, ReaderFilter, ReaderPage, ReaderStatus,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -57,7 +59,8 @@ pub async fn index(
     let filter = ReaderFilter {
         search: q.q,
         list: q.list,
-        status: q.status,
+        status: ReaderStatus::parse_optional(q.status.as_deref().unwrap_or_default())
+            .map_err(herald_engine::Error::from)?,
         attribute: q
             .attribute
             .as_deref()
