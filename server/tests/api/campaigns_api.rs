@@ -39,17 +39,9 @@ pub(crate) async fn workspace_with_readers(app: &TestApp, owner_email: &str, n: 
     (api, list_id)
 }
 
+/// The campaign's stats once its status is `want`.
 pub(crate) async fn wait_for_status(api: &Api, id: &str, want: &str, timeout: Duration) -> Value {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        let (status, stats) = api.get(&format!("/api/v1/campaigns/{id}/stats")).await;
-        assert_eq!(status, StatusCode::OK, "{stats}");
-        if stats["status"] == want {
-            return stats;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "campaign never reached {want}: {stats}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    api.wait_for_status(&format!("/api/v1/campaigns/{id}/stats"), want, timeout).await
 }
 
 #[tokio::test]

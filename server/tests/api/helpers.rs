@@ -409,6 +409,22 @@ impl Api {
         (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
 
+    /// Polls `GET path` until its `status` is `want` and returns that body; panics with the
+    /// last body once `within` has passed. The one wait for a campaign or a message to get
+    /// somewhere.
+    pub async fn wait_for_status(&self, path: &str, want: &str, within: Duration) -> Value {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let (status, body) = self.get(path).await;
+            assert_eq!(status, StatusCode::OK, "{path}: {body}");
+            if body["status"] == want {
+                return body;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{path} never reached {want}: {body}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub async fn get(&self, path: &str) -> (StatusCode, Value) {
         self.send(reqwest::Method::GET, path, None).await
     }

@@ -8,7 +8,7 @@ use herald_engine::campaigns::recurring;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::helpers::*;
 
@@ -44,15 +44,7 @@ fn far_slot() -> String {
 }
 
 async fn wait_sent(api: &Api, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, stats) = api.get(&format!("/api/v1/campaigns/{id}/stats")).await;
-        if stats["status"] == "sent" {
-            return stats;
-        }
-        assert!(Instant::now() < deadline, "edition never finished: {stats}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    crate::campaigns_api::wait_for_status(api, id, "sent", Duration::from_secs(30)).await
 }
 
 #[tokio::test]

@@ -33,16 +33,7 @@ async fn workspace(app: &TestApp, owner_email: &str) -> Api {
 }
 
 async fn wait_for_message_status(api: &Api, id: &str, want: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (status, m) = api.get(&format!("/api/v1/messages/{id}")).await;
-        assert_eq!(status, StatusCode::OK, "{m}");
-        if m["status"] == want {
-            return m;
-        }
-        assert!(Instant::now() < deadline, "message never reached {want}: {m}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    api.wait_for_status(&format!("/api/v1/messages/{id}"), want, Duration::from_secs(20)).await
 }
 
 fn kinds(m: &Value) -> Vec<String> {
