@@ -165,7 +165,7 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
         }
         EventKind::Unsubscribe => {
             if let Some(r) = reader {
-                let lists: Vec<Uuid> = match campaign {
+                let lists: Vec<crate::domain::ListId> = match campaign {
                     Some(c) => {
                         sqlx::query_scalar("SELECT unnest(list_ids) FROM campaigns WHERE tenant_id = $1 AND id = $2")
                             .bind(tenant)

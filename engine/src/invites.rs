@@ -19,13 +19,7 @@ struct InviteClaim {
     i: Uuid,
 }
 
-#[derive(Clone, Debug, Serialize)]
-pub struct PendingInvite {
-    pub id: Uuid,
-    pub email: String,
-    pub role: Role,
-    pub expires_at: DateTime<Utc>,
-}
+pub use herald_types::{InviteId, PendingInvite};
 
 /// What the invite page shows before the invite is accepted.
 #[derive(Clone, Debug, Serialize)]
@@ -94,7 +88,7 @@ pub async fn create(
     .await?;
     tx.commit().await?;
     let token = signer.sign(TOKEN_PURPOSE, Some(expires_at.timestamp()), &InviteClaim { t: tenant, i: id });
-    Ok(NewInvite { invite: PendingInvite { id, email: email.to_string(), role, expires_at }, token })
+    Ok(NewInvite { invite: PendingInvite { id: id.into(), email: email.to_string(), role, expires_at }, token })
 }
 
 pub async fn pending(db: &Db, tenant: TenantId) -> Result<Vec<PendingInvite>> {
@@ -109,11 +103,13 @@ pub async fn pending(db: &Db, tenant: TenantId) -> Result<Vec<PendingInvite>> {
     .await?;
     tx.commit().await?;
     rows.into_iter()
-        .map(|(id, email, role, expires_at)| Ok(PendingInvite { id, email, role: Role::parse(&role)?, expires_at }))
+        .map(|(id, email, role, expires_at)| {
+            Ok(PendingInvite { id: InviteId(id), email, role: Role::parse(&role)?, expires_at })
+        })
         .collect()
 }
 
-pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: Uuid) -> Result<()> {
+pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: InviteId) -> Result<()> {
     actor_role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
     let n =

@@ -32,16 +32,7 @@ impl Workspace {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
-pub struct Member {
-    pub user_id: UserId,
-    pub email: String,
-    pub name: String,
-    pub role: Role,
-    pub joined_at: DateTime<Utc>,
-    /// Logs in with a second factor (see `two_factor`).
-    pub two_factor: bool,
-}
+pub use herald_types::Member;
 
 #[derive(Clone, Debug)]
 pub struct SettingsUpdate {

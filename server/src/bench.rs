@@ -22,7 +22,7 @@ use herald_engine::infra::tokens::Signer;
 use herald_engine::jobs;
 use herald_engine::sending::identities::SmtpIdentity;
 use herald_engine::sending::mail::Mailer;
-use herald_engine::sending::smtp_client::{self, SmtpServer};
+use herald_engine::sending::smtp::{self, SmtpServer};
 use herald_engine::worker::WorkerSetup;
 use herald_engine::{Db, Role, TenantId};
 use sqlx::postgres::PgPoolOptions;
@@ -191,15 +191,9 @@ pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
         }
         m.into_bytes()
     };
-    let blast = smtp_client::blast(
-        &server,
-        connections as usize,
-        blast_messages,
-        "bench@herald.test",
-        "blast@example.com",
-        &raw,
-    )
-    .await?;
+    let blast =
+        smtp::blast(&server, connections as usize, blast_messages, "bench@herald.test", "blast@example.com", &raw)
+            .await?;
     println!(
         "raw blast:   {} messages of {} bytes over {} connections in {:.2} s = {:.0} msg/s",
         blast.messages,
@@ -432,7 +426,7 @@ async fn measure(
 /// no SMTP): the same calls the delivery loop makes for a 2 KB personalised Markdown campaign
 /// with tracked links.
 pub fn stage_breakdown(dkim: Option<&herald_engine::sending::identities::DkimKey>) -> anyhow::Result<()> {
-    use herald_engine::sending::render::{
+    use herald_engine::sending::message::{
         self, BodyFormat, CampaignContent, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, Workspace,
     };
     use herald_engine::tracking::links;
@@ -481,7 +475,7 @@ pub fn stage_breakdown(dkim: Option<&herald_engine::sending::identities::DkimKey
             feedback_id: "bench:bench:herald".into(),
         };
         let t = Instant::now();
-        let raw = render::build_message(&rendered, &envelope, signer.as_ref())?;
+        let raw = message::build_message(&rendered, &envelope, signer.as_ref())?;
         t_mime += t.elapsed().as_secs_f64();
         std::hint::black_box(raw);
     }
@@ -614,8 +608,8 @@ pub async fn run_import(args: ImportBench, config: &Config) -> anyhow::Result<()
                 name: "All".into(),
                 slug: None,
                 description: String::new(),
-                opt_in: "single".into(),
-                visibility: "private".into(),
+                opt_in: lists::OptIn::Single,
+                visibility: lists::Visibility::Private,
             },
         )
         .await?;

@@ -78,8 +78,8 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         name: name.into(),
         slug: None,
         description: format!("{name} (seeded)"),
-        opt_in: "single".into(),
-        visibility: "public".into(),
+        opt_in: lists::OptIn::Single,
+        visibility: lists::Visibility::Public,
     };
     let news = lists::create(&db, tenant, Role::Owner, &list("Newsletter")).await.map_err(clear)?;
     lists::create(&db, tenant, Role::Owner, &list("Empty list")).await.map_err(clear)?;

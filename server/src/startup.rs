@@ -14,7 +14,7 @@ use herald_engine::infra::tokens::Signer;
 use herald_engine::jobs::Jobs;
 use herald_engine::sending::identities::SmtpIdentity;
 use herald_engine::sending::mail::Mailer;
-use herald_engine::sending::smtp_client::SmtpServer;
+use herald_engine::sending::smtp::SmtpServer;
 use herald_engine::smtp_sink::MailSink;
 use herald_engine::tracking::{Flusher, HitCounters, HitRecorder, TrackingKeys};
 use herald_engine::transactional::delivery::TxDeliveryConfig;
@@ -275,7 +275,7 @@ fn router(
         .build();
     let server_state = ServerState {
         app: state.clone(),
-        metrics: Arc::new(Metrics::default()),
+        metrics: Arc::new(Metrics::new(tracking.recorder.counters.clone())),
         metrics_access: config.metrics_access.clone(),
         leptos: leptos.clone(),
         tracking,

@@ -103,6 +103,10 @@ id_type!(
     /// A transactional template's id.
     TemplateId
 );
+id_type!(
+    /// A pending invitation into a workspace.
+    InviteId
+);
 
 #[cfg(test)]
 mod tests {

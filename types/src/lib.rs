@@ -13,9 +13,13 @@
 mod string_enum;
 
 pub mod campaign;
+pub mod html;
+pub mod identity;
 pub mod ids;
 pub mod import;
 pub mod invalid;
+pub mod list;
+pub mod member;
 pub mod message;
 pub mod progress;
 pub mod reader;
@@ -23,11 +27,14 @@ pub mod template;
 pub mod values;
 
 pub use campaign::{BodyFormat, Campaign, CampaignInput, CampaignStatus, FeedSource, Recurrence, TrackingMode};
-pub use ids::{BadId, CampaignId, IdentityId, ImportId, ListId, MessageId, TemplateId, TenantId, UserId};
+pub use identity::{Identity, IdentityInput};
+pub use ids::{BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId, TemplateId, TenantId, UserId};
 pub use import::{Import, ImportStatus, ImportSummary};
 pub use invalid::{FieldError, Invalid, Problems};
+pub use list::{List, ListInput, ListWithCounts, OptIn, Visibility};
+pub use member::{Member, PendingInvite};
 pub use message::{Message, MessageDetail, MessageEvent, MessageStatus};
 pub use progress::{Failure, Progress, Report, SendStatus, SkipCount};
 pub use reader::{Reader, ReaderPage, ReaderStatus, Subscription, SubscriptionStatus};
-pub use template::TemplateInput;
+pub use template::{RenderedMessage, Template, TemplateInput, TemplateVersion};
 pub use values::{Email, Forbidden, Role, Slug};

@@ -5,7 +5,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
-use uuid::Uuid;
 
 use super::consent::Origin;
 use crate::domain::{Email, TenantId};
@@ -50,7 +49,7 @@ pub async fn upsert(
     tx: &mut Tx,
     tenant: TenantId,
     rows: &[ReaderInput],
-    lists: &[Uuid],
+    lists: &[crate::domain::ListId],
     existing: Existing,
     origin: &Origin,
 ) -> Result<BatchOutcome> {

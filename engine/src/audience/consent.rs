@@ -3,9 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use uuid::Uuid;
 
-use crate::domain::TenantId;
+use crate::domain::{ListId, TenantId};
 use crate::error::Result;
 use crate::infra::db::Tx;
 
@@ -30,7 +29,7 @@ impl Origin {
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 pub struct ConsentEvent {
     pub id: i64,
-    pub list_id: Option<Uuid>,
+    pub list_id: Option<ListId>,
     pub list_name: Option<String>,
     pub action: String,
     pub source: String,
@@ -44,7 +43,7 @@ pub async fn record(
     tx: &mut Tx,
     tenant: TenantId,
     reader: i64,
-    list: Option<Uuid>,
+    list: Option<ListId>,
     action: &str,
     origin: &Origin,
 ) -> Result<()> {

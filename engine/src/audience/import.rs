@@ -9,7 +9,6 @@ use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use std::io::Read;
 use tokio::sync::mpsc;
-use uuid::Uuid;
 
 use super::bulk::{self, Existing, ReaderInput};
 use super::consent::Origin;
@@ -175,7 +174,7 @@ struct ImportRow {
     status: ImportStatus,
     delimiter: String,
     mapping: serde_json::Value,
-    list_ids: Vec<Uuid>,
+    list_ids: Vec<ListId>,
     mode: String,
     existing: String,
     rows_read: i64,
@@ -241,7 +240,7 @@ fn view(r: ImportRow, columns: Vec<String>, preview: Vec<Vec<String>>) -> Import
         columns,
         preview,
         mapping: serde_json::from_value(r.mapping).unwrap_or_default(),
-        list_ids: r.list_ids.into_iter().map(ListId).collect(),
+        list_ids: r.list_ids,
         mode: r.mode,
         existing: r.existing,
         rows_read: r.rows_read,
@@ -295,7 +294,7 @@ pub async fn recent(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<ImportS
 
 pub struct StartImport {
     pub mapping: Vec<String>,
-    pub list_ids: Vec<Uuid>,
+    pub list_ids: Vec<ListId>,
     pub mode: String,
     pub existing: String,
 }
@@ -620,7 +619,7 @@ async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> R
         }
         // Confirmed mode subscribes in the same statement; opt-in mode starts pending
         // subscriptions and mails after the batch commits.
-        let confirmed_lists: &[Uuid] = if opt_in { &[] } else { &imp.list_ids };
+        let confirmed_lists: &[ListId] = if opt_in { &[] } else { &imp.list_ids };
         let out = bulk::upsert(&mut tx, tenant, &inputs, confirmed_lists, existing, &origin).await?;
         let to_mail = if opt_in {
             super::subscribe::start_pending(&mut tx, tenant, &out.reader_ids, &imp.list_ids, &origin).await?

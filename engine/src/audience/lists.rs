@@ -1,73 +1,12 @@
 //! Lists: named groups of readers, each with an opt-in mode and a visibility.
 
-use chrono::{DateTime, Utc};
-use serde::Serialize;
-use uuid::Uuid;
-
-use crate::domain::{Role, Slug, TenantId};
+use crate::domain::{ListId, Role, Slug, TenantId};
 use crate::error::{Error, Result, is_unique_violation};
 use crate::infra::db::Db;
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-pub struct List {
-    pub id: Uuid,
-    pub name: String,
-    pub slug: String,
-    pub description: String,
-    /// `single` or `double`.
-    pub opt_in: String,
-    /// `public` (offered on the hosted page and the preference center) or `private`.
-    pub visibility: String,
-    pub created_at: DateTime<Utc>,
-}
-
-impl List {
-    pub fn is_double_opt_in(&self) -> bool {
-        self.opt_in == "double"
-    }
-}
-
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-pub struct ListWithCounts {
-    #[sqlx(flatten)]
-    #[serde(flatten)]
-    pub list: List,
-    pub confirmed: i64,
-    pub unconfirmed: i64,
-    pub unsubscribed: i64,
-}
-
-#[derive(Clone, Debug)]
-pub struct ListInput {
-    pub name: String,
-    pub slug: Option<String>,
-    pub description: String,
-    pub opt_in: String,
-    pub visibility: String,
-}
+pub use herald_types::{List, ListInput, ListWithCounts, OptIn, Visibility};
 
 const COLUMNS: &str = "id, name, slug, description, opt_in, visibility, created_at";
-
-fn check(input: &ListInput) -> Result<(String, Slug)> {
-    let name = input.name.trim();
-    if name.is_empty() || name.chars().count() > 100 {
-        return Err(Error::invalid("The list name needs 1–100 characters."));
-    }
-    if input.description.chars().count() > 1000 {
-        return Err(Error::invalid("The description can have at most 1000 characters."));
-    }
-    if !matches!(input.opt_in.as_str(), "single" | "double") {
-        return Err(Error::invalid("Opt-in must be “single” or “double”."));
-    }
-    if !matches!(input.visibility.as_str(), "public" | "private") {
-        return Err(Error::invalid("Visibility must be “public” or “private”."));
-    }
-    let slug = match input.slug.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        Some(s) => Slug::parse(s)?,
-        None => Slug::from_name(name)?,
-    };
-    Ok((name.to_string(), slug))
-}
 
 fn slug_taken(e: sqlx::Error, slug: &Slug) -> Error {
     if is_unique_violation(&e, "lists_tenant_id_slug_key") {
@@ -79,19 +18,19 @@ fn slug_taken(e: sqlx::Error, slug: &Slug) -> Error {
 
 pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &ListInput) -> Result<List> {
     role.require(Role::Author)?;
-    let (name, slug) = check(input)?;
+    let (name, slug) = input.check()?;
     let mut tx = db.tenant_tx(tenant).await?;
     let list = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO lists (id, tenant_id, name, slug, description, opt_in, visibility)
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
     )))
-    .bind(Uuid::new_v4())
+    .bind(ListId::new())
     .bind(tenant)
     .bind(name)
     .bind(slug.as_str())
     .bind(input.description.trim())
-    .bind(&input.opt_in)
-    .bind(&input.visibility)
+    .bind(input.opt_in)
+    .bind(input.visibility)
     .fetch_one(&mut *tx)
     .await
     .map_err(|e| slug_taken(e, &slug))?;
@@ -99,9 +38,9 @@ pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &ListInput) ->
     Ok(list)
 }
 
-pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &ListInput) -> Result<List> {
+pub async fn update(db: &Db, tenant: TenantId, role: Role, id: ListId, input: &ListInput) -> Result<List> {
     role.require(Role::Author)?;
-    let (name, slug) = check(input)?;
+    let (name, slug) = input.check()?;
     let mut tx = db.tenant_tx(tenant).await?;
     let list = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE lists SET name = $3, slug = $4, description = $5, opt_in = $6, visibility = $7, updated_at = now()
@@ -112,8 +51,8 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &Lis
     .bind(name)
     .bind(slug.as_str())
     .bind(input.description.trim())
-    .bind(&input.opt_in)
-    .bind(&input.visibility)
+    .bind(input.opt_in)
+    .bind(input.visibility)
     .fetch_optional(&mut *tx)
     .await
     .map_err(|e| slug_taken(e, &slug))?
@@ -122,7 +61,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &Lis
     Ok(list)
 }
 
-pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<()> {
+pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: ListId) -> Result<()> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
     let n = sqlx::query("DELETE FROM lists WHERE tenant_id = $1 AND id = $2")
@@ -135,7 +74,7 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<(
     if n == 0 { Err(Error::NotFound) } else { Ok(()) }
 }
 
-pub async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<List> {
+pub async fn get(db: &Db, tenant: TenantId, id: ListId) -> Result<List> {
     let mut tx = db.tenant_tx(tenant).await?;
     let list =
         sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM lists WHERE tenant_id = $1 AND id = $2")))

@@ -5,10 +5,9 @@ use chrono::Utc;
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::{Postgres, QueryBuilder};
-use uuid::Uuid;
 
 use super::consent::{self, ConsentEvent, Origin};
-use crate::domain::{Email, Role, TenantId};
+use crate::domain::{Email, ListId, Role, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::Db;
 
@@ -50,7 +49,7 @@ impl AttributeCondition {
 pub struct ReaderFilter {
     /// Matches email or name (case-insensitive substring).
     pub search: Option<String>,
-    pub list: Option<Uuid>,
+    pub list: Option<ListId>,
     pub status: Option<ReaderStatus>,
     pub attribute: Option<AttributeCondition>,
 }
@@ -185,7 +184,7 @@ pub async fn add(
     role: Role,
     email: &str,
     name: &str,
-    lists: &[Uuid],
+    lists: &[ListId],
     origin: &Origin,
 ) -> Result<i64> {
     role.require(Role::Author)?;
@@ -214,7 +213,7 @@ pub async fn add(
 }
 
 /// Takes a reader off one list (an author or API action), recorded in the ledger.
-pub async fn unsubscribe(db: &Db, tenant: TenantId, role: Role, id: i64, list: Uuid, origin: &Origin) -> Result<()> {
+pub async fn unsubscribe(db: &Db, tenant: TenantId, role: Role, id: i64, list: ListId, origin: &Origin) -> Result<()> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
     let n = sqlx::query(
@@ -257,8 +256,8 @@ pub enum Target {
 pub enum BulkAction {
     /// Subscribe as confirmed (the author attests consent). Readers who left everything, and
     /// subscriptions someone unsubscribed from, are left alone.
-    AddToList(Uuid),
-    RemoveFromList(Uuid),
+    AddToList(ListId),
+    RemoveFromList(ListId),
     /// Unsubscribe from everything and suppress (reason `unsubscribed_all`).
     UnsubscribeAll,
     /// Erase (admins only), as [`erase`] does one by one.

@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::consent::{self, Origin};
-use super::lists::{self, List};
+use super::lists::{self, List, Visibility};
 use super::readers::{ReaderStatus, SubscriptionStatus};
 use super::suppressions;
-use crate::domain::{CampaignId, Email, TenantId};
+use crate::domain::{CampaignId, Email, ListId, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::{Db, Tx};
 use crate::infra::tokens::Signer;
@@ -38,21 +38,21 @@ struct ConfirmClaim {
     t: TenantId,
     r: i64,
     /// (list, nonce) pairs: the nonce makes each link single-use.
-    l: Vec<(Uuid, Uuid)>,
+    l: Vec<(ListId, Uuid)>,
 }
 
 #[derive(Serialize, Deserialize)]
 struct UnsubscribeClaim {
     t: TenantId,
     r: i64,
-    l: Option<Uuid>,
+    l: Option<ListId>,
     /// The campaign the message belonged to, so its stats count the unsubscribe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     c: Option<CampaignId>,
 }
 
 /// A signed, non-expiring unsubscribe URL for one reader (and the list a message was sent for).
-pub fn unsubscribe_url(signer: &Signer, base_url: &str, tenant: TenantId, reader: i64, list: Option<Uuid>) -> String {
+pub fn unsubscribe_url(signer: &Signer, base_url: &str, tenant: TenantId, reader: i64, list: Option<ListId>) -> String {
     campaign_unsubscribe_url(signer, base_url, tenant, reader, list, None)
 }
 
@@ -62,7 +62,7 @@ pub fn campaign_unsubscribe_url(
     base_url: &str,
     tenant: TenantId,
     reader: i64,
-    list: Option<Uuid>,
+    list: Option<ListId>,
     campaign: Option<CampaignId>,
 ) -> String {
     let token =
@@ -73,7 +73,7 @@ pub fn campaign_unsubscribe_url(
 pub struct SubscribeRequest {
     pub email: String,
     pub name: String,
-    pub list_ids: Vec<Uuid>,
+    pub list_ids: Vec<ListId>,
     pub origin: Origin,
 }
 
@@ -131,7 +131,7 @@ pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeR
     // Someone who left everything comes back only by confirming from their own inbox, even on a
     // single opt-in list: otherwise anyone could undo their unsubscribe by typing their address.
     let left_everything = status == ReaderStatus::Unsubscribed || suppressed.is_some();
-    let mut to_confirm: Vec<(Uuid, Uuid)> = Vec::new();
+    let mut to_confirm: Vec<(ListId, Uuid)> = Vec::new();
     for list in chosen {
         if list.is_double_opt_in() || left_everything {
             // Start (or restart) a pending subscription; mail only if none went out recently.
@@ -196,7 +196,7 @@ pub(crate) async fn send_confirmation(
     email: &Email,
     workspace: &str,
     list_names: &[String],
-    to_confirm: Vec<(Uuid, Uuid)>,
+    to_confirm: Vec<(ListId, Uuid)>,
 ) -> Result<()> {
     let expires = Utc::now() + Duration::hours(CONFIRMATION_VALID_HOURS);
     let token = cx.signer.sign(
@@ -209,7 +209,7 @@ pub(crate) async fn send_confirmation(
 }
 
 /// A reader to mail a confirmation to: (reader id, address, the (list, nonce) pairs).
-pub(crate) type PendingConfirmation = (i64, String, Vec<(Uuid, Uuid)>);
+pub(crate) type PendingConfirmation = (i64, String, Vec<(ListId, Uuid)>);
 
 /// Opt-in for many readers at once (an import in opt-in mode): starts pending subscriptions on
 /// `lists` for the active, unsuppressed ones, under the same rules as the hosted form (never over
@@ -219,10 +219,10 @@ pub(crate) async fn start_pending(
     tx: &mut Tx,
     tenant: TenantId,
     readers: &[i64],
-    lists: &[Uuid],
+    lists: &[ListId],
     origin: &Origin,
 ) -> Result<Vec<PendingConfirmation>> {
-    let rows: Vec<(i64, String, Uuid, Uuid)> = sqlx::query_as(
+    let rows: Vec<(i64, String, ListId, Uuid)> = sqlx::query_as(
         "WITH cand AS (
             SELECT r.id AS reader_id, l.id AS list_id, gen_random_uuid() AS nonce
             FROM readers r CROSS JOIN lists l
@@ -319,7 +319,7 @@ pub async fn confirm_preview(db: &Db, signer: &Signer, token: &str) -> Result<Co
         .fetch_optional(&mut *tx)
         .await?
         .ok_or(Error::NotFound)?;
-    let ids: Vec<Uuid> = claim.l.iter().map(|(l, _)| *l).collect();
+    let ids: Vec<ListId> = claim.l.iter().map(|(l, _)| *l).collect();
     let lists: Vec<String> =
         sqlx::query_scalar("SELECT name FROM lists WHERE tenant_id = $1 AND id = ANY($2) ORDER BY lower(name)")
             .bind(claim.t)
@@ -371,9 +371,9 @@ pub struct UnsubscribePage {
     pub workspace: String,
     pub email: String,
     /// The list the message was sent for, if any: (id, name, still subscribed).
-    pub list: Option<(Uuid, String, bool)>,
+    pub list: Option<(ListId, String, bool)>,
     /// Public lists with whether the reader is subscribed (for the preference center).
-    pub preferences: Vec<(Uuid, String, bool)>,
+    pub preferences: Vec<(ListId, String, bool)>,
     pub left_everything: bool,
 }
 
@@ -388,7 +388,7 @@ pub async fn unsubscribe_page(db: &Db, signer: &Signer, token: &str) -> Result<U
             .fetch_optional(&mut *tx)
             .await?
             .ok_or(Error::NotFound)?;
-    let rows: Vec<(Uuid, String, String, Option<SubscriptionStatus>)> = sqlx::query_as(
+    let rows: Vec<(ListId, String, Visibility, Option<SubscriptionStatus>)> = sqlx::query_as(
         "SELECT l.id, l.name, l.visibility, s.status FROM lists l
          LEFT JOIN subscriptions s ON s.list_id = l.id AND s.reader_id = $2
          WHERE l.tenant_id = $1 AND (l.visibility = 'public' OR l.id = $3) ORDER BY lower(l.name)",
@@ -401,7 +401,8 @@ pub async fn unsubscribe_page(db: &Db, signer: &Signer, token: &str) -> Result<U
     tx.commit().await?;
     let subscribed = |s: &Option<SubscriptionStatus>| s.is_some_and(SubscriptionStatus::is_on_list);
     let list = claim.l.and_then(|id| rows.iter().find(|r| r.0 == id)).map(|r| (r.0, r.1.clone(), subscribed(&r.3)));
-    let preferences = rows.iter().filter(|r| r.2 == "public").map(|r| (r.0, r.1.clone(), subscribed(&r.3))).collect();
+    let preferences =
+        rows.iter().filter(|r| r.2 == Visibility::Public).map(|r| (r.0, r.1.clone(), subscribed(&r.3))).collect();
     Ok(UnsubscribePage {
         workspace: ws.name,
         email,
@@ -417,7 +418,7 @@ pub enum Leave {
     ThisList,
     Everything,
     /// Keep exactly these public lists (the preference center).
-    Preferences(Vec<Uuid>),
+    Preferences(Vec<ListId>),
 }
 
 /// Applies an unsubscribe or preference change. Takes effect at once: the send engine re-checks
@@ -446,15 +447,15 @@ pub async fn leave(db: &Db, signer: &Signer, token: &str, what: Leave, origin: &
         }
         Leave::Everything => leave_everything(&mut tx, t, r, &email, origin).await?,
         Leave::Preferences(keep) => {
-            let public: Vec<(Uuid, Option<SubscriptionStatus>, String)> = sqlx::query_as(
-                "SELECT l.id, s.status, l.opt_in FROM lists l LEFT JOIN subscriptions s ON s.list_id = l.id AND s.reader_id = $2
+            let public: Vec<(ListId, Option<SubscriptionStatus>)> = sqlx::query_as(
+                "SELECT l.id, s.status FROM lists l LEFT JOIN subscriptions s ON s.list_id = l.id AND s.reader_id = $2
                  WHERE l.tenant_id = $1 AND l.visibility = 'public'",
             )
             .bind(t)
             .bind(r)
             .fetch_all(&mut *tx)
             .await?;
-            for (list, status, _opt_in) in public {
+            for (list, status) in public {
                 let on = status.is_some_and(SubscriptionStatus::is_on_list);
                 let want = keep.contains(&list);
                 if on && !want {
@@ -484,7 +485,7 @@ pub async fn leave(db: &Db, signer: &Signer, token: &str, what: Leave, origin: &
 /// Unsubscribes a reader from every list, marks them unsubscribed and suppresses the address
 /// (an unsubscribe link's "everything", and a spam complaint).
 pub(crate) async fn leave_everything(tx: &mut Tx, t: TenantId, r: i64, email: &str, origin: &Origin) -> Result<()> {
-    let lists: Vec<Uuid> = sqlx::query_scalar(
+    let lists: Vec<ListId> = sqlx::query_scalar(
         "SELECT list_id FROM subscriptions WHERE tenant_id = $1 AND reader_id = $2 AND status <> 'unsubscribed'",
     )
     .bind(t)
@@ -504,7 +505,7 @@ pub(crate) async fn leave_everything(tx: &mut Tx, t: TenantId, r: i64, email: &s
     Ok(())
 }
 
-pub(crate) async fn unsubscribe_from(tx: &mut Tx, t: TenantId, r: i64, list: Uuid, origin: &Origin) -> Result<()> {
+pub(crate) async fn unsubscribe_from(tx: &mut Tx, t: TenantId, r: i64, list: ListId, origin: &Origin) -> Result<()> {
     let n = sqlx::query(
         "UPDATE subscriptions SET status = 'unsubscribed', unsubscribed_at = now(), confirmation_nonce = NULL
          WHERE tenant_id = $1 AND list_id = $2 AND reader_id = $3 AND status <> 'unsubscribed'",

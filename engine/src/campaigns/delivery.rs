@@ -35,10 +35,10 @@ use uuid::Uuid;
 
 use super::fair_share::WorkspaceLoops;
 use crate::sending::identities::{self, SmtpIdentity};
-use crate::sending::rate;
-use crate::sending::render::{
+use crate::sending::message::{
     self, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, RenderedBody, TemplateError,
 };
+use crate::sending::rate;
 
 /// One reader's personalised parts, or why they could not be rendered.
 type RenderedParts = std::result::Result<RenderedBody, TemplateError>;
@@ -51,7 +51,7 @@ use crate::infra::db::Db;
 use crate::infra::egress::Egress;
 use crate::infra::tokens::Signer;
 use crate::sending::lease::{Closed, Fence, Lease, LeaseFor};
-use crate::sending::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
+use crate::sending::smtp::{SmtpConnection, SmtpError, SmtpErrorKind};
 use crate::tracking::links::{self, LinkRegistry};
 use crate::tracking::{Target, TrackingKeys, WorkspaceMac};
 
@@ -283,7 +283,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
-    let workspace = render::Workspace { name: ws_name, postal_address: postal };
+    let workspace = message::Workspace { name: ws_name, postal_address: postal };
     let compiled = match CompiledCampaign::compile(&store::content(&campaign), &workspace) {
         Ok(c) => c,
         Err(e) => {
@@ -676,7 +676,7 @@ impl Sender<'_> {
     /// This reader's unsubscribe link for this campaign (one list: that list; several: all).
     fn unsubscribe_url(&self, row: &Claimed) -> String {
         let c = &self.campaign;
-        let list = if c.list_ids.len() == 1 { c.list_ids.first().map(|l| l.0) } else { None };
+        let list = if c.list_ids.len() == 1 { c.list_ids.first().copied() } else { None };
         campaign_unsubscribe_url(
             &self.cx.signer,
             &self.cx.config.base_url,
@@ -704,7 +704,7 @@ impl Sender<'_> {
     async fn send_one(&mut self, row: &Claimed, rendered: RenderedParts, unsubscribe: String) -> Result<Next> {
         let cfg = self.cx.config.clone();
         let c = &self.campaign;
-        let list = if c.list_ids.len() == 1 { c.list_ids.first().map(|l| l.0) } else { None };
+        let list = if c.list_ids.len() == 1 { c.list_ids.first().copied() } else { None };
         let ctx = MessageContext { unsubscribe_url: &unsubscribe };
         let parts = match rendered {
             Ok(r) => r,
@@ -738,10 +738,10 @@ impl Sender<'_> {
             message_id: format!("{}.{}@{}", c.id, row.reader_id, self.domain),
             list_unsubscribe_url: unsubscribe,
             list_unsubscribe_mailto: None,
-            list_id: format!("{}.{}.{}", list.unwrap_or(c.id.0), self.workspace_slug, self.domain),
+            list_id: format!("{}.{}.{}", list.map_or(c.id.0, |l| l.0), self.workspace_slug, self.domain),
             feedback_id: format!("{}:{}:herald", c.id.0.simple(), self.workspace_slug),
         };
-        let raw = match render::build_message(&rendered, &envelope, self.dkim.as_ref()) {
+        let raw = match message::build_message(&rendered, &envelope, self.dkim.as_ref()) {
             Ok(raw) => raw,
             Err(e) => {
                 self.fail(row, &format!("could not build the message: {e}"), false, false, true).await?;
@@ -773,7 +773,7 @@ impl Sender<'_> {
                 self.acks.push(Ack {
                     id: row.id,
                     email: row.email.clone(),
-                    provider_id: crate::sending::smtp_client::provider_id(&reply),
+                    provider_id: crate::sending::smtp::provider_id(&reply),
                     reply: truncate(&reply, 500),
                     at: Utc::now(),
                 });

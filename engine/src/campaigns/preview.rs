@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::infra::db::Db;
 use crate::infra::tokens::Signer;
 use crate::sending::identities::{self, SmtpIdentity};
-use crate::sending::render::{self, CompiledCampaign, Envelope, MessageContext, Recipient, Rendered};
-use crate::sending::smtp_client::SmtpConnection;
+use crate::sending::message::{self, CompiledCampaign, Envelope, MessageContext, Recipient, Rendered};
+use crate::sending::smtp::SmtpConnection;
 
 pub const MAX_TEST_ADDRESSES: usize = 5;
 /// Test emails one workspace may send per hour (in bursts of up to [`TEST_SEND_BURST`]): enough
@@ -47,7 +47,7 @@ struct Sample {
     attributes: Value,
 }
 
-async fn load_context(db: &Db, tenant: TenantId, reader: Option<i64>) -> Result<(render::Workspace, Sample)> {
+async fn load_context(db: &Db, tenant: TenantId, reader: Option<i64>) -> Result<(message::Workspace, Sample)> {
     let mut tx = db.tenant_tx(tenant).await?;
     let (name, postal_address): (String, String) =
         sqlx::query_as("SELECT name, postal_address FROM tenants WHERE id = $1")
@@ -74,12 +74,12 @@ async fn load_context(db: &Db, tenant: TenantId, reader: Option<i64>) -> Result<
             attributes: serde_json::json!({}),
         },
     };
-    Ok((render::Workspace { name, postal_address }, sample))
+    Ok((message::Workspace { name, postal_address }, sample))
 }
 
 fn render_as(
     campaign: &Campaign,
-    workspace: &render::Workspace,
+    workspace: &message::Workspace,
     reader: &Sample,
     unsubscribe: &str,
 ) -> Result<Result<Rendered, String>> {
@@ -103,7 +103,7 @@ pub async fn preview(
 ) -> Result<PreviewOutcome> {
     let c = store::get(db, tenant, campaign).await?;
     let (workspace, sample) = load_context(db, tenant, reader).await?;
-    let unsubscribe = unsubscribe_url(signer, base_url, tenant, sample.id, c.list_ids.first().map(|l| l.0));
+    let unsubscribe = unsubscribe_url(signer, base_url, tenant, sample.id, c.list_ids.first().copied());
     let as_reader =
         if sample.name.is_empty() { sample.email.clone() } else { format!("{} <{}>", sample.name, sample.email) };
     Ok(match render_as(&c, &workspace, &sample, &unsubscribe)? {
@@ -194,7 +194,7 @@ pub async fn test_send(
     let wait = crate::sending::rate::reserve(db, &identity.bucket, n, identity.rate_per_second, identity.burst).await?;
     tokio::time::sleep(wait.min(Duration::from_secs(10))).await;
     let dkim = crate::sending::domains::dkim_signer(db, signer, tenant, &identity, &c.from_email).await?;
-    let unsubscribe = unsubscribe_url(signer, base_url, tenant, 0, c.list_ids.first().map(|l| l.0));
+    let unsubscribe = unsubscribe_url(signer, base_url, tenant, 0, c.list_ids.first().copied());
     let rendered = render_as(&c, &workspace, &sample, &unsubscribe)?.map_err(|e| Error::invalid(e.to_string()))?;
     let rendered = Rendered { subject: format!("[Test] {}", rendered.subject), ..rendered };
     let domain = c.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_default();
@@ -212,7 +212,7 @@ pub async fn test_send(
             list_id: format!("{}.test.{domain}", c.id),
             feedback_id: format!("{}:test:herald", c.id.0.simple()),
         };
-        let raw = render::build_message(&rendered, &envelope, dkim.as_ref())?;
+        let raw = message::build_message(&rendered, &envelope, dkim.as_ref())?;
         if conn.is_none() {
             match SmtpConnection::connect(&identity.server, Duration::from_secs(15)).await {
                 Ok(c) => conn = Some(c),

@@ -9,7 +9,7 @@ use crate::domain::{CampaignId, Role, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::{Db, Tx};
 use crate::jobs::Jobs;
-use crate::sending::render::{CampaignContent, CompiledCampaign};
+use crate::sending::message::{CampaignContent, CompiledCampaign};
 
 pub use herald_types::{BodyFormat, Campaign, CampaignInput, CampaignStatus, FeedSource, TrackingMode};
 
@@ -207,7 +207,7 @@ pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> 
         return Err(Error::invalid("One of the chosen lists no longer exists."));
     }
     attribute_condition(c)?;
-    CompiledCampaign::compile(&content(c), &crate::sending::render::Workspace { name, postal_address: postal })
+    CompiledCampaign::compile(&content(c), &crate::sending::message::Workspace { name, postal_address: postal })
         .map_err(|e| Error::invalid(format!("Fix the template first: {e}")))?;
     Ok(())
 }

@@ -349,7 +349,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_smtp_identity_inside_is_refused_until_the_operator_allows_it() {
-        use crate::sending::smtp_client::{SmtpConnection, SmtpServer};
+        use crate::sending::smtp::{SmtpConnection, SmtpServer};
         let (_sink, addr) = crate::smtp_sink::MailSink::start("127.0.0.1:0").await.expect("sink");
         let mut server = SmtpServer::parse(&format!("smtp://{addr}")).expect("url");
         let connect = |server: SmtpServer| async move {

@@ -1,40 +1,39 @@
-//! A small in-process sliding-window limiter for login and sign-up (per IP and per account).
+//! The in-process limiter for login, sign-up and the public forms (per IP and per account):
+//! governor's keyed GCRA limiter, `max` attempts at once and one more every `window / max`.
 //!
 //! In-process is enough for these: each web process limits on its own, so N processes allow N
 //! times the rate, which still stops online guessing. Send-rate buckets, which must be shared by
 //! every worker, live in Postgres (see the send engine).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use governor::{DefaultKeyedRateLimiter, Quota};
+
+/// Keys kept before the ones whose bucket has refilled are forgotten (bounds memory under a
+/// flood of distinct keys).
+const MAX_KEYS: usize = 100_000;
 
 #[derive(Debug)]
 pub struct RateLimiter {
-    max: usize,
-    window: Duration,
-    hits: Mutex<HashMap<String, Vec<Instant>>>,
+    limiter: DefaultKeyedRateLimiter<String>,
 }
 
 impl RateLimiter {
-    pub fn new(max: usize, window: Duration) -> Self {
-        Self { max, window, hits: Mutex::new(HashMap::new()) }
+    /// `max` attempts per `window` for each key, all of them usable at once.
+    pub fn new(max: u32, window: Duration) -> Self {
+        let burst = NonZeroU32::new(max.max(1)).unwrap_or(NonZeroU32::MIN);
+        let period = (window / burst.get()).max(Duration::from_nanos(1));
+        let quota = Quota::with_period(period).unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN)).allow_burst(burst);
+        Self { limiter: DefaultKeyedRateLimiter::keyed(quota) }
     }
 
-    /// Records one attempt for `key`; false when the key has used up its window.
+    /// Records one attempt for `key`; false when the key has used up its allowance.
     pub fn check(&self, key: &str) -> bool {
-        let now = Instant::now();
-        let mut hits = self.hits.lock().unwrap_or_else(|e| e.into_inner());
-        if hits.len() > 100_000 {
-            // Bound memory under a flood of distinct keys.
-            hits.retain(|_, v| v.last().is_some_and(|t| now.duration_since(*t) < self.window));
+        if self.limiter.len() > MAX_KEYS {
+            self.limiter.retain_recent();
         }
-        let entry = hits.entry(key.to_string()).or_default();
-        entry.retain(|t| now.duration_since(*t) < self.window);
-        if entry.len() >= self.max {
-            return false;
-        }
-        entry.push(now);
-        true
+        self.limiter.check_key(&key.to_string()).is_ok()
     }
 }
 
@@ -49,5 +48,14 @@ mod tests {
         assert!(l.check("a"));
         assert!(!l.check("a"));
         assert!(l.check("b"));
+    }
+
+    #[test]
+    fn a_key_gets_attempts_back_as_its_window_passes() {
+        let l = RateLimiter::new(2, Duration::from_millis(200));
+        assert!(l.check("a") && l.check("a") && !l.check("a"));
+        std::thread::sleep(Duration::from_millis(120));
+        assert!(l.check("a"), "one attempt back after window / max");
+        assert!(!l.check("a"));
     }
 }

@@ -30,7 +30,7 @@ use crate::infra::db::{Db, Tx};
 use crate::infra::sealing;
 use crate::infra::tokens::Signer;
 use crate::sending::identities::{DkimKey, SmtpIdentity};
-use crate::sending::render::DkimSigner;
+use crate::sending::message::DkimSigner;
 
 /// The DKIM selector Herald publishes its keys under (`herald._domainkey.example.com`).
 pub const DKIM_SELECTOR: &str = "herald";

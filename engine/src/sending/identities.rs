@@ -2,18 +2,15 @@
 //! rate and optional DKIM key. Credentials and keys are sealed at rest ([`crate::infra::sealing`]).
 //! A workspace without identities sends through the server's default (`HERALD_SMTP_URL`).
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use uuid::Uuid;
 
-use crate::domain::{Role, TenantId};
+use crate::domain::{IdentityId, Role, TenantId};
 use crate::error::{Error, Result, is_unique_violation};
 use crate::infra::db::Db;
 use crate::infra::egress::Egress;
 use crate::infra::sealing;
 use crate::infra::tokens::Signer;
-use crate::sending::smtp_client::{SmtpConnection, SmtpServer};
+use crate::sending::smtp::{SmtpConnection, SmtpServer};
 
 /// What the delivery workers need to send through one identity.
 #[derive(Clone, Debug)]
@@ -40,43 +37,7 @@ impl std::fmt::Debug for DkimKey {
     }
 }
 
-/// An identity as authors see it (no secrets).
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-pub struct Identity {
-    pub id: Uuid,
-    pub name: String,
-    pub smtp_display: String,
-    pub max_connections: i32,
-    pub rate_per_second: f64,
-    pub burst: i32,
-    pub dkim_domain: Option<String>,
-    pub dkim_selector: Option<String>,
-    /// `ses`, `sendgrid`, `postmark`, `mailgun` or `generic`; `None` takes no webhooks.
-    pub webhook_provider: Option<String>,
-    /// The last path segment of this identity's webhook URL.
-    pub webhook_token: Option<String>,
-    /// SES: the SNS topic this webhook accepts, pinned by the first message it heard.
-    pub webhook_sns_topic: Option<String>,
-    pub created_at: DateTime<Utc>,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize, Default)]
-pub struct IdentityInput {
-    pub name: String,
-    /// `smtp://user:pass@host:port`, `smtp://host:587?tls=required` or `smtps://host:465`.
-    /// Empty on update keeps the stored URL.
-    pub smtp_url: String,
-    pub max_connections: i32,
-    pub rate_per_second: f64,
-    pub burst: i32,
-    #[serde(default)]
-    pub dkim_domain: String,
-    #[serde(default)]
-    pub dkim_selector: String,
-    /// PEM; empty on update keeps the stored key, empty domain removes it.
-    #[serde(default)]
-    pub dkim_private_key: String,
-}
+pub use herald_types::{Identity, IdentityInput};
 
 const COLUMNS: &str = "id, name, smtp_display, max_connections, rate_per_second, burst, dkim_domain, dkim_selector,
     webhook_provider, webhook_token, webhook_sns_topic, created_at";
@@ -89,30 +50,6 @@ fn display_url(url: &str) -> Result<String> {
     }
     let _ = parsed.set_password(None);
     Ok(parsed.to_string())
-}
-
-fn validate(input: &IdentityInput) -> Result<()> {
-    let name = input.name.trim();
-    if name.is_empty() || name.chars().count() > 80 {
-        return Err(Error::invalid("The name needs 1–80 characters."));
-    }
-    if !(1..=64).contains(&input.max_connections) {
-        return Err(Error::invalid("Connections must be between 1 and 64."));
-    }
-    if !(input.rate_per_second > 0.0 && input.rate_per_second <= 100_000.0) {
-        return Err(Error::invalid("The rate must be between 0 and 100,000 messages per second."));
-    }
-    if !(1..=10_000).contains(&input.burst) {
-        return Err(Error::invalid("The burst must be between 1 and 10,000."));
-    }
-    let domain = input.dkim_domain.trim();
-    if !domain.is_empty() {
-        let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
-        if !ok(domain) || !ok(input.dkim_selector.trim()) {
-            return Err(Error::invalid("DKIM needs a domain and a selector (letters, digits, dots, dashes)."));
-        }
-    }
-    Ok(())
 }
 
 pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<Identity>> {
@@ -153,11 +90,11 @@ pub async fn save(
     signer: &Signer,
     tenant: TenantId,
     role: Role,
-    id: Option<Uuid>,
+    id: Option<IdentityId>,
     input: &IdentityInput,
 ) -> Result<Identity> {
     role.require(Role::Admin)?;
-    validate(input)?;
+    input.check()?;
     let url = input.smtp_url.trim();
     let (sealed_url, display) = if url.is_empty() {
         if id.is_none() {
@@ -171,7 +108,7 @@ pub async fn save(
     let domain = input.dkim_domain.trim();
     let key = input.dkim_private_key.trim();
     if !key.is_empty() {
-        crate::sending::render::DkimSigner::new(input.dkim_selector.trim(), domain, key)
+        crate::sending::message::DkimSigner::new(input.dkim_selector.trim(), domain, key)
             .map_err(|_| Error::invalid("The DKIM private key is not a valid PEM RSA or Ed25519 key."))?;
     }
     let sealed_key = (!key.is_empty()).then(|| sealing::seal(signer, key));
@@ -183,7 +120,7 @@ pub async fn save(
                      rate_per_second, burst, dkim_domain, dkim_selector, dkim_key_sealed)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''), nullif($10, ''), $11) RETURNING {COLUMNS}"
         )))
-        .bind(Uuid::new_v4())
+        .bind(IdentityId::new())
         .bind(tenant),
         Some(id) => sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "UPDATE sending_identities SET name = $3, smtp_url_sealed = coalesce($4, smtp_url_sealed),
@@ -228,7 +165,7 @@ pub async fn configure_webhook(
     signer: &Signer,
     tenant: TenantId,
     role: Role,
-    id: Uuid,
+    id: IdentityId,
     provider: &str,
     secret: &str,
 ) -> Result<Identity> {
@@ -269,7 +206,7 @@ pub async fn configure_webhook(
 #[derive(Debug)]
 pub struct WebhookTarget {
     pub tenant: TenantId,
-    pub identity: Uuid,
+    pub identity: IdentityId,
     pub provider: String,
     pub secret: Option<String>,
     /// SES: the SNS topic this webhook is pinned to, once it has heard from one.
@@ -283,7 +220,7 @@ pub async fn webhook_target(db: &Db, signer: &Signer, token: &str) -> Result<Opt
     #[derive(sqlx::FromRow)]
     struct Row {
         tenant_id: TenantId,
-        identity_id: Uuid,
+        identity_id: IdentityId,
         provider: String,
         secret_sealed: Option<String>,
         sns_topic: Option<String>,
@@ -305,7 +242,7 @@ pub async fn webhook_target(db: &Db, signer: &Signer, token: &str) -> Result<Opt
 
 /// Pins `topic` as the SNS topic of `identity`'s webhook unless one is pinned already; true when
 /// the pinned topic is `topic` afterwards (two first messages from different topics: one wins).
-pub async fn pin_sns_topic(db: &Db, tenant: TenantId, identity: Uuid, topic: &str) -> Result<bool> {
+pub async fn pin_sns_topic(db: &Db, tenant: TenantId, identity: IdentityId, topic: &str) -> Result<bool> {
     let mut tx = db.tenant_tx(tenant).await?;
     let pinned: Option<String> = sqlx::query_scalar(
         "UPDATE sending_identities SET webhook_sns_topic = coalesce(webhook_sns_topic, $3)
@@ -323,7 +260,7 @@ pub async fn pin_sns_topic(db: &Db, tenant: TenantId, identity: Uuid, topic: &st
 
 /// Gives `id`'s webhook a new URL (the old one answers 404 at once) and forgets its SNS topic,
 /// for a URL that leaked or a provider account that changed. Admins only.
-pub async fn rotate_webhook(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<Identity> {
+pub async fn rotate_webhook(db: &Db, tenant: TenantId, role: Role, id: IdentityId) -> Result<Identity> {
     role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
     let identity = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -340,7 +277,7 @@ pub async fn rotate_webhook(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> 
     Ok(identity)
 }
 
-pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<()> {
+pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: IdentityId) -> Result<()> {
     role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
     let n = sqlx::query("DELETE FROM sending_identities WHERE tenant_id = $1 AND id = $2")

@@ -12,7 +12,7 @@
 //! `sent + lease`, and the fence is kept open only until `sent + lease − margin`. A process that
 //! cannot renew (Postgres down, the process starved) sees its fence close while the lease is
 //! still valid; the SMTP client refuses to write another byte through a closed fence
-//! ([`crate::sending::smtp_client::SmtpConnection::send_fenced`]), so the end of DATA of a message can
+//! ([`crate::sending::smtp::SmtpConnection::send_fenced`]), so the end of DATA of a message can
 //! only ever be written while its row is still owned. The reaper can only hand a row to another
 //! loop after its lease expired in Postgres, which is later still.
 //!

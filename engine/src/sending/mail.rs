@@ -77,21 +77,7 @@ pub fn subject_name(name: &str) -> String {
     format!("“{short}”")
 }
 
-/// Escapes text for inclusion in HTML (mail bodies and server-rendered dev pages).
-pub fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use herald_types::html::escape_html;
 
 #[cfg(test)]
 mod tests {

@@ -4,8 +4,9 @@
 //!
 //! - `identities`: which SMTP server and sender a workspace uses, with its limits and DKIM key;
 //!   `domains`: the sending domains a workspace proved it owns.
-//! - `render` and `template_sandbox`: templates to a signed MIME message, in a sandboxed child.
-//! - `smtp_client`: the hand-written pipelined client; `lease`: row leases and the fence that
+//! - `message` and `template_sandbox`: templates to a signed MIME message, in a sandboxed child
+//!   (`message/`: content, template, escape, layout, text, mime, dkim).
+//! - `smtp`: the hand-written pipelined client (`smtp/`: url, error, stream, connection, blast); `lease`: row leases and the fence that
 //!   stops a transaction once its lease may be gone; `rate`: Postgres token buckets.
 //! - `mail` and `mail_quota`: Herald's own mail (sign-up, invites), and its per-recipient limit.
 
@@ -14,7 +15,7 @@ pub mod identities;
 pub mod lease;
 pub mod mail;
 pub mod mail_quota;
+pub mod message;
 pub mod rate;
-pub mod render;
-pub mod smtp_client;
+pub mod smtp;
 pub mod template_sandbox;

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
 use serde::{Deserialize, Serialize};
 
-use crate::sending::render::{self, TemplateError};
+use crate::sending::message::{self, TemplateError};
 
 /// MiniJinja instructions one render may execute: far above any real message, low enough that a
 /// runaway loop fails in milliseconds.
@@ -76,7 +76,7 @@ impl Dialect {
         env.set_auto_escape_callback(move |name| if name == escaped { AutoEscape::Html } else { AutoEscape::None });
         // Herald's escaping: `&<>"'` only, so URLs in `href="{{ url }}"` stay URLs (MiniJinja's
         // own escapes `/` too, which hides links from click tracking).
-        env.set_formatter(move |out, state, value| render::format_value(out, state.auto_escape(), markdown, value));
+        env.set_formatter(move |out, state, value| message::format_value(out, state.auto_escape(), markdown, value));
         env
     }
 }
@@ -107,7 +107,7 @@ impl TemplateSet {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let mut env = dialect.environment();
         for (name, src) in &sources {
-            env.add_template_owned(*name, src.clone()).map_err(|e| render::template_error(name, src, &e))?;
+            env.add_template_owned(*name, src.clone()).map_err(|e| message::template_error(name, src, &e))?;
         }
         Ok(Self {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -161,8 +161,8 @@ struct Failure {
 
 impl Failure {
     fn from_error(src: &str, e: &minijinja::Error) -> Self {
-        let TemplateError { line, column, message, .. } = render::template_error("", src, e);
-        Failure { line, column, message, mistake: render::is_template_mistake(e) }
+        let TemplateError { line, column, message, .. } = message::template_error("", src, e);
+        Failure { line, column, message, mistake: message::is_template_mistake(e) }
     }
 
     fn limit(message: String) -> Self {

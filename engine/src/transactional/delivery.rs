@@ -24,9 +24,9 @@ use crate::infra::db::Db;
 use crate::infra::tokens::Signer;
 use crate::sending::identities::{self, SmtpIdentity};
 use crate::sending::lease::{Lease, LeaseFor};
+use crate::sending::message::{self, DkimSigner, Envelope, Rendered};
 use crate::sending::rate;
-use crate::sending::render::{self, DkimSigner, Envelope, Rendered};
-use crate::sending::smtp_client::{SmtpConnection, SmtpError, SmtpErrorKind};
+use crate::sending::smtp::{SmtpConnection, SmtpError, SmtpErrorKind};
 
 /// Waits after the 1st … 5th failed attempt; the 6th failure is final.
 pub const BACKOFF: [Duration; 5] = [
@@ -245,7 +245,7 @@ impl<'a> Sender<'a> {
                     SmtpErrorKind::Transient,
                     None,
                     "the message could not be prepared for sending (see the server log)",
-                    crate::sending::smtp_client::SmtpStage::Connect,
+                    crate::sending::smtp::SmtpStage::Connect,
                 );
                 if let Err(e) = self.on_error(&m, failure).await {
                     tracing::warn!(error = ?e, message = %m.id, "could not record the failure; the reaper will requeue it");
@@ -290,7 +290,7 @@ impl<'a> Sender<'a> {
         };
         let rendered = Rendered { subject: content.subject, html: content.html, text: content.text_body };
         let dkim = ws.dkim.get(&domain.to_ascii_lowercase()).and_then(Option::as_ref);
-        let raw = match render::build_message(&rendered, &envelope, dkim) {
+        let raw = match message::build_message(&rendered, &envelope, dkim) {
             Ok(raw) => raw,
             Err(e) => {
                 return self.finish_failed(m, &format!("could not build the message: {e}"), "failed", false).await;
@@ -394,7 +394,7 @@ impl<'a> Sender<'a> {
     /// go out) without counting as ambiguous.
     async fn record_sent(&mut self, m: &Claimed, reply: &str) -> Result<()> {
         let (db, reply) = (&self.cx.db, &truncate(reply, 500));
-        let provider = &crate::sending::smtp_client::provider_id(reply);
+        let provider = &crate::sending::smtp::provider_id(reply);
         persist("record a 250", || async move {
             let mut tx = db.tenant_tx(m.tenant_id).await?;
             // A message the reaper gave back (queued) but nobody claimed again still carries

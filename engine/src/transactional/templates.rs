@@ -3,59 +3,23 @@
 //! strict: a variable the request did not supply is an error at request time (a 422), never an
 //! empty gap in a password-reset email.
 
-use chrono::{DateTime, Utc};
 use minijinja::Value;
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::domain::{Email, Role, TenantId};
+use crate::domain::{Role, TenantId};
 use crate::error::{Error, Result, is_unique_violation};
 use crate::infra::db::Db;
-use crate::sending::render::{self, TemplateError};
+use crate::sending::message::{self, TemplateError};
 use crate::sending::template_sandbox::{Dialect, TemplateSet};
+use herald_types::TemplateId;
 
-const MAX_SOURCE: usize = 512 * 1024;
-
-/// A template as listed and edited: its current version's content.
-#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
-pub struct TxTemplate {
-    pub id: Uuid,
-    pub name: String,
-    pub description: String,
-    pub version: i32,
-    pub from_name: String,
-    pub from_email: String,
-    pub reply_to: String,
-    pub subject: String,
-    pub html: String,
-    pub text_body: String,
-    pub sample: serde_json::Value,
-    pub updated_at: DateTime<Utc>,
-}
-
-/// One saved version, for the history list.
-#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
-pub struct TemplateVersion {
-    pub version: i32,
-    pub subject: String,
-    pub created_at: DateTime<Utc>,
-}
-
-pub use herald_types::TemplateInput;
-
-/// What a template (or an inline request) renders to.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RenderedMessage {
-    pub subject: String,
-    pub html: String,
-    pub text: String,
-}
+pub use herald_types::{RenderedMessage, Template, TemplateInput, TemplateVersion};
 
 const SELECT: &str = "SELECT t.id, t.name, t.description, v.version, v.from_name, v.from_email, v.reply_to, v.subject,
         v.html, v.text_body, v.sample, t.updated_at
     FROM tx_templates t JOIN tx_template_versions v ON v.template_id = t.id AND v.version = t.current_version";
 
-pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<TxTemplate>> {
+pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<Template>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE t.tenant_id = $1 ORDER BY t.name")))
         .bind(tenant)
@@ -66,7 +30,7 @@ pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<TxTemplate>> {
 }
 
 /// By id, or by name (what API callers usually pass).
-pub async fn find(db: &Db, tenant: TenantId, id_or_name: &str) -> Result<TxTemplate> {
+pub async fn find(db: &Db, tenant: TenantId, id_or_name: &str) -> Result<Template> {
     let mut tx = db.tenant_tx(tenant).await?;
     let id = Uuid::parse_str(id_or_name.trim()).ok();
     let row = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -81,7 +45,7 @@ pub async fn find(db: &Db, tenant: TenantId, id_or_name: &str) -> Result<TxTempl
     row.ok_or(Error::NotFound)
 }
 
-pub async fn versions(db: &Db, tenant: TenantId, id: Uuid) -> Result<Vec<TemplateVersion>> {
+pub async fn versions(db: &Db, tenant: TenantId, id: TemplateId) -> Result<Vec<TemplateVersion>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(
         "SELECT version, subject, created_at FROM tx_template_versions
@@ -97,45 +61,15 @@ pub async fn versions(db: &Db, tenant: TenantId, id: Uuid) -> Result<Vec<Templat
 
 /// Checks the input and that its templates compile; returns the normalised input.
 fn validate(input: &TemplateInput) -> Result<TemplateInput> {
-    let mut i = input.clone();
-    i.name = i.name.trim().to_ascii_lowercase();
-    let name_ok = !i.name.is_empty()
-        && i.name.len() <= 63
-        && i.name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && i.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-    if !name_ok {
-        return Err(Error::invalid(
-            "The name may use lowercase letters, digits, “-” and “_” (up to 63), e.g. password-reset.",
-        ));
-    }
-    if i.subject.trim().is_empty() {
-        return Err(Error::invalid("The subject is required."));
-    }
-    if i.html.trim().is_empty() && i.text_body.trim().is_empty() {
-        return Err(Error::invalid("Write an HTML body, a text body, or both."));
-    }
-    if [&i.subject, &i.html, &i.text_body].iter().any(|s| s.len() > MAX_SOURCE) {
-        return Err(Error::invalid("A template may be at most 512 KB."));
-    }
-    i.from_email = i.from_email.trim().to_string();
-    if !i.from_email.is_empty() {
-        Email::parse(&i.from_email)?;
-    }
-    i.reply_to = i.reply_to.trim().to_string();
-    if !i.reply_to.is_empty() {
-        Email::parse(&i.reply_to)?;
-    }
-    if !i.sample.is_object() {
-        return Err(Error::invalid("The sample variables must be a JSON object."));
-    }
+    let i = input.check()?;
     Compiled::new(&i.subject, &i.html, &i.text_body)?;
     Ok(i)
 }
 
-pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &TemplateInput) -> Result<TxTemplate> {
+pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &TemplateInput) -> Result<Template> {
     role.require(Role::Author)?;
     let i = validate(input)?;
-    let id = Uuid::new_v4();
+    let id = TemplateId::new();
     let mut tx = db.tenant_tx(tenant).await?;
     sqlx::query("INSERT INTO tx_templates (id, tenant_id, name, description) VALUES ($1, $2, $3, $4)")
         .bind(id)
@@ -151,7 +85,7 @@ pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &TemplateInput
 }
 
 /// Saves a new version (messages already queued keep theirs).
-pub async fn update(db: &Db, tenant: TenantId, role: Role, id: Uuid, input: &TemplateInput) -> Result<TxTemplate> {
+pub async fn update(db: &Db, tenant: TenantId, role: Role, id: TemplateId, input: &TemplateInput) -> Result<Template> {
     role.require(Role::Author)?;
     let i = validate(input)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -184,7 +118,7 @@ fn name_taken(e: sqlx::Error, name: &str) -> Error {
 async fn insert_version(
     tx: &mut crate::infra::db::Tx,
     tenant: TenantId,
-    id: Uuid,
+    id: TemplateId,
     version: i32,
     i: &TemplateInput,
 ) -> Result<()> {
@@ -208,7 +142,7 @@ async fn insert_version(
     Ok(())
 }
 
-pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<()> {
+pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: TemplateId) -> Result<()> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
     let n = sqlx::query("DELETE FROM tx_templates WHERE tenant_id = $1 AND id = $2")
@@ -254,7 +188,7 @@ impl Compiled {
         let ctx = Value::from_serialize(vars);
         let mut outcomes = self.templates.render(&[SUBJECT, HTML, TEXT], &ctx).into_iter();
         let mut one = || outcomes.next().unwrap_or_else(|| Ok(String::new())).map_err(|f| f.error);
-        let subject = render::single_line(&one()?);
+        let subject = message::single_line(&one()?);
         if subject.trim().is_empty() {
             return Err(Error::invalid("The subject rendered empty."));
         }
@@ -264,12 +198,12 @@ impl Compiled {
             return Err(Error::invalid("The message body rendered empty."));
         }
         if text.trim().is_empty() {
-            text = render::html_to_text(&html);
+            text = message::html_to_text(&html);
         }
         if html.trim().is_empty() {
             html = format!(
                 "<div style=\"font-family:sans-serif;white-space:pre-wrap\">{}</div>",
-                render::escape_html(&text)
+                message::escape_html(&text)
             );
         }
         Ok(RenderedMessage { subject, html, text })

@@ -13,7 +13,6 @@ use herald_engine::campaigns::stats;
 use serde::Deserialize;
 use serde_json::json;
 use tower_sessions::Session;
-use uuid::Uuid;
 
 use crate::startup::ServerState;
 
@@ -52,7 +51,7 @@ pub async fn readers_csv(
     };
     let filter = ReaderFilter {
         search: Some(q.q).filter(|s| !s.trim().is_empty()),
-        list: Uuid::parse_str(&q.list).ok(),
+        list: q.list.parse().ok(),
         status,
         attribute,
     };

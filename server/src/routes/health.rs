@@ -1,5 +1,5 @@
 //! `/healthz` (the process answers), `/readyz` (database reachable, migrations current) and
-//! `/metrics` (Prometheus text).
+//! `/metrics` (OpenMetrics text).
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -50,19 +50,6 @@ pub async fn metrics(State(state): State<ServerState>, headers: HeaderMap) -> Re
             }
         }
     }
-    let mut out = state.metrics.render();
-    let c = &state.tracking.recorder.counters;
-    let get = herald_engine::tracking::HitCounters::get;
-    for (name, help, value) in [
-        ("accepted", "Opens and clicks handed to the write buffer.", get(&c.accepted)),
-        ("dropped", "Opens and clicks not recorded because the buffer was full.", get(&c.dropped)),
-        ("stored", "Opens and clicks written to the database.", get(&c.stored)),
-        ("discarded", "Buffered hits the database refused (campaign or link gone).", get(&c.discarded)),
-        ("lost", "Hits of batches that could not be written after retries.", get(&c.lost)),
-    ] {
-        out.push_str(&format!(
-            "# HELP herald_tracking_hits_{name}_total {help}\n# TYPE herald_tracking_hits_{name}_total counter\nherald_tracking_hits_{name}_total {value}\n"
-        ));
-    }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+    let out = state.metrics.render();
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], out).into_response()
 }

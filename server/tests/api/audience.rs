@@ -197,7 +197,7 @@ async fn one_click_unsubscribe_and_the_preference_center() {
         .await
         .expect("reader");
     let tenant: herald_engine::TenantId = ws.parse().expect("uuid");
-    let news_id = uuid::Uuid::parse_str(&news).expect("uuid");
+    let news_id: herald_engine::ListId = news.parse().expect("uuid");
     let url =
         herald_engine::audience::subscribe::unsubscribe_url(&app.app.signer, &app.base, tenant, reader, Some(news_id));
 

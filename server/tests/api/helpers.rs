@@ -335,6 +335,21 @@ impl Browser {
         if let Some(o) = origin {
             req = req.header("Origin", o);
         }
+        Self::answer(req).await
+    }
+
+    /// Calls a server function that takes JSON (`input = Json`): its arguments as one object.
+    pub async fn call_json(&self, name: &str, args: &Value) -> FnResponse {
+        let req = self
+            .client
+            .post(format!("{}/rpc/{name}", self.base))
+            .header("Accept", "application/json")
+            .header("Origin", self.base.clone())
+            .json(args);
+        Self::answer(req).await
+    }
+
+    async fn answer(req: reqwest::RequestBuilder) -> FnResponse {
         let res = req.send().await.expect("request");
         let status = res.status();
         let headers = res.headers().clone();

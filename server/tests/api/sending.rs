@@ -8,7 +8,7 @@ use herald_engine::campaigns::delivery::{self, DeliveryConfig, DeliveryContext, 
 use herald_engine::campaigns::store::{self, CampaignInput};
 use herald_engine::campaigns::{fanout, progress};
 use herald_engine::sending::identities::SmtpIdentity;
-use herald_engine::sending::smtp_client::SmtpServer;
+use herald_engine::sending::smtp::SmtpServer;
 use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults, MailSink, RandomFault};
 use herald_engine::{Error, Role, TenantId};
 use std::collections::{BTreeMap, BTreeSet};

@@ -228,18 +228,10 @@ async fn no_campaign_or_identity_function_reaches_another_workspace() {
 #[tokio::test]
 async fn no_transactional_function_reaches_another_workspace() {
     let t = two_tenants().await;
-    let saved =
-        t.b.call(
-            "save_tx_template",
-            &[
-                ("id", "new"),
-                ("form[name]", "b-receipt"),
-                ("form[subject]", "Hi {{ name }}"),
-                ("form[html]", "<p>Hi {{ name }}</p>"),
-                ("form[sample]", "{\"name\": \"B\"}"),
-            ],
-        )
-        .await;
+    let template = serde_json::json!({
+        "name": "b-receipt", "subject": "Hi {{ name }}", "html": "<p>Hi {{ name }}</p>", "sample": {"name": "B"}
+    });
+    let saved = t.b.call_json("save_tx_template", &serde_json::json!({"id": "new", "template": template})).await;
     assert!(saved.ok(), "{:?}", saved.body);
     let template = saved.body.as_str().unwrap_or_default().to_string();
     let b_api = Api::for_owner(&t.app, &t.b).await;
@@ -253,12 +245,12 @@ async fn no_transactional_function_reaches_another_workspace() {
         .await;
     assert_eq!(status, StatusCode::CREATED, "{message}");
     let m = message["id"].as_str().unwrap_or_default().to_string();
+    let overwrite =
+        serde_json::json!({"id": template, "template": {"name": "taken", "subject": "x", "text_body": "x"}});
+    let r = t.a.call_json("save_tx_template", &overwrite).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "save_tx_template reached tenant B: {:?} {}", r.status, r.body);
     let attempts: Vec<(&str, Vec<(&str, &str)>)> = vec![
         ("tx_template_view", vec![("id", &template)]),
-        (
-            "save_tx_template",
-            vec![("id", &template), ("form[name]", "taken"), ("form[subject]", "x"), ("form[text_body]", "x")],
-        ),
         ("load_message", vec![("id", &m)]),
         ("cancel_message", vec![("id", &m)]),
     ];

@@ -6,7 +6,7 @@ use leptos_router::hooks::use_params_map;
 
 use crate::components::ui::{ActionError, Card, LoadError};
 use crate::error::AppError;
-use crate::pages::audience::{AudienceTabs, ListRow, ListsView, list_lists};
+use crate::pages::audience::{AudienceTabs, ListsView, list_lists};
 use herald_types::{Import, ImportId, ImportStatus};
 
 #[server(prefix = "/rpc", endpoint = "get_import")]
@@ -29,8 +29,7 @@ pub async fn start_import(
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::import};
     let m = require_role(Role::Author).await?;
-    let list_ids =
-        lists.split(',').filter(|s| !s.trim().is_empty()).map(crate::ssr::parse_id).collect::<Result<Vec<_>, _>>()?;
+    let list_ids = lists.split(',').filter(|s| !s.trim().is_empty()).map(str::parse).collect::<Result<Vec<_>, _>>()?;
     let start = import::StartImport { mapping, list_ids, mode, existing };
     let detail = serde_json::json!({ "mode": start.mode, "existing": start.existing, "lists": start.list_ids });
     import::start(&m.state.db, &m.state.jobs, m.tenant, m.role, id, start).await?;
@@ -135,8 +134,9 @@ fn Mapping(
                     <legend class="label">"Add the readers to these lists"</legend>
                     <Suspense>
                         {move || Suspend::new(async move {
-                            lists.await.map(|v| v.lists.into_iter().map(|l: ListRow| {
-                                let id = l.id.clone();
+                            lists.await.map(|v| v.lists.into_iter().map(|l| {
+                                let l = l.list;
+                                let id = l.id.to_string();
                                 view! {
                                     <label class="mr-4 inline-flex items-center gap-2 text-sm">
                                         <input type="checkbox" on:change=move |ev| {

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::TabbedHeader;
 use crate::error::AppError;
+use herald_types::ListWithCounts;
 
 pub mod import;
 pub mod imports;
@@ -13,22 +14,9 @@ pub mod reader;
 pub mod readers;
 pub mod suppressions;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ListRow {
-    pub id: String,
-    pub name: String,
-    pub slug: String,
-    pub description: String,
-    pub opt_in: String,
-    pub visibility: String,
-    pub confirmed: i64,
-    pub unconfirmed: i64,
-    pub unsubscribed: i64,
-}
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ListsView {
-    pub lists: Vec<ListRow>,
+    pub lists: Vec<ListWithCounts>,
     pub workspace_slug: String,
     pub base_url: String,
     pub can_edit: bool,
@@ -40,21 +28,7 @@ pub async fn list_lists() -> Result<ListsView, AppError> {
     use herald_engine::{Role, audience::lists, workspaces};
     let m = require_role(Role::Viewer).await?;
     let ws = workspaces::get(&m.state.db, m.tenant).await?;
-    let lists = lists::with_counts(&m.state.db, m.tenant)
-        .await?
-        .into_iter()
-        .map(|l| ListRow {
-            id: l.list.id.to_string(),
-            name: l.list.name,
-            slug: l.list.slug,
-            description: l.list.description,
-            opt_in: l.list.opt_in,
-            visibility: l.list.visibility,
-            confirmed: l.confirmed,
-            unconfirmed: l.unconfirmed,
-            unsubscribed: l.unsubscribed,
-        })
-        .collect();
+    let lists = lists::with_counts(&m.state.db, m.tenant).await?;
     Ok(ListsView { lists, workspace_slug: ws.slug, base_url: m.state.base_url.clone(), can_edit: m.role.can_author() })
 }
 

@@ -5,7 +5,9 @@ use leptos::prelude::*;
 
 use crate::components::ui::{ActionError, Card, CopyButton, EmptyState, LoadError};
 use crate::error::AppError;
-use crate::pages::audience::{AudienceTabs, ListRow, ListsView, list_lists};
+use crate::pages::audience::{AudienceTabs, ListsView, list_lists};
+use herald_types::html::escape_html;
+use herald_types::{List, ListId, ListWithCounts, OptIn, Visibility};
 
 /// Creates a list (empty `id`) or updates one.
 #[server(prefix = "/rpc", endpoint = "save_list")]
@@ -14,8 +16,8 @@ pub async fn save_list(
     name: String,
     slug: String,
     description: String,
-    opt_in: String,
-    visibility: String,
+    opt_in: OptIn,
+    visibility: Visibility,
 ) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::lists};
@@ -24,18 +26,17 @@ pub async fn save_list(
     if id.trim().is_empty() {
         lists::create(&m.state.db, m.tenant, m.role, &input).await?;
     } else {
-        let id = crate::ssr::parse_id(&id)?;
+        let id: ListId = id.parse()?;
         lists::update(&m.state.db, m.tenant, m.role, id, &input).await?;
     }
     Ok(())
 }
 
 #[server(prefix = "/rpc", endpoint = "delete_list")]
-pub async fn delete_list(id: String) -> Result<(), AppError> {
+pub async fn delete_list(id: ListId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::lists};
     let m = require_role(Role::Author).await?;
-    let id = crate::ssr::parse_id(&id)?;
     lists::delete(&m.state.db, m.tenant, m.role, id).await?;
     Ok(())
 }
@@ -60,7 +61,7 @@ pub fn AudiencePage() -> impl IntoView {
 
 #[component]
 fn ListsBody(v: ListsView, save: ServerAction<SaveList>, delete: ServerAction<DeleteList>) -> impl IntoView {
-    let editing = RwSignal::new(None::<ListRow>);
+    let editing = RwSignal::new(None::<List>);
     let hosted = format!("{}/s/{}", v.base_url, v.workspace_slug);
     let can_edit = v.can_edit;
     let empty = v.lists.is_empty();
@@ -81,21 +82,21 @@ fn ListsBody(v: ListsView, save: ServerAction<SaveList>, delete: ServerAction<De
                         <tr><th class="py-2">"List"</th><th>"Opt-in"</th><th>"Confirmed"</th><th>"Unconfirmed"</th><th>"Unsubscribed"</th><th></th></tr>
                     </thead>
                     <tbody class="divide-y divide-slate-100">
-                        {rows.into_iter().map(|l| {
+                        {rows.into_iter().map(|ListWithCounts { list: l, confirmed, unconfirmed, unsubscribed }| {
                             let row = l.clone();
-                            let id = l.id.clone();
+                            let id = l.id.to_string();
                             let readers_href = format!("/audience/readers?list={}", l.id);
                             view! {
                                 <tr>
                                     <td class="py-3">
                                         <a href=readers_href class="font-medium text-slate-800 hover:text-indigo-600">{l.name.clone()}</a>
-                                        <span class="badge ml-2">{l.visibility.clone()}</span>
+                                        <span class="badge ml-2">{l.visibility.as_str()}</span>
                                         <div class="text-xs text-slate-500">{l.description.clone()}</div>
                                     </td>
-                                    <td>{l.opt_in.clone()}</td>
-                                    <td data-testid="confirmed-count">{l.confirmed}</td>
-                                    <td>{l.unconfirmed}</td>
-                                    <td>{l.unsubscribed}</td>
+                                    <td>{l.opt_in.as_str()}</td>
+                                    <td data-testid="confirmed-count">{confirmed}</td>
+                                    <td>{unconfirmed}</td>
+                                    <td>{unsubscribed}</td>
                                     <td class="text-right">
                                         {can_edit.then(|| view! {
                                             <button type="button" class="text-xs text-indigo-600 hover:underline" on:click=move |_| editing.set(Some(row.clone()))>"Edit"</button>
@@ -119,15 +120,18 @@ fn ListsBody(v: ListsView, save: ServerAction<SaveList>, delete: ServerAction<De
 }
 
 #[component]
-fn ListForm(save: ServerAction<SaveList>, editing: RwSignal<Option<ListRow>>) -> impl IntoView {
-    let get = move |f: fn(&ListRow) -> String| editing.with(|e| e.as_ref().map(f).unwrap_or_default());
+fn ListForm(save: ServerAction<SaveList>, editing: RwSignal<Option<List>>) -> impl IntoView {
+    let get = move |f: fn(&List) -> String| editing.with(|e| e.as_ref().map(f).unwrap_or_default());
+    // A new list starts as double opt-in and public.
+    let opt_in = move || editing.with(|e| e.as_ref().map(|l| l.opt_in).unwrap_or_default().as_str());
+    let visibility = move || editing.with(|e| e.as_ref().map(|l| l.visibility).unwrap_or_default().as_str());
     view! {
         <Card title="">
             <h2 class="mb-4 text-lg font-medium text-slate-900">
                 {move || if editing.with(Option::is_some) { "Edit list" } else { "Create a list" }}
             </h2>
             <ActionForm action=save attr:class="grid grid-cols-2 gap-4">
-                <input type="hidden" name="id" prop:value=move || get(|l| l.id.clone())/>
+                <input type="hidden" name="id" prop:value=move || get(|l| l.id.to_string())/>
                 <div>
                     <label for="list-name" class="label">"Name"</label>
                     <input id="list-name" name="name" required maxlength="100" class="input" prop:value=move || get(|l| l.name.clone())/>
@@ -142,14 +146,14 @@ fn ListForm(save: ServerAction<SaveList>, editing: RwSignal<Option<ListRow>>) ->
                 </div>
                 <div>
                     <label for="list-opt-in" class="label">"Opt-in"</label>
-                    <select id="list-opt-in" name="opt_in" class="input" prop:value=move || { let v = get(|l| l.opt_in.clone()); if v.is_empty() { "double".to_string() } else { v } }>
+                    <select id="list-opt-in" name="opt_in" class="input" prop:value=opt_in>
                         <option value="double">"Double: readers confirm by email (recommended)"</option>
                         <option value="single">"Single: subscribed at once"</option>
                     </select>
                 </div>
                 <div>
                     <label for="list-visibility" class="label">"Visibility"</label>
-                    <select id="list-visibility" name="visibility" class="input" prop:value=move || { let v = get(|l| l.visibility.clone()); if v.is_empty() { "public".to_string() } else { v } }>
+                    <select id="list-visibility" name="visibility" class="input" prop:value=visibility>
                         <option value="public">"Public: on the sign-up page and preference center"</option>
                         <option value="private">"Private: import and API only"</option>
                     </select>
@@ -169,15 +173,15 @@ fn ListForm(save: ServerAction<SaveList>, editing: RwSignal<Option<ListRow>>) ->
 }
 
 #[component]
-fn EmbedSnippet(hosted: String, lists: Vec<ListRow>) -> impl IntoView {
-    let public: Vec<ListRow> = lists.into_iter().filter(|l| l.visibility == "public").collect();
+fn EmbedSnippet(hosted: String, lists: Vec<ListWithCounts>) -> impl IntoView {
+    let public: Vec<List> = lists.into_iter().map(|l| l.list).filter(|l| l.visibility == Visibility::Public).collect();
     let boxes: String = public
         .iter()
         .map(|l| {
             format!(
                 "  <label><input type=\"checkbox\" name=\"list\" value=\"{}\" checked> {}</label>\n",
                 l.id,
-                html_escape(&l.name)
+                escape_html(&l.name)
             )
         })
         .collect();
@@ -192,8 +196,4 @@ fn EmbedSnippet(hosted: String, lists: Vec<ListRow>) -> impl IntoView {
             <CopyButton text=to_copy label="Copy snippet" class="btn-secondary mt-3"/>
         </Card>
     }
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }

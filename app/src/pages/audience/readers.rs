@@ -6,7 +6,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::components::ui::{ActionError, Card, LoadError, short_time, url_encode};
 use crate::error::AppError;
-use crate::pages::audience::{AudienceTabs, ListRow, ListsView, list_lists};
+use crate::pages::audience::{AudienceTabs, ListsView, list_lists};
 use herald_types::{ReaderPage, ReaderStatus};
 
 #[server(prefix = "/rpc", endpoint = "search_readers")]
@@ -23,7 +23,7 @@ pub async fn search_readers(
     let m = require_role(Role::Viewer).await?;
     let filter = ReaderFilter {
         search: Some(q).filter(|s| !s.trim().is_empty()),
-        list: if list.is_empty() { None } else { Some(crate::ssr::parse_id(&list)?) },
+        list: if list.is_empty() { None } else { Some(list.parse()?) },
         status: ReaderStatus::parse_optional(&status)?,
         attribute: if attribute.trim().is_empty() { None } else { Some(AttributeCondition::parse(&attribute)?) },
     };
@@ -35,7 +35,7 @@ pub async fn add_reader(email: String, name: String, list: String) -> Result<(),
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::consent::Origin, audience::readers};
     let m = require_role(Role::Author).await?;
-    let lists: Vec<uuid::Uuid> = uuid::Uuid::parse_str(&list).ok().into_iter().collect();
+    let lists: Vec<herald_types::ListId> = list.parse().ok().into_iter().collect();
     let origin = Origin {
         wording: Some("Added by a workspace member, who attests the reader's consent.".into()),
         ..Origin::new("admin")
@@ -61,7 +61,8 @@ pub async fn bulk_readers(
     use herald_engine::audience::consent::Origin;
     use herald_engine::audience::readers::{self, AttributeCondition, BulkAction, ReaderFilter, Target};
     let m = require_role(Role::Author).await?;
-    let parse_list = |s: &str| uuid::Uuid::parse_str(s).map_err(|_| AppError::invalid("Choose a list.").respond());
+    let parse_list =
+        |s: &str| s.parse::<herald_types::ListId>().map_err(|_| AppError::invalid("Choose a list.").respond());
     let target = if scope == "filter" {
         Target::Filter(ReaderFilter {
             search: Some(q).filter(|s| !s.trim().is_empty()),
@@ -263,7 +264,7 @@ fn ListOptions(lists: Resource<Result<ListsView, AppError>>) -> impl IntoView {
     view! {
         <Suspense>
             {move || Suspend::new(async move {
-                lists.await.map(|v| v.lists.into_iter().map(|l: ListRow| view! { <option value=l.id>{l.name}</option> }).collect_view()).ok()
+                lists.await.map(|v| v.lists.into_iter().map(|l| view! { <option value=l.list.id.to_string()>{l.list.name}</option> }).collect_view()).ok()
             })}
         </Suspense>
     }

@@ -174,8 +174,9 @@ pub fn SenderFields(form: Form, identities: Resource<Result<IdentitiesView, AppE
                                 identities.await.map(|v| {
                                     let current = form.identity_id.get_untracked();
                                     v.identities.into_iter().map(|i| {
-                                        let selected = i.id == current;
-                                        view! { <option value=i.id selected=selected>{i.name}</option> }
+                                        let id = i.id.to_string();
+                                        let selected = id == current;
+                                        view! { <option value=id selected=selected>{i.name}</option> }
                                     }).collect_view()
                                 }).ok()
                             })}
@@ -203,7 +204,7 @@ pub fn SenderFields(form: Form, identities: Resource<Result<IdentitiesView, AppE
 /// The confirmed readers of the chosen lists, added up (a reader on two lists gets one copy,
 /// so this is an upper bound), and how many lists that is.
 pub fn audience_estimate(lists: &ListsView, chosen: &[String]) -> (usize, i64) {
-    let picked: Vec<_> = lists.lists.iter().filter(|l| chosen.contains(&l.id)).collect();
+    let picked: Vec<_> = lists.lists.iter().filter(|l| chosen.contains(&l.list.id.to_string())).collect();
     (picked.len(), picked.iter().map(|l| l.confirmed).sum())
 }
 
@@ -229,18 +230,18 @@ pub fn AudienceFields(form: Form, lists: Resource<Result<ListsView, AppError>>) 
                                 view! {
                                     <div class="space-y-1" data-testid="campaign-lists">
                                         {v.lists.into_iter().map(|l| {
-                                            let id = l.id.clone();
-                                            let checked = chosen.contains(&l.id);
+                                            let id = l.list.id.to_string();
+                                            let checked = chosen.contains(&id);
                                             view! {
                                                 <label class="flex items-center gap-2 rounded-md px-2 py-1 text-sm hover:bg-slate-50">
-                                                    <input type="checkbox" value=l.id.clone() checked=checked
+                                                    <input type="checkbox" value=id.clone() checked=checked
                                                         on:change=move |ev| {
                                                             let on = event_target_checked(&ev);
                                                             let id = id.clone();
                                                             form.list_ids.update(|c| { c.retain(|x| *x != id); if on { c.push(id); } });
                                                             form.changed.run(());
                                                         }/>
-                                                    <span class="font-medium text-slate-800">{l.name}</span>
+                                                    <span class="font-medium text-slate-800">{l.list.name}</span>
                                                     <span class="text-xs text-slate-500">{format!("{} confirmed", l.confirmed)}</span>
                                                 </label>
                                             }

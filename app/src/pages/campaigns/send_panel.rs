@@ -294,7 +294,7 @@ pub fn SendSummary(form: Form, lists: Resource<Result<ListsView, AppError>>) -> 
                 let v = lists.await.ok()?;
                 let chosen = form.list_ids.get_untracked();
                 let (n, readers) = audience_estimate(&v, &chosen);
-                let names: Vec<String> = v.lists.iter().filter(|l| chosen.contains(&l.id)).map(|l| l.name.clone()).collect();
+                let names: Vec<String> = v.lists.iter().filter(|l| chosen.contains(&l.list.id.to_string())).map(|l| l.list.name.clone()).collect();
                 let subject = form.subject.get_untracked();
                 let condition = form.attribute_filter.get_untracked();
                 Some(view! {

@@ -1,5 +1,6 @@
 //! `/settings/members`: who is in the workspace, their roles, and pending invites.
 
+use herald_types::{InviteId, Member, PendingInvite, UserId};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -8,28 +9,11 @@ use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct MemberRow {
-    pub user_id: String,
-    pub email: String,
-    pub name: String,
-    pub role: String,
-    pub joined_at: String,
-    pub is_me: bool,
-    pub two_factor: bool,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct InviteRow {
-    pub id: String,
-    pub email: String,
-    pub role: String,
-    pub expires_at: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MembersView {
-    pub members: Vec<MemberRow>,
-    pub invites: Vec<InviteRow>,
+    pub members: Vec<Member>,
+    pub invites: Vec<PendingInvite>,
+    /// The member looking at the page.
+    pub me: UserId,
     pub can_manage: bool,
     pub is_owner: bool,
     pub require_two_factor: bool,
@@ -41,39 +25,15 @@ pub async fn list_members() -> Result<MembersView, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, invites, workspaces};
     let m = require_role(Role::Viewer).await?;
-    let members = workspaces::members(&m.state.db, m.tenant)
-        .await?
-        .into_iter()
-        .map(|x| MemberRow {
-            is_me: x.user_id == m.user,
-            user_id: x.user_id.to_string(),
-            email: x.email,
-            name: x.name,
-            role: x.role.to_string(),
-            joined_at: x.joined_at.to_rfc3339(),
-            two_factor: x.two_factor,
-        })
-        .collect();
+    let members = workspaces::members(&m.state.db, m.tenant).await?;
     // Viewers and authors see the team but not the addresses of people not yet in it.
-    let invites = if m.role.can_administer() {
-        invites::pending(&m.state.db, m.tenant)
-            .await?
-            .into_iter()
-            .map(|i| InviteRow {
-                id: i.id.to_string(),
-                email: i.email,
-                role: i.role.to_string(),
-                expires_at: i.expires_at.to_rfc3339(),
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let invites = if m.role.can_administer() { invites::pending(&m.state.db, m.tenant).await? } else { Vec::new() };
     let require_two_factor = herald_engine::two_factor::workspace_requires(&m.state.db, m.tenant).await?;
     let require_send_approval = herald_engine::campaigns::approval::required(&m.state.db, m.tenant).await?;
     Ok(MembersView {
         members,
         invites,
+        me: m.user,
         can_manage: m.role.can_administer(),
         is_owner: m.role == Role::Owner,
         require_two_factor,
@@ -158,11 +118,11 @@ pub async fn leave_workspace() -> Result<(), AppError> {
 }
 
 #[server(prefix = "/rpc", endpoint = "revoke_invite")]
-pub async fn revoke_invite(invite_id: String) -> Result<(), AppError> {
+pub async fn revoke_invite(invite_id: InviteId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, invites};
     let m = require_role(Role::Admin).await?;
-    let id = crate::ssr::parse_id(&invite_id)?;
+    let id = invite_id;
     invites::revoke(&m.state.db, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::InviteWithdrawn, id, serde_json::json!({})).await;
     Ok(())
@@ -268,6 +228,7 @@ fn MembersBody(
     revoke: ServerAction<RevokeInvite>,
 ) -> impl IntoView {
     let can_manage = v.can_manage;
+    let me = v.me;
     let roles: &'static [&'static str] =
         if v.is_owner { &["owner", "admin", "author", "viewer"] } else { &["admin", "author", "viewer"] };
     let sent_to = move || match invite.value().get() {
@@ -305,15 +266,16 @@ fn MembersBody(
                 </thead>
                 <tbody class="divide-y divide-slate-100">
                     {v.members.into_iter().map(|m| {
-                        let uid = m.user_id.clone();
-                        let uid2 = m.user_id.clone();
-                        let current_role = m.role.clone();
+                        let uid = m.user_id.to_string();
+                        let uid2 = uid.clone();
+                        let current_role = m.role.as_str();
+                        let is_me = m.user_id == me;
                         let editable = can_manage && (roles.contains(&m.role.as_str()));
                         view! {
                             <tr>
                                 <td class="py-3">
                                     <div class="font-medium text-slate-800">
-                                        {m.email.clone()} {m.is_me.then_some(" (you)")}
+                                        {m.email.clone()} {is_me.then_some(" (you)")}
                                         {m.two_factor.then(|| view! {
                                             <span class="badge ml-2 bg-emerald-100 text-emerald-800" title="Logs in with two-factor authentication">"2FA"</span>
                                         })}
@@ -332,12 +294,12 @@ fn MembersBody(
                                             </ActionForm>
                                         }.into_any()
                                     } else {
-                                        view! { <span class="badge">{m.role.clone()}</span> }.into_any()
+                                        view! { <span class="badge">{m.role.as_str()}</span> }.into_any()
                                     }}
                                 </td>
-                                <td class="text-slate-500">{short_time(&m.joined_at)}</td>
+                                <td class="text-slate-500">{short_time(&m.joined_at.to_rfc3339())}</td>
                                 <td class="text-right">
-                                    {(editable && !m.is_me).then(|| view! {
+                                    {(editable && !is_me).then(|| view! {
                                         <ActionForm action=remove>
                                             <input type="hidden" name="user_id" value=uid2/>
                                             <button type="submit" class="text-xs text-red-600 hover:underline">"Remove"</button>
@@ -356,10 +318,10 @@ fn MembersBody(
                 <ul class="divide-y divide-slate-100 text-sm" data-testid="pending-invites">
                     {v.invites.into_iter().map(|i| view! {
                         <li class="flex items-center justify-between py-2">
-                            <span>{i.email} " · " <span class="badge">{i.role}</span>
-                                <span class="ml-2 text-xs text-slate-400">"expires " {short_time(&i.expires_at)}</span></span>
+                            <span>{i.email} " · " <span class="badge">{i.role.as_str()}</span>
+                                <span class="ml-2 text-xs text-slate-400">"expires " {short_time(&i.expires_at.to_rfc3339())}</span></span>
                             <ActionForm action=revoke>
-                                <input type="hidden" name="invite_id" value=i.id/>
+                                <input type="hidden" name="invite_id" value=i.id.to_string()/>
                                 <button type="submit" class="text-xs text-red-600 hover:underline">"Withdraw"</button>
                             </ActionForm>
                         </li>

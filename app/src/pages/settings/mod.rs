@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::TabbedHeader;
 use crate::error::AppError;
+use herald_types::Identity;
 
 pub mod api_keys;
 pub mod audit;
@@ -29,22 +30,8 @@ pub fn SettingsTabs(active: &'static str) -> impl IntoView {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct IdentityRow {
-    pub id: String,
-    pub name: String,
-    /// The SMTP URL without its password.
-    pub smtp_display: String,
-    pub max_connections: i32,
-    pub rate_per_second: f64,
-    pub burst: i32,
-    pub dkim_domain: String,
-    pub dkim_selector: String,
-    pub created_at: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IdentitiesView {
-    pub identities: Vec<IdentityRow>,
+    pub identities: Vec<Identity>,
     pub can_edit: bool,
 }
 
@@ -55,20 +42,6 @@ pub async fn list_identities() -> Result<IdentitiesView, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Viewer).await?;
-    let identities = identities::list(&m.state.db, m.tenant)
-        .await?
-        .into_iter()
-        .map(|i| IdentityRow {
-            id: i.id.to_string(),
-            name: i.name,
-            smtp_display: i.smtp_display,
-            max_connections: i.max_connections,
-            rate_per_second: i.rate_per_second,
-            burst: i.burst,
-            dkim_domain: i.dkim_domain.unwrap_or_default(),
-            dkim_selector: i.dkim_selector.unwrap_or_default(),
-            created_at: i.created_at.to_rfc3339(),
-        })
-        .collect();
+    let identities = identities::list(&m.state.db, m.tenant).await?;
     Ok(IdentitiesView { identities, can_edit: m.role.can_administer() })
 }

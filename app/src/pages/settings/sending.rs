@@ -8,36 +8,14 @@ use serde::{Deserialize, Serialize};
 use crate::components::ui::{ActionError, Card, LoadError, short_time};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
-use crate::pages::settings::{IdentitiesView, IdentityRow, list_identities};
+use crate::pages::settings::{IdentitiesView, list_identities};
+use herald_types::{Identity, IdentityId, IdentityInput, identity::trim_float};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PolicyView {
     pub frequency_cap_hours: Option<i32>,
     pub max_queue_age_hours: i32,
     pub can_edit: bool,
-}
-
-/// The fields of the identity form. Numbers arrive as typed, so the messages can name the field.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct IdentityForm {
-    #[serde(default)]
-    pub name: String,
-    /// Empty on edit keeps the stored URL (and password).
-    #[serde(default)]
-    pub smtp_url: String,
-    #[serde(default)]
-    pub max_connections: String,
-    #[serde(default)]
-    pub rate_per_second: String,
-    #[serde(default)]
-    pub burst: String,
-    #[serde(default)]
-    pub dkim_domain: String,
-    #[serde(default)]
-    pub dkim_selector: String,
-    /// Empty on edit keeps the stored key.
-    #[serde(default)]
-    pub dkim_private_key: String,
 }
 
 /// What an SMTP server answered to "Test connection".
@@ -84,45 +62,26 @@ pub async fn save_sending_policy(cap: String, cap_hours: String, max_queue_age_h
     Ok(())
 }
 
-/// Creates (`id` empty) or updates an identity.
+/// Creates (`id` empty) or updates an identity. The form's number fields are typed inputs, so
+/// the browser refuses what is not a number before it gets here.
 #[server(prefix = "/rpc", endpoint = "save_identity")]
-pub async fn save_identity(id: String, identity: IdentityForm) -> Result<(), AppError> {
+pub async fn save_identity(id: String, identity: IdentityInput) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Admin).await?;
-    let invalid = |m: &str| AppError::invalid(m).respond();
-    let input = identities::IdentityInput {
-        name: identity.name,
-        smtp_url: identity.smtp_url,
-        max_connections: identity
-            .max_connections
-            .trim()
-            .parse()
-            .map_err(|_| invalid("Enter the number of connections as a whole number."))?,
-        rate_per_second: identity
-            .rate_per_second
-            .trim()
-            .replace(',', ".")
-            .parse()
-            .map_err(|_| invalid("Enter the rate as a number of messages per second, e.g. 10 or 0.5."))?,
-        burst: identity.burst.trim().parse().map_err(|_| invalid("Enter the burst as a whole number of messages."))?,
-        dkim_domain: identity.dkim_domain,
-        dkim_selector: identity.dkim_selector,
-        dkim_private_key: identity.dkim_private_key,
-    };
-    let id = if id.trim().is_empty() { None } else { Some(crate::ssr::parse_id(&id)?) };
-    identities::check_destination(&input.smtp_url, &m.state.egress)?;
-    identities::save(&m.state.db, &m.state.signer, m.tenant, m.role, id, &input).await?;
-    m.audit(herald_engine::audit::Action::IdentitySaved, &input.name, serde_json::json!({ "new": id.is_none() })).await;
+    let id: Option<IdentityId> = if id.trim().is_empty() { None } else { Some(id.parse()?) };
+    identities::check_destination(&identity.smtp_url, &m.state.egress)?;
+    identities::save(&m.state.db, &m.state.signer, m.tenant, m.role, id, &identity).await?;
+    m.audit(herald_engine::audit::Action::IdentitySaved, &identity.name, serde_json::json!({ "new": id.is_none() }))
+        .await;
     Ok(())
 }
 
 #[server(prefix = "/rpc", endpoint = "delete_identity")]
-pub async fn delete_identity(id: String) -> Result<(), AppError> {
+pub async fn delete_identity(id: IdentityId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Admin).await?;
-    let id = crate::ssr::parse_id(&id)?;
     identities::delete(&m.state.db, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::IdentityDeleted, id, serde_json::json!({})).await;
     Ok(())
@@ -135,23 +94,17 @@ pub async fn test_identity(id: String) -> Result<ConnectionCheck, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Author).await?;
-    let uuid = if id.trim().is_empty() { None } else { Some(crate::ssr::parse_id(&id)?) };
-    if let Some(u) = uuid {
+    let chosen: Option<IdentityId> = if id.trim().is_empty() { None } else { Some(id.parse()?) };
+    if let Some(u) = chosen {
         // resolve() falls back to the default for an unknown id; testing asks about this one.
         let known = identities::list(&m.state.db, m.tenant).await?.iter().any(|i| i.id == u);
         if !known {
             return Err(AppError::NotFound.respond());
         }
     }
-    let identity = identities::resolve(
-        &m.state.db,
-        &m.state.signer,
-        m.tenant,
-        uuid.map(herald_engine::IdentityId),
-        &m.state.default_identity,
-        &m.state.egress,
-    )
-    .await?;
+    let identity =
+        identities::resolve(&m.state.db, &m.state.signer, m.tenant, chosen, &m.state.default_identity, &m.state.egress)
+            .await?;
     let (ok, reply) = match identities::check_connection(&identity.server).await {
         Ok(reply) => (true, reply),
         Err(error) => (false, error),
@@ -239,7 +192,7 @@ fn PolicyForm(p: PolicyView, save: ServerAction<SaveSendingPolicy>) -> impl Into
 #[component]
 fn Identities(save: ServerAction<SaveIdentity>, delete: ServerAction<DeleteIdentity>) -> impl IntoView {
     let test = ServerAction::<TestIdentity>::new();
-    let editing = RwSignal::new(None::<IdentityRow>);
+    let editing = RwSignal::new(None::<Identity>);
     let data = Resource::new(move || (save.version().get(), delete.version().get()), |_| list_identities());
     // A successful save closes the edit.
     Effect::new(move |_| {
@@ -317,10 +270,10 @@ fn IdentityTable(
     v: IdentitiesView,
     test: ServerAction<TestIdentity>,
     delete: ServerAction<DeleteIdentity>,
-    editing: RwSignal<Option<IdentityRow>>,
+    editing: RwSignal<Option<Identity>>,
 ) -> impl IntoView {
     let can_edit = v.can_edit;
-    let confirm_delete = RwSignal::new(None::<String>);
+    let confirm_delete = RwSignal::new(None::<IdentityId>);
     view! {
         <table class="w-full text-left text-sm" data-testid="identities-table">
             <thead class="text-xs uppercase text-slate-400">
@@ -338,25 +291,15 @@ fn IdentityTable(
                 </tr>
                 {v.identities.into_iter().map(|i| {
                     let row = i.clone();
-                    let id = i.id.clone();
-                    let id_for_delete = i.id.clone();
-                    let dkim = if i.dkim_domain.is_empty() {
-                        "—".to_string()
-                    } else {
-                        format!("{}._domainkey.{}", i.dkim_selector, i.dkim_domain)
-                    };
-                    let limits = format!(
-                        "{} connection{} · {}/s · burst {}",
-                        i.max_connections,
-                        if i.max_connections == 1 { "" } else { "s" },
-                        trim_float(i.rate_per_second),
-                        i.burst
-                    );
+                    let id = i.id.to_string();
+                    let id_for_delete = i.id;
+                    let dkim = i.dkim_record().unwrap_or_else(|| "—".to_string());
+                    let limits = i.limits();
                     view! {
                         <tr data-testid="identity-row">
                             <td class="py-3 align-top">
                                 <div class="font-medium">{i.name.clone()}</div>
-                                <div class="text-xs text-slate-400">"Added " {short_time(&i.created_at)}</div>
+                                <div class="text-xs text-slate-400">"Added " {short_time(&i.created_at.to_rfc3339())}</div>
                             </td>
                             <td class="py-3 align-top">
                                 <code class="break-all text-xs">{i.smtp_display.clone()}</code>
@@ -370,13 +313,12 @@ fn IdentityTable(
                                     <button type="button" class="text-xs text-indigo-600 hover:underline"
                                         on:click=move |_| editing.set(Some(row.clone()))>"Edit"</button>
                                     <button type="button" class="text-xs text-red-600 hover:underline"
-                                        on:click=move |_| confirm_delete.set(Some(id_for_delete.clone()))>"Delete"</button>
+                                        on:click=move |_| confirm_delete.set(Some(id_for_delete))>"Delete"</button>
                                 })}
                                 {
-                                    let id = i.id.clone();
+                                    let id = i.id;
                                     let name = i.name.clone();
-                                    move || (confirm_delete.get().as_deref() == Some(id.as_str())).then(|| {
-                                        let id = id.clone();
+                                    move || (confirm_delete.get() == Some(id)).then(|| {
                                         view! {
                                             <div class="mt-2 rounded-md bg-red-50 p-2 text-left text-xs text-red-800" role="alert">
                                                 {format!("Delete “{name}”? Campaigns using it will send through the default server.")}
@@ -384,7 +326,7 @@ fn IdentityTable(
                                                     <button type="button" class="btn-secondary px-2 py-1 text-xs" on:click=move |_| confirm_delete.set(None)>"Keep"</button>
                                                     <button type="button" class="btn-primary bg-red-600 px-2 py-1 text-xs hover:bg-red-500"
                                                         on:click=move |_| {
-                                                            delete.dispatch(DeleteIdentity { id: id.clone() });
+                                                            delete.dispatch(DeleteIdentity { id });
                                                             confirm_delete.set(None);
                                                         }>"Delete identity"</button>
                                                 </div>
@@ -401,15 +343,10 @@ fn IdentityTable(
     }
 }
 
-/// `10` rather than `10.0`, `0.5` as is.
-fn trim_float(v: f64) -> String {
-    if v.fract() == 0.0 { format!("{v:.0}") } else { format!("{v}") }
-}
-
 #[component]
-fn IdentityEditor(save: ServerAction<SaveIdentity>, editing: RwSignal<Option<IdentityRow>>) -> impl IntoView {
+fn IdentityEditor(save: ServerAction<SaveIdentity>, editing: RwSignal<Option<Identity>>) -> impl IntoView {
     let is_edit = move || editing.with(Option::is_some);
-    let get = move |f: fn(&IdentityRow) -> String, default: &'static str| {
+    let get = move |f: fn(&Identity) -> String, default: &'static str| {
         editing.with(|e| e.as_ref().map(f).unwrap_or_else(|| default.to_string()))
     };
     // Bumped after each successful save, so the fields go back to their defaults.
@@ -419,7 +356,7 @@ fn IdentityEditor(save: ServerAction<SaveIdentity>, editing: RwSignal<Option<Ide
             generation.update(|g| *g += 1);
         }
     });
-    let field = move |f: fn(&IdentityRow) -> String, default: &'static str| {
+    let field = move |f: fn(&Identity) -> String, default: &'static str| {
         move || {
             generation.track();
             get(f, default)
@@ -432,7 +369,7 @@ fn IdentityEditor(save: ServerAction<SaveIdentity>, editing: RwSignal<Option<Ide
                 {move || if is_edit() { "Edit identity" } else { "Add an identity" }}
             </h2>
             <ActionForm action=save attr:class="space-y-5" attr:data-testid="identity-form">
-                <input type="hidden" name="id" prop:value=field(|i| i.id.clone(), "")/>
+                <input type="hidden" name="id" prop:value=field(|i| i.id.to_string(), "")/>
                 <div class="grid grid-cols-2 gap-4">
                     <div>
                         <label for="identity-name" class="label">"Name"</label>
@@ -479,12 +416,12 @@ fn IdentityEditor(save: ServerAction<SaveIdentity>, editing: RwSignal<Option<Ide
                         <div>
                             <label for="identity-dkim-domain" class="label">"Domain"</label>
                             <input id="identity-dkim-domain" name="identity[dkim_domain]" class="input" placeholder="example.com"
-                                autocomplete="off" prop:value=field(|i| i.dkim_domain.clone(), "")/>
+                                autocomplete="off" prop:value=field(|i| i.dkim_domain.clone().unwrap_or_default(), "")/>
                         </div>
                         <div>
                             <label for="identity-dkim-selector" class="label">"Selector"</label>
                             <input id="identity-dkim-selector" name="identity[dkim_selector]" class="input" placeholder="herald"
-                                autocomplete="off" prop:value=field(|i| i.dkim_selector.clone(), "")/>
+                                autocomplete="off" prop:value=field(|i| i.dkim_selector.clone().unwrap_or_default(), "")/>
                         </div>
                         <div class="col-span-2">
                             <label for="identity-dkim-key" class="label">"Private key (PEM)"</label>

@@ -59,21 +59,19 @@ pub async fn list_webhooks() -> Result<WebhooksView, AppError> {
 }
 
 #[server(prefix = "/rpc", endpoint = "rotate_webhook")]
-pub async fn rotate_webhook(id: String) -> Result<(), AppError> {
+pub async fn rotate_webhook(id: herald_types::IdentityId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Admin).await?;
-    let id = crate::ssr::parse_id(&id)?;
     identities::rotate_webhook(&m.state.db, m.tenant, m.role, id).await?;
     Ok(())
 }
 
 #[server(prefix = "/rpc", endpoint = "save_webhook")]
-pub async fn save_webhook(id: String, provider: String, secret: String) -> Result<(), AppError> {
+pub async fn save_webhook(id: herald_types::IdentityId, provider: String, secret: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Admin).await?;
-    let id = crate::ssr::parse_id(&id)?;
     identities::configure_webhook(&m.state.db, &m.state.signer, m.tenant, m.role, id, &provider, &secret).await?;
     Ok(())
 }

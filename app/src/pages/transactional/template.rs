@@ -9,134 +9,80 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
 use crate::error::AppError;
+use herald_types::{RenderedMessage, TemplateId, TemplateInput, TemplateVersion};
+use leptos::server_fn::codec::Json;
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default)]
-pub struct TemplateForm {
-    pub name: String,
-    pub description: String,
-    pub from_name: String,
-    pub from_email: String,
-    pub reply_to: String,
-    pub subject: String,
-    pub html: String,
-    pub text_body: String,
-    /// JSON object text.
-    pub sample: String,
-}
-
+/// The editor's starting point: the current version (or the starter for a new template).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TemplateEditView {
-    pub form: TemplateForm,
+    pub template: TemplateInput,
+    /// 0 for a new template.
     pub version: i32,
-    /// (version, subject, saved at)
-    pub versions: Vec<(i32, String, String)>,
+    pub versions: Vec<TemplateVersion>,
     pub can_edit: bool,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PreviewView {
-    pub subject: String,
-    pub html: String,
-    pub text: String,
 }
 
 #[cfg(feature = "ssr")]
 const STARTER_HTML: &str = "<p>Hi {{ name }},</p>\n<p>Reset your password with <a href=\"{{ reset_url }}\">this link</a>. It works for one hour.</p>";
-#[cfg(feature = "ssr")]
-const STARTER_SAMPLE: &str = "{\n  \"name\": \"Ada\",\n  \"reset_url\": \"https://example.com/reset?token=abc\"\n}";
 
 #[server(prefix = "/rpc", endpoint = "tx_template_view")]
 pub async fn tx_template_view(id: String) -> Result<TemplateEditView, AppError> {
-    use crate::ssr::{parse_id, require_role};
+    use crate::ssr::require_role;
     use herald_engine::Role;
     use herald_engine::transactional::templates;
     let m = require_role(Role::Viewer).await?;
+    let can_edit = m.role.can_author();
     if id == "new" {
-        return Ok(TemplateEditView {
-            form: TemplateForm {
-                subject: "Reset your password, {{ name }}".into(),
-                html: STARTER_HTML.into(),
-                sample: STARTER_SAMPLE.into(),
-                ..Default::default()
-            },
-            version: 0,
-            versions: Vec::new(),
-            can_edit: m.role.can_author(),
-        });
+        let template = TemplateInput {
+            subject: "Reset your password, {{ name }}".into(),
+            html: STARTER_HTML.into(),
+            sample: serde_json::json!({ "name": "Ada", "reset_url": "https://example.com/reset?token=abc" }),
+            ..Default::default()
+        };
+        return Ok(TemplateEditView { template, version: 0, versions: Vec::new(), can_edit });
     }
-    let id = parse_id(&id)?;
+    let id: TemplateId = id.parse().map_err(|_| AppError::NotFound.respond())?;
     let t = templates::find(&m.state.db, m.tenant, &id.to_string()).await?;
-    let versions = templates::versions(&m.state.db, m.tenant, id)
-        .await?
-        .into_iter()
-        .map(|v| (v.version, v.subject, v.created_at.to_rfc3339()))
-        .collect();
-    Ok(TemplateEditView {
-        form: TemplateForm {
-            name: t.name,
-            description: t.description,
-            from_name: t.from_name,
-            from_email: t.from_email,
-            reply_to: t.reply_to,
-            subject: t.subject,
-            html: t.html,
-            text_body: t.text_body,
-            sample: serde_json::to_string_pretty(&t.sample).unwrap_or_else(|_| "{}".into()),
-        },
-        version: t.version,
-        versions,
-        can_edit: m.role.can_author(),
-    })
+    let versions = templates::versions(&m.state.db, m.tenant, id).await?;
+    Ok(TemplateEditView { template: t.input(), version: t.version, versions, can_edit })
 }
 
-#[cfg(feature = "ssr")]
-fn sample_json(sample: &str) -> Result<serde_json::Value, AppError> {
-    let raw = if sample.trim().is_empty() { "{}" } else { sample };
-    match serde_json::from_str::<serde_json::Value>(raw) {
-        Ok(v) if v.is_object() => Ok(v),
-        Ok(_) => Err(AppError::invalid("The sample variables must be a JSON object, like {\"name\": \"Ada\"}.")),
-        Err(e) => Err(AppError::invalid(format!("The sample variables are not valid JSON: {e}"))),
-    }
-}
-
-#[server(prefix = "/rpc", endpoint = "preview_tx_template")]
-pub async fn preview_tx_template(form: TemplateForm) -> Result<PreviewView, AppError> {
+/// Renders unsaved sources with the sample variables. JSON in, so the sample keeps its types.
+#[server(prefix = "/rpc", endpoint = "preview_tx_template", input = Json)]
+pub async fn preview_tx_template(template: TemplateInput) -> Result<RenderedMessage, AppError> {
     use crate::ssr::require_role;
     use herald_engine::Role;
     use herald_engine::transactional::templates;
     require_role(Role::Viewer).await?;
-    let sample = sample_json(&form.sample)?;
-    let r = templates::preview(&form.subject, &form.html, &form.text_body, &sample)?;
-    Ok(PreviewView { subject: r.subject, html: r.html, text: r.text })
+    Ok(templates::preview(&template.subject, &template.html, &template.text_body, &template.sample)?)
 }
 
-/// Saves a new template or a new version; returns the template's id.
-#[server(prefix = "/rpc", endpoint = "save_tx_template")]
-pub async fn save_tx_template(id: String, form: TemplateForm) -> Result<String, AppError> {
-    use crate::ssr::{parse_id, require_role};
+/// Saves a new template (`id` is `new`) or a new version; returns the template's id.
+#[server(prefix = "/rpc", endpoint = "save_tx_template", input = Json)]
+pub async fn save_tx_template(id: String, template: TemplateInput) -> Result<TemplateId, AppError> {
+    use crate::ssr::require_role;
     use herald_engine::Role;
-    use herald_engine::transactional::templates::{self, TemplateInput};
+    use herald_engine::transactional::templates;
     let m = require_role(Role::Author).await?;
-    let input = TemplateInput {
-        name: form.name,
-        description: form.description,
-        from_name: form.from_name,
-        from_email: form.from_email,
-        reply_to: form.reply_to,
-        subject: form.subject,
-        html: form.html,
-        text_body: form.text_body,
-        sample: sample_json(&form.sample)?,
-    };
     // The preview's rule holds for saving too: the sample must render.
-    templates::preview(&input.subject, &input.html, &input.text_body, &input.sample)?;
+    templates::preview(&template.subject, &template.html, &template.text_body, &template.sample)?;
     let t = if id == "new" {
-        templates::create(&m.state.db, m.tenant, m.role, &input).await?
+        templates::create(&m.state.db, m.tenant, m.role, &template).await?
     } else {
-        templates::update(&m.state.db, m.tenant, m.role, parse_id(&id)?, &input).await?
+        let id: TemplateId = id.parse().map_err(|_| AppError::NotFound.respond())?;
+        templates::update(&m.state.db, m.tenant, m.role, id, &template).await?
     };
-    Ok(t.id.to_string())
+    Ok(t.id)
+}
+
+/// The sample variables as typed: a JSON object, or the message to show beside the field.
+fn parse_sample(raw: &str) -> Result<serde_json::Value, String> {
+    let raw = if raw.trim().is_empty() { "{}" } else { raw };
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(v) if v.is_object() => Ok(v),
+        Ok(_) => Err("The sample variables must be a JSON object, like {\"name\": \"Ada\"}.".into()),
+        Err(e) => Err(format!("The sample variables are not valid JSON: {e}")),
+    }
 }
 
 #[component]
@@ -158,7 +104,20 @@ pub fn TxTemplatePage() -> impl IntoView {
 
 #[component]
 fn Editor(v: TemplateEditView, id: String) -> impl IntoView {
-    let form = RwSignal::new(v.form.clone());
+    let form = RwSignal::new(v.template.clone());
+    let sample_text = RwSignal::new(serde_json::to_string_pretty(&v.template.sample).unwrap_or_else(|_| "{}".into()));
+    let sample_error = RwSignal::new(None::<String>);
+    // The form with its sample parsed, or nothing (and the message beside the field).
+    let current = move || match parse_sample(&sample_text.get_untracked()) {
+        Ok(sample) => {
+            sample_error.set(None);
+            Some(TemplateInput { sample, ..form.get_untracked() })
+        }
+        Err(message) => {
+            sample_error.set(Some(message));
+            None
+        }
+    };
     let preview = ServerAction::<PreviewTxTemplate>::new();
     let save = ServerAction::<SaveTxTemplate>::new();
     let is_new = id == "new";
@@ -171,13 +130,13 @@ fn Editor(v: TemplateEditView, id: String) -> impl IntoView {
             use_navigate()(&format!("/transactional/templates/{new_id}"), Default::default());
         }
     });
-    let title = if is_new { "New template".to_string() } else { v.form.name.clone() };
+    let title = if is_new { "New template".to_string() } else { v.template.name.clone() };
     let subtitle = if is_new {
         "Transactional template".to_string()
     } else {
         format!("Transactional template · version {}", v.version)
     };
-    let field = move |get: fn(&TemplateForm) -> String, set: fn(&mut TemplateForm, String)| {
+    let field = move |get: fn(&TemplateInput) -> String, set: fn(&mut TemplateInput, String)| {
         (move || get(&form.read()), move |ev| form.update(|f| set(f, event_target_value(&ev))))
     };
     let (name, set_name) = field(|f| f.name.clone(), |f, v| f.name = v);
@@ -187,7 +146,6 @@ fn Editor(v: TemplateEditView, id: String) -> impl IntoView {
     let (subject, set_subject) = field(|f| f.subject.clone(), |f, v| f.subject = v);
     let (html, set_html) = field(|f| f.html.clone(), |f, v| f.html = v);
     let (text, set_text) = field(|f| f.text_body.clone(), |f, v| f.text_body = v);
-    let (sample, set_sample) = field(|f| f.sample.clone(), |f, v| f.sample = v);
     let can_edit = v.can_edit;
     view! {
         <PageHeader title=title subtitle=subtitle/>
@@ -214,14 +172,17 @@ fn Editor(v: TemplateEditView, id: String) -> impl IntoView {
                     <label class="block">"Text body (optional: made from the HTML when empty)"
                         <textarea class="input mt-1 font-mono text-xs" name="text_body" rows="4" prop:value=text on:input=set_text></textarea></label>
                     <label class="block">"Sample variables (JSON)"
-                        <textarea class="input mt-1 font-mono text-xs" name="sample" rows="5" prop:value=sample on:input=set_sample></textarea></label>
+                        <textarea class="input mt-1 font-mono text-xs" name="sample" rows="5" prop:value=move || sample_text.get()
+                            aria-invalid=move || sample_error.with(Option::is_some).to_string()
+                            on:input=move |ev| sample_text.set(event_target_value(&ev))></textarea></label>
+                    {move || sample_error.get().map(|m| view! { <p class="text-xs text-red-600" role="alert" data-testid="sample-error">{m}</p> })}
                     <p class="text-xs text-slate-500">"Variables are strict: a request that lacks one the template uses is refused (422) instead of sending a gap."</p>
                     <div class="flex gap-2">
                         <button type="button" class="btn-secondary" data-testid="preview-template"
-                            on:click=move |_| { preview.dispatch(PreviewTxTemplate { form: form.get() }); }>"Preview"</button>
+                            on:click=move |_| { if let Some(template) = current() { preview.dispatch(PreviewTxTemplate { template }); } }>"Preview"</button>
                         {can_edit.then(|| view! {
                             <button type="button" class="btn-primary" data-testid="save-template"
-                                on:click=move |_| { save.dispatch(SaveTxTemplate { id: saved_id.clone(), form: form.get() }); }>
+                                on:click=move |_| { if let Some(template) = current() { save.dispatch(SaveTxTemplate { id: saved_id.clone(), template }); } }>
                                 {if is_new { "Create template" } else { "Save new version" }}</button>
                         })}
                     </div>
@@ -247,10 +208,10 @@ fn Editor(v: TemplateEditView, id: String) -> impl IntoView {
                 {(!v.versions.is_empty()).then(|| view! {
                     <Card title="Versions">
                         <ul class="space-y-1 text-sm" data-testid="template-versions">
-                            {v.versions.iter().map(|(n, subject, at)| view! {
-                                <li class="flex gap-3"><span class="w-10 font-mono">{format!("v{n}")}</span>
-                                    <span class="flex-1 truncate">{subject.clone()}</span>
-                                    <span class="text-slate-500">{short_time(at)}</span></li>
+                            {v.versions.iter().map(|version| view! {
+                                <li class="flex gap-3"><span class="w-10 font-mono">{format!("v{}", version.version)}</span>
+                                    <span class="flex-1 truncate">{version.subject.clone()}</span>
+                                    <span class="text-slate-500">{short_time(&version.created_at.to_rfc3339())}</span></li>
                             }).collect_view()}
                         </ul>
                         <p class="mt-2 text-xs text-slate-500">"Queued messages keep the version they were made from."</p>

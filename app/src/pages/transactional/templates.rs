@@ -1,41 +1,20 @@
 //! `/transactional/templates`: the workspace's transactional templates (what API callers name in
 //! `template`), with their current version.
 
+use herald_types::Template;
 use leptos::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{Card, EmptyState, LoadError, TabbedHeader, short_time};
 use crate::error::AppError;
 use crate::pages::transactional::TABS;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TemplateRow {
-    pub id: String,
-    pub name: String,
-    pub description: String,
-    pub subject: String,
-    pub version: i32,
-    pub updated_at: String,
-}
-
 #[server(prefix = "/rpc", endpoint = "list_tx_templates")]
-pub async fn list_tx_templates() -> Result<Vec<TemplateRow>, AppError> {
+pub async fn list_tx_templates() -> Result<Vec<Template>, AppError> {
     use crate::ssr::require_role;
     use herald_engine::Role;
     use herald_engine::transactional::templates;
     let m = require_role(Role::Viewer).await?;
-    Ok(templates::list(&m.state.db, m.tenant)
-        .await?
-        .into_iter()
-        .map(|t| TemplateRow {
-            id: t.id.to_string(),
-            name: t.name,
-            description: t.description,
-            subject: t.subject,
-            version: t.version,
-            updated_at: t.updated_at.to_rfc3339(),
-        })
-        .collect())
+    Ok(templates::list(&m.state.db, m.tenant).await?)
 }
 
 #[component]
@@ -62,7 +41,7 @@ pub fn TxTemplatesPage() -> impl IntoView {
 }
 
 #[component]
-fn TemplateTable(rows: Vec<TemplateRow>) -> impl IntoView {
+fn TemplateTable(rows: Vec<Template>) -> impl IntoView {
     view! {
         <Card>
             <table class="w-full text-left text-sm" data-testid="templates-table">
@@ -78,7 +57,7 @@ fn TemplateTable(rows: Vec<TemplateRow>) -> impl IntoView {
                                     <div class="text-xs text-slate-500">{t.description}</div></td>
                                 <td class="max-w-xs truncate">{t.subject}</td>
                                 <td>{format!("v{}", t.version)}</td>
-                                <td class="text-slate-500">{short_time(&t.updated_at)}</td>
+                                <td class="text-slate-500">{short_time(&t.updated_at.to_rfc3339())}</td>
                             </tr>
                         }
                     }).collect_view()}

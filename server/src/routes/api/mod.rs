@@ -145,13 +145,14 @@ impl Modify for BearerAuth {
         templates::index, templates::create, templates::show, templates::update, templates::delete,
     ),
     components(schemas(
-        workspace::WorkspaceJson, ApiError, audit::AuditPage, audit::AuditEntryJson, lists::ListBody, readers::CreateBody, readers::UpdateBody,
+        workspace::WorkspaceJson, ApiError, audit::AuditPage, audit::AuditEntryJson, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
+        readers::CreateBody, readers::UpdateBody,
         readers::BulkBody, readers::BulkResult, readers::BulkInvalid, readers::SubscribeBody,
         suppressions::AddBody, suppressions::AddResult,
         herald_types::CampaignInput, herald_types::Campaign, herald_types::Progress, herald_types::Report,
         campaigns::ScheduleBody, campaigns::RetryResult,
         campaigns::FeedResultJson, campaigns::FeedRejected, campaigns::FeedItemBody,
-        messages::MessageBody, herald_types::TemplateInput,
+        messages::MessageBody, herald_types::TemplateInput, herald_types::Template,
     )),
     modifiers(&BearerAuth)
 )]

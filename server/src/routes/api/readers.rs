@@ -5,6 +5,7 @@ use axum::Json;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{MethodRouter, post};
+use herald_engine::ListId;
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::audience::bulk::{self, BatchOutcome, Existing, ReaderInput};
 use herald_engine::audience::consent::Origin;
@@ -14,7 +15,6 @@ use herald_engine::audience::readers::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
@@ -32,7 +32,7 @@ fn api_origin() -> Origin {
 #[derive(Deserialize)]
 pub struct SearchQuery {
     pub q: Option<String>,
-    pub list: Option<Uuid>,
+    pub list: Option<ListId>,
     pub status: Option<String>,
     /// e.g. `city = "Lyon"` or `plan in ["pro","team"]`
     pub attribute: Option<String>,
@@ -90,7 +90,7 @@ pub struct CreateBody {
     pub attributes: Option<Value>,
     /// Lists to subscribe the reader to, as confirmed (you attest their consent).
     #[serde(default)]
-    pub lists: Vec<Uuid>,
+    pub lists: Vec<ListId>,
 }
 
 #[utoipa::path(post, path = "/api/v1/readers", security(("api_key" = [])), request_body = CreateBody,
@@ -164,7 +164,7 @@ pub struct BulkBody {
     #[schema(value_type = Vec<Object>)]
     pub readers: Vec<ReaderInput>,
     #[serde(default)]
-    pub lists: Vec<Uuid>,
+    pub lists: Vec<ListId>,
     /// `update` (default) or `skip` for addresses already in the workspace.
     #[serde(default)]
     #[schema(value_type = String)]
@@ -218,7 +218,7 @@ pub fn bulk_route() -> MethodRouter<ServerState> {
 
 #[derive(Deserialize, ToSchema)]
 pub struct SubscribeBody {
-    pub lists: Vec<Uuid>,
+    pub lists: Vec<ListId>,
 }
 
 #[utoipa::path(post, path = "/api/v1/readers/{id}/subscriptions", security(("api_key" = [])), request_body = SubscribeBody,
@@ -239,7 +239,7 @@ pub async fn subscribe(
 pub async fn unsubscribe(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path((id, list)): Path<(i64, Uuid)>,
+    Path((id, list)): Path<(i64, ListId)>,
 ) -> Result<StatusCode, ApiFailure> {
     readers::unsubscribe(&s.app.db, caller.tenant, API_ROLE, id, list, &api_origin()).await?;
     Ok(StatusCode::NO_CONTENT)

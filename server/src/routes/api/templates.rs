@@ -4,15 +4,15 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use herald_engine::api_keys::ApiCaller;
-use herald_engine::transactional::templates::{self, TemplateInput, TxTemplate};
-use uuid::Uuid;
+use herald_engine::transactional::templates::{self, Template, TemplateInput};
+use herald_types::TemplateId;
 
 use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
 #[utoipa::path(get, path = "/api/v1/templates", security(("api_key" = [])),
     responses((status = 200, description = "Templates by name, at their current version")))]
-pub async fn index(State(s): State<ServerState>, caller: ApiCaller) -> Result<Json<Vec<TxTemplate>>, ApiFailure> {
+pub async fn index(State(s): State<ServerState>, caller: ApiCaller) -> Result<Json<Vec<Template>>, ApiFailure> {
     Ok(Json(templates::list(&s.app.db, caller.tenant).await?))
 }
 
@@ -22,7 +22,7 @@ pub async fn create(
     State(s): State<ServerState>,
     caller: ApiCaller,
     ApiJson(body): ApiJson<TemplateInput>,
-) -> Result<(StatusCode, Json<TxTemplate>), ApiFailure> {
+) -> Result<(StatusCode, Json<Template>), ApiFailure> {
     let t = templates::create(&s.app.db, caller.tenant, API_ROLE, &body).await?;
     Ok((StatusCode::CREATED, Json(t)))
 }
@@ -34,7 +34,7 @@ pub async fn show(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Path(id): Path<String>,
-) -> Result<Json<TxTemplate>, ApiFailure> {
+) -> Result<Json<Template>, ApiFailure> {
     Ok(Json(templates::find(&s.app.db, caller.tenant, &id).await?))
 }
 
@@ -43,9 +43,9 @@ pub async fn show(
 pub async fn update(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TemplateId>,
     ApiJson(body): ApiJson<TemplateInput>,
-) -> Result<Json<TxTemplate>, ApiFailure> {
+) -> Result<Json<Template>, ApiFailure> {
     Ok(Json(templates::update(&s.app.db, caller.tenant, API_ROLE, id, &body).await?))
 }
 
@@ -54,7 +54,7 @@ pub async fn update(
 pub async fn delete(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    Path(id): Path<Uuid>,
+    Path(id): Path<TemplateId>,
 ) -> Result<StatusCode, ApiFailure> {
     templates::delete(&s.app.db, caller.tenant, API_ROLE, id).await?;
     Ok(StatusCode::NO_CONTENT)

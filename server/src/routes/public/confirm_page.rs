@@ -7,23 +7,12 @@ use axum::response::Response;
 use herald_engine::audience::consent::Origin;
 use herald_engine::audience::subscribe;
 
-use super::html::{card_page, error_page, esc};
+use super::html::{card_page, error_page};
 use crate::startup::ServerState;
 
 pub async fn show(State(state): State<ServerState>, Path(token): Path<String>) -> Response {
     match subscribe::confirm_preview(&state.app.db, &state.app.signer, &token).await {
-        Ok(p) => card_page(
-            StatusCode::OK,
-            "Confirm your subscription",
-            &format!(
-                "<h1 class=\"text-xl font-semibold text-slate-900\">Confirm your subscription</h1>\
-                 <p class=\"mt-3 text-sm text-slate-600\">Subscribe <strong>{}</strong> to <strong>{}</strong> from {}?</p>\
-                 <form method=\"post\" class=\"mt-6\"><button type=\"submit\" class=\"btn-primary w-full\">Confirm subscription</button></form>",
-                esc(&p.email),
-                esc(&p.lists.join(", ")),
-                esc(&p.workspace)
-            ),
-        ),
+        Ok(p) => card_page(StatusCode::OK, "Confirm your subscription", "confirm.html", &p),
         Err(e) => error_page(e),
     }
 }
@@ -41,18 +30,7 @@ pub async fn confirm(
         wording: None,
     };
     match subscribe::confirm(&state.app.db, &state.app.signer, &token, &origin).await {
-        Ok(p) => card_page(
-            StatusCode::OK,
-            "Subscription confirmed",
-            &format!(
-                "<h1 class=\"text-xl font-semibold text-slate-900\">You are subscribed</h1>\
-                 <p class=\"mt-3 text-sm text-slate-600\" data-testid=\"confirmed\"><strong>{}</strong> will receive <strong>{}</strong> from {}.</p>\
-                 <p class=\"mt-3 text-xs text-slate-500\">Every email has a link to unsubscribe at once.</p>",
-                esc(&p.email),
-                esc(&p.lists.join(", ")),
-                esc(&p.workspace)
-            ),
-        ),
+        Ok(p) => card_page(StatusCode::OK, "Subscription confirmed", "confirmed.html", &p),
         Err(e) => error_page(e),
     }
 }

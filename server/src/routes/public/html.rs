@@ -1,35 +1,54 @@
-//! The frame of Herald's plain server-rendered pages (public subscribe/confirm/unsubscribe pages
-//! and the dev inbox): they must work without JavaScript, so they are not Leptos pages.
+//! The frame of Herald's plain server-rendered pages (public subscribe/confirm/unsubscribe pages):
+//! they must work without JavaScript, so they are not Leptos pages but MiniJinja templates,
+//! auto-escaped, in `server/templates/public/`.
+
+use std::sync::LazyLock;
 
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-pub use herald_engine::sending::mail::escape_html as esc;
+use minijinja::{Environment, Value, context};
+use serde::Serialize;
 
-/// A centred card page, with `title` escaped and `body` trusted (callers escape what they insert).
-pub fn card_page(status: StatusCode, title: &str, body: &str) -> Response {
-    let html = format!(
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <meta name=\"robots\" content=\"noindex\"><title>{}</title>\
-         <link rel=\"stylesheet\" href=\"/pkg/herald.css\"></head>\
-         <body class=\"bg-slate-50 text-slate-800 antialiased\"><main class=\"flex min-h-screen items-center justify-center px-4 py-10\">\
-         <div class=\"w-full max-w-md rounded-xl border border-slate-200 bg-white p-8 shadow-sm\">{body}</div></main></body></html>",
-        esc(title)
-    );
-    (status, Html(html)).into_response()
+/// The pages' templates (`server/templates/public/`), parsed once. Names ending in `.html` are
+/// auto-escaped: a value can only become markup through `Value::from_safe_string`, which only
+/// the frame's `body` gets (the output of another template).
+static PAGES: LazyLock<Environment<'static>> = LazyLock::new(|| {
+    let mut env = Environment::new();
+    for (name, source) in [
+        ("frame.html", include_str!("../../../templates/public/frame.html")),
+        ("message.html", include_str!("../../../templates/public/message.html")),
+        ("subscribe.html", include_str!("../../../templates/public/subscribe.html")),
+        ("confirm.html", include_str!("../../../templates/public/confirm.html")),
+        ("confirmed.html", include_str!("../../../templates/public/confirmed.html")),
+        ("unsubscribe.html", include_str!("../../../templates/public/unsubscribe.html")),
+    ] {
+        // The sources are compiled in, and `every_public_template_renders` parses each of them.
+        if let Err(e) = env.add_template(name, source) {
+            tracing::error!(error = %e, name, "a public page template does not parse");
+        }
+    }
+    env
+});
+
+/// `template` rendered with `values` inside the centred card frame, titled `title`.
+pub fn card_page(status: StatusCode, title: &str, template: &str, values: impl Serialize) -> Response {
+    let render = || -> Result<String, minijinja::Error> {
+        let body = PAGES.get_template(template)?.render(values)?;
+        PAGES.get_template("frame.html")?.render(context! { title, body => Value::from_safe_string(body) })
+    };
+    match render() {
+        Ok(html) => (status, Html(html)).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, template, "a public page did not render");
+            (StatusCode::INTERNAL_SERVER_ERROR, "Something went wrong on our side. Please try again in a moment.")
+                .into_response()
+        }
+    }
 }
 
 /// A page with just a heading and a message.
 pub fn message_page(status: StatusCode, title: &str, message: &str) -> Response {
-    card_page(
-        status,
-        title,
-        &format!(
-            "<h1 class=\"text-xl font-semibold text-slate-900\">{}</h1><p class=\"mt-3 text-sm text-slate-600\">{}</p>",
-            esc(title),
-            esc(message)
-        ),
-    )
+    card_page(status, title, "message.html", context! { title, message })
 }
 
 /// Maps an engine error on a public page to a page that reveals nothing internal.
@@ -64,4 +83,22 @@ pub fn form_fields(body: &[u8]) -> Vec<(String, String)> {
 
 pub fn field<'a>(fields: &'a [(String, String)], name: &str) -> &'a str {
     fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_public_template_renders_and_escapes_what_it_is_given() {
+        for name in PAGES.templates().map(|(name, _)| name) {
+            assert!(PAGES.get_template(name).is_ok(), "{name}");
+        }
+        assert_eq!(PAGES.templates().count(), 6, "a template did not parse");
+        let page = PAGES
+            .get_template("message.html")
+            .and_then(|t| t.render(context! { title => "<script>", message => "a & b" }))
+            .expect("renders");
+        assert!(page.contains("&lt;script&gt;") && page.contains("a &amp; b") && !page.contains("<script>"), "{page}");
+    }
 }

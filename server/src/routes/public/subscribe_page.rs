@@ -5,13 +5,15 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use herald_engine::ListId;
 use herald_engine::audience::consent::Origin;
 use herald_engine::audience::lists::{self, List};
 use herald_engine::audience::subscribe::{self, PublicContext, SubscribeRequest};
 use herald_engine::workspaces;
-use uuid::Uuid;
 
-use super::html::{card_page, error_page, esc, field, form_fields, message_page};
+use minijinja::context;
+
+use super::html::{card_page, error_page, field, form_fields, message_page};
 use crate::startup::ServerState;
 
 /// The hidden field bots fill in and people never see.
@@ -41,50 +43,22 @@ async fn render(
         Some(s) => Some(public.iter().find(|l| l.slug == s).ok_or(herald_engine::Error::NotFound)?),
         None => None,
     };
-    let wording = subscribe::default_wording(&ws.name);
-    let boxes: String = public
+    let lists: Vec<_> = public
         .iter()
         .map(|l| {
             let checked = preselected.is_none_or(|p| p.id == l.id) && (preselected.is_some() || public.len() == 1);
-            format!(
-                "<label class=\"flex items-start gap-2 py-1\"><input type=\"checkbox\" name=\"list\" value=\"{}\" {} class=\"mt-1\">\
-                 <span><span class=\"font-medium\">{}</span><span class=\"block text-xs text-slate-500\">{}</span></span></label>",
-                l.id,
-                if checked { "checked" } else { "" },
-                esc(&l.name),
-                esc(&l.description)
-            )
+            context! { id => l.id.to_string(), name => l.name, description => l.description, checked }
         })
         .collect();
-    let body = if public.is_empty() {
-        format!(
-            "<h1 class=\"text-xl font-semibold\">{}</h1><p class=\"mt-3 text-sm text-slate-500\">There is nothing to subscribe to yet.</p>",
-            esc(&ws.name)
-        )
-    } else {
-        format!(
-            "<h1 class=\"text-xl font-semibold text-slate-900\">Subscribe to {name}</h1>\
-             {err}\
-             <form method=\"post\" action=\"/s/{slug}\" class=\"mt-6 space-y-4\">\
-               <div><label for=\"email\" class=\"label\">Email</label><input id=\"email\" name=\"email\" type=\"email\" required autocomplete=\"email\" class=\"input\"></div>\
-               <div><label for=\"name\" class=\"label\">Name <span class=\"text-slate-400\">(optional)</span></label><input id=\"name\" name=\"name\" type=\"text\" maxlength=\"200\" autocomplete=\"name\" class=\"input\"></div>\
-               <fieldset><legend class=\"label\">Lists</legend>{boxes}</fieldset>\
-               <div style=\"position:absolute;left:-10000px\" aria-hidden=\"true\"><label>Leave this empty<input name=\"{HONEYPOT}\" tabindex=\"-1\" autocomplete=\"off\"></label></div>\
-               <p class=\"text-xs text-slate-500\">{wording}</p>\
-               <button type=\"submit\" class=\"btn-primary w-full\">Subscribe</button>\
-             </form>",
-            name = esc(&ws.name),
-            slug = esc(&ws.slug),
-            err = error
-                .map(|e| format!(
-                    "<p role=\"alert\" class=\"mt-4 rounded-md bg-red-50 px-3 py-2 text-sm text-red-700\">{}</p>",
-                    esc(e)
-                ))
-                .unwrap_or_default(),
-            wording = esc(&wording),
-        )
+    let values = context! {
+        workspace => ws.name,
+        slug => ws.slug,
+        lists,
+        error,
+        honeypot => HONEYPOT,
+        wording => subscribe::default_wording(&ws.name),
     };
-    Ok(card_page(status, &format!("Subscribe to {}", ws.name), &body))
+    Ok(card_page(status, &format!("Subscribe to {}", ws.name), "subscribe.html", values))
 }
 
 fn wants_json(headers: &HeaderMap) -> bool {
@@ -121,8 +95,8 @@ pub async fn submit(
         return error_page(herald_engine::Error::NotFound);
     };
     let ws_name = workspaces::get(db, tenant).await.map(|w| w.name).unwrap_or_default();
-    let list_ids: Vec<Uuid> =
-        fields.iter().filter(|(k, _)| k == "list").filter_map(|(_, v)| Uuid::parse_str(v).ok()).collect();
+    let list_ids: Vec<ListId> =
+        fields.iter().filter(|(k, _)| k == "list").filter_map(|(_, v)| v.parse().ok()).collect();
     let header_str = |h: header::HeaderName| headers.get(h).and_then(|v| v.to_str().ok()).map(str::to_string);
     let req = SubscribeRequest {
         email: field(&fields, "email").to_string(),

@@ -8,62 +8,27 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use herald_engine::audience::consent::Origin;
 use herald_engine::audience::subscribe::{self, Leave};
-use uuid::Uuid;
 
-use super::html::{card_page, error_page, esc, field, form_fields, message_page};
+use herald_engine::ListId;
+use minijinja::context;
+
+use super::html::{card_page, error_page, field, form_fields, message_page};
 use crate::startup::ServerState;
 
 pub async fn show(State(state): State<ServerState>, Path(token): Path<String>) -> Response {
     match subscribe::unsubscribe_page(&state.app.db, &state.app.signer, &token).await {
         Ok(p) => {
-            let this_list = match &p.list {
-                Some((_, name, true)) => format!(
-                    "<form method=\"post\" class=\"mt-6\"><input type=\"hidden\" name=\"action\" value=\"list\">\
-                     <button type=\"submit\" class=\"btn-primary w-full\">Unsubscribe from {}</button></form>",
-                    esc(name)
-                ),
-                Some((_, name, false)) => {
-                    format!("<p class=\"mt-6 text-sm text-slate-600\">You are not subscribed to {}.</p>", esc(name))
-                }
-                None => String::new(),
+            let list = |(id, name, subscribed): &(ListId, String, bool)| {
+                context! { id => id.to_string(), name, subscribed }
             };
-            let everything = if p.left_everything {
-                "<p class=\"mt-4 text-sm text-slate-600\">You have left everything from this sender.</p>".to_string()
-            } else {
-                "<form method=\"post\" class=\"mt-3\"><input type=\"hidden\" name=\"action\" value=\"all\">\
-                 <button type=\"submit\" class=\"btn-secondary w-full\">Unsubscribe from everything</button></form>"
-                    .to_string()
+            let values = context! {
+                email => p.email,
+                workspace => p.workspace,
+                list => p.list.as_ref().map(list),
+                left_everything => p.left_everything,
+                preferences => p.preferences.iter().map(list).collect::<Vec<_>>(),
             };
-            let prefs = if p.preferences.is_empty() {
-                String::new()
-            } else {
-                let boxes: String = p
-                    .preferences
-                    .iter()
-                    .map(|(id, name, on)| {
-                        format!(
-                            "<label class=\"flex items-center gap-2 py-1 text-sm\"><input type=\"checkbox\" name=\"list\" value=\"{id}\" {}> {}</label>",
-                            if *on { "checked" } else { "" },
-                            esc(name)
-                        )
-                    })
-                    .collect();
-                format!(
-                    "<form method=\"post\" class=\"mt-8 border-t border-slate-100 pt-6\"><input type=\"hidden\" name=\"action\" value=\"preferences\">\
-                     <h2 class=\"font-medium\">Choose what you receive</h2><div class=\"mt-2\">{boxes}</div>\
-                     <button type=\"submit\" class=\"btn-secondary mt-3\">Save preferences</button></form>"
-                )
-            };
-            card_page(
-                StatusCode::OK,
-                "Manage your subscription",
-                &format!(
-                    "<h1 class=\"text-xl font-semibold text-slate-900\">Manage your subscription</h1>\
-                     <p class=\"mt-2 text-sm text-slate-600\">{} from {}</p>{this_list}{everything}{prefs}",
-                    esc(&p.email),
-                    esc(&p.workspace)
-                ),
-            )
+            card_page(StatusCode::OK, "Manage your subscription", "unsubscribe.html", values)
         }
         Err(e) => error_page(e),
     }
@@ -91,7 +56,7 @@ pub async fn submit(
             "list" => Leave::ThisList,
             "all" => Leave::Everything,
             "preferences" => Leave::Preferences(
-                fields.iter().filter(|(k, _)| k == "list").filter_map(|(_, v)| Uuid::parse_str(v).ok()).collect(),
+                fields.iter().filter(|(k, _)| k == "list").filter_map(|(_, v)| v.parse().ok()).collect(),
             ),
             _ => {
                 return message_page(

@@ -1,0 +1,126 @@
+use super::*;
+
+pub(super) const FONT: &str =
+    "font-family:-apple-system,BlinkMacSystemFont,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;";
+
+pub(super) const HEAD_START: &str = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+<meta name=\"x-apple-disable-message-reformatting\">\n<title>";
+
+pub(super) const HEAD_END: &str = "</title>\n<style>\n\
+body{margin:0;padding:0;}\n\
+img{max-width:100%;height:auto;border:0;}\n\
+a{color:#2563eb;}\n\
+h1,h2,h3{line-height:1.3;margin:0 0 16px 0;}\n\
+p,ul,ol,blockquote,pre,table{margin:0 0 16px 0;}\n\
+blockquote{border-left:3px solid #e5e7eb;padding-left:12px;color:#4b5563;}\n\
+pre{background:#f3f4f6;padding:12px;overflow:auto;}\n\
+code{background:#f3f4f6;padding:1px 4px;}\n\
+table{border-collapse:collapse;}\n\
+th,td{border:1px solid #e5e7eb;padding:6px 10px;}\n\
+.herald-layout td{border:0;padding:0;}\n\
+</style>\n</head>\n<body style=\"margin:0;padding:0;background-color:#f4f4f5;\">\n";
+
+pub(super) const PREHEADER_START: &str = "<span style=\"display:none!important;visibility:hidden;mso-hide:all;font-size:1px;\
+line-height:1px;max-height:0;max-width:0;opacity:0;overflow:hidden;color:transparent;\">";
+
+/// Padding after the preheader so inbox previews do not run on into the body text.
+pub(super) const PREHEADER_PAD: &str = "&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;\
+&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;\
+&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;&nbsp;&zwnj;";
+
+pub(super) const OUTER_START: &str = "<table role=\"presentation\" class=\"herald-layout\" width=\"100%\" cellpadding=\"0\" \
+cellspacing=\"0\" border=\"0\" style=\"background-color:#f4f4f5;\">\n<tr><td align=\"center\" \
+style=\"padding:24px 12px;border:0;\">\n<table role=\"presentation\" class=\"herald-layout\" width=\"100%\" \
+cellpadding=\"0\" cellspacing=\"0\" border=\"0\" style=\"max-width:600px;\">\n<tr><td style=\"background-color:#ffffff;\
+border-radius:6px;padding:32px;border:0;font-size:16px;line-height:1.6;color:#1f2937;";
+
+pub(super) const FOOTER_START: &str = "</td></tr>\n<tr><td style=\"padding:16px 32px;border:0;font-size:12px;line-height:1.5;\
+color:#6b7280;text-align:center;";
+
+pub(super) const OUTER_END: &str = "</td></tr>\n</table>\n</td></tr>\n</table>\n</body>\n</html>\n";
+
+/// The final HTML document. A body that is already a full document (it has a `<body>` tag)
+/// keeps its own layout and gets the preheader and footer inserted into it.
+pub(super) fn assemble_html(subject: &str, preheader: &str, body: &str, footer: &str) -> String {
+    let mut preheader_html = String::new();
+    if !preheader.is_empty() {
+        preheader_html.reserve(PREHEADER_START.len() + preheader.len() + PREHEADER_PAD.len() + 16);
+        preheader_html.push_str(PREHEADER_START);
+        let _ = write_escaped(&mut preheader_html, preheader, Escape::Html);
+        preheader_html.push_str(PREHEADER_PAD);
+        preheader_html.push_str("</span>\n");
+    }
+
+    if let Some(open) = find_ascii_ci(body, "<body", 0)
+        && let Some(gt) = body[open..].find('>')
+    {
+        let after_open = open + gt + 1;
+        let close = rfind_ascii_ci(body, "</body").filter(|&c| c >= after_open).unwrap_or(body.len());
+        let mut html = String::with_capacity(body.len() + preheader_html.len() + footer.len() + 128);
+        html.push_str(&body[..after_open]);
+        html.push('\n');
+        html.push_str(&preheader_html);
+        html.push_str(&body[after_open..close]);
+        if !footer.is_empty() {
+            html.push_str("<div style=\"padding:16px;font-size:12px;line-height:1.5;color:#6b7280;text-align:center;");
+            html.push_str(FONT);
+            html.push_str("\">");
+            html.push_str(footer);
+            html.push_str("</div>\n");
+        }
+        html.push_str(&body[close..]);
+        return html;
+    }
+
+    let mut html = String::with_capacity(
+        HEAD_START.len()
+            + HEAD_END.len()
+            + OUTER_START.len()
+            + FOOTER_START.len()
+            + OUTER_END.len()
+            + 2 * FONT.len()
+            + subject.len()
+            + preheader_html.len()
+            + body.len()
+            + footer.len()
+            + 64,
+    );
+    html.push_str(HEAD_START);
+    let _ = write_escaped(&mut html, subject, Escape::Html);
+    html.push_str(HEAD_END);
+    html.push_str(&preheader_html);
+    html.push_str(OUTER_START);
+    html.push_str(FONT);
+    html.push_str("\">\n");
+    html.push_str(body);
+    html.push('\n');
+    if !footer.is_empty() {
+        html.push_str(FOOTER_START);
+        html.push_str(FONT);
+        html.push_str("\">\n");
+        html.push_str(footer);
+        html.push('\n');
+    }
+    html.push_str(OUTER_END);
+    html
+}
+
+/// Finds ASCII `needle` (lowercase) in `haystack`, ignoring ASCII case, from byte `from`.
+pub(super) fn find_ascii_ci(haystack: &str, needle: &str, from: usize) -> Option<usize> {
+    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+    let first = *n.first()?;
+    let mut i = from;
+    while i + n.len() <= h.len() {
+        if h[i].to_ascii_lowercase() == first && h[i..i + n.len()].eq_ignore_ascii_case(n) {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
+pub(super) fn rfind_ascii_ci(haystack: &str, needle: &str) -> Option<usize> {
+    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
+    (0..=h.len().checked_sub(n.len())?).rev().find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
+}

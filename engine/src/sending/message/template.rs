@@ -1,0 +1,358 @@
+use super::*;
+
+pub(super) const SUBJECT: &str = "subject";
+pub(super) const PREHEADER: &str = "preheader";
+pub(super) const BODY: &str = "body";
+
+/// A rendered body larger than this is refused (Gmail clips at ~100 KB anyway).
+pub(super) const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// A campaign whose templates are parsed once and rendered per reader, in the template sandbox
+/// ([`crate::sending::template_sandbox`]). `Send + Sync`: share it behind an `Arc` across sending tasks.
+pub struct CompiledCampaign {
+    templates: TemplateSet,
+    format: BodyFormat,
+    has_preheader: bool,
+    /// `{ name, postal_address }`, built once.
+    workspace: Value,
+    /// Non-empty address lines, raw and HTML-escaped, to check whether the body already has them.
+    address_lines: Vec<(String, String)>,
+    /// The escaped address with `<br>` between lines, for the footer.
+    address_html: String,
+}
+
+impl fmt::Debug for CompiledCampaign {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledCampaign").field("format", &self.format).finish_non_exhaustive()
+    }
+}
+
+impl CompiledCampaign {
+    /// Parses the three templates and test-renders them with a sample reader, so that syntax
+    /// errors and unknown filters or functions are reported now, with their position.
+    pub fn compile(content: &CampaignContent, workspace: &Workspace) -> Result<Self, TemplateError> {
+        let templates = TemplateSet::parse(
+            Dialect::Campaign { markdown: content.format == BodyFormat::Markdown },
+            vec![
+                (SUBJECT, content.subject.clone()),
+                (PREHEADER, content.preheader.clone()),
+                (BODY, content.body.clone()),
+            ],
+        )?;
+
+        let address_lines: Vec<(String, String)> = workspace
+            .postal_address
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| (l.to_string(), escape_html(l)))
+            .collect();
+        let address_html = address_lines.iter().map(|(_, e)| e.as_str()).collect::<Vec<_>>().join("<br>");
+
+        let compiled = CompiledCampaign {
+            templates,
+            format: content.format,
+            has_preheader: !content.preheader.trim().is_empty(),
+            workspace: Value::from_serialize(workspace),
+            address_lines,
+            address_html,
+        };
+        // Test-render for a reader without name or attributes. Mistakes in the template itself
+        // (an unknown filter, function or test, wrong arguments, a runaway loop, a template that
+        // needs too much memory) fail now; errors that depend on data (`length` of a missing
+        // attribute) only fail the readers they concern.
+        let sample_attributes = serde_json::Value::Object(serde_json::Map::new());
+        let sample = Recipient { email: "reader@example.com", name: "", attributes: &sample_attributes };
+        let vars = compiled.vars(&sample, &MessageContext { unsubscribe_url: "https://example.com/unsubscribe" });
+        for outcome in compiled.templates.render(&[SUBJECT, PREHEADER, BODY], &vars) {
+            if let Err(RenderFailure { error, mistake: true }) = outcome {
+                return Err(error);
+            }
+        }
+        Ok(compiled)
+    }
+
+    pub fn format(&self) -> BodyFormat {
+        self.format
+    }
+
+    /// Renders the message for one reader.
+    pub fn render(&self, recipient: &Recipient<'_>, ctx: &MessageContext<'_>) -> Result<Rendered, TemplateError> {
+        Ok(self.assemble(self.render_body(recipient, ctx)?, ctx, None))
+    }
+
+    /// The personalised parts, before links are rewritten for tracking.
+    pub fn render_body(
+        &self,
+        recipient: &Recipient<'_>,
+        ctx: &MessageContext<'_>,
+    ) -> Result<RenderedBody, TemplateError> {
+        self.render_body_with_feed(recipient, ctx, None)
+    }
+
+    /// [`Self::render_body`] with this reader's data for a recurring edition (`{{ feed.… }}`).
+    pub fn render_body_with_feed(
+        &self,
+        recipient: &Recipient<'_>,
+        ctx: &MessageContext<'_>,
+        feed: Option<&serde_json::Value>,
+    ) -> Result<RenderedBody, TemplateError> {
+        self.render_bodies(&[(recipient, ctx, feed)]).pop().unwrap_or_else(|| {
+            Err(TemplateError { field: BODY, line: None, column: None, message: "nothing was rendered".into() })
+        })
+    }
+
+    /// [`Self::render_body_with_feed`] for several readers in one round trip to the template
+    /// sandbox (a send renders each claimed batch at once).
+    pub fn render_bodies(
+        &self,
+        readers: &[(&Recipient<'_>, &MessageContext<'_>, Option<&serde_json::Value>)],
+    ) -> Vec<Result<RenderedBody, TemplateError>> {
+        let vars: Vec<Value> = readers
+            .iter()
+            .map(|(recipient, ctx, feed)| {
+                let vars = self.vars(recipient, ctx);
+                match feed {
+                    Some(feed) => minijinja::context! { feed => Value::from_serialize(feed), ..vars },
+                    None => vars,
+                }
+            })
+            .collect();
+        // The first failure, in this order, wins.
+        let names: &[&'static str] = if self.has_preheader { &[SUBJECT, PREHEADER, BODY] } else { &[SUBJECT, BODY] };
+        self.templates.render_each(names, &vars).into_iter().map(|outcomes| self.body_from(outcomes)).collect()
+    }
+
+    fn body_from(&self, outcomes: Vec<Result<String, RenderFailure>>) -> Result<RenderedBody, TemplateError> {
+        let mut outcomes = outcomes.into_iter();
+        let mut next = || outcomes.next().unwrap_or_else(|| Ok(String::new())).map_err(|f| f.error);
+        let subject = single_line(&next()?);
+        let preheader = if self.has_preheader { single_line(&next()?) } else { String::new() };
+        let rendered = next()?;
+        let body = match self.format {
+            BodyFormat::Markdown => markdown_to_html(&rendered),
+            BodyFormat::Html => rendered,
+        };
+        if body.len() > MAX_BODY_BYTES {
+            return Err(TemplateError {
+                field: BODY,
+                line: None,
+                column: None,
+                message: format!("the rendered body is larger than {} MB", MAX_BODY_BYTES / (1024 * 1024)),
+            });
+        }
+        Ok(RenderedBody { subject, preheader, body })
+    }
+
+    /// The full HTML and text versions: layout, footer and, when tracking, the open pixel (at
+    /// the end of the body, so the text version never shows it).
+    pub fn assemble(&self, parts: RenderedBody, ctx: &MessageContext<'_>, open_pixel_url: Option<&str>) -> Rendered {
+        let RenderedBody { subject, preheader, body } = parts;
+        let footer = self.footer(&body, ctx.unsubscribe_url);
+        let mut text = TextConverter::default();
+        text.feed(&body);
+        text.break_lines(2);
+        text.feed(&footer);
+        let html = match open_pixel_url {
+            Some(url) => {
+                let mut with_pixel = body;
+                with_pixel.push_str("<img src=\"");
+                with_pixel.push_str(&escape_html(url));
+                with_pixel.push_str(
+                    "\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;width:1px;height:1px;border:0;\">",
+                );
+                assemble_html(&subject, &preheader, &with_pixel, &footer)
+            }
+            None => assemble_html(&subject, &preheader, &body, &footer),
+        };
+        Rendered { subject, html, text: text.finish() }
+    }
+
+    /// The template variables: `reader.{email,name,attributes}`, `unsubscribe_url`,
+    /// `workspace.{name,postal_address}` (and `feed` for editions with per-reader data).
+    fn vars(&self, recipient: &Recipient<'_>, ctx: &MessageContext<'_>) -> Value {
+        minijinja::context! {
+            reader => ReaderVars {
+                email: recipient.email,
+                name: (!recipient.name.is_empty()).then_some(recipient.name),
+                attributes: Attributes(recipient.attributes),
+            },
+            unsubscribe_url => ctx.unsubscribe_url,
+            workspace => self.workspace.clone(),
+        }
+    }
+
+    /// The compliance footer: an unsubscribe link unless the body already carries this reader's
+    /// URL, and the postal address unless the body already shows it.
+    fn footer(&self, body: &str, unsubscribe_url: &str) -> String {
+        let mut footer = String::new();
+        if !unsubscribe_url.is_empty() {
+            let escaped = escape_html(unsubscribe_url);
+            if !body.contains(&escaped) && !body.contains(unsubscribe_url) {
+                footer.push_str("<p style=\"margin:0 0 8px 0;\"><a href=\"");
+                footer.push_str(&escaped);
+                footer.push_str("\" style=\"color:#6b7280;text-decoration:underline;\">Unsubscribe</a></p>");
+            }
+        }
+        let has_address = self.address_lines.iter().all(|(raw, esc)| body.contains(esc) || body.contains(raw));
+        if !has_address {
+            footer.push_str("<p style=\"margin:0;\">");
+            footer.push_str(&self.address_html);
+            footer.push_str("</p>");
+        }
+        footer
+    }
+}
+
+/// Renders `content` for one reader without keeping the compiled templates: the editor's live
+/// preview.
+pub fn preview(
+    content: &CampaignContent,
+    workspace: &Workspace,
+    recipient: &Recipient<'_>,
+    unsubscribe_url: &str,
+) -> Result<Rendered, TemplateError> {
+    CompiledCampaign::compile(content, workspace)?.render(recipient, &MessageContext { unsubscribe_url })
+}
+
+#[derive(Serialize)]
+pub(super) struct ReaderVars<'a> {
+    email: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    attributes: Attributes<'a>,
+}
+
+/// Serializes reader attributes with `null` members left out, so they are undefined in
+/// templates and `default(...)` applies to them. A non-object serializes as an empty map.
+pub(super) struct Attributes<'a>(&'a serde_json::Value);
+
+impl Serialize for Attributes<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self.0 {
+            serde_json::Value::Object(members) => {
+                let mut map = s.serialize_map(None)?;
+                for (k, v) in members {
+                    if !v.is_null() {
+                        map.serialize_entry(k, &AttributeValue(v))?;
+                    }
+                }
+                map.end()
+            }
+            _ => s.serialize_map(Some(0))?.end(),
+        }
+    }
+}
+
+pub(super) struct AttributeValue<'a>(&'a serde_json::Value);
+
+impl Serialize for AttributeValue<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self.0 {
+            serde_json::Value::Object(_) => Attributes(self.0).serialize(s),
+            serde_json::Value::Array(items) => s.collect_seq(items.iter().map(AttributeValue)),
+            other => other.serialize(s),
+        }
+    }
+}
+
+/// Writes `{{ value }}`: nothing for undefined and none; as-is without auto-escaping or for
+/// `|safe` values; otherwise HTML-escaped (and Markdown-escaped for Markdown bodies).
+pub(crate) fn format_value(
+    out: &mut minijinja::Output,
+    escape: AutoEscape,
+    markdown: bool,
+    value: &Value,
+) -> std::result::Result<(), minijinja::Error> {
+    if value.is_undefined() || value.is_none() {
+        return Ok(());
+    }
+    if escape == AutoEscape::None || value.is_safe() {
+        return write!(out, "{value}").map_err(minijinja::Error::from);
+    }
+    let owned;
+    let s = match value.as_str() {
+        Some(s) => s,
+        None => {
+            owned = value.to_string();
+            owned.as_str()
+        }
+    };
+    let mode = match markdown {
+        false => Escape::Html,
+        // Backslash escapes would corrupt URLs in autolinks (`<{{ url }}>`), which do not
+        // process them; percent-encoding the link brackets keeps URLs working and inert.
+        true if looks_like_url(s) => Escape::MarkdownUrl,
+        true => Escape::Markdown,
+    };
+    write_escaped(out, s, mode).map_err(minijinja::Error::from)
+}
+
+/// An absolute http(s) or mailto URL without whitespace.
+pub(super) fn looks_like_url(s: &str) -> bool {
+    ["https://", "http://", "mailto:"].iter().any(|p| s.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p)))
+        && !s.chars().any(char::is_whitespace)
+}
+
+/// Errors that are the template's fault whatever the reader's data.
+pub(crate) fn is_template_mistake(e: &minijinja::Error) -> bool {
+    use minijinja::ErrorKind as K;
+    // A method called on a missing value (`reader.attributes.x.split()`) depends on the data.
+    let on_undefined = e.detail().is_some_and(|d| d.starts_with("undefined has no method"));
+    matches!(
+        e.kind(),
+        K::SyntaxError
+            | K::UnknownFilter
+            | K::UnknownFunction
+            | K::UnknownTest
+            | K::TooManyArguments
+            | K::MissingArgument
+            | K::BadEscape
+            | K::OutOfFuel
+            | K::TemplateNotFound
+    ) || (e.kind() == K::UnknownMethod && !on_undefined)
+}
+
+pub(crate) fn template_error(field: &'static str, src: &str, e: &minijinja::Error) -> TemplateError {
+    let (line, column) = match e.range().and_then(|r| src.get(..r.start)) {
+        Some(before) => {
+            let line = before.matches('\n').count() + 1;
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            let column = before.get(line_start..).map_or(0, |l| l.chars().count()) + 1;
+            (Some(line), Some(column))
+        }
+        None => (e.line(), None),
+    };
+    let message = match e.detail() {
+        Some(detail) => format!("{}: {detail}", e.kind()),
+        None => e.kind().to_string(),
+    };
+    TemplateError { field, line, column, message }
+}
+
+/// Collapses every run of whitespace and control characters (CR, LF, tab, U+2028…) into one
+/// space and trims: a subject can never span two header lines.
+pub(crate) fn single_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut gap = false;
+    for ch in s.chars() {
+        if ch.is_whitespace() || ch.is_control() {
+            gap = true;
+            continue;
+        }
+        if gap && !out.is_empty() {
+            out.push(' ');
+        }
+        gap = false;
+        out.push(ch);
+    }
+    out
+}
+
+pub(super) fn markdown_to_html(src: &str) -> String {
+    use pulldown_cmark::{Options, Parser, html};
+    let parser = Parser::new_ext(src, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH);
+    let mut out = String::with_capacity(src.len() + src.len() / 2);
+    html::push_html(&mut out, parser);
+    out
+}

@@ -1,0 +1,476 @@
+use super::*;
+use anyhow::Context as _;
+
+fn workspace() -> Workspace {
+    Workspace { name: "Acme & Co".into(), postal_address: "1 Main St\nSpringfield, IL 62701".into() }
+}
+
+fn content(format: BodyFormat, subject: &str, body: &str) -> CampaignContent {
+    CampaignContent { subject: subject.into(), preheader: String::new(), format, body: body.into() }
+}
+
+const UNSUB: &str = "https://herald.example/u/abc123?l=9&x=1";
+
+fn render(c: &CampaignContent, name: &str, attrs: serde_json::Value) -> anyhow::Result<Rendered> {
+    let r = Recipient { email: "ada@example.org", name, attributes: &attrs };
+    Ok(preview(c, &workspace(), &r, UNSUB)?)
+}
+
+fn envelope() -> Envelope {
+    Envelope {
+        from_name: "Acme News".into(),
+        from_email: "news@acme.example".into(),
+        reply_to: Some("editor@acme.example".into()),
+        to_email: "ada@example.org".into(),
+        to_name: "Ada Lovelace".into(),
+        message_id: "6f1c2a2e-0000-4000-8000-000000000001.42@acme.example".into(),
+        list_unsubscribe_url: "https://herald.example/u/abc123".into(),
+        list_unsubscribe_mailto: Some("unsubscribe+abc123@acme.example".into()),
+        list_id: "Weekly news <6f1c2a2e.acme.herald>".into(),
+        feedback_id: "6f1c2a2e:acme:herald".into(),
+    }
+}
+
+fn parse(raw: &[u8]) -> anyhow::Result<mail_parser::Message<'_>> {
+    mail_parser::MessageParser::default().parse(raw).context("unparseable message")
+}
+
+#[test]
+fn merge_tags_defaults_and_missing_attributes() -> anyhow::Result<()> {
+    let c = content(
+        BodyFormat::Html,
+        "Hi {{ reader.name | default(\"friend\") }} from {{ workspace.name }}",
+        "<p>Hello {{ reader.name | default(\"friend\") }} in [{{ reader.attributes.city }}] \
+         [{{ reader.attributes.address.zip }}] [{{ reader.attributes.gone | default(\"n/a\") }}] \
+         plan={{ reader.attributes.plan }} n={{ reader.attributes.count }} {{ reader.email }}</p>",
+    );
+    let r = render(&c, "", serde_json::json!({ "plan": "pro", "count": 3, "gone": null }))?;
+    assert_eq!(r.subject, "Hi friend from Acme & Co");
+    assert!(r.html.contains("Hello friend in [] [] [n/a] plan=pro n=3 ada@example.org"), "{}", r.html);
+
+    let r = render(&c, "Ada", serde_json::json!({ "city": "London" }))?;
+    assert_eq!(r.subject, "Hi Ada from Acme & Co");
+    assert!(r.html.contains("Hello Ada in [London]"));
+    // Attributes that are not an object behave as none.
+    let r = render(&c, "Ada", serde_json::Value::Null)?;
+    assert!(r.html.contains("Hello Ada in []"));
+    Ok(())
+}
+
+#[test]
+fn markdown_body() -> anyhow::Result<()> {
+    let c = content(
+        BodyFormat::Markdown,
+        "News",
+        "# Hello {{ reader.name }}\n\nSome **bold** and ~~old~~ text.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n\
+         [Unsubscribe]({{ unsubscribe_url }})\n",
+    );
+    let r = render(&c, "Ada_Lovelace *x*", serde_json::json!({}))?;
+    assert!(r.html.contains("<h1>Hello Ada_Lovelace *x*</h1>"), "{}", r.html);
+    assert!(r.html.contains("<strong>bold</strong>"));
+    assert!(r.html.contains("<del>old</del>"));
+    assert!(r.html.contains("<table>"));
+    assert!(r.html.contains("href=\"https://herald.example/u/abc123?l=9&amp;x=1\""), "{}", r.html);
+    // The body links to the unsubscribe URL, so no footer link is added.
+    assert_eq!(r.html.matches("Unsubscribe").count(), 1);
+    assert!(r.text.contains("Hello Ada_Lovelace *x*"));
+    assert!(r.text.contains("Unsubscribe (https://herald.example/u/abc123?l=9&x=1)"), "{}", r.text);
+    Ok(())
+}
+
+#[test]
+fn markdown_data_cannot_become_markup() -> anyhow::Result<()> {
+    let c = content(BodyFormat::Markdown, "x", "Hi {{ reader.name }}!");
+    let r = render(&c, "[win](https://evil.example) <b>x</b>", serde_json::json!({}))?;
+    assert!(!r.html.contains("<a href=\"https://evil"), "{}", r.html);
+    assert!(!r.html.contains("<b>"));
+    assert!(r.html.contains("[win](https://evil.example) &lt;b&gt;x&lt;/b&gt;"), "{}", r.html);
+    // URL-looking values stay usable URLs, in autolinks too, but cannot smuggle in a link.
+    let c = content(BodyFormat::Markdown, "x", "<{{ reader.attributes.site }}> {{ reader.name }}");
+    let r = render(
+        &c,
+        "https://x.example/[a](https://evil.example)",
+        serde_json::json!({ "site": "https://x.example/a_b?c=1&d=2" }),
+    )?;
+    assert!(r.html.contains("<a href=\"https://x.example/a_b?c=1&amp;d=2\">"), "{}", r.html);
+    assert!(!r.html.contains("href=\"https://evil"), "{}", r.html);
+    Ok(())
+}
+
+#[test]
+fn html_escaping_in_body_not_subject() -> anyhow::Result<()> {
+    for format in [BodyFormat::Html, BodyFormat::Markdown] {
+        let c = content(format, "For {{ reader.name }}", "<p>Dear {{ reader.name }}</p>");
+        let r = render(&c, "<script>alert('x')</script>", serde_json::json!({}))?;
+        assert_eq!(r.subject, "For <script>alert('x')</script>");
+        assert!(!r.html.contains("<script>"), "{format}: {}", r.html);
+        assert!(r.html.contains("Dear &lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"), "{format}: {}", r.html);
+        // The <title> carries the subject, escaped.
+        assert!(r.html.contains("<title>For &lt;script&gt;"));
+        assert!(r.text.contains("Dear <script>alert('x')</script>"));
+    }
+    Ok(())
+}
+
+#[test]
+fn header_injection_through_name_is_impossible() -> anyhow::Result<()> {
+    let c = content(BodyFormat::Html, "Hello {{ reader.name }}, news", "<p>Hi</p>");
+    let r = render(&c, "Eve\r\nBcc: x@y.example\r\n", serde_json::json!({}))?;
+    assert_eq!(r.subject, "Hello Eve Bcc: x@y.example , news");
+    let raw = build_message(&r, &envelope(), None)?;
+    let msg = parse(&raw)?;
+    assert!(msg.header("Bcc").is_none());
+    assert_eq!(msg.subject(), Some("Hello Eve Bcc: x@y.example , news"));
+    // A hand-built Rendered with a raw CRLF is collapsed too.
+    let evil = Rendered { subject: "a\r\nBcc: x@y.example".into(), ..r };
+    let raw = build_message(&evil, &envelope(), None)?;
+    let msg = parse(&raw)?;
+    assert!(msg.header("Bcc").is_none());
+    assert_eq!(msg.subject(), Some("a Bcc: x@y.example"));
+    // Envelope fields with line breaks are refused outright.
+    for mutate in [
+        (|e: &mut Envelope| e.to_name = "Eve\r\nBcc: x@y.example".into()) as fn(&mut Envelope),
+        |e| e.from_name = "A\nB".into(),
+        |e| e.to_email = "ada@example.org\r\nBcc: x@y.example".into(),
+        |e| e.reply_to = Some("a@b.example\n".into()),
+        |e| e.list_id = "x\r\nBcc: y".into(),
+        |e| e.feedback_id = "a:b\r\nBcc: y".into(),
+        |e| e.list_unsubscribe_url = "https://x.example/\r\nBcc: y".into(),
+        |e| e.list_unsubscribe_mailto = Some("u@x.example\r\nBcc: y".into()),
+        |e| e.message_id = "a@b\r\nBcc: y".into(),
+        |e| e.list_unsubscribe_url = "javascript:alert(1)".into(),
+    ] {
+        let mut env = envelope();
+        mutate(&mut env);
+        assert!(matches!(build_message(&evil, &env, None), Err(Error::Invalid(_))), "{env:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn footer_added_when_missing_and_not_duplicated() -> anyhow::Result<()> {
+    let bare = content(BodyFormat::Html, "x", "<p>Hello</p>");
+    let r = render(&bare, "", serde_json::json!({}))?;
+    assert_eq!(r.html.matches(">Unsubscribe</a>").count(), 1);
+    assert!(r.html.contains("href=\"https://herald.example/u/abc123?l=9&amp;x=1\""));
+    assert!(r.html.contains("1 Main St<br>Springfield, IL 62701"));
+    assert!(r.text.contains("Unsubscribe (https://herald.example/u/abc123?l=9&x=1)"), "{}", r.text);
+    assert!(r.text.contains("1 Main St\nSpringfield, IL 62701"), "{}", r.text);
+
+    let complete = content(
+        BodyFormat::Html,
+        "x",
+        "<p>Hello</p><p><a href=\"{{ unsubscribe_url }}\">Leave</a></p><p>1 Main St<br>Springfield, IL 62701</p>",
+    );
+    let r = render(&complete, "", serde_json::json!({}))?;
+    assert!(!r.html.contains(">Unsubscribe</a>"), "{}", r.html);
+    assert_eq!(r.html.matches("1 Main St").count(), 1);
+    assert_eq!(r.html.matches("https://herald.example/u/abc123").count(), 1);
+
+    // Only the address missing: only the address added.
+    let link_only = content(BodyFormat::Html, "x", "<a href=\"{{ unsubscribe_url }}\">Leave</a>");
+    let r = render(&link_only, "", serde_json::json!({}))?;
+    assert!(!r.html.contains(">Unsubscribe</a>"));
+    assert_eq!(r.html.matches("1 Main St").count(), 1);
+    Ok(())
+}
+
+#[test]
+fn layout_has_preheader_and_max_width() -> anyhow::Result<()> {
+    let mut c = content(BodyFormat::Html, "x", "<p>Body</p>");
+    c.preheader = "Inside: {{ reader.name }} & more\nnews".into();
+    let r = render(&c, "<b>Ada</b>", serde_json::json!({}))?;
+    let body_open = r.html.find("<body").context("no body")?;
+    let span = r.html.find("<span style=\"display:none").context("no preheader")?;
+    assert!(span > body_open && r.html[body_open..span].matches('<').count() == 1, "{}", r.html);
+    assert!(r.html.contains("Inside: &lt;b&gt;Ada&lt;/b&gt; &amp; more news"));
+    assert!(r.html.contains("max-width:600px"));
+    assert!(!r.text.contains("Inside"), "the preheader is not part of the text: {}", r.text);
+
+    // A full document keeps its own layout.
+    let doc = content(
+        BodyFormat::Html,
+        "x",
+        "<html><head><style>p{color:red}</style></head><body class=\"x\"><p>Own</p></body></html>",
+    );
+    let r = render(&doc, "", serde_json::json!({}))?;
+    assert!(r.html.starts_with("<html><head><style>p{color:red}</style></head><body class=\"x\">"));
+    assert!(r.html.ends_with("</body></html>"));
+    assert!(r.html.contains(">Unsubscribe</a>"));
+    assert!(!r.text.contains("color:red"));
+    assert!(r.text.starts_with("Own\n\nUnsubscribe ("), "{}", r.text);
+    Ok(())
+}
+
+#[test]
+fn text_part_of_sample_html() {
+    let html = "<style>.x{color:red}</style><script>var a = '<p>';</script>\
+        <h1>Big&nbsp;news</h1>\n<p>Hello   <b>world</b>,\n  this &amp; that &lt;tag&gt; &quot;q&quot; &#39;s&#39; \
+        &#x263A; &#8364; &copy;</p><div>Line one<br>Line two</div>\
+        <ul><li>First</li><li>Second <a href=\"https://x.example/a?b=1&amp;c=2\">link</a></li>\
+        <li><a href=\"https://same.example/\">https://same.example/</a></li></ul>\
+        <ol><li>One</li><li>Two</li></ol>\
+        <!-- a comment <p>no</p> --><span style=\"display: none\">hidden <span>nested</span></span>\
+        <table><tr><td>A</td><td>B</td></tr><tr><td>C</td><td>D</td></tr></table>\
+        <p><img src=\"x.png\" alt=\"Logo\"> after <a href=\"mailto:me@x.example\">me@x.example</a></p>\
+        <pre>  keep\n    this</pre>unknown &bogus; entity";
+    let mut t = TextConverter::default();
+    t.feed(html);
+    let text = t.finish();
+    let expected = "Big news\n\n\
+        Hello world, this & that <tag> \"q\" 's' ☺ € ©\n\n\
+        Line one\nLine two\n\n\
+        - First\n- Second link (https://x.example/a?b=1&c=2)\n- https://same.example/\n\n\
+        1. One\n2. Two\n\n\
+        A B\nC D\n\n\
+        Logo after me@x.example\n\n\
+        \u{20}\u{20}keep\n    this\n\n\
+        unknown &bogus; entity\n";
+    assert_eq!(text, expected);
+}
+
+#[test]
+fn template_errors_have_field_line_and_column() -> anyhow::Result<()> {
+    let c = content(BodyFormat::Markdown, "Hi", "Hello\n{{ reader.name | nosuchfilter }}");
+    let e = CompiledCampaign::compile(&c, &workspace()).err().context("should fail")?;
+    assert_eq!(e.field, "body");
+    assert_eq!(e.line, Some(2));
+    assert!(e.column.is_some_and(|c| (1..=24).contains(&c)), "{e:?}");
+    assert!(e.message.contains("unknown filter"), "{e}");
+    assert!(e.to_string().starts_with("body, line 2, column "), "{e}");
+
+    let c = content(BodyFormat::Html, "Hi {{ reader.name ", "ok");
+    let e = CompiledCampaign::compile(&c, &workspace()).err().context("should fail")?;
+    assert_eq!(e.field, "subject");
+    assert_eq!(e.line, Some(1));
+    assert!(e.message.contains("syntax error"), "{e}");
+
+    let mut c = content(BodyFormat::Html, "Hi", "ok");
+    c.preheader = "line\n  {% if %}".into();
+    let e = CompiledCampaign::compile(&c, &workspace()).err().context("should fail")?;
+    assert_eq!((e.field, e.line), ("preheader", Some(2)));
+    assert!(e.column.is_some_and(|c| c >= 3), "{e:?}");
+
+    // Errors that depend on data fail only the readers concerned, not the compile.
+    let c = content(BodyFormat::Html, "x", "{{ reader.attributes.tags | length }} tags");
+    let compiled = CompiledCampaign::compile(&c, &workspace())?;
+    let attrs = serde_json::json!({ "tags": ["a", "b"] });
+    let ctx = MessageContext { unsubscribe_url: UNSUB };
+    let r = compiled.render(&Recipient { email: "a@b.example", name: "", attributes: &attrs }, &ctx)?;
+    assert!(r.html.contains("2 tags"));
+    let none = serde_json::json!({});
+    let e = compiled.render(&Recipient { email: "a@b.example", name: "", attributes: &none }, &ctx);
+    assert!(e.is_err_and(|e| e.field == "body" && e.line == Some(1)));
+
+    // A runaway loop runs out of fuel instead of stalling the sender.
+    let c = content(
+        BodyFormat::Html,
+        "x",
+        "{% for a in range(100000) %}{% for b in range(100000) %}.{% endfor %}{% endfor %}",
+    );
+    let e = CompiledCampaign::compile(&c, &workspace()).err().context("should fail")?;
+    assert_eq!(e.field, "body");
+    Ok(())
+}
+
+#[test]
+fn message_has_list_headers_and_exact_message_id() -> anyhow::Result<()> {
+    let c = content(BodyFormat::Markdown, "Weekly — {{ reader.name }}", "Hello *{{ reader.name }}*");
+    let r = render(&c, "Ada", serde_json::json!({}))?;
+    let raw = build_message(&r, &envelope(), None)?;
+    let text = String::from_utf8(raw.clone())?;
+    assert!(text.contains("\r\nMessage-ID: <6f1c2a2e-0000-4000-8000-000000000001.42@acme.example>\r\n"), "{text}");
+    assert!(
+        text.contains(
+            "\r\nList-Unsubscribe: <https://herald.example/u/abc123>,\r\n <mailto:unsubscribe+abc123@acme.example>\r\n"
+        ) || text.contains(
+            "\r\nList-Unsubscribe: <https://herald.example/u/abc123>, <mailto:unsubscribe+abc123@acme.example>\r\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"));
+    assert!(text.contains("\r\nList-Id: Weekly news <6f1c2a2e.acme.herald>\r\n"));
+    assert!(text.contains("\r\nFeedback-ID: 6f1c2a2e:acme:herald\r\n"));
+    assert!(text.contains("multipart/alternative"));
+
+    let msg = parse(&raw)?;
+    assert_eq!(msg.message_id(), Some("6f1c2a2e-0000-4000-8000-000000000001.42@acme.example"));
+    assert_eq!(msg.subject(), Some("Weekly — Ada"));
+    assert!(msg.date().is_some());
+    let from = msg.from().and_then(|a| a.first()).context("no from")?;
+    assert_eq!((from.name(), from.address()), (Some("Acme News"), Some("news@acme.example")));
+    let to = msg.to().and_then(|a| a.first()).context("no to")?;
+    assert_eq!((to.name(), to.address()), (Some("Ada Lovelace"), Some("ada@example.org")));
+    let reply = msg.reply_to().and_then(|a| a.first()).context("no reply-to")?;
+    assert_eq!(reply.address(), Some("editor@acme.example"));
+    assert!(msg.body_text(0).context("no text")?.contains("Hello Ada"));
+    assert!(msg.body_html(0).context("no html")?.contains("<em>Ada</em>"));
+
+    // A bare list id gets brackets; no mailto, no Feedback-ID; http is allowed but not one-click.
+    let env = Envelope {
+        list_id: "abc.acme.herald".into(),
+        list_unsubscribe_mailto: None,
+        feedback_id: String::new(),
+        list_unsubscribe_url: "http://localhost:3000/u/x".into(),
+        reply_to: None,
+        to_name: String::new(),
+        ..envelope()
+    };
+    let text = String::from_utf8(build_message(&r, &env, None)?)?;
+    assert!(text.contains("\r\nList-Id: <abc.acme.herald>\r\n"));
+    assert!(text.contains("\r\nList-Unsubscribe: <http://localhost:3000/u/x>\r\n"));
+    assert!(!text.contains("List-Unsubscribe-Post"));
+    assert!(!text.contains("Feedback-ID"));
+    assert!(!text.contains("Reply-To"));
+    assert!(text.contains("\r\nTo: ada@example.org\r\n"));
+    Ok(())
+}
+
+// `openssl genrsa 2048` (OpenSSL 3 writes PKCS#8); a throwaway key for tests only.
+const TEST_RSA_PKCS8: &str = "-----BEGIN PRIVATE KEY-----
+MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQDOMy7yKqnQODsA
+glZEuDUSiUuq/eAsUnPypxnJBA+r16gPUA5zgdBimy7CRo61zbnE/Np5wkJCv+pi
+9isSojFF38Ie9iZShfAQuo5Qp+T0P/iPL7V4CuDtsSzrJ6ABKkBEKF0N+p53Xquj
+LSFQ2jYS3wdJ4lgW03xsgGUdmQYT+aw+uAImZqRlrWoCfQb+u0Iqj4cBAGSaop1b
+slra3bU5LNIkU43Zld74zqKKS0/MeaEY5C7t+3769z4KGOFpGDq7djwWdslrG7cs
+bvfx+WR1hbY0NNxhWcFRCzKDjHBhdpiI147q2U0WpKEKbSFfg2yizoG3QpXjuu4s
+xiUQ/tWRAgMBAAECggEAGGWkRCvkbAn91SlsCp/JoRf/N3aSsRElEzdOjOL+9a6Y
+/bgpADqs92ser7GIeMikFm4dGB3yGBK7/pnbbnjOn/1XFbG7HArT5Nl7NYjVRUmn
+tPgInnDvEcCOV4PDNzq9YDMZu38v2Qt+/wS7yzoI/teboFQjEbmpIESwHL3lIwoH
+bP24AL+vB2HoF/bNF9UI2e9hD6y6iOUpmaufplIrf7AC26iWCKuy14PG3E7YG+fa
+S4428Pe2A4YChjze2qyPHLgYSPa7sFjg1FZS6SvhZWoecOyJkFvAyRUsWpBRNO5v
+ANdyXsjVlMxYgI6fpvQppKrWy4fZOCs8mNPEs5FuZwKBgQD5f8yI8Gx0jCSuNxli
++tMyOgXQ32ScYUj+YgvZC7J9Z2hilCd3VDnyTUmExm/lXYo1Vbj2kuFjz+meFSzh
+lK+b4RnVJve3Rqv8eUN/kZG1v73iqXT6/lbWa+RcJLC4CVeXv+Br6NdtGBpw8uT9
+qIV4DzjJvwvc+9DAjsoi3vZX8wKBgQDTkpIxAlpawWLZp6YkGgWht1aT3a6/Xz6F
+kKbBTxm57y1roPvkNZgG6NRa7sIYq4/oqjAB4aRfGrMCahD6YX/BFdikHAbe+mry
+hpsteOoG6kSEEbPaP4E8wSgAIEYNB3vp3o764GceT3BSc8UqWSHjcpT4tyBc+2DV
+pdoQLrdhawKBgAkA6KOkcXV/PS+gQ2VEAe0VFPKlrR7Lj/PGHAFYH7fQzH6KNCZl
+PrYUvetxscYIKx2jm0oioMmWTirrPrRhRjkM1X7Qqi3N+hThV2M6IJT7d2G/lb4d
+AYs5V4NPu6TYiXWrcfDS9Ts1nHao/UR+GVrsybLWFxqBZ9YbEQZTH3arAoGBALEx
+yI6TUelAnfF8n4EM6jqOukwNFhXhRxPGGmM8RGedEYVaxpxS5oii53dhD95pkZVj
+M+HfgTLFwbb77kxE7CJikZaggoCtanTEl6J16krwWYHi8aaQGUUw4Ld6UDEJW5Z7
+d3RWDQctsPzdSPw2ulMr2+iSNuCpCGjnBsMW3S8RAoGASE88cT8SQShCE46zilek
+4GxwLtMcPy1nGUwaytJv9CmnkWiW5CZNeqwRuHuzDEWTWeRVoH9SEMRD9os1CWUR
+UEVkqijSP2KIp7ax92qOS1t4Qt6WwI6BQTMw+SBoiKUL/dzYXbJAbHjsaN9euS13
+k0Nl53aexC5vOYslZGyuFSY=
+-----END PRIVATE KEY-----";
+
+// `openssl genpkey -algorithm ed25519`.
+const TEST_ED25519_PKCS8: &str = "-----BEGIN PRIVATE KEY-----
+MC4CAQAwBQYDK2VwBCIEICz/jCRjC+2aJ1GGU/9yG5flwW+oI3Hi73F069uAKHPW
+-----END PRIVATE KEY-----";
+
+fn dkim_header(raw: &[u8]) -> anyhow::Result<String> {
+    let msg = parse(raw)?;
+    let value = msg.header_raw("DKIM-Signature").context("no DKIM-Signature")?;
+    // Unfold.
+    Ok(value.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+fn tag<'a>(sig: &'a str, name: &str) -> Option<&'a str> {
+    sig.split(';').map(str::trim).find_map(|t| t.strip_prefix(name)?.strip_prefix('='))
+}
+
+#[test]
+fn dkim_signature_covers_list_unsubscribe() -> anyhow::Result<()> {
+    let c = content(BodyFormat::Html, "Signed", "<p>Hi {{ reader.name }}</p>");
+    let r = render(&c, "Ada", serde_json::json!({}))?;
+    for (key, algorithm) in [(TEST_RSA_PKCS8, "rsa-sha256"), (TEST_ED25519_PKCS8, "ed25519-sha256")] {
+        let signer = DkimSigner::new("herald", "acme.example", key)?;
+        let raw = build_message(&r, &envelope(), Some(&signer))?;
+        let sig = dkim_header(&raw)?;
+        assert_eq!(tag(&sig, "a"), Some(algorithm), "{sig}");
+        assert_eq!(tag(&sig, "d"), Some("acme.example"));
+        assert_eq!(tag(&sig, "s"), Some("herald"));
+        assert_eq!(tag(&sig, "c"), Some("relaxed/relaxed"));
+        let h: Vec<String> =
+            tag(&sig, "h").context("no h=")?.split(':').map(|h| h.trim().to_ascii_lowercase()).collect();
+        for required in ["from", "to", "subject", "date", "message-id", "list-unsubscribe", "list-unsubscribe-post"] {
+            assert!(h.iter().any(|x| x == required), "{required} not signed: {sig}");
+        }
+        assert!(tag(&sig, "b").is_some_and(|b| b.len() > 40), "{sig}");
+        // Still a well-formed message.
+        assert!(parse(&raw)?.body_html(0).is_some());
+    }
+    Ok(())
+}
+
+#[test]
+fn dkim_key_forms() -> anyhow::Result<()> {
+    // The PKCS#1 form of the same RSA key, as lettre reads it.
+    let (pkcs1, _) = parse_dkim_key(TEST_RSA_PKCS8)?;
+    assert!(pkcs1.starts_with("-----BEGIN RSA PRIVATE KEY-----\n"));
+    DkimSigner::new("s1", "acme.example", &pkcs1)?;
+    // A bare base64 Ed25519 seed.
+    DkimSigner::new("s1", "acme.example", "LP+MJGML7ZonUYZT/3Ibl+XBb6gjceLvcXTr24Aoc9Y=")?;
+    for (selector, domain, key) in [
+        ("s1", "acme.example", "not a key"),
+        ("s1", "acme.example", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"),
+        ("bad selector", "acme.example", TEST_ED25519_PKCS8),
+        ("s1", "acme.example\r\nx", TEST_ED25519_PKCS8),
+        ("s1", "localhost", TEST_ED25519_PKCS8),
+    ] {
+        assert!(matches!(DkimSigner::new(selector, domain, key), Err(Error::Invalid(_))), "{selector} {domain}");
+    }
+    Ok(())
+}
+
+#[test]
+fn shareable_across_tasks() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<CompiledCampaign>();
+    send_sync::<DkimSigner>();
+}
+
+#[test]
+fn body_format_parses() {
+    assert_eq!("markdown".parse::<BodyFormat>().ok(), Some(BodyFormat::Markdown));
+    assert_eq!(" HTML ".parse::<BodyFormat>().ok(), Some(BodyFormat::Html));
+    assert!("rtf".parse::<BodyFormat>().is_err());
+    assert_eq!(serde_json::to_string(&BodyFormat::Html).ok().as_deref(), Some("\"html\""));
+}
+
+/// Not a benchmark with assertions: prints the per-message cost.
+/// `cargo test -p herald-engine --release message::tests::throughput -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn throughput() -> anyhow::Result<()> {
+    let body = "# Hello {{ reader.name | default(\"friend\") }}\n\n".to_string()
+        + &"Some paragraph with **bold** text, a [link](https://acme.example/post?id=1) and \
+            {{ reader.attributes.city | default(\"your city\") }}.\n\n"
+            .repeat(30)
+        + "- one\n- two\n- three\n\n[Unsubscribe]({{ unsubscribe_url }})\n";
+    let c = CampaignContent {
+        subject: "Weekly news for {{ reader.name }}".into(),
+        preheader: "This week: {{ reader.attributes.city }}".into(),
+        format: BodyFormat::Markdown,
+        body,
+    };
+    let compiled = CompiledCampaign::compile(&c, &workspace())?;
+    let attrs = serde_json::json!({ "city": "London", "plan": "pro" });
+    let recipient = Recipient { email: "ada@example.org", name: "Ada", attributes: &attrs };
+    let ctx = MessageContext { unsubscribe_url: UNSUB };
+    let rsa = DkimSigner::new("herald", "acme.example", TEST_RSA_PKCS8)?;
+    let ed = DkimSigner::new("herald", "acme.example", TEST_ED25519_PKCS8)?;
+    for (label, signer, n) in [("no DKIM", None, 10_000u32), ("Ed25519", Some(&ed), 10_000), ("RSA", Some(&rsa), 2_000)]
+    {
+        let start = std::time::Instant::now();
+        let mut render_time = std::time::Duration::ZERO;
+        let mut bytes = 0;
+        for _ in 0..n {
+            let t = std::time::Instant::now();
+            let r = compiled.render(&recipient, &ctx)?;
+            render_time += t.elapsed();
+            bytes += build_message(&r, &envelope(), signer)?.len();
+        }
+        let total = start.elapsed();
+        println!(
+            "{label}: {n} messages, {:.1} µs/message (render {:.1} µs), {} bytes each",
+            total.as_secs_f64() * 1e6 / f64::from(n),
+            render_time.as_secs_f64() * 1e6 / f64::from(n),
+            bytes / n as usize
+        );
+    }
+    Ok(())
+}
