@@ -30,7 +30,7 @@ cargo fmt --all --check
 # Native steps run under leptos_env (see lib.sh) so they share build artifacts with
 # `cargo leptos build` below instead of rebuilding leptos and everything above it each time.
 log "clippy (native: herald-types, herald-engine, herald-server)"
-leptos_env cargo clippy -p herald-types -p herald-engine -p herald-server --all-targets -- -D warnings
+leptos_env cargo clippy -p herald-types -p herald-engine -p herald-devtools -p herald-server --all-targets -- -D warnings
 
 # The front end's target dir and environment are cargo-leptos's own for the wasm build, so the
 # proc macros built for this step are the ones `cargo leptos build` reuses.
@@ -45,7 +45,7 @@ log "cargo test (DATABASE_URL=${DATABASE_URL%%\?*})"
 mkdir -p "$HERALD_ROOT/.herald"
 test_log="$HERALD_ROOT/.herald/cargo-test.log"
 set +e
-leptos_env timeout -k 30s "${RUST_TESTS_TIMEOUT:-45m}" cargo test -p herald-types -p herald-engine -p herald-server 2>&1 | tee "$test_log"
+leptos_env timeout -k 30s "${RUST_TESTS_TIMEOUT:-45m}" cargo test -p herald-types -p herald-engine -p herald-devtools -p herald-server 2>&1 | tee "$test_log"
 status=${PIPESTATUS[0]}
 set -e
 if [[ $status -eq 124 || $status -eq 137 ]]; then

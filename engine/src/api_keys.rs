@@ -47,6 +47,7 @@ fn hash_key(key: &str) -> String {
 }
 
 /// Creates a key; returns it with the one and only copy of its secret.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn create(
     db: &Db,
     tenant: TenantId,
@@ -81,6 +82,7 @@ pub async fn create(
     Ok((ApiKey { id, name: name.to_string(), prefix, created_at, last_used_at: None, revoked_at: None }, key))
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<ApiKey>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let keys = sqlx::query_as::<_, ApiKey>(
@@ -94,6 +96,7 @@ pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<ApiKey>> {
     Ok(keys)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: Uuid) -> Result<()> {
     actor_role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;

@@ -65,6 +65,23 @@ impl From<sqlx::Error> for Error {
     }
 }
 
+/// Names the use case an unexpected failure happened in, so the log says more than "database
+/// error": `lists::create(…).await.context("creating a list")`. Errors meant for the user
+/// (invalid, not found, conflict…) pass through unchanged, and the underlying error can still be
+/// told apart (`is_connection_lost` looks through the added context).
+pub trait Context<T> {
+    fn context(self, what: &'static str) -> Result<T>;
+}
+
+impl<T, E: Into<Error>> Context<T> for std::result::Result<T, E> {
+    fn context(self, what: &'static str) -> Result<T> {
+        self.map_err(|e| match e.into() {
+            Error::Unexpected(e) => Error::Unexpected(e.context(what)),
+            other => other,
+        })
+    }
+}
+
 /// True when `e` is a unique violation of the named constraint (or index).
 pub(crate) fn is_unique_violation(e: &sqlx::Error, constraint: &str) -> bool {
     match e {
@@ -120,5 +137,20 @@ where
             }
             other => return other,
         }
+    }
+}
+
+#[cfg(test)]
+mod context_tests {
+    use super::{Context, Error};
+
+    #[test]
+    fn context_names_the_use_case_of_unexpected_errors_only() {
+        let lost: Result<(), sqlx::Error> = Err(sqlx::Error::PoolTimedOut);
+        let e = lost.context("creating a list").expect_err("an error");
+        assert!(format!("{e:#}").starts_with("creating a list"), "{e:#}");
+        assert!(e.is_connection_lost(), "the sqlx error is still found under the context");
+        let missing: Result<(), Error> = Err(Error::NotFound);
+        assert!(matches!(missing.context("x"), Err(Error::NotFound)));
     }
 }

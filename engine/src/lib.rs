@@ -16,7 +16,6 @@ pub mod infra;
 pub mod invites;
 pub mod jobs;
 pub mod sending;
-pub mod smtp_sink;
 pub mod tracking;
 pub mod transactional;
 pub mod two_factor;

@@ -344,12 +344,14 @@ async fn requiring_workspaces(db: &Db, user: UserId) -> Result<Vec<String>> {
 }
 
 /// Whether the workspace requires two-factor of every member.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn workspace_requires(db: &Db, tenant: TenantId) -> Result<bool> {
     crate::workspaces::team_rule(db, tenant, TeamRule::TwoFactor).await
 }
 
 /// Turns the workspace rule on or off (owners and admins). Whoever turns it on must have
 /// two-factor themselves, or they would lock themselves out on the next page.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn set_workspace_requirement(
     db: &Db,
     tenant: TenantId,

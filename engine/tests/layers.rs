@@ -12,8 +12,8 @@ const LAYERS: &[&[&str]] = &[
     &["domain", "error"],
     // Knows nothing of newsletters.
     &["infra"],
-    // Adapters: providers' webhook formats, parsed and verified; the development SMTP sink.
-    &["webhooks", "smtp_sink"],
+    // Adapters: providers' webhook formats, parsed and verified.
+    &["webhooks"],
     // From a message to an SMTP reply, for every kind of mail.
     &["sending"],
     // Plain records the features share.

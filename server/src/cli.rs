@@ -41,15 +41,15 @@ enum Command {
 enum Bench {
     /// The send engine: raw SMTP blast, fan-out against a bare INSERT … SELECT, and an end-to-end
     /// send to a `herald dev smtp-sink` child process, with CPU seconds and peak RSS.
-    Send(crate::bench::SendBench),
+    Send(herald_devtools::bench::SendBench),
     /// CSV import of generated rows through the real import job, then the audience pages'
     /// queries timed on the result.
-    Import(crate::bench::ImportBench),
+    Import(herald_devtools::bench::ImportBench),
     /// The open and click endpoints under HTTP load on loopback (the real server in-process,
     /// keep-alive connections), then a check that every hit was stored or counted as dropped.
-    Track(crate::bench_track::TrackBench),
+    Track(herald_devtools::bench_track::TrackBench),
     /// `POST /api/v1/messages` under load, then every key replayed (transactional enqueue).
-    Messages(crate::bench_messages::MessagesBench),
+    Messages(herald_devtools::bench_messages::MessagesBench),
 }
 
 #[derive(Subcommand, Debug)]
@@ -90,7 +90,7 @@ enum Dev {
     /// from a printed seed; checks every reader got exactly one message (README, "Chaos").
     ///
     /// Example: herald dev chaos --minutes 30
-    Chaos(crate::chaos::ChaosArgs),
+    Chaos(herald_devtools::chaos::ChaosArgs),
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -257,12 +257,50 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
             run_background(core.worker_setup(&config), shutdown_signal()).await
         }
         Command::Admin(admin) => run_admin(admin, &config).await,
-        Command::Bench(Bench::Send(args)) => crate::bench::run(args, &config).await,
-        Command::Bench(Bench::Import(args)) => crate::bench::run_import(args, &config).await,
-        Command::Bench(Bench::Track(args)) => crate::bench_track::run(args, &config).await,
-        Command::Bench(Bench::Messages(args)) => crate::bench_messages::run(args, &config).await,
+        Command::Bench(bench) => {
+            let env = bench_env(&config);
+            match bench {
+                Bench::Send(args) => herald_devtools::bench::run(args, &env).await,
+                Bench::Import(args) => herald_devtools::bench::run_import(args, &env).await,
+                Bench::Track(args) => herald_devtools::bench_track::run(args, &env).await,
+                Bench::Messages(args) => herald_devtools::bench_messages::run(args, &env).await,
+            }
+        }
         Command::Dev(dev) => run_dev(dev).await,
         Command::RenderSandbox => Err(anyhow::anyhow!("render-sandbox is started by herald itself")),
+    }
+}
+
+/// What the benchmarks take from the configuration, with a way to start the web server as
+/// `herald serve` builds it (on a free loopback port, without workers or mail catcher).
+fn bench_env(config: &Config) -> herald_devtools::BenchEnv {
+    let mut serve_config = config.clone();
+    serve_config.bind = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    serve_config.run_workers = false;
+    serve_config.dev_smtp_bind = None;
+    herald_devtools::BenchEnv {
+        database_url: config.database_url.clone(),
+        app_database_url: config.app_database_url.clone(),
+        base_url: config.base_url.clone(),
+        secret_key: config.secret_key.clone(),
+        mail_from: config.mail_from.clone(),
+        db_max_connections: config.db_max_connections,
+        send_batch_size: config.send.batch_size,
+        send_ack_batch: config.send.ack_batch,
+        serve: std::sync::Arc::new(move || {
+            let config = serve_config.clone();
+            Box::pin(async move {
+                let app = Application::build(&config).await?;
+                let (addr, hit_counters) = (app.addr, app.hit_counters.clone());
+                let (stop, stopped) = tokio::sync::watch::channel(false);
+                let server = tokio::spawn(app.run(stopped));
+                let stop = Box::pin(async move {
+                    let _ = stop.send(true);
+                    server.await?
+                });
+                Ok(herald_devtools::Served { addr, hit_counters, stop })
+            })
+        }),
     }
 }
 
@@ -379,8 +417,8 @@ async fn run_dev(dev: Dev) -> anyhow::Result<()> {
 }
 
 /// `herald dev chaos`: the rounds' figures, and every violation with its seed.
-async fn run_chaos(args: &crate::chaos::ChaosArgs) -> anyhow::Result<()> {
-    let reports = crate::chaos::run(args).await?;
+async fn run_chaos(args: &herald_devtools::chaos::ChaosArgs) -> anyhow::Result<()> {
+    let reports = herald_devtools::chaos::run(args).await?;
     let failed: Vec<_> = reports.iter().filter(|r| !r.violations.is_empty()).collect();
     let copies: usize = reports.iter().map(|r| r.copies_received).sum();
     let expected: usize = reports.iter().map(|r| r.messages_expected).sum();
@@ -412,7 +450,7 @@ async fn run_sink(
     reject_reply: String,
     delay_ms: Option<u64>,
 ) -> anyhow::Result<()> {
-    use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
+    use herald_devtools::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
     let mut faults = Faults::none();
     for pattern in reject_pattern {
         faults = faults.with_rule(FaultRule::new(pattern, FaultAction::RejectRcpt(reject_reply.clone())));

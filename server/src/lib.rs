@@ -1,11 +1,6 @@
 //! The `herald` binary's library half: configuration, router, sessions, workers and CLI.
 //! `main.rs` only calls [`cli::run`]; tests call [`startup::Application::build`].
 
-pub mod bench;
-pub mod bench_http;
-pub mod bench_messages;
-pub mod bench_track;
-pub mod chaos;
 pub mod cli;
 pub mod config;
 pub mod metrics;

@@ -76,6 +76,7 @@ impl CsvChunks {
 
 /// Writes the CSV for `filter` into `out` chunk by chunk. Stops quietly if the receiver goes
 /// away (the client disconnected).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn stream_csv(db: &Db, tenant: TenantId, filter: &ReaderFilter, out: mpsc::Sender<Vec<u8>>) -> Result<()> {
     let mut q = QueryBuilder::<Postgres>::new(
         "SELECT r.email, r.name, r.status, to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'),

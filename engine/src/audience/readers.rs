@@ -86,6 +86,7 @@ pub(crate) fn push_filter(q: &mut QueryBuilder<Postgres>, f: &ReaderFilter) -> R
 
 /// Newest first, `limit` per page, continuing below `before` (keyset pagination: every page
 /// costs the same however deep it is).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn search(
     db: &Db,
     tenant: TenantId,
@@ -119,6 +120,7 @@ pub struct ReaderDetail {
     pub suppressed: Option<String>,
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn detail(db: &Db, tenant: TenantId, id: i64) -> Result<ReaderDetail> {
     let mut tx = db.tenant_tx(tenant).await?;
     let reader: Reader = sqlx::query_as(
@@ -144,6 +146,7 @@ pub async fn detail(db: &Db, tenant: TenantId, id: i64) -> Result<ReaderDetail> 
 }
 
 /// Edits a reader's name and attributes (an object).
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn update(
     db: &Db,
     tenant: TenantId,
@@ -178,6 +181,7 @@ pub async fn update(
 }
 
 /// Adds one reader by hand (the author attests consent), optionally to lists as confirmed.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn add(
     db: &Db,
     tenant: TenantId,
@@ -213,6 +217,7 @@ pub async fn add(
 }
 
 /// Takes a reader off one list (an author or API action), recorded in the ledger.
+#[tracing::instrument(skip_all, fields(%tenant, %id, %list))]
 pub async fn unsubscribe(db: &Db, tenant: TenantId, role: Role, id: i64, list: ListId, origin: &Origin) -> Result<()> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -266,6 +271,7 @@ pub enum BulkAction {
 
 /// Applies `action` to every reader in `target`, set-based (one statement per step, however many
 /// readers). Returns how many readers it changed.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn bulk_action(
     db: &Db,
     tenant: TenantId,
@@ -387,6 +393,7 @@ pub async fn bulk_action(
 }
 
 /// Everything Herald holds about one reader, as JSON (GDPR access request).
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn export(db: &Db, tenant: TenantId, id: i64) -> Result<Value> {
     let d = detail(db, tenant, id).await?;
     Ok(serde_json::json!({
@@ -401,6 +408,7 @@ pub async fn export(db: &Db, tenant: TenantId, id: i64) -> Result<Value> {
 /// Erases a reader (GDPR): the row and subscriptions go; ledger rows lose every personal detail;
 /// a suppression entry, if any, stays (only the address hash-equivalent needed to keep not
 /// mailing them: the lowercased address and the reason).
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn erase(db: &Db, tenant: TenantId, role: Role, id: i64) -> Result<()> {
     role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;

@@ -108,6 +108,7 @@ pub(crate) async fn upsert_reader(
 }
 
 /// Handles a hosted-form submission. Returns Ok whether or not anything changed or was sent.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeRequest) -> Result<()> {
     let email = Email::parse(&req.email)?;
     if req.name.chars().any(char::is_control) {

@@ -28,6 +28,7 @@ impl Suppression {
 
 /// Adds (or keeps) a suppression inside a caller's tenant transaction. An existing entry keeps its
 /// original reason unless the new one is a bounce or complaint, which are stronger.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn add_in(tx: &mut Tx, tenant: TenantId, email: &str, reason: &str, source: &str) -> Result<()> {
     if !REASONS.contains(&reason) {
         return Err(Error::invalid(format!("unknown suppression reason “{reason}”")));
@@ -48,6 +49,7 @@ pub async fn add_in(tx: &mut Tx, tenant: TenantId, email: &str, reason: &str, so
 }
 
 /// Adds many addresses (a pasted list or a CSV column). Returns (added or kept, invalid lines).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn add_many(
     db: &Db,
     tenant: TenantId,
@@ -73,6 +75,7 @@ pub async fn add_many(
     Ok((ok, invalid))
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn is_suppressed(tx: &mut Tx, tenant: TenantId, email: &str) -> Result<Option<String>> {
     Ok(sqlx::query_scalar("SELECT reason FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2)")
         .bind(tenant)
@@ -82,6 +85,7 @@ pub async fn is_suppressed(tx: &mut Tx, tenant: TenantId, email: &str) -> Result
 }
 
 /// Searches by address fragment, newest first, at most `limit`.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn search(db: &Db, tenant: TenantId, query: &str, limit: i64) -> Result<Vec<Suppression>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let pattern =
@@ -100,6 +104,7 @@ pub async fn search(db: &Db, tenant: TenantId, query: &str, limit: i64) -> Resul
 }
 
 /// Removes a suppression (admins only). A bounce or complaint needs `confirmed = true`.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn remove(db: &Db, tenant: TenantId, role: Role, email: &str, confirmed: bool) -> Result<()> {
     role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;

@@ -13,6 +13,7 @@ pub use herald_types::{Failure, Progress, Report, SkipCount};
 
 /// Live counts scan the campaign's send log; a finished send reads the figures frozen when it
 /// ended (`campaign_stats.final_counts`), so a 1M-recipient report costs one row.
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn progress(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<Progress> {
     let mut tx = db.tenant_tx(tenant).await?;
     #[allow(clippy::type_complexity)]
@@ -87,6 +88,7 @@ struct FrozenCounts {
     ambiguous: i64,
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn report(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<Report> {
     let progress = progress(db, tenant, campaign).await?;
     let mut tx = db.tenant_tx(tenant).await?;

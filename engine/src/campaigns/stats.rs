@@ -74,6 +74,7 @@ pub struct CampaignStats {
     pub domains: Vec<DomainStat>,
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn campaign(db: &Db, tenant: TenantId, id: CampaignId) -> Result<CampaignStats> {
     let mut tx = db.tenant_tx(tenant).await?;
     #[allow(clippy::type_complexity)]
@@ -172,6 +173,7 @@ pub struct Dashboard {
     pub complaints_30d: i64,
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn dashboard(db: &Db, tenant: TenantId) -> Result<Dashboard> {
     let mut tx = db.tenant_tx(tenant).await?;
     let growth = sqlx::query_as(
@@ -214,6 +216,7 @@ pub struct ReaderEvent {
 }
 
 /// One reader's last 200 events: messages sent, and what followed.
+#[tracing::instrument(skip_all, fields(%tenant, %reader))]
 pub async fn reader_events(db: &Db, tenant: TenantId, reader: i64) -> Result<Vec<ReaderEvent>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(
@@ -238,6 +241,7 @@ pub async fn reader_events(db: &Db, tenant: TenantId, reader: i64) -> Result<Vec
 
 /// Streams a campaign's events as CSV (`at,event,email,url,detail`) in chunks, so a 10M-event
 /// export never sits in memory. Anonymous events have no email.
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn stream_events_csv(
     db: &Db,
     tenant: TenantId,

@@ -350,7 +350,7 @@ mod tests {
     #[tokio::test]
     async fn an_smtp_identity_inside_is_refused_until_the_operator_allows_it() {
         use crate::sending::smtp::{SmtpConnection, SmtpServer};
-        let (_sink, addr) = crate::smtp_sink::MailSink::start("127.0.0.1:0").await.expect("sink");
+        let (_sink, addr) = herald_devtools::smtp_sink::MailSink::start("127.0.0.1:0").await.expect("sink");
         let mut server = SmtpServer::parse(&format!("smtp://{addr}")).expect("url");
         let connect = |server: SmtpServer| async move {
             SmtpConnection::connect(&server, std::time::Duration::from_secs(5)).await.map(|c| c.greeting().to_string())

@@ -338,6 +338,7 @@ fn verification_token() -> String {
     hex::encode(bytes)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<SendingDomain>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -365,6 +366,7 @@ async fn get(db: &Db, tenant: TenantId, id: Uuid) -> Result<SendingDomain> {
 
 /// Adds a domain (admins: it decides what the workspace may send as) with a fresh token and key
 /// pair. Adding one already there returns it unchanged.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn add(db: &Db, signer: &Signer, tenant: TenantId, role: Role, domain: &str) -> Result<SendingDomain> {
     role.require(Role::Admin)?;
     insert(db, signer, tenant, &normalise_domain(domain)?).await
@@ -412,6 +414,7 @@ async fn insert(db: &Db, signer: &Signer, tenant: TenantId, domain: &str) -> Res
 /// Asks DNS for every record and stores what it found. The token found verifies the domain
 /// (and it stays verified: the token may be removed afterwards); the DKIM record found turns
 /// signing on, and missing turns it off again.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn check(db: &Db, checker: &DomainChecker, tenant: TenantId, role: Role, id: Uuid) -> Result<SendingDomain> {
     role.require(Role::Admin)?;
     let domain = get(db, tenant, id).await?;
@@ -441,6 +444,7 @@ pub async fn check(db: &Db, checker: &DomainChecker, tenant: TenantId, role: Rol
     get(db, tenant, id).await
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<()> {
     role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -456,6 +460,7 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: Uuid) -> Result<(
 
 /// The operator's verification without DNS (`herald admin verify-domain`): adds the domain if
 /// the workspace has not, and marks it verified.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn mark_verified(db: &Db, signer: &Signer, tenant: TenantId, domain: &str) -> Result<SendingDomain> {
     let domain = normalise_domain(domain)?;
     let row = insert(db, signer, tenant, &domain).await?;
@@ -474,6 +479,7 @@ pub async fn mark_verified(db: &Db, signer: &Signer, tenant: TenantId, domain: &
 
 /// The operator's exemption (`herald admin set-limits --own-identity-any-from`): mail through
 /// the workspace's own SMTP identity may use any From address.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn set_own_identity_any_from(db: &Db, tenant: TenantId, allowed: bool) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     let n = sqlx::query("UPDATE tenants SET own_identity_any_from = $2 WHERE id = $1")
@@ -488,6 +494,7 @@ pub async fn set_own_identity_any_from(db: &Db, tenant: TenantId, allowed: bool)
 
 /// Refuses a From address whose domain the workspace has not verified, unless the mail goes
 /// through the workspace's own identity and an operator allowed any sender there.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn require_verified_sender(
     tx: &mut Tx,
     tenant: TenantId,
@@ -518,6 +525,7 @@ pub async fn require_verified_sender(
 
 /// What mail From `from_email` through `identity` is signed with: the identity's own key, else
 /// the key of the verified domain the address belongs to once its public half is published.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn dkim_signer(
     db: &Db,
     signer: &Signer,

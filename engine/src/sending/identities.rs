@@ -52,6 +52,7 @@ fn display_url(url: &str) -> Result<String> {
     Ok(parsed.to_string())
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<Identity>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -85,6 +86,7 @@ pub fn check_destination(smtp_url: &str, egress: &Egress) -> Result<()> {
 }
 
 /// Creates (`id` None) or updates an identity. Admins only: it holds credentials.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn save(
     db: &Db,
     signer: &Signer,
@@ -160,6 +162,7 @@ pub async fn save(
 
 /// Turns provider webhooks on (`provider` one of [`crate::webhooks::Provider`]) or off (empty).
 /// The URL token is made once and kept; an empty `secret` keeps the stored one.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn configure_webhook(
     db: &Db,
     signer: &Signer,
@@ -242,6 +245,7 @@ pub async fn webhook_target(db: &Db, signer: &Signer, token: &str) -> Result<Opt
 
 /// Pins `topic` as the SNS topic of `identity`'s webhook unless one is pinned already; true when
 /// the pinned topic is `topic` afterwards (two first messages from different topics: one wins).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn pin_sns_topic(db: &Db, tenant: TenantId, identity: IdentityId, topic: &str) -> Result<bool> {
     let mut tx = db.tenant_tx(tenant).await?;
     let pinned: Option<String> = sqlx::query_scalar(
@@ -260,6 +264,7 @@ pub async fn pin_sns_topic(db: &Db, tenant: TenantId, identity: IdentityId, topi
 
 /// Gives `id`'s webhook a new URL (the old one answers 404 at once) and forgets its SNS topic,
 /// for a URL that leaked or a provider account that changed. Admins only.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn rotate_webhook(db: &Db, tenant: TenantId, role: Role, id: IdentityId) -> Result<Identity> {
     role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -277,6 +282,7 @@ pub async fn rotate_webhook(db: &Db, tenant: TenantId, role: Role, id: IdentityI
     Ok(identity)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: IdentityId) -> Result<()> {
     role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -291,6 +297,7 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: IdentityId) -> Re
 }
 
 /// The identity a campaign sends through: its own, or the server default.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn resolve(
     db: &Db,
     signer: &Signer,

@@ -1,5 +1,5 @@
 //! Outgoing mail over real SMTP (lettre). In dev the default server is the built-in catcher
-//! (see [`crate::smtp_sink`]); in production `HERALD_SMTP_URL` names the relay.
+//! (the SMTP sink in `herald-devtools`); in production `HERALD_SMTP_URL` names the relay.
 
 use lettre::message::{Mailbox, MultiPart};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};

@@ -19,6 +19,7 @@ const SELECT: &str = "SELECT t.id, t.name, t.description, v.version, v.from_name
         v.html, v.text_body, v.sample, t.updated_at
     FROM tx_templates t JOIN tx_template_versions v ON v.template_id = t.id AND v.version = t.current_version";
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<Template>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!("{SELECT} WHERE t.tenant_id = $1 ORDER BY t.name")))
@@ -30,6 +31,7 @@ pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<Template>> {
 }
 
 /// By id, or by name (what API callers usually pass).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn find(db: &Db, tenant: TenantId, id_or_name: &str) -> Result<Template> {
     let mut tx = db.tenant_tx(tenant).await?;
     let id = Uuid::parse_str(id_or_name.trim()).ok();
@@ -45,6 +47,7 @@ pub async fn find(db: &Db, tenant: TenantId, id_or_name: &str) -> Result<Templat
     row.ok_or(Error::NotFound)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn versions(db: &Db, tenant: TenantId, id: TemplateId) -> Result<Vec<TemplateVersion>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(
@@ -66,6 +69,7 @@ fn validate(input: &TemplateInput) -> Result<TemplateInput> {
     Ok(i)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &TemplateInput) -> Result<Template> {
     role.require(Role::Author)?;
     let i = validate(input)?;
@@ -85,6 +89,7 @@ pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &TemplateInput
 }
 
 /// Saves a new version (messages already queued keep theirs).
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn update(db: &Db, tenant: TenantId, role: Role, id: TemplateId, input: &TemplateInput) -> Result<Template> {
     role.require(Role::Author)?;
     let i = validate(input)?;
@@ -142,6 +147,7 @@ async fn insert_version(
     Ok(())
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: TemplateId) -> Result<()> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;

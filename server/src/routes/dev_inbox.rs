@@ -5,8 +5,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use herald_devtools::smtp_sink::MailSink;
 use herald_engine::sending::mail::escape_html as e;
-use herald_engine::smtp_sink::MailSink;
 use serde::Serialize;
 
 fn page(title: &str, body: &str) -> Html<String> {

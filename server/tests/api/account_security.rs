@@ -58,7 +58,7 @@ async fn a_forgotten_password_is_reset_once_by_the_latest_link_and_every_session
     assert_eq!((unknown.status, &unknown.body), (known.status, &known.body));
     assert!(known.ok(), "{:?}", known.body);
     let first = wait_for_links(&app, "forgetful@example.com", 1).await.remove(0);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.jobs_idle().await;
     assert!(reset_links(&app, "nobody@example.com").await.is_empty());
 
     // A second request supersedes the first link.

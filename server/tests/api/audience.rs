@@ -2,7 +2,6 @@
 
 use crate::helpers::*;
 use reqwest::StatusCode;
-use std::time::Duration;
 
 /// Creates a list through the UI's server function and returns its id.
 pub async fn create_list(b: &Browser, name: &str, slug: &str, opt_in: &str, visibility: &str) -> String {
@@ -143,7 +142,7 @@ async fn the_form_never_reveals_known_addresses_and_does_not_mail_bomb() {
     assert_eq!(first, second);
     assert_eq!(first, fresh);
     app.mail_text_to("new@example.com").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    app.jobs_idle().await;
     let to_victim =
         app.sink.messages().await.iter().filter(|m| m.rcpt_to.iter().any(|r| r == "victim@example.com")).count();
     assert_eq!(to_victim, 1, "one confirmation per address per list per window");

@@ -217,7 +217,7 @@ fn worker_process(h: &SendHarness) -> tokio::process::Child {
 async fn a_worker_process_killed_with_sigkill_mid_send_loses_nothing() -> TestResult {
     let h = SendHarness::new(300).await?;
     // Slow replies, so the kill lands mid-send.
-    h.sink.set_faults(herald_engine::smtp_sink::Faults::none().with_reply_delay(Duration::from_millis(3)));
+    h.sink.set_faults(herald_devtools::smtp_sink::Faults::none().with_reply_delay(Duration::from_millis(3)));
     let campaign = h.campaign("Killed", vec![h.list]).await?;
     herald_engine::campaigns::store::send_now(
         &h.app.app.db,

@@ -2,7 +2,7 @@
 //! cluster of its own that it restarts, the SMTP sink misbehaving, randomised faults from a
 //! printed seed. `HERALD_CHAOS_SEED` replays a seed; `herald dev chaos --minutes N` is the long run.
 
-use herald_server::chaos::{ChaosArgs, run};
+use herald_devtools::chaos::{ChaosArgs, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_reader_gets_exactly_one_copy_through_kills_restarts_and_a_misbehaving_smtp_server() {

@@ -62,7 +62,7 @@ async fn template() -> anyhow::Result<String> {
 pub struct TestApp {
     pub base: String,
     pub app: herald_app::ssr::AppState,
-    pub sink: herald_engine::smtp_sink::MailSink,
+    pub sink: herald_devtools::smtp_sink::MailSink,
     /// Owner (superuser) connection to this test's database, for assertions behind RLS's back.
     pub owner: PgPool,
     pub db_url: String,
@@ -320,6 +320,30 @@ impl TestApp {
             .await
             .unwrap_or_else(|| panic!("no mail to {to}"));
         m.parse().text.unwrap_or_default()
+    }
+
+    /// Runs the job queue dry: waits until no job is due, running or waiting for a retry, so a
+    /// test can assert what the jobs did, or that they did nothing more (instead of sleeping
+    /// for a guessed while). Jobs scheduled for later (the supervisor's next round, a
+    /// recurring edition) do not count.
+    pub async fn jobs_idle(&self) {
+        assert!(self.workers, "jobs_idle needs the app's own workers");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let busy: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM apalis.jobs
+                 WHERE (status IN ('Pending', 'Running') OR (status = 'Failed' AND attempts < max_attempts))
+                   AND run_at <= now()",
+            )
+            .fetch_one(&self.owner)
+            .await
+            .expect("job count");
+            if busy == 0 {
+                return;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{busy} jobs still due after 30 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 

@@ -255,7 +255,7 @@ async fn an_opt_in_import_mails_each_reader_a_confirmation() {
         .await
         .expect("count");
     assert_eq!(confirmed, 1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    app.jobs_idle().await;
     assert!(app.sink.messages().await.iter().all(|m| !m.rcpt_to.iter().any(|r| r == "blocked@example.com")));
 }
 

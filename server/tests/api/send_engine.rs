@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use herald_devtools::smtp_sink::{FaultAction, FaultRule, Faults};
 use herald_engine::Role;
 use herald_engine::campaigns::{delivery, store};
 use herald_engine::sending::rate;
-use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults};
 use uuid::Uuid;
 
 use crate::sending::{SendHarness, addresses};

@@ -3,13 +3,13 @@
 //! workers are off) so it can crash workers at chosen points, then asserts on what the sink
 //! received: one distinct Message-ID per eligible reader, nobody else.
 
+use herald_devtools::smtp_sink::{FaultAction, FaultRule, Faults, MailSink, RandomFault};
 use herald_engine::CampaignId;
 use herald_engine::campaigns::delivery::{self, DeliveryConfig, DeliveryContext, FaultHook, FaultPoint};
 use herald_engine::campaigns::store::{self, CampaignInput};
 use herald_engine::campaigns::{fanout, progress};
 use herald_engine::sending::identities::SmtpIdentity;
 use herald_engine::sending::smtp::SmtpServer;
-use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults, MailSink, RandomFault};
 use herald_engine::{Error, Role, TenantId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! message queued in the middle of a large rate-limited campaign arriving within seconds.
 
 use chrono::{DateTime, Timelike, Utc};
-use herald_engine::smtp_sink::{FaultAction, Faults};
+use herald_devtools::smtp_sink::{FaultAction, Faults};
 use herald_engine::transactional::delivery::{Sender, TxDeliveryConfig, TxDeliveryContext};
 use reqwest::StatusCode;
 use serde_json::{Value, json};

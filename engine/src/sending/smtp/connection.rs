@@ -449,3 +449,11 @@ pub(super) async fn read_reply(io: &mut Io, buf: &mut Vec<u8>) -> Result<(u16, u
 }
 
 // ---------------------------------------------------------------------------------------------
+
+/// The provider's id for the message, when its 250 names one ("250 Ok: queued as 4B7D1", SES's
+/// "250 Ok 0100018c…"): the last word, if it looks like an id rather than prose.
+pub(crate) fn provider_id(reply: &str) -> Option<String> {
+    let word = reply.split_whitespace().last()?.trim_matches(|c: char| matches!(c, '<' | '>' | '.' | ',' | ')' | '('));
+    (word.len() >= 6 && word.len() <= 200 && word.chars().any(|c| c.is_ascii_digit()) && !word.contains('@'))
+        .then(|| word.to_string())
+}

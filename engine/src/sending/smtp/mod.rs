@@ -16,7 +16,6 @@
 //! replayed to lettre, which sends EHLO (again, inside TLS), authenticates and speaks the
 //! transaction. One connection sends one message at a time, one recipient per message.
 
-mod blast;
 mod connection;
 mod error;
 mod stream;
@@ -24,7 +23,6 @@ mod stream;
 mod tests;
 mod url;
 
-pub use blast::*;
 pub use connection::*;
 pub use error::*;
 use stream::*;
@@ -36,10 +34,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::io::{AsyncRead as FuturesRead, AsyncWrite as FuturesWrite};
 use lettre::Address;

@@ -1,5 +1,6 @@
 use super::*;
-use crate::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
+use herald_devtools::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
+use std::time::Instant;
 
 const FROM: &str = "bounces@herald.test";
 
@@ -14,14 +15,7 @@ async fn connect(server: &SmtpServer) -> anyhow::Result<SmtpConnection> {
 
 /// A ~2 KB message with a unique Message-ID.
 fn message(n: usize, to: &str) -> Vec<u8> {
-    let mut m = format!(
-        "From: Herald <{FROM}>\r\nTo: <{to}>\r\nSubject: Issue {n}\r\nMessage-ID: <{n}.blast@herald.test>\r\n\
-         MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
-    );
-    while m.len() < 2000 {
-        m.push_str("The quick brown fox jumps over the lazy dog, again and again and again.\r\n");
-    }
-    m.into_bytes()
+    herald_devtools::blast::sample_message(FROM, n, to)
 }
 
 /// Sends one message on a fresh connection and returns the error.
@@ -462,44 +456,5 @@ async fn smtp_client_sends_200_messages_over_one_connection() -> anyhow::Result<
     assert_eq!(ids.len(), 200);
     assert!(ids.contains("199.blast@herald.test"));
     eprintln!("one connection: 200 messages in {elapsed:?} ({:.0}/s)", 200.0 / elapsed.as_secs_f64());
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn smtp_blast_delivers_every_message() -> anyhow::Result<()> {
-    let (sink, server) = sink().await?;
-    let raw = message(0, "blast@example.com");
-    let report = blast(&server, 16, 2000, FROM, "blast@example.com", &raw).await?;
-    assert_eq!(report.messages, 2000);
-    assert_eq!(sink.accepted_count(), 2000);
-    // The ring keeps the last 2000 in full; the record keeps everything.
-    assert_eq!(sink.messages().await.len(), 2000);
-    let more = blast(&server, 4, 100, FROM, "blast@example.com", &raw).await?;
-    assert_eq!(more.messages, 100);
-    assert_eq!(sink.messages().await.len(), MailSink::CAPACITY);
-    assert_eq!(sink.deliveries().await.len(), 2100);
-    eprintln!(
-        "blast: {} messages of {} bytes over {} connections in {:?} ({:.0}/s)",
-        report.messages,
-        raw.len(),
-        report.connections,
-        report.elapsed,
-        report.per_second
-    );
-    Ok(())
-}
-
-/// `cargo test -p herald-engine smtp_blast_benchmark -- --ignored --nocapture`
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a benchmark: run by hand"]
-async fn smtp_blast_benchmark() -> anyhow::Result<()> {
-    let (sink, server) = sink().await?;
-    let raw = message(0, "blast@example.com");
-    for (connections, messages) in [(1, 5_000), (4, 20_000), (16, 50_000)] {
-        sink.clear().await;
-        let r = blast(&server, connections, messages, FROM, "blast@example.com", &raw).await?;
-        assert_eq!(sink.accepted_count(), messages as u64);
-        eprintln!("{connections:>2} connections: {messages} messages in {:?}: {:.0}/s", r.elapsed, r.per_second);
-    }
     Ok(())
 }

@@ -6,8 +6,8 @@
 //! opens and 20 % clicks over every reader's tokens. Afterwards it waits for the write buffer
 //! to drain and checks the books: responses == rows stored + counted drops.
 //!
-//! The load generator is `bench_http`'s raw HTTP client, so most of the CPU it shares with the
-//! server goes to the server.
+//! The load generator is [`crate::load`] (reqwest, one keep-alive connection per task); it
+//! shares the process, and so the two cores, with the server.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,11 +16,9 @@ use std::time::{Duration, Instant};
 use herald_engine::TenantId;
 use herald_engine::infra::tokens::Signer;
 use herald_engine::tracking::{HitCounters, Target, TrackingKeys};
-use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
-use crate::config::Config;
-use crate::startup::Application;
+use crate::BenchEnv;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct TrackBench {
@@ -38,26 +36,14 @@ pub struct TrackBench {
     pub keep: bool,
 }
 
-pub async fn run(args: TrackBench, config: &Config) -> anyhow::Result<()> {
-    herald_engine::infra::migrate::run(&config.database_url).await?;
-    let owner = PgPoolOptions::new().max_connections(2).connect(&config.database_url).await?;
-    let tenant = TenantId::new();
-    let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
-    sqlx::query("INSERT INTO tenants (id, name, slug) VALUES ($1, 'Track Bench', $2)")
-        .bind(tenant)
-        .bind(&slug)
-        .execute(&owner)
-        .await?;
-    let outcome = measure(&args, config, &owner, tenant).await;
-    if args.keep {
-        println!("kept workspace {slug} ({tenant})");
-    } else {
-        sqlx::query("DELETE FROM tenants WHERE id = $1").bind(tenant).execute(&owner).await?;
-    }
-    outcome
+pub async fn run(args: TrackBench, env: &BenchEnv) -> anyhow::Result<()> {
+    crate::in_bench_workspace(env, "Track Bench", None, args.keep, |owner, tenant| async move {
+        measure(&args, env, &owner, tenant).await
+    })
+    .await
 }
 
-async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenant: TenantId) -> anyhow::Result<()> {
+async fn measure(args: &TrackBench, env: &BenchEnv, owner: &sqlx::PgPool, tenant: TenantId) -> anyhow::Result<()> {
     // Seeding (not measured): readers, a sent campaign with their send-log rows, two links.
     let campaign = Uuid::new_v4();
     sqlx::query("INSERT INTO campaigns (id, tenant_id, name, status, started_at, finished_at) VALUES ($1, $2, 'Bench', 'sent', now(), now())")
@@ -90,7 +76,7 @@ async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenan
     .bind(campaign)
     .fetch_all(owner)
     .await?;
-    let keys = TrackingKeys::new(&Signer::new(&config.secret_key));
+    let keys = TrackingKeys::new(&Signer::new(&env.secret_key));
     let mac = keys.workspace(tenant);
     // Every fifth request is a click.
     let mut paths: Vec<String> = Vec::with_capacity(readers.len() * 5);
@@ -104,15 +90,9 @@ async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenan
     let paths = Arc::new(paths);
 
     // The real server, as `herald serve` builds it, on a free port, without workers.
-    let mut server_config = config.clone();
-    server_config.bind = "127.0.0.1:0".parse()?;
-    server_config.run_workers = false;
-    server_config.dev_smtp_bind = None;
-    let app = Application::build(&server_config).await?;
-    let addr = app.addr;
-    let counters = app.hit_counters.clone();
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(app.run(rx));
+    let served = (env.serve)().await?;
+    let (addr, counters) = (served.addr, served.hit_counters.clone());
+    let base = format!("http://{addr}");
 
     println!(
         "herald bench track: {} readers, {} connections, {} s, 80 % opens / 20 % clicks, server at {addr}",
@@ -127,14 +107,13 @@ async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenan
     let clients: Vec<_> = (0..args.connections)
         .map(|c| {
             let (paths, running) = (paths.clone(), running.clone());
-            let request = move |i: usize| {
-                format!(
-                    "GET {} HTTP/1.1\r\nHost: bench\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64) bench\r\n\r\n",
-                    paths[i % paths.len()]
-                )
-                .into_bytes()
+            let base = base.clone();
+            let request = move |client: &reqwest::Client, i: usize| {
+                client
+                    .get(format!("{base}{}", paths[i % paths.len()]))
+                    .header("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) bench")
             };
-            tokio::spawn(async move { crate::bench_http::client(addr, request, c * 7919, &[200, 302], running).await })
+            tokio::spawn(async move { crate::load::client(request, c * 7919, &[200, 302], running).await })
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(args.seconds)).await;
@@ -159,8 +138,7 @@ async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenan
     let drained_in = drain_start.elapsed().as_secs_f64();
     let pg_cpu = crate::bench::postgres_cpu_seconds() - pg_before;
     let me_cpu = crate::bench::cpu_seconds("self") - me_before;
-    let _ = stop.send(true);
-    server.await??;
+    served.stop.await?;
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE campaign_id = $1")
         .bind(campaign)
         .fetch_one(owner)
@@ -192,7 +170,7 @@ async fn measure(args: &TrackBench, config: &Config, owner: &sqlx::PgPool, tenan
     );
     println!("cpu:         {me_cpu:.1} s this process (server + load generator), {pg_cpu:.1} s Postgres");
     // The stats page's query on the campaign just hammered (rollups only).
-    let db = herald_engine::Db::connect(&config.app_database_url, 2).await?;
+    let db = herald_engine::Db::connect(&env.app_database_url, 2).await?;
     let mut best = f64::MAX;
     for _ in 0..5 {
         let t = Instant::now();

@@ -632,7 +632,7 @@ fn angle_addr(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sending::mail::{Mailer, OutgoingMail};
+    use herald_engine::sending::mail::{Mailer, OutgoingMail};
 
     #[tokio::test]
     async fn lettre_delivers_to_the_sink_over_tcp() -> anyhow::Result<()> {

@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use herald_engine::campaigns::store::{self, CampaignInput};
 use herald_engine::jobs::Jobs;
-use herald_engine::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
 use herald_engine::{CampaignId, Db, Role, TenantId};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

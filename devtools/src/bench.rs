@@ -22,13 +22,13 @@ use herald_engine::infra::tokens::Signer;
 use herald_engine::jobs;
 use herald_engine::sending::identities::SmtpIdentity;
 use herald_engine::sending::mail::Mailer;
-use herald_engine::sending::smtp::{self, SmtpServer};
+use herald_engine::sending::smtp::SmtpServer;
 use herald_engine::worker::WorkerSetup;
 use herald_engine::{Db, Role, TenantId};
 use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
-use crate::config::Config;
+use crate::BenchEnv;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SendBench {
@@ -152,7 +152,7 @@ async fn start_sink() -> anyhow::Result<(tokio::process::Child, String)> {
     Ok((child, format!("smtp://127.0.0.1:{port}")))
 }
 
-pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
+pub async fn run(args: SendBench, env: &BenchEnv) -> anyhow::Result<()> {
     let SendBench {
         readers,
         fanout_readers,
@@ -169,9 +169,9 @@ pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
         "--dkim signs with the in-process identity; it cannot be combined with --processes"
     );
     let fanout_readers = if skip_fanout { readers } else { fanout_readers };
-    herald_engine::infra::migrate::run(&config.database_url).await?;
+    herald_engine::infra::migrate::run(&env.database_url).await?;
     // Not `startup::core`: that would also start the dev mail catcher on its usual port.
-    let db = Db::connect(&config.app_database_url, config.db_max_connections.max(connections + 4)).await?;
+    let db = Db::connect(&env.app_database_url, env.db_max_connections.max(connections + 4)).await?;
     herald_engine::infra::migrate::check_runtime_role(&db).await?;
     let fanout_readers = fanout_readers.max(readers);
     println!(
@@ -181,19 +181,16 @@ pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
     let server = SmtpServer::parse(&smtp_url)?;
 
     // 1. Raw blast: same client, same message size, no database.
-    let raw = {
-        let mut m = String::from(
-            "From: Bench <bench@herald.test>\r\nTo: <blast@example.com>\r\nSubject: Blast\r\n\
-             Message-ID: <blast@herald.test>\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n",
-        );
-        while m.len() < 2048 {
-            m.push_str("The quick brown fox jumps over the lazy dog, again and again and again.\r\n");
-        }
-        m.into_bytes()
-    };
-    let blast =
-        smtp::blast(&server, connections as usize, blast_messages, "bench@herald.test", "blast@example.com", &raw)
-            .await?;
+    let raw = crate::blast::sample_message("bench@herald.test", 0, "blast@example.com");
+    let blast = crate::blast::blast(
+        &server,
+        connections as usize,
+        blast_messages,
+        "bench@herald.test",
+        "blast@example.com",
+        &raw,
+    )
+    .await?;
     println!(
         "raw blast:   {} messages of {} bytes over {} connections in {:.2} s = {:.0} msg/s",
         blast.messages,
@@ -204,7 +201,7 @@ pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
     );
 
     // Seeding goes through the owner role: it is set-up, not what is measured.
-    let owner = PgPoolOptions::new().max_connections(2).connect(&config.database_url).await?;
+    let owner = PgPoolOptions::new().max_connections(2).connect(&env.database_url).await?;
     let tenant = TenantId::new();
     let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
     sqlx::query(
@@ -215,11 +212,11 @@ pub async fn run(args: SendBench, config: &Config) -> anyhow::Result<()> {
     .bind(&slug)
     .execute(&owner)
     .await?;
-    herald_engine::sending::domains::mark_verified(&db, &Signer::new(&config.secret_key), tenant, "bench.test").await?;
+    herald_engine::sending::domains::mark_verified(&db, &Signer::new(&env.secret_key), tenant, "bench.test").await?;
     let dkim = if dkim { Some(bench_dkim_key().await?) } else { None };
     stage_breakdown(dkim.as_ref())?;
     let options = Options { readers, fanout_readers, connections, dkim, ack_batch, skip_fanout, processes };
-    let result = measure(&db, &owner, tenant, &smtp_url, config, &options).await;
+    let result = measure(&db, &owner, tenant, &smtp_url, env, &options).await;
     let outcome = match result {
         Ok(e2e) => {
             println!(
@@ -268,7 +265,7 @@ async fn measure(
     owner: &sqlx::PgPool,
     tenant: TenantId,
     smtp_url: &str,
-    config: &Config,
+    env: &BenchEnv,
     options: &Options,
 ) -> anyhow::Result<f64> {
     let Options { readers, fanout_readers, connections, .. } = *options;
@@ -334,11 +331,11 @@ async fn measure(
     };
     let mut delivery = herald_engine::campaigns::delivery::DeliveryConfig::new(
         jobs::unique_worker_name("bench"),
-        config.base_url.clone(),
+        env.base_url.clone(),
         identity,
     );
-    delivery.batch_size = config.send.batch_size;
-    delivery.ack_batch = options.ack_batch.unwrap_or(config.send.ack_batch);
+    delivery.batch_size = env.send_batch_size;
+    delivery.ack_batch = options.ack_batch.unwrap_or(env.send_ack_batch);
     println!(
         "end to end:  {} 250s per statement, DKIM {}",
         delivery.ack_batch,
@@ -346,9 +343,9 @@ async fn measure(
     );
     let setup = WorkerSetup {
         db: db.clone(),
-        mailer: Mailer::from_url(smtp_url, &config.mail_from)?,
-        signer: Signer::new(&config.secret_key),
-        base_url: config.base_url.clone(),
+        mailer: Mailer::from_url(smtp_url, &env.mail_from)?,
+        signer: Signer::new(&env.secret_key),
+        base_url: env.base_url.clone(),
         delivery,
         send_concurrency: connections as usize,
         transactional: herald_engine::transactional::delivery::TxDeliveryConfig::new(
@@ -372,7 +369,7 @@ async fn measure(
             let _ = stop_rx.wait_for(|s| *s).await;
         }))
     } else {
-        children = spawn_workers(config, smtp_url, options)?;
+        children = spawn_workers(env, smtp_url, options)?;
         // Their pollers start within a second.
         tokio::time::sleep(Duration::from_secs(2)).await;
         tokio::spawn(async { Ok(()) })
@@ -495,15 +492,15 @@ pub fn stage_breakdown(dkim: Option<&herald_engine::sending::identities::DkimKey
 
 /// `herald worker` processes against the same database and sink, the default identity set up
 /// like the in-process one (unlimited rate, `--connections` in all).
-fn spawn_workers(config: &Config, smtp_url: &str, options: &Options) -> anyhow::Result<Vec<tokio::process::Child>> {
+fn spawn_workers(env: &BenchEnv, smtp_url: &str, options: &Options) -> anyhow::Result<Vec<tokio::process::Child>> {
     let per_process = options.connections.div_ceil(options.processes);
-    let ack_batch = options.ack_batch.unwrap_or(config.send.ack_batch);
+    let ack_batch = options.ack_batch.unwrap_or(env.send_ack_batch);
     (0..options.processes)
         .map(|_| {
             Ok(tokio::process::Command::new(std::env::current_exe()?)
                 .arg("worker")
-                .env("DATABASE_URL", &config.database_url)
-                .env("HERALD_APP_DATABASE_URL", &config.app_database_url)
+                .env("DATABASE_URL", &env.database_url)
+                .env("HERALD_APP_DATABASE_URL", &env.app_database_url)
                 .env("HERALD_ENV", "production")
                 .env("HERALD_SECRET_KEY", hex::encode(rand::random::<[u8; 32]>()))
                 .env("HERALD_BASE_URL", "https://bench.herald.test")
@@ -512,7 +509,7 @@ fn spawn_workers(config: &Config, smtp_url: &str, options: &Options) -> anyhow::
                 .env("HERALD_SMTP_BURST", "10000")
                 .env("HERALD_SMTP_MAX_CONNECTIONS", options.connections.to_string())
                 .env("HERALD_SEND_CONCURRENCY", per_process.to_string())
-                .env("HERALD_SEND_BATCH", config.send.batch_size.to_string())
+                .env("HERALD_SEND_BATCH", env.send_batch_size.to_string())
                 .env("HERALD_SEND_ACK_BATCH", ack_batch.to_string())
                 .env("HERALD_DB_MAX_CONNECTIONS", (per_process + 8).to_string())
                 .env("RUST_LOG", "error")
@@ -583,15 +580,15 @@ pub struct ImportBench {
 /// `herald bench import`: a generated CSV (email, name, two attributes) through the real import
 /// path — stored in 1 MB chunks as an upload is, then the import job run to the end — and then
 /// the audience pages' queries timed on the resulting workspace (the issue's 200 ms budget).
-pub async fn run_import(args: ImportBench, config: &Config) -> anyhow::Result<()> {
+pub async fn run_import(args: ImportBench, env: &BenchEnv) -> anyhow::Result<()> {
     use herald_engine::audience::import::{self, ImportContext, StartImport};
     use herald_engine::audience::lists::{self, ListInput};
     use herald_engine::audience::readers::{self, AttributeCondition, ReaderFilter, ReaderStatus};
 
-    herald_engine::infra::migrate::run(&config.database_url).await?;
-    let db = Db::connect(&config.app_database_url, config.db_max_connections).await?;
+    herald_engine::infra::migrate::run(&env.database_url).await?;
+    let db = Db::connect(&env.app_database_url, env.db_max_connections).await?;
     herald_engine::infra::migrate::check_runtime_role(&db).await?;
-    let owner = PgPoolOptions::new().max_connections(2).connect(&config.database_url).await?;
+    let owner = PgPoolOptions::new().max_connections(2).connect(&env.database_url).await?;
     let tenant = TenantId::new();
     let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
     sqlx::query("INSERT INTO tenants (id, name, slug) VALUES ($1, 'Import Bench', $2)")
@@ -636,7 +633,7 @@ pub async fn run_import(args: ImportBench, config: &Config) -> anyhow::Result<()
         };
         let jobs = jobs::Jobs::new(&db);
         import::start(&db, &jobs, tenant, Role::Owner, id, start).await?;
-        let cx = ImportContext { db: db.clone(), signer: Signer::new(&config.secret_key), jobs, base_url: config.base_url.clone() };
+        let cx = ImportContext { db: db.clone(), signer: Signer::new(&env.secret_key), jobs, base_url: env.base_url.clone() };
         let (cpu0, pg0) = (cpu_seconds("self"), postgres_cpu_seconds());
         let started = Instant::now();
         import::run(&cx, tenant, id).await?;

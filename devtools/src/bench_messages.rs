@@ -13,11 +13,10 @@ use std::time::{Duration, Instant};
 
 use herald_engine::transactional::templates::{self, TemplateInput};
 use herald_engine::{Role, TenantId, api_keys};
-use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
-use crate::config::Config;
-use crate::startup::Application;
+use crate::BenchEnv;
+use herald_engine::infra::tokens::Signer;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct MessagesBench {
@@ -32,49 +31,37 @@ pub struct MessagesBench {
     pub keep: bool,
 }
 
-pub async fn run(args: MessagesBench, config: &Config) -> anyhow::Result<()> {
-    herald_engine::infra::migrate::run(&config.database_url).await?;
-    let owner = PgPoolOptions::new().max_connections(2).connect(&config.database_url).await?;
-    let tenant = TenantId::new();
-    let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
-    sqlx::query("INSERT INTO tenants (id, name, slug, transactional_from_email) VALUES ($1, 'Messages Bench', $2, 'noreply@bench.test')")
-        .bind(tenant)
-        .bind(&slug)
-        .execute(&owner)
-        .await?;
-    let outcome = measure(&args, config, &owner, tenant).await;
-    if args.keep {
-        println!("kept workspace {slug} ({tenant})");
-    } else {
-        sqlx::query("DELETE FROM tenants WHERE id = $1").bind(tenant).execute(&owner).await?;
-    }
-    outcome
+pub async fn run(args: MessagesBench, env: &BenchEnv) -> anyhow::Result<()> {
+    crate::in_bench_workspace(
+        env,
+        "Messages Bench",
+        Some("noreply@bench.test"),
+        args.keep,
+        |owner, tenant| async move { measure(&args, env, &owner, tenant).await },
+    )
+    .await
 }
 
-fn request(key: &str, i: usize, api_key: &str) -> Vec<u8> {
+/// The `i`-th message under idempotency key `key`.
+fn request(client: &reqwest::Client, url: &str, key: &str, i: usize, api_key: &str) -> reqwest::RequestBuilder {
     let body = format!(
         r#"{{"to":"reader{}@example{}.com","template":"receipt","variables":{{"name":"Reader {i}","order":{i},"total":"{}.00"}}}}"#,
         i % 100_000,
         i % 50,
         i % 500
     );
-    format!(
-        "POST /api/v1/messages HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {api_key}\r\nIdempotency-Key: {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
+    client
+        .post(url)
+        .bearer_auth(api_key)
+        .header("Idempotency-Key", key)
+        .header("Content-Type", "application/json")
+        .body(body)
 }
 
-async fn measure(args: &MessagesBench, config: &Config, owner: &sqlx::PgPool, tenant: TenantId) -> anyhow::Result<()> {
-    let mut server_config = config.clone();
-    server_config.bind = "127.0.0.1:0".parse()?;
-    server_config.run_workers = false;
-    server_config.dev_smtp_bind = None;
-    let app = Application::build(&server_config).await?;
-    let addr = app.addr;
-    let db = app.state.db.clone();
+async fn measure(args: &MessagesBench, env: &BenchEnv, owner: &sqlx::PgPool, tenant: TenantId) -> anyhow::Result<()> {
+    let db = herald_engine::Db::connect(&env.app_database_url, 2).await?;
     let (_, api_key) = api_keys::create(&db, tenant, None, Role::Owner, "bench").await?;
-    herald_engine::sending::domains::mark_verified(&db, &app.state.signer, tenant, "bench.test").await?;
+    herald_engine::sending::domains::mark_verified(&db, &Signer::new(&env.secret_key), tenant, "bench.test").await?;
     templates::create(
         &db,
         tenant,
@@ -88,8 +75,9 @@ async fn measure(args: &MessagesBench, config: &Config, owner: &sqlx::PgPool, te
         },
     )
     .await?;
-    let (stop, rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(app.run(rx));
+    let served = (env.serve)().await?;
+    let addr = served.addr;
+    let url = format!("http://{addr}/api/v1/messages");
     let run_id = Uuid::new_v4().simple().to_string()[..8].to_string();
     println!(
         "herald bench messages: {} connections, {} s, server at {addr}, a new key and a rendered template per request",
@@ -106,14 +94,14 @@ async fn measure(args: &MessagesBench, config: &Config, owner: &sqlx::PgPool, te
     let started = Instant::now();
     let clients: Vec<_> = (0..n)
         .map(|c| {
-            let (running, api_key, run_id, count) =
-                (running.clone(), api_key.clone(), run_id.clone(), counts[c].clone());
-            let make = move |j: usize| {
+            let (running, api_key, run_id, count, url) =
+                (running.clone(), api_key.clone(), run_id.clone(), counts[c].clone(), url.clone());
+            let make = move |client: &reqwest::Client, j: usize| {
                 count.store(j + 1, Ordering::Relaxed);
                 let i = c + j * n;
-                request(&format!("{run_id}-{i}"), i, &api_key)
+                request(client, &url, &format!("{run_id}-{i}"), i, &api_key)
             };
-            tokio::spawn(async move { crate::bench_http::client(addr, make, 0, &[201], running).await })
+            tokio::spawn(async move { crate::load::client(make, 0, &[201], running).await })
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(args.seconds)).await;
@@ -143,18 +131,18 @@ async fn measure(args: &MessagesBench, config: &Config, owner: &sqlx::PgPool, te
     let started = Instant::now();
     let clients: Vec<_> = (0..n)
         .map(|c| {
-            let (keys, api_key, run_id, done, running) =
-                (keys.clone(), api_key.clone(), run_id.clone(), done.clone(), running.clone());
-            let make = move |j: usize| {
+            let (keys, api_key, run_id, done, running, url) =
+                (keys.clone(), api_key.clone(), run_id.clone(), done.clone(), running.clone(), url.clone());
+            let make = move |client: &reqwest::Client, j: usize| {
                 let at = c + j * n;
                 if at < keys.len() && at + n >= keys.len() {
                     // This connection's last key of its share.
                     done.fetch_add(1, Ordering::Relaxed);
                 }
                 let i = keys[at % keys.len()];
-                request(&format!("{run_id}-{i}"), i, &api_key)
+                request(client, &url, &format!("{run_id}-{i}"), i, &api_key)
             };
-            tokio::spawn(async move { crate::bench_http::client(addr, make, 0, &[200], running).await })
+            tokio::spawn(async move { crate::load::client(make, 0, &[200], running).await })
         })
         .collect();
     // Each connection replays its share once.
@@ -174,8 +162,7 @@ async fn measure(args: &MessagesBench, config: &Config, owner: &sqlx::PgPool, te
     let replay_elapsed = started.elapsed().as_secs_f64();
     let replayed = replay_latencies.len();
     report("replay", &mut replay_latencies, replay_elapsed, replay_errors);
-    let _ = stop.send(true);
-    server.await??;
+    served.stop.await?;
 
     let (rows, distinct): (i64, i64) =
         sqlx::query_as("SELECT count(*), count(DISTINCT idempotency_key) FROM messages WHERE tenant_id = $1")
