@@ -3,7 +3,7 @@
 //! CR or LF), each header present once.
 #![no_main]
 use herald_engine::Email;
-use herald_engine::sending::render::{Envelope, Rendered, build_message};
+use herald_engine::sending::message::{Envelope, Rendered, build_message};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
