@@ -5,7 +5,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use chrono::{DateTime, Utc};
 use rand::RngCore;
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -15,15 +14,7 @@ use crate::infra::db::Db;
 
 const KEY_PREFIX: &str = "hrld_";
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-pub struct ApiKey {
-    pub id: Uuid,
-    pub name: String,
-    pub prefix: String,
-    pub created_at: DateTime<Utc>,
-    pub last_used_at: Option<DateTime<Utc>>,
-    pub revoked_at: Option<DateTime<Utc>>,
-}
+pub use herald_types::{ApiKey, ApiKeyId};
 
 /// The authenticated caller of an API request.
 #[derive(Clone, Debug)]
@@ -64,7 +55,7 @@ pub async fn create(
     rand::rngs::OsRng.fill_bytes(&mut secret);
     let key = format!("{KEY_PREFIX}{}", B64.encode(secret));
     let prefix: String = key.chars().take(KEY_PREFIX.len() + 6).collect();
-    let id = Uuid::new_v4();
+    let id = ApiKeyId::new();
     let mut tx = db.tenant_tx(tenant).await?;
     let created_at: DateTime<Utc> = sqlx::query_scalar(
         "INSERT INTO api_keys (id, tenant_id, name, prefix, key_hash, created_by) VALUES ($1, $2, $3, $4, $5, $6)
@@ -97,7 +88,7 @@ pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<ApiKey>> {
 }
 
 #[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: Uuid) -> Result<()> {
+pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: ApiKeyId) -> Result<()> {
     actor_role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
     let n =

@@ -94,7 +94,14 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
             "delivered"
         }
         EventKind::Bounce { hard: true } => {
-            suppressions::add_in(&mut tx, tenant, &ev.email, "hard_bounce", &source).await?;
+            suppressions::add_in(
+                &mut tx,
+                tenant,
+                &ev.email,
+                crate::audience::suppressions::SuppressionReason::HardBounce,
+                &source,
+            )
+            .await?;
             if let Some(s) = &send {
                 let first = sqlx::query(
                     "UPDATE sends SET hard_bounce = true, reason = coalesce(reason, $3), updated_at = now()
@@ -136,13 +143,27 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
                 .await?;
                 if earlier + 1 >= i64::from(limit) {
                     let why = format!("{source}: {} soft bounces", earlier + 1);
-                    suppressions::add_in(&mut tx, tenant, &ev.email, "soft_bounce", &why).await?;
+                    suppressions::add_in(
+                        &mut tx,
+                        tenant,
+                        &ev.email,
+                        crate::audience::suppressions::SuppressionReason::SoftBounce,
+                        &why,
+                    )
+                    .await?;
                 }
             }
             "bounce_soft"
         }
         EventKind::Complaint => {
-            suppressions::add_in(&mut tx, tenant, &ev.email, "complaint", &source).await?;
+            suppressions::add_in(
+                &mut tx,
+                tenant,
+                &ev.email,
+                crate::audience::suppressions::SuppressionReason::Complaint,
+                &source,
+            )
+            .await?;
             if let Some(r) = reader {
                 let email: Option<String> =
                     sqlx::query_scalar("SELECT email FROM readers WHERE tenant_id = $1 AND id = $2")

@@ -96,9 +96,16 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     }
     let reader = first_reader.context("no reader")?;
     add("/audience/readers/:id", format!("/audience/readers/{reader}"));
-    suppressions::add_many(&db, tenant, Role::Owner, &["bounced@example.com".into()], "manual", "seed-states")
-        .await
-        .map_err(clear)?;
+    suppressions::add_many(
+        &db,
+        tenant,
+        Role::Owner,
+        &["bounced@example.com".into()],
+        suppressions::SuppressionReason::Manual,
+        "seed-states",
+    )
+    .await
+    .map_err(clear)?;
 
     // Imports: one waiting for its mapping, and one in each later state.
     let csv = b"email,name,city\nnew1@example.com,New One,Lyon\nnew2@example.com,New Two,Nantes\n";

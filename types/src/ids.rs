@@ -107,6 +107,10 @@ id_type!(
     /// A pending invitation into a workspace.
     InviteId
 );
+id_type!(
+    /// A workspace's REST API key.
+    ApiKeyId
+);
 
 #[cfg(test)]
 mod tests {

@@ -12,6 +12,7 @@
 #[macro_use]
 mod string_enum;
 
+pub mod api_key;
 pub mod campaign;
 pub mod html;
 pub mod identity;
@@ -23,12 +24,16 @@ pub mod member;
 pub mod message;
 pub mod progress;
 pub mod reader;
+pub mod suppression;
 pub mod template;
 pub mod values;
 
+pub use api_key::ApiKey;
 pub use campaign::{BodyFormat, Campaign, CampaignInput, CampaignStatus, FeedSource, Recurrence, TrackingMode};
 pub use identity::{Identity, IdentityInput};
-pub use ids::{BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId, TemplateId, TenantId, UserId};
+pub use ids::{
+    ApiKeyId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId, TemplateId, TenantId, UserId,
+};
 pub use import::{Import, ImportStatus, ImportSummary};
 pub use invalid::{FieldError, Invalid, Problems};
 pub use list::{List, ListInput, ListWithCounts, OptIn, Visibility};
@@ -36,5 +41,6 @@ pub use member::{Member, PendingInvite};
 pub use message::{Message, MessageDetail, MessageEvent, MessageStatus};
 pub use progress::{Failure, Progress, Report, SendStatus, SkipCount};
 pub use reader::{Reader, ReaderPage, ReaderStatus, Subscription, SubscriptionStatus};
+pub use suppression::{Suppression, SuppressionReason};
 pub use template::{RenderedMessage, Template, TemplateInput, TemplateVersion};
 pub use values::{Email, Forbidden, Role, Slug};

@@ -117,7 +117,7 @@ pub struct ReaderDetail {
     pub reader: Reader,
     pub subscriptions: Vec<Subscription>,
     pub consent: Vec<ConsentEvent>,
-    pub suppressed: Option<String>,
+    pub suppressed: Option<super::suppressions::SuppressionReason>,
 }
 
 #[tracing::instrument(skip_all, fields(%tenant, %id))]

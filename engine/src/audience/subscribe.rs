@@ -122,7 +122,7 @@ pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeR
     let mut tx = cx.db.tenant_tx(tenant).await?;
     // Bounced, complained or blocklisted addresses are silently ignored: the answer is the same.
     let suppressed = suppressions::is_suppressed(&mut tx, tenant, email.as_str()).await?;
-    if suppressed.as_deref().is_some_and(|reason| reason != "unsubscribed_all") {
+    if suppressed.is_some_and(|reason| reason != suppressions::SuppressionReason::UnsubscribedAll) {
         return Ok(());
     }
     let (reader, status) = upsert_reader(&mut tx, tenant, &email, &req.name).await?;
@@ -501,7 +501,14 @@ pub(crate) async fn leave_everything(tx: &mut Tx, t: TenantId, r: i64, email: &s
         .bind(r)
         .execute(&mut **tx)
         .await?;
-    suppressions::add_in(tx, t, email, "unsubscribed_all", &origin.source).await?;
+    suppressions::add_in(
+        tx,
+        t,
+        email,
+        crate::audience::suppressions::SuppressionReason::UnsubscribedAll,
+        &origin.source,
+    )
+    .await?;
     consent::record(tx, t, r, None, "unsubscribe_all", origin).await?;
     Ok(())
 }

@@ -1,38 +1,16 @@
 //! The per-workspace suppression list: addresses this workspace never mails, whatever list they
 //! are on. Keyed by lowercased address; one workspace's entries never affect another's.
 
-use chrono::{DateTime, Utc};
-use serde::Serialize;
-
 use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::{Db, Tx};
 
-pub const REASONS: [&str; 5] = ["hard_bounce", "soft_bounce", "complaint", "manual", "unsubscribed_all"];
-
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-pub struct Suppression {
-    pub email_lower: String,
-    pub reason: String,
-    pub source: String,
-    pub created_at: DateTime<Utc>,
-}
-
-impl Suppression {
-    /// Bounces and complaints protect the workspace's sending reputation: removing them needs
-    /// an explicit confirmation.
-    pub fn needs_confirmation_to_remove(&self) -> bool {
-        matches!(self.reason.as_str(), "hard_bounce" | "soft_bounce" | "complaint")
-    }
-}
+pub use herald_types::{Suppression, SuppressionReason};
 
 /// Adds (or keeps) a suppression inside a caller's tenant transaction. An existing entry keeps its
 /// original reason unless the new one is a bounce or complaint, which are stronger.
 #[tracing::instrument(skip_all, fields(%tenant))]
-pub async fn add_in(tx: &mut Tx, tenant: TenantId, email: &str, reason: &str, source: &str) -> Result<()> {
-    if !REASONS.contains(&reason) {
-        return Err(Error::invalid(format!("unknown suppression reason “{reason}”")));
-    }
+pub async fn add_in(tx: &mut Tx, tenant: TenantId, email: &str, reason: SuppressionReason, source: &str) -> Result<()> {
     sqlx::query(
         "INSERT INTO suppressions (tenant_id, email_lower, reason, source) VALUES ($1, lower($2), $3, $4)
          ON CONFLICT (tenant_id, email_lower) DO UPDATE SET reason = excluded.reason, source = excluded.source
@@ -55,7 +33,7 @@ pub async fn add_many(
     tenant: TenantId,
     role: Role,
     emails: &[String],
-    reason: &str,
+    reason: SuppressionReason,
     source: &str,
 ) -> Result<(usize, Vec<String>)> {
     role.require(Role::Author)?;
@@ -76,7 +54,7 @@ pub async fn add_many(
 }
 
 #[tracing::instrument(skip_all, fields(%tenant))]
-pub async fn is_suppressed(tx: &mut Tx, tenant: TenantId, email: &str) -> Result<Option<String>> {
+pub async fn is_suppressed(tx: &mut Tx, tenant: TenantId, email: &str) -> Result<Option<SuppressionReason>> {
     Ok(sqlx::query_scalar("SELECT reason FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2)")
         .bind(tenant)
         .bind(email.trim())
@@ -109,10 +87,10 @@ pub async fn remove(db: &Db, tenant: TenantId, role: Role, email: &str, confirme
     role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
     let reason = is_suppressed(&mut tx, tenant, email).await?.ok_or(Error::NotFound)?;
-    if matches!(reason.as_str(), "hard_bounce" | "complaint") && !confirmed {
+    if reason.protects_reputation() && !confirmed {
         return Err(Error::invalid(format!(
             "This address is suppressed because of a {}. Mailing it again can hurt your sending reputation; confirm to remove it.",
-            reason.replace('_', " ")
+            reason.label()
         )));
     }
     sqlx::query("DELETE FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2)")

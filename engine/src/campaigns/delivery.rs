@@ -999,7 +999,14 @@ impl Sender<'_> {
             .await?
             .rows_affected();
             if hard_bounce {
-                crate::audience::suppressions::add_in(&mut tx, tenant, &row.email, "hard_bounce", source).await?;
+                crate::audience::suppressions::add_in(
+                    &mut tx,
+                    tenant,
+                    &row.email,
+                    crate::audience::suppressions::SuppressionReason::HardBounce,
+                    source,
+                )
+                .await?;
                 if changed > 0 {
                     crate::events::record_sync_bounce(&mut tx, tenant, this.campaign.id, row.reader_id, reason).await?;
                 }

@@ -436,7 +436,7 @@ impl<'a> Sender<'a> {
                         &mut tx,
                         m.tenant_id,
                         &email,
-                        "hard_bounce",
+                        crate::audience::suppressions::SuppressionReason::HardBounce,
                         "transactional message",
                     )
                     .await?;

@@ -627,12 +627,26 @@ pub(crate) async fn apply_event(
     let (kind, column) = match ev.kind {
         EventKind::Delivered => ("delivered", Some("delivered_at")),
         EventKind::Bounce { hard: true } => {
-            suppressions::add_in(tx, tenant, &ev.email, "hard_bounce", &source).await?;
+            suppressions::add_in(
+                tx,
+                tenant,
+                &ev.email,
+                crate::audience::suppressions::SuppressionReason::HardBounce,
+                &source,
+            )
+            .await?;
             ("bounced", Some("bounced_at"))
         }
         EventKind::Bounce { hard: false } => ("soft_bounced", None),
         EventKind::Complaint => {
-            suppressions::add_in(tx, tenant, &ev.email, "complaint", &source).await?;
+            suppressions::add_in(
+                tx,
+                tenant,
+                &ev.email,
+                crate::audience::suppressions::SuppressionReason::Complaint,
+                &source,
+            )
+            .await?;
             ("complained", Some("complained_at"))
         }
         EventKind::Unsubscribe => ("unsubscribed", None),

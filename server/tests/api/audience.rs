@@ -268,9 +268,15 @@ async fn suppressions_are_per_workspace_and_bounces_need_confirmation_to_remove(
     let a_list = create_list(&t.a, "A list", "a-list", "single", "public").await;
     let tenant: herald_engine::TenantId = t.a_id.parse().expect("uuid");
     let mut tx = t.app.app.db.tenant_tx(tenant).await.expect("tx");
-    herald_engine::audience::suppressions::add_in(&mut tx, tenant, "bounced@example.com", "hard_bounce", "test")
-        .await
-        .expect("add");
+    herald_engine::audience::suppressions::add_in(
+        &mut tx,
+        tenant,
+        "bounced@example.com",
+        herald_types::SuppressionReason::HardBounce,
+        "test",
+    )
+    .await
+    .expect("add");
     tx.commit().await.expect("commit");
     subscribe(&t.app, &a_slug, "bounced@example.com", &[&a_list]).await;
     assert_eq!(counts(&t.a, &a_list).await, (0, 0, 0));

@@ -37,7 +37,7 @@ pub struct ReaderView {
     pub name: String,
     pub attributes_json: String,
     pub status: ReaderStatus,
-    pub suppressed: Option<String>,
+    pub suppressed: Option<herald_types::SuppressionReason>,
     pub subscriptions: Vec<Subscription>,
     pub consent: Vec<ConsentView>,
     pub activity: Vec<ActivityView>,
@@ -143,7 +143,7 @@ fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerActi
             <div>
                 <h2 class="text-xl font-semibold text-slate-900" data-testid="reader-email">{r.email.clone()}</h2>
                 <p class="text-sm text-slate-500"><span class="badge">{r.status.as_str()}</span>
-                    {r.suppressed.clone().map(|s| view! { <span class="badge ml-2 bg-red-50 text-red-700">"suppressed: " {s}</span> })}</p>
+                    {r.suppressed.map(|s| view! { <span class="badge ml-2 bg-red-50 text-red-700">"suppressed: " {s.label()}</span> })}</p>
             </div>
             <a href=download download=file_name class="btn-secondary">"Export data (JSON)"</a>
         </div>

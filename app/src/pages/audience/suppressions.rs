@@ -1,6 +1,7 @@
 //! `/audience/suppressions`: addresses this workspace never mails. Search, add (one, a pasted
 //! list or a CSV column), and remove (admins; bounces and complaints ask for confirmation).
 
+use herald_types::Suppression;
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 use serde::{Deserialize, Serialize};
@@ -10,17 +11,8 @@ use crate::error::AppError;
 use crate::pages::audience::AudienceTabs;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SuppressionRow {
-    pub email: String,
-    pub reason: String,
-    pub source: String,
-    pub created_at: String,
-    pub needs_confirmation: bool,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SuppressionsView {
-    pub rows: Vec<SuppressionRow>,
+    pub rows: Vec<Suppression>,
     pub can_remove: bool,
 }
 
@@ -29,17 +21,7 @@ pub async fn search_suppressions(q: String) -> Result<SuppressionsView, AppError
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::suppressions};
     let m = require_role(Role::Viewer).await?;
-    let rows = suppressions::search(&m.state.db, m.tenant, &q, 200)
-        .await?
-        .into_iter()
-        .map(|s| SuppressionRow {
-            needs_confirmation: s.needs_confirmation_to_remove(),
-            email: s.email_lower,
-            reason: s.reason,
-            source: s.source,
-            created_at: s.created_at.to_rfc3339(),
-        })
-        .collect();
+    let rows = suppressions::search(&m.state.db, m.tenant, &q, 200).await?;
     Ok(SuppressionsView { rows, can_remove: m.role.can_administer() })
 }
 
@@ -56,7 +38,9 @@ pub async fn add_suppressions(emails: String) -> Result<String, AppError> {
         .map(|s| s.trim().trim_matches('"').to_string())
         .filter(|s| !s.is_empty() && !s.eq_ignore_ascii_case("email"))
         .collect();
-    let (added, invalid) = suppressions::add_many(&m.state.db, m.tenant, m.role, &list, "manual", "admin").await?;
+    let (added, invalid) =
+        suppressions::add_many(&m.state.db, m.tenant, m.role, &list, suppressions::SuppressionReason::Manual, "admin")
+            .await?;
     Ok(if invalid.is_empty() {
         format!("{added} addresses suppressed.")
     } else {
@@ -127,16 +111,16 @@ fn SuppressionTable(v: SuppressionsView, remove: ServerAction<RemoveSuppression>
             <tbody class="divide-y divide-slate-100">
                 {v.rows.into_iter().map(|s| view! {
                     <tr>
-                        <td class="py-2 font-mono text-xs">{s.email.clone()}</td>
-                        <td><span class="badge">{s.reason.replace('_', " ")}</span></td>
+                        <td class="py-2 font-mono text-xs">{s.email_lower.clone()}</td>
+                        <td><span class="badge">{s.reason.label()}</span></td>
                         <td class="text-slate-500">{s.source}</td>
-                        <td class="text-slate-500">{short_time(&s.created_at)}</td>
+                        <td class="text-slate-500">{short_time(&s.created_at.to_rfc3339())}</td>
                         <td class="text-right">
                             {can_remove.then(|| view! {
                                 <ActionForm action=remove attr:class="flex items-center justify-end gap-2">
-                                    <input type="hidden" name="email" value=s.email.clone()/>
-                                    {s.needs_confirmation.then(|| view! {
-                                        <label class="text-xs text-slate-500"><input type="checkbox" name="confirmed" value="yes"/>" I know this "{s.reason.replace('_', " ")}" hurts deliverability"</label>
+                                    <input type="hidden" name="email" value=s.email_lower.clone()/>
+                                    {s.reason.protects_reputation().then(|| view! {
+                                        <label class="text-xs text-slate-500"><input type="checkbox" name="confirmed" value="yes"/>" I know this "{s.reason.label()}" hurts deliverability"</label>
                                     })}
                                     <button type="submit" class="text-xs text-red-600 hover:underline">"Remove"</button>
                                 </ActionForm>

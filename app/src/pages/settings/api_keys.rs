@@ -1,39 +1,18 @@
 //! `/settings/api-keys`: keys for the REST API, shown once, listed by prefix, revocable.
 
+use herald_types::{ApiKey, ApiKeyId};
 use leptos::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, LoadError, short_time};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ApiKeyRow {
-    pub id: String,
-    pub name: String,
-    pub prefix: String,
-    pub created_at: String,
-    pub last_used_at: Option<String>,
-    pub revoked: bool,
-}
-
 #[server(prefix = "/rpc", endpoint = "list_api_keys")]
-pub async fn list_api_keys() -> Result<Vec<ApiKeyRow>, AppError> {
+pub async fn list_api_keys() -> Result<Vec<ApiKey>, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, api_keys};
     let m = require_role(Role::Admin).await?;
-    Ok(api_keys::list(&m.state.db, m.tenant)
-        .await?
-        .into_iter()
-        .map(|k| ApiKeyRow {
-            id: k.id.to_string(),
-            name: k.name,
-            prefix: k.prefix,
-            created_at: k.created_at.to_rfc3339(),
-            last_used_at: k.last_used_at.map(|t| t.to_rfc3339()),
-            revoked: k.revoked_at.is_some(),
-        })
-        .collect())
+    Ok(api_keys::list(&m.state.db, m.tenant).await?)
 }
 
 /// Returns the new key; this is the only time it is ever shown.
@@ -54,11 +33,11 @@ pub async fn create_api_key(name: String) -> Result<String, AppError> {
 }
 
 #[server(prefix = "/rpc", endpoint = "revoke_api_key")]
-pub async fn revoke_api_key(key_id: String) -> Result<(), AppError> {
+pub async fn revoke_api_key(key_id: ApiKeyId) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, api_keys};
     let m = require_role(Role::Admin).await?;
-    let id = crate::ssr::parse_id(&key_id)?;
+    let id = key_id;
     api_keys::revoke(&m.state.db, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::ApiKeyRevoked, id, serde_json::json!({})).await;
     Ok(())
@@ -112,33 +91,33 @@ pub fn ApiKeysPage() -> impl IntoView {
 }
 
 #[component]
-fn KeyTable(list: Vec<ApiKeyRow>, revoke: ServerAction<RevokeApiKey>) -> impl IntoView {
+fn KeyTable(list: Vec<ApiKey>, revoke: ServerAction<RevokeApiKey>) -> impl IntoView {
     view! {
         <table class="w-full text-left text-sm">
             <thead class="text-xs uppercase text-slate-400">
                 <tr><th class="py-2">"Name"</th><th>"Key"</th><th>"Created"</th><th>"Last used"</th><th></th></tr>
             </thead>
             <tbody class="divide-y divide-slate-100">
-                {list.into_iter().map(|k| view! {
-                    <tr class:opacity-50=k.revoked>
+                {list.into_iter().map(|k| { let revoked = k.is_revoked(); view! {
+                    <tr class:opacity-50=revoked>
                         <td class="py-2 font-medium">{k.name}</td>
                         <td class="font-mono text-xs">{k.prefix} "…"</td>
-                        <td class="text-slate-500">{short_time(&k.created_at)}</td>
-                        <td class="text-slate-500">{k.last_used_at.as_deref().map(short_time).unwrap_or_else(|| "never".into())}</td>
+                        <td class="text-slate-500">{short_time(&k.created_at.to_rfc3339())}</td>
+                        <td class="text-slate-500">{k.last_used_at.map(|t| short_time(&t.to_rfc3339())).unwrap_or_else(|| "never".into())}</td>
                         <td class="text-right">
-                            {if k.revoked {
+                            {if revoked {
                                 view! { <span class="badge">"revoked"</span> }.into_any()
                             } else {
                                 view! {
                                     <ActionForm action=revoke>
-                                        <input type="hidden" name="key_id" value=k.id/>
+                                        <input type="hidden" name="key_id" value=k.id.to_string()/>
                                         <button type="submit" class="text-xs text-red-600 hover:underline">"Revoke"</button>
                                     </ActionForm>
                                 }.into_any()
                             }}
                         </td>
                     </tr>
-                }).collect_view()}
+                }}).collect_view()}
             </tbody>
         </table>
     }

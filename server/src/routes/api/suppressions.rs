@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use herald_engine::api_keys::ApiCaller;
-use herald_engine::audience::suppressions::{self, Suppression};
+use herald_engine::audience::suppressions::{self, Suppression, SuppressionReason};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -31,13 +31,9 @@ pub async fn index(
 #[derive(Deserialize, ToSchema)]
 pub struct AddBody {
     pub emails: Vec<String>,
-    /// `manual` (default), `hard_bounce`, `complaint` or `unsubscribed_all`.
-    #[serde(default = "manual")]
-    pub reason: String,
-}
-
-fn manual() -> String {
-    "manual".into()
+    /// `manual` (default), `hard_bounce`, `soft_bounce`, `complaint` or `unsubscribed_all`.
+    #[serde(default)]
+    pub reason: SuppressionReason,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -55,7 +51,7 @@ pub async fn add(
 ) -> Result<Json<AddResult>, ApiFailure> {
     herald_engine::audience::bulk::check_size(body.emails.len(), 10_000)?;
     let (suppressed, invalid) =
-        suppressions::add_many(&s.app.db, caller.tenant, API_ROLE, &body.emails, &body.reason, "api").await?;
+        suppressions::add_many(&s.app.db, caller.tenant, API_ROLE, &body.emails, body.reason, "api").await?;
     Ok(Json(AddResult { suppressed, invalid }))
 }
 
