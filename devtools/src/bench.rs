@@ -47,9 +47,10 @@ pub struct SendBench {
     /// Keep the benchmark workspace instead of deleting it.
     #[arg(long)]
     pub keep: bool,
-    /// Sign every message with DKIM (a fresh RSA-2048 key, made with `openssl genrsa`).
-    #[arg(long)]
-    pub dkim: bool,
+    /// Sign every message with DKIM: `--dkim` or `--dkim rsa` with a fresh RSA-2048 key
+    /// (`openssl genrsa`), `--dkim ed25519` with a fresh Ed25519 key (`openssl genpkey`).
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "rsa")]
+    pub dkim: Option<DkimAlgorithm>,
     /// 250s recorded per statement and rows armed ahead (`HERALD_SEND_ACK_BATCH` otherwise).
     #[arg(long)]
     pub ack_batch: Option<usize>,
@@ -165,7 +166,7 @@ pub async fn run(args: SendBench, env: &BenchEnv) -> anyhow::Result<()> {
         processes,
     } = args;
     anyhow::ensure!(
-        !(dkim && processes > 0),
+        !(dkim.is_some() && processes > 0),
         "--dkim signs with the in-process identity; it cannot be combined with --processes"
     );
     let fanout_readers = if skip_fanout { readers } else { fanout_readers };
@@ -213,9 +214,13 @@ pub async fn run(args: SendBench, env: &BenchEnv) -> anyhow::Result<()> {
     .execute(&owner)
     .await?;
     herald_engine::sending::domains::mark_verified(&db, &Signer::new(&env.secret_key), tenant, "bench.test").await?;
-    let dkim = if dkim { Some(bench_dkim_key().await?) } else { None };
+    let dkim_label = dkim.map_or("off", DkimAlgorithm::label);
+    let dkim = match dkim {
+        Some(algorithm) => Some(bench_dkim_key(algorithm).await?),
+        None => None,
+    };
     stage_breakdown(dkim.as_ref())?;
-    let options = Options { readers, fanout_readers, connections, dkim, ack_batch, skip_fanout, processes };
+    let options = Options { readers, fanout_readers, connections, dkim, dkim_label, ack_batch, skip_fanout, processes };
     let result = measure(&db, &owner, tenant, &smtp_url, env, &options).await;
     let outcome = match result {
         Ok(e2e) => {
@@ -244,15 +249,37 @@ struct Options {
     fanout_readers: usize,
     connections: u32,
     dkim: Option<herald_engine::sending::identities::DkimKey>,
+    /// `off`, or the key's algorithm.
+    dkim_label: &'static str,
     ack_batch: Option<usize>,
     skip_fanout: bool,
     processes: u32,
 }
 
+/// The key a `--dkim` benchmark signs with.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum DkimAlgorithm {
+    Rsa,
+    Ed25519,
+}
+
+impl DkimAlgorithm {
+    fn label(self) -> &'static str {
+        match self {
+            DkimAlgorithm::Rsa => "RSA-2048",
+            DkimAlgorithm::Ed25519 => "Ed25519",
+        }
+    }
+}
+
 /// A DKIM key for `bench.test`, as an identity would hold it.
-async fn bench_dkim_key() -> anyhow::Result<herald_engine::sending::identities::DkimKey> {
-    let out = tokio::process::Command::new("openssl").args(["genrsa", "2048"]).output().await?;
-    anyhow::ensure!(out.status.success(), "openssl genrsa failed: {}", String::from_utf8_lossy(&out.stderr));
+async fn bench_dkim_key(algorithm: DkimAlgorithm) -> anyhow::Result<herald_engine::sending::identities::DkimKey> {
+    let args: &[&str] = match algorithm {
+        DkimAlgorithm::Rsa => &["genrsa", "2048"],
+        DkimAlgorithm::Ed25519 => &["genpkey", "-algorithm", "ed25519"],
+    };
+    let out = tokio::process::Command::new("openssl").args(args).output().await?;
+    anyhow::ensure!(out.status.success(), "openssl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     Ok(herald_engine::sending::identities::DkimKey {
         domain: "bench.test".into(),
         selector: "herald".into(),
@@ -336,11 +363,7 @@ async fn measure(
     );
     delivery.batch_size = env.send_batch_size;
     delivery.ack_batch = options.ack_batch.unwrap_or(env.send_ack_batch);
-    println!(
-        "end to end:  {} 250s per statement, DKIM {}",
-        delivery.ack_batch,
-        if options.dkim.is_some() { "on (RSA-2048)" } else { "off" }
-    );
+    println!("end to end:  {} 250s per statement, DKIM {}", delivery.ack_batch, options.dkim_label);
     let setup = WorkerSetup {
         db: db.clone(),
         mailer: Mailer::from_url(smtp_url, &env.mail_from)?,

@@ -33,12 +33,6 @@ pub use text::*;
 
 use std::fmt;
 
-use lettre::Message;
-use lettre::message::dkim::{
-    DkimCanonicalization, DkimCanonicalizationType, DkimConfig, DkimSigningAlgorithm, DkimSigningKey,
-};
-use lettre::message::header::{HeaderName, HeaderValue};
-use lettre::message::{Mailbox, MultiPart};
 use minijinja::AutoEscape;
 use minijinja::value::Value;
 use serde::ser::SerializeMap;

@@ -398,20 +398,215 @@ fn dkim_signature_covers_list_unsubscribe() -> anyhow::Result<()> {
 
 #[test]
 fn dkim_key_forms() -> anyhow::Result<()> {
-    // The PKCS#1 form of the same RSA key, as lettre reads it.
-    let (pkcs1, _) = parse_dkim_key(TEST_RSA_PKCS8)?;
+    use rsa::pkcs1::EncodeRsaPrivateKey;
+    use rsa::pkcs8::DecodePrivateKey;
+    // The PKCS#1 form of the same RSA key.
+    let pkcs1 = rsa::RsaPrivateKey::from_pkcs8_pem(TEST_RSA_PKCS8)?.to_pkcs1_pem(rsa::pkcs8::LineEnding::LF)?;
     assert!(pkcs1.starts_with("-----BEGIN RSA PRIVATE KEY-----\n"));
     DkimSigner::new("s1", "acme.example", &pkcs1)?;
     // A bare base64 Ed25519 seed.
     DkimSigner::new("s1", "acme.example", "LP+MJGML7ZonUYZT/3Ibl+XBb6gjceLvcXTr24Aoc9Y=")?;
+    // RFC 8463's 1024-bit example key: too short to sign with (RFC 8301).
+    let short = rsa::RsaPrivateKey::new(&mut rand::thread_rng(), 1024)?.to_pkcs1_pem(rsa::pkcs8::LineEnding::LF)?;
+    let e = DkimSigner::new("s1", "acme.example", &short).err().context("a 1024-bit key was accepted")?;
+    assert!(e.to_string().contains("2048"), "{e}");
     for (selector, domain, key) in [
         ("s1", "acme.example", "not a key"),
         ("s1", "acme.example", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"),
+        ("s1", "acme.example", "AAAA"),
         ("bad selector", "acme.example", TEST_ED25519_PKCS8),
         ("s1", "acme.example\r\nx", TEST_ED25519_PKCS8),
         ("s1", "localhost", TEST_ED25519_PKCS8),
     ] {
         assert!(matches!(DkimSigner::new(selector, domain, key), Err(Error::Invalid(_))), "{selector} {domain}");
+    }
+    Ok(())
+}
+
+/// A public key to check a DKIM signature with.
+enum PublicKey {
+    /// SubjectPublicKeyInfo DER, as a DNS record's `p=` carries it.
+    Rsa(Vec<u8>),
+    Ed25519(Vec<u8>),
+}
+
+/// Checks the `DKIM-Signature` with selector `selector` on `raw` the way a receiver does
+/// (RFC 6376 §6.1.3): the body hash, the signed header fields picked bottom-up, the signature
+/// header with its `b=` value emptied. The RSA check uses the `rsa` crate, not ring.
+fn verify_dkim(raw: &[u8], selector: &str, key: &PublicKey) -> anyhow::Result<()> {
+    use base64::Engine as _;
+    use rsa::pkcs8::DecodePublicKey;
+    use rsa::signature::Verifier;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let (headers, body) = split_message(raw);
+    let fields = header_fields(headers);
+    let unfold = |field: &[u8]| String::from_utf8_lossy(field).split_whitespace().collect::<Vec<_>>().join(" ");
+    let signature = fields
+        .iter()
+        .copied()
+        .find(|f| field_name(f).eq_ignore_ascii_case("DKIM-Signature") && tag(&unfold(f), "s") == Some(selector))
+        .context("no DKIM-Signature with that selector")?;
+    let value = unfold(signature);
+    let value = value.split_once(':').context("no colon")?.1;
+    let decode = |name: &str| -> anyhow::Result<Vec<u8>> {
+        Ok(b64.decode(tag(value, name).context(format!("no {name}="))?.replace(' ', ""))?)
+    };
+    let body_hash = ring::digest::digest(&ring::digest::SHA256, &relaxed_body(body));
+    anyhow::ensure!(body_hash.as_ref() == decode("bh")?.as_slice(), "body hash mismatch");
+
+    let mut signed = Vec::new();
+    let mut used = vec![false; fields.len()];
+    for name in tag(value, "h").context("no h=")?.split(':').map(str::trim) {
+        let picked = (0..fields.len()).rev().find(|&i| !used[i] && field_name(fields[i]).eq_ignore_ascii_case(name));
+        if let Some(i) = picked {
+            used[i] = true;
+            relaxed_header(&mut signed, fields[i]);
+            signed.extend_from_slice(b"\r\n");
+        }
+    }
+    let emptied: Vec<String> = String::from_utf8(signature.to_vec())?
+        .split(';')
+        .map(|t| match t.trim_start().strip_prefix("b=") {
+            Some(_) => format!("{}b=", &t[..t.len() - t.trim_start().len()]),
+            None => t.to_string(),
+        })
+        .collect();
+    relaxed_header(&mut signed, emptied.join(";").as_bytes());
+    let sig = decode("b")?;
+    match key {
+        PublicKey::Rsa(spki) => {
+            let key =
+                rsa::pkcs1v15::VerifyingKey::<rsa::sha2::Sha256>::new(rsa::RsaPublicKey::from_public_key_der(spki)?);
+            key.verify(&signed, &rsa::pkcs1v15::Signature::try_from(sig.as_slice())?)?;
+        }
+        PublicKey::Ed25519(public) => {
+            let hash = ring::digest::digest(&ring::digest::SHA256, &signed);
+            ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public)
+                .verify(hash.as_ref(), &sig)
+                .map_err(|_| anyhow::anyhow!("bad Ed25519 signature"))?;
+        }
+    }
+    Ok(())
+}
+
+/// RFC 8463 Appendix A: a message signed by a third party with Ed25519 and RSA, checked with
+/// the canonicalization the signer uses (so a mistake in it cannot hide in our own round trip).
+#[test]
+fn canonicalization_verifies_rfc_8463_example() -> anyhow::Result<()> {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let message = "DKIM-Signature: v=1; a=ed25519-sha256; c=relaxed/relaxed;\r\n \
+d=football.example.com; i=@football.example.com;\r\n \
+q=dns/txt; s=brisbane; t=1528637909; h=from : to :\r\n \
+subject : date : message-id : from : subject : date;\r\n \
+bh=2jUSOH9NhtVGCQWNr9BrIAPreKQjO6Sn7XIkfJVOzv8=;\r\n \
+b=/gCrinpcQOoIfuHNQIbq4pgh9kyIK3AQUdt9OdqQehSwhEIug4D11Bus\r\n \
+Fa3bT3FY5OsU7ZbnKELq+eXdp1Q1Dw==\r\n\
+DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed;\r\n \
+d=football.example.com; i=@football.example.com;\r\n \
+q=dns/txt; s=test; t=1528637909; h=from : to : subject :\r\n \
+date : message-id : from : subject : date;\r\n \
+bh=2jUSOH9NhtVGCQWNr9BrIAPreKQjO6Sn7XIkfJVOzv8=;\r\n \
+b=F45dVWDfMbQDGHJFlXUNB2HKfbCeLRyhDXgFpEL8GwpsRe0IeIixNTe3\r\n \
+DhCVlUrSjV4BwcVcOF6+FF3Zo9Rpo1tFOeS9mPYQTnGdaSGsgeefOsk2Jz\r\n \
+dA+L10TeYt9BgDfQNZtKdN1WO//KgIqXP7OdEFE4LjFYNcUxZQ4FADY+8=\r\n\
+From: Joe SixPack <joe@football.example.com>\r\n\
+To: Suzie Q <suzie@shopping.example.net>\r\n\
+Subject: Is dinner ready?\r\n\
+Date: Fri, 11 Jul 2003 21:00:37 -0700 (PDT)\r\n\
+Message-ID: <20030712040037.46341.5F8J@football.example.com>\r\n\
+\r\n\
+Hi.\r\n\
+\r\n\
+We lost the game.  Are you hungry yet?\r\n\
+\r\n\
+Joe.\r\n";
+    let ed = PublicKey::Ed25519(b64.decode("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=")?);
+    let rsa = PublicKey::Rsa(b64.decode(
+        "MIGfMA0GCSqGSIb3DQEBAQUAA4GNADCBiQKBgQDkHlOQoBTzWRiGs5V6NpP3idY6Wk08a5qhdR6wy5bdOKb2jLQiY/J16JYi0Qvx/byYzCNb3W91y3FutACDfzwQ/BC/e/8uBsCR+yz1Lxj+PL6lHvqMKrM3rG4hstT5QjvHO9PzoxZyVYLzBfO2EeC3Ip3G+2kryOTIKT+l/K4w3QIDAQAB",
+    )?);
+    verify_dkim(message.as_bytes(), "brisbane", &ed)?;
+    verify_dkim(message.as_bytes(), "test", &rsa)?;
+    // A changed body or signed header no longer verifies.
+    let tampered = message.replace("hungry", "angry");
+    assert!(verify_dkim(tampered.as_bytes(), "brisbane", &ed).is_err());
+    let tampered = message.replace("Is dinner ready?", "Is lunch ready?");
+    assert!(verify_dkim(tampered.as_bytes(), "test", &rsa).is_err());
+    // Whitespace changes relaxed canonicalization absorbs still verify.
+    let relaxed =
+        message.replace("Subject: Is dinner", "Subject:  Is \t dinner").replace("Joe.\r\n", "Joe. \r\n\r\n\r\n");
+    verify_dkim(relaxed.as_bytes(), "brisbane", &ed)?;
+    Ok(())
+}
+
+#[test]
+fn signed_messages_verify() -> anyhow::Result<()> {
+    use rsa::pkcs8::{DecodePrivateKey, EncodePublicKey};
+    let c = content(BodyFormat::Markdown, "Ünïcode — {{ reader.name }}", "Hi *{{ reader.name }}*\n\n. a dot line");
+    let r = render(&c, "Ada", serde_json::json!({}))?;
+    let rsa_public = rsa::RsaPrivateKey::from_pkcs8_pem(TEST_RSA_PKCS8)?.to_public_key().to_public_key_der()?;
+    let ed_seed: [u8; 32] = match parse_dkim_key(TEST_ED25519_PKCS8)? {
+        DkimKeyBytes::Ed25519Seed(seed) => seed,
+        DkimKeyBytes::RsaPkcs1Der(_) => anyhow::bail!("not an Ed25519 key"),
+    };
+    use ring::signature::KeyPair as _;
+    let ed_public = ring::signature::Ed25519KeyPair::from_seed_unchecked(&ed_seed)
+        .map_err(|_| anyhow::anyhow!("seed"))?
+        .public_key()
+        .as_ref()
+        .to_vec();
+    for (key, public) in [
+        (TEST_RSA_PKCS8, PublicKey::Rsa(rsa_public.as_bytes().to_vec())),
+        (TEST_ED25519_PKCS8, PublicKey::Ed25519(ed_public)),
+    ] {
+        let signer = DkimSigner::new("herald", "acme.example", key)?;
+        let raw = build_message(&r, &envelope(), Some(&signer))?;
+        verify_dkim(&raw, "herald", &public)?;
+        let text = String::from_utf8(raw.clone())?;
+        assert!(verify_dkim(text.replace("Ada", "Eve").as_bytes(), "herald", &public).is_err());
+    }
+    Ok(())
+}
+
+#[test]
+fn wire_form_is_quoted_printable_with_short_lines_and_no_leading_dots() -> anyhow::Result<()> {
+    let long = "word=".repeat(40) + "é";
+    let text = format!(".starts with a dot\n{long}\ntrailing space \nand tab\t\r\n\n.\n..\nend with dot.\n");
+    let html = format!("<p>{long}</p>\n.<b>x</b>\n<p>Ünïcode ☺</p>");
+    let r = Rendered { subject: "x".into(), html: html.clone(), text: text.clone() };
+    let raw = build_message(&r, &envelope(), None)?;
+    for line in raw.split(|&b| b == b'\n') {
+        assert!(line.len() <= 78, "line of {} characters: {}", line.len(), String::from_utf8_lossy(line));
+        assert!(!line.starts_with(b"."), "a line starts with a dot: {}", String::from_utf8_lossy(line));
+    }
+    assert!(raw.windows(2).all(|w| w[1] != b'\n' || w[0] == b'\r'), "a bare LF");
+    assert!(raw.is_ascii());
+    let msg = parse(&raw)?;
+    let lf = |s: &str| s.replace("\r\n", "\n");
+    assert_eq!(lf(&msg.body_text(0).context("no text")?), lf(&text));
+    assert_eq!(lf(&msg.body_html(0).context("no html")?), lf(&html));
+    Ok(())
+}
+
+#[test]
+fn header_words_survive_encoding_and_folding() -> anyhow::Result<()> {
+    let subject = "A very long subject line that goes on and on, well past the seventy-eight characters a header line should hold, and then some more words";
+    for (subject, to_name) in [
+        (subject.to_string(), "Ada Lovelace".to_string()),
+        ("Ünïcode — ☺ ".repeat(12).trim().to_string(), "Zoë Ünïcode-Ø".to_string()),
+        ("=?utf-8?q?not_an_encoded_word?=".to_string(), "Doe, \"Jo\" \\ J.".to_string()),
+    ] {
+        let r = Rendered { subject: subject.clone(), html: "<p>x</p>".into(), text: "x".into() };
+        let env = Envelope { to_name: to_name.clone(), ..envelope() };
+        let raw = build_message(&r, &env, None)?;
+        let msg = parse(&raw)?;
+        assert_eq!(msg.subject(), Some(subject.as_str()));
+        let to = msg.to().and_then(|a| a.first()).context("no to")?;
+        assert_eq!((to.name(), to.address()), (Some(to_name.as_str()), Some("ada@example.org")));
+        let (headers, _) = split_message(&raw);
+        for line in headers.split(|&b| b == b'\n') {
+            assert!(line.len() <= 80, "{}", String::from_utf8_lossy(line));
+        }
     }
     Ok(())
 }
