@@ -14,7 +14,6 @@
 //! nothing if anyone can sign up with anyone's address.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::domain::UserId;
@@ -316,18 +315,9 @@ pub async fn end_sessions(db: &Db, user: UserId, except: Option<&str>) -> Result
 }
 
 /// One of a user's sessions as the sessions page shows it.
-#[derive(Clone, Debug, Serialize)]
-pub struct SessionView {
-    /// Not the session id: [`handle`] of it.
-    pub handle: String,
-    pub device: String,
-    pub ip: String,
-    pub started_at: Option<DateTime<Utc>>,
-    pub last_seen: Option<DateTime<Utc>>,
-    pub current: bool,
-}
+pub use herald_types::LoginSession;
 
-pub async fn list_sessions(db: &Db, user: UserId, this_session: &str) -> Result<Vec<SessionView>> {
+pub async fn list_sessions(db: &Db, user: UserId, this_session: &str) -> Result<Vec<LoginSession>> {
     #[allow(clippy::type_complexity)]
     let rows: Vec<(String, Option<String>, Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
         "SELECT id, data ->> 'ua', data ->> 'ip', data ->> 'started', data ->> 'seen' FROM sessions
@@ -337,9 +327,9 @@ pub async fn list_sessions(db: &Db, user: UserId, this_session: &str) -> Result<
     .fetch_all(db.pool())
     .await?;
     let time = |s: Option<String>| s.and_then(|s| DateTime::parse_from_rfc3339(&s).ok()).map(|t| t.with_timezone(&Utc));
-    let mut list: Vec<SessionView> = rows
+    let mut list: Vec<LoginSession> = rows
         .into_iter()
-        .map(|(id, ua, ip, started, seen)| SessionView {
+        .map(|(id, ua, ip, started, seen)| LoginSession {
             handle: handle(&id),
             device: device(ua.as_deref().unwrap_or_default()),
             ip: ip.unwrap_or_else(|| "unknown".into()),

@@ -8,7 +8,6 @@
 //! The table is insert-and-select only for the app's role (see the migration).
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::domain::{TenantId, UserId};
@@ -22,62 +21,7 @@ pub enum Actor {
     ApiKey { id: Uuid, ip: String },
 }
 
-macro_rules! actions {
-    ($($variant:ident = $name:literal, $label:literal;)*) => {
-        /// Everything the log records. The names are stable (the API returns them).
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-        pub enum Action { $(#[serde(rename = $name)] $variant,)* }
-
-        impl Action {
-            pub const ALL: &'static [Action] = &[$(Action::$variant,)*];
-
-            pub fn as_str(self) -> &'static str {
-                match self { $(Action::$variant => $name,)* }
-            }
-
-            /// What the log page says.
-            pub fn label(self) -> &'static str {
-                match self { $(Action::$variant => $label,)* }
-            }
-
-            pub fn parse(s: &str) -> Option<Action> {
-                match s { $($name => Some(Action::$variant),)* _ => None }
-            }
-        }
-    };
-}
-
-actions! {
-    CampaignSent = "campaign.sent", "Sent a campaign";
-    CampaignScheduled = "campaign.scheduled", "Scheduled a campaign";
-    CampaignUnscheduled = "campaign.unscheduled", "Unscheduled a campaign";
-    CampaignPaused = "campaign.paused", "Paused a campaign";
-    CampaignResumed = "campaign.resumed", "Resumed a campaign";
-    CampaignCancelled = "campaign.cancelled", "Cancelled a campaign";
-    CampaignStopped = "campaign.stopped", "Stopped a recurring campaign";
-    ApprovalRequested = "campaign.approval_requested", "Asked for approval to send";
-    ApprovalGiven = "campaign.approved", "Approved a send";
-    ApprovalRejected = "campaign.approval_rejected", "Turned down a send";
-    SettingsChanged = "settings.changed", "Changed the workspace settings";
-    SendingPolicyChanged = "sending_policy.changed", "Changed the sending policy";
-    TeamRulesChanged = "team_rules.changed", "Changed the team rules";
-    IdentitySaved = "identity.saved", "Saved an SMTP identity";
-    IdentityDeleted = "identity.deleted", "Deleted an SMTP identity";
-    DomainAdded = "domain.added", "Added a sending domain";
-    DomainDeleted = "domain.deleted", "Removed a sending domain";
-    MemberInvited = "member.invited", "Invited a member";
-    InviteWithdrawn = "invite.withdrawn", "Withdrew an invite";
-    MemberJoined = "member.joined", "Joined the workspace";
-    MemberRoleChanged = "member.role_changed", "Changed a member's role";
-    MemberRemoved = "member.removed", "Removed a member";
-    MemberLeft = "member.left", "Left the workspace";
-    ApiKeyCreated = "api_key.created", "Created an API key";
-    ApiKeyRevoked = "api_key.revoked", "Revoked an API key";
-    ImportStarted = "import.started", "Started an import";
-    ExportDownloaded = "export.downloaded", "Exported readers";
-    ReaderErased = "reader.erased", "Erased a reader";
-    SuppressionRemoved = "suppression.removed", "Removed a suppression";
-}
+pub use herald_types::{ActorKind, AuditAction as Action, AuditEntry as Entry};
 
 /// Appends one entry. `object` names what was acted on (a campaign id, an address, a key's
 /// name); `detail` holds what else a reader of the log needs (a new role, a time).
@@ -122,19 +66,6 @@ pub async fn note(db: &Db, tenant: TenantId, actor: &Actor, action: Action, obje
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Entry {
-    pub id: i64,
-    pub at: DateTime<Utc>,
-    /// `user` or `api_key`.
-    pub actor_kind: String,
-    pub actor: String,
-    pub action: Action,
-    pub object: String,
-    pub detail: serde_json::Value,
-    pub ip: String,
-}
-
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
     pub action: Option<Action>,
@@ -177,7 +108,7 @@ pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entr
             Some(Entry {
                 id,
                 at,
-                actor_kind: if by_user { "user" } else { "api_key" }.into(),
+                actor_kind: if by_user { ActorKind::User } else { ActorKind::ApiKey },
                 actor,
                 action: Action::parse(&action)?,
                 object,
@@ -186,19 +117,4 @@ pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entr
             })
         })
         .collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn action_names_round_trip_and_are_unique() {
-        let mut seen = std::collections::HashSet::new();
-        for a in Action::ALL {
-            assert_eq!(Action::parse(a.as_str()), Some(*a));
-            assert!(seen.insert(a.as_str()), "{} twice", a.as_str());
-            assert_eq!(serde_json::to_value(a).ok(), Some(serde_json::Value::String(a.as_str().into())));
-        }
-    }
 }

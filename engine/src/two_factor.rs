@@ -76,20 +76,7 @@ fn new_recovery_code() -> String {
     code
 }
 
-/// What the account page shows to enrol: scan the QR code, or type the secret.
-#[derive(Clone, Debug, Serialize)]
-pub struct Enrolment {
-    pub secret_base32: String,
-    pub otpauth_url: String,
-    /// An `<svg>` element, made here from the URL (no network, no script).
-    pub qr_svg: String,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Status {
-    pub enabled_at: Option<DateTime<Utc>>,
-    pub recovery_codes_left: i64,
-}
+pub use herald_types::{TwoFactorEnrolment as Enrolment, TwoFactorStatus as Status};
 
 pub async fn status(db: &Db, user: UserId) -> Result<Status> {
     let (enabled_at, left): (Option<DateTime<Utc>>, i64) = sqlx::query_as(

@@ -320,3 +320,46 @@ mod tests {
         );
     }
 }
+
+/// One edition of a recurring campaign, for its page and the API.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Edition {
+    pub id: CampaignId,
+    /// The schedule slot it was made for.
+    pub slot: DateTime<Utc>,
+    pub status: CampaignStatus,
+    pub recipients: i64,
+    pub sent: i64,
+    /// Readers the edition's feed had no data for.
+    pub skipped_no_data: i64,
+    pub failed: i64,
+}
+
+/// A campaign that went out, with its engagement, for the dashboard.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+pub struct RecentCampaign {
+    pub id: CampaignId,
+    pub name: String,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub sent: i64,
+    pub unique_opens: i64,
+    pub unique_clicks: i64,
+}
+
+impl RecentCampaign {
+    /// Unique opens over messages sent, `None` before anything was sent.
+    pub fn open_rate(&self) -> Option<f64> {
+        rate(self.unique_opens, self.sent)
+    }
+
+    pub fn click_rate(&self) -> Option<f64> {
+        rate(self.unique_clicks, self.sent)
+    }
+}
+
+fn rate(part: i64, whole: i64) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}

@@ -12,7 +12,9 @@
 #[macro_use]
 mod string_enum;
 
+pub mod account;
 pub mod api_key;
+pub mod audit;
 pub mod campaign;
 pub mod html;
 pub mod identity;
@@ -28,8 +30,12 @@ pub mod suppression;
 pub mod template;
 pub mod values;
 
+pub use account::{LoginSession, TwoFactorEnrolment, TwoFactorStatus};
 pub use api_key::ApiKey;
-pub use campaign::{BodyFormat, Campaign, CampaignInput, CampaignStatus, FeedSource, Recurrence, TrackingMode};
+pub use audit::{ActorKind, AuditAction, AuditEntry};
+pub use campaign::{
+    BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition, FeedSource, RecentCampaign, Recurrence, TrackingMode,
+};
 pub use identity::{Identity, IdentityInput};
 pub use ids::{
     ApiKeyId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId, TemplateId, TenantId, UserId,

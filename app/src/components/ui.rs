@@ -74,6 +74,17 @@ pub fn short_time(rfc3339: &str) -> String {
     rfc3339.get(0..16).map(|s| s.replace('T', " ")).unwrap_or_else(|| rfc3339.to_string())
 }
 
+/// [`short_time`] of a time the contract types hold as a date-time (its `Display` is
+/// `2026-11-25 14:03:00 UTC`, which the first sixteen characters shorten the same way).
+pub fn short_time_of(at: &impl std::fmt::Display) -> String {
+    short_time(&at.to_string())
+}
+
+/// `12.5 %`, or `—` when there is nothing to divide by.
+pub fn percent_label(rate: Option<f64>) -> String {
+    rate.map_or_else(|| "—".into(), |r| format!("{:.1} %", 100.0 * r))
+}
+
 /// A page heading with a row of tabs under it (Settings, Audience).
 #[component]
 pub fn TabbedHeader(

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::chart::Chart;
 use crate::components::shell::use_current;
-use crate::components::ui::{Card, LoadError, PageHeader};
+use crate::components::ui::{Card, LoadError, PageHeader, percent_label};
 use crate::error::AppError;
+use herald_types::RecentCampaign;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DashboardSummary {
@@ -18,19 +19,10 @@ pub struct DashboardSummary {
     pub pending_invites: usize,
     /// Subscribes vs unsubscribes per day, last 90 days (None when there were none).
     pub growth_chart: Option<String>,
-    pub recent: Vec<RecentCampaignRow>,
+    pub recent: Vec<RecentCampaign>,
     pub sent_30d: i64,
     pub bounce_rate: f64,
     pub complaint_rate: f64,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RecentCampaignRow {
-    pub id: String,
-    pub name: String,
-    pub sent: i64,
-    pub open_rate: String,
-    pub click_rate: String,
 }
 
 #[server(prefix = "/rpc", endpoint = "dashboard_summary")]
@@ -51,20 +43,6 @@ pub async fn get_dashboard_summary() -> Result<DashboardSummary, AppError> {
             ],
         )
     });
-    let rate = |part: i64, whole: i64| {
-        if whole > 0 { format!("{:.1} %", 100.0 * part as f64 / whole as f64) } else { "—".into() }
-    };
-    let recent = d
-        .recent
-        .iter()
-        .map(|c| RecentCampaignRow {
-            id: c.id.to_string(),
-            name: c.name.clone(),
-            sent: c.sent,
-            open_rate: rate(c.unique_opens, c.sent),
-            click_rate: rate(c.unique_clicks, c.sent),
-        })
-        .collect();
     let share = |part: i64| if d.sent_30d > 0 { part as f64 / d.sent_30d as f64 } else { 0.0 };
     Ok(DashboardSummary {
         has_postal_address: ws.can_send_campaigns(),
@@ -72,7 +50,7 @@ pub async fn get_dashboard_summary() -> Result<DashboardSummary, AppError> {
         members,
         pending_invites,
         growth_chart,
-        recent,
+        recent: d.recent,
         sent_30d: d.sent_30d,
         bounce_rate: share(d.bounces_30d),
         complaint_rate: share(d.complaints_30d),
@@ -201,8 +179,8 @@ fn Engagement(s: DashboardSummary) -> impl IntoView {
                         <tbody class="divide-y divide-slate-100">
                             {s.recent.into_iter().map(|c| view! {
                                 <tr>
-                                    <td class="py-1"><a class="text-indigo-600 hover:underline" href=format!("/campaigns/{}/stats", c.id)>{c.name}</a></td>
-                                    <td>{c.sent}</td><td>{c.open_rate}</td><td>{c.click_rate}</td>
+                                    <td class="py-1"><a class="text-indigo-600 hover:underline" href=format!("/campaigns/{}/stats", c.id)>{c.name.clone()}</a></td>
+                                    <td>{c.sent}</td><td>{percent_label(c.open_rate())}</td><td>{percent_label(c.click_rate())}</td>
                                 </tr>
                             }).collect_view()}
                         </tbody>

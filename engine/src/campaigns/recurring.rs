@@ -157,17 +157,7 @@ async fn make_edition(
     Ok((inserted == 1).then_some(edition))
 }
 
-/// One edition, for the recurring campaign's page and the API.
-#[derive(Clone, Debug, Serialize, Deserialize, sqlx::FromRow)]
-pub struct Edition {
-    pub id: CampaignId,
-    pub slot: DateTime<Utc>,
-    pub status: CampaignStatus,
-    pub recipients: i64,
-    pub sent: i64,
-    pub skipped_no_data: i64,
-    pub failed: i64,
-}
+pub use herald_types::Edition;
 
 pub async fn editions(db: &Db, tenant: TenantId, parent: CampaignId) -> Result<Vec<Edition>> {
     let mut tx = db.tenant_tx(tenant).await?;

@@ -152,15 +152,7 @@ pub struct DayPoint {
     pub unsubscribes: i64,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, sqlx::FromRow)]
-pub struct RecentCampaign {
-    pub id: Uuid,
-    pub name: String,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub sent: i64,
-    pub unique_opens: i64,
-    pub unique_clicks: i64,
-}
+pub use herald_types::RecentCampaign;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Dashboard {

@@ -76,7 +76,7 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
     // The page (owners and admins) and the API see the same log, newest first.
     let page = owner.call("audit_log", &[("action", ""), ("actor", ""), ("before", "")]).await;
     assert!(page.ok(), "{:?}", page.body);
-    let seen = actions(&page.body["rows"]);
+    let seen = actions(&page.body["entries"]);
     for want in [
         "member.invited",
         "member.role_changed",
@@ -136,7 +136,7 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
     let (other, _) = app.owner_with_workspace("elsewhere@example.com", "Elsewhere").await;
     let theirs = other.call("audit_log", &[("action", ""), ("actor", ""), ("before", "")]).await;
     assert!(theirs.ok());
-    assert_eq!(theirs.body["rows"].as_array().map(Vec::len), Some(0), "{}", theirs.body);
+    assert_eq!(theirs.body["entries"].as_array().map(Vec::len), Some(0), "{}", theirs.body);
     let other_api = Api::for_owner(&app, &other).await;
     let (_, body) = other_api.get("/api/v1/audit").await;
     assert_eq!(actions(&body["entries"]), ["api_key.created"], "only its own key's creation");

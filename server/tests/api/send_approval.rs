@@ -113,7 +113,7 @@ async fn authors_ask_and_only_owners_or_admins_approve_or_turn_down() -> TestRes
 
     // The log tells the story.
     let log = owner.call("audit_log", &[("action", ""), ("actor", ""), ("before", "")]).await.body;
-    let rows = log["rows"].as_array().expect("rows");
+    let rows = log["entries"].as_array().expect("entries");
     let who = |action: &str| -> Vec<String> {
         rows.iter()
             .filter(|r| r["action"] == action)

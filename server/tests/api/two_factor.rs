@@ -16,7 +16,7 @@ async fn enrol(b: &Browser) -> (String, Vec<String>) {
     assert_eq!(wrong.status, StatusCode::UNPROCESSABLE_ENTITY, "enrolment needs the password: {}", wrong.body);
     let start = b.call("start_two_factor", &[("current_password", PASSWORD)]).await;
     assert!(start.ok(), "{:?}", start.body);
-    let secret = start.body["secret"].as_str().expect("secret").to_string();
+    let secret = start.body["secret_base32"].as_str().expect("secret").to_string();
     assert!(start.body["qr_svg"].as_str().is_some_and(|s| s.starts_with("<svg")), "{}", start.body);
     assert!(start.body["otpauth_url"].as_str().is_some_and(|u| u.starts_with("otpauth://totp/Herald:")));
     // A wrong code does not turn it on.
@@ -45,7 +45,7 @@ async fn login_asks_for_a_code_after_the_password_and_recovery_codes_work_once()
     let (owner, _) = app.owner_with_workspace("totp@example.com", "Second Factor").await;
     let (secret, codes) = enrol(&owner).await;
     let status = owner.call("two_factor_status", &[]).await;
-    assert!(status.body["enabled_since"].is_string() && status.body["recovery_codes_left"] == 10, "{}", status.body);
+    assert!(status.body["enabled_at"].is_string() && status.body["recovery_codes_left"] == 10, "{}", status.body);
 
     // The password alone logs nobody in.
     let phone = app.browser();

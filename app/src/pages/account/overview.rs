@@ -2,23 +2,13 @@
 //! where they are logged in, and deleting the account.
 
 use leptos::prelude::*;
-use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
+use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time_of};
 use crate::error::AppError;
 use crate::pages::account::two_factor::{
-    ConfirmTwoFactor, DisableTwoFactor, StartTwoFactor, TwoFactorCard, two_factor_status,
+    ConfirmTwoFactor, DisableTwoFactor, StartTwoFactor, TwoFactorCard, load_two_factor_status,
 };
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SessionRow {
-    pub handle: String,
-    pub device: String,
-    pub ip: String,
-    pub started_at: Option<String>,
-    pub last_seen: Option<String>,
-    pub current: bool,
-}
+use herald_types::LoginSession;
 
 /// Needs the current password; every other session of the account ends.
 #[server(prefix = "/rpc", endpoint = "change_password")]
@@ -34,21 +24,10 @@ pub async fn change_password(current_password: String, new_password: String) -> 
 }
 
 #[server(prefix = "/rpc", endpoint = "list_sessions")]
-pub async fn list_sessions() -> Result<Vec<SessionRow>, AppError> {
+pub async fn list_sessions() -> Result<Vec<LoginSession>, AppError> {
     use crate::ssr::*;
     let (state, session, user) = require_user().await?;
-    let rows = herald_engine::accounts::list_sessions(&state.db, user, &session_id(&session)).await?;
-    Ok(rows
-        .into_iter()
-        .map(|s| SessionRow {
-            handle: s.handle,
-            device: s.device,
-            ip: s.ip,
-            started_at: s.started_at.map(|t| t.to_rfc3339()),
-            last_seen: s.last_seen.map(|t| t.to_rfc3339()),
-            current: s.current,
-        })
-        .collect())
+    Ok(herald_engine::accounts::list_sessions(&state.db, user, &session_id(&session)).await?)
 }
 
 #[server(prefix = "/rpc", endpoint = "end_session")]
@@ -94,7 +73,8 @@ pub fn AccountPage() -> impl IntoView {
         move || (change.version().get(), end_one.version().get(), end_others.version().get()),
         |_| list_sessions(),
     );
-    let two_factor = Resource::new(move || (confirm.version().get(), disable.version().get()), |_| two_factor_status());
+    let two_factor =
+        Resource::new(move || (confirm.version().get(), disable.version().get()), |_| load_two_factor_status());
     let changed = move || matches!(change.value().get(), Some(Ok(())));
     view! {
         <PageHeader title="Your account"/>
@@ -151,7 +131,7 @@ pub fn AccountPage() -> impl IntoView {
 
 #[component]
 fn SessionList(
-    list: Vec<SessionRow>,
+    list: Vec<LoginSession>,
     end_one: ServerAction<EndSession>,
     end_others: ServerAction<EndOtherSessions>,
 ) -> impl IntoView {
@@ -168,8 +148,8 @@ fn SessionList(
                         <div class="text-xs text-slate-500">
                             {format!("{} · started {} · last seen {}",
                                 s.ip,
-                                s.started_at.as_deref().map(short_time).unwrap_or_else(|| "—".into()),
-                                s.last_seen.as_deref().map(short_time).unwrap_or_else(|| "—".into()))}
+                                s.started_at.as_ref().map(short_time_of).unwrap_or_else(|| "—".into()),
+                                s.last_seen.as_ref().map(short_time_of).unwrap_or_else(|| "—".into()))}
                         </div>
                     </div>
                     {(!s.current).then(|| view! {

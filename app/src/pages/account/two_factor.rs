@@ -2,33 +2,16 @@
 //! recovery codes once, and turn it off again with the password and a code.
 
 use leptos::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, CopyButton, LoadError, short_time};
 use crate::error::AppError;
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TwoFactorState {
-    pub enabled_since: Option<String>,
-    pub recovery_codes_left: i64,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TwoFactorEnrolment {
-    pub secret: String,
-    pub otpauth_url: String,
-    pub qr_svg: String,
-}
+use herald_types::{TwoFactorEnrolment, TwoFactorStatus};
 
 #[server(prefix = "/rpc", endpoint = "two_factor_status")]
-pub async fn two_factor_status() -> Result<TwoFactorState, AppError> {
+pub async fn load_two_factor_status() -> Result<TwoFactorStatus, AppError> {
     use crate::ssr::*;
     let (state, _, user) = require_user().await?;
-    let s = herald_engine::two_factor::status(&state.db, user).await?;
-    Ok(TwoFactorState {
-        enabled_since: s.enabled_at.map(|t| t.to_rfc3339()),
-        recovery_codes_left: s.recovery_codes_left,
-    })
+    Ok(herald_engine::two_factor::status(&state.db, user).await?)
 }
 
 #[server(prefix = "/rpc", endpoint = "start_two_factor")]
@@ -38,8 +21,7 @@ pub async fn start_two_factor(current_password: String) -> Result<TwoFactorEnrol
     if !state.auth_account_limiter.check(&format!("2fa-start:{user}")) {
         return Err(AppError::RateLimited.respond());
     }
-    let e = herald_engine::two_factor::start_enrolment(&state.db, &state.signer, user, &current_password).await?;
-    Ok(TwoFactorEnrolment { secret: e.secret_base32, otpauth_url: e.otpauth_url, qr_svg: e.qr_svg })
+    Ok(herald_engine::two_factor::start_enrolment(&state.db, &state.signer, user, &current_password).await?)
 }
 
 /// Returns the recovery codes: the only time they are shown. Every other session ends: they
@@ -71,7 +53,7 @@ pub async fn disable_two_factor(current_password: String, code: String) -> Resul
 
 #[component]
 pub fn TwoFactorCard(
-    status: Resource<Result<TwoFactorState, AppError>>,
+    status: Resource<Result<TwoFactorStatus, AppError>>,
     start: ServerAction<StartTwoFactor>,
     confirm: ServerAction<ConfirmTwoFactor>,
     disable: ServerAction<DisableTwoFactor>,
@@ -85,8 +67,8 @@ pub fn TwoFactorCard(
             <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match status.await {
-                        Ok(TwoFactorState { enabled_since: Some(since), recovery_codes_left }) => view! {
-                            <TwoFactorOn since=since codes_left=recovery_codes_left disable=disable/>
+                        Ok(TwoFactorStatus { enabled_at: Some(since), recovery_codes_left }) => view! {
+                            <TwoFactorOn since=since.to_rfc3339() codes_left=recovery_codes_left disable=disable/>
                         }.into_any(),
                         Ok(_) => view! { <TwoFactorOff start=start confirm=confirm/> }.into_any(),
                         Err(e) => view! { <LoadError error=e/> }.into_any(),
@@ -127,7 +109,7 @@ fn TwoFactorOff(start: ServerAction<StartTwoFactor>, confirm: ServerAction<Confi
                     <div class="h-52 w-52 shrink-0 rounded-lg border border-slate-200 bg-white p-1" inner_html=e.qr_svg></div>
                     <div class="min-w-0 flex-1 space-y-3">
                         <p class="text-sm text-slate-700">"1. Scan the code with your app, or type this key into it:"</p>
-                        <code class="block break-all rounded bg-slate-100 px-2 py-1 text-sm" data-testid="totp-secret">{e.secret}</code>
+                        <code class="block break-all rounded bg-slate-100 px-2 py-1 text-sm" data-testid="totp-secret">{e.secret_base32}</code>
                         <ActionForm action=confirm attr:class="space-y-2">
                             <label for="enrol_code" class="label">"2. Type the six digits it shows"</label>
                             <div class="flex gap-2">

@@ -5,9 +5,9 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
+use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time_of};
 use crate::error::AppError;
-use herald_types::{Campaign, CampaignId, CampaignStatus, FeedSource, Invalid, Recurrence};
+use herald_types::{Campaign, CampaignId, Edition, FeedSource, Invalid, Recurrence};
 
 /// The editor's signals for this section (strings as typed; [`RepeatForm::recurrence`] parses).
 #[derive(Clone, Copy)]
@@ -151,22 +151,11 @@ pub fn RepeatFields(
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct EditionRow {
-    pub id: CampaignId,
-    pub slot: String,
-    pub status: CampaignStatus,
-    pub recipients: i64,
-    pub sent: i64,
-    pub skipped_no_data: i64,
-    pub failed: i64,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RecurringView {
     pub schedule: String,
     pub feed: FeedSource,
     pub pending_feed: i64,
-    pub editions: Vec<EditionRow>,
+    pub editions: Vec<Edition>,
 }
 
 #[server(prefix = "/rpc", endpoint = "load_recurring")]
@@ -177,19 +166,7 @@ pub async fn load_recurring(id: CampaignId) -> Result<RecurringView, AppError> {
     let m = require_role(Role::Viewer).await?;
     let c = store::get(&m.state.db, m.tenant, id).await?;
     let schedule = c.recurrence.as_ref().map(Recurrence::describe).unwrap_or_default();
-    let editions = recurring::editions(&m.state.db, m.tenant, id)
-        .await?
-        .into_iter()
-        .map(|e| EditionRow {
-            id: e.id,
-            slot: e.slot.to_rfc3339(),
-            status: e.status,
-            recipients: e.recipients,
-            sent: e.sent,
-            skipped_no_data: e.skipped_no_data,
-            failed: e.failed,
-        })
-        .collect();
+    let editions = recurring::editions(&m.state.db, m.tenant, id).await?;
     Ok(RecurringView {
         schedule,
         pending_feed: recurring::pending_feed(&m.state.db, m.tenant, id).await?,
@@ -244,7 +221,7 @@ pub fn RecurringCampaign(
                                         <thead class="text-xs uppercase text-slate-400"><tr><th class="py-2">"Slot"</th><th>"Status"</th><th>"Sent"</th><th>"No data"</th><th>"Failed"</th></tr></thead>
                                         <tbody class="divide-y divide-slate-100">
                                             {v.editions.into_iter().map(|e| view! {
-                                                <tr><td class="py-2"><a class="text-indigo-600 hover:underline" href=format!("/campaigns/{}", e.id)>{short_time(&e.slot)}</a></td>
+                                                <tr><td class="py-2"><a class="text-indigo-600 hover:underline" href=format!("/campaigns/{}", e.id)>{short_time_of(&e.slot)}</a></td>
                                                     <td><span class="badge">{e.status.label()}</span></td><td>{e.sent}</td><td>{e.skipped_no_data}</td><td>{e.failed}</td></tr>
                                             }).collect_view()}
                                         </tbody>

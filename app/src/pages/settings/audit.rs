@@ -6,32 +6,18 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{Card, LoadError, short_time};
+use crate::components::ui::{Card, LoadError, short_time_of};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
+use herald_types::{ActorKind, AuditAction, AuditEntry};
 
 /// Entries per page.
 #[cfg(feature = "ssr")]
 const PAGE: i64 = 50;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct AuditRow {
-    pub id: i64,
-    pub at: String,
-    pub actor: String,
-    pub by_key: bool,
-    pub action: String,
-    pub label: String,
-    pub object: String,
-    pub detail: String,
-    pub ip: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AuditView {
-    pub rows: Vec<AuditRow>,
-    /// (name, label) of every action, for the filter.
-    pub actions: Vec<(String, String)>,
+    pub entries: Vec<AuditEntry>,
     /// The `before` of the next (older) page, when there is one.
     pub older: Option<i64>,
 }
@@ -52,25 +38,7 @@ pub async fn audit_log(action: String, actor: String, before: String) -> Result<
         entries.truncate(PAGE as usize);
         entries.last().map(|e| e.id)
     });
-    let rows = entries
-        .into_iter()
-        .map(|e| AuditRow {
-            id: e.id,
-            at: e.at.to_rfc3339(),
-            by_key: e.actor_kind == "api_key",
-            actor: e.actor,
-            action: e.action.as_str().into(),
-            label: e.action.label().into(),
-            object: e.object,
-            detail: match &e.detail {
-                serde_json::Value::Object(o) if o.is_empty() => String::new(),
-                d => d.to_string(),
-            },
-            ip: e.ip,
-        })
-        .collect();
-    let actions = audit::Action::ALL.iter().map(|a| (a.as_str().to_string(), a.label().to_string())).collect();
-    Ok(AuditView { rows, actions, older: older.flatten() })
+    Ok(AuditView { entries, older: older.flatten() })
 }
 
 #[component]
@@ -114,9 +82,9 @@ fn AuditBody(v: AuditView, action: String, actor: String) -> impl IntoView {
                 <label for="audit-action" class="label">"Action"</label>
                 <select id="audit-action" name="action" class="input">
                     <option value="">"Every action"</option>
-                    {v.actions.into_iter().map(|(name, label)| {
-                        let selected = name == action;
-                        view! { <option value=name selected=selected>{label}</option> }
+                    {AuditAction::ALL.iter().map(|a| {
+                        let selected = a.as_str() == action;
+                        view! { <option value=a.as_str() selected=selected>{a.label()}</option> }
                     }).collect_view()}
                 </select>
             </div>
@@ -127,7 +95,7 @@ fn AuditBody(v: AuditView, action: String, actor: String) -> impl IntoView {
             <button type="submit" class="btn-secondary">"Filter"</button>
             {filtered.then(|| view! { <a href="/settings/audit" class="text-sm text-indigo-600 hover:underline">"Clear"</a> })}
         </form>
-        {if v.rows.is_empty() {
+        {if v.entries.is_empty() {
             view! {
                 <p class="py-6 text-center text-sm text-slate-500" data-testid="audit-empty">
                     {if filtered { "No entries match." } else {
@@ -143,22 +111,25 @@ fn AuditBody(v: AuditView, action: String, actor: String) -> impl IntoView {
                             <tr><th class="py-2">"When"</th><th>"Who"</th><th>"What"</th><th>"Object"</th><th>"From"</th></tr>
                         </thead>
                         <tbody class="divide-y divide-slate-100">
-                            {v.rows.into_iter().map(|r| view! {
-                                <tr data-testid="audit-row" data-action=r.action.clone()>
-                                    <td class="whitespace-nowrap py-2 text-slate-500" title=r.at.clone()>{short_time(&r.at)}</td>
+                            {v.entries.into_iter().map(|r| {
+                                let detail = r.detail_text();
+                                view! {
+                                <tr data-testid="audit-row" data-action=r.action.as_str()>
+                                    <td class="whitespace-nowrap py-2 text-slate-500" title=r.at.to_rfc3339()>{short_time_of(&r.at)}</td>
                                     <td class="max-w-48 truncate" title=r.actor.clone()>
                                         {r.actor.clone()}
-                                        {r.by_key.then(|| view! { <span class="badge ml-1">"API"</span> })}
+                                        {(r.actor_kind == ActorKind::ApiKey).then(|| view! { <span class="badge ml-1">"API"</span> })}
                                     </td>
                                     <td>
-                                        <div class="text-slate-800">{r.label}</div>
-                                        {(!r.detail.is_empty()).then(|| view! {
-                                            <div class="max-w-72 truncate font-mono text-xs text-slate-400" title=r.detail.clone()>{r.detail.clone()}</div>
+                                        <div class="text-slate-800">{r.action.label()}</div>
+                                        {(!detail.is_empty()).then(|| view! {
+                                            <div class="max-w-72 truncate font-mono text-xs text-slate-400" title=detail.clone()>{detail.clone()}</div>
                                         })}
                                     </td>
                                     <td class="max-w-48 truncate font-mono text-xs" title=r.object.clone()>{r.object.clone()}</td>
                                     <td class="text-xs text-slate-500">{r.ip}</td>
                                 </tr>
+                                }
                             }).collect_view()}
                         </tbody>
                     </table>

@@ -23,22 +23,8 @@ pub struct AuditQuery {
 }
 
 #[derive(Serialize, ToSchema)]
-pub struct AuditEntryJson {
-    pub id: i64,
-    pub at: chrono::DateTime<chrono::Utc>,
-    /// `user` or `api_key`.
-    pub actor_kind: String,
-    pub actor: String,
-    pub action: String,
-    pub object: String,
-    #[schema(value_type = Object)]
-    pub detail: serde_json::Value,
-    pub ip: String,
-}
-
-#[derive(Serialize, ToSchema)]
 pub struct AuditPage {
-    pub entries: Vec<AuditEntryJson>,
+    pub entries: Vec<herald_types::AuditEntry>,
     /// Pass as `before` for the next (older) page; absent on the last page.
     pub next_before: Option<i64>,
 }
@@ -60,18 +46,5 @@ pub async fn index(
     let filter = audit::Filter { action, actor: q.actor, before: q.before, limit };
     let entries = audit::list(&s.app.db, caller.tenant, &filter).await?;
     let next_before = (entries.len() as i64 == limit).then(|| entries.last().map(|e| e.id)).flatten();
-    let entries = entries
-        .into_iter()
-        .map(|e| AuditEntryJson {
-            id: e.id,
-            at: e.at,
-            actor_kind: e.actor_kind,
-            actor: e.actor,
-            action: e.action.as_str().into(),
-            object: e.object,
-            detail: e.detail,
-            ip: e.ip,
-        })
-        .collect();
     Ok(Json(AuditPage { entries, next_before }))
 }

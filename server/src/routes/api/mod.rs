@@ -145,7 +145,7 @@ impl Modify for BearerAuth {
         templates::index, templates::create, templates::show, templates::update, templates::delete,
     ),
     components(schemas(
-        workspace::WorkspaceJson, ApiError, audit::AuditPage, audit::AuditEntryJson, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
+        workspace::WorkspaceJson, ApiError, audit::AuditPage, herald_types::AuditEntry, herald_types::AuditAction, herald_types::ActorKind, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
         readers::CreateBody, readers::UpdateBody,
         readers::BulkBody, readers::BulkResult, readers::BulkInvalid, readers::SubscribeBody,
         suppressions::AddBody, suppressions::AddResult,
