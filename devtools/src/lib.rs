@@ -19,6 +19,7 @@ pub mod bench_messages;
 pub mod bench_track;
 pub mod blast;
 pub mod chaos;
+pub mod dkim;
 pub mod load;
 pub mod smtp_sink;
 

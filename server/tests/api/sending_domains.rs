@@ -137,10 +137,15 @@ async fn a_domain_is_verified_by_its_dns_records_and_only_then_sends() -> TestRe
     let (status, body) = api.post(&format!("/api/v1/campaigns/{campaign}/send"), json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(app.sink.wait_for_count(2, Duration::from_secs(30)).await, "the campaign arrives");
+    // Signed with the key whose public half the workspace published, as a receiver checks it.
+    let published = herald_devtools::dkim::PublicKey::from_record(&dkim)?;
     for mail in app.sink.messages().await {
         let raw = String::from_utf8_lossy(&mail.raw).to_string();
         let signature = raw.lines().find(|l| l.starts_with("DKIM-Signature:")).unwrap_or_default().to_string();
         assert!(signature.contains("d=brand.test") && signature.contains("s=herald"), "{raw}");
+        herald_devtools::dkim::verify(&mail.raw, "herald", &published)?;
+        let tampered = raw.replacen("Subject: ", "Subject: Re: ", 1);
+        assert!(herald_devtools::dkim::verify(tampered.as_bytes(), "herald", &published).is_err());
     }
 
     // A subdomain of a verified domain may send; another domain may not.

@@ -147,7 +147,7 @@ impl DkimSigner {
 }
 
 /// The header block (each field ending in CRLF) and the body of a message.
-pub(super) fn split_message(message: &[u8]) -> (&[u8], &[u8]) {
+pub fn split_message(message: &[u8]) -> (&[u8], &[u8]) {
     match message.windows(4).position(|w| w == b"\r\n\r\n") {
         Some(at) => (&message[..at + 2], &message[at + 4..]),
         None => (message, &[]),
@@ -155,7 +155,7 @@ pub(super) fn split_message(message: &[u8]) -> (&[u8], &[u8]) {
 }
 
 /// The header fields of a header block, each with its folded lines and without its final CRLF.
-pub(super) fn header_fields(headers: &[u8]) -> Vec<&[u8]> {
+pub fn header_fields(headers: &[u8]) -> Vec<&[u8]> {
     let mut fields = Vec::new();
     let mut start = 0;
     let mut i = 0;
@@ -177,14 +177,14 @@ pub(super) fn header_fields(headers: &[u8]) -> Vec<&[u8]> {
     fields
 }
 
-pub(super) fn field_name(field: &[u8]) -> &str {
+pub fn field_name(field: &[u8]) -> &str {
     let name = field.iter().position(|&b| b == b':').map_or(field, |colon| &field[..colon]);
     std::str::from_utf8(name).unwrap_or("").trim_end_matches([' ', '\t'])
 }
 
 /// Relaxed header canonicalization (RFC 6376 §3.4.2): the name lowercased, the value unfolded,
 /// runs of whitespace made one space, no whitespace around the colon or at the end.
-pub(super) fn relaxed_header(out: &mut Vec<u8>, field: &[u8]) {
+pub fn relaxed_header(out: &mut Vec<u8>, field: &[u8]) {
     let colon = field.iter().position(|&b| b == b':').unwrap_or(field.len());
     out.extend(field_name(field).bytes().map(|b| b.to_ascii_lowercase()));
     out.push(b':');
@@ -209,7 +209,7 @@ pub(super) fn relaxed_header(out: &mut Vec<u8>, field: &[u8]) {
 
 /// Relaxed body canonicalization (RFC 6376 §3.4.4): runs of whitespace made one space, none at
 /// the end of a line, no empty lines at the end, and a final CRLF unless the body is empty.
-pub(super) fn relaxed_body(body: &[u8]) -> Vec<u8> {
+pub fn relaxed_body(body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 2);
     let mut empty_lines = 0;
     let mut canonical = Vec::with_capacity(256);

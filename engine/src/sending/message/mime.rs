@@ -357,5 +357,18 @@ pub(super) fn list_id(value: &str) -> Result<String> {
     }
     let phrase: String = phrase.chars().map(|c| if "()<>[]:;@\\,\"".contains(c) { ' ' } else { c }).collect::<String>();
     let phrase = single_line(&phrase);
-    Ok(if phrase.is_empty() { format!("<{id}>") } else { format!("{phrase} <{id}>") })
+    if phrase.is_empty() {
+        return Ok(format!("<{id}>"));
+    }
+    // A list name that is not plain ASCII goes as encoded words, like a subject.
+    let mut out = Vec::with_capacity(phrase.len() + id.len() + 8);
+    if is_plain_header_text(&phrase) {
+        out.extend_from_slice(phrase.as_bytes());
+    } else {
+        write_encoded_words(&mut out, &phrase);
+    }
+    out.extend_from_slice(b" <");
+    out.extend_from_slice(id.as_bytes());
+    out.push(b'>');
+    String::from_utf8(out).map_err(|_| Error::invalid("the List-Id is not valid"))
 }
