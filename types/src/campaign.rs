@@ -360,6 +360,7 @@ impl RecentCampaign {
     }
 }
 
-fn rate(part: i64, whole: i64) -> Option<f64> {
+/// `part` over `whole`, `None` when `whole` is not positive (nothing to divide by).
+pub fn rate(part: i64, whole: i64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
 }

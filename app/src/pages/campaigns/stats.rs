@@ -46,7 +46,7 @@ pub struct StatsView {
 
 #[cfg(feature = "ssr")]
 fn percent(part: i64, whole: i64) -> String {
-    if whole <= 0 { "—".into() } else { format!("{:.1} %", 100.0 * part as f64 / whole as f64) }
+    crate::components::ui::percent_label(herald_types::campaign::rate(part, whole))
 }
 
 #[server(prefix = "/rpc", endpoint = "campaign_stats")]

@@ -3,21 +3,21 @@ use super::*;
 use base64::Engine as _;
 use ring::signature::{Ed25519KeyPair, RsaKeyPair};
 
-/// Headers covered by the signature. Ones a message lacks are signed as absent, so they cannot
+/// Headers covered by the signature, as the `h=` tag names them. Ones a message lacks are signed as absent, so they cannot
 /// be added in transit (RFC 6376 §5.4); Gmail requires both List-Unsubscribe headers covered.
 pub(super) const DKIM_HEADERS: &[&str] = &[
-    "From",
-    "To",
-    "Subject",
-    "Date",
-    "Message-ID",
-    "Reply-To",
-    "List-Unsubscribe",
-    "List-Unsubscribe-Post",
-    "List-Id",
-    "Feedback-ID",
-    "MIME-Version",
-    "Content-Type",
+    "from",
+    "to",
+    "subject",
+    "date",
+    "message-id",
+    "reply-to",
+    "list-unsubscribe",
+    "list-unsubscribe-post",
+    "list-id",
+    "feedback-id",
+    "mime-version",
+    "content-type",
 ];
 
 /// A DKIM key with its selector and domain: relaxed/relaxed, SHA-256, RSA or Ed25519.
@@ -30,6 +30,8 @@ pub struct DkimSigner {
     selector: String,
     domain: String,
     key: SigningKey,
+    /// The `h=` tag's value, [`DKIM_HEADERS`] joined.
+    signed_headers: String,
 }
 
 enum SigningKey {
@@ -83,7 +85,7 @@ impl DkimSigner {
                 SigningKey::Ed25519(Ed25519KeyPair::from_seed_unchecked(&seed).map_err(|_| invalid_key())?)
             }
         };
-        Ok(DkimSigner { selector: selector.to_string(), domain, key })
+        Ok(DkimSigner { selector: selector.to_string(), domain, key, signed_headers: DKIM_HEADERS.join(":") })
     }
 
     pub fn selector(&self) -> &str {
@@ -100,14 +102,13 @@ impl DkimSigner {
         let b64 = base64::engine::general_purpose::STANDARD;
         let (headers, body) = split_message(message);
         let body_hash = ring::digest::digest(&ring::digest::SHA256, &relaxed_body(body));
-        let names: Vec<String> = DKIM_HEADERS.iter().map(|h| h.to_ascii_lowercase()).collect();
         let mut header = format!(
             "DKIM-Signature: v=1; a={}; c=relaxed/relaxed; d={}; s={};\r\n t={}; h={};\r\n bh={};\r\n b=",
             self.key.algorithm(),
             self.domain,
             self.selector,
             chrono::Utc::now().timestamp(),
-            names.join(":"),
+            self.signed_headers,
             b64.encode(body_hash.as_ref()),
         )
         .into_bytes();
@@ -116,7 +117,7 @@ impl DkimSigner {
         // header with an empty b=, without its final line break (RFC 6376 §3.7).
         let fields = header_fields(headers);
         let mut signed = Vec::with_capacity(1024);
-        for name in &names {
+        for name in DKIM_HEADERS {
             if let Some(field) = fields.iter().rev().find(|f| field_name(f).eq_ignore_ascii_case(name)) {
                 relaxed_header(&mut signed, field);
                 signed.extend_from_slice(b"\r\n");
