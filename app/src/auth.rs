@@ -4,21 +4,22 @@ use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::AppError;
+use herald_types::Role;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkspaceItem {
     pub id: String,
     pub name: String,
     pub slug: String,
-    pub role: String,
+    pub role: Role,
 }
 
 impl WorkspaceItem {
     pub fn can_administer(&self) -> bool {
-        matches!(self.role.as_str(), "owner" | "admin")
+        self.role.can_administer()
     }
     pub fn can_author(&self) -> bool {
-        matches!(self.role.as_str(), "owner" | "admin" | "author")
+        self.role.can_author()
     }
 }
 
@@ -71,12 +72,7 @@ pub async fn get_session_info() -> Result<Option<SessionInfo>, AppError> {
     let list = workspaces::list_for_user(&state.db, user_id).await?;
     let items: Vec<WorkspaceItem> = list
         .iter()
-        .map(|w| WorkspaceItem {
-            id: w.id.to_string(),
-            name: w.name.clone(),
-            slug: w.slug.clone(),
-            role: w.role.to_string(),
-        })
+        .map(|w| WorkspaceItem { id: w.id.to_string(), name: w.name.clone(), slug: w.slug.clone(), role: w.role })
         .collect();
     let wanted = session.get::<herald_engine::TenantId>(SESSION_TENANT).await.ok().flatten().map(|t| t.to_string());
     let current = items.iter().find(|w| Some(&w.id) == wanted.as_ref()).or(items.first()).cloned();

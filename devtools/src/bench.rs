@@ -651,8 +651,8 @@ pub async fn run_import(args: ImportBench, env: &BenchEnv) -> anyhow::Result<()>
         let start = StartImport {
             mapping: vec!["email".into(), "name".into(), "attributes.city".into(), "attributes.plan".into()],
             list_ids: vec![list.id],
-            mode: "confirmed".into(),
-            existing: "update".into(),
+            mode: import::ImportMode::Confirmed,
+            existing: herald_engine::audience::bulk::Existing::Update,
         };
         let jobs = jobs::Jobs::new(&db);
         import::start(&db, &jobs, tenant, Role::Owner, id, start).await?;

@@ -25,6 +25,7 @@ pub use herald_types::{ActorKind, AuditAction as Action, AuditEntry as Entry};
 
 /// Appends one entry. `object` names what was acted on (a campaign id, an address, a key's
 /// name); `detail` holds what else a reader of the log needs (a new role, a time).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn record(
     db: &Db,
     tenant: TenantId,
@@ -60,6 +61,7 @@ pub async fn record(
 }
 
 /// [`record`], with a failure logged instead of returned (see the module comment).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn note(db: &Db, tenant: TenantId, actor: &Actor, action: Action, object: &str, detail: serde_json::Value) {
     if let Err(e) = record(db, tenant, actor, action, object, detail).await {
         tracing::error!(error = ?e, %tenant, action = action.as_str(), "audit entry not written");
@@ -77,6 +79,7 @@ pub struct Filter {
 }
 
 /// Newest first.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entry>> {
     if !(1..=500).contains(&filter.limit) {
         return Err(Error::invalid("limit must be between 1 and 500."));

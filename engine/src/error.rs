@@ -59,9 +59,17 @@ impl From<herald_types::BadId> for Error {
     }
 }
 
+/// A failed query names its use case: every use case is a `#[tracing::instrument]` span, and the
+/// conversion that `?` makes runs inside it, so the span's module and function
+/// (`herald_engine::audience::lists::create`) go into the error's context without a
+/// `.context(…)` at every `?`. Outside any span (or with no subscriber) it is "database error".
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
-        Error::Unexpected(anyhow::Error::new(e).context("database error"))
+        let what = tracing::Span::current()
+            .metadata()
+            .map(|m| format!("database error in {}::{}", m.target(), m.name()))
+            .unwrap_or_else(|| "database error".to_string());
+        Error::Unexpected(anyhow::Error::new(e).context(what))
     }
 }
 
@@ -143,6 +151,20 @@ where
 #[cfg(test)]
 mod context_tests {
     use super::{Context, Error};
+
+    #[test]
+    fn a_failed_query_names_the_use_case_it_ran_in() {
+        let subscriber = tracing_subscriber::registry();
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("create");
+            let _in = span.enter();
+            let e = Error::from(sqlx::Error::PoolTimedOut);
+            let text = format!("{e:#}");
+            assert!(text.starts_with("database error in herald_engine::error::context_tests::create: "), "{text}");
+        });
+        let outside = format!("{:#}", Error::from(sqlx::Error::PoolTimedOut));
+        assert!(outside.starts_with("database error: "), "{outside}");
+    }
 
     #[test]
     fn context_names_the_use_case_of_unexpected_errors_only() {

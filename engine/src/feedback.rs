@@ -35,6 +35,7 @@ struct MatchedSend {
 /// Applies one verified provider event in its own transaction. Idempotent on the provider's
 /// event id: the id is recorded in the same transaction as the effects, so a replay (or two
 /// deliveries racing) has exactly one effect.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent) -> Result<Applied> {
     let mut tx = db.tenant_tx(tenant).await?;
     // The event's id, and the delivery's signed token where the provider has one: either seen

@@ -91,6 +91,7 @@ pub async fn create(
     Ok(NewInvite { invite: PendingInvite { id: id.into(), email: email.to_string(), role, expires_at }, token })
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn pending(db: &Db, tenant: TenantId) -> Result<Vec<PendingInvite>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows: Vec<(Uuid, String, String, DateTime<Utc>)> = sqlx::query_as(
@@ -109,6 +110,7 @@ pub async fn pending(db: &Db, tenant: TenantId) -> Result<Vec<PendingInvite>> {
         .collect()
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: InviteId) -> Result<()> {
     actor_role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -200,6 +202,7 @@ pub async fn accept(db: &Db, signer: &Signer, token: &str, user: UserId, user_em
 
 /// Creates an invite and queues its email (through the job queue and the mailer).
 #[allow(clippy::too_many_arguments)]
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn invite_and_mail(
     db: &Db,
     signer: &Signer,

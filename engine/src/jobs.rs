@@ -76,6 +76,7 @@ impl Jobs {
 
     /// See [`StartCampaign`]. The database handle is unused today but keeps the call sites
     /// honest about where the campaign lives.
+    #[tracing::instrument(skip_all, fields(%tenant, %campaign))]
     pub async fn kick_campaign(
         &self,
         _db: &Db,
@@ -114,6 +115,7 @@ impl Jobs {
     }
 
     /// Queues mail sent on `tenant`'s behalf, if its quotas allow ([`crate::sending::mail_quota`]).
+    #[tracing::instrument(skip_all, fields(%tenant))]
     pub async fn enqueue_workspace_mail(&self, tenant: crate::domain::TenantId, mail: OutgoingMail) -> Result<()> {
         crate::sending::mail_quota::claim(&self.db, tenant, self.system_mail_limits, &mail.to).await?;
         let mut storage = self.system_mail.clone();
@@ -139,6 +141,7 @@ impl Jobs {
         Ok(())
     }
 
+    #[tracing::instrument(skip_all, fields(%tenant, %import))]
     pub async fn enqueue_import(&self, tenant: crate::domain::TenantId, import: herald_types::ImportId) -> Result<()> {
         let mut storage = self.imports.clone();
         storage

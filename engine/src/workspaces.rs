@@ -99,6 +99,7 @@ pub async fn list_for_user(db: &Db, user: UserId) -> Result<Vec<WorkspaceSummary
 }
 
 /// `user`'s role in `tenant`, or `None` when not a member.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn role_of(db: &Db, tenant: TenantId, user: UserId) -> Result<Option<Role>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let role: Option<String> = sqlx::query_scalar("SELECT role FROM memberships WHERE tenant_id = $1 AND user_id = $2")
@@ -113,6 +114,7 @@ pub async fn role_of(db: &Db, tenant: TenantId, user: UserId) -> Result<Option<R
 /// What a request in `tenant` may do as `user`: their role, or `None` when not a member. A
 /// member without two-factor in a workspace that requires it is `Refused` (they can still switch
 /// to it and see why, and turn it on from their account).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn access(db: &Db, tenant: TenantId, user: UserId) -> Result<Option<Role>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let row: Option<(String, bool)> = sqlx::query_as(
@@ -151,6 +153,7 @@ impl TeamRule {
 }
 
 /// Whether the workspace has `rule` on.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn team_rule(db: &Db, tenant: TenantId, rule: TeamRule) -> Result<bool> {
     let mut tx = db.tenant_tx(tenant).await?;
     let on: Option<bool> =
@@ -164,6 +167,7 @@ pub async fn team_rule(db: &Db, tenant: TenantId, rule: TeamRule) -> Result<bool
 
 /// Turns `rule` on or off; owners and admins only. (Preconditions of a rule, such as having
 /// two-factor oneself, are checked by its module before this.)
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn set_team_rule(db: &Db, tenant: TenantId, actor: Role, rule: TeamRule, on: bool) -> Result<()> {
     actor.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -183,6 +187,7 @@ pub async fn set_team_rule(db: &Db, tenant: TenantId, actor: Role, rule: TeamRul
 pub const TWO_FACTOR_REQUIRED: &str =
     "This workspace requires two-factor authentication of every member. Turn it on under Your account, then come back.";
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn get(db: &Db, tenant: TenantId) -> Result<Workspace> {
     let mut tx = db.tenant_tx(tenant).await?;
     let ws = sqlx::query_as(
@@ -236,6 +241,7 @@ pub async fn update_settings(db: &Db, tenant: TenantId, update: SettingsUpdate) 
     Ok(ws)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn members(db: &Db, tenant: TenantId) -> Result<Vec<Member>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows: Vec<(UserId, String, String, String, DateTime<Utc>, bool)> = sqlx::query_as(
@@ -348,6 +354,7 @@ pub struct SendingPolicy {
     pub max_queue_age_hours: i32,
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn sending_policy(db: &Db, tenant: TenantId) -> Result<SendingPolicy> {
     let mut tx = db.tenant_tx(tenant).await?;
     let (frequency_cap_hours, max_queue_age_hours): (Option<i32>, i32) =
@@ -360,6 +367,7 @@ pub async fn sending_policy(db: &Db, tenant: TenantId) -> Result<SendingPolicy> 
     Ok(SendingPolicy { frequency_cap_hours, max_queue_age_hours })
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn set_sending_policy(db: &Db, tenant: TenantId, role: Role, policy: SendingPolicy) -> Result<()> {
     role.require(Role::Admin)?;
     if let Some(h) = policy.frequency_cap_hours

@@ -364,3 +364,39 @@ impl RecentCampaign {
 pub fn rate(part: i64, whole: i64) -> Option<f64> {
     (whole > 0).then(|| part as f64 / whole as f64)
 }
+
+/// `POST /api/v1/campaigns/{id}/schedule`: when to send.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ScheduleInput {
+    /// When to send (RFC 3339, e.g. `2026-12-01T09:00:00+01:00`).
+    pub at: DateTime<Utc>,
+    /// The time zone the author thinks in, kept for display (e.g. `Europe/Paris`).
+    #[serde(default = "utc")]
+    pub timezone: String,
+}
+
+fn utc() -> String {
+    "UTC".into()
+}
+
+/// One reader's data for a recurring campaign's next edition, keyed by reader id or address.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct FeedItem {
+    /// A reader id or an email address.
+    pub reader: String,
+    /// This reader's data for the next edition, a JSON object (`{{ feed.… }}` in the template).
+    #[cfg_attr(feature = "utoipa", schema(value_type = Object))]
+    pub data: serde_json::Value,
+}
+
+/// What a feed upload did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct FeedResult {
+    /// Readers whose data was stored for the next edition.
+    pub stored: u64,
+    /// Items not stored, by their index in the request, with the reason.
+    pub rejected: Vec<crate::invalid::Rejected>,
+}

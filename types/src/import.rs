@@ -4,6 +4,16 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{ImportId, ListId};
+use crate::reader::Existing;
+
+string_enum!(
+    /// How an import handles consent: the workspace attests the readers agreed (confirmed), or
+    /// each reader is mailed an opt-in link first and joins the lists on clicking it.
+    ImportMode, invalid = "Choose how consent is handled: confirmed or opt-in email.", default = Confirmed {
+        Confirmed = "confirmed",
+        OptIn = "opt_in",
+    }
+);
 
 string_enum!(
     /// Where an import is: its file arriving (uploading), waiting for its column mapping
@@ -51,8 +61,8 @@ pub struct Import {
     /// Per column: "email", "name", "attributes.<key>" or "ignore".
     pub mapping: Vec<String>,
     pub list_ids: Vec<ListId>,
-    pub mode: String,
-    pub existing: String,
+    pub mode: ImportMode,
+    pub existing: Existing,
     pub rows_read: i64,
     pub created: i64,
     pub updated: i64,
@@ -106,8 +116,8 @@ mod tests {
             preview: Vec::new(),
             mapping: Vec::new(),
             list_ids: Vec::new(),
-            mode: "subscribe".into(),
-            existing: "update".into(),
+            mode: ImportMode::Confirmed,
+            existing: Existing::Update,
             rows_read: 10,
             created: 10,
             updated: 0,

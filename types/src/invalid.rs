@@ -48,6 +48,16 @@ impl Invalid {
     }
 }
 
+/// One item of a bulk request that was not taken, by its position in the request (the rest
+/// were).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Rejected {
+    /// Position in the request's array.
+    pub index: usize,
+    pub reason: String,
+}
+
 /// Collects the problems of several checks, so a form learns about every field at once.
 #[derive(Default)]
 pub struct Problems(Vec<FieldError>);

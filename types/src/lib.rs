@@ -34,19 +34,23 @@ pub use account::{LoginSession, TwoFactorEnrolment, TwoFactorStatus};
 pub use api_key::ApiKey;
 pub use audit::{ActorKind, AuditAction, AuditEntry};
 pub use campaign::{
-    BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition, FeedSource, RecentCampaign, Recurrence, TrackingMode,
+    BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition, FeedItem, FeedResult, FeedSource, RecentCampaign,
+    Recurrence, ScheduleInput, TrackingMode,
 };
 pub use identity::{Identity, IdentityInput};
 pub use ids::{
     ApiKeyId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId, TemplateId, TenantId, UserId,
 };
-pub use import::{Import, ImportStatus, ImportSummary};
-pub use invalid::{FieldError, Invalid, Problems};
+pub use import::{Import, ImportMode, ImportStatus, ImportSummary};
+pub use invalid::{FieldError, Invalid, Problems, Rejected};
 pub use list::{List, ListInput, ListWithCounts, OptIn, Visibility};
 pub use member::{Member, PendingInvite};
-pub use message::{Message, MessageDetail, MessageEvent, MessageStatus};
+pub use message::{Message, MessageDetail, MessageEvent, MessageStatus, SendRequest};
 pub use progress::{Failure, Progress, Report, SendStatus, SkipCount};
-pub use reader::{Reader, ReaderPage, ReaderStatus, Subscription, SubscriptionStatus};
-pub use suppression::{Suppression, SuppressionReason};
+pub use reader::{
+    BulkOutcome, BulkReaders, Existing, ListChoice, NewReader, Reader, ReaderChange, ReaderInput, ReaderPage,
+    ReaderStatus, Subscription, SubscriptionStatus,
+};
+pub use suppression::{NewSuppressions, Suppression, SuppressionReason, SuppressionsAdded};
 pub use template::{RenderedMessage, Template, TemplateInput, TemplateVersion};
 pub use values::{Email, Forbidden, Role, Slug};

@@ -112,6 +112,50 @@ pub struct MessageDetail {
     pub events: Vec<MessageEvent>,
 }
 
+/// The body of `POST /api/v1/messages`: a template or inline content, to one recipient.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SendRequest {
+    /// The recipient's address.
+    pub to: String,
+    #[serde(default)]
+    pub to_name: String,
+    /// Required with inline content; overrides the template's subject when given.
+    #[serde(default)]
+    pub subject: Option<String>,
+    /// A transactional template's id or name.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// The template's variables (strict: a missing one is a 422).
+    #[serde(default)]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<Object>))]
+    pub variables: Option<serde_json::Value>,
+    /// Inline MiniJinja content (with `variables`), instead of a template.
+    #[serde(default)]
+    pub html: Option<String>,
+    #[serde(default)]
+    pub text: Option<String>,
+    /// The sender's address; defaults to the template's, then the workspace's transactional
+    /// sender.
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub from_name: Option<String>,
+    #[serde(default)]
+    pub reply_to: Option<String>,
+    /// Send later (RFC 3339); past or absent means now.
+    #[serde(default)]
+    pub send_at: Option<DateTime<Utc>>,
+    /// Anything the caller wants back with the message (a JSON object).
+    #[serde(default)]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<Object>))]
+    pub metadata: Option<serde_json::Value>,
+    /// Open and click tracking; on unless false.
+    #[serde(default)]
+    pub tracking: Option<bool>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,6 +43,15 @@ impl SubscriptionStatus {
     }
 }
 
+string_enum!(
+    /// What an import or a bulk upsert does with addresses already in the workspace: fill in a
+    /// non-empty name and merge attributes (update), or leave them exactly as they are (skip).
+    Existing, invalid = "Existing readers must be updated or skipped.", default = Update {
+        Update = "update",
+        Skip = "skip",
+    }
+);
+
 /// A reader: one address in a workspace, with a name and free-form attributes.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
@@ -82,6 +91,76 @@ impl Subscription {
     pub fn since(&self) -> DateTime<Utc> {
         self.unsubscribed_at.or(self.confirmed_at).unwrap_or(self.created_at)
     }
+}
+
+/// One reader to create or merge: the bulk API's items and an import's rows.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ReaderInput {
+    pub email: String,
+    #[serde(default)]
+    pub name: String,
+    /// A JSON object (`{"city": "Lyon"}`), merged into the reader's attributes.
+    #[serde(default)]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<Object>))]
+    pub attributes: Option<serde_json::Value>,
+}
+
+/// `POST /api/v1/readers`: one new reader.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct NewReader {
+    #[serde(flatten)]
+    pub reader: ReaderInput,
+    /// Lists to subscribe the reader to, as confirmed (you attest their consent).
+    #[serde(default)]
+    pub lists: Vec<ListId>,
+}
+
+/// `PATCH /api/v1/readers/{id}`: what to change; a missing field keeps its value.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ReaderChange {
+    pub name: Option<String>,
+    /// Replaces the attributes object.
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<Object>))]
+    pub attributes: Option<serde_json::Value>,
+}
+
+/// `POST /api/v1/readers/bulk`: many readers at once, merged on the lowercased email, so a
+/// retry is harmless.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct BulkReaders {
+    /// Up to 10,000 readers.
+    pub readers: Vec<ReaderInput>,
+    #[serde(default)]
+    pub lists: Vec<ListId>,
+    /// `update` (default) or `skip` for addresses already in the workspace.
+    #[serde(default)]
+    pub existing: Existing,
+}
+
+/// What a bulk upsert did.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct BulkOutcome {
+    pub created: u64,
+    pub updated: u64,
+    /// Addresses already here (with `skip`) and repeats inside the request.
+    pub skipped: u64,
+    pub invalid: Vec<crate::invalid::Rejected>,
+    /// The readers created or updated: for the server's next step (an import's opt-in mails),
+    /// never sent.
+    #[serde(skip)]
+    pub reader_ids: Vec<i64>,
+}
+
+/// `POST /api/v1/readers/{id}/subscriptions`: lists to add the reader to.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ListChoice {
+    pub lists: Vec<ListId>,
 }
 
 #[cfg(test)]

@@ -46,3 +46,22 @@ pub struct Suppression {
     pub source: String,
     pub created_at: DateTime<Utc>,
 }
+
+/// `POST /api/v1/suppressions`: addresses to stop mailing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct NewSuppressions {
+    pub emails: Vec<String>,
+    /// `manual` (default), `hard_bounce`, `soft_bounce`, `complaint` or `unsubscribed_all`.
+    #[serde(default)]
+    pub reason: SuppressionReason,
+}
+
+/// What adding suppressions did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct SuppressionsAdded {
+    pub suppressed: usize,
+    /// Entries that are not email addresses (first 200 characters of each), not added.
+    pub invalid: Vec<String>,
+}

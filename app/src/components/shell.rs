@@ -111,7 +111,7 @@ fn Frame(info: SessionInfo) -> impl IntoView {
                 <div class="border-t border-slate-200 p-4 text-sm">
                     <a href="/account" class="block truncate font-medium text-slate-700 hover:text-indigo-700" data-testid="current-user"
                         title="Your account">{info.email.clone()}</a>
-                    <div class="text-xs text-slate-400">{current.name.clone()} " · " {current.role.clone()}</div>
+                    <div class="text-xs text-slate-400">{current.name.clone()} " · " {current.role.as_str()}</div>
                     <ActionForm action=logout attr:class="mt-2">
                         <button type="submit" class="text-sm text-slate-500 hover:text-slate-900">"Log out"</button>
                     </ActionForm>
@@ -170,5 +170,10 @@ fn TwoFactorRequired() -> impl IntoView {
 }
 
 fn unreachable_workspace() -> crate::auth::WorkspaceItem {
-    crate::auth::WorkspaceItem { id: String::new(), name: String::new(), slug: String::new(), role: "viewer".into() }
+    crate::auth::WorkspaceItem {
+        id: String::new(),
+        name: String::new(),
+        slug: String::new(),
+        role: herald_types::Role::Viewer,
+    }
 }

@@ -2,7 +2,8 @@
 //! One round trip per batch with `unnest` arrays; addresses are merged on their lowercased form,
 //! so replaying a batch (an API retry, a re-run import) changes nothing the second time.
 
-use serde::{Deserialize, Serialize};
+use herald_types::Rejected;
+pub use herald_types::{BulkOutcome, Existing, ReaderInput};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -11,40 +12,9 @@ use crate::domain::{Email, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::Tx;
 
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct ReaderInput {
-    pub email: String,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub attributes: Option<Value>,
-}
-
-/// What to do with addresses already in the workspace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Existing {
-    /// Fill in a non-empty name and merge attributes (the default).
-    #[default]
-    Update,
-    /// Leave them exactly as they are.
-    Skip,
-}
-
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
-pub struct BatchOutcome {
-    pub created: u64,
-    pub updated: u64,
-    pub skipped: u64,
-    /// (index in the input, reason) for rows that were not valid.
-    pub invalid: Vec<(usize, String)>,
-    /// The readers created or updated.
-    #[serde(skip)]
-    pub reader_ids: Vec<i64>,
-}
-
 /// Upserts `rows` and subscribes the created/updated readers to `lists` as confirmed (the caller
 /// attests consent; one ledger row per new subscription, with `origin`).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn upsert(
     tx: &mut Tx,
     tenant: TenantId,
@@ -52,8 +22,8 @@ pub async fn upsert(
     lists: &[crate::domain::ListId],
     existing: Existing,
     origin: &Origin,
-) -> Result<BatchOutcome> {
-    let mut out = BatchOutcome::default();
+) -> Result<BulkOutcome> {
+    let mut out = BulkOutcome::default();
     // Merge duplicates inside the batch (Postgres cannot upsert one row twice in a statement).
     let mut order: Vec<String> = Vec::new();
     let mut merged: HashMap<String, (String, String, serde_json::Map<String, Value>)> = HashMap::new();
@@ -61,7 +31,7 @@ pub async fn upsert(
         let email = match Email::parse(&row.email) {
             Ok(e) => e,
             Err(e) => {
-                out.invalid.push((i, e.to_string()));
+                out.invalid.push(Rejected { index: i, reason: e.to_string() });
                 continue;
             }
         };
@@ -69,7 +39,7 @@ pub async fn upsert(
             None | Some(Value::Null) => serde_json::Map::new(),
             Some(Value::Object(m)) => m.clone(),
             Some(_) => {
-                out.invalid.push((i, "attributes must be an object".into()));
+                out.invalid.push(Rejected { index: i, reason: "attributes must be an object".into() });
                 continue;
             }
         };

@@ -39,6 +39,7 @@ pub struct ConsentEvent {
     pub created_at: DateTime<Utc>,
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn record(
     tx: &mut Tx,
     tenant: TenantId,
@@ -64,6 +65,7 @@ pub async fn record(
     Ok(())
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn for_reader(tx: &mut Tx, tenant: TenantId, reader: i64) -> Result<Vec<ConsentEvent>> {
     Ok(sqlx::query_as(
         "SELECT e.id, e.list_id, l.name AS list_name, e.action, e.source, e.ip, e.user_agent, e.wording, e.created_at

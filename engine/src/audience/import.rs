@@ -21,8 +21,9 @@ pub const CHUNK_BYTES: usize = 1024 * 1024;
 const BATCH_ROWS: usize = 5_000;
 const PREVIEW_ROWS: usize = 5;
 
-pub use herald_types::{Import, ImportId, ImportStatus, ImportSummary};
+pub use herald_types::{Import, ImportId, ImportMode, ImportStatus, ImportSummary};
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn begin_upload(
     db: &Db,
     tenant: TenantId,
@@ -48,6 +49,7 @@ pub async fn begin_upload(
 /// Stores the next 1 MB of an upload, unless the workspace's uploads not yet imported would then
 /// hold more than `storage_cap` bytes (`HERALD_IMPORT_STORAGE_PER_WORKSPACE`): then an
 /// `Invalid` that says what to do, and the caller discards the partial upload.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn append_chunk(
     db: &Db,
     tenant: TenantId,
@@ -89,6 +91,7 @@ pub async fn append_chunk(
 
 /// Deletes an upload that is not importing (uploading, uploaded, or failed): its file, its
 /// mapping and its error report. Readers a failed run already imported stay.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn discard(db: &Db, tenant: TenantId, role: Role, id: ImportId) -> Result<()> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
@@ -175,8 +178,8 @@ struct ImportRow {
     delimiter: String,
     mapping: serde_json::Value,
     list_ids: Vec<ListId>,
-    mode: String,
-    existing: String,
+    mode: ImportMode,
+    existing: Existing,
     rows_read: i64,
     created: i64,
     updated: i64,
@@ -205,6 +208,7 @@ async fn load(db: &Db, tenant: TenantId, id: ImportId) -> Result<ImportRow> {
     Ok(row)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn get(db: &Db, tenant: TenantId, id: ImportId) -> Result<Import> {
     let r = load(db, tenant, id).await?;
     // The preview is for the mapping step; the progress page polls this every second and does
@@ -279,6 +283,7 @@ async fn transition<'q>(
 }
 
 /// The newest imports first.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn recent(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<ImportSummary>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(
@@ -295,8 +300,8 @@ pub async fn recent(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<ImportS
 pub struct StartImport {
     pub mapping: Vec<String>,
     pub list_ids: Vec<ListId>,
-    pub mode: String,
-    pub existing: String,
+    pub mode: ImportMode,
+    pub existing: Existing,
 }
 
 /// Checks the choices and queues the import job. Allowed once uploaded, and again after a
@@ -326,14 +331,8 @@ pub async fn start(
             return Err(Error::invalid(format!("Unknown column mapping “{m}”.")));
         }
     }
-    if !matches!(s.mode.as_str(), "confirmed" | "opt_in") {
-        return Err(Error::invalid("Choose how consent is handled: confirmed or opt-in email."));
-    }
-    if s.mode == "opt_in" && s.list_ids.is_empty() {
+    if s.mode == ImportMode::OptIn && s.list_ids.is_empty() {
         return Err(Error::invalid("Opt-in emails ask readers to confirm a list: choose at least one."));
-    }
-    if !matches!(s.existing.as_str(), "update" | "skip") {
-        return Err(Error::invalid("Existing readers must be updated or skipped."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
     let startable: Vec<ImportStatus> = ImportStatus::ALL.iter().copied().filter(|s| s.can_start()).collect();
@@ -343,7 +342,7 @@ pub async fn start(
         id,
         (&startable, ImportStatus::Queued),
         ("mapping = $5, list_ids = $6, mode = $7, existing = $8, error = NULL", |q| {
-            q.bind(serde_json::json!(s.mapping)).bind(&s.list_ids).bind(&s.mode).bind(&s.existing)
+            q.bind(serde_json::json!(s.mapping)).bind(&s.list_ids).bind(s.mode).bind(s.existing)
         }),
     )
     .await?;
@@ -544,7 +543,7 @@ pub async fn run(cx: &ImportContext, tenant: TenantId, id: ImportId) -> Result<(
 
 async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> Result<()> {
     let db = &cx.db;
-    let opt_in = imp.mode == "opt_in";
+    let opt_in = imp.mode == ImportMode::OptIn;
     let workspace = crate::workspaces::get(db, tenant).await?.name;
     let list_names: Vec<String> = {
         let mut tx = db.tenant_tx(tenant).await?;
@@ -559,7 +558,7 @@ async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> R
     };
     let mapping: Vec<String> = serde_json::from_value(imp.mapping.clone()).unwrap_or_default();
     let delimiter = imp.delimiter.bytes().next().unwrap_or(b',');
-    let existing = if imp.existing == "skip" { Existing::Skip } else { Existing::Update };
+    let existing = imp.existing;
     let origin = Origin {
         wording: Some(if opt_in {
             format!("Imported from {}; each reader is asked to confirm by email.", imp.file_name)
@@ -626,9 +625,9 @@ async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> R
         } else {
             Vec::new()
         };
-        for (index, reason) in &out.invalid {
-            if let Some((line, raw)) = input_lines.get(*index) {
-                errors.push((*line as i64, reason.clone(), (*raw).clone()));
+        for rejected in &out.invalid {
+            if let Some((line, raw)) = input_lines.get(rejected.index) {
+                errors.push((*line as i64, rejected.reason.clone(), (*raw).clone()));
             }
         }
         if !errors.is_empty() {
@@ -695,6 +694,7 @@ async fn run_batches(cx: &ImportContext, tenant: TenantId, imp: &ImportRow) -> R
 /// they are read (an import with a million bad rows is never one string in memory). "line" is
 /// the row number as a spreadsheet shows it: the header is 1, and a quoted cell spanning lines
 /// stays one row. Stops quietly if the receiver goes away (the client disconnected).
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn stream_errors_csv(db: &Db, tenant: TenantId, id: ImportId, out: mpsc::Sender<Vec<u8>>) -> Result<()> {
     load(db, tenant, id).await?;
     let mut tx = db.tenant_tx(tenant).await?;

@@ -5,7 +5,7 @@ use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::{Db, Tx};
 
-pub use herald_types::{Suppression, SuppressionReason};
+pub use herald_types::{Suppression, SuppressionReason, SuppressionsAdded};
 
 /// Adds (or keeps) a suppression inside a caller's tenant transaction. An existing entry keeps its
 /// original reason unless the new one is a bounce or complaint, which are stronger.
@@ -35,7 +35,7 @@ pub async fn add_many(
     emails: &[String],
     reason: SuppressionReason,
     source: &str,
-) -> Result<(usize, Vec<String>)> {
+) -> Result<SuppressionsAdded> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
     let mut ok = 0;
@@ -50,7 +50,7 @@ pub async fn add_many(
         }
     }
     tx.commit().await?;
-    Ok((ok, invalid))
+    Ok(SuppressionsAdded { suppressed: ok, invalid })
 }
 
 #[tracing::instrument(skip_all, fields(%tenant))]

@@ -34,10 +34,12 @@ pub(crate) async fn gate(tx: &mut Tx, tenant: TenantId, role: Role) -> Result<()
     if required { Err(Error::Refused(NEEDS_APPROVAL.into())) } else { Ok(()) }
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn required(db: &Db, tenant: TenantId) -> Result<bool> {
     crate::workspaces::team_rule(db, tenant, TeamRule::SendApproval).await
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn set_required(db: &Db, tenant: TenantId, role: Role, on: bool) -> Result<()> {
     crate::workspaces::set_team_rule(db, tenant, role, TeamRule::SendApproval, on).await
 }
@@ -56,6 +58,7 @@ pub struct Request {
     pub note: String,
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn latest(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<Option<Request>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let row = sqlx::query_as(
@@ -168,6 +171,7 @@ pub async fn mail_approvers(
 }
 
 /// The campaigns of the workspace that wait for approval.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn pending_campaigns(db: &Db, tenant: TenantId) -> Result<Vec<CampaignId>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let ids = sqlx::query_scalar("SELECT campaign_id FROM send_approvals WHERE tenant_id = $1 AND decided_at IS NULL")

@@ -17,7 +17,6 @@
 //! this edition". With `feed = url` the sender fetches it per reader (see `feed_fetch`).
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use super::store::{self, Campaign, CampaignStatus};
 use crate::domain::{CampaignId, Role, TenantId};
@@ -159,6 +158,7 @@ async fn make_edition(
 
 pub use herald_types::Edition;
 
+#[tracing::instrument(skip_all, fields(%tenant, %parent))]
 pub async fn editions(db: &Db, tenant: TenantId, parent: CampaignId) -> Result<Vec<Edition>> {
     let mut tx = db.tenant_tx(tenant).await?;
     store::get_in(&mut tx, tenant, parent).await?;
@@ -179,23 +179,13 @@ pub async fn editions(db: &Db, tenant: TenantId, parent: CampaignId) -> Result<V
     Ok(rows)
 }
 
-/// One reader's data for the next edition, keyed by reader id or address.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct FeedItem {
-    /// A reader id or an email address.
-    pub reader: String,
-    pub data: serde_json::Value,
-}
-
-/// What a bulk feed upload did.
-#[derive(Clone, Debug, Serialize, Deserialize, Default)]
-pub struct FeedResult {
-    pub stored: u64,
-    /// `(index, reason)` for items that were not stored.
-    pub rejected: Vec<(usize, String)>,
-}
+use herald_types::Rejected;
+pub use herald_types::{FeedItem, FeedResult};
 
 pub const MAX_FEED_ITEMS: usize = 10_000;
+/// The reason of an item whose reader is not in the workspace (the single-reader route
+/// answers 404 for it).
+pub const NO_SUCH_READER: &str = "no such reader in this workspace";
 const MAX_FEED_BYTES: usize = 64 * 1024;
 
 /// Stores data for readers' next edition (replacing what was there). Items with an unknown
@@ -223,11 +213,11 @@ pub async fn put_feed(
     let (mut ids, mut emails, mut datas, mut idx) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (i, item) in items.iter().enumerate() {
         if !item.data.is_object() {
-            result.rejected.push((i, "data must be a JSON object".into()));
+            result.rejected.push(Rejected { index: i, reason: "data must be a JSON object".into() });
             continue;
         }
         if item.data.to_string().len() > MAX_FEED_BYTES {
-            result.rejected.push((i, "data is larger than 64 KB".into()));
+            result.rejected.push(Rejected { index: i, reason: "data is larger than 64 KB".into() });
             continue;
         }
         let r = item.reader.trim();
@@ -264,14 +254,15 @@ pub async fn put_feed(
     let stored: std::collections::HashSet<i64> = stored.into_iter().collect();
     for i in idx {
         if !stored.contains(&i) {
-            result.rejected.push((i as usize, "no such reader in this workspace".into()));
+            result.rejected.push(Rejected { index: i as usize, reason: NO_SUCH_READER.into() });
         }
     }
-    result.rejected.sort();
+    result.rejected.sort_by_key(|r| r.index);
     Ok(result)
 }
 
 /// How many readers have data waiting for the next edition.
+#[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn pending_feed(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64> {
     let mut tx = db.tenant_tx(tenant).await?;
     let n = sqlx::query_scalar("SELECT count(*) FROM campaign_feed WHERE tenant_id = $1 AND campaign_id = $2")

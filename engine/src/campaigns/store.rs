@@ -137,6 +137,7 @@ pub(crate) async fn get_in(tx: &mut Tx, tenant: TenantId, id: CampaignId) -> Res
         .ok_or(Error::NotFound)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn get(db: &Db, tenant: TenantId, id: CampaignId) -> Result<Campaign> {
     let mut tx = db.tenant_tx(tenant).await?;
     let c = get_in(&mut tx, tenant, id).await?;
@@ -144,6 +145,7 @@ pub async fn get(db: &Db, tenant: TenantId, id: CampaignId) -> Result<Campaign> 
     Ok(c)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<Campaign>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(

@@ -107,6 +107,7 @@ pub(super) async fn check_resume(tx: &mut Tx, tenant: TenantId, campaign: Campai
 }
 
 /// The operator's setting (`herald admin set-limits --campaign-mail-per-day N|unlimited`).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn set_limit(db: &Db, tenant: TenantId, per_day: Option<i32>) -> Result<()> {
     if per_day.is_some_and(|n| n < 0) {
         return Err(Error::invalid("The limit cannot be negative."));

@@ -57,6 +57,7 @@ pub(crate) async fn claim(db: &Db, tenant: TenantId, limits: SystemMailLimits, r
 }
 
 /// Sets one workspace's daily limit (`None`: back to the installation's). For operators.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn set_workspace_limit(db: &Db, tenant: TenantId, per_day: Option<i32>) -> Result<()> {
     if per_day.is_some_and(|n| n < 0) {
         return Err(Error::invalid("The limit cannot be negative."));

@@ -21,46 +21,7 @@ use crate::tracking::TrackingKeys;
 use crate::tracking::links;
 use crate::webhooks::{EventKind, ProviderEvent};
 
-pub use herald_types::{Message, MessageDetail, MessageEvent, MessageId, MessageStatus, TemplateId};
-
-/// The body of `POST /api/v1/messages`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SendRequest {
-    /// The recipient's address.
-    pub to: String,
-    #[serde(default)]
-    pub to_name: String,
-    /// Required with inline content; overrides the template's subject when given.
-    #[serde(default)]
-    pub subject: Option<String>,
-    /// A template's id or name; its variables come from `variables`.
-    #[serde(default)]
-    pub template: Option<String>,
-    #[serde(default)]
-    pub variables: Option<serde_json::Value>,
-    /// Inline content (MiniJinja, with `variables`), instead of a template.
-    #[serde(default)]
-    pub html: Option<String>,
-    #[serde(default)]
-    pub text: Option<String>,
-    /// The sender's address; defaults to the template's, then the workspace's.
-    #[serde(default)]
-    pub from: Option<String>,
-    #[serde(default)]
-    pub from_name: Option<String>,
-    #[serde(default)]
-    pub reply_to: Option<String>,
-    /// Send later (RFC 3339); past or absent means now.
-    #[serde(default)]
-    pub send_at: Option<DateTime<Utc>>,
-    /// Anything the caller wants back with the message (a JSON object).
-    #[serde(default)]
-    pub metadata: Option<serde_json::Value>,
-    /// Open and click tracking; on unless false.
-    #[serde(default)]
-    pub tracking: Option<bool>,
-}
+pub use herald_types::{Message, MessageDetail, MessageEvent, MessageId, MessageStatus, SendRequest, TemplateId};
 
 /// What `enqueue` did.
 #[derive(Clone, Debug)]
@@ -350,6 +311,7 @@ fn without_pixel(html: &str) -> String {
     out
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn get(db: &Db, tenant: TenantId, id: MessageId) -> Result<Message> {
     let mut tx = db.tenant_tx(tenant).await?;
     let message = get_in(&mut tx, tenant, id).await?;
@@ -369,6 +331,7 @@ async fn get_in(tx: &mut Tx, tenant: TenantId, id: MessageId) -> Result<Message>
 
 /// The message and its events from one snapshot: an `opened` event never shows beside a null
 /// `opened_at` (they are written in one transaction, and read in one here).
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn with_events(db: &Db, tenant: TenantId, id: MessageId) -> Result<(Message, Vec<MessageEvent>)> {
     let mut tx = db.tenant_snapshot_tx(tenant).await?;
     let message = get_in(&mut tx, tenant, id).await?;
@@ -377,6 +340,7 @@ pub async fn with_events(db: &Db, tenant: TenantId, id: MessageId) -> Result<(Me
     Ok((message, events))
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn detail(db: &Db, tenant: TenantId, id: MessageId) -> Result<MessageDetail> {
     let mut tx = db.tenant_snapshot_tx(tenant).await?;
     let message = get_in(&mut tx, tenant, id).await?;
@@ -391,6 +355,7 @@ pub async fn detail(db: &Db, tenant: TenantId, id: MessageId) -> Result<MessageD
     Ok(MessageDetail { message, html: without_pixel(&html), text, events })
 }
 
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn events(db: &Db, tenant: TenantId, id: MessageId) -> Result<Vec<MessageEvent>> {
     Ok(with_events(db, tenant, id).await?.1)
 }
@@ -417,6 +382,7 @@ pub struct MessageFilter {
     pub limit: Option<i64>,
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId, f: &MessageFilter) -> Result<Vec<Message>> {
     let status = f.status.as_deref().filter(|s| !s.trim().is_empty()).map(str::parse::<MessageStatus>).transpose()?;
     let q = f.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
@@ -446,6 +412,7 @@ pub async fn list(db: &Db, tenant: TenantId, f: &MessageFilter) -> Result<Vec<Me
 }
 
 /// Counts per status over the last 24 hours, for the page header.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn counts_last_day(db: &Db, tenant: TenantId) -> Result<Vec<(MessageStatus, i64)>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(
@@ -531,6 +498,7 @@ pub(crate) async fn add_event(tx: &mut Tx, tenant: TenantId, id: MessageId, kind
 }
 
 /// An open or a click from the tracking endpoints. The first of each sets the message's column.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn record_hit(db: &Db, tenant: TenantId, id: MessageId, click: Option<&str>, prefetch: bool) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     let (kind, detail) = match click {
@@ -562,6 +530,7 @@ pub async fn record_hit(db: &Db, tenant: TenantId, id: MessageId, click: Option<
 }
 
 /// The URL behind a message's `index`th tracked link, once the message was sent.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn link(db: &Db, tenant: TenantId, id: MessageId, index: i64) -> Result<Option<String>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let url: Option<Option<String>> = sqlx::query_scalar(

@@ -16,6 +16,7 @@ pub struct TransactionalSettings {
     pub from_email: String,
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn get(db: &Db, tenant: TenantId) -> Result<TransactionalSettings> {
     let mut tx = db.tenant_tx(tenant).await?;
     let s = sqlx::query_as(
@@ -30,6 +31,7 @@ pub async fn get(db: &Db, tenant: TenantId) -> Result<TransactionalSettings> {
     Ok(s)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn save(db: &Db, tenant: TenantId, role: Role, s: &TransactionalSettings) -> Result<TransactionalSettings> {
     role.require(Role::Admin)?;
     let from_email = s.from_email.trim();

@@ -2,7 +2,12 @@
 //! the same answer for unknown addresses; every session ends), and the sessions list with
 //! logging out one session or all the others.
 
-use reqwest::StatusCode;
+use herald_app::auth::CreateWorkspace;
+use herald_app::error::AppError;
+use herald_app::pages::account::overview::{ChangePassword, DeleteAccount, EndOtherSessions, EndSession, ListSessions};
+use herald_app::pages::forgot_password::RequestPasswordReset;
+use herald_app::pages::reset_password::ResetPassword;
+use herald_app::pages::settings::members::ChangeMemberRole;
 use std::time::Duration;
 
 use crate::helpers::*;
@@ -40,7 +45,7 @@ async fn wait_for_links(app: &TestApp, to: &str, n: usize) -> Vec<String> {
 }
 
 async fn logged_in(b: &Browser) -> bool {
-    !b.session().await.is_null()
+    b.session().await.is_some()
 }
 
 #[tokio::test]
@@ -53,19 +58,19 @@ async fn a_forgotten_password_is_reset_once_by_the_latest_link_and_every_session
 
     // Unknown and known addresses get the same answer; only the known one gets mail.
     let stranger = app.browser();
-    let unknown = stranger.call("request_password_reset", &[("email", "nobody@example.com")]).await;
-    let known = stranger.call("request_password_reset", &[("email", "Forgetful@example.com")]).await;
-    assert_eq!((unknown.status, &unknown.body), (known.status, &known.body));
-    assert!(known.ok(), "{:?}", known.body);
+    let unknown = stranger.run(RequestPasswordReset { email: "nobody@example.com".into() }).await;
+    let known = stranger.run(RequestPasswordReset { email: "Forgetful@example.com".into() }).await;
+    assert_eq!((unknown.status, &unknown.result), (known.status, &known.result));
+    assert!(known.ok(), "{:?}", known.result);
     let first = wait_for_links(&app, "forgetful@example.com", 1).await.remove(0);
     app.jobs_idle().await;
     assert!(reset_links(&app, "nobody@example.com").await.is_empty());
 
     // A second request supersedes the first link.
-    assert!(stranger.call("request_password_reset", &[("email", "forgetful@example.com")]).await.ok());
+    assert!(stranger.run(RequestPasswordReset { email: "forgetful@example.com".into() }).await.ok());
     let latest = wait_for_links(&app, "forgetful@example.com", 2).await.remove(1);
-    let r = stranger.call("reset_password", &[("token", &first), ("password", "a brand new secret")]).await;
-    assert!(!r.ok() && r.message().contains("newer reset link"), "{:?}", r.body);
+    let r = stranger.run(ResetPassword { token: first, password: "a brand new secret".into() }).await;
+    assert!(!r.ok() && r.message().contains("newer reset link"), "{:?}", r.result);
 
     // Forged: a token signed with another key, and garbage.
     let forged = herald_engine::infra::tokens::Signer::new(b"not-the-server-key-not-the-server-key").sign(
@@ -74,16 +79,16 @@ async fn a_forgotten_password_is_reset_once_by_the_latest_link_and_every_session
         &("00000000-0000-0000-0000-000000000000", 2, "0000000000000000"),
     );
     for bad in [forged.as_str(), "garbage", ""] {
-        let r = stranger.call("reset_password", &[("token", bad), ("password", "a brand new secret")]).await;
-        assert!(!r.ok() && r.message().contains("not valid"), "{bad}: {:?}", r.body);
+        let r = stranger.run(ResetPassword { token: bad.into(), password: "a brand new secret".into() }).await;
+        assert!(!r.ok() && r.message().contains("not valid"), "{bad}: {:?}", r.result);
     }
 
     // The latest link works, once; both sessions end; the new password logs in, the old does not.
-    let r = stranger.call("reset_password", &[("token", &latest), ("password", "a brand new secret")]).await;
-    assert!(r.ok(), "{:?}", r.body);
+    let r = stranger.run(ResetPassword { token: latest.clone(), password: "a brand new secret".into() }).await;
+    assert!(r.ok(), "{:?}", r.result);
     assert!(!logged_in(&laptop).await && !logged_in(&phone).await, "every session ended");
-    let r = stranger.call("reset_password", &[("token", &latest), ("password", "yet another secret")]).await;
-    assert!(!r.ok() && r.message().contains("used already"), "{:?}", r.body);
+    let r = stranger.run(ResetPassword { token: latest, password: "yet another secret".into() }).await;
+    assert!(!r.ok() && r.message().contains("used already"), "{:?}", r.result);
     assert!(!app.browser().login("forgetful@example.com", PASSWORD).await.ok());
     assert!(app.browser().login("forgetful@example.com", "a brand new secret").await.ok());
 
@@ -99,15 +104,15 @@ async fn a_forgotten_password_is_reset_once_by_the_latest_link_and_every_session
         Some(chrono::Utc::now().timestamp() - 1),
         &(user, generation, fingerprint),
     );
-    let r = stranger.call("reset_password", &[("token", &expired), ("password", "a brand new secret 2")]).await;
-    assert!(!r.ok() && r.message().contains("expired"), "{:?}", r.body);
+    let r = stranger.run(ResetPassword { token: expired, password: "a brand new secret 2".into() }).await;
+    assert!(!r.ok() && r.message().contains("expired"), "{:?}", r.result);
 
     // Too short a password is refused beside the field, and the link stays usable.
-    assert!(stranger.call("request_password_reset", &[("email", "forgetful@example.com")]).await.ok());
+    assert!(stranger.run(RequestPasswordReset { email: "forgetful@example.com".into() }).await.ok());
     let third = wait_for_links(&app, "forgetful@example.com", 3).await.remove(2);
-    let r = stranger.call("reset_password", &[("token", &third), ("password", "short")]).await;
-    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:?}", r.body);
-    assert!(stranger.call("reset_password", &[("token", &third), ("password", "long enough now")]).await.ok());
+    let r = stranger.run(ResetPassword { token: third.clone(), password: "short".into() }).await;
+    assert!(matches!(r.result, Err(AppError::Invalid(_))), "{} {:?}", r.status, r.result);
+    assert!(stranger.run(ResetPassword { token: third, password: "long enough now".into() }).await.ok());
     Ok(())
 }
 
@@ -121,8 +126,8 @@ async fn reset_mail_to_one_address_is_limited_and_the_answer_does_not_change() -
     assert!(app.browser().signup("bombed@example.com", PASSWORD).await.ok());
     let attacker = app.browser();
     for _ in 0..8 {
-        let r = attacker.call("request_password_reset", &[("email", "bombed@example.com")]).await;
-        assert!(r.ok(), "the answer never says the limit was reached: {:?}", r.body);
+        let r = attacker.run(RequestPasswordReset { email: "bombed@example.com".into() }).await;
+        assert!(r.ok(), "the answer never says the limit was reached: {:?}", r.result);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Five a day per recipient; the confirmation mail sent at sign-up was the first.
@@ -138,18 +143,18 @@ async fn a_password_change_needs_the_current_one_and_ends_the_other_sessions() -
     let there = app.browser();
     assert!(there.login("changer@example.com", PASSWORD).await.ok());
     let r = here
-        .call("change_password", &[("current_password", "wrong password"), ("new_password", "a new password")])
+        .run(ChangePassword { current_password: "wrong password".into(), new_password: "a new password".into() })
         .await;
-    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:?}", r.body);
+    assert!(matches!(r.result, Err(AppError::Invalid(_))), "{} {:?}", r.status, r.result);
     assert!(logged_in(&there).await);
-    let r = here.call("change_password", &[("current_password", PASSWORD), ("new_password", "a new password")]).await;
-    assert!(r.ok(), "{:?}", r.body);
+    let r = here.run(ChangePassword { current_password: PASSWORD.into(), new_password: "a new password".into() }).await;
+    assert!(r.ok(), "{:?}", r.result);
     assert!(logged_in(&here).await, "this session stays");
     assert!(!logged_in(&there).await, "the other one ended");
     assert!(app.browser().login("changer@example.com", "a new password").await.ok());
     // Logged out, the function is not reachable.
-    let r = app.browser().call("change_password", &[("current_password", "x"), ("new_password", "y")]).await;
-    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = app.browser().run(ChangePassword { current_password: "x".into(), new_password: "y".into() }).await;
+    assert_eq!(r.error(), AppError::Unauthenticated);
     Ok(())
 }
 
@@ -164,31 +169,30 @@ async fn sessions_are_listed_and_ended_one_by_one_or_all_but_this_one() -> TestR
     // Someone else's sessions never show.
     assert!(app.browser().signup("someone-else@example.com", PASSWORD).await.ok());
 
-    let list = here.call("list_sessions", &[]).await.body;
-    let rows = list.as_array().cloned().unwrap_or_default();
-    assert_eq!(rows.len(), 3, "{list}");
-    assert_eq!(rows.iter().filter(|s| s["current"] == true).count(), 1);
-    assert_eq!(rows[0]["current"], true, "this device first");
-    assert!(rows.iter().all(|s| s["ip"] == "127.0.0.1" && s["started_at"].is_string()), "{list}");
+    let rows = here.run(ListSessions {}).await.value();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert_eq!(rows.iter().filter(|s| s.current).count(), 1);
+    assert!(rows[0].current, "this device first");
+    assert!(rows.iter().all(|s| s.ip == "127.0.0.1" && s.started_at.is_some()), "{rows:?}");
     // Handles are not session ids (the cookie's secret).
     let cookie_ids: Vec<String> = sqlx::query_scalar("SELECT id FROM sessions").fetch_all(&app.owner).await?;
-    assert!(rows.iter().all(|s| !cookie_ids.contains(&s["handle"].as_str().unwrap_or_default().to_string())));
+    assert!(rows.iter().all(|s| !cookie_ids.contains(&s.handle)));
 
     // End one: exactly one other session ends.
-    let other = rows.iter().find(|s| s["current"] == false).expect("another session");
-    let r = here.call("end_session", &[("handle", other["handle"].as_str().unwrap_or_default())]).await;
-    assert!(r.ok(), "{:?}", r.body);
+    let other = rows.iter().find(|s| !s.current).expect("another session");
+    let r = here.run(EndSession { handle: other.handle.clone() }).await;
+    assert!(r.ok(), "{:?}", r.result);
     assert_eq!([logged_in(&a).await, logged_in(&b).await].iter().filter(|x| **x).count(), 1);
     // Another account cannot end this account's sessions.
     let intruder = app.browser();
     assert!(intruder.login("someone-else@example.com", PASSWORD).await.ok());
-    let mine = here.call("list_sessions", &[]).await.body;
-    let handle = mine[0]["handle"].as_str().unwrap_or_default().to_string();
-    assert_eq!(intruder.call("end_session", &[("handle", &handle)]).await.status, StatusCode::NOT_FOUND);
+    let mine = here.run(ListSessions {}).await.value();
+    let handle = mine[0].handle.clone();
+    assert_eq!(intruder.run(EndSession { handle }).await.error(), AppError::NotFound);
     // All but this one.
-    assert!(here.call("end_other_sessions", &[]).await.ok());
+    assert!(here.run(EndOtherSessions {}).await.ok());
     assert!(!logged_in(&a).await && !logged_in(&b).await && logged_in(&here).await);
-    assert_eq!(here.call("list_sessions", &[]).await.body.as_array().map(Vec::len), Some(1));
+    assert_eq!(here.run(ListSessions {}).await.value().len(), 1);
     Ok(())
 }
 
@@ -196,28 +200,27 @@ async fn sessions_are_listed_and_ended_one_by_one_or_all_but_this_one() -> TestR
 async fn deleting_an_account_takes_its_solo_workspaces_and_keeps_the_last_owner_rule() -> TestResult {
     let app = spawn_app().await;
     let (alone, solo_ws) = app.owner_with_workspace("leaving@example.com", "Solo").await;
-    assert!(alone.call("create_workspace", &[("name", "Shared"), ("slug", "")]).await.ok());
-    let shared_ws = alone.session().await["current"]["id"].as_str().expect("ws").to_string();
+    assert!(alone.run(CreateWorkspace { name: "Shared".into(), slug: String::new() }).await.ok());
+    let shared_ws = alone.session().await.expect("logged in").current.expect("ws").id;
     let _colleague = app.add_member(&shared_ws, "colleague@example.com", "admin").await;
 
-    let r = alone.call("delete_account", &[("current_password", "not my password")]).await;
-    assert!(!r.ok() && r.message().contains("password"), "{:?}", r.body);
+    let r = alone.run(DeleteAccount { current_password: "not my password".into() }).await;
+    assert!(!r.ok() && r.message().contains("password"), "{:?}", r.result);
     // The only owner of a workspace others use cannot leave it ownerless.
-    let r = alone.call("delete_account", &[("current_password", PASSWORD)]).await;
-    assert!(!r.ok() && r.message().contains("Shared"), "{:?}", r.body);
-    assert!(!r.message().contains("Solo"), "{}", r.body);
+    let r = alone.run(DeleteAccount { current_password: PASSWORD.into() }).await;
+    assert!(!r.ok() && r.message().contains("Shared"), "{:?}", r.result);
+    assert!(!r.message().contains("Solo"), "{:?}", r.result);
 
     // With another owner there, the account goes, with the workspace only it used.
-    let colleague_id: String = sqlx::query_scalar("SELECT id::text FROM users WHERE email = 'colleague@example.com'")
-        .fetch_one(&app.owner)
-        .await?;
-    assert!(alone.call("change_member_role", &[("user_id", &colleague_id), ("role", "owner")]).await.ok());
+    let colleague_id: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM users WHERE email = 'colleague@example.com'").fetch_one(&app.owner).await?;
+    assert!(alone.run(ChangeMemberRole { user_id: UserId(colleague_id), role: Role::Owner }).await.ok());
     let other_device = app.browser();
     assert!(other_device.login("leaving@example.com", PASSWORD).await.ok());
-    let r = alone.call("delete_account", &[("current_password", PASSWORD)]).await;
-    assert!(r.ok(), "{:?}", r.body);
-    assert!(alone.session().await.is_null());
-    assert!(other_device.session().await.is_null(), "every session ended");
+    let r = alone.run(DeleteAccount { current_password: PASSWORD.into() }).await;
+    assert!(r.ok(), "{:?}", r.result);
+    assert!(alone.session().await.is_none());
+    assert!(other_device.session().await.is_none(), "every session ended");
     assert!(!app.browser().login("leaving@example.com", PASSWORD).await.ok());
     let left: Vec<String> =
         sqlx::query_scalar("SELECT id::text FROM tenants ORDER BY name").fetch_all(&app.owner).await?;

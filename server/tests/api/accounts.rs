@@ -1,8 +1,10 @@
 use crate::helpers::*;
-use reqwest::StatusCode;
+use herald_app::auth::{CreateWorkspace, Logout, SwitchWorkspace};
+use herald_app::error::AppError;
+use reqwest::header::HeaderMap;
 
-fn session_cookie(r: &FnResponse) -> Option<String> {
-    r.headers
+fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
         .get_all("set-cookie")
         .iter()
         .filter_map(|v| v.to_str().ok())
@@ -15,8 +17,8 @@ async fn sign_up_logs_in_and_log_out_ends_the_session() {
     let app = spawn_app().await;
     let b = app.browser();
     let r = b.signup("Ada@Example.com", "correct horse battery").await;
-    assert!(r.ok(), "{:?} {}", r.status, r.body);
-    let cookie = session_cookie(&r).expect("session cookie set");
+    assert!(r.ok(), "{:?} {:?}", r.status, r.result);
+    let cookie = session_cookie(&r.headers).expect("session cookie set");
     let raw = r
         .headers
         .get_all("set-cookie")
@@ -26,9 +28,9 @@ async fn sign_up_logs_in_and_log_out_ends_the_session() {
         .join("\n");
     assert!(raw.contains("HttpOnly") && raw.contains("SameSite=Lax"), "{raw}");
     assert!(!cookie.is_empty());
-    assert_eq!(b.session().await["email"], "Ada@Example.com");
-    assert!(b.call("logout", &[]).await.ok());
-    assert!(b.session().await.is_null());
+    assert_eq!(b.session().await.expect("logged in").email, "Ada@Example.com");
+    assert!(b.run(Logout {}).await.ok());
+    assert!(b.session().await.is_none());
 }
 
 #[tokio::test]
@@ -36,14 +38,15 @@ async fn login_cycles_the_session_id() {
     let app = spawn_app().await;
     let b = app.browser();
     let first = b.signup("cycle@example.com", "correct horse battery").await;
-    let old = session_cookie(&first).expect("signup sets a session cookie");
+    let old = session_cookie(&first.headers).expect("signup sets a session cookie");
     // Logging in again on a browser that already holds a session must issue a new id.
     let r = b.login("cycle@example.com", "correct horse battery").await;
-    assert!(r.ok(), "{:?} {}", r.status, r.body);
-    let new = session_cookie(&r).expect("login sets a session cookie");
+    assert!(r.ok(), "{:?} {:?}", r.status, r.result);
+    let new = session_cookie(&r.headers).expect("login sets a session cookie");
     assert_ne!(old, new, "the session id must change on login");
-    assert_eq!(b.session().await["email"], "cycle@example.com");
+    assert_eq!(b.session().await.expect("logged in").email, "cycle@example.com");
     // The old id no longer identifies anyone.
+    // raw: a hand-made request carrying the old cookie, outside this browser's jar.
     let replay = reqwest::Client::new()
         .post(format!("{}/rpc/session", app.base))
         .header("Origin", &app.base)
@@ -63,11 +66,11 @@ async fn wrong_password_and_unknown_email_get_the_same_answer() {
     let other = app.browser();
     let wrong = other.login("known@example.com", "not the password").await;
     let unknown = other.login("nobody@example.com", "not the password").await;
-    assert_eq!(wrong.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(matches!(wrong.result, Err(AppError::Invalid(_))), "{} {:?}", wrong.status, wrong.result);
     assert_eq!(wrong.status, unknown.status);
-    assert_eq!(wrong.body, unknown.body);
-    assert!(wrong.message().contains("do not match"), "{}", wrong.body);
-    assert!(other.session().await.is_null());
+    assert_eq!(wrong.result, unknown.result);
+    assert!(wrong.message().contains("do not match"), "{:?}", wrong.result);
+    assert!(other.session().await.is_none());
 }
 
 #[tokio::test]
@@ -75,13 +78,13 @@ async fn duplicate_signup_and_weak_passwords_are_refused_with_clear_messages() {
     let app = spawn_app().await;
     let b = app.browser();
     let weak = b.signup("weak@example.com", "short").await;
-    assert_eq!(weak.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(weak.message().contains("at least 10"), "{}", weak.body);
+    assert!(matches!(weak.result, Err(AppError::Invalid(_))), "{} {:?}", weak.status, weak.result);
+    assert!(weak.message().contains("at least 10"), "{:?}", weak.result);
     let bad_email = b.signup("not-an-email", "correct horse battery").await;
-    assert_eq!(bad_email.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(matches!(bad_email.result, Err(AppError::Invalid(_))), "{} {:?}", bad_email.status, bad_email.result);
     assert!(b.signup("dupe@example.com", "correct horse battery").await.ok());
     let again = app.browser().signup("DUPE@example.com", "correct horse battery").await;
-    assert_eq!(again.status, StatusCode::CONFLICT);
+    assert!(matches!(again.result, Err(AppError::Conflict(_))), "{} {:?}", again.status, again.result);
 }
 
 #[tokio::test]
@@ -92,16 +95,16 @@ async fn login_is_rate_limited_per_account() {
     let mut limited = false;
     for _ in 0..12 {
         let r = attacker.login("target@example.com", "guess guess guess").await;
-        if r.status == StatusCode::TOO_MANY_REQUESTS {
+        if matches!(r.result, Err(AppError::RateLimited)) {
             limited = true;
             break;
         }
-        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(matches!(r.result, Err(AppError::Invalid(_))), "{} {:?}", r.status, r.result);
     }
     assert!(limited, "ten failures in a minute must trip the per-account limit");
     // Even the right password is refused while limited.
     let r = attacker.login("target@example.com", "correct horse battery").await;
-    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.error(), AppError::RateLimited);
 }
 
 #[tokio::test]
@@ -117,13 +120,13 @@ async fn passwords_are_stored_as_argon2id() {
 async fn workspaces_can_be_created_and_switched() {
     let app = spawn_app().await;
     let (b, first) = app.owner_with_workspace("multi@example.com", "First").await;
-    let r = b.call("create_workspace", &[("name", "Second"), ("slug", "second-ws")]).await;
+    let r = b.run(CreateWorkspace { name: "Second".into(), slug: "second-ws".into() }).await;
     assert!(r.ok());
-    let info = b.session().await;
-    assert_eq!(info["workspaces"].as_array().map(Vec::len), Some(2));
-    assert_eq!(info["current"]["slug"], "second-ws");
-    assert!(b.call("switch_workspace", &[("workspace_id", &first)]).await.ok());
-    assert_eq!(b.session().await["current"]["id"], first.as_str());
-    let taken = b.call("create_workspace", &[("name", "Third"), ("slug", "second-ws")]).await;
-    assert_eq!(taken.status, StatusCode::CONFLICT);
+    let info = b.session().await.expect("logged in");
+    assert_eq!(info.workspaces.len(), 2);
+    assert_eq!(info.current.map(|w| w.slug), Some("second-ws".to_string()));
+    assert!(b.run(SwitchWorkspace { workspace_id: first.clone() }).await.ok());
+    assert_eq!(b.session().await.expect("logged in").current.map(|w| w.id), Some(first));
+    let taken = b.run(CreateWorkspace { name: "Third".into(), slug: "second-ws".into() }).await;
+    assert!(matches!(taken.result, Err(AppError::Conflict(_))), "{} {:?}", taken.status, taken.result);
 }

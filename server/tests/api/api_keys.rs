@@ -1,4 +1,6 @@
 use crate::helpers::*;
+use herald_app::error::AppError;
+use herald_app::pages::settings::api_keys::{CreateApiKey, ListApiKeys, RevokeApiKey};
 use reqwest::StatusCode;
 
 async fn get_workspace(app: &TestApp, key: &str) -> reqwest::Response {
@@ -9,9 +11,9 @@ async fn get_workspace(app: &TestApp, key: &str) -> reqwest::Response {
 async fn api_keys_authenticate_until_revoked_and_only_for_their_workspace() {
     let t = two_tenants().await;
     let app = &t.app;
-    let created = t.a.call("create_api_key", &[("name", "site")]).await;
-    assert!(created.ok(), "{:?} {}", created.status, created.body);
-    let key = created.body.as_str().expect("the key, once").to_string();
+    let created = t.a.run(CreateApiKey { name: "site".into() }).await;
+    assert!(created.ok(), "{:?} {:?}", created.status, created.result);
+    let key = created.value();
     assert!(key.starts_with("hrld_"));
 
     let r = get_workspace(app, &key).await;
@@ -29,16 +31,16 @@ async fn api_keys_authenticate_until_revoked_and_only_for_their_workspace() {
     assert_eq!(stored, 0);
 
     // Listed by prefix with a last-used time, never in full.
-    let list = t.a.call("list_api_keys", &[]).await.body;
-    assert!(!list.to_string().contains(&key));
-    assert!(list[0]["last_used_at"].is_string());
+    let list = t.a.run(ListApiKeys {}).await.value();
+    assert!(!serde_json::to_string(&list).expect("keys as JSON").contains(&key));
+    assert!(list[0].last_used_at.is_some());
     // Tenant B cannot see or revoke A's key.
-    assert_eq!(t.b.call("list_api_keys", &[]).await.body.as_array().map(Vec::len), Some(0));
-    let id = list[0]["id"].as_str().unwrap_or_default().to_string();
-    assert_eq!(t.b.call("revoke_api_key", &[("key_id", &id)]).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(t.b.run(ListApiKeys {}).await.value().len(), 0);
+    let id = list[0].id;
+    assert_eq!(t.b.run(RevokeApiKey { key_id: id }).await.error(), AppError::NotFound);
     assert_eq!(get_workspace(app, &key).await.status(), StatusCode::OK);
 
-    assert!(t.a.call("revoke_api_key", &[("key_id", &id)]).await.ok());
+    assert!(t.a.run(RevokeApiKey { key_id: id }).await.ok());
     let r = get_workspace(app, &key).await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     let err: serde_json::Value = r.json().await.unwrap_or_default();

@@ -1,33 +1,29 @@
 //! Lists, the hosted subscribe page, double opt-in, leaving, the consent ledger and suppressions.
 
 use crate::helpers::*;
+use herald_app::pages::audience::ListLists;
+use herald_app::pages::audience::overview::{DeleteList, SaveList};
+use herald_app::pages::audience::reader::{EraseReader, GetReader, UpdateReader};
+use herald_app::pages::audience::readers::{AddReader, BulkReaders, SearchReaders};
+use herald_app::pages::audience::suppressions::{AddSuppressions, RemoveSuppression, SearchSuppressions};
+use herald_types::ListId;
 use reqwest::StatusCode;
 
 /// Creates a list through the UI's server function and returns its id.
 pub async fn create_list(b: &Browser, name: &str, slug: &str, opt_in: &str, visibility: &str) -> String {
     let r = b
-        .call(
-            "save_list",
-            &[
-                ("id", ""),
-                ("name", name),
-                ("slug", slug),
-                ("description", "A list"),
-                ("opt_in", opt_in),
-                ("visibility", visibility),
-            ],
-        )
+        .run(SaveList {
+            id: String::new(),
+            name: name.into(),
+            slug: slug.into(),
+            description: "A list".into(),
+            opt_in: opt_in.parse().expect("opt-in"),
+            visibility: visibility.parse().expect("visibility"),
+        })
         .await;
-    assert!(r.ok(), "save_list: {:?} {}", r.status, r.body);
-    let lists = b.call("list_lists", &[]).await.body;
-    lists["lists"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|l| l["slug"] == slug)
-        .and_then(|l| l["id"].as_str())
-        .expect("list id")
-        .to_string()
+    assert!(r.ok(), "save_list: {:?} {:?}", r.status, r.result);
+    let lists = b.run(ListLists {}).await.value();
+    lists.lists.iter().find(|l| l.list.slug == slug).map(|l| l.list.id.to_string()).expect("list id")
 }
 
 /// Posts the hosted form the way a browser without JavaScript does.
@@ -43,17 +39,27 @@ fn link(text: &str, path: &str) -> String {
 }
 
 pub async fn ws_slug(b: &Browser) -> String {
-    b.session().await["current"]["slug"].as_str().unwrap_or_default().to_string()
+    b.session().await.and_then(|s| s.current).map(|w| w.slug).unwrap_or_default()
 }
 
 async fn counts(b: &Browser, list: &str) -> (i64, i64, i64) {
-    let v = b.call("list_lists", &[]).await.body;
-    let l = v["lists"].as_array().into_iter().flatten().find(|l| l["id"] == list).cloned().unwrap_or_default();
-    (
-        l["confirmed"].as_i64().unwrap_or(-1),
-        l["unconfirmed"].as_i64().unwrap_or(-1),
-        l["unsubscribed"].as_i64().unwrap_or(-1),
-    )
+    let view = b.run(ListLists {}).await.value();
+    view.lists
+        .iter()
+        .find(|l| l.list.id.to_string() == list)
+        .map(|l| (l.confirmed, l.unconfirmed, l.unsubscribed))
+        .unwrap_or((-1, -1, -1))
+}
+
+/// The readers search as the page sends it: no status filter, the first page.
+fn search(q: &str, list: &str, attribute: &str) -> SearchReaders {
+    SearchReaders { q: q.into(), list: list.into(), status: String::new(), attribute: attribute.into(), before: None }
+}
+
+/// A server function aimed at another workspace's ids answered 404.
+#[track_caller]
+fn assert_not_found<T>(f: &str, r: Reply<T>) {
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {:?}", r.status, r.result.as_ref().err());
 }
 
 #[tokio::test]
@@ -253,18 +259,18 @@ async fn one_click_unsubscribe_and_the_preference_center() {
 #[tokio::test]
 async fn suppressions_are_per_workspace_and_bounces_need_confirmation_to_remove() {
     let t = two_tenants().await;
-    let r = t.a.call("add_suppressions", &[("emails", "x@example.com\nnot-an-email, y@example.com")]).await;
-    assert!(r.ok(), "{}", r.body);
-    assert!(r.body.as_str().unwrap_or_default().contains("2 addresses suppressed"));
-    assert_eq!(t.a.call("search_suppressions", &[("q", "")]).await.body["rows"].as_array().map(Vec::len), Some(2));
-    assert_eq!(t.b.call("search_suppressions", &[("q", "")]).await.body["rows"].as_array().map(Vec::len), Some(0));
+    let r = t.a.run(AddSuppressions { emails: "x@example.com\nnot-an-email, y@example.com".into() }).await;
+    assert!(r.ok(), "{:?}", r.result);
+    assert!(r.value().contains("2 addresses suppressed"));
+    assert_eq!(t.a.run(SearchSuppressions { q: String::new() }).await.value().rows.len(), 2);
+    assert_eq!(t.b.run(SearchSuppressions { q: String::new() }).await.value().rows.len(), 0);
     // A suppressed address in A can still subscribe in B.
-    let b_slug = t.b.session().await["current"]["slug"].as_str().unwrap_or_default().to_string();
+    let b_slug = t.b.session().await.and_then(|s| s.current).map(|w| w.slug).unwrap_or_default();
     let b_list = create_list(&t.b, "B list", "b-list", "single", "public").await;
     subscribe(&t.app, &b_slug, "x@example.com", &[&b_list]).await;
     assert_eq!(counts(&t.b, &b_list).await, (1, 0, 0));
     // …but not in A.
-    let a_slug = t.a.session().await["current"]["slug"].as_str().unwrap_or_default().to_string();
+    let a_slug = t.a.session().await.and_then(|s| s.current).map(|w| w.slug).unwrap_or_default();
     let a_list = create_list(&t.a, "A list", "a-list", "single", "public").await;
     let tenant: herald_engine::TenantId = t.a_id.parse().expect("uuid");
     let mut tx = t.app.app.db.tenant_tx(tenant).await.expect("tx");
@@ -280,9 +286,11 @@ async fn suppressions_are_per_workspace_and_bounces_need_confirmation_to_remove(
     tx.commit().await.expect("commit");
     subscribe(&t.app, &a_slug, "bounced@example.com", &[&a_list]).await;
     assert_eq!(counts(&t.a, &a_list).await, (0, 0, 0));
-    let r = t.a.call("remove_suppression", &[("email", "bounced@example.com")]).await;
+    let r = t.a.run(RemoveSuppression { email: "bounced@example.com".into(), confirmed: None }).await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(t.a.call("remove_suppression", &[("email", "bounced@example.com"), ("confirmed", "yes")]).await.ok());
+    assert!(
+        t.a.run(RemoveSuppression { email: "bounced@example.com".into(), confirmed: Some("yes".into()) }).await.ok()
+    );
 }
 
 #[tokio::test]
@@ -292,102 +300,86 @@ async fn readers_are_searched_filtered_paged_and_erased() {
     let list = create_list(&owner, "Main", "main", "single", "private").await;
     for i in 0..60 {
         let r = owner
-            .call(
-                "add_reader",
-                &[
-                    ("email", &format!("p{i:02}@example.com")),
-                    ("name", &format!("Person {i}")),
-                    ("list", if i % 2 == 0 { list.as_str() } else { "" }),
-                ],
-            )
+            .run(AddReader {
+                email: format!("p{i:02}@example.com"),
+                name: format!("Person {i}"),
+                list: if i % 2 == 0 { list.clone() } else { String::new() },
+            })
             .await;
-        assert!(r.ok(), "{}", r.body);
+        assert!(r.ok(), "{:?}", r.result);
     }
-    let page1 = owner.call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", "")]).await.body;
-    assert_eq!(page1["readers"].as_array().map(Vec::len), Some(50));
-    let before = page1["next_before"].as_i64().expect("more pages").to_string();
-    let page2 = owner
-        .call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", ""), ("before", &before)])
-        .await
-        .body;
-    assert_eq!(page2["readers"].as_array().map(Vec::len), Some(10));
-    assert!(page2["next_before"].is_null());
-    let on_list =
-        owner.call("search_readers", &[("q", ""), ("list", &list), ("status", ""), ("attribute", "")]).await.body;
-    assert_eq!(on_list["readers"].as_array().map(Vec::len), Some(30));
-    let by_name =
-        owner.call("search_readers", &[("q", "person 4"), ("list", ""), ("status", ""), ("attribute", "")]).await.body;
-    assert_eq!(by_name["readers"].as_array().map(Vec::len), Some(11));
+    let page1 = owner.run(search("", "", "")).await.value();
+    assert_eq!(page1.readers.len(), 50);
+    let before = page1.next_before.expect("more pages");
+    let page2 = owner.run(SearchReaders { before: Some(before), ..search("", "", "") }).await.value();
+    assert_eq!(page2.readers.len(), 10);
+    assert!(page2.next_before.is_none());
+    let on_list = owner.run(search("", &list, "")).await.value();
+    assert_eq!(on_list.readers.len(), 30);
+    let by_name = owner.run(search("person 4", "", "")).await.value();
+    assert_eq!(by_name.readers.len(), 11);
 
     // Attributes and the attribute filter.
-    let id = by_name["readers"][0]["id"].as_i64().expect("id").to_string();
+    let id = by_name.readers[0].id;
     let r = owner
-        .call(
-            "update_reader",
-            &[("id", &id), ("name", "Lyonnais"), ("attributes", r#"{"city": "Lyon", "plan": "pro"}"#)],
-        )
+        .run(UpdateReader { id, name: "Lyonnais".into(), attributes: r#"{"city": "Lyon", "plan": "pro"}"#.into() })
         .await;
-    assert!(r.ok(), "{}", r.body);
-    let lyon = owner
-        .call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", r#"city = "Lyon""#)])
-        .await
-        .body;
-    assert_eq!(lyon["readers"].as_array().map(Vec::len), Some(1));
-    let plans = owner
-        .call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", r#"plan in ["pro", "team"]"#)])
-        .await
-        .body;
-    assert_eq!(plans["readers"].as_array().map(Vec::len), Some(1));
-    let bad =
-        owner.call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", "city Lyon")]).await;
+    assert!(r.ok(), "{:?}", r.result);
+    let lyon = owner.run(search("", "", r#"city = "Lyon""#)).await.value();
+    assert_eq!(lyon.readers.len(), 1);
+    let plans = owner.run(search("", "", r#"plan in ["pro", "team"]"#)).await.value();
+    assert_eq!(plans.readers.len(), 1);
+    let bad = owner.run(search("", "", "city Lyon")).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let bad_json = owner.call("update_reader", &[("id", &id), ("name", "x"), ("attributes", "{nope")]).await;
+    let bad_json = owner.run(UpdateReader { id, name: "x".into(), attributes: "{nope".into() }).await;
     assert_eq!(bad_json.status, StatusCode::UNPROCESSABLE_ENTITY);
 
     // Export has the ledger; erase removes the person.
-    let detail = owner.call("get_reader", &[("id", &id)]).await.body;
-    assert!(detail["export_json"].as_str().unwrap_or_default().contains("consent_history"));
-    assert!(owner.call("erase_reader", &[("id", &id)]).await.ok());
-    assert_eq!(owner.call("get_reader", &[("id", &id)]).await.status, StatusCode::NOT_FOUND);
+    let detail = owner.run(GetReader { id }).await.value();
+    assert!(detail.export_json.contains("consent_history"));
+    assert!(owner.run(EraseReader { id }).await.ok());
+    assert_eq!(owner.run(GetReader { id }).await.status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
 async fn no_audience_function_reaches_another_workspace() {
     let t = two_tenants().await;
     let b_list = create_list(&t.b, "Secret", "secret", "single", "private").await;
-    assert!(t.b.call("add_reader", &[("email", "b-reader@example.com"), ("name", ""), ("list", &b_list)]).await.ok());
-    let b_reader = t.b.call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", "")]).await.body
-        ["readers"][0]["id"]
-        .as_i64()
-        .expect("id")
-        .to_string();
-    let attempts: Vec<(&str, Vec<(&str, &str)>)> = vec![
-        ("get_reader", vec![("id", &b_reader)]),
-        ("update_reader", vec![("id", &b_reader), ("name", "x"), ("attributes", "{}")]),
-        ("erase_reader", vec![("id", &b_reader)]),
-        ("delete_list", vec![("id", &b_list)]),
-        (
-            "save_list",
-            vec![
-                ("id", &b_list),
-                ("name", "x"),
-                ("slug", "taken-over"),
-                ("description", ""),
-                ("opt_in", "single"),
-                ("visibility", "public"),
-            ],
-        ),
-    ];
-    for (f, args) in &attempts {
-        let r = t.a.call(f, args).await;
-        assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {}", r.status, r.body);
-    }
+    assert!(
+        t.b.run(AddReader { email: "b-reader@example.com".into(), name: String::new(), list: b_list.clone() })
+            .await
+            .ok()
+    );
+    let b_reader = t.b.run(search("", "", "")).await.value().readers.first().map(|r| r.id).expect("id");
+    let b_list_id: ListId = b_list.parse().expect("list id");
+    assert_not_found("get_reader", t.a.run(GetReader { id: b_reader }).await);
+    assert_not_found(
+        "update_reader",
+        t.a.run(UpdateReader { id: b_reader, name: "x".into(), attributes: "{}".into() }).await,
+    );
+    assert_not_found("erase_reader", t.a.run(EraseReader { id: b_reader }).await);
+    assert_not_found("delete_list", t.a.run(DeleteList { id: b_list_id }).await);
+    assert_not_found(
+        "save_list",
+        t.a.run(SaveList {
+            id: b_list.clone(),
+            name: "x".into(),
+            slug: "taken-over".into(),
+            description: String::new(),
+            opt_in: herald_types::OptIn::Single,
+            visibility: herald_types::Visibility::Public,
+        })
+        .await,
+    );
     // Adding A's reader to B's list silently adds nothing.
-    assert!(t.a.call("add_reader", &[("email", "a-reader@example.com"), ("name", ""), ("list", &b_list)]).await.ok());
+    assert!(
+        t.a.run(AddReader { email: "a-reader@example.com".into(), name: String::new(), list: b_list.clone() })
+            .await
+            .ok()
+    );
     assert_eq!(counts(&t.b, &b_list).await, (1, 0, 0));
-    let filtered =
-        t.a.call("search_readers", &[("q", ""), ("list", &b_list), ("status", ""), ("attribute", "")]).await.body;
-    assert_eq!(filtered["readers"].as_array().map(Vec::len), Some(0));
+    let filtered = t.a.run(search("", &b_list, "")).await.value();
+    assert_eq!(filtered.readers.len(), 0);
 }
 
 #[tokio::test]
@@ -396,12 +388,19 @@ async fn export_streams_the_filtered_readers_with_formulas_neutralised() {
     let (owner, _) = app.owner_with_workspace("x@example.com", "Export").await;
     assert!(
         owner
-            .call("add_reader", &[("email", "evil@example.com"), ("name", "=HYPERLINK(\"http://x\")"), ("list", "")])
+            .run(AddReader {
+                email: "evil@example.com".into(),
+                name: "=HYPERLINK(\"http://x\")".into(),
+                list: String::new(),
+            })
             .await
             .ok()
     );
     assert!(
-        owner.call("add_reader", &[("email", "plain@example.com"), ("name", "Plain, Person"), ("list", "")]).await.ok()
+        owner
+            .run(AddReader { email: "plain@example.com".into(), name: "Plain, Person".into(), list: String::new() })
+            .await
+            .ok()
     );
     let csv = owner.get("/audience/readers/export.csv?q=&list=&status=&attribute=").await;
     assert_eq!(csv.status(), StatusCode::OK);
@@ -423,44 +422,35 @@ async fn bulk_actions_apply_to_a_selection_or_a_whole_filter() {
     let list = create_list(owner, "Bulk", "bulk", "single", "private").await;
     for i in 0..10 {
         let email = format!("{}{i}@example.com", if i < 4 { "lyon" } else { "paris" });
-        assert!(owner.call("add_reader", &[("email", &email), ("name", ""), ("list", "")]).await.ok());
+        assert!(owner.run(AddReader { email, name: String::new(), list: String::new() }).await.ok());
     }
-    let all = owner.call("search_readers", &[("q", ""), ("list", ""), ("status", ""), ("attribute", "")]).await.body;
-    let ids: Vec<String> = all["readers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .take(2)
-        .map(|r| r["id"].as_i64().unwrap_or_default().to_string())
-        .collect();
+    let all = owner.run(search("", "", "")).await.value();
+    let ids: Vec<String> = all.readers.iter().take(2).map(|r| r.id.to_string()).collect();
     let bulk = |scope: &'static str, ids: String, q: &'static str, action: &'static str, target: String| {
         let owner = &t.a;
         // The UI sends either "filter" or "ids:1,2,3".
         let scope = if scope == "selected" { format!("ids:{ids}") } else { scope.to_string() };
         async move {
             owner
-                .call(
-                    "bulk_readers",
-                    &[
-                        ("scope", &scope),
-                        ("q", q),
-                        ("list", ""),
-                        ("status", ""),
-                        ("attribute", ""),
-                        ("action", action),
-                        ("target_list", &target),
-                    ],
-                )
+                .run(BulkReaders {
+                    scope,
+                    q: q.into(),
+                    list: String::new(),
+                    status: String::new(),
+                    attribute: String::new(),
+                    action: action.into(),
+                    target_list: target,
+                })
                 .await
         }
     };
     // Everyone matching "lyon" onto the list.
     let r = bulk("filter", String::new(), "lyon", "add_to_list", list.clone()).await;
-    assert!(r.ok(), "{}", r.body);
+    assert!(r.ok(), "{:?}", r.result);
     assert_eq!(counts(owner, &list).await, (4, 0, 0));
     // Two selected readers off it, then everything for them.
     let r = bulk("selected", ids.join(","), "", "unsubscribe_all", String::new()).await;
-    assert!(r.ok(), "{}", r.body);
+    assert!(r.ok(), "{:?}", r.result);
     let suppressed: i64 = sqlx::query_scalar("SELECT count(*) FROM suppressions WHERE reason = 'unsubscribed_all'")
         .fetch_one(&t.app.owner)
         .await
@@ -468,40 +458,34 @@ async fn bulk_actions_apply_to_a_selection_or_a_whole_filter() {
     assert_eq!(suppressed, 2);
     // Tenant B's filter-wide delete touches nothing of A's.
     let rb =
-        t.b.call(
-            "bulk_readers",
-            &[
-                ("scope", "filter"),
-                ("q", ""),
-                ("list", ""),
-                ("status", ""),
-                ("attribute", ""),
-                ("action", "delete"),
-                ("target_list", ""),
-            ],
-        )
+        t.b.run(BulkReaders {
+            scope: "filter".into(),
+            q: String::new(),
+            list: String::new(),
+            status: String::new(),
+            attribute: String::new(),
+            action: "delete".into(),
+            target_list: String::new(),
+        })
         .await;
     assert!(rb.ok());
-    assert_eq!(rb.body, "Done: 0 readers changed.");
+    assert_eq!(rb.value(), "Done: 0 readers changed.");
     // A's ids through B's session change nothing either.
     let rb =
-        t.b.call(
-            "bulk_readers",
-            &[
-                ("scope", &format!("ids:{}", ids.join(","))),
-                ("q", ""),
-                ("list", ""),
-                ("status", ""),
-                ("attribute", ""),
-                ("action", "delete"),
-                ("target_list", ""),
-            ],
-        )
+        t.b.run(BulkReaders {
+            scope: format!("ids:{}", ids.join(",")),
+            q: String::new(),
+            list: String::new(),
+            status: String::new(),
+            attribute: String::new(),
+            action: "delete".into(),
+            target_list: String::new(),
+        })
         .await;
-    assert_eq!(rb.body, "Done: 0 readers changed.");
+    assert_eq!(rb.value(), "Done: 0 readers changed.");
     // Delete by filter in A.
     let r = bulk("filter", String::new(), "paris", "delete", String::new()).await;
-    assert_eq!(r.body, "Done: 6 readers changed.");
+    assert_eq!(r.value(), "Done: 6 readers changed.");
     let left: i64 = sqlx::query_scalar("SELECT count(*) FROM readers").fetch_one(&t.app.owner).await.expect("count");
     assert_eq!(left, 4);
     // Bad input is a clear error.

@@ -5,8 +5,22 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use herald_app::error::AppError;
+use herald_app::pages::audience::reader::EraseReader;
+use herald_app::pages::campaigns::send_panel::{ScheduleCampaign, UnscheduleCampaign};
+use herald_app::pages::settings::api_keys::{CreateApiKey, ListApiKeys, RevokeApiKey};
+use herald_app::pages::settings::audit::AuditLog;
+use herald_app::pages::settings::general::UpdateWorkspaceSettings;
+use herald_app::pages::settings::members::{ChangeMemberRole, InviteMember, RemoveMember, SaveTeamRules};
+use herald_types::{CampaignId, Role, UserId};
+
 use crate::campaigns_api::workspace_with_readers;
 use crate::helpers::*;
+
+/// The audit page's arguments with no filter.
+fn whole_log() -> AuditLog {
+    AuditLog { action: String::new(), actor: String::new(), before: String::new() }
+}
 
 fn actions(entries: &Value) -> Vec<String> {
     entries.as_array().expect("entries").iter().map(|e| e["action"].as_str().unwrap_or_default().to_string()).collect()
@@ -18,47 +32,41 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
     let (api, list) = workspace_with_readers(&app, "audited@example.com", 3).await;
     let owner = app.browser();
     assert!(owner.login("audited@example.com", "correct horse battery").await.ok());
-    let ws = owner.session().await["current"]["id"].as_str().expect("ws").to_string();
+    let ws = owner.session().await.expect("logged in").current.expect("ws").id;
 
     // Members: invite, join is by invite elsewhere; role change and removal here.
-    assert!(owner.call("invite_member", &[("email", "hire@example.com"), ("role", "author")]).await.ok());
+    assert!(owner.run(InviteMember { email: "hire@example.com".into(), role: Role::Author }).await.ok());
     let _member = app.add_member(&ws, "member@example.com", "author").await;
     let member_id: String = sqlx::query_scalar("SELECT id::text FROM users WHERE email = 'member@example.com'")
         .fetch_one(&app.owner)
         .await?;
-    assert!(owner.call("change_member_role", &[("user_id", &member_id), ("role", "viewer")]).await.ok());
-    assert!(owner.call("remove_member", &[("user_id", &member_id)]).await.ok());
+    let member: UserId = member_id.parse()?;
+    assert!(owner.run(ChangeMemberRole { user_id: member, role: Role::Viewer }).await.ok());
+    assert!(owner.run(RemoveMember { user_id: member }).await.ok());
     // Settings, team rules, keys.
     let r = owner
-        .call(
-            "update_workspace_settings",
-            &[
-                ("name", "Audited Co"),
-                ("postal_address", "1 Main Street, Lyon"),
-                ("default_from_name", "Audited"),
-                ("default_from_email", "news@campaign.test"),
-            ],
-        )
+        .run(UpdateWorkspaceSettings {
+            name: "Audited Co".into(),
+            postal_address: "1 Main Street, Lyon".into(),
+            default_from_name: "Audited".into(),
+            default_from_email: "news@campaign.test".into(),
+        })
         .await;
-    assert!(r.ok(), "{:?}", r.body);
-    assert!(owner.call("save_team_rules", &[("send_approval", "on")]).await.ok());
-    assert!(owner.call("save_team_rules", &[]).await.ok());
-    let key = owner.call("create_api_key", &[("name", "throwaway")]).await;
+    assert!(r.ok(), "{:?}", r.result);
+    assert!(owner.run(SaveTeamRules { two_factor: None, send_approval: Some("on".into()) }).await.ok());
+    assert!(owner.run(SaveTeamRules { two_factor: None, send_approval: None }).await.ok());
+    let key = owner.run(CreateApiKey { name: "throwaway".into() }).await;
     assert!(key.ok());
-    let keys = owner.call("list_api_keys", &[]).await.body;
-    let throwaway = keys
-        .as_array()
-        .and_then(|k| k.iter().find(|k| k["name"] == "throwaway"))
-        .and_then(|k| k["id"].as_str())
-        .expect("key")
-        .to_string();
-    assert!(owner.call("revoke_api_key", &[("key_id", &throwaway)]).await.ok());
+    let keys = owner.run(ListApiKeys {}).await.value();
+    let throwaway = keys.iter().find(|k| k.name == "throwaway").map(|k| k.id).expect("key");
+    assert!(owner.run(RevokeApiKey { key_id: throwaway }).await.ok());
     // A campaign scheduled and unscheduled in the UI, then sent through the API.
     let (_, c) = api.post("/api/v1/campaigns", json!({"name": "Audit me", "subject": "s", "list_ids": [list]})).await;
     let id = c["id"].as_str().expect("id").to_string();
+    let campaign: CampaignId = id.parse()?;
     let at = (chrono::Utc::now() + chrono::Duration::hours(3)).to_rfc3339();
-    assert!(owner.call("schedule_campaign", &[("id", &id), ("at", &at), ("timezone", "Europe/Paris")]).await.ok());
-    assert!(owner.call("unschedule_campaign", &[("id", &id)]).await.ok());
+    assert!(owner.run(ScheduleCampaign { id: campaign, at, timezone: "Europe/Paris".into() }).await.ok());
+    assert!(owner.run(UnscheduleCampaign { id: campaign }).await.ok());
     let (status, _) = api.post(&format!("/api/v1/campaigns/{id}/send"), json!({})).await;
     assert_eq!(status, StatusCode::OK);
     // Suppression removed (API), a reader erased (UI), an export downloaded.
@@ -69,14 +77,14 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
     let reader: i64 = sqlx::query_scalar("SELECT id FROM readers WHERE email = 'audited-r1@example.com'")
         .fetch_one(&app.owner)
         .await?;
-    assert!(owner.call("erase_reader", &[("id", &reader.to_string())]).await.ok());
+    assert!(owner.run(EraseReader { id: reader }).await.ok());
     assert_eq!(owner.get("/audience/readers/export.csv").await.status(), StatusCode::OK);
     assert_eq!(api.get(&format!("/api/v1/campaigns/{id}/events.csv")).await.0, StatusCode::OK);
 
     // The page (owners and admins) and the API see the same log, newest first.
-    let page = owner.call("audit_log", &[("action", ""), ("actor", ""), ("before", "")]).await;
-    assert!(page.ok(), "{:?}", page.body);
-    let seen = actions(&page.body["entries"]);
+    let page = owner.run(whole_log()).await;
+    assert!(page.ok(), "{:?}", page.result);
+    let seen: Vec<String> = page.value().entries.iter().map(|e| e.action.as_str().to_string()).collect();
     for want in [
         "member.invited",
         "member.role_changed",
@@ -134,19 +142,17 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
 
     // Another workspace sees none of it, by page or API.
     let (other, _) = app.owner_with_workspace("elsewhere@example.com", "Elsewhere").await;
-    let theirs = other.call("audit_log", &[("action", ""), ("actor", ""), ("before", "")]).await;
+    let theirs = other.run(whole_log()).await;
     assert!(theirs.ok());
-    assert_eq!(theirs.body["entries"].as_array().map(Vec::len), Some(0), "{}", theirs.body);
+    let theirs = theirs.value();
+    assert_eq!(theirs.entries.len(), 0, "{:?}", theirs.entries);
     let other_api = Api::for_owner(&app, &other).await;
     let (_, body) = other_api.get("/api/v1/audit").await;
     assert_eq!(actions(&body["entries"]), ["api_key.created"], "only its own key's creation");
 
     // Authors and viewers do not read it.
     let viewer = app.add_member(&ws, "viewer@example.com", "viewer").await;
-    assert_eq!(
-        viewer.call("audit_log", &[("action", ""), ("actor", ""), ("before", "")]).await.status,
-        StatusCode::FORBIDDEN
-    );
+    assert_eq!(viewer.run(whole_log()).await.error(), AppError::Forbidden);
     Ok(())
 }
 
@@ -154,7 +160,7 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
 async fn the_app_role_can_append_and_read_but_never_rewrite_the_log() -> TestResult {
     let app = spawn_app().await;
     let (owner, ws) = app.owner_with_workspace("append-only@example.com", "Append Only").await;
-    assert!(owner.call("create_api_key", &[("name", "k")]).await.ok());
+    assert!(owner.run(CreateApiKey { name: "k".into() }).await.ok());
     let tenant: herald_engine::TenantId = ws.parse()?;
     // As the runtime role (not the superuser), inside the workspace's own transaction.
     for statement in ["UPDATE audit_log SET actor = 'someone else'", "DELETE FROM audit_log", "TRUNCATE audit_log"] {

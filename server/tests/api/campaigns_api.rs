@@ -7,6 +7,10 @@ use std::collections::BTreeSet;
 use std::process::Stdio;
 use std::time::Duration;
 
+use herald_app::pages::campaigns::editor::SaveCampaign;
+use herald_app::pages::settings::general::UpdateWorkspaceSettings;
+use herald_types::{CampaignId, CampaignInput};
+
 use crate::helpers::*;
 use crate::sending::{SendHarness, addresses};
 
@@ -15,17 +19,14 @@ pub(crate) async fn workspace_with_readers(app: &TestApp, owner_email: &str, n: 
     let local = owner_email.split('@').next().unwrap_or(owner_email);
     let (owner, ws) = app.owner_with_workspace(owner_email, &format!("Campaign Co {local}")).await;
     let r = owner
-        .call(
-            "update_workspace_settings",
-            &[
-                ("name", "Campaign Co"),
-                ("postal_address", "1 Main Street, Lyon"),
-                ("default_from_name", "Campaign Co"),
-                ("default_from_email", "news@campaign.test"),
-            ],
-        )
+        .run(UpdateWorkspaceSettings {
+            name: "Campaign Co".into(),
+            postal_address: "1 Main Street, Lyon".into(),
+            default_from_name: "Campaign Co".into(),
+            default_from_email: "news@campaign.test".into(),
+        })
         .await;
-    assert!(r.ok(), "{:?}", r.body);
+    assert!(r.ok(), "{:?}", r.result);
     let api = Api::for_owner(app, &owner).await;
     let (status, list) = api.post("/api/v1/lists", json!({"name": "Weekly", "opt_in": "single"})).await;
     assert_eq!(status, StatusCode::CREATED, "{list}");
@@ -154,24 +155,29 @@ async fn invalid_campaign_fields_are_named_through_the_api_and_the_editor() -> T
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
 
     // The editor's autosave: nothing is saved, and each message is filed under its field.
-    let saved = owner
-        .call(
-            "save_campaign",
-            &[("id", &id), ("input[name]", "Renamed"), ("input[reply_to]", "nope"), ("input[feed_url]", "x")],
-        )
-        .await;
-    assert!(saved.ok(), "{:?}", saved.body);
-    let errors = saved.body["errors"].as_array().cloned().unwrap_or_default();
+    let campaign: CampaignId = id.parse()?;
+    let input = CampaignInput {
+        name: "Renamed".into(),
+        reply_to: "nope".into(),
+        feed_url: "x".into(),
+        ..CampaignInput::default()
+    };
+    let saved = owner.run(SaveCampaign { id: campaign, input }).await;
+    assert!(saved.ok(), "{:?}", saved.result);
+    let saved = saved.value();
+    let errors = saved.errors.clone();
     assert_eq!(errors.len(), 1, "{errors:?}");
-    assert_eq!(errors[0]["field"], "reply_to");
-    assert!(saved.body["updated_at"].is_null());
+    assert_eq!(errors[0].field.as_deref(), Some("reply_to"));
+    assert!(saved.updated_at.is_none());
     let (_, unchanged) = api.get(&format!("/api/v1/campaigns/{id}")).await;
     assert_eq!(unchanged["name"], "Fine");
-    let saved = owner.call("save_campaign", &[("id", &id), ("input[name]", "Renamed")]).await;
-    assert!(saved.body["errors"].as_array().is_some_and(Vec::is_empty), "{:?}", saved.body);
+    let input = CampaignInput { name: "Renamed".into(), ..CampaignInput::default() };
+    let saved = owner.run(SaveCampaign { id: campaign, input }).await;
+    assert!(saved.result.as_ref().is_ok_and(|s| s.errors.is_empty()), "{:?}", saved.result);
     let (_, renamed) = api.get(&format!("/api/v1/campaigns/{id}")).await;
     assert_eq!(renamed["name"], "Renamed");
     // A malformed id names nothing.
+    // raw: a forged id string, which the typed `CampaignId` argument cannot carry.
     let r = owner.call("get_campaign", &[("id", "not-an-id")]).await;
     assert!(r.status.is_client_error(), "{:?}", r.status);
     Ok(())

@@ -3,6 +3,11 @@
 //! (single-use, signed, expiring), which can be mailed again. Invite acceptance is covered in
 //! `invites`.
 
+use herald_app::auth::{CreateWorkspace, ResendVerification, SwitchWorkspace, VerifyEmail};
+use herald_app::error::AppError;
+use herald_app::pages::campaigns::send_panel::{ScheduleCampaign, SendCampaign};
+use herald_app::pages::settings::api_keys::CreateApiKey;
+use herald_types::CampaignId;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -16,31 +21,32 @@ async fn an_unconfirmed_account_sets_up_but_cannot_create_keys_until_it_opens_th
     let app = spawn_app().await;
     let b = app.browser();
     assert!(b.signup("fresh@example.com", PASSWORD).await.ok());
-    assert_eq!(b.session().await["email_verified"], false);
+    assert!(!b.session().await.expect("logged in").email_verified);
     // Its own workspace, at once.
-    assert!(b.call("create_workspace", &[("name", "Fresh"), ("slug", "")]).await.ok());
-    let r = b.call("create_api_key", &[("name", "ci")]).await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
-    assert!(r.message().contains("Confirm your email address"), "{}", r.body);
+    assert!(b.run(CreateWorkspace { name: "Fresh".into(), slug: String::new() }).await.ok());
+    let r = b.run(CreateApiKey { name: "ci".into() }).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.result);
+    assert!(r.message().contains("Confirm your email address"), "{:?}", r.result);
 
     // "Send the link again" mails a second one; the first still works (both are for this
     // address), once.
     // (Both links are the same token when they were signed within the same second; waiting
     // for a different one hung this test.)
     let first = app.verification_token("fresh@example.com").await;
-    assert!(b.call("resend_verification", &[]).await.ok());
+    assert!(b.run(ResendVerification {}).await.ok());
     let link = app.verification_tokens("fresh@example.com", 2).await.pop().unwrap_or_default();
     let anyone = app.browser();
-    let r = anyone.call("verify_email", &[("token", &first)]).await;
-    assert!(r.ok(), "{:?}", r.body);
-    let r = anyone.call("verify_email", &[("token", &link)]).await;
-    assert_eq!(r.status, StatusCode::CONFLICT, "used: {}", r.body);
-    assert!(r.message().contains("used already"), "{}", r.body);
-    assert_eq!(b.session().await["email_verified"], true);
-    let r = b.call("create_api_key", &[("name", "ci")]).await;
-    assert!(r.ok(), "{:?}", r.body);
+    let r = anyone.run(VerifyEmail { token: first }).await;
+    assert!(r.ok(), "{:?}", r.result);
+    let r = anyone.run(VerifyEmail { token: link.clone() }).await;
+    assert!(matches!(r.result, Err(AppError::Conflict(_))), "used: {} {:?}", r.status, r.result);
+    assert!(r.message().contains("used already"), "{:?}", r.result);
+    assert!(b.session().await.expect("logged in").email_verified);
+    let r = b.run(CreateApiKey { name: "ci".into() }).await;
+    assert!(r.ok(), "{:?}", r.result);
     // Confirmed: nothing more to send.
-    assert_eq!(b.call("resend_verification", &[]).await.status, StatusCode::CONFLICT);
+    let r = b.run(ResendVerification {}).await;
+    assert!(matches!(r.result, Err(AppError::Conflict(_))), "{} {:?}", r.status, r.result);
 
     // Forged and tampered links.
     let forged = herald_engine::infra::tokens::Signer::new(b"another-key-another-key-another-key").sign(
@@ -49,15 +55,15 @@ async fn an_unconfirmed_account_sets_up_but_cannot_create_keys_until_it_opens_th
         &("00000000-0000-0000-0000-000000000000", "fresh@example.com"),
     );
     for bad in [forged.as_str(), "garbage", "", &format!("{link}x")] {
-        let r = anyone.call("verify_email", &[("token", bad)]).await;
-        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {}", r.body);
+        let r = anyone.run(VerifyEmail { token: bad.into() }).await;
+        assert!(matches!(r.result, Err(AppError::Invalid(_))), "{bad}: {} {:?}", r.status, r.result);
     }
     // Expired.
     let user = herald_engine::users::find_by_email(&app.app.db, "fresh@example.com").await?.expect("user").id;
     let expired =
         app.app.signer.sign("verify-email", Some(chrono::Utc::now().timestamp() - 1), &(user, "fresh@example.com"));
-    let r = anyone.call("verify_email", &[("token", &expired)]).await;
-    assert!(r.message().contains("expired"), "{}", r.body);
+    let r = anyone.run(VerifyEmail { token: expired }).await;
+    assert!(r.message().contains("expired"), "{:?}", r.result);
     Ok(())
 }
 
@@ -68,6 +74,7 @@ async fn an_unconfirmed_author_cannot_send_or_schedule_a_campaign() -> TestResul
     let (status, c) = api.post("/api/v1/campaigns", json!({"name": "Gate", "subject": "s", "list_ids": [list]})).await;
     assert_eq!(status, StatusCode::CREATED, "{c}");
     let id = c["id"].as_str().expect("id").to_string();
+    let campaign: CampaignId = id.parse().expect("campaign id");
     // An author who has not opened the link, added to the workspace.
     let author = app.browser();
     assert!(author.signup("unconfirmed@example.com", PASSWORD).await.ok());
@@ -83,19 +90,19 @@ async fn an_unconfirmed_author_cannot_send_or_schedule_a_campaign() -> TestResul
         .bind(&list)
         .fetch_one(&app.owner)
         .await?;
-    assert!(author.call("switch_workspace", &[("workspace_id", &tenant)]).await.ok());
+    assert!(author.run(SwitchWorkspace { workspace_id: tenant }).await.ok());
 
-    let r = author.call("send_campaign", &[("id", &id)]).await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+    let r = author.run(SendCampaign { id: campaign }).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.result);
     let at = (chrono::Utc::now() + chrono::Duration::hours(2)).to_rfc3339();
-    let r = author.call("schedule_campaign", &[("id", &id), ("at", &at), ("timezone", "UTC")]).await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+    let r = author.run(ScheduleCampaign { id: campaign, at, timezone: "UTC".into() }).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.result);
     let (_, stats) = api.get(&format!("/api/v1/campaigns/{id}")).await;
     assert_eq!(stats["status"], "draft");
 
     let token = app.verification_token("unconfirmed@example.com").await;
-    assert!(app.browser().call("verify_email", &[("token", &token)]).await.ok());
-    let r = author.call("send_campaign", &[("id", &id)]).await;
-    assert!(r.ok(), "{:?}", r.body);
+    assert!(app.browser().run(VerifyEmail { token }).await.ok());
+    let r = author.run(SendCampaign { id: campaign }).await;
+    assert!(r.ok(), "{:?}", r.result);
     Ok(())
 }

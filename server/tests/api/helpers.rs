@@ -2,8 +2,12 @@
 
 #![allow(dead_code)]
 
+use herald_app::auth::{CreateWorkspace, GetSessionInfo, Login, SessionInfo, Signup, SwitchWorkspace};
+use herald_app::error::AppError;
+use herald_app::pages::settings::api_keys::CreateApiKey;
 use herald_server::config::Config;
 use herald_server::startup::Application;
+use leptos::server_fn::ServerFn;
 use reqwest::StatusCode;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -11,6 +15,9 @@ use sqlx::postgres::PgPoolOptions;
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::OnceCell;
+
+/// The contract's values the typed calls take, for every test module.
+pub use herald_types::{Role, UserId};
 
 pub type TestResult = anyhow::Result<()>;
 
@@ -184,14 +191,6 @@ impl FnResponse {
         self.status.is_success()
     }
 
-    /// The body as the type the server function returns (panics, naming it, when it is not).
-    pub fn typed<T: serde::de::DeserializeOwned>(&self) -> T {
-        match serde_json::from_value(self.body.clone()) {
-            Ok(v) => v,
-            Err(e) => panic!("not a {}: {e}: {} {}", std::any::type_name::<T>(), self.status, self.body),
-        }
-    }
-
     /// The user-facing message of an AppError body such as `{"Conflict":"..."}`, or every
     /// message of `{"Invalid":{"errors":[{"field":…,"message":…}]}}`.
     pub fn message(&self) -> String {
@@ -223,13 +222,10 @@ impl TestApp {
     /// A new account, logged in, with a workspace it owns. Returns (browser, workspace id).
     pub async fn owner_with_workspace(&self, email: &str, workspace: &str) -> (Browser, String) {
         let b = self.browser();
-        let r = b.signup(email, "correct horse battery").await;
-        assert!(r.ok(), "signup {email}: {:?} {}", r.status, r.body);
+        b.signup(email, "correct horse battery").await.value();
         self.verify_email(email).await;
-        let r = b.call("create_workspace", &[("name", workspace), ("slug", "")]).await;
-        assert!(r.ok(), "create workspace: {:?} {}", r.status, r.body);
-        let info = b.session().await;
-        let id = info["current"]["id"].as_str().expect("current workspace").to_string();
+        b.run(CreateWorkspace { name: workspace.into(), slug: String::new() }).await.value();
+        let id = b.session().await.expect("logged in").current.expect("current workspace").id;
         (b, id)
     }
 
@@ -308,7 +304,7 @@ impl TestApp {
         .execute(&self.owner)
         .await
         .expect("add membership");
-        assert!(b.call("switch_workspace", &[("workspace_id", workspace_id)]).await.ok());
+        b.run(SwitchWorkspace { workspace_id: workspace_id.into() }).await.value();
         b
     }
 
@@ -347,8 +343,89 @@ impl TestApp {
     }
 }
 
+/// What a typed server-function call answered: the value the page would get, or the error it
+/// would show.
+pub struct Reply<T> {
+    pub status: StatusCode,
+    pub result: Result<T, AppError>,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl<T> Reply<T> {
+    pub fn ok(&self) -> bool {
+        self.result.is_ok()
+    }
+
+    /// The value (panics with the error when the call failed).
+    #[track_caller]
+    pub fn value(self) -> T {
+        match self.result {
+            Ok(v) => v,
+            Err(e) => panic!("expected a value, got {} {e:?}", self.status),
+        }
+    }
+
+    /// The error (panics when the call succeeded).
+    #[track_caller]
+    pub fn error(self) -> AppError {
+        match self.result {
+            Ok(_) => panic!("expected an error, got {}", self.status),
+            Err(e) => e,
+        }
+    }
+
+    /// The user-facing text of the error: every message of `Invalid`, the text of the others
+    /// (empty when the call succeeded).
+    pub fn message(&self) -> String {
+        match &self.result {
+            Ok(_) => String::new(),
+            Err(AppError::Invalid(invalid)) => {
+                invalid.errors.iter().map(|e| e.message.as_str()).collect::<Vec<_>>().join(" ")
+            }
+            Err(e) => e.to_string(),
+        }
+    }
+}
+
 impl Browser {
-    /// Calls a server function (`/rpc/<name>`) with a form body, as the hydrated UI does.
+    /// Calls a server function the way the hydrated UI does: its generated struct is the
+    /// arguments, `F::PATH` the address, and the answer decodes into `F::Output` or `AppError`
+    /// (a body that is neither fails the test). Form-encoded (`serde_qs`, as server_fn's
+    /// `PostUrl` does) unless the function declares `input = Json`.
+    pub async fn run<F>(&self, args: F) -> Reply<F::Output>
+    where
+        F: ServerFn<Error = AppError> + serde::Serialize,
+        F::Output: serde::de::DeserializeOwned,
+    {
+        let req = self
+            .client
+            .post(format!("{}{}", self.base, F::PATH))
+            .header("Accept", "application/json")
+            .header("Origin", self.base.clone());
+        // The protocol is `Http<Input, Output>`; only the input side names PostUrl.
+        let req = if std::any::type_name::<F::Protocol>().contains("PostUrl") {
+            let form = serde_qs::to_string(&args).expect("server function arguments encode");
+            req.header("Content-Type", "application/x-www-form-urlencoded").body(form)
+        } else {
+            req.json(&args)
+        };
+        let res = req.send().await.expect("request");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let text = res.text().await.unwrap_or_default();
+        let result = if status.is_success() {
+            Ok(serde_json::from_str(&text).unwrap_or_else(|e| {
+                panic!("{} answered {status} with no {}: {e}: {text}", F::PATH, std::any::type_name::<F::Output>())
+            }))
+        } else {
+            Err(serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{} answered {status} with no AppError: {e}: {text}", F::PATH)))
+        };
+        Reply { status, result, headers }
+    }
+
+    /// Calls a server function (`/rpc/<name>`) with a hand-made form body: for requests the UI
+    /// would never send (forged ids, missing fields, another origin). Everything else uses `run`.
     pub async fn call(&self, name: &str, form: &[(&str, &str)]) -> FnResponse {
         self.call_with_origin(name, form, Some(&self.base.clone())).await
     }
@@ -362,17 +439,6 @@ impl Browser {
         Self::answer(req).await
     }
 
-    /// Calls a server function that takes JSON (`input = Json`): its arguments as one object.
-    pub async fn call_json(&self, name: &str, args: &Value) -> FnResponse {
-        let req = self
-            .client
-            .post(format!("{}/rpc/{name}", self.base))
-            .header("Accept", "application/json")
-            .header("Origin", self.base.clone())
-            .json(args);
-        Self::answer(req).await
-    }
-
     async fn answer(req: reqwest::RequestBuilder) -> FnResponse {
         let res = req.send().await.expect("request");
         let status = res.status();
@@ -382,19 +448,17 @@ impl Browser {
         FnResponse { status, body, headers }
     }
 
-    pub async fn signup(&self, email: &str, password: &str) -> FnResponse {
-        self.call("signup", &[("email", email), ("name", "Test User"), ("password", password)]).await
+    pub async fn signup(&self, email: &str, password: &str) -> Reply<()> {
+        self.run(Signup { email: email.into(), name: "Test User".into(), password: password.into(), next: None }).await
     }
 
-    pub async fn login(&self, email: &str, password: &str) -> FnResponse {
-        self.call("login", &[("email", email), ("password", password)]).await
+    pub async fn login(&self, email: &str, password: &str) -> Reply<()> {
+        self.run(Login { email: email.into(), password: password.into(), next: None }).await
     }
 
-    /// The session summary (`null` when logged out).
-    pub async fn session(&self) -> Value {
-        let r = self.call("session", &[]).await;
-        assert!(r.ok(), "session: {:?} {}", r.status, r.body);
-        r.body
+    /// The session summary (`None` when logged out).
+    pub async fn session(&self) -> Option<SessionInfo> {
+        self.run(GetSessionInfo {}).await.value()
     }
 
     pub async fn get(&self, path: &str) -> reqwest::Response {
@@ -433,7 +497,7 @@ pub struct Api {
 
 impl Api {
     pub async fn for_owner(app: &TestApp, owner: &Browser) -> Self {
-        let key = owner.call("create_api_key", &[("name", "test")]).await.body.as_str().expect("key").to_string();
+        let key = owner.run(CreateApiKey { name: "test".into() }).await.value();
         Self { client: reqwest::Client::new(), base: app.base.clone(), key }
     }
 

@@ -1,6 +1,9 @@
 //! CSV import: upload, mapping, the background job, bad rows reported by line, re-runs.
 
 use crate::helpers::*;
+use herald_app::pages::audience::import::{DiscardImport, GetImport, StartImport};
+use herald_app::pages::audience::suppressions::AddSuppressions;
+use herald_types::{Existing, Import, ImportId, ImportMode, ImportStatus};
 use reqwest::StatusCode;
 use std::time::Duration;
 
@@ -21,15 +24,26 @@ pub async fn upload(b: &Browser, name: &str, bytes: Vec<u8>) -> String {
     location.rsplit('/').next().expect("id").to_string()
 }
 
-pub async fn wait_done(b: &Browser, id: &str) -> serde_json::Value {
+/// Polls the import until it is done or failed, and returns it.
+pub async fn wait_import(b: &Browser, id: ImportId) -> Import {
     for _ in 0..6000 {
-        let d = b.call("get_import", &[("id", id)]).await.body;
-        if matches!(d["status"].as_str(), Some("done") | Some("failed")) {
+        let d = b.run(GetImport { id }).await.value();
+        if matches!(d.status, ImportStatus::Done | ImportStatus::Failed) {
             return d;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("import {id} did not finish");
+}
+
+/// `wait_import` for an id as `upload` returns it.
+pub async fn wait_done(b: &Browser, id: &str) -> Import {
+    wait_import(b, id.parse().expect("import id")).await
+}
+
+/// `start_import` with one mapping entry per column, as the mapping form sends it.
+fn start(id: ImportId, mapping: &[&str], lists: &str, mode: ImportMode, existing: Existing) -> StartImport {
+    StartImport { id, mapping: mapping.iter().map(|m| m.to_string()).collect(), lists: lists.into(), mode, existing }
 }
 
 fn messy_csv() -> Vec<u8> {
@@ -51,35 +65,24 @@ async fn a_messy_csv_imports_what_it_can_and_reports_the_rest_by_line() {
     let app = spawn_app().await;
     let (owner, _) = app.owner_with_workspace("imp@example.com", "Import").await;
     let list = crate::audience::create_list(&owner, "Imported", "imported", "double", "private").await;
-    let id = upload(&owner, "people.csv", messy_csv()).await;
+    let id: ImportId = upload(&owner, "people.csv", messy_csv()).await.parse().expect("import id");
 
-    let d = owner.call("get_import", &[("id", &id)]).await.body;
-    assert_eq!(d["status"], "uploaded");
-    assert_eq!(d["columns"], serde_json::json!(["Email", "Name", "City"]));
-    assert_eq!(d["mapping"], serde_json::json!(["email", "name", "attributes.city"]));
-    assert_eq!(d["preview"][1][1], "Bob\nBuilder");
+    let d = owner.run(GetImport { id }).await.value();
+    assert_eq!(d.status, ImportStatus::Uploaded);
+    assert_eq!(d.columns, ["Email", "Name", "City"]);
+    assert_eq!(d.mapping, ["email", "name", "attributes.city"]);
+    assert_eq!(d.preview[1][1], "Bob\nBuilder");
 
     let r = owner
-        .call(
-            "start_import",
-            &[
-                ("id", &id),
-                ("mapping[0]", "email"),
-                ("mapping[1]", "name"),
-                ("mapping[2]", "attributes.city"),
-                ("lists", &list),
-                ("mode", "confirmed"),
-                ("existing", "update"),
-            ],
-        )
+        .run(start(id, &["email", "name", "attributes.city"], &list, ImportMode::Confirmed, Existing::Update))
         .await;
-    assert!(r.ok(), "{:?} {}", r.status, r.body);
-    let d = wait_done(&owner, &id).await;
-    assert_eq!(d["status"], "done", "{d}");
-    assert_eq!(serde_json::from_value::<herald_types::Import>(d.clone()).map(|i| i.percent()).ok(), Some(100), "{d}");
-    assert_eq!(d["rows_read"], 7);
-    assert_eq!(d["created"], 3, "{d}"); // ann, bob, eve (ann's duplicate merged)
-    assert_eq!(d["invalid"], 3, "{d}");
+    assert!(r.ok(), "{:?} {:?}", r.status, r.result);
+    let d = wait_import(&owner, id).await;
+    assert_eq!(d.status, ImportStatus::Done, "{d:?}");
+    assert_eq!(d.percent(), 100, "{d:?}");
+    assert_eq!(d.rows_read, 7);
+    assert_eq!(d.created, 3, "{d:?}"); // ann, bob, eve (ann's duplicate merged)
+    assert_eq!(d.invalid, 3, "{d:?}");
 
     let errors = owner.get(&format!("/audience/imports/{id}/errors.csv")).await.text().await.unwrap_or_default();
     let lines: Vec<&str> = errors.lines().collect();
@@ -127,69 +130,42 @@ async fn a_re_run_resumes_after_the_checkpoint_without_duplicates() {
     for i in 0..12_000 {
         csv.extend_from_slice(format!("r{i}@example.com,Reader {i}\n").as_bytes());
     }
-    let id = upload(&owner, "big.csv", csv.clone()).await;
+    let id: ImportId = upload(&owner, "big.csv", csv.clone()).await.parse().expect("import id");
     // As if a worker had committed the first 5,000 rows (lines 2–5001) and then died.
-    let start = [
-        ("id", id.as_str()),
-        ("mapping[0]", "email"),
-        ("mapping[1]", "name"),
-        ("lists", ""),
-        ("mode", "confirmed"),
-        ("existing", "update"),
-    ];
+    let first = start(id, &["email", "name"], "", ImportMode::Confirmed, Existing::Update);
     sqlx::query("UPDATE imports SET status = 'failed', checkpoint_line = 5001, rows_read = 5000 WHERE id = $1::uuid")
-        .bind(&id)
+        .bind(id.to_string())
         .execute(&app.owner)
         .await
         .expect("simulate a crash");
-    assert!(owner.call("start_import", &start).await.ok());
-    let d = wait_done(&owner, &id).await;
-    assert_eq!(d["status"], "done");
-    assert_eq!(d["rows_read"], 12_000);
-    assert_eq!(d["created"], 7_000, "only the rows after the checkpoint were processed");
+    assert!(owner.run(first).await.ok());
+    let d = wait_import(&owner, id).await;
+    assert_eq!(d.status, ImportStatus::Done);
+    assert_eq!(d.rows_read, 12_000);
+    assert_eq!(d.created, 7_000, "only the rows after the checkpoint were processed");
     // Importing the same file again creates nobody new.
-    let again = upload(&owner, "big.csv", csv).await;
-    let start2 = [
-        ("id", again.as_str()),
-        ("mapping[0]", "email"),
-        ("mapping[1]", "name"),
-        ("lists", ""),
-        ("mode", "confirmed"),
-        ("existing", "skip"),
-    ];
-    assert!(owner.call("start_import", &start2).await.ok());
-    let d = wait_done(&owner, &again).await;
-    assert_eq!((d["created"].as_i64(), d["skipped"].as_i64()), (Some(5_000), Some(7_000)), "{d}");
+    let again: ImportId = upload(&owner, "big.csv", csv).await.parse().expect("import id");
+    let start2 = start(again, &["email", "name"], "", ImportMode::Confirmed, Existing::Skip);
+    assert!(owner.run(start2.clone()).await.ok());
+    let d = wait_import(&owner, again).await;
+    assert_eq!((d.created, d.skipped), (5_000, 7_000), "{d:?}");
     let readers: i64 = sqlx::query_scalar("SELECT count(*) FROM readers").fetch_one(&app.owner).await.expect("count");
     assert_eq!(readers, 12_000);
     // A finished import cannot be started twice.
-    assert_eq!(owner.call("start_import", &start2).await.status, StatusCode::CONFLICT);
+    assert_eq!(owner.run(start2).await.status, StatusCode::CONFLICT);
 }
 
 #[tokio::test]
 async fn imports_are_per_workspace_and_need_an_email_column() {
     let t = two_tenants().await;
-    let id = upload(&t.a, "a.csv", b"email,name\nx@example.com,X\n".to_vec()).await;
-    assert_eq!(t.b.call("get_import", &[("id", &id)]).await.status, StatusCode::NOT_FOUND);
+    let id: ImportId =
+        upload(&t.a, "a.csv", b"email,name\nx@example.com,X\n".to_vec()).await.parse().expect("import id");
+    assert_eq!(t.b.run(GetImport { id }).await.status, StatusCode::NOT_FOUND);
     assert_eq!(t.b.get(&format!("/audience/imports/{id}/errors.csv")).await.status(), StatusCode::NOT_FOUND);
-    let no_email = [
-        ("id", id.as_str()),
-        ("mapping[0]", "name"),
-        ("mapping[1]", "name"),
-        ("lists", ""),
-        ("mode", "confirmed"),
-        ("existing", "update"),
-    ];
-    assert_eq!(t.a.call("start_import", &no_email).await.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let ok = [
-        ("id", id.as_str()),
-        ("mapping[0]", "email"),
-        ("mapping[1]", "name"),
-        ("lists", ""),
-        ("mode", "confirmed"),
-        ("existing", "update"),
-    ];
-    assert_eq!(t.b.call("start_import", &ok).await.status, StatusCode::NOT_FOUND);
+    let no_email = start(id, &["name", "name"], "", ImportMode::Confirmed, Existing::Update);
+    assert_eq!(t.a.run(no_email).await.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let ok = start(id, &["email", "name"], "", ImportMode::Confirmed, Existing::Update);
+    assert_eq!(t.b.run(ok).await.status, StatusCode::NOT_FOUND);
     // Viewers cannot upload.
     let viewer = t.app.add_member(&t.a_id, "viewer-imp@example.com", "viewer").await;
     let part = reqwest::multipart::Part::bytes(b"email\nv@example.com\n".to_vec()).file_name("v.csv");
@@ -209,33 +185,21 @@ async fn an_opt_in_import_mails_each_reader_a_confirmation() {
     let app = spawn_app().await;
     let (owner, _) = app.owner_with_workspace("optin@example.com", "Opt In").await;
     let list = crate::audience::create_list(&owner, "News", "news", "double", "public").await;
-    assert!(owner.call("add_suppressions", &[("emails", "blocked@example.com")]).await.ok());
-    let id = upload(
+    assert!(owner.run(AddSuppressions { emails: "blocked@example.com".into() }).await.ok());
+    let id: ImportId = upload(
         &owner,
         "optin.csv",
         b"email,name\nfirst@example.com,First\nsecond@example.com,Second\nblocked@example.com,B\n".to_vec(),
     )
-    .await;
-    let no_list = [
-        ("id", id.as_str()),
-        ("mapping[0]", "email"),
-        ("mapping[1]", "name"),
-        ("lists", ""),
-        ("mode", "opt_in"),
-        ("existing", "update"),
-    ];
-    assert_eq!(owner.call("start_import", &no_list).await.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let start = [
-        ("id", id.as_str()),
-        ("mapping[0]", "email"),
-        ("mapping[1]", "name"),
-        ("lists", &list),
-        ("mode", "opt_in"),
-        ("existing", "update"),
-    ];
-    assert!(owner.call("start_import", &start).await.ok());
-    let d = wait_done(&owner, &id).await;
-    assert_eq!(d["status"], "done", "{d}");
+    .await
+    .parse()
+    .expect("import id");
+    let no_list = start(id, &["email", "name"], "", ImportMode::OptIn, Existing::Update);
+    assert_eq!(owner.run(no_list).await.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let with_list = start(id, &["email", "name"], &list, ImportMode::OptIn, Existing::Update);
+    assert!(owner.run(with_list).await.ok());
+    let d = wait_import(&owner, id).await;
+    assert_eq!(d.status, ImportStatus::Done, "{d:?}");
     let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM subscriptions WHERE status = 'unconfirmed'")
         .fetch_one(&app.owner)
         .await
@@ -278,7 +242,7 @@ async fn pending_uploads_are_capped_per_workspace_and_can_be_discarded() -> Test
     };
     let two_mb = csv(34_000);
     assert!(two_mb.len() > 2 * 1024 * 1024 && two_mb.len() < cap);
-    let first = upload(&a, "first.csv", two_mb.clone()).await;
+    let first: ImportId = upload(&a, "first.csv", two_mb.clone()).await.parse().expect("import id");
     let stored = || async {
         sqlx::query_as::<_, (i64, i64)>(
             "SELECT (SELECT count(*) FROM imports i JOIN tenants t ON t.id = i.tenant_id WHERE t.name = 'Store A'),
@@ -307,33 +271,22 @@ async fn pending_uploads_are_capped_per_workspace_and_can_be_discarded() -> Test
     upload(&b, "theirs.csv", two_mb.clone()).await;
 
     // Discarding the pending upload frees it; a running or finished import cannot be discarded.
-    let r = a.call("discard_import", &[("id", &first)]).await;
-    assert!(r.ok(), "{:?}", r.body);
-    assert_eq!(a.call("get_import", &[("id", &first)]).await.status, StatusCode::NOT_FOUND);
-    let second = upload(&a, "second.csv", two_mb).await;
-    let started = a
-        .call(
-            "start_import",
-            &[
-                ("id", &second),
-                ("mapping[0]", "email"),
-                ("mapping[1]", "name"),
-                ("lists", ""),
-                ("mode", "confirmed"),
-                ("existing", "update"),
-            ],
-        )
-        .await;
-    assert!(started.ok(), "{:?}", started.body);
-    assert_eq!(wait_done(&a, &second).await["status"], "done");
-    let r = a.call("discard_import", &[("id", &second)]).await;
-    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+    let r = a.run(DiscardImport { id: first }).await;
+    assert!(r.ok(), "{:?}", r.result);
+    assert_eq!(a.run(GetImport { id: first }).await.status, StatusCode::NOT_FOUND);
+    let second: ImportId = upload(&a, "second.csv", two_mb).await.parse().expect("import id");
+    let started = a.run(start(second, &["email", "name"], "", ImportMode::Confirmed, Existing::Update)).await;
+    assert!(started.ok(), "{:?}", started.result);
+    assert_eq!(wait_import(&a, second).await.status, ImportStatus::Done);
+    let r = a.run(DiscardImport { id: second }).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.result);
     // Another workspace's upload is not there to discard.
     let theirs: String = sqlx::query_scalar(
         "SELECT i.id::text FROM imports i JOIN tenants t ON t.id = i.tenant_id WHERE t.name = 'Store B'",
     )
     .fetch_one(&app.owner)
     .await?;
-    assert_eq!(a.call("discard_import", &[("id", &theirs)]).await.status, StatusCode::NOT_FOUND);
+    let theirs: ImportId = theirs.parse().expect("import id");
+    assert_eq!(a.run(DiscardImport { id: theirs }).await.status, StatusCode::NOT_FOUND);
     Ok(())
 }

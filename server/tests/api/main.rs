@@ -27,6 +27,7 @@ mod send_approval;
 mod send_engine;
 mod sending;
 mod sending_domains;
+mod stored_states;
 mod template_limits;
 mod tenancy;
 mod tracking;

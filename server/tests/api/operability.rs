@@ -1,4 +1,5 @@
 use crate::helpers::*;
+use herald_app::pages::settings::members::InviteMember;
 use reqwest::StatusCode;
 
 #[tokio::test]
@@ -37,7 +38,7 @@ async fn pages_render_on_the_server_and_unknown_paths_are_404() {
 async fn the_dev_inbox_lists_and_shows_caught_mail() {
     let app = spawn_app().await;
     let (owner, _) = app.owner_with_workspace("inbox@example.com", "Inbox <b>Co</b>").await;
-    assert!(owner.call("invite_member", &[("email", "reader@example.com"), ("role", "viewer")]).await.ok());
+    assert!(owner.run(InviteMember { email: "reader@example.com".into(), role: Role::Viewer }).await.ok());
     app.mail_text_to("reader@example.com").await;
     let list = owner.get("/dev/inbox").await.text().await.unwrap_or_default();
     assert!(list.contains("reader@example.com") && list.contains("data-testid=\"inbox-row\""));

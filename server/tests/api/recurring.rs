@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::Duration;
 
+use herald_app::pages::settings::general::UpdateWorkspaceSettings;
+
 use crate::helpers::*;
 
 /// A workspace with one list of `emails`, and an API client.
@@ -17,17 +19,14 @@ async fn workspace(app: &TestApp, owner_email: &str, emails: &[&str]) -> (Api, S
     let (owner, ws) = app.owner_with_workspace(owner_email, "Digest Co").await;
     app.verify_domain(&ws, "digest.test").await;
     let r = owner
-        .call(
-            "update_workspace_settings",
-            &[
-                ("name", "Digest Co"),
-                ("postal_address", "1 Main Street"),
-                ("default_from_name", "Digest"),
-                ("default_from_email", "digest@digest.test"),
-            ],
-        )
+        .run(UpdateWorkspaceSettings {
+            name: "Digest Co".into(),
+            postal_address: "1 Main Street".into(),
+            default_from_name: "Digest".into(),
+            default_from_email: "digest@digest.test".into(),
+        })
         .await;
-    assert!(r.ok(), "{:?}", r.body);
+    assert!(r.ok(), "{:?}", r.result);
     let api = Api::for_owner(app, &owner).await;
     let (_, list) = api.post("/api/v1/lists", json!({"name": "Digest", "opt_in": "single"})).await;
     let list = list["id"].as_str().unwrap_or_default().to_string();

@@ -7,6 +7,15 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::Duration;
 
+use herald_app::error::AppError;
+use herald_app::pages::campaigns::preview::TestSendCampaign;
+use herald_app::pages::settings::domains::{
+    AddSendingDomain, CheckSendingDomain, DeleteSendingDomain, DomainView, ListSendingDomains, RecordView,
+};
+use herald_app::pages::settings::general::UpdateWorkspaceSettings;
+use herald_app::pages::settings::sending::SaveIdentity;
+use herald_types::IdentityInput;
+
 use crate::dns::TestDns;
 use crate::helpers::*;
 
@@ -24,17 +33,14 @@ async fn app_with_dns() -> (TestApp, TestDns) {
 async fn workspace(app: &TestApp, email: &str) -> (Browser, String, Api, String) {
     let (owner, ws) = app.owner_with_workspace(email, &format!("Brand {email}")).await;
     let r = owner
-        .call(
-            "update_workspace_settings",
-            &[
-                ("name", "Brand"),
-                ("postal_address", "1 Main Street"),
-                ("default_from_name", "Brand"),
-                ("default_from_email", "news@brand.test"),
-            ],
-        )
+        .run(UpdateWorkspaceSettings {
+            name: "Brand".into(),
+            postal_address: "1 Main Street".into(),
+            default_from_name: "Brand".into(),
+            default_from_email: "news@brand.test".into(),
+        })
         .await;
-    assert!(r.ok(), "{:?}", r.body);
+    assert!(r.ok(), "{:?}", r.result);
     let api = Api::for_owner(app, &owner).await;
     let (_, list) = api.post("/api/v1/lists", json!({"name": "News", "opt_in": "single"})).await;
     let list = list["id"].as_str().expect("list").to_string();
@@ -50,27 +56,24 @@ async fn workspace(app: &TestApp, email: &str) -> (Browser, String, Api, String)
     (owner, ws, api, c["id"].as_str().expect("campaign").to_string())
 }
 
-async fn domains(owner: &Browser) -> Vec<Value> {
-    let r = owner.call("list_sending_domains", &[]).await;
-    assert!(r.ok(), "{:?}", r.body);
-    r.body["domains"].as_array().cloned().unwrap_or_default()
+async fn domains(owner: &Browser) -> Vec<DomainView> {
+    let r = owner.run(ListSendingDomains {}).await;
+    assert!(r.ok(), "{:?}", r.result);
+    r.value().domains
 }
 
-fn record<'a>(domain: &'a Value, label: &str) -> &'a Value {
-    domain["records"].as_array().and_then(|rs| rs.iter().find(|r| r["label"] == label)).expect("record")
+fn record<'a>(domain: &'a DomainView, label: &str) -> &'a RecordView {
+    domain.records.iter().find(|r| r.label == label).expect("record")
 }
 
-fn statuses(domain: &Value) -> Vec<String> {
-    domain["records"]
-        .as_array()
-        .map(|rs| rs.iter().map(|r| r["status"].as_str().unwrap_or_default().to_string()).collect())
-        .unwrap_or_default()
+fn statuses(domain: &DomainView) -> Vec<String> {
+    domain.records.iter().map(|r| r.status.clone()).collect()
 }
 
-async fn check(owner: &Browser, id: &str) -> Value {
-    let r = owner.call("check_sending_domain", &[("domain_id", id)]).await;
-    assert!(r.ok(), "{:?}", r.body);
-    domains(owner).await.into_iter().find(|d| d["id"] == id).expect("domain")
+async fn check(owner: &Browser, id: &str) -> DomainView {
+    let r = owner.run(CheckSendingDomain { domain_id: id.into() }).await;
+    assert!(r.ok(), "{:?}", r.result);
+    domains(owner).await.into_iter().find(|d| d.id == id).expect("domain")
 }
 
 fn transactional(from: &str) -> Value {
@@ -90,24 +93,24 @@ async fn a_domain_is_verified_by_its_dns_records_and_only_then_sends() -> TestRe
     let (status, body) =
         api.post(&format!("/api/v1/campaigns/{campaign}/schedule"), json!({"at": "2099-01-01T00:00:00Z"})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    let r = owner.call("test_send_campaign", &[("id", &campaign), ("addresses", "me@example.com")]).await;
-    assert!(!r.ok() && r.message().contains("brand.test"), "{:?}", r.body);
+    let r = owner.run(TestSendCampaign { id: campaign.parse()?, addresses: "me@example.com".into() }).await;
+    assert!(!r.ok() && r.message().contains("brand.test"), "{:?}", r.result);
     let (status, body) = api.send_message("k1", &transactional("noreply@brand.test")).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert_eq!(app.sink.messages().await.len(), 0);
 
     // Added: the records to publish, none checked yet.
-    let r = owner.call("add_sending_domain", &[("domain", " Brand.TEST. ")]).await;
-    assert!(r.ok(), "{:?}", r.body);
+    let r = owner.run(AddSendingDomain { domain: " Brand.TEST. ".into() }).await;
+    assert!(r.ok(), "{:?}", r.result);
     let d = domains(&owner).await.pop().expect("the domain");
-    assert_eq!(d["domain"], "brand.test");
-    assert_eq!(d["verified_by"], Value::Null);
+    assert_eq!(d.domain, "brand.test");
+    assert_eq!(d.verified_by, None);
     assert_eq!(statuses(&d), ["unchecked"; 4]);
-    let id = d["id"].as_str().expect("id").to_string();
-    let ownership = record(&d, "Ownership")["value"].as_str().expect("token").to_string();
-    let dkim = record(&d, "DKIM")["value"].as_str().expect("dkim").to_string();
-    assert_eq!(record(&d, "DKIM")["host"], "herald._domainkey.brand.test");
-    assert_eq!(record(&d, "SPF")["value"], format!("v=spf1 include:{SPF_INCLUDE} ~all"));
+    let id = d.id.clone();
+    let ownership = record(&d, "Ownership").value.clone();
+    let dkim = record(&d, "DKIM").value.clone();
+    assert_eq!(record(&d, "DKIM").host, "herald._domainkey.brand.test");
+    assert_eq!(record(&d, "SPF").value, format!("v=spf1 include:{SPF_INCLUDE} ~all"));
 
     // Checked with nothing published: all missing, still refused.
     let d = check(&owner, &id).await;
@@ -121,9 +124,9 @@ async fn a_domain_is_verified_by_its_dns_records_and_only_then_sends() -> TestRe
     dns.set("_dmarc.brand.test", &["v=DMARC1; rua=mailto:d@brand.test"]);
     dns.set("herald._domainkey.brand.test", &["v=DKIM1; k=rsa; p=MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAwrong"]);
     let d = check(&owner, &id).await;
-    assert_eq!(statuses(&d), ["wrong"; 4], "{d}");
-    assert!(record(&d, "SPF")["detail"].as_str().unwrap_or_default().contains(SPF_INCLUDE));
-    assert_eq!(d["verified_by"], Value::Null);
+    assert_eq!(statuses(&d), ["wrong"; 4], "{d:?}");
+    assert!(record(&d, "SPF").detail.contains(SPF_INCLUDE));
+    assert_eq!(d.verified_by, None);
 
     // Everything as shown: verified by DNS, signing on, and the campaign goes out signed.
     dns.set("_herald-challenge.brand.test", &[ownership.as_str(), "google-site-verification=x"]);
@@ -131,9 +134,9 @@ async fn a_domain_is_verified_by_its_dns_records_and_only_then_sends() -> TestRe
     dns.set("_dmarc.brand.test", &["v=DMARC1; p=none"]);
     dns.set("herald._domainkey.brand.test", &[dkim.as_str()]);
     let d = check(&owner, &id).await;
-    assert_eq!(statuses(&d), ["found"; 4], "{d}");
-    assert_eq!(d["verified_by"], "dns");
-    assert_eq!(d["signing"], true);
+    assert_eq!(statuses(&d), ["found"; 4], "{d:?}");
+    assert_eq!(d.verified_by.as_deref(), Some("dns"));
+    assert!(d.signing);
     let (status, body) = api.post(&format!("/api/v1/campaigns/{campaign}/send"), json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(app.sink.wait_for_count(2, Duration::from_secs(30)).await, "the campaign arrives");
@@ -158,9 +161,9 @@ async fn a_domain_is_verified_by_its_dns_records_and_only_then_sends() -> TestRe
     dns.set("herald._domainkey.brand.test", &[]);
     dns.set("_herald-challenge.brand.test", &[]);
     let d = check(&owner, &id).await;
-    assert_eq!(d["verified_by"], "dns");
-    assert_eq!(d["signing"], false);
-    assert_eq!(record(&d, "DKIM")["status"], "missing");
+    assert_eq!(d.verified_by.as_deref(), Some("dns"));
+    assert!(!d.signing);
+    assert_eq!(record(&d, "DKIM").status, "missing");
     Ok(())
 }
 
@@ -169,22 +172,22 @@ async fn a_workspace_cannot_send_as_a_domain_another_workspace_verified() -> Tes
     let (app, dns) = app_with_dns().await;
     let (a, _, _, _) = workspace(&app, "dom-a@example.com").await;
     let (b, _, api_b, campaign_b) = workspace(&app, "dom-b@example.com").await;
-    assert!(a.call("add_sending_domain", &[("domain", "brand.test")]).await.ok());
+    assert!(a.run(AddSendingDomain { domain: "brand.test".into() }).await.ok());
     let da = domains(&a).await.pop().expect("A's domain");
-    dns.set("_herald-challenge.brand.test", &[record(&da, "Ownership")["value"].as_str().unwrap_or_default()]);
-    let da = check(&a, da["id"].as_str().unwrap_or_default()).await;
-    assert_eq!(da["verified_by"], "dns");
+    dns.set("_herald-challenge.brand.test", &[record(&da, "Ownership").value.as_str()]);
+    let da = check(&a, &da.id).await;
+    assert_eq!(da.verified_by.as_deref(), Some("dns"));
 
     // B sees none of A's domains, and its own claim to the domain is checked against its own token.
     assert!(domains(&b).await.is_empty());
-    let r = b.call("check_sending_domain", &[("domain_id", da["id"].as_str().unwrap_or_default())]).await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:?}", r.body);
-    assert!(b.call("add_sending_domain", &[("domain", "brand.test")]).await.ok());
+    let r = b.run(CheckSendingDomain { domain_id: da.id.clone() }).await;
+    assert!(matches!(r.result, Err(AppError::NotFound)), "{:?}", r.result);
+    assert!(b.run(AddSendingDomain { domain: "brand.test".into() }).await.ok());
     let db = domains(&b).await.pop().expect("B's domain");
-    assert_ne!(record(&db, "Ownership")["value"], record(&da, "Ownership")["value"]);
-    let db = check(&b, db["id"].as_str().unwrap_or_default()).await;
-    assert_eq!(record(&db, "Ownership")["status"], "wrong");
-    assert_eq!(db["verified_by"], Value::Null);
+    assert_ne!(record(&db, "Ownership").value, record(&da, "Ownership").value);
+    let db = check(&b, &db.id).await;
+    assert_eq!(record(&db, "Ownership").status, "wrong");
+    assert_eq!(db.verified_by, None);
     let (status, body) = api_b.post(&format!("/api/v1/campaigns/{campaign_b}/send"), json!({})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     let (status, _) = api_b.send_message("b1", &transactional("noreply@brand.test")).await;
@@ -197,21 +200,22 @@ async fn only_admins_manage_domains_and_bad_names_are_refused() -> TestResult {
     let (app, _dns) = app_with_dns().await;
     let (owner, ws, _, _) = workspace(&app, "dom-roles@example.com").await;
     for bad in ["localhost", "127.0.0.1", "exa mple.com", "x..com", ""] {
-        let r = owner.call("add_sending_domain", &[("domain", bad)]).await;
+        let r = owner.run(AddSendingDomain { domain: bad.into() }).await;
         assert!(!r.ok(), "{bad:?} accepted");
     }
     let author = app.add_member(&ws, "dom-author@example.com", "author").await;
-    let r = author.call("add_sending_domain", &[("domain", "brand.test")]).await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
-    assert!(owner.call("add_sending_domain", &[("domain", "brand.test")]).await.ok());
+    let r = author.run(AddSendingDomain { domain: "brand.test".into() }).await;
+    assert!(matches!(r.result, Err(AppError::Forbidden)), "{:?}", r.result);
+    assert!(owner.run(AddSendingDomain { domain: "brand.test".into() }).await.ok());
     // Authors see the domains (so they know what they may send as) but cannot check or remove.
-    let listed = author.call("list_sending_domains", &[]).await;
+    let listed = author.run(ListSendingDomains {}).await;
     assert!(listed.ok());
-    assert_eq!(listed.body["can_edit"], false);
-    let id = listed.body["domains"][0]["id"].as_str().unwrap_or_default().to_string();
-    let r = author.call("delete_sending_domain", &[("domain_id", &id)]).await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN);
-    assert!(owner.call("delete_sending_domain", &[("domain_id", &id)]).await.ok());
+    let listed = listed.value();
+    assert!(!listed.can_edit);
+    let id = listed.domains.first().map(|d| d.id.clone()).unwrap_or_default();
+    let r = author.run(DeleteSendingDomain { domain_id: id.clone() }).await;
+    assert_eq!(r.error(), AppError::Forbidden);
+    assert!(owner.run(DeleteSendingDomain { domain_id: id.clone() }).await.ok());
     assert!(domains(&owner).await.is_empty());
     Ok(())
 }
@@ -220,20 +224,18 @@ async fn only_admins_manage_domains_and_bad_names_are_refused() -> TestResult {
 async fn an_own_identity_sends_from_any_address_only_when_an_operator_allows_it() -> TestResult {
     let app = spawn_app().await;
     let (owner, ws, api, campaign) = workspace(&app, "dom-own@example.com").await;
-    let r = owner
-        .call(
-            "save_identity",
-            &[
-                ("id", ""),
-                ("identity[name]", "Own relay"),
-                ("identity[smtp_url]", "smtp://127.0.0.1:587"),
-                ("identity[max_connections]", "1"),
-                ("identity[rate_per_second]", "1"),
-                ("identity[burst]", "1"),
-            ],
-        )
-        .await;
-    assert!(r.ok(), "{:?}", r.body);
+    let identity = IdentityInput {
+        name: "Own relay".into(),
+        smtp_url: "smtp://127.0.0.1:587".into(),
+        max_connections: 1,
+        rate_per_second: 1.0,
+        burst: 1,
+        dkim_domain: String::new(),
+        dkim_selector: String::new(),
+        dkim_private_key: String::new(),
+    };
+    let r = owner.run(SaveIdentity { id: String::new(), identity }).await;
+    assert!(r.ok(), "{:?}", r.result);
     let identity: String = sqlx::query_scalar("SELECT id::text FROM sending_identities WHERE tenant_id = $1::uuid")
         .bind(&ws)
         .fetch_one(&app.owner)
@@ -269,8 +271,8 @@ async fn an_operator_verifies_a_domain_from_the_command_line() -> TestResult {
     assert!(ok, "{out} {err}");
     assert!(out.contains("brand.test is a verified sending domain"), "{out}");
     let d = domains(&owner).await.pop().expect("the domain");
-    assert_eq!(d["verified_by"], "operator");
-    assert_eq!(d["signing"], false, "no DKIM record has been seen");
+    assert_eq!(d.verified_by.as_deref(), Some("operator"));
+    assert!(!d.signing, "no DKIM record has been seen");
     let (status, body) = api.post(&format!("/api/v1/campaigns/{campaign}/send"), json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (ok, _, err) =

@@ -2,10 +2,36 @@
 //! function or endpoint that reaches across workspaces.
 
 use crate::helpers::*;
-use herald_app::pages::transactional::message::MessagePage;
+use herald_app::auth::SwitchWorkspace;
+use herald_app::pages::campaigns::editor::{GetCampaign, SaveCampaign};
+use herald_app::pages::campaigns::list::{CreateCampaign, ListCampaigns};
+use herald_app::pages::campaigns::preview::{PreviewCampaign, TestSendCampaign};
+use herald_app::pages::campaigns::progress::{
+    CampaignReport, CancelCampaign, PauseCampaign, ResumeCampaign, RetryFailedSends,
+};
+use herald_app::pages::campaigns::send_panel::{DeleteCampaign, ScheduleCampaign, SendCampaign, UnscheduleCampaign};
+use herald_app::pages::campaigns::stats::CampaignStats;
+use herald_app::pages::settings::ListIdentities;
+use herald_app::pages::settings::api_keys::{CreateApiKey, ListApiKeys, RevokeApiKey};
+use herald_app::pages::settings::general::GetWorkspaceSettings;
+use herald_app::pages::settings::members::{ChangeMemberRole, InviteMember, ListMembers, RemoveMember, RevokeInvite};
+use herald_app::pages::settings::sending::{DeleteIdentity, SaveIdentity, TestIdentity};
+use herald_app::pages::settings::webhooks::{ListWebhooks, SaveWebhook};
+use herald_app::pages::transactional::message::{CancelMessage, LoadMessage, MessagePage};
+use herald_app::pages::transactional::overview::ListMessages;
+use herald_app::pages::transactional::template::{SaveTxTemplate, TxTemplateView};
+use herald_app::pages::transactional::templates::ListTxTemplates;
 use herald_engine::TenantId;
-use herald_types::MessageStatus;
+use herald_types::{
+    BodyFormat, CampaignInput, CampaignStatus, IdentityInput, MessageId, MessageStatus, Role, TemplateInput,
+};
 use reqwest::StatusCode;
+
+/// A server function aimed at another workspace's ids answered 404.
+#[track_caller]
+fn assert_not_found<T>(f: &str, r: Reply<T>) {
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {:?}", r.status, r.result.as_ref().err());
+}
 
 #[tokio::test]
 async fn every_table_with_a_tenant_id_has_forced_row_level_security() {
@@ -59,8 +85,8 @@ async fn the_runtime_role_is_neither_owner_nor_superuser_nor_bypassrls() {
 #[tokio::test]
 async fn queries_without_a_tenant_see_nothing() {
     let t = two_tenants().await;
-    assert!(t.a.call("create_api_key", &[("name", "k")]).await.ok());
-    assert!(t.a.call("invite_member", &[("email", "i@example.com"), ("role", "viewer")]).await.ok());
+    assert!(t.a.run(CreateApiKey { name: "k".into() }).await.ok());
+    assert!(t.a.run(InviteMember { email: "i@example.com".into(), role: Role::Viewer }).await.ok());
     let db = &t.app.app.db;
     for table in ["tenants", "memberships", "invites", "api_keys"] {
         let owner_sees: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
@@ -114,34 +140,37 @@ async fn a_tenant_transaction_sees_and_changes_only_its_own_rows() {
 async fn no_server_function_reaches_another_workspace() {
     let t = two_tenants().await;
     // Give B things to aim at.
-    let key = t.b.call("create_api_key", &[("name", "b-key")]).await.body.as_str().unwrap_or_default().to_string();
-    assert!(t.b.call("invite_member", &[("email", "b-invitee@example.com"), ("role", "viewer")]).await.ok());
-    let b_members = t.b.call("list_members", &[]).await.body;
-    let b_owner_id = b_members["members"][0]["user_id"].as_str().unwrap_or_default().to_string();
-    let b_invite_id = b_members["invites"][0]["id"].as_str().unwrap_or_default().to_string();
-    let b_key_id = t.b.call("list_api_keys", &[]).await.body[0]["id"].as_str().unwrap_or_default().to_string();
+    let key = t.b.run(CreateApiKey { name: "b-key".into() }).await.value();
+    assert!(t.b.run(InviteMember { email: "b-invitee@example.com".into(), role: Role::Viewer }).await.ok());
+    let b_members = t.b.run(ListMembers {}).await.value();
+    let b_owner_id = b_members.members[0].user_id;
+    let b_invite_id = b_members.invites[0].id;
+    let b_key_id = t.b.run(ListApiKeys {}).await.value()[0].id;
 
-    let attempts: Vec<(&str, Vec<(&str, &str)>)> = vec![
-        ("switch_workspace", vec![("workspace_id", &t.b_id)]),
-        ("change_member_role", vec![("user_id", &b_owner_id), ("role", "viewer")]),
-        ("remove_member", vec![("user_id", &b_owner_id)]),
-        ("revoke_invite", vec![("invite_id", &b_invite_id)]),
-        ("revoke_api_key", vec![("key_id", &b_key_id)]),
-    ];
-    for (f, args) in &attempts {
-        let r = t.a.call(f, args).await;
-        assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {}", r.status, r.body);
-    }
+    assert_not_found("switch_workspace", t.a.run(SwitchWorkspace { workspace_id: t.b_id.clone() }).await);
+    assert_not_found("change_member_role", t.a.run(ChangeMemberRole { user_id: b_owner_id, role: Role::Viewer }).await);
+    assert_not_found("remove_member", t.a.run(RemoveMember { user_id: b_owner_id }).await);
+    assert_not_found("revoke_invite", t.a.run(RevokeInvite { invite_id: b_invite_id }).await);
+    assert_not_found("revoke_api_key", t.a.run(RevokeApiKey { key_id: b_key_id }).await);
     // A's reads show only A.
-    let a_members = t.a.call("list_members", &[]).await.body.to_string();
-    assert!(!a_members.contains("owner-b@example.com") && !a_members.contains("b-invitee"));
-    assert_eq!(t.a.call("workspace_settings", &[]).await.body["name"], "Tenant A");
-    assert_eq!(t.a.session().await["workspaces"].as_array().map(Vec::len), Some(1));
+    let a_members = t.a.run(ListMembers {}).await.value();
+    let a_emails: Vec<&str> = a_members
+        .members
+        .iter()
+        .map(|m| m.email.as_str())
+        .chain(a_members.invites.iter().map(|i| i.email.as_str()))
+        .collect();
+    assert!(
+        !a_emails.contains(&"owner-b@example.com") && !a_emails.iter().any(|e| e.contains("b-invitee")),
+        "{a_emails:?}"
+    );
+    assert_eq!(t.a.run(GetWorkspaceSettings {}).await.value().name, "Tenant A");
+    assert_eq!(t.a.session().await.expect("logged in").workspaces.len(), 1);
 
     // B is untouched.
-    let after = t.b.call("list_members", &[]).await.body;
-    assert_eq!(after["members"][0]["role"], "owner");
-    assert_eq!(after["invites"].as_array().map(Vec::len), Some(1));
+    let after = t.b.run(ListMembers {}).await.value();
+    assert_eq!(after.members[0].role, Role::Owner);
+    assert_eq!(after.invites.len(), 1);
     let r = reqwest::Client::new()
         .get(format!("{}/api/v1/workspace", t.app.base))
         .bearer_auth(&key)
@@ -156,84 +185,105 @@ async fn no_server_function_reaches_another_workspace() {
 #[tokio::test]
 async fn no_campaign_or_identity_function_reaches_another_workspace() {
     let t = two_tenants().await;
-    let created = t.b.call("create_campaign", &[("name", "B's campaign")]).await;
-    assert!(created.ok(), "{:?}", created.body);
-    let campaign = created.body.as_str().unwrap_or_default().to_string();
+    let created = t.b.run(CreateCampaign { name: "B's campaign".into() }).await;
+    assert!(created.ok(), "{:?}", created.result);
+    let c = created.value();
     let saved =
-        t.b.call(
-            "save_identity",
-            &[
-                ("id", ""),
-                ("identity[name]", "B's server"),
-                ("identity[smtp_url]", "smtp://user:secret@127.0.0.1:2525"),
-                ("identity[max_connections]", "2"),
-                ("identity[rate_per_second]", "5"),
-                ("identity[burst]", "5"),
-            ],
-        )
+        t.b.run(SaveIdentity {
+            id: String::new(),
+            identity: IdentityInput {
+                name: "B's server".into(),
+                smtp_url: "smtp://user:secret@127.0.0.1:2525".into(),
+                max_connections: 2,
+                rate_per_second: 5.0,
+                burst: 5,
+                ..IdentityInput::default()
+            },
+        })
         .await;
-    assert!(saved.ok(), "{:?}", saved.body);
-    let identities = t.b.call("list_identities", &[]).await.body;
-    let identity = identities["identities"][0]["id"].as_str().unwrap_or_default().to_string();
-    assert!(!identity.is_empty(), "B has an identity: {identities}");
+    assert!(saved.ok(), "{:?}", saved.result);
+    let identities = t.b.run(ListIdentities {}).await.value().identities;
+    assert!(!identities.is_empty(), "B has an identity: {identities:?}");
+    let identity = identities[0].id;
 
-    let c = campaign.as_str();
-    let attempts: Vec<(&str, Vec<(&str, &str)>)> = vec![
-        ("get_campaign", vec![("id", c)]),
-        ("save_campaign", vec![("id", c), ("input[name]", "Taken over"), ("input[body_format]", "markdown")]),
-        ("preview_campaign", vec![("id", c)]),
-        ("test_send_campaign", vec![("id", c), ("addresses", "a@example.com")]),
-        ("send_campaign", vec![("id", c)]),
-        ("schedule_campaign", vec![("id", c), ("at", "2099-01-01T09:00:00Z"), ("timezone", "UTC")]),
-        ("unschedule_campaign", vec![("id", c)]),
-        ("campaign_report", vec![("id", c)]),
-        ("campaign_stats", vec![("id", c)]),
-        ("save_webhook", vec![("id", &identity), ("provider", "generic"), ("secret", "taken-over")]),
-        ("pause_campaign", vec![("id", c)]),
-        ("resume_campaign", vec![("id", c)]),
-        ("cancel_campaign", vec![("id", c)]),
-        ("retry_failed_sends", vec![("id", c)]),
-        ("delete_campaign", vec![("id", c)]),
-        ("test_identity", vec![("id", &identity)]),
-        ("delete_identity", vec![("id", &identity)]),
-        (
-            "save_identity",
-            vec![
-                ("id", &identity),
-                ("identity[name]", "Taken over"),
-                ("identity[smtp_url]", ""),
-                ("identity[max_connections]", "1"),
-                ("identity[rate_per_second]", "1"),
-                ("identity[burst]", "1"),
-            ],
-        ),
-    ];
-    for (f, args) in &attempts {
-        let r = t.a.call(f, args).await;
-        assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {}", r.status, r.body);
-    }
+    assert_not_found("get_campaign", t.a.run(GetCampaign { id: c }).await);
+    assert_not_found(
+        "save_campaign",
+        t.a.run(SaveCampaign {
+            id: c,
+            input: CampaignInput {
+                name: "Taken over".into(),
+                body_format: BodyFormat::Markdown,
+                ..CampaignInput::default()
+            },
+        })
+        .await,
+    );
+    assert_not_found("preview_campaign", t.a.run(PreviewCampaign { id: c, reader: None }).await);
+    assert_not_found(
+        "test_send_campaign",
+        t.a.run(TestSendCampaign { id: c, addresses: "a@example.com".into() }).await,
+    );
+    assert_not_found("send_campaign", t.a.run(SendCampaign { id: c }).await);
+    assert_not_found(
+        "schedule_campaign",
+        t.a.run(ScheduleCampaign { id: c, at: "2099-01-01T09:00:00Z".into(), timezone: "UTC".into() }).await,
+    );
+    assert_not_found("unschedule_campaign", t.a.run(UnscheduleCampaign { id: c }).await);
+    assert_not_found("campaign_report", t.a.run(CampaignReport { id: c }).await);
+    assert_not_found("campaign_stats", t.a.run(CampaignStats { id: c }).await);
+    assert_not_found(
+        "save_webhook",
+        t.a.run(SaveWebhook { id: identity, provider: "generic".into(), secret: "taken-over".into() }).await,
+    );
+    assert_not_found("pause_campaign", t.a.run(PauseCampaign { id: c }).await);
+    assert_not_found("resume_campaign", t.a.run(ResumeCampaign { id: c }).await);
+    assert_not_found("cancel_campaign", t.a.run(CancelCampaign { id: c }).await);
+    assert_not_found("retry_failed_sends", t.a.run(RetryFailedSends { id: c }).await);
+    assert_not_found("delete_campaign", t.a.run(DeleteCampaign { id: c }).await);
+    assert_not_found("test_identity", t.a.run(TestIdentity { id: identity.to_string() }).await);
+    assert_not_found("delete_identity", t.a.run(DeleteIdentity { id: identity }).await);
+    assert_not_found(
+        "save_identity",
+        t.a.run(SaveIdentity {
+            id: identity.to_string(),
+            identity: IdentityInput {
+                name: "Taken over".into(),
+                smtp_url: String::new(),
+                max_connections: 1,
+                rate_per_second: 1.0,
+                burst: 1,
+                ..IdentityInput::default()
+            },
+        })
+        .await,
+    );
     // Nor B's event export.
     let export = t.a.get(&format!("/campaigns/{c}/events.csv")).await;
     assert_eq!(export.status(), StatusCode::NOT_FOUND);
     // A's lists show none of B's; B's are untouched.
-    assert_eq!(t.a.call("list_campaigns", &[]).await.body["campaigns"].as_array().map(Vec::len), Some(0));
-    assert_eq!(t.a.call("list_webhooks", &[]).await.body["rows"].as_array().map(Vec::len), Some(0));
-    assert_eq!(t.a.call("list_identities", &[]).await.body["identities"].as_array().map(Vec::len), Some(0));
-    let theirs = t.b.call("get_campaign", &[("id", c)]).await.body;
-    assert_eq!((theirs["name"].as_str(), theirs["status"].as_str()), (Some("B's campaign"), Some("draft")));
-    let theirs = t.b.call("list_identities", &[]).await.body;
-    assert_eq!(theirs["identities"][0]["name"], "B's server");
+    assert_eq!(t.a.run(ListCampaigns {}).await.value().campaigns.len(), 0);
+    assert_eq!(t.a.run(ListWebhooks {}).await.value().rows.len(), 0);
+    assert_eq!(t.a.run(ListIdentities {}).await.value().identities.len(), 0);
+    let theirs = t.b.run(GetCampaign { id: c }).await.value();
+    assert_eq!((theirs.campaign.name.as_str(), theirs.campaign.status), ("B's campaign", CampaignStatus::Draft));
+    let theirs = t.b.run(ListIdentities {}).await.value();
+    assert_eq!(theirs.identities[0].name, "B's server");
 }
 
 #[tokio::test]
 async fn no_transactional_function_reaches_another_workspace() {
     let t = two_tenants().await;
-    let template = serde_json::json!({
-        "name": "b-receipt", "subject": "Hi {{ name }}", "html": "<p>Hi {{ name }}</p>", "sample": {"name": "B"}
-    });
-    let saved = t.b.call_json("save_tx_template", &serde_json::json!({"id": "new", "template": template})).await;
-    assert!(saved.ok(), "{:?}", saved.body);
-    let template = saved.body.as_str().unwrap_or_default().to_string();
+    let template = TemplateInput {
+        name: "b-receipt".into(),
+        subject: "Hi {{ name }}".into(),
+        html: "<p>Hi {{ name }}</p>".into(),
+        sample: serde_json::json!({"name": "B"}),
+        ..TemplateInput::default()
+    };
+    let saved = t.b.run(SaveTxTemplate { id: "new".into(), template }).await;
+    assert!(saved.ok(), "{:?}", saved.result);
+    let template = saved.value();
     let b_api = Api::for_owner(&t.app, &t.b).await;
     t.app.verify_domain(&t.b_id, "b.test").await;
     let (status, message) = b_api
@@ -244,23 +294,19 @@ async fn no_transactional_function_reaches_another_workspace() {
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{message}");
-    let m = message["id"].as_str().unwrap_or_default().to_string();
+    let m: MessageId = message["id"].as_str().unwrap_or_default().parse().expect("message id");
     let overwrite =
-        serde_json::json!({"id": template, "template": {"name": "taken", "subject": "x", "text_body": "x"}});
-    let r = t.a.call_json("save_tx_template", &overwrite).await;
-    assert_eq!(r.status, StatusCode::NOT_FOUND, "save_tx_template reached tenant B: {:?} {}", r.status, r.body);
-    let attempts: Vec<(&str, Vec<(&str, &str)>)> = vec![
-        ("tx_template_view", vec![("id", &template)]),
-        ("load_message", vec![("id", &m)]),
-        ("cancel_message", vec![("id", &m)]),
-    ];
-    for (f, args) in &attempts {
-        let r = t.a.call(f, args).await;
-        assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {}", r.status, r.body);
-    }
-    let mine = t.a.call("list_messages", &[("q", ""), ("status", "")]).await.body;
-    assert_eq!(mine["rows"].as_array().map(Vec::len), Some(0), "{mine}");
-    assert_eq!(t.a.call("list_tx_templates", &[]).await.body.as_array().map(Vec::len), Some(0));
+        TemplateInput { name: "taken".into(), subject: "x".into(), text_body: "x".into(), ..TemplateInput::default() };
+    assert_not_found(
+        "save_tx_template",
+        t.a.run(SaveTxTemplate { id: template.to_string(), template: overwrite }).await,
+    );
+    assert_not_found("tx_template_view", t.a.run(TxTemplateView { id: template.to_string() }).await);
+    assert_not_found("load_message", t.a.run(LoadMessage { id: m }).await);
+    assert_not_found("cancel_message", t.a.run(CancelMessage { id: m }).await);
+    let mine = t.a.run(ListMessages { q: String::new(), status: String::new() }).await.value();
+    assert_eq!(mine.rows.len(), 0, "{:?}", mine.rows);
+    assert_eq!(t.a.run(ListTxTemplates {}).await.value().len(), 0);
     // A's API with B's message id and template name: 404 and 422 (no such template here).
     let a_api = Api::for_owner(&t.app, &t.a).await;
     assert_eq!(a_api.get(&format!("/api/v1/messages/{m}")).await.0, StatusCode::NOT_FOUND);
@@ -268,6 +314,6 @@ async fn no_transactional_function_reaches_another_workspace() {
         .send_message("a-1", &serde_json::json!({"to": "y@example.com", "from": "a@a.test", "template": "b-receipt"}))
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    let theirs: MessagePage = t.b.call("load_message", &[("id", &m)]).await.typed();
+    let theirs: MessagePage = t.b.run(LoadMessage { id: m }).await.value();
     assert_eq!(theirs.detail.message.status, MessageStatus::Queued, "B's message untouched");
 }

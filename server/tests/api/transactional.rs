@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use herald_app::pages::settings::general::UpdateWorkspaceSettings;
+
 use crate::helpers::*;
 
 /// An API client for a new workspace with a transactional sender and a `reset` template.
@@ -290,17 +292,14 @@ async fn a_running_campaign_does_not_delay_transactional_mail() -> TestResult {
     let (owner, ws) = app.owner_with_workspace("tx-busy@example.com", "Busy Co").await;
     app.verify_domain(&ws, "busy.test").await;
     let r = owner
-        .call(
-            "update_workspace_settings",
-            &[
-                ("name", "Busy Co"),
-                ("postal_address", "1 Main Street"),
-                ("default_from_name", "Busy"),
-                ("default_from_email", "news@busy.test"),
-            ],
-        )
+        .run(UpdateWorkspaceSettings {
+            name: "Busy Co".into(),
+            postal_address: "1 Main Street".into(),
+            default_from_name: "Busy".into(),
+            default_from_email: "news@busy.test".into(),
+        })
         .await;
-    assert!(r.ok(), "{:?}", r.body);
+    assert!(r.ok(), "{:?}", r.result);
     let api = Api::for_owner(&app, &owner).await;
     let (_, list) = api.post("/api/v1/lists", json!({"name": "All", "opt_in": "single"})).await;
     let list = list["id"].as_str().unwrap_or_default().to_string();

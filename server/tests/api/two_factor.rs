@@ -3,6 +3,11 @@
 //! the step), single-use recovery codes, turning it off, and a workspace rule that requires it.
 
 use chrono::{DateTime, Duration as TimeDelta, Utc};
+use herald_app::auth::LoginSecondFactor;
+use herald_app::error::AppError;
+use herald_app::pages::account::overview::{ChangePassword, ListSessions};
+use herald_app::pages::account::two_factor::{ConfirmTwoFactor, DisableTwoFactor, LoadTwoFactorStatus, StartTwoFactor};
+use herald_app::pages::settings::members::{ListMembers, SaveTeamRules};
 use reqwest::StatusCode;
 
 use crate::helpers::*;
@@ -12,23 +17,24 @@ const PASSWORD: &str = "correct horse battery";
 /// Enrols the browser's account through the account page's server functions; returns the
 /// secret (as the page shows it) and the recovery codes.
 async fn enrol(b: &Browser) -> (String, Vec<String>) {
-    let wrong = b.call("start_two_factor", &[("current_password", "not the password")]).await;
-    assert_eq!(wrong.status, StatusCode::UNPROCESSABLE_ENTITY, "enrolment needs the password: {}", wrong.body);
-    let start = b.call("start_two_factor", &[("current_password", PASSWORD)]).await;
-    assert!(start.ok(), "{:?}", start.body);
-    let secret = start.body["secret_base32"].as_str().expect("secret").to_string();
-    assert!(start.body["qr_svg"].as_str().is_some_and(|s| s.starts_with("<svg")), "{}", start.body);
-    assert!(start.body["otpauth_url"].as_str().is_some_and(|u| u.starts_with("otpauth://totp/Herald:")));
+    let wrong = b.run(StartTwoFactor { current_password: "not the password".into() }).await;
+    assert!(
+        matches!(wrong.result, Err(AppError::Invalid(_))),
+        "enrolment needs the password: {} {:?}",
+        wrong.status,
+        wrong.result
+    );
+    let start = b.run(StartTwoFactor { current_password: PASSWORD.into() }).await.value();
+    let secret = start.secret_base32.clone();
+    assert!(start.qr_svg.starts_with("<svg"), "{start:?}");
+    assert!(start.otpauth_url.starts_with("otpauth://totp/Herald:"), "{start:?}");
     // A wrong code does not turn it on.
-    let wrong = b.call("confirm_two_factor", &[("code", "000000")]).await;
+    let wrong = b.run(ConfirmTwoFactor { code: "000000".into() }).await;
     if herald_engine::two_factor::code_at(&secret, Utc::now()).ok().as_deref() != Some("000000") {
-        assert_eq!(wrong.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", wrong.body);
+        assert!(matches!(wrong.result, Err(AppError::Invalid(_))), "{} {:?}", wrong.status, wrong.result);
     }
     let code = herald_engine::two_factor::code_at(&secret, Utc::now()).expect("code");
-    let r = b.call("confirm_two_factor", &[("code", &code)]).await;
-    assert!(r.ok(), "{:?}", r.body);
-    let codes: Vec<String> =
-        r.body.as_array().expect("codes").iter().filter_map(|c| c.as_str().map(String::from)).collect();
+    let codes = b.run(ConfirmTwoFactor { code }).await.value();
     assert_eq!(codes.len(), 10);
     (secret, codes)
 }
@@ -44,64 +50,64 @@ async fn login_asks_for_a_code_after_the_password_and_recovery_codes_work_once()
     let app = spawn_app().await;
     let (owner, _) = app.owner_with_workspace("totp@example.com", "Second Factor").await;
     let (secret, codes) = enrol(&owner).await;
-    let status = owner.call("two_factor_status", &[]).await;
-    assert!(status.body["enabled_at"].is_string() && status.body["recovery_codes_left"] == 10, "{}", status.body);
+    let status = owner.run(LoadTwoFactorStatus {}).await.value();
+    assert!(status.enabled_at.is_some() && status.recovery_codes_left == 10, "{status:?}");
 
     // The password alone logs nobody in.
     let phone = app.browser();
     let r = phone.login("totp@example.com", PASSWORD).await;
-    assert!(r.ok(), "{:?}", r.body);
-    assert!(phone.session().await.is_null(), "half logged in is not logged in");
-    assert_eq!(phone.call("list_sessions", &[]).await.status, StatusCode::UNAUTHORIZED);
+    assert!(r.ok(), "{:?}", r.result);
+    assert!(phone.session().await.is_none(), "half logged in is not logged in");
+    assert_eq!(phone.run(ListSessions {}).await.error(), AppError::Unauthenticated);
     // A wrong code, then the right one.
-    let wrong = phone.call("login_second_factor", &[("code", "12345x")]).await;
-    assert_eq!(wrong.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let r = phone.call("login_second_factor", &[("code", &next_code(&secret))]).await;
-    assert!(r.ok(), "{:?}", r.body);
-    assert_eq!(phone.session().await["email"], "totp@example.com");
+    let wrong = phone.run(LoginSecondFactor { code: "12345x".into() }).await;
+    assert!(matches!(wrong.result, Err(AppError::Invalid(_))), "{} {:?}", wrong.status, wrong.result);
+    let r = phone.run(LoginSecondFactor { code: next_code(&secret) }).await;
+    assert!(r.ok(), "{:?}", r.result);
+    assert_eq!(phone.session().await.expect("logged in").email, "totp@example.com");
 
     // A login waiting for its code ends with the account's other sessions (a password change).
     let half = app.browser();
     assert!(half.login("totp@example.com", PASSWORD).await.ok());
     let r = owner
-        .call("change_password", &[("current_password", PASSWORD), ("new_password", "a brand new password")])
+        .run(ChangePassword { current_password: PASSWORD.into(), new_password: "a brand new password".into() })
         .await;
-    assert!(r.ok(), "{:?}", r.body);
-    let r = half.call("login_second_factor", &[("code", &codes[2])]).await;
-    assert!(!r.ok() && r.message().contains("timed out"), "{:?}", r.body);
+    assert!(r.ok(), "{:?}", r.result);
+    let r = half.run(LoginSecondFactor { code: codes[2].clone() }).await;
+    assert!(!r.ok() && r.message().contains("timed out"), "{:?}", r.result);
     let r = owner
-        .call("change_password", &[("current_password", "a brand new password"), ("new_password", PASSWORD)])
+        .run(ChangePassword { current_password: "a brand new password".into(), new_password: PASSWORD.into() })
         .await;
-    assert!(r.ok(), "{:?}", r.body);
+    assert!(r.ok(), "{:?}", r.result);
 
     // Without a password step first, a code leads nowhere.
     let stranger = app.browser();
-    let r = stranger.call("login_second_factor", &[("code", &codes[0])]).await;
-    assert!(!r.ok() && r.message().contains("timed out"), "{:?}", r.body);
+    let r = stranger.run(LoginSecondFactor { code: codes[0].clone() }).await;
+    assert!(!r.ok() && r.message().contains("timed out"), "{:?}", r.result);
 
     // A recovery code, typed loosely, works once.
     let lost_phone = app.browser();
     assert!(lost_phone.login("totp@example.com", PASSWORD).await.ok());
     let typed = format!(" {} ", codes[0].to_uppercase());
-    assert!(lost_phone.call("login_second_factor", &[("code", &typed)]).await.ok());
-    assert!(!lost_phone.session().await.is_null());
+    assert!(lost_phone.run(LoginSecondFactor { code: typed }).await.ok());
+    assert!(lost_phone.session().await.is_some());
     let again = app.browser();
     assert!(again.login("totp@example.com", PASSWORD).await.ok());
-    let r = again.call("login_second_factor", &[("code", &codes[0])]).await;
-    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "a used recovery code: {}", r.body);
-    assert!(again.session().await.is_null());
-    assert_eq!(owner.call("two_factor_status", &[]).await.body["recovery_codes_left"], 9);
+    let r = again.run(LoginSecondFactor { code: codes[0].clone() }).await;
+    assert!(matches!(r.result, Err(AppError::Invalid(_))), "a used recovery code: {} {:?}", r.status, r.result);
+    assert!(again.session().await.is_none());
+    assert_eq!(owner.run(LoadTwoFactorStatus {}).await.value().recovery_codes_left, 9);
 
     // Turning it off needs the password and a code.
-    let r = owner.call("disable_two_factor", &[("current_password", "wrong password!"), ("code", &codes[1])]).await;
-    assert!(!r.ok() && r.message().contains("password"), "{:?}", r.body);
-    let r = owner.call("disable_two_factor", &[("current_password", PASSWORD), ("code", "999999x")]).await;
-    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let r = owner.call("disable_two_factor", &[("current_password", PASSWORD), ("code", &codes[1])]).await;
-    assert!(r.ok(), "{:?}", r.body);
+    let r = owner.run(DisableTwoFactor { current_password: "wrong password!".into(), code: codes[1].clone() }).await;
+    assert!(!r.ok() && r.message().contains("password"), "{:?}", r.result);
+    let r = owner.run(DisableTwoFactor { current_password: PASSWORD.into(), code: "999999x".into() }).await;
+    assert!(matches!(r.result, Err(AppError::Invalid(_))), "{} {:?}", r.status, r.result);
+    let r = owner.run(DisableTwoFactor { current_password: PASSWORD.into(), code: codes[1].clone() }).await;
+    assert!(r.ok(), "{:?}", r.result);
     let plain = app.browser();
     assert!(plain.login("totp@example.com", PASSWORD).await.ok());
-    assert!(!plain.session().await.is_null(), "no second step any more");
+    assert!(plain.session().await.is_some(), "no second step any more");
     Ok(())
 }
 
@@ -156,32 +162,31 @@ async fn a_workspace_can_require_two_factor_of_every_member() -> TestResult {
     let app = spawn_app().await;
     let (owner, ws) = app.owner_with_workspace("strict@example.com", "Strict").await;
     let author = app.add_member(&ws, "lax@example.com", "author").await;
-    let rules = |on: bool| if on { vec![("two_factor", "on")] } else { vec![] };
+    let rules = |on: bool| SaveTeamRules { two_factor: on.then(|| "on".to_string()), send_approval: None };
 
     // The owner must have it first.
-    let r = owner.call("save_team_rules", &rules(true)).await;
-    assert!(!r.ok() && r.message().contains("your own account first"), "{:?}", r.body);
+    let r = owner.run(rules(true)).await;
+    assert!(!r.ok() && r.message().contains("your own account first"), "{:?}", r.result);
     let (secret, _) = enrol(&owner).await;
-    assert!(owner.call("save_team_rules", &rules(true)).await.ok());
-    let members = owner.call("list_members", &[]).await.body;
-    assert_eq!(members["require_two_factor"], true);
-    let badges: Vec<bool> =
-        members["members"].as_array().expect("members").iter().map(|m| m["two_factor"] == true).collect();
+    assert!(owner.run(rules(true)).await.ok());
+    let members = owner.run(ListMembers {}).await.value();
+    assert!(members.require_two_factor, "{members:?}");
+    let badges: Vec<bool> = members.members.iter().map(|m| m.two_factor).collect();
     assert_eq!(badges, [true, false]);
 
     // The author without it: every workspace call is refused with what to do; the session says so.
-    let r = author.call("list_members", &[]).await;
+    let r = author.run(ListMembers {}).await;
     assert_eq!(r.status, StatusCode::FORBIDDEN);
-    assert!(r.message().contains("requires two-factor"), "{}", r.body);
-    assert_eq!(author.session().await["two_factor_required"], true);
+    assert!(r.message().contains("requires two-factor"), "{:?}", r.result);
+    assert!(author.session().await.expect("logged in").two_factor_required);
     // Their account page still works, and enrolling lets them in.
     enrol(&author).await;
-    assert!(author.call("list_members", &[]).await.ok());
-    assert_eq!(author.session().await["two_factor_required"], false);
+    assert!(author.run(ListMembers {}).await.ok());
+    assert!(!author.session().await.expect("logged in").two_factor_required);
 
     // While the workspace requires it, the owner cannot turn theirs off.
-    let r = owner.call("disable_two_factor", &[("current_password", PASSWORD), ("code", &next_code(&secret))]).await;
-    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
-    assert!(r.message().contains("Strict"), "{}", r.body);
+    let r = owner.run(DisableTwoFactor { current_password: PASSWORD.into(), code: next_code(&secret) }).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.result);
+    assert!(r.message().contains("Strict"), "{:?}", r.result);
     Ok(())
 }

@@ -7,7 +7,7 @@ use leptos_router::hooks::use_params_map;
 use crate::components::ui::{ActionError, Card, LoadError};
 use crate::error::AppError;
 use crate::pages::audience::{AudienceTabs, ListsView, list_lists};
-use herald_types::{Import, ImportId, ImportStatus};
+use herald_types::{Existing, Import, ImportId, ImportMode, ImportStatus};
 
 #[server(prefix = "/rpc", endpoint = "get_import")]
 pub async fn get_import(id: ImportId) -> Result<Import, AppError> {
@@ -23,8 +23,8 @@ pub async fn start_import(
     id: ImportId,
     mapping: Vec<String>,
     lists: String,
-    mode: String,
-    existing: String,
+    mode: ImportMode,
+    existing: Existing,
 ) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::import};
@@ -155,15 +155,15 @@ fn Mapping(
                     <div>
                         <label for="import-mode" class="label">"Consent"</label>
                         <select id="import-mode" name="mode" class="input">
-                            <option value="confirmed">"Add as confirmed: I attest these readers consented"</option>
-                            <option value="opt_in">"Send them an opt-in email first"</option>
+                            <option value=ImportMode::Confirmed.as_str()>"Add as confirmed: I attest these readers consented"</option>
+                            <option value=ImportMode::OptIn.as_str()>"Send them an opt-in email first"</option>
                         </select>
                     </div>
                     <div>
                         <label for="import-existing" class="label">"Readers already here"</label>
                         <select id="import-existing" name="existing" class="input">
-                            <option value="update">"Update their name and attributes"</option>
-                            <option value="skip">"Leave them unchanged"</option>
+                            <option value=Existing::Update.as_str()>"Update their name and attributes"</option>
+                            <option value=Existing::Skip.as_str()>"Leave them unchanged"</option>
                         </select>
                     </div>
                 </div>
@@ -216,8 +216,8 @@ fn Progress(d: Import, start: ServerAction<StartImport>, discard: ServerAction<D
                         <input type="hidden" name="id" value=d.id.to_string()/>
                         {mapping.into_iter().enumerate().map(|(i, m)| view! { <input type="hidden" name=format!("mapping[{i}]") value=m/> }).collect_view()}
                         <input type="hidden" name="lists" value=lists/>
-                        <input type="hidden" name="mode" value=d.mode.clone()/>
-                        <input type="hidden" name="existing" value=d.existing.clone()/>
+                        <input type="hidden" name="mode" value=d.mode.as_str()/>
+                        <input type="hidden" name="existing" value=d.existing.as_str()/>
                         <button type="submit" class="btn-primary">"Run again (continues where it stopped)"</button>
                     </ActionForm>
                 }

@@ -38,7 +38,7 @@ pub async fn add_suppressions(emails: String) -> Result<String, AppError> {
         .map(|s| s.trim().trim_matches('"').to_string())
         .filter(|s| !s.is_empty() && !s.eq_ignore_ascii_case("email"))
         .collect();
-    let (added, invalid) =
+    let herald_types::SuppressionsAdded { suppressed: added, invalid } =
         suppressions::add_many(&m.state.db, m.tenant, m.role, &list, suppressions::SuppressionReason::Manual, "admin")
             .await?;
     Ok(if invalid.is_empty() {

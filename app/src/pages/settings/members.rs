@@ -1,6 +1,6 @@
 //! `/settings/members`: who is in the workspace, their roles, and pending invites.
 
-use herald_types::{InviteId, Member, PendingInvite, UserId};
+use herald_types::{InviteId, Member, PendingInvite, Role, UserId};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -64,12 +64,11 @@ async fn member_email(m: &crate::ssr::Member, user: herald_engine::UserId) -> St
 }
 
 #[server(prefix = "/rpc", endpoint = "invite_member")]
-pub async fn invite_member(email: String, role: String) -> Result<(), AppError> {
+pub async fn invite_member(email: String, role: Role) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Email, Role, invites};
+    use herald_engine::{Email, invites};
     let m = require_role(Role::Admin).await?;
     let email = Email::parse(&email)?;
-    let role = Role::parse(&role)?;
     let s = &m.state;
     invites::invite_and_mail(&s.db, &s.signer, &s.jobs, &s.base_url, m.tenant, m.user, m.role, &email, role).await?;
     m.audit(herald_engine::audit::Action::MemberInvited, email.as_str(), serde_json::json!({ "role": role.as_str() }))
@@ -78,11 +77,11 @@ pub async fn invite_member(email: String, role: String) -> Result<(), AppError> 
 }
 
 #[server(prefix = "/rpc", endpoint = "change_member_role")]
-pub async fn change_member_role(user_id: String, role: String) -> Result<(), AppError> {
+pub async fn change_member_role(user_id: UserId, role: Role) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, workspaces};
+    use herald_engine::workspaces;
     let m = require_role(Role::Admin).await?;
-    let (user, role) = (user_id.parse()?, Role::parse(&role)?);
+    let user = user_id;
     workspaces::set_role(&m.state.db, m.tenant, m.role, user, role).await?;
     m.audit(
         herald_engine::audit::Action::MemberRoleChanged,
@@ -94,11 +93,11 @@ pub async fn change_member_role(user_id: String, role: String) -> Result<(), App
 }
 
 #[server(prefix = "/rpc", endpoint = "remove_member")]
-pub async fn remove_member(user_id: String) -> Result<(), AppError> {
+pub async fn remove_member(user_id: UserId) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, workspaces};
+    use herald_engine::workspaces;
     let m = require_role(Role::Admin).await?;
-    let user = user_id.parse()?;
+    let user = user_id;
     let email = member_email(&m, user).await;
     workspaces::remove_member(&m.state.db, m.tenant, m.role, user).await?;
     m.audit(herald_engine::audit::Action::MemberRemoved, email, serde_json::json!({})).await;

@@ -5,30 +5,16 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use chrono::{DateTime, Utc};
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::campaigns::progress::{self, Progress, Report};
 use herald_engine::campaigns::recurring::{self, Edition, FeedItem, FeedResult};
 use herald_engine::campaigns::store::{self, Campaign, CampaignInput};
-use herald_types::CampaignId;
-use serde::{Deserialize, Serialize};
+use herald_types::{CampaignId, ScheduleInput};
+use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
-
-#[derive(Deserialize, ToSchema)]
-pub struct ScheduleBody {
-    /// When to send (RFC 3339, e.g. `2026-12-01T09:00:00+01:00`).
-    pub at: DateTime<Utc>,
-    /// The time zone the author thinks in, kept for display (e.g. `Europe/Paris`).
-    #[serde(default = "utc")]
-    pub timezone: String,
-}
-
-fn utc() -> String {
-    "UTC".into()
-}
 
 #[derive(Serialize, ToSchema)]
 pub struct RetryResult {
@@ -99,13 +85,13 @@ pub async fn send(
     Ok(Json(campaign))
 }
 
-#[utoipa::path(post, path = "/api/v1/campaigns/{id}/schedule", security(("api_key" = [])), request_body = ScheduleBody,
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/schedule", security(("api_key" = [])), request_body = ScheduleInput,
     responses((status = 200, description = "Scheduled"), (status = 409, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn schedule(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
-    ApiJson(body): ApiJson<ScheduleBody>,
+    ApiJson(body): ApiJson<ScheduleInput>,
 ) -> Result<Json<Campaign>, ApiFailure> {
     let campaign = store::schedule(&s.app.db, caller.tenant, API_ROLE, id, body.at, &body.timezone).await?;
     caller
@@ -245,38 +231,6 @@ pub async fn editions(
     Ok(Json(recurring::editions(&s.app.db, caller.tenant, id).await?))
 }
 
-#[derive(Serialize, ToSchema)]
-pub struct FeedResultJson {
-    /// Readers whose data was stored for the next edition.
-    pub stored: u64,
-    /// Items not stored, by their index in the request, with the reason.
-    pub rejected: Vec<FeedRejected>,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct FeedRejected {
-    pub index: usize,
-    pub reason: String,
-}
-
-impl From<FeedResult> for FeedResultJson {
-    fn from(r: FeedResult) -> Self {
-        Self {
-            stored: r.stored,
-            rejected: r.rejected.into_iter().map(|(index, reason)| FeedRejected { index, reason }).collect(),
-        }
-    }
-}
-
-#[derive(Deserialize, ToSchema)]
-pub struct FeedItemBody {
-    /// A reader id or email address.
-    pub reader: String,
-    /// This reader's data for the next edition, a JSON object (`{{ feed.… }}` in the template).
-    #[schema(value_type = Object)]
-    pub data: serde_json::Value,
-}
-
 #[utoipa::path(put, path = "/api/v1/campaigns/{id}/feed/{reader}", security(("api_key" = [])),
     request_body(content = Object, description = "This reader's data for the next edition"),
     responses((status = 200, description = "Stored"), (status = 404, body = ApiError), (status = 422, body = ApiError)))]
@@ -285,27 +239,26 @@ pub async fn put_feed(
     caller: ApiCaller,
     Path((id, reader)): Path<(CampaignId, String)>,
     ApiJson(data): ApiJson<serde_json::Value>,
-) -> Result<Json<FeedResultJson>, ApiFailure> {
+) -> Result<Json<FeedResult>, ApiFailure> {
     let r = recurring::put_feed(&s.app.db, caller.tenant, API_ROLE, id, &[FeedItem { reader, data }]).await?;
-    if let Some((_, reason)) = r.rejected.first() {
-        return Err(match reason.as_str() {
-            "no such reader in this workspace" => herald_engine::Error::NotFound,
+    if let Some(rejected) = r.rejected.first() {
+        return Err(match rejected.reason.as_str() {
+            recurring::NO_SUCH_READER => herald_engine::Error::NotFound,
             other => herald_engine::Error::invalid(format!("The data was not stored: {other}.")),
         }
         .into());
     }
-    Ok(Json(r.into()))
+    Ok(Json(r))
 }
 
-#[utoipa::path(put, path = "/api/v1/campaigns/{id}/feed", security(("api_key" = [])), request_body = Vec<FeedItemBody>,
-    responses((status = 200, description = "Stored; items that were not are listed", body = FeedResultJson),
+#[utoipa::path(put, path = "/api/v1/campaigns/{id}/feed", security(("api_key" = [])), request_body = Vec<FeedItem>,
+    responses((status = 200, description = "Stored; items that were not are listed", body = FeedResult),
               (status = 404, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn put_feed_bulk(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
-    ApiJson(items): ApiJson<Vec<FeedItemBody>>,
-) -> Result<Json<FeedResultJson>, ApiFailure> {
-    let items: Vec<FeedItem> = items.into_iter().map(|i| FeedItem { reader: i.reader, data: i.data }).collect();
-    Ok(Json(recurring::put_feed(&s.app.db, caller.tenant, API_ROLE, id, &items).await?.into()))
+    ApiJson(items): ApiJson<Vec<FeedItem>>,
+) -> Result<Json<FeedResult>, ApiFailure> {
+    Ok(Json(recurring::put_feed(&s.app.db, caller.tenant, API_ROLE, id, &items).await?))
 }

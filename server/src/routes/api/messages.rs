@@ -9,40 +9,9 @@ use chrono::{DateTime, Utc};
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::transactional::messages::{self, Message, MessageEvent, MessageFilter, MessageId, TemplateId};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
-
-/// The request body (documentation; the engine reads it as sent, to compare replays).
-#[allow(dead_code)]
-#[derive(Deserialize, ToSchema)]
-pub struct MessageBody {
-    /// The recipient's address.
-    pub to: String,
-    pub to_name: Option<String>,
-    /// Required with inline content; overrides the template's subject when given.
-    pub subject: Option<String>,
-    /// A transactional template's id or name.
-    pub template: Option<String>,
-    /// The template's variables (strict: a missing one is a 422).
-    #[schema(value_type = Option<Object>)]
-    pub variables: Option<serde_json::Value>,
-    /// Inline MiniJinja content instead of a template.
-    pub html: Option<String>,
-    pub text: Option<String>,
-    /// Defaults to the template's sender, then the workspace's transactional sender.
-    pub from: Option<String>,
-    pub from_name: Option<String>,
-    pub reply_to: Option<String>,
-    /// Send later (RFC 3339).
-    pub send_at: Option<DateTime<Utc>>,
-    /// Returned with the message.
-    #[schema(value_type = Option<Object>)]
-    pub metadata: Option<serde_json::Value>,
-    /// Open and click tracking (default true).
-    pub tracking: Option<bool>,
-}
 
 /// A message with its history.
 #[derive(Serialize)]
@@ -52,7 +21,7 @@ pub struct MessageJson {
     pub events: Vec<MessageEvent>,
 }
 
-#[utoipa::path(post, path = "/api/v1/messages", security(("api_key" = [])), request_body = MessageBody,
+#[utoipa::path(post, path = "/api/v1/messages", security(("api_key" = [])), request_body = herald_types::SendRequest,
     params(("Idempotency-Key" = String, Header, description = "A unique key per message, kept at least 24 h (e.g. order-1234-receipt)")),
     responses((status = 201, description = "Queued"), (status = 200, description = "A replay: the first request's message"),
               (status = 409, body = ApiError, description = "The key was used with a different body"),
@@ -61,6 +30,7 @@ pub async fn create(
     State(s): State<ServerState>,
     caller: ApiCaller,
     headers: HeaderMap,
+    // Read as sent (a `SendRequest`): a replay is compared with the first request as written.
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<(StatusCode, Json<Message>), ApiFailure> {
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default();

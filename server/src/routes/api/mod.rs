@@ -146,13 +146,13 @@ impl Modify for BearerAuth {
     ),
     components(schemas(
         workspace::WorkspaceJson, ApiError, audit::AuditPage, herald_types::AuditEntry, herald_types::AuditAction, herald_types::ActorKind, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
-        readers::CreateBody, readers::UpdateBody,
-        readers::BulkBody, readers::BulkResult, readers::BulkInvalid, readers::SubscribeBody,
-        suppressions::AddBody, suppressions::AddResult,
+        herald_types::NewReader, herald_types::ReaderInput, herald_types::ReaderChange,
+        herald_types::BulkReaders, herald_types::BulkOutcome, herald_types::Rejected, herald_types::Existing, herald_types::ListChoice,
+        herald_types::NewSuppressions, herald_types::SuppressionsAdded, herald_types::SuppressionReason,
         herald_types::CampaignInput, herald_types::Campaign, herald_types::Progress, herald_types::Report,
-        campaigns::ScheduleBody, campaigns::RetryResult,
-        campaigns::FeedResultJson, campaigns::FeedRejected, campaigns::FeedItemBody,
-        messages::MessageBody, herald_types::TemplateInput, herald_types::Template,
+        herald_types::ScheduleInput, campaigns::RetryResult,
+        herald_types::FeedResult, herald_types::FeedItem,
+        herald_types::SendRequest, herald_types::TemplateInput, herald_types::Template,
     )),
     modifiers(&BearerAuth)
 )]

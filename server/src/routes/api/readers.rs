@@ -7,14 +7,13 @@ use axum::http::StatusCode;
 use axum::routing::{MethodRouter, post};
 use herald_engine::ListId;
 use herald_engine::api_keys::ApiCaller;
-use herald_engine::audience::bulk::{self, BatchOutcome, Existing, ReaderInput};
+use herald_engine::audience::bulk::{self, Existing};
 use herald_engine::audience::consent::Origin;
 use herald_engine::audience::readers::{
     self, AttributeCondition, Reader, ReaderDetail, ReaderFilter, ReaderPage, ReaderStatus,
 };
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use utoipa::ToSchema;
+use herald_types::{BulkOutcome, BulkReaders, ListChoice, NewReader, ReaderChange};
+use serde::Deserialize;
 
 use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
@@ -81,32 +80,20 @@ pub async fn show(
     Ok(Json(readers::detail(&s.app.db, caller.tenant, id).await?))
 }
 
-#[derive(Deserialize, ToSchema)]
-pub struct CreateBody {
-    pub email: String,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub attributes: Option<Value>,
-    /// Lists to subscribe the reader to, as confirmed (you attest their consent).
-    #[serde(default)]
-    pub lists: Vec<ListId>,
-}
-
-#[utoipa::path(post, path = "/api/v1/readers", security(("api_key" = [])), request_body = CreateBody,
+#[utoipa::path(post, path = "/api/v1/readers", security(("api_key" = [])), request_body = NewReader,
     responses((status = 201, description = "Created"), (status = 409, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn create(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    ApiJson(body): ApiJson<CreateBody>,
+    ApiJson(body): ApiJson<NewReader>,
 ) -> Result<(StatusCode, Json<ReaderDetail>), ApiFailure> {
     let mut tx = s.app.db.tenant_tx(caller.tenant).await?;
-    let input = ReaderInput { email: body.email, name: body.name, attributes: body.attributes };
+    let input = body.reader;
     let out =
         bulk::upsert(&mut tx, caller.tenant, std::slice::from_ref(&input), &body.lists, Existing::Skip, &api_origin())
             .await?;
-    if let Some((_, reason)) = out.invalid.first() {
-        return Err(herald_engine::Error::invalid(reason.clone()).into());
+    if let Some(rejected) = out.invalid.first() {
+        return Err(herald_engine::Error::invalid(rejected.reason.clone()).into());
     }
     if out.created == 0 {
         return Err(herald_engine::Error::Conflict(
@@ -124,20 +111,13 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(readers::detail(&s.app.db, caller.tenant, id).await?)))
 }
 
-#[derive(Deserialize, ToSchema)]
-pub struct UpdateBody {
-    pub name: Option<String>,
-    /// Replaces the attributes object.
-    pub attributes: Option<Value>,
-}
-
-#[utoipa::path(patch, path = "/api/v1/readers/{id}", security(("api_key" = [])), request_body = UpdateBody,
+#[utoipa::path(patch, path = "/api/v1/readers/{id}", security(("api_key" = [])), request_body = ReaderChange,
     responses((status = 200, description = "Updated"), (status = 404, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn update(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Path(id): Path<i64>,
-    ApiJson(body): ApiJson<UpdateBody>,
+    ApiJson(body): ApiJson<ReaderChange>,
 ) -> Result<Json<Reader>, ApiFailure> {
     let current = readers::detail(&s.app.db, caller.tenant, id).await?.reader;
     let name = body.name.unwrap_or(current.name);
@@ -157,58 +137,18 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize, ToSchema)]
-pub struct BulkBody {
-    /// Up to 10,000 readers (`email`, optional `name`, optional `attributes` object); merged on
-    /// the lowercased email, so a retry is harmless.
-    #[schema(value_type = Vec<Object>)]
-    pub readers: Vec<ReaderInput>,
-    #[serde(default)]
-    pub lists: Vec<ListId>,
-    /// `update` (default) or `skip` for addresses already in the workspace.
-    #[serde(default)]
-    #[schema(value_type = String)]
-    pub existing: Existing,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct BulkResult {
-    pub created: u64,
-    pub updated: u64,
-    pub skipped: u64,
-    pub invalid: Vec<BulkInvalid>,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct BulkInvalid {
-    /// Position in the request's `readers` array.
-    pub index: usize,
-    pub reason: String,
-}
-
-impl From<BatchOutcome> for BulkResult {
-    fn from(o: BatchOutcome) -> Self {
-        Self {
-            created: o.created,
-            updated: o.updated,
-            skipped: o.skipped,
-            invalid: o.invalid.into_iter().map(|(index, reason)| BulkInvalid { index, reason }).collect(),
-        }
-    }
-}
-
-#[utoipa::path(post, path = "/api/v1/readers/bulk", security(("api_key" = [])), request_body = BulkBody,
-    responses((status = 200, body = BulkResult), (status = 422, body = ApiError)))]
+#[utoipa::path(post, path = "/api/v1/readers/bulk", security(("api_key" = [])), request_body = BulkReaders,
+    responses((status = 200, body = BulkOutcome), (status = 422, body = ApiError)))]
 pub async fn bulk_upsert(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    ApiJson(body): ApiJson<BulkBody>,
-) -> Result<Json<BulkResult>, ApiFailure> {
+    ApiJson(body): ApiJson<BulkReaders>,
+) -> Result<Json<BulkOutcome>, ApiFailure> {
     bulk::check_size(body.readers.len(), BULK_MAX)?;
     let mut tx = s.app.db.tenant_tx(caller.tenant).await?;
     let out = bulk::upsert(&mut tx, caller.tenant, &body.readers, &body.lists, body.existing, &api_origin()).await?;
     tx.commit().await.map_err(herald_engine::Error::from)?;
-    Ok(Json(out.into()))
+    Ok(Json(out))
 }
 
 /// The bulk route with room for 10,000 readers (other JSON bodies keep axum's 2 MB default).
@@ -216,18 +156,13 @@ pub fn bulk_route() -> MethodRouter<ServerState> {
     post(bulk_upsert).layer(DefaultBodyLimit::max(16 * 1024 * 1024))
 }
 
-#[derive(Deserialize, ToSchema)]
-pub struct SubscribeBody {
-    pub lists: Vec<ListId>,
-}
-
-#[utoipa::path(post, path = "/api/v1/readers/{id}/subscriptions", security(("api_key" = [])), request_body = SubscribeBody,
+#[utoipa::path(post, path = "/api/v1/readers/{id}/subscriptions", security(("api_key" = [])), request_body = ListChoice,
     responses((status = 200, description = "The reader's subscriptions"), (status = 404, body = ApiError)))]
 pub async fn subscribe(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Path(id): Path<i64>,
-    ApiJson(body): ApiJson<SubscribeBody>,
+    ApiJson(body): ApiJson<ListChoice>,
 ) -> Result<Json<ReaderDetail>, ApiFailure> {
     let detail = readers::detail(&s.app.db, caller.tenant, id).await?;
     readers::add(&s.app.db, caller.tenant, API_ROLE, &detail.reader.email, "", &body.lists, &api_origin()).await?;

@@ -4,9 +4,9 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use herald_engine::api_keys::ApiCaller;
-use herald_engine::audience::suppressions::{self, Suppression, SuppressionReason};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use herald_engine::audience::suppressions::{self, Suppression};
+use herald_types::{NewSuppressions, SuppressionsAdded};
+use serde::Deserialize;
 
 use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
@@ -28,31 +28,15 @@ pub async fn index(
     Ok(Json(suppressions::search(&s.app.db, caller.tenant, &q.q, 1000).await?))
 }
 
-#[derive(Deserialize, ToSchema)]
-pub struct AddBody {
-    pub emails: Vec<String>,
-    /// `manual` (default), `hard_bounce`, `soft_bounce`, `complaint` or `unsubscribed_all`.
-    #[serde(default)]
-    pub reason: SuppressionReason,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct AddResult {
-    pub suppressed: usize,
-    pub invalid: Vec<String>,
-}
-
-#[utoipa::path(post, path = "/api/v1/suppressions", security(("api_key" = [])), request_body = AddBody,
-    responses((status = 200, body = AddResult), (status = 422, body = ApiError)))]
+#[utoipa::path(post, path = "/api/v1/suppressions", security(("api_key" = [])), request_body = NewSuppressions,
+    responses((status = 200, body = SuppressionsAdded), (status = 422, body = ApiError)))]
 pub async fn add(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    ApiJson(body): ApiJson<AddBody>,
-) -> Result<Json<AddResult>, ApiFailure> {
+    ApiJson(body): ApiJson<NewSuppressions>,
+) -> Result<Json<SuppressionsAdded>, ApiFailure> {
     herald_engine::audience::bulk::check_size(body.emails.len(), 10_000)?;
-    let (suppressed, invalid) =
-        suppressions::add_many(&s.app.db, caller.tenant, API_ROLE, &body.emails, body.reason, "api").await?;
-    Ok(Json(AddResult { suppressed, invalid }))
+    Ok(Json(suppressions::add_many(&s.app.db, caller.tenant, API_ROLE, &body.emails, body.reason, "api").await?))
 }
 
 #[derive(Deserialize)]
