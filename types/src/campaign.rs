@@ -400,3 +400,28 @@ pub struct FeedResult {
     /// Items not stored, by their index in the request, with the reason.
     pub rejected: Vec<crate::invalid::Rejected>,
 }
+
+string_enum!(
+    /// Where a send-approval request is: waiting for an owner or admin, approved (the send it
+    /// asked for ran), or turned down.
+    ApprovalState, invalid = "Unknown approval state.", default = Pending {
+        Pending = "pending",
+        Approved = "approved",
+        Rejected = "rejected",
+    }
+);
+
+/// A campaign's latest send-approval request, as its page shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+pub struct ApprovalRequest {
+    pub requested_by: String,
+    pub requested_at: DateTime<Utc>,
+    /// `None`: send as soon as approved.
+    pub send_at: Option<DateTime<Utc>>,
+    pub timezone: String,
+    pub state: ApprovalState,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub note: String,
+}

@@ -34,8 +34,8 @@ pub use account::{LoginSession, TwoFactorEnrolment, TwoFactorStatus};
 pub use api_key::ApiKey;
 pub use audit::{ActorKind, AuditAction, AuditEntry};
 pub use campaign::{
-    BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition, FeedItem, FeedResult, FeedSource, RecentCampaign,
-    Recurrence, ScheduleInput, TrackingMode,
+    ApprovalRequest, ApprovalState, BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition, FeedItem, FeedResult,
+    FeedSource, RecentCampaign, Recurrence, ScheduleInput, TrackingMode,
 };
 pub use identity::{Identity, IdentityInput};
 pub use ids::{
@@ -48,7 +48,7 @@ pub use member::{Member, PendingInvite};
 pub use message::{Message, MessageDetail, MessageEvent, MessageStatus, SendRequest};
 pub use progress::{Failure, Progress, Report, SendStatus, SkipCount};
 pub use reader::{
-    BulkOutcome, BulkReaders, Existing, ListChoice, NewReader, Reader, ReaderChange, ReaderInput, ReaderPage,
+    BulkOutcome, BulkUpsert, Existing, ListChoice, NewReader, Reader, ReaderChange, ReaderInput, ReaderPage,
     ReaderStatus, Subscription, SubscriptionStatus,
 };
 pub use suppression::{NewSuppressions, Suppression, SuppressionReason, SuppressionsAdded};

@@ -131,7 +131,7 @@ pub struct ReaderChange {
 /// retry is harmless.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
-pub struct BulkReaders {
+pub struct BulkUpsert {
     /// Up to 10,000 readers.
     pub readers: Vec<ReaderInput>,
     #[serde(default)]

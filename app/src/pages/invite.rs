@@ -7,12 +7,13 @@ use serde::{Deserialize, Serialize};
 use crate::components::ui::AuthCard;
 use crate::components::ui::{ActionError, LoadError};
 use crate::error::AppError;
+use herald_types::Role;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct InviteView {
     pub workspace_name: String,
     pub email: String,
-    pub role: String,
+    pub role: Role,
     pub invited_by: String,
     /// The logged-in user's email, if any.
     pub logged_in_as: Option<String>,
@@ -31,7 +32,7 @@ pub async fn get_invite(token: String) -> Result<InviteView, AppError> {
     Ok(InviteView {
         workspace_name: preview.workspace_name,
         email: preview.email,
-        role: preview.role.to_string(),
+        role: preview.role,
         invited_by: preview.invited_by,
         logged_in_as,
     })
@@ -80,7 +81,7 @@ fn InviteBody(v: InviteView, token: String) -> impl IntoView {
     view! {
         <p class="text-sm text-slate-600">
             <strong>{v.invited_by}</strong> " invited " <strong>{v.email.clone()}</strong> " to join "
-            <strong data-testid="invite-workspace">{v.workspace_name}</strong> " as " <span class="badge">{v.role}</span> "."
+            <strong data-testid="invite-workspace">{v.workspace_name}</strong> " as " <span class="badge">{v.role.as_str()}</span> "."
         </p>
         {match v.logged_in_as {
             Some(me) => view! {

@@ -10,7 +10,6 @@
 //! author until its schedule is cancelled (`store::update`, [`guard_edit`]).
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 
 use super::store::{self, Campaign, CampaignStatus};
 use crate::domain::{CampaignId, Role, TenantId, UserId};
@@ -44,19 +43,7 @@ pub async fn set_required(db: &Db, tenant: TenantId, role: Role, on: bool) -> Re
     crate::workspaces::set_team_rule(db, tenant, role, TeamRule::SendApproval, on).await
 }
 
-/// A campaign's latest request, as the campaign page shows it.
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-pub struct Request {
-    pub requested_by: String,
-    pub requested_at: DateTime<Utc>,
-    pub send_at: Option<DateTime<Utc>>,
-    pub timezone: String,
-    /// `pending`, `approved` or `rejected`.
-    pub state: String,
-    pub decided_by: Option<String>,
-    pub decided_at: Option<DateTime<Utc>>,
-    pub note: String,
-}
+pub use herald_types::{ApprovalRequest as Request, ApprovalState};
 
 #[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn latest(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<Option<Request>> {

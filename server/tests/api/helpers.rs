@@ -387,6 +387,13 @@ impl<T> Reply<T> {
     }
 }
 
+/// A server function aimed at another workspace's ids answered 404, exactly as for ids that do
+/// not exist (`f` names it in the failure).
+#[track_caller]
+pub fn assert_not_found<T>(f: &str, r: Reply<T>) {
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {:?}", r.status, r.result.as_ref().err());
+}
+
 impl Browser {
     /// Calls a server function the way the hydrated UI does: its generated struct is the
     /// arguments, `F::PATH` the address, and the answer decodes into `F::Output` or `AppError`

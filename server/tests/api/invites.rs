@@ -30,7 +30,7 @@ async fn an_invite_is_mailed_accepted_once_and_creates_the_membership() {
     assert!(preview.ok());
     let preview = preview.value();
     assert_eq!(preview.workspace_name, "Invite Co");
-    assert_eq!(preview.role, "author");
+    assert_eq!(preview.role, Role::Author);
     // Accepting needs a login…
     assert_eq!(anon.run(AcceptInvite { token: token.clone() }).await.error(), AppError::Unauthenticated);
     // …as the invited address.

@@ -349,9 +349,7 @@ async fn smtp_identities_aimed_inside_are_refused_when_saved() {
                 max_connections: 1,
                 rate_per_second: 1.0,
                 burst: 1,
-                dkim_domain: String::new(),
-                dkim_selector: String::new(),
-                dkim_private_key: String::new(),
+                ..IdentityInput::default()
             };
             owner.run(SaveIdentity { id: String::new(), identity }).await
         }

@@ -16,7 +16,7 @@ use herald_app::pages::campaigns::list::ListCampaigns;
 use herald_app::pages::campaigns::send_panel::{ScheduleCampaign, SendCampaign, UnscheduleCampaign};
 use herald_app::pages::settings::audit::AuditLog;
 use herald_app::pages::settings::members::SaveTeamRules;
-use herald_types::{CampaignId, CampaignStatus};
+use herald_types::{ApprovalState, CampaignId, CampaignStatus};
 
 use crate::campaigns_api::{wait_for_status, workspace_with_readers};
 use crate::helpers::*;
@@ -47,7 +47,7 @@ async fn authors_ask_and_only_owners_or_admins_approve_or_turn_down() -> TestRes
     let c = author.run(GetCampaign { id: first }).await.value();
     assert_eq!(c.campaign.status, CampaignStatus::Draft, "nothing went out");
     assert!(c.approval_needed);
-    assert_eq!(c.approval.as_ref().map(|a| a.state.as_str()), Some("pending"));
+    assert_eq!(c.approval.as_ref().map(|a| a.state), Some(ApprovalState::Pending));
     assert_eq!(c.approval.as_ref().map(|a| a.requested_by.as_str()), Some("writer@example.com"));
     // The owners and admins hear of it, and the list shows it.
     for approver in ["publisher@example.com", "editor@example.com"] {
@@ -69,8 +69,8 @@ async fn authors_ask_and_only_owners_or_admins_approve_or_turn_down() -> TestRes
     wait_for_status(&api, &first.to_string(), "sent", Duration::from_secs(60)).await;
     let c = owner.run(GetCampaign { id: first }).await.value();
     assert_eq!(
-        (c.approval.as_ref().map(|a| a.state.as_str()), c.approval.as_ref().and_then(|a| a.decided_by.as_deref())),
-        (Some("approved"), Some("editor@example.com"))
+        (c.approval.as_ref().map(|a| a.state), c.approval.as_ref().and_then(|a| a.decided_by.as_deref())),
+        (Some(ApprovalState::Approved), Some("editor@example.com"))
     );
     assert!(matches!(admin.run(ApproveSend { id: first }).await.result, Err(AppError::Conflict(_))), "approved once");
 
@@ -101,8 +101,8 @@ async fn authors_ask_and_only_owners_or_admins_approve_or_turn_down() -> TestRes
     assert!(owner.run(RejectSend { id: third, note: "Fix the subject".into() }).await.ok());
     let c = author.run(GetCampaign { id: third }).await.value();
     assert_eq!(
-        (c.approval.as_ref().map(|a| a.state.as_str()), c.approval.as_ref().map(|a| a.note.as_str())),
-        (Some("rejected"), Some("Fix the subject"))
+        (c.approval.as_ref().map(|a| a.state), c.approval.as_ref().map(|a| a.note.as_str())),
+        (Some(ApprovalState::Rejected), Some("Fix the subject"))
     );
     assert!(matches!(owner.run(ApproveSend { id: third }).await.result, Err(AppError::Conflict(_))));
 

@@ -230,9 +230,7 @@ async fn an_own_identity_sends_from_any_address_only_when_an_operator_allows_it(
         max_connections: 1,
         rate_per_second: 1.0,
         burst: 1,
-        dkim_domain: String::new(),
-        dkim_selector: String::new(),
-        dkim_private_key: String::new(),
+        ..IdentityInput::default()
     };
     let r = owner.run(SaveIdentity { id: String::new(), identity }).await;
     assert!(r.ok(), "{:?}", r.result);

@@ -27,12 +27,6 @@ use herald_types::{
 };
 use reqwest::StatusCode;
 
-/// A server function aimed at another workspace's ids answered 404.
-#[track_caller]
-fn assert_not_found<T>(f: &str, r: Reply<T>) {
-    assert_eq!(r.status, StatusCode::NOT_FOUND, "{f} reached tenant B: {:?} {:?}", r.status, r.result.as_ref().err());
-}
-
 #[tokio::test]
 async fn every_table_with_a_tenant_id_has_forced_row_level_security() {
     let app = spawn_app().await;

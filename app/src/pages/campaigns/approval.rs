@@ -2,39 +2,10 @@
 //! request stands, and "Approve" / "Turn down" for owners and admins.
 
 use leptos::prelude::*;
-use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, short_time};
+use crate::components::ui::{ActionError, short_time_of};
 use crate::error::AppError;
-use herald_types::CampaignId;
-
-/// A campaign's latest approval request.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ApprovalView {
-    pub requested_by: String,
-    pub requested_at: String,
-    /// RFC 3339; `None`: send as soon as approved.
-    pub send_at: Option<String>,
-    pub timezone: String,
-    /// `pending`, `approved` or `rejected`.
-    pub state: String,
-    pub decided_by: Option<String>,
-    pub note: String,
-}
-
-#[cfg(feature = "ssr")]
-pub async fn latest_request(m: &crate::ssr::Member, id: CampaignId) -> Result<Option<ApprovalView>, AppError> {
-    let r = herald_engine::campaigns::approval::latest(&m.state.db, m.tenant, id).await?;
-    Ok(r.map(|r| ApprovalView {
-        requested_by: r.requested_by,
-        requested_at: r.requested_at.to_rfc3339(),
-        send_at: r.send_at.map(|t| t.to_rfc3339()),
-        timezone: r.timezone,
-        state: r.state,
-        decided_by: r.decided_by,
-        note: r.note,
-    }))
-}
+use herald_types::{ApprovalRequest, ApprovalState, CampaignId};
 
 #[server(prefix = "/rpc", endpoint = "approve_send")]
 pub async fn approve_send(id: CampaignId) -> Result<(), AppError> {
@@ -61,7 +32,7 @@ pub async fn reject_send(id: CampaignId, note: String) -> Result<(), AppError> {
 #[component]
 pub fn ApprovalStatus(
     id: CampaignId,
-    request: ApprovalView,
+    request: ApprovalRequest,
     can_approve: bool,
     refresh: RwSignal<u32>,
 ) -> impl IntoView {
@@ -73,12 +44,12 @@ pub fn ApprovalStatus(
         }
     });
     let when = match &request.send_at {
-        Some(at) => format!("to go out at {} UTC", short_time(at)),
+        Some(at) => format!("to go out at {} UTC", short_time_of(at)),
         None => "to send as soon as it is approved".to_string(),
     };
-    let asked = format!("{} asked on {} {when}.", request.requested_by, short_time(&request.requested_at));
-    match request.state.as_str() {
-        "pending" => view! {
+    let asked = format!("{} asked on {} {when}.", request.requested_by, short_time_of(&request.requested_at));
+    match request.state {
+        ApprovalState::Pending => view! {
             <div class="mb-4 rounded-md bg-amber-50 px-3 py-3 text-sm text-amber-900" data-testid="approval-pending">
                 <p><strong>"Waiting for approval. "</strong>{asked}" Editing the campaign withdraws the request."</p>
                 {can_approve.then(|| {
@@ -103,14 +74,14 @@ pub fn ApprovalStatus(
                 })}
             </div>
         }.into_any(),
-        "rejected" => view! {
+        ApprovalState::Rejected => view! {
             <div class="mb-4 rounded-md bg-red-50 px-3 py-3 text-sm text-red-800" data-testid="approval-rejected">
                 <strong>{format!("Turned down by {}. ", request.decided_by.clone().unwrap_or_else(|| "an admin".into()))}</strong>
                 {(!request.note.is_empty()).then(|| format!("“{}” ", request.note))}
                 "Change what is needed and ask again."
             </div>
         }.into_any(),
-        _ => view! {
+        ApprovalState::Approved => view! {
             <p class="mb-4 text-sm text-emerald-700" data-testid="approval-approved">
                 {format!("Approved by {}.", request.decided_by.clone().unwrap_or_else(|| "an admin".into()))}
             </p>

@@ -17,7 +17,6 @@ use crate::components::timezone;
 use crate::components::ui::{LoadError, short_time};
 use crate::error::AppError;
 use crate::pages::audience::{ListsView, list_lists};
-use crate::pages::campaigns::approval::ApprovalView;
 use crate::pages::campaigns::list::CampaignStatusBadge;
 use crate::pages::campaigns::progress::{CampaignProgress, ReportView, campaign_report};
 use crate::pages::campaigns::repeat::{RecurringCampaign, RecurringView, RepeatFields, RepeatForm, load_recurring};
@@ -38,7 +37,7 @@ pub struct CampaignDetail {
     /// An owner or admin: may approve a request.
     pub can_approve: bool,
     /// The latest approval request, if any was made.
-    pub approval: Option<ApprovalView>,
+    pub approval: Option<herald_types::ApprovalRequest>,
 }
 
 /// A save either stores the draft (`updated_at`) or says what to fix, field by field (fields
@@ -58,7 +57,7 @@ pub async fn get_campaign(id: CampaignId) -> Result<CampaignDetail, AppError> {
     let ws = workspaces::get(&m.state.db, m.tenant).await?;
     let approval_needed =
         !m.role.can_administer() && herald_engine::campaigns::approval::required(&m.state.db, m.tenant).await?;
-    let approval = crate::pages::campaigns::approval::latest_request(&m, id).await?;
+    let approval = herald_engine::campaigns::approval::latest(&m.state.db, m.tenant, id).await?;
     Ok(CampaignDetail {
         campaign,
         can_edit: m.role.can_author(),

@@ -12,7 +12,7 @@ use herald_engine::audience::consent::Origin;
 use herald_engine::audience::readers::{
     self, AttributeCondition, Reader, ReaderDetail, ReaderFilter, ReaderPage, ReaderStatus,
 };
-use herald_types::{BulkOutcome, BulkReaders, ListChoice, NewReader, ReaderChange};
+use herald_types::{BulkOutcome, BulkUpsert, ListChoice, NewReader, ReaderChange};
 use serde::Deserialize;
 
 use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
@@ -137,12 +137,12 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(post, path = "/api/v1/readers/bulk", security(("api_key" = [])), request_body = BulkReaders,
+#[utoipa::path(post, path = "/api/v1/readers/bulk", security(("api_key" = [])), request_body = BulkUpsert,
     responses((status = 200, body = BulkOutcome), (status = 422, body = ApiError)))]
 pub async fn bulk_upsert(
     State(s): State<ServerState>,
     caller: ApiCaller,
-    ApiJson(body): ApiJson<BulkReaders>,
+    ApiJson(body): ApiJson<BulkUpsert>,
 ) -> Result<Json<BulkOutcome>, ApiFailure> {
     bulk::check_size(body.readers.len(), BULK_MAX)?;
     let mut tx = s.app.db.tenant_tx(caller.tenant).await?;
