@@ -48,8 +48,8 @@ pub use member::{Member, PendingInvite};
 pub use message::{Message, MessageDetail, MessageEvent, MessageStatus, SendRequest};
 pub use progress::{Failure, Progress, Report, SendStatus, SkipCount};
 pub use reader::{
-    BulkOutcome, BulkUpsert, Existing, ListChoice, NewReader, Reader, ReaderChange, ReaderInput, ReaderPage,
-    ReaderStatus, Subscription, SubscriptionStatus,
+    BulkOutcome, BulkUpsert, ConsentEvent, Existing, ListChoice, NewReader, Reader, ReaderChange, ReaderEvent,
+    ReaderInput, ReaderPage, ReaderStatus, Subscription, SubscriptionStatus,
 };
 pub use suppression::{NewSuppressions, Suppression, SuppressionReason, SuppressionsAdded};
 pub use template::{RenderedMessage, Template, TemplateInput, TemplateVersion};

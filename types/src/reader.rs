@@ -93,6 +93,44 @@ impl Subscription {
     }
 }
 
+/// One line of a reader's consent ledger: what they agreed to or withdrew, where and how.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ConsentEvent {
+    pub id: i64,
+    pub list_id: Option<ListId>,
+    pub list_name: Option<String>,
+    pub action: String,
+    pub source: String,
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+    /// The consent text the reader saw, when there was one.
+    pub wording: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One line of a reader's activity: a message sent, failed or skipped, and what followed (an
+/// open, a click, a bounce…).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+pub struct ReaderEvent {
+    pub at: DateTime<Utc>,
+    pub kind: String,
+    pub campaign_id: Option<crate::ids::CampaignId>,
+    pub campaign_name: Option<String>,
+    /// The link, for a click.
+    pub url: Option<String>,
+    pub detail: Option<String>,
+}
+
+impl ReaderEvent {
+    /// What the activity table shows in its last column: the link clicked, or the detail.
+    pub fn summary(&self) -> &str {
+        self.url.as_deref().or(self.detail.as_deref()).unwrap_or_default()
+    }
+}
+
 /// One reader to create or merge: the bulk API's items and an import's rows.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]

@@ -1,9 +1,6 @@
 //! The consent ledger: one appended row per subscribe, confirm, unsubscribe, import, API or admin
 //! change, with the source, client details and the wording shown (GDPR Art. 7 evidence).
 
-use chrono::{DateTime, Utc};
-use serde::Serialize;
-
 use crate::domain::{ListId, TenantId};
 use crate::error::Result;
 use crate::infra::db::Tx;
@@ -26,18 +23,7 @@ impl Origin {
     }
 }
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-pub struct ConsentEvent {
-    pub id: i64,
-    pub list_id: Option<ListId>,
-    pub list_name: Option<String>,
-    pub action: String,
-    pub source: String,
-    pub ip: Option<String>,
-    pub user_agent: Option<String>,
-    pub wording: Option<String>,
-    pub created_at: DateTime<Utc>,
-}
+pub use herald_types::ConsentEvent;
 
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn record(

@@ -7,7 +7,6 @@ use chrono::{DateTime, NaiveDate, Utc};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
-use uuid::Uuid;
 
 use crate::audience::export::CsvChunks;
 use crate::domain::{CampaignId, TenantId};
@@ -197,15 +196,7 @@ pub async fn dashboard(db: &Db, tenant: TenantId) -> Result<Dashboard> {
     Ok(Dashboard { growth, recent, sent_30d, bounces_30d, complaints_30d })
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, sqlx::FromRow)]
-pub struct ReaderEvent {
-    pub at: DateTime<Utc>,
-    pub kind: String,
-    pub campaign_id: Option<Uuid>,
-    pub campaign_name: Option<String>,
-    pub url: Option<String>,
-    pub detail: Option<String>,
-}
+pub use herald_types::ReaderEvent;
 
 /// One reader's last 200 events: messages sent, and what followed.
 #[tracing::instrument(skip_all, fields(%tenant, %reader))]

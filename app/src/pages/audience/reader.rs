@@ -5,30 +5,10 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, short_time, url_encode};
+use crate::components::ui::{ActionError, Card, LoadError, short_time_of, url_encode};
 use crate::error::AppError;
 use crate::pages::audience::AudienceTabs;
-use herald_types::{ReaderStatus, Subscription};
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ConsentView {
-    pub when: String,
-    pub action: String,
-    pub list: Option<String>,
-    pub source: String,
-    pub ip: Option<String>,
-    pub wording: Option<String>,
-}
-
-/// One line of the reader's activity: a message sent, opened, clicked, bounced...
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ActivityView {
-    pub when: String,
-    pub kind: String,
-    pub campaign_id: Option<String>,
-    pub campaign: Option<String>,
-    pub detail: String,
-}
+use herald_types::{ConsentEvent, ReaderEvent, ReaderStatus, Subscription};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ReaderView {
@@ -39,8 +19,8 @@ pub struct ReaderView {
     pub status: ReaderStatus,
     pub suppressed: Option<herald_types::SuppressionReason>,
     pub subscriptions: Vec<Subscription>,
-    pub consent: Vec<ConsentView>,
-    pub activity: Vec<ActivityView>,
+    pub consent: Vec<ConsentEvent>,
+    pub activity: Vec<ReaderEvent>,
     pub export_json: String,
     pub can_edit: bool,
     pub can_erase: bool,
@@ -62,28 +42,8 @@ pub async fn get_reader(id: i64) -> Result<ReaderView, AppError> {
         status: d.reader.status,
         suppressed: d.suppressed,
         subscriptions: d.subscriptions,
-        consent: d
-            .consent
-            .into_iter()
-            .map(|e| ConsentView {
-                when: e.created_at.to_rfc3339(),
-                action: e.action,
-                list: e.list_name,
-                source: e.source,
-                ip: e.ip,
-                wording: e.wording,
-            })
-            .collect(),
-        activity: activity
-            .into_iter()
-            .map(|e| ActivityView {
-                when: e.at.to_rfc3339(),
-                kind: e.kind,
-                campaign_id: e.campaign_id.map(|c| c.to_string()),
-                campaign: e.campaign_name,
-                detail: e.url.or(e.detail).unwrap_or_default(),
-            })
-            .collect(),
+        consent: d.consent,
+        activity,
         export_json: serde_json::to_string_pretty(&export).unwrap_or_default(),
         can_edit: m.role.can_author(),
         can_erase: m.role.can_administer(),
@@ -168,7 +128,7 @@ fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerActi
                         <ul class="divide-y divide-slate-100 text-sm" data-testid="subscriptions">
                             {r.subscriptions.into_iter().map(|s| view! {
                                 <li class="flex justify-between py-2"><span>{s.list_name.clone()}</span>
-                                    <span><span class="badge">{s.status.as_str()}</span><span class="ml-2 text-xs text-slate-400">{short_time(&s.since().to_rfc3339())}</span></span></li>
+                                    <span><span class="badge">{s.status.as_str()}</span><span class="ml-2 text-xs text-slate-400">{short_time_of(&s.since())}</span></span></li>
                             }).collect_view()}
                         </ul>
                     }.into_any()
@@ -185,13 +145,13 @@ fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerActi
                         <tbody class="divide-y divide-slate-100">
                             {r.activity.into_iter().map(|e| view! {
                                 <tr>
-                                    <td class="py-1">{short_time(&e.when)}</td>
-                                    <td>{e.kind}</td>
-                                    <td>{match (e.campaign_id, e.campaign) {
+                                    <td class="py-1">{short_time_of(&e.at)}</td>
+                                    <td>{e.kind.clone()}</td>
+                                    <td>{match (e.campaign_id, e.campaign_name.clone()) {
                                         (Some(id), Some(name)) => view! { <a class="text-indigo-600 hover:underline" href=format!("/campaigns/{id}/stats")>{name}</a> }.into_any(),
                                         _ => view! { <span class="text-slate-400">"—"</span> }.into_any(),
                                     }}</td>
-                                    <td class="max-w-xs truncate" title=e.detail.clone()>{e.detail.clone()}</td>
+                                    <td class="max-w-xs truncate" title=e.summary().to_string()>{e.summary().to_string()}</td>
                                 </tr>
                             }).collect_view()}
                         </tbody>
@@ -205,7 +165,7 @@ fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerActi
                 <tbody class="divide-y divide-slate-100">
                     {r.consent.into_iter().map(|e| view! {
                         <tr title=e.wording.clone().unwrap_or_default()>
-                            <td class="py-1">{short_time(&e.when)}</td><td>{e.action}</td><td>{e.list.unwrap_or_default()}</td>
+                            <td class="py-1">{short_time_of(&e.created_at)}</td><td>{e.action}</td><td>{e.list_name.unwrap_or_default()}</td>
                             <td>{e.source}</td><td>{e.ip.unwrap_or_default()}</td>
                         </tr>
                     }).collect_view()}
