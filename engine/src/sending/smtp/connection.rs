@@ -113,6 +113,12 @@ impl SmtpConnection {
         &self.greeting
     }
 
+    /// Writes that reached the socket since the connection opened.
+    #[cfg(test)]
+    pub(super) fn socket_writes(&self) -> u64 {
+        self.tap.socket_writes()
+    }
+
     /// Whether the session runs inside TLS (implicit or STARTTLS). lettre's own
     /// `is_encrypted` says false: to lettre our stream is "plain TCP", whatever is inside.
     pub fn is_encrypted(&self) -> bool {
@@ -188,6 +194,7 @@ impl SmtpConnection {
         };
         if result.is_err() {
             self.broken = true;
+            self.tap.close();
         }
         result
     }

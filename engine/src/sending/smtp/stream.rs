@@ -78,6 +78,10 @@ pub(super) struct Tap {
     pub(super) ehlo_reply: Mutex<Vec<u8>>,
     /// While a fenced send runs: no byte is written once it closes (see [`crate::sending::lease`]).
     pub(super) fence: Mutex<Option<Fence>>,
+    /// Set when a transaction failed (or a write was refused): nothing more reaches the socket,
+    /// so data held back for a transaction that was given up can never follow it later (a
+    /// QUIT on the way out would otherwise flush the end of a message counted as unsent).
+    closed: AtomicBool,
 }
 
 /// `\r\n.\r\n` as [`Tap::tail`] holds it.
@@ -105,6 +109,17 @@ impl Tap {
         }
     }
 
+    /// No further byte is written to this connection.
+    pub(super) fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
+
+    /// Writes that reached the socket.
+    #[cfg(test)]
+    pub(super) fn socket_writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
     /// The end-of-data marker was the last thing written. Right after the DATA command the tail
     /// is `ATA\r\n`, so this cannot be a previous message's marker.
     pub(super) fn end_of_data_sent(&self) -> bool {
@@ -114,11 +129,23 @@ impl Tap {
 
 /// The stream lettre speaks over: replays what we already read (the banner), then reads and
 /// writes the socket, telling the [`Tap`] what went by.
+///
+/// Writes reach the socket at lettre's flush, and only whole lines do: lettre writes a message's
+/// data (which [`data_body`] hands it without its last CRLF) and the end-of-data marker as two
+/// writes, each flushed, so without holding the partial line back every message cost a second
+/// write, a second TCP segment and a second wake-up of the server. Every SMTP command, and the
+/// data with its marker, ends in CRLF, and a server cannot act on half a line: holding one back
+/// until the rest comes changes nothing it sees but the number of segments. A transaction given
+/// up with its data held back never sent that data (and the fence is checked before each write
+/// that does reach the socket).
 #[derive(Debug)]
 pub(super) struct TappedStream {
     io: Io,
     replay: Vec<u8>,
     replayed: usize,
+    /// Written by lettre, not yet by us; `pending[sent..]` is still to go.
+    pending: Vec<u8>,
+    sent: usize,
     tap: Arc<Tap>,
 }
 
@@ -126,7 +153,48 @@ impl TappedStream {
     /// `io`, which first replays `replay` (what was read before lettre took over), with `tap`
     /// watching what is written.
     pub(super) fn new(io: Io, replay: Vec<u8>, tap: Arc<Tap>) -> Self {
-        Self { io, replay, replayed: 0, tap }
+        Self { io, replay, replayed: 0, pending: Vec::new(), sent: 0, tap }
+    }
+
+    /// Writes what is pending to the socket, unless it ends in the middle of a line.
+    fn poll_send_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.tap.closed.load(Ordering::Relaxed) {
+            self.pending = Vec::new();
+            self.sent = 0;
+            return Poll::Ready(Err(io::Error::other("this connection failed earlier; nothing more is written")));
+        }
+        if !self.pending.ends_with(b"\r\n") {
+            return Poll::Ready(Ok(()));
+        }
+        while self.sent < self.pending.len() {
+            // The fence is checked right before each write reaches the socket: the end-of-data
+            // marker can only be written while the sender still owns the message.
+            if self.tap.fence.lock().unwrap_or_else(PoisonError::into_inner).as_ref().is_some_and(|f| !f.is_open()) {
+                self.tap.close();
+                self.pending = Vec::new();
+                self.sent = 0;
+                return Poll::Ready(Err(io::Error::other("fenced: the sender no longer owns this message")));
+            }
+            match Pin::new(&mut self.io).poll_write(cx, &self.pending[self.sent..]) {
+                Poll::Ready(Ok(0)) => {
+                    self.tap.close();
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => {
+                    let n = n.min(self.pending.len() - self.sent);
+                    self.tap.wrote(&self.pending[self.sent..self.sent + n]);
+                    self.sent += n;
+                }
+                Poll::Ready(Err(e)) => {
+                    self.tap.close();
+                    return Poll::Ready(Err(e));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.pending.clear();
+        self.sent = 0;
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -155,24 +223,24 @@ impl AsyncRead for TappedStream {
 impl AsyncWrite for TappedStream {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        // The fence is checked right before each write reaches the socket: the end-of-data
-        // marker can only be written while the sender still owns the message.
-        if this.tap.fence.lock().unwrap_or_else(PoisonError::into_inner).as_ref().is_some_and(|f| !f.is_open()) {
-            return Poll::Ready(Err(io::Error::other("fenced: the sender no longer owns this message")));
+        // What an earlier flush could not finish goes first, so the order on the wire holds.
+        if this.sent > 0 || this.tap.closed.load(Ordering::Relaxed) {
+            ready!(this.poll_send_pending(cx))?;
         }
-        let poll = Pin::new(&mut this.io).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = poll {
-            this.tap.wrote(&buf[..n.min(buf.len())]);
-        }
-        poll
+        this.pending.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        let this = self.get_mut();
+        ready!(this.poll_send_pending(cx))?;
+        Pin::new(&mut this.io).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        let this = self.get_mut();
+        ready!(this.poll_send_pending(cx))?;
+        Pin::new(&mut this.io).poll_shutdown(cx)
     }
 }
 

@@ -343,6 +343,7 @@ async fn pipelining_server() -> anyhow::Result<(SocketAddr, tokio::task::JoinHan
 async fn smtp_pipelines_the_envelope_when_the_server_offers_it() -> anyhow::Result<()> {
     let (addr, server) = pipelining_server().await?;
     let mut conn = connect(&SmtpServer::parse(&format!("smtp://{addr}"))?).await?;
+    let writes_before = conn.socket_writes();
     let reply = tokio::time::timeout(
         Duration::from_secs(5),
         conn.send("a@herald.test", "b@example.com", &message(1, "b@example.com")),
@@ -352,6 +353,8 @@ async fn smtp_pipelines_the_envelope_when_the_server_offers_it() -> anyhow::Resu
     assert!(reply.contains("queued as 7"), "{reply}");
     // MAIL FROM, RCPT TO and DATA went out in one write (one read on loopback).
     assert_eq!(server.await??, 1);
+    // The data and its end marker in one more: lettre writes them apart, the stream joins them.
+    assert_eq!(conn.socket_writes() - writes_before, 2, "socket writes for one pipelined message");
     Ok(())
 }
 
