@@ -461,3 +461,53 @@ async fn smtp_client_sends_200_messages_over_one_connection() -> anyhow::Result<
     eprintln!("one connection: 200 messages in {elapsed:?} ({:.0}/s)", 200.0 / elapsed.as_secs_f64());
     Ok(())
 }
+
+/// A stream over a fresh loopback connection, and the server's end.
+async fn tapped_pair() -> anyhow::Result<(TappedStream, Arc<Tap>, tokio::net::TcpStream)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let client = TcpStream::connect(listener.local_addr()?).await?;
+    let (server, _) = listener.accept().await?;
+    let tap = Arc::new(Tap::default());
+    Ok((TappedStream::new(Io::Tcp(client), Vec::new(), tap.clone()), tap, server))
+}
+
+/// Everything the server receives until the client hangs up.
+async fn received(mut server: tokio::net::TcpStream) -> anyhow::Result<Vec<u8>> {
+    let mut all = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), server.read_to_end(&mut all)).await??;
+    Ok(all)
+}
+
+#[tokio::test]
+async fn the_stream_sends_whole_lines_and_nothing_after_it_is_closed() -> anyhow::Result<()> {
+    // As lettre writes a message: the data without its last CRLF, flushed, then the marker.
+    let (mut stream, tap, server) = tapped_pair().await?;
+    stream.write_all(b"DATA\r\n").await?;
+    stream.flush().await?;
+    stream.write_all(b"Subject: hi\r\n\r\nthe last line").await?;
+    stream.flush().await?;
+    assert_eq!(tap.socket_writes(), 1, "half a line waits for the rest");
+    stream.write_all(b"\r\n.\r\n").await?;
+    stream.flush().await?;
+    assert_eq!(tap.socket_writes(), 2, "the data and its marker in one write");
+    assert!(tap.end_of_data_sent());
+    drop(stream);
+    assert_eq!(received(server).await?, b"DATA\r\nSubject: hi\r\n\r\nthe last line\r\n.\r\n");
+
+    // A transaction given up with its data held back: the data never follows, whatever is
+    // written or flushed afterwards (a QUIT on the way out, say).
+    let (mut stream, tap, server) = tapped_pair().await?;
+    stream.write_all(b"DATA\r\n").await?;
+    stream.flush().await?;
+    stream.write_all(b"Subject: hi\r\n\r\nthe last line").await?;
+    stream.flush().await?;
+    tap.close();
+    assert!(stream.write_all(b"\r\n.\r\n").await.is_err());
+    assert!(stream.flush().await.is_err());
+    assert!(stream.write_all(b"QUIT\r\n").await.is_err());
+    assert!(stream.shutdown().await.is_err());
+    assert!(!tap.end_of_data_sent());
+    drop(stream);
+    assert_eq!(received(server).await?, b"DATA\r\n");
+    Ok(())
+}
