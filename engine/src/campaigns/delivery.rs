@@ -33,27 +33,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
+use super::compose::{Composer, Reader, RenderedParts};
 use super::fair_share::WorkspaceLoops;
-use crate::sending::identities::{self, SmtpIdentity};
-use crate::sending::message::{
-    self, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, RenderedBody, TemplateError,
-};
-use crate::sending::rate;
-
-/// One reader's personalised parts, or why they could not be rendered.
-type RenderedParts = std::result::Result<RenderedBody, TemplateError>;
-use super::store::{self, Campaign, CampaignStatus, FeedSource, TrackingMode};
+use super::store::{self, Campaign, CampaignStatus, FeedSource};
 use super::tally::DomainTally;
-use crate::audience::subscribe::campaign_unsubscribe_url;
 use crate::domain::{CampaignId, TenantId};
 use crate::error::{Error, Result, persist};
 use crate::infra::db::Db;
 use crate::infra::egress::Egress;
 use crate::infra::tokens::Signer;
+use crate::sending::identities::{self, SmtpIdentity};
 use crate::sending::lease::{Closed, Fence, Lease, LeaseFor};
+use crate::sending::message::{self, CompiledCampaign};
+use crate::sending::rate;
 use crate::sending::smtp::{SmtpConnection, SmtpError, SmtpErrorKind};
-use crate::tracking::links::{self, LinkRegistry};
-use crate::tracking::{Target, TrackingKeys, WorkspaceMac};
+use crate::tracking::links::LinkRegistry;
 
 /// Where a test can make a worker "crash" (abandon its batch without releasing anything).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,6 +151,18 @@ struct Claimed {
     feed: Option<Value>,
 }
 
+impl Claimed {
+    fn reader(&self) -> Reader<'_> {
+        Reader {
+            id: self.reader_id,
+            email: &self.email,
+            name: &self.name,
+            attributes: &self.attributes,
+            feed: self.feed.as_ref(),
+        }
+    }
+}
+
 /// A 250 not yet recorded.
 struct Ack {
     id: i64,
@@ -202,12 +208,11 @@ struct Sender<'a> {
     cx: &'a DeliveryContext,
     tenant: TenantId,
     campaign: Campaign,
-    compiled: CompiledCampaign,
+    /// Turns a claimed row into the message on the wire.
+    composer: Composer,
+    /// The campaign's tracked links registered so far (empty when it does not track).
+    links: LinkRegistry,
     identity: SmtpIdentity,
-    dkim: Option<DkimSigner>,
-    /// `campaign-uuid.reader-id@domain` needs the sender's domain.
-    domain: String,
-    workspace_slug: String,
     max_queue_age_hours: i32,
     frequency_cap_hours: Option<i32>,
     /// This loop's delivery slot; its token fences every row the loop claims.
@@ -230,20 +235,9 @@ struct Sender<'a> {
     last_tally: Instant,
     /// Hard bounces this loop saw since the last health check (no bounces, nothing to check).
     bounces_since_check: u32,
-    /// Open pixel and link rewriting, unless the campaign's tracking is off.
-    tracking: Option<Tracking>,
     tally: DomainTally,
     /// For editions whose per-reader data is fetched from a URL.
     feed_client: Option<reqwest::Client>,
-}
-
-struct Tracking {
-    keys: TrackingKeys,
-    mac: WorkspaceMac,
-    anonymous: bool,
-    links: LinkRegistry,
-    /// `{base_url}/`: links to our own pages (unsubscribe) are never rewritten.
-    own_prefix: String,
 }
 
 /// The skip reason for an edition's reader without data (the editions report counts it).
@@ -294,27 +288,16 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
     };
     let dkim =
         crate::sending::domains::dkim_signer(&cx.db, &cx.signer, tenant, &identity, &campaign.from_email).await?;
-    let domain = campaign.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_else(|| "herald".into());
-    let tracking = (campaign.tracking != TrackingMode::Off).then(|| {
-        let keys = TrackingKeys::new(&cx.signer);
-        Tracking {
-            mac: keys.workspace(tenant),
-            keys,
-            anonymous: campaign.tracking == TrackingMode::Anonymous,
-            links: LinkRegistry::default(),
-            own_prefix: format!("{}/", cx.config.base_url.trim_end_matches('/')),
-        }
-    });
+    let composer =
+        Composer::new(compiled, tenant, campaign.clone(), &slug, cx.signer.clone(), &cx.config.base_url, dkim);
     let campaign_feed_is_url = campaign.feed == FeedSource::Url;
     let mut sender = Sender {
         cx,
         tenant,
         campaign,
-        compiled,
+        composer,
+        links: LinkRegistry::default(),
         identity,
-        dkim,
-        domain,
-        workspace_slug: slug,
         max_queue_age_hours: max_age,
         frequency_cap_hours: cap,
         lease,
@@ -328,7 +311,6 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
         last_tally: Instant::now(),
         bounces_since_check: 0,
         feed_client: campaign_feed_is_url.then(|| super::feed_fetch::client(&cx.config.egress)),
-        tracking,
         tally: DomainTally::default(),
     };
     let result = sender.run().await;
@@ -427,8 +409,9 @@ impl Sender<'_> {
                 return self.on_fence_closed(why, &ready).await;
             }
             // One sandbox round trip for the batch; `render_bodies` answers once per row.
-            let urls: Vec<String> = ready.iter().map(|row| self.unsubscribe_url(row)).collect();
-            let rendered = self.render_batch(&ready, &urls);
+            let urls: Vec<String> = ready.iter().map(|row| self.composer.unsubscribe_url(row.reader_id)).collect();
+            let readers: Vec<Reader<'_>> = ready.iter().map(Claimed::reader).collect();
+            let rendered = self.composer.render(&readers, &urls);
             for (((i, row), parts), unsubscribe) in ready.iter().enumerate().zip(rendered).zip(urls) {
                 if let Some(why) = self.fence().closed_because() {
                     return self.on_fence_closed(why, &ready[i..]).await;
@@ -673,39 +656,10 @@ impl Sender<'_> {
         Ok(claimed)
     }
 
-    /// This reader's unsubscribe link for this campaign (one list: that list; several: all).
-    fn unsubscribe_url(&self, row: &Claimed) -> String {
-        let c = &self.campaign;
-        let list = if c.list_ids.len() == 1 { c.list_ids.first().copied() } else { None };
-        campaign_unsubscribe_url(
-            &self.cx.signer,
-            &self.cx.config.base_url,
-            self.tenant,
-            row.reader_id,
-            list,
-            Some(c.id),
-        )
-    }
-
-    /// Renders every row of a batch in one round trip to the template sandbox.
-    fn render_batch(&self, rows: &[Claimed], urls: &[String]) -> Vec<RenderedParts> {
-        let recipients: Vec<Recipient<'_>> = rows
-            .iter()
-            .map(|row| Recipient { email: &row.email, name: &row.name, attributes: &row.attributes })
-            .collect();
-        let contexts: Vec<MessageContext<'_>> = urls.iter().map(|u| MessageContext { unsubscribe_url: u }).collect();
-        let readers: Vec<_> =
-            rows.iter().enumerate().map(|(i, row)| (&recipients[i], &contexts[i], row.feed.as_ref())).collect();
-        self.compiled.render_bodies(&readers)
-    }
-
     /// Renders and sends one claimed row, and records the outcome (a 250 is recorded with the
     /// next batch; see [`Sender::flush`]).
     async fn send_one(&mut self, row: &Claimed, rendered: RenderedParts, unsubscribe: String) -> Result<Next> {
         let cfg = self.cx.config.clone();
-        let c = &self.campaign;
-        let list = if c.list_ids.len() == 1 { c.list_ids.first().copied() } else { None };
-        let ctx = MessageContext { unsubscribe_url: &unsubscribe };
         let parts = match rendered {
             Ok(r) => r,
             Err(e) => {
@@ -713,35 +667,9 @@ impl Sender<'_> {
                 return Ok(Next::Continue);
             }
         };
-        let rendered = match self.tracking.as_mut() {
-            None => self.compiled.assemble(parts, &ctx, None),
-            Some(t) => {
-                let mut parts = parts;
-                let urls = links::trackable_urls(&parts.body, &t.own_prefix);
-                t.links.ensure(&self.cx.db, self.tenant, c.id, &urls).await?;
-                let target =
-                    Target { tenant: self.tenant, campaign: c.id.0, reader: (!t.anonymous).then_some(row.reader_id) };
-                let base = cfg.base_url.trim_end_matches('/');
-                parts.body = links::rewrite(&parts.body, &t.own_prefix, |url| {
-                    t.links.id(url).map(|id| format!("{base}/c/{}", t.keys.click_token(&t.mac, &target, id)))
-                });
-                let pixel = format!("{base}/o/{}", t.keys.open_token(&t.mac, &target));
-                self.compiled.assemble(parts, &ctx, Some(&pixel))
-            }
-        };
-        let envelope = Envelope {
-            from_name: c.from_name.clone(),
-            from_email: c.from_email.clone(),
-            reply_to: (!c.reply_to.is_empty()).then(|| c.reply_to.clone()),
-            to_email: row.email.clone(),
-            to_name: row.name.clone(),
-            message_id: format!("{}.{}@{}", c.id, row.reader_id, self.domain),
-            list_unsubscribe_url: unsubscribe,
-            list_unsubscribe_mailto: None,
-            list_id: format!("{}.{}.{}", list.map_or(c.id.0, |l| l.0), self.workspace_slug, self.domain),
-            feedback_id: format!("{}:{}:herald", c.id.0.simple(), self.workspace_slug),
-        };
-        let raw = match message::build_message(&rendered, &envelope, self.dkim.as_ref()) {
+        let urls = self.composer.trackable_urls(&parts);
+        self.links.ensure(&self.cx.db, self.tenant, self.campaign.id, &urls).await?;
+        let raw = match self.composer.message(&row.reader(), parts, unsubscribe, |url| self.links.id(url)) {
             Ok(raw) => raw,
             Err(e) => {
                 self.fail(row, &format!("could not build the message: {e}"), false, false, true).await?;
@@ -764,7 +692,7 @@ impl Sender<'_> {
             }
         }
         let Some(conn) = self.conn.as_mut() else { return Ok(Next::Continue) };
-        let from = c.from_email.clone();
+        let from = self.campaign.from_email.clone();
         match conn.send_fenced(&from, &row.email, &raw, &fence).await {
             Ok(reply) => {
                 cfg.fault(FaultPoint::After250, row.id)?;

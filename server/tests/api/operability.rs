@@ -65,3 +65,86 @@ async fn metrics_answer_only_to_their_token() {
     assert_eq!(right.status(), StatusCode::OK);
     assert!(right.text().await.unwrap_or_default().contains("herald_http_requests_total"));
 }
+
+/// apalis 1.0 ends a worker at its first failed poll. A real `herald serve` process whose every
+/// database connection is dropped at once (as a Postgres restart does) must say so on
+/// `/readyz`, rebuild its workers, become ready again, and still send system mail afterwards:
+/// the measured defect was a system-mail worker that never came back.
+#[tokio::test]
+async fn a_process_that_loses_every_connection_reports_dead_workers_and_rebuilds_them() -> anyhow::Result<()> {
+    use herald_devtools::smtp_sink::MailSink;
+    use std::time::Duration;
+    let app = spawn_app_with(&[("HERALD_RUN_WORKERS", "false")]).await;
+    let (sink, smtp) = MailSink::start("127.0.0.1:0").await?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .arg("serve")
+        .env("DATABASE_URL", &app.db_url)
+        .env("HERALD_ENV", "development")
+        .env("HERALD_BIND", format!("127.0.0.1:{port}"))
+        .env("HERALD_SECRET_KEY", "test-secret-key-that-is-long-enough-0123456789")
+        .env("HERALD_SMTP_URL", format!("smtp://{smtp}"))
+        .env("HERALD_DEV_SMTP_BIND", "127.0.0.1:0")
+        .env("HERALD_DATA_DIR", std::env::temp_dir().join(format!("herald-readyz-{port}")))
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let client = reqwest::Client::new();
+    let readyz = format!("http://127.0.0.1:{port}/readyz");
+    let ready = || async {
+        match client.get(&readyz).send().await {
+            Ok(r) => (r.status(), r.text().await.unwrap_or_default()),
+            Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()),
+        }
+    };
+    let wait_ready = |why: &'static str| async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+        loop {
+            let (status, body) = ready().await;
+            if status == StatusCode::OK {
+                return;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{why}: /readyz still answers {status} {body}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    wait_ready("the process started").await;
+
+    // Drop every connection to the database, again and again, until a poller notices.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let down = 'watch: loop {
+        sqlx::query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .execute(&app.owner)
+        .await?;
+        for _ in 0..20 {
+            let (status, body) = ready().await;
+            if status == StatusCode::SERVICE_UNAVAILABLE && body.contains("job workers down") {
+                break 'watch body;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no worker was ever reported down");
+    };
+    assert!(server.try_wait()?.is_none(), "the process stays up while its workers restart");
+    wait_ready("the workers were rebuilt").await;
+
+    // The rebuilt system-mail worker sends.
+    let mail = herald_engine::sending::mail::OutgoingMail {
+        to: "after-the-outage@example.com".into(),
+        subject: "Still here".into(),
+        html: "<p>Still here</p>".into(),
+        text: "Still here".into(),
+    };
+    app.app.jobs.enqueue_account_mail(mail).await?;
+    assert!(
+        sink.wait_for_recipient("after-the-outage@example.com", Duration::from_secs(30)).await.is_some(),
+        "system mail after the outage (reported: {down})"
+    );
+    server.kill().await?;
+    Ok(())
+}

@@ -110,10 +110,7 @@ async fn a_pause_stops_the_wire_within_a_second_and_a_cancel_leaves_nothing_queu
 #[tokio::test]
 async fn rows_given_back_unsent_give_the_reader_back_to_the_frequency_cap() -> TestResult {
     let h = SendHarness::new(60).await?;
-    sqlx::query("UPDATE tenants SET frequency_cap_hours = 24 WHERE id = $1")
-        .bind(h.tenant)
-        .execute(&h.app.owner)
-        .await?;
+    h.frequency_cap_hours(24).await?;
     // The first campaign claims a batch (moving every claimed reader's cap), sends slowly, and
     // is paused: the rest of its batch goes back, and so does the cap of those readers.
     h.sink.set_faults(Faults::none().with_reply_delay(Duration::from_millis(200)));
@@ -273,5 +270,123 @@ async fn a_spread_send_does_not_expire_its_own_tail() -> TestResult {
     }
     let p = h.status(campaign).await?;
     assert_eq!((p.expired, p.sent), (0, 20), "{p:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_loop_that_finds_nothing_takes_no_tokens() -> TestResult {
+    // The measured defect: tokens were taken before the claim, so loops idling over rows not
+    // yet due burned the identity's rate, and the rows waited for tokens nobody had used.
+    let h = SendHarness::new(10).await?;
+    let campaign = h.campaign("Later", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let later = |secs: f64| {
+        sqlx::query("UPDATE sends SET next_attempt_at = now() + make_interval(secs => $2) WHERE campaign_id = $1")
+            .bind(campaign)
+            .bind(secs)
+            .execute(&h.app.owner)
+    };
+    // Every row waits for a retry a minute away: the loop idles (a pass every 100–300 ms).
+    later(60.0).await?;
+    // 10 a second, burst 10, claims of 10: a pass that took tokens would push the bucket a
+    // second further each time.
+    let identity = h.identity(10.0, 10)?;
+    let mut cx = h.worker(&identity, None);
+    Arc::make_mut(&mut cx.config).batch_size = 10;
+    Arc::make_mut(&mut cx.config).retry_base = Duration::from_millis(300);
+    let sending = {
+        let (cx, tenant) = (cx.clone(), h.tenant);
+        tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
+    };
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let buckets: i64 = sqlx::query_scalar("SELECT count(*) FROM rate_buckets WHERE key = $1")
+        .bind(&identity.bucket)
+        .fetch_one(&h.app.owner)
+        .await?;
+    assert_eq!((buckets, h.sink.accepted_count()), (0, 0), "two seconds of idling took tokens");
+    // The rows come due: the whole burst is there for them.
+    later(0.0).await?;
+    let due = Instant::now();
+    assert!(h.sink.wait_for_count(10, Duration::from_secs(5)).await, "the due rows went out");
+    assert!(due.elapsed() < Duration::from_millis(900), "the burst waited {:?}", due.elapsed());
+    tokio::time::timeout(Duration::from_secs(10), sending).await???;
+    assert_eq!(h.status(campaign).await?.sent, 10);
+    Ok(())
+}
+
+#[tokio::test]
+async fn re_kicks_never_run_more_loops_than_the_identity_has_connections() -> TestResult {
+    // Every re-kick used to start another `max_connections` loops. Twelve delivery jobs for a
+    // campaign whose identity allows two connections: two loops send, the others end at once.
+    let h = SendHarness::new(60).await?;
+    h.sink.set_faults(Faults::none().with_reply_delay(Duration::from_millis(20)));
+    let campaign = h.campaign("Two at a time", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let mut identity = h.identity(100_000.0, 1000)?;
+    identity.max_connections = 2;
+    let cx = h.worker(&identity, None);
+    let sending = {
+        let (cx, tenant) = (cx.clone(), h.tenant);
+        tokio::spawn(async move {
+            futures::future::join_all((0..12).map(|_| delivery::deliver(&cx, tenant, campaign))).await
+        })
+    };
+    let mut most = 0;
+    while !sending.is_finished() {
+        let live: i64 = sqlx::query_scalar("SELECT count(*) FROM leases WHERE campaign_id = $1 AND slot >= 0")
+            .bind(campaign)
+            .fetch_one(&h.app.owner)
+            .await?;
+        most = most.max(live);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for r in sending.await? {
+        r?;
+    }
+    assert!((1..=2).contains(&most), "{most} delivery loops at once");
+    assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=60)).await, 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_reader_whose_message_fails_to_render_is_given_back_to_the_frequency_cap() -> TestResult {
+    // The claim moves each reader's frequency-cap mark; a row that then ends unsent (here: the
+    // template fails for readers without an `items` attribute) must move it back, or those
+    // readers are held back from every other campaign for a day.
+    let h = SendHarness::new(20).await?;
+    h.frequency_cap_hours(24).await?;
+    sqlx::query(
+        "UPDATE readers SET attributes = '{\"items\": [1, 2]}' WHERE tenant_id = $1 AND email ~ '^reader([1-9]|10)@'",
+    )
+    .bind(h.tenant)
+    .execute(&h.app.owner)
+    .await?;
+    let input = herald_types::CampaignInput {
+        name: "Counts".into(),
+        subject: "Your items".into(),
+        from_email: "news@sender.test".into(),
+        from_name: "Sender Co".into(),
+        list_ids: vec![h.list.into()],
+        body: "You have {{ reader.attributes.items | length }} items.\n\n[Unsubscribe]({{ unsubscribe_url }})".into(),
+        ..Default::default()
+    };
+    let counts = store::create(&h.app.app.db, h.tenant, Role::Owner, &input).await?.id;
+    h.start(counts).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    for r in h.deliver(&h.worker(&identity, None), counts, 1).await {
+        r?;
+    }
+    let p = h.status(counts).await?;
+    assert_eq!((p.sent, p.failed), (10, 10), "{p:?}");
+    let other = h.campaign("Other", vec![h.list]).await?;
+    h.start(other).await?;
+    for r in h.deliver(&h.worker(&identity, None), other, 1).await {
+        r?;
+    }
+    // The ten readers the failed renders had claimed got the other campaign; the ten who got
+    // the first one are inside the cap.
+    let p = h.status(other).await?;
+    assert_eq!(p.sent, 10, "{p:?}");
+    assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=20)).await, 0);
     Ok(())
 }

@@ -82,6 +82,16 @@ impl SendHarness {
         Ok(())
     }
 
+    /// The workspace's frequency cap: at most one campaign per reader in `hours`.
+    pub async fn frequency_cap_hours(&self, hours: i32) -> anyhow::Result<()> {
+        sqlx::query("UPDATE tenants SET frequency_cap_hours = $2 WHERE id = $1")
+            .bind(self.tenant)
+            .bind(hours)
+            .execute(&self.app.owner)
+            .await?;
+        Ok(())
+    }
+
     pub fn identity(&self, rate: f64, burst: u32) -> anyhow::Result<SmtpIdentity> {
         Ok(SmtpIdentity {
             bucket: format!("identity:test:{}", Uuid::new_v4()),
@@ -428,10 +438,7 @@ async fn unsubscribes_and_suppressions_committed_mid_send_are_honoured() -> Test
 #[tokio::test]
 async fn the_frequency_cap_lets_one_of_two_campaigns_reach_a_reader() -> TestResult {
     let h = SendHarness::new(40).await?;
-    sqlx::query("UPDATE tenants SET frequency_cap_hours = 24 WHERE id = $1")
-        .bind(h.tenant)
-        .execute(&h.app.owner)
-        .await?;
+    h.frequency_cap_hours(24).await?;
     let identity = h.identity(100_000.0, 1000)?;
     // Two campaigns fanned out before either sends: the cap is enforced at the claim.
     let first = h.campaign("First", vec![h.list]).await?;
