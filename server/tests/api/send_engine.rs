@@ -3,10 +3,12 @@
 //! chaos suite (`chaos.rs`) tries them all at once with real processes.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use herald_devtools::smtp_sink::{FaultAction, FaultRule, Faults};
 use herald_engine::Role;
+use herald_engine::campaigns::delivery::{FaultHook, FaultPoint};
 use herald_engine::campaigns::{delivery, store};
 use herald_engine::sending::rate;
 use uuid::Uuid;
@@ -388,5 +390,109 @@ async fn a_reader_whose_message_fails_to_render_is_given_back_to_the_frequency_c
     let p = h.status(other).await?;
     assert_eq!(p.sent, 10, "{p:?}");
     assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=20)).await, 0);
+    Ok(())
+}
+
+/// A fault hook that freezes its loop just before a message goes to SMTP (blocking its thread,
+/// as a stalled process would) until `go` is set, and sets `reached` when it gets there.
+fn hold_before_smtp(reached: Arc<AtomicBool>, go: Arc<AtomicBool>) -> FaultHook {
+    Arc::new(move |point, _| {
+        if point == FaultPoint::BeforeSmtp {
+            reached.store(true, Ordering::SeqCst);
+            // Bounded, so that a failing test ends instead of holding a runtime thread for ever.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !go.load(Ordering::SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        false
+    })
+}
+
+/// Runs one delivery loop on a thread and runtime of its own, with its own connection pool, as
+/// a separate process would: its fault hook can then freeze it (lease renewals included)
+/// without stalling the test or the other loop.
+fn deliver_apart(
+    h: &SendHarness,
+    cx: delivery::DeliveryContext,
+    campaign: herald_engine::CampaignId,
+) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>> {
+    let url = herald_engine::infra::db::runtime_url(&h.app.db_url, None)?;
+    let tenant = h.tenant;
+    Ok(std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async move {
+            let cx = delivery::DeliveryContext { db: herald_engine::Db::connect(&url, 4).await?, ..cx };
+            Ok(delivery::deliver(&cx, tenant, campaign).await?)
+        })
+    }))
+}
+
+/// Waits (without blocking the test's runtime) for a loop started by [`deliver_apart`].
+async fn join_apart(handle: std::thread::JoinHandle<anyhow::Result<()>>) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !handle.is_finished() {
+        anyhow::ensure!(Instant::now() < deadline, "a delivery loop did not end within 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    handle.join().map_err(|_| anyhow::anyhow!("a delivery loop panicked"))?
+}
+
+async fn wait_for(flag: &AtomicBool, what: &str) -> TestResult {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !flag.load(Ordering::SeqCst) {
+        anyhow::ensure!(Instant::now() < deadline, "{what} did not happen within 10 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_loop_that_lost_its_row_cannot_fail_it_under_the_loop_now_sending_it() -> TestResult {
+    // Defence in depth behind the fence: every write of a loop is conditional on its token.
+    // The fence is bypassed on purpose here: loop A is frozen just before its SMTP transaction
+    // while its row is handed to loop B (as the reaper does after an expiry). A wakes, sends,
+    // and the server rejects A's copy. A's `failed` must not land on the row B is delivering:
+    // B's 250 would then go unrecorded and a delivered message would read "failed".
+    let h = SendHarness::new(1).await?;
+    let rejected_once = FaultRule::new("reader1@", FaultAction::RejectData("554 5.7.1 Rejected".into())).times(1);
+    h.sink.set_faults(Faults::none().with_rule(rejected_once));
+    let campaign = h.campaign("Fenced writes", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    let flag = || Arc::new(AtomicBool::new(false));
+    let (a_reached, a_go, b_reached, b_go) = (flag(), flag(), flag(), flag());
+    let mut a = h.worker(&identity, Some(hold_before_smtp(a_reached.clone(), a_go.clone())));
+    let mut b = h.worker(&identity, Some(hold_before_smtp(b_reached.clone(), b_go.clone())));
+    // A lease long enough that a frozen loop's fence stays open through the freeze.
+    for cx in [&mut a, &mut b] {
+        Arc::make_mut(&mut cx.config).lease = Duration::from_secs(30);
+    }
+    let run_a = deliver_apart(&h, a, campaign)?;
+    wait_for(&a_reached, "A's claim").await?;
+    // The reaper's give-back while A lives: queued again, A's token left on the row.
+    sqlx::query("UPDATE sends SET status = 'queued', armed = false WHERE campaign_id = $1")
+        .bind(campaign)
+        .execute(&h.app.owner)
+        .await?;
+    let run_b = deliver_apart(&h, b, campaign)?;
+    wait_for(&b_reached, "B's claim").await?;
+    a_go.store(true, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while h.sink.faults_injected() == 0 {
+        anyhow::ensure!(Instant::now() < deadline, "A's copy never reached the server");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Time for A's `failed` write, then B sends.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    b_go.store(true, Ordering::SeqCst);
+    join_apart(run_b).await?;
+    join_apart(run_a).await?;
+    let (status, reason): (String, Option<String>) =
+        sqlx::query_as("SELECT status, reason FROM sends WHERE campaign_id = $1")
+            .bind(campaign)
+            .fetch_one(&h.app.owner)
+            .await?;
+    assert_eq!((status.as_str(), h.sink.accepted_count()), ("sent", 1), "{reason:?}");
+    assert_eq!(h.status(campaign).await?.status.as_str(), "sent");
     Ok(())
 }
