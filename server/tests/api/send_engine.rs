@@ -496,3 +496,50 @@ async fn a_loop_that_lost_its_row_cannot_fail_it_under_the_loop_now_sending_it()
     assert_eq!(h.status(campaign).await?.status.as_str(), "sent");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_250_whose_record_loses_its_connection_is_recorded_on_a_new_one() -> TestResult {
+    // The measured defect: the 250's write returned the database error, so a dropped connection
+    // turned a delivered message into a re-send. Here the `sent` write is made to wait on a row
+    // lock, its backend is terminated mid-statement, and it must land once the lock goes.
+    let h = SendHarness::new(1).await?;
+    let campaign = h.campaign("Acknowledged", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    let (reached, go) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let mut cx = h.worker(&identity, Some(hold_before_smtp(reached.clone(), go.clone())));
+    Arc::make_mut(&mut cx.config).ack_batch = 1;
+    Arc::make_mut(&mut cx.config).lease = Duration::from_secs(30);
+    let run = deliver_apart(&h, cx, campaign)?;
+    wait_for(&reached, "the claim").await?;
+    // Hold the row: the 250's write will wait for it.
+    let mut holder = h.app.owner.begin().await?;
+    sqlx::query("SELECT id FROM sends WHERE campaign_id = $1 FOR UPDATE").bind(campaign).execute(&mut *holder).await?;
+    go.store(true, Ordering::SeqCst);
+    assert!(h.sink.wait_for_count(1, Duration::from_secs(10)).await, "the message went out");
+    // The write is waiting on the lock: drop its connection under it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let terminated: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%record_sent%') t",
+        )
+        .fetch_one(&h.app.owner)
+        .await?;
+        if terminated > 0 {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the 250's write never waited on the row");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    holder.commit().await?;
+    join_apart(run).await?;
+    let (status, ambiguous): (String, i32) =
+        sqlx::query_as("SELECT status, ambiguous FROM sends WHERE campaign_id = $1")
+            .bind(campaign)
+            .fetch_one(&h.app.owner)
+            .await?;
+    assert_eq!((status.as_str(), ambiguous, h.sink.accepted_count()), ("sent", 0, 1));
+    Ok(())
+}
