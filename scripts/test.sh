@@ -5,7 +5,8 @@
 #
 #   1. cargo fmt --check
 #   2. clippy, native (engine + server, all targets) and wasm (frontend), warnings denied
-#   3. cargo test (engine + server; the Rust tests make a fresh database per test)
+#   3. cargo test (engine + server; the Rust tests make a fresh database per test, owned by an
+#      ordinary role that is not a superuser, whatever DATABASE_URL names)
 #   4. cargo leptos build, then the Playwright suite against a real `herald serve` on a fresh
 #      database, with the dev mail catcher (skip with SKIP_E2E=1 for a quick local run; run only
 #      this step with E2E_ONLY=1, and pass Playwright arguments in PLAYWRIGHT_ARGS, e.g.
@@ -90,8 +91,11 @@ e2e_smtp=127.0.0.1:2626
 e2e_base="http://$e2e_bind"
 e2e_dir="$HERALD_ROOT/.herald/e2e"
 e2e_log="$e2e_dir/server.log"
+# The server migrates and runs as an ordinary owner (not a superuser, not BYPASSRLS), as on
+# managed Postgres; the command creates that role when DATABASE_URL is a superuser's.
+owner_url="$(RUST_LOG=error "$herald_bin" dev ordinary-owner | tail -n 1)" || die "could not set up the ordinary owner role"
 e2e_db="herald_e2e_$(date +%Y%m%d%H%M%S)_$$"
-e2e_url="$(db_url_with_name "$DATABASE_URL" "$e2e_db")"
+e2e_url="$(db_url_with_name "$owner_url" "$e2e_db")"
 server_pid=""
 
 cleanup() {
@@ -107,7 +111,7 @@ cleanup() {
     wait "$server_pid" 2>/dev/null || true
   fi
   # WITH (FORCE) ends the runtime role's pooled connections if the server did not.
-  psql "$DATABASE_URL" -qc "DROP DATABASE IF EXISTS \"$e2e_db\" WITH (FORCE)" >/dev/null 2>&1 ||
+  psql "$owner_url" -qc "DROP DATABASE IF EXISTS \"$e2e_db\" WITH (FORCE)" >/dev/null 2>&1 ||
     warn "could not drop database $e2e_db"
   exit "$status"
 }
@@ -120,7 +124,7 @@ if curl -fsS -o /dev/null --max-time 2 "$e2e_base/healthz" 2>/dev/null; then
 fi
 
 log "Creating database $e2e_db"
-psql "$DATABASE_URL" -qc "CREATE DATABASE \"$e2e_db\"" >/dev/null
+psql "$owner_url" -qc "CREATE DATABASE \"$e2e_db\"" >/dev/null
 
 rm -rf "$e2e_dir"
 mkdir -p "$e2e_dir"

@@ -386,11 +386,16 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed);
     let pg = OwnedPostgres::start().await?;
-    let owner_url = pg.url("postgres");
-    sqlx::query("CREATE DATABASE herald").execute(&PgPool::connect(&owner_url).await?).await?;
-    let owner_url = pg.url("herald");
+    // Migrated and run as an ordinary owner, as on managed Postgres; `owner` below is the
+    // inspector (the owner's privileges and every workspace's rows, not a superuser).
+    crate::ordinary_owner::ensure(&pg.url("postgres")).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE herald OWNER {}", crate::ordinary_owner::OWNER_ROLE)))
+        .execute(&PgPool::connect(&pg.url("postgres")).await?)
+        .await?;
+    let owner_url = crate::ordinary_owner::with_user(&pg.url("herald"), crate::ordinary_owner::OWNER_ROLE)?;
     herald_engine::infra::migrate::run(&owner_url).await?;
-    let owner = sqlx::postgres::PgPoolOptions::new().max_connections(4).connect(&owner_url).await?;
+    let inspector_url = crate::ordinary_owner::with_user(&pg.url("herald"), crate::ordinary_owner::INSPECTOR_ROLE)?;
+    let owner = sqlx::postgres::PgPoolOptions::new().max_connections(4).connect(&inspector_url).await?;
     let db = Db::connect(&herald_engine::infra::db::runtime_url(&owner_url, None)?, 8).await?;
     let jobs = Jobs::new(&db);
 

@@ -21,6 +21,7 @@ pub mod blast;
 pub mod chaos;
 pub mod dkim;
 pub mod load;
+pub mod ordinary_owner;
 pub mod smtp_sink;
 
 /// What the benchmarks take from `herald`'s configuration, and a way to start its web server.

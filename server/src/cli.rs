@@ -91,6 +91,10 @@ enum Dev {
     ///
     /// Example: herald dev chaos --minutes 30
     Chaos(herald_devtools::chaos::ChaosArgs),
+    /// Print an ordinary owner's URL (not a superuser, not BYPASSRLS) for the server and
+    /// database in DATABASE_URL, creating the role when DATABASE_URL is a superuser's: the
+    /// browser tests run Herald as it runs on managed Postgres.
+    OrdinaryOwner,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -410,6 +414,11 @@ async fn run_dev(dev: Dev) -> anyhow::Result<()> {
             Ok(())
         }
         Dev::Chaos(args) => run_chaos(&args).await,
+        Dev::OrdinaryOwner => {
+            let url = std::env::var("DATABASE_URL").map_err(|_| anyhow::anyhow!("DATABASE_URL is not set"))?;
+            println!("{}", herald_devtools::ordinary_owner::ensure(&url).await?.owner_url);
+            Ok(())
+        }
         Dev::SmtpSink { listen, fail_rate, fail_reply, fail_at, reject_pattern, reject_reply, delay_ms } => {
             run_sink(listen, fail_rate, fail_reply, fail_at, reject_pattern, reject_reply, delay_ms).await
         }

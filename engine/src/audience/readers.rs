@@ -282,7 +282,7 @@ pub async fn bulk_action(
 ) -> Result<u64> {
     role.require(if *action == BulkAction::Delete { Role::Admin } else { Role::Author })?;
     // The target's ids, fixed once and passed to each step below as an array (not a temporary
-    // table: the runtime role may not create any, see `migrate::restrict_runtime_role`).
+    // table: the runtime role may not create any, see `migrate::restrict_database`).
     let mut tx = db.tenant_tx(tenant).await?;
     let mut q = QueryBuilder::<Postgres>::new("SELECT r.id FROM readers r WHERE r.tenant_id = ");
     q.push_bind(tenant);

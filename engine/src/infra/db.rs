@@ -16,6 +16,13 @@ use crate::error::Result;
 /// The role the app and workers run as (see the first migration).
 pub const RUNTIME_ROLE: &str = "herald_app";
 
+/// The `NOLOGIN` role that owns the `SECURITY DEFINER` functions which work across workspaces
+/// (scheduled starts, the reaper, claims, tracking writes, slug and key look-ups). Every table
+/// under row-level security has a policy granting it every row, and no other role gets that:
+/// not the runtime role, and not the owner, whose own queries (the CLI, migrations' DDL) stay
+/// under `FORCE` like everyone else's. See `migrate::grant_system_role`.
+pub const SYSTEM_ROLE: &str = "herald_system";
+
 pub type Tx = Transaction<'static, Postgres>;
 
 #[derive(Clone, Debug)]

@@ -1,27 +1,78 @@
 //! Schema migrations, run as the database owner (the `DATABASE_URL` role), never as the runtime
 //! role. Herald's migrations and apalis's job-queue migrations keep separate history tables
 //! (`public._sqlx_migrations`, `apalis._sqlx_migrations`).
+//!
+//! The owner need not be a superuser (no managed Postgres offers one). Tables are `FORCE ROW
+//! LEVEL SECURITY`, so the owner's own queries see no workspace's rows, just as the runtime
+//! role's do. The few paths that must work across workspaces are `SECURITY DEFINER` functions
+//! owned by [`SYSTEM_ROLE`], a `NOLOGIN` role that every table's `<table>_system` policy lets
+//! see every row ([`grant_system_role`] keeps both true after every run). While migrations run,
+//! and only then, the owner is a member of that role, so a data migration (a backfill) sees the
+//! rows it copies; afterwards the membership is taken back, so the CLI and ad-hoc queries as the
+//! owner stay under `FORCE`.
 
-use sqlx::PgPool;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgConnection, PgPool};
 
-use crate::infra::db::{Db, RUNTIME_ROLE};
+use crate::infra::db::{Db, RUNTIME_ROLE, SYSTEM_ROLE};
 
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 
-/// Creates the runtime role if needed, applies Herald's and apalis's migrations, and grants the
-/// runtime role what it needs on the job queue's schema.
+/// Serialises migrating processes (two `herald serve` starting at once): one must not take the
+/// owner's system membership away while the other's data migration still needs it.
+const MIGRATION_LOCK: i64 = 0x6865_7261_6c64_6d67; // "heraldmg"
+
+/// Creates the runtime and system roles if needed, applies Herald's and apalis's migrations,
+/// and grants the runtime role what it needs on the job queue's schema.
 pub async fn run(owner_url: &str) -> anyhow::Result<()> {
     let pool = PgPoolOptions::new().max_connections(2).connect(owner_url).await?;
-    run_on(&pool).await?;
+    let result = run_on(&pool).await;
     pool.close().await;
-    Ok(())
+    result
 }
 
 pub async fn run_on(pool: &PgPool) -> anyhow::Result<()> {
-    ensure_runtime_role(pool).await?;
-    MIGRATOR.run(pool).await?;
+    run_until(pool, None).await
+}
+
+/// [`run_on`], applying Herald's migrations only up to version `target` when given (the data
+/// migrations' tests seed a database between two versions).
+pub async fn run_until(pool: &PgPool, target: Option<i64>) -> anyhow::Result<()> {
+    let mut conn = pool.acquire().await?;
+    ensure_roles(&mut conn).await?;
+    let owner: String = sqlx::query_scalar("SELECT current_user::text").fetch_one(&mut *conn).await?;
+    if let Some(problem) = runtime_role_problem(&mut conn, RUNTIME_ROLE, Some(&owner)).await? {
+        anyhow::bail!("{problem}");
+    }
+
+    sqlx::query("SELECT pg_advisory_lock($1)").bind(MIGRATION_LOCK).execute(&mut *conn).await?;
+    let migrated = migrate_as_system(&mut conn, pool, target).await;
+    // Taken back even when a migration failed: the owner must not keep seeing every workspace.
+    let left = owner_membership(&mut conn, false).await;
+    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)").bind(MIGRATION_LOCK).execute(&mut *conn).await;
+    migrated?;
+    left?;
+    unlocked?;
+    let database: String = sqlx::query_scalar("SELECT current_database()::text").fetch_one(&mut *conn).await?;
+    restrict_database(pool, &database).await
+}
+
+/// The last migration written before the system role existed. Migrations 10 and 13 backfill
+/// tables they have just put under `FORCE` in the same file, before any policy could let the
+/// system role write them: with its view of every workspace they would fail on a database with
+/// data. So, as before, they run as the owner alone (on a managed server their backfills see no
+/// rows), and migration 27 makes each backfill again with the system role's view.
+const LAST_WITHOUT_SYSTEM_ROLE: i64 = 20261127000026;
+
+async fn migrate_as_system(conn: &mut PgConnection, pool: &PgPool, target: Option<i64>) -> anyhow::Result<()> {
+    MIGRATOR.run_to(target.unwrap_or(i64::MAX).min(LAST_WITHOUT_SYSTEM_ROLE), &mut *conn).await?;
+    owner_membership(conn, true).await?;
+    grant_system_role(conn).await?;
+    match target {
+        Some(version) => MIGRATOR.run_to(version, &mut *conn).await?,
+        None => MIGRATOR.run(&mut *conn).await?,
+    }
     apalis_postgres::PostgresStorage::<()>::setup(pool)
         .await
         .map_err(|e| anyhow::anyhow!("job queue migrations: {e}"))?;
@@ -32,10 +83,68 @@ pub async fn run_on(pool: &PgPool) -> anyhow::Result<()> {
         format!("GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA apalis TO {RUNTIME_ROLE}"),
         format!("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA apalis TO {RUNTIME_ROLE}"),
     ] {
-        sqlx::query(sqlx::AssertSqlSafe(stmt)).execute(pool).await?;
+        sqlx::query(sqlx::AssertSqlSafe(stmt)).execute(&mut *conn).await?;
     }
-    let database: String = sqlx::query_scalar("SELECT current_database()::text").fetch_one(pool).await?;
-    restrict_database(pool, &database).await
+    grant_system_role(conn).await
+}
+
+/// Makes the migrating owner a member of the system role (`on`), or takes that back. A
+/// superuser is left alone: row-level security never applies to it.
+async fn owner_membership(conn: &mut PgConnection, on: bool) -> anyhow::Result<()> {
+    let verb = if on { "GRANT %I TO %I" } else { "REVOKE %I FROM %I" };
+    let sql = format!(
+        "DO $$ BEGIN
+           IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+             EXECUTE format('{verb}', '{SYSTEM_ROLE}', current_user);
+           END IF;
+         END $$"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *conn).await.map_err(|e| {
+        anyhow::anyhow!(
+            "the database owner cannot {} membership of {SYSTEM_ROLE} ({e}); give it CREATEROLE, or ADMIN OPTION on {SYSTEM_ROLE}",
+            if on { "grant itself" } else { "give up" }
+        )
+    })?;
+    Ok(())
+}
+
+/// The system role's share, made true after every run so a new migration needs nothing
+/// special: every table under row-level security has a `<table>_system` policy letting the
+/// system role see and write every row, the role may use every table and sequence, and every
+/// `SECURITY DEFINER` function is the system role's (so it runs with the role's policies, not
+/// the owner's, which match nothing under `FORCE`). Changing a function's owner needs CREATE on
+/// its schema for the new owner; that is given for the moment it takes.
+pub async fn grant_system_role(conn: &mut PgConnection) -> anyhow::Result<()> {
+    let sql = format!(
+        "DO $$
+         DECLARE
+           item record;
+         BEGIN
+           GRANT USAGE, CREATE ON SCHEMA public TO {SYSTEM_ROLE};
+           GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {SYSTEM_ROLE};
+           GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {SYSTEM_ROLE};
+           FOR item IN
+             SELECT c.relname FROM pg_class c
+             WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p') AND c.relrowsecurity
+               AND NOT EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND p.polname = c.relname || '_system')
+           LOOP
+             EXECUTE format('CREATE POLICY %I ON %I FOR ALL TO {SYSTEM_ROLE} USING (true) WITH CHECK (true)',
+                            item.relname || '_system', item.relname);
+           END LOOP;
+           FOR item IN
+             SELECT p.oid::regprocedure AS f FROM pg_proc p
+             WHERE p.pronamespace = 'public'::regnamespace AND p.prosecdef AND p.proowner <> '{SYSTEM_ROLE}'::regrole
+           LOOP
+             EXECUTE format('ALTER FUNCTION %s OWNER TO {SYSTEM_ROLE}', item.f);
+           END LOOP;
+           REVOKE CREATE ON SCHEMA public FROM {SYSTEM_ROLE};
+         END $$"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot give the cross-workspace functions to {SYSTEM_ROLE}: {e}"))?;
+    Ok(())
 }
 
 /// Takes TEMPORARY on `database` away from every role but its owner (Postgres grants it to
@@ -53,17 +162,31 @@ pub async fn restrict_database(pool: &PgPool, database: &str) -> anyhow::Result<
     Ok(())
 }
 
-/// Roles are cluster-wide, so this is idempotent and tolerates a concurrent creator.
-async fn ensure_runtime_role(pool: &PgPool) -> anyhow::Result<()> {
+/// Creates the runtime role and the system role unless they exist. Roles are cluster-wide, so
+/// this is idempotent and tolerates a concurrent creator.
+pub async fn ensure_roles(conn: &mut PgConnection) -> anyhow::Result<()> {
+    for (role, attributes) in [
+        (RUNTIME_ROLE, "LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE"),
+        (SYSTEM_ROLE, "NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOINHERIT"),
+    ] {
+        ensure_role(conn, role, attributes).await?;
+    }
+    Ok(())
+}
+
+async fn ensure_role(conn: &mut PgConnection, role: &str, attributes: &str) -> anyhow::Result<()> {
     let sql = format!(
         "DO $$ BEGIN
-           IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{RUNTIME_ROLE}') THEN
-             CREATE ROLE {RUNTIME_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;
+           IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{role}') THEN
+             CREATE ROLE {role} {attributes};
            END IF;
          EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL;
          END $$"
     );
-    sqlx::query(sqlx::AssertSqlSafe(sql)).execute(pool).await?;
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot create the database role {role} ({e}); give the owner CREATEROLE"))?;
     Ok(())
 }
 
@@ -74,16 +197,59 @@ pub async fn is_current(db: &Db) -> crate::Result<bool> {
     Ok(MIGRATOR.iter().filter(|m| m.migration_type.is_up_migration()).all(|m| applied.contains(&m.version)))
 }
 
-/// Refuses to run as a role that row-level security would not apply to.
+/// Refuses to run as a role that row-level security would not hold to its own workspace.
 pub async fn check_runtime_role(db: &Db) -> anyhow::Result<()> {
-    let (user, superuser, bypass): (String, bool, bool) =
-        sqlx::query_as("SELECT rolname::text, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
-            .fetch_one(db.pool())
-            .await?;
-    if superuser || bypass {
-        anyhow::bail!(
-            "the runtime database role {user} is a superuser or BYPASSRLS; row-level security would not apply"
-        );
+    let mut conn = db.pool().acquire().await?;
+    let role: String = sqlx::query_scalar("SELECT current_user::text").fetch_one(&mut *conn).await?;
+    match runtime_role_problem(&mut conn, &role, None).await? {
+        Some(problem) => anyhow::bail!("{problem}"),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Why `role` must not be the runtime role, as one line saying what to change: it is a
+/// superuser or `BYPASSRLS`, owns one of Herald's tables (`FORCE` aside, an owner can turn row
+/// security off), or is a member of the owner (`owner`, or whoever owns Herald's tables) or of
+/// the system role (whose policies see every workspace).
+pub async fn runtime_role_problem(
+    conn: &mut PgConnection,
+    role: &str,
+    owner: Option<&str>,
+) -> anyhow::Result<Option<String>> {
+    let row: Option<(bool, bool, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT r.rolsuper, r.rolbypassrls,
+                (SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE c.relowner = r.oid AND n.nspname IN ('public', 'apalis') LIMIT 1),
+                (SELECT o.rolname::text FROM pg_roles o
+                  WHERE o.oid <> r.oid AND pg_has_role(r.oid, o.oid, 'MEMBER')
+                    AND (o.rolname = $2 OR o.rolname = $3
+                         OR o.oid IN (SELECT c.relowner FROM pg_class c
+                                      WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'))
+                  ORDER BY o.rolname LIMIT 1)
+         FROM pg_roles r WHERE r.rolname = $1",
+    )
+    .bind(role)
+    .bind(owner)
+    .bind(SYSTEM_ROLE)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some((superuser, bypass, owned, member_of)) = row else {
+        return Ok(None);
+    };
+    Ok(if superuser || bypass {
+        Some(format!(
+            "the runtime database role {role} is a superuser or BYPASSRLS, so row-level security would not apply to it; run: ALTER ROLE {role} NOSUPERUSER NOBYPASSRLS"
+        ))
+    } else if let Some(table) = owned {
+        Some(format!(
+            "the runtime database role {role} owns {table}, so it could turn row-level security off; run: ALTER TABLE {table} OWNER TO {}",
+            owner.unwrap_or("<the owner of Herald's other tables>")
+        ))
+    } else {
+        member_of.map(|other| {
+            format!(
+                "the runtime database role {role} is a member of {other}, so it could see every workspace; run: REVOKE {other} FROM {role}"
+            )
+        })
+    })
 }

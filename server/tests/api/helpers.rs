@@ -22,10 +22,25 @@ pub use herald_types::{Role, UserId};
 pub type TestResult = anyhow::Result<()>;
 
 static TEMPLATE: OnceCell<String> = OnceCell::const_new();
+static ROLES: OnceCell<herald_devtools::ordinary_owner::OrdinaryOwner> = OnceCell::const_new();
 
-fn owner_url() -> String {
-    std::env::var("DATABASE_URL")
-        .expect("DATABASE_URL must point at a Postgres superuser for the tests (make test sets it)")
+/// The ordinary owner's and the inspector's URLs (see `herald_devtools::ordinary_owner`), made
+/// from whatever `DATABASE_URL` the tests are given: Herald is tested as it runs on managed
+/// Postgres, never as a superuser.
+async fn roles() -> &'static herald_devtools::ordinary_owner::OrdinaryOwner {
+    ROLES
+        .get_or_try_init(|| async {
+            let url = std::env::var("DATABASE_URL")
+                .map_err(|_| anyhow::anyhow!("DATABASE_URL must point at a Postgres server (make test sets it)"))?;
+            herald_devtools::ordinary_owner::ensure(&url).await
+        })
+        .await
+        .expect("the test roles can be set up")
+}
+
+/// The ordinary owner's URL on the database named in `DATABASE_URL`.
+async fn owner_url() -> String {
+    roles().await.owner_url.clone()
 }
 
 fn url_with_db(url: &str, db: &str) -> String {
@@ -34,8 +49,13 @@ fn url_with_db(url: &str, db: &str) -> String {
     u.to_string()
 }
 
+/// The inspector's URL for database `db`: the tests' assertions behind the runtime role's back.
+pub async fn inspector_url(db: &str) -> String {
+    url_with_db(&roles().await.inspector_url, db)
+}
+
 async fn admin_pool() -> anyhow::Result<PgPool> {
-    Ok(PgPoolOptions::new().max_connections(1).connect(&owner_url()).await?)
+    Ok(PgPoolOptions::new().max_connections(1).connect(&owner_url().await).await?)
 }
 
 /// Migrates a template database once per test process; each test copies it (fast) instead of
@@ -59,7 +79,7 @@ async fn template() -> anyhow::Result<String> {
                     .await;
             }
             sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(&admin).await?;
-            herald_engine::infra::migrate::run(&url_with_db(&owner_url(), &name)).await?;
+            herald_engine::infra::migrate::run(&url_with_db(&owner_url().await, &name)).await?;
             Ok::<_, anyhow::Error>(name)
         })
         .await
@@ -70,7 +90,9 @@ pub struct TestApp {
     pub base: String,
     pub app: herald_app::ssr::AppState,
     pub sink: herald_devtools::smtp_sink::MailSink,
-    /// Owner (superuser) connection to this test's database, for assertions behind RLS's back.
+    /// The inspector's connection to this test's database, for set-up and assertions behind
+    /// the runtime role's back: the owner's privileges and every workspace's rows, but not a
+    /// superuser (`herald_devtools::ordinary_owner`).
     pub owner: PgPool,
     pub db_url: String,
     /// Counters of the tracking endpoints' write buffer.
@@ -135,7 +157,16 @@ pub async fn fresh_database() -> anyhow::Result<String> {
     }
     herald_engine::infra::migrate::restrict_database(&admin, &db).await?;
     admin.close().await;
-    Ok(url_with_db(&owner_url(), &db))
+    Ok(url_with_db(&owner_url().await, &db))
+}
+
+/// An empty database (not migrated) owned by the ordinary owner; returns the owner's URL.
+pub async fn fresh_empty_database() -> anyhow::Result<String> {
+    let db = format!("herald_t_{}_{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    let admin = admin_pool().await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{db}\""))).execute(&admin).await?;
+    admin.close().await;
+    Ok(url_with_db(&owner_url().await, &db))
 }
 
 async fn try_spawn_app(extra: &[(&str, &str)]) -> anyhow::Result<TestApp> {
@@ -163,7 +194,7 @@ async fn try_spawn_app(extra: &[(&str, &str)]) -> anyhow::Result<TestApp> {
     let hits = app.hit_counters.clone();
     let (stop, rx) = tokio::sync::watch::channel(false);
     let task = Some(tokio::spawn(app.run(rx)));
-    let owner = PgPoolOptions::new().max_connections(2).connect(&db_url).await?;
+    let owner = PgPoolOptions::new().max_connections(2).connect(&inspector_url(&db).await).await?;
     let workers = vars.get("HERALD_RUN_WORKERS").is_none_or(|v| v != "false");
     Ok(TestApp { base: format!("http://127.0.0.1:{port}"), app: state, sink, owner, db_url, hits, workers, stop, task })
 }

@@ -1,6 +1,8 @@
 //! Integration tests: the real app on a random port, a fresh Postgres database per test (copied
 //! from a template migrated once per run), real SMTP into the project's own mail sink.
-//! Needs `DATABASE_URL` (an owner/superuser connection); `make test` provides one.
+//! Needs `DATABASE_URL` (`make test` provides one). Whatever role it names, the tests migrate and
+//! run as an ordinary owner that is not a superuser, as on managed Postgres
+//! (`herald_devtools::ordinary_owner`).
 
 mod helpers;
 
@@ -20,6 +22,7 @@ mod email_verification;
 mod imports;
 mod invites;
 mod operability;
+mod owner_role;
 mod recurring;
 mod roles;
 mod security;

@@ -1,0 +1,282 @@
+//! Herald on a database whose owner is an ordinary role, as every managed Postgres gives: the
+//! cross-workspace paths work (they run as the system role), the owner's own queries and the
+//! runtime role's still see one workspace or none, data migrations copy existing rows, the
+//! reader search keeps its index, and an unsafe runtime role is refused with what to change.
+
+use crate::cli::herald;
+use crate::helpers::*;
+use herald_engine::TenantId;
+use herald_engine::infra::db::{RUNTIME_ROLE, SYSTEM_ROLE};
+use herald_engine::infra::migrate;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, PgConnection};
+use std::process::Command;
+
+#[tokio::test]
+async fn cross_workspace_functions_work_when_the_owner_is_not_a_superuser() -> TestResult {
+    let t = two_tenants().await;
+    let owner = PgPoolOptions::new().max_connections(1).connect(&t.app.db_url).await?;
+    // The set-up itself: the tests' owner is an ordinary role (a superuser would hide the bug).
+    let (superuser, bypass): (bool, bool) =
+        sqlx::query_as("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+            .fetch_one(&owner)
+            .await?;
+    assert!(!superuser && !bypass, "the tests must run as an ordinary owner");
+
+    // The owner itself stays under FORCE: migrations gave back their view of every workspace.
+    let owner_sees: i64 = sqlx::query_scalar("SELECT count(*) FROM tenants").fetch_one(&owner).await?;
+    assert_eq!(owner_sees, 0, "the owner's own queries must see no workspace");
+
+    // A SECURITY DEFINER look-up across workspaces, as the hosted pages and the CLI make it.
+    let slug: String = sqlx::query_scalar("SELECT slug FROM tenants WHERE id = $1::uuid")
+        .bind(&t.a_id)
+        .fetch_one(&t.app.owner)
+        .await?;
+    let found: Option<uuid::Uuid> =
+        sqlx::query_scalar("SELECT tenant_id_for_slug($1)").bind(&slug).fetch_one(t.app.app.db.pool()).await?;
+    assert_eq!(found.map(|u| u.to_string()), Some(t.a_id.clone()));
+    // ... and from the operator's CLI (main at ae53492 answered "no workspace with slug").
+    let (ok, key, err) = herald(&t.app, &["admin", "create-api-key", "--workspace", &slug], "");
+    assert!(ok && key.trim().starts_with("hrld_"), "{key} {err}");
+
+    // Every definer function belongs to the system role, every RLS table lets it see its rows.
+    let not_system: Vec<String> = sqlx::query_scalar(
+        "SELECT p.oid::regprocedure::text FROM pg_proc p
+         WHERE p.pronamespace = 'public'::regnamespace AND p.prosecdef AND p.proowner <> $1::regrole",
+    )
+    .bind(SYSTEM_ROLE)
+    .fetch_all(&t.app.owner)
+    .await?;
+    assert!(not_system.is_empty(), "SECURITY DEFINER functions not owned by {SYSTEM_ROLE}: {not_system:?}");
+    let without: Vec<String> = sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_class c
+         WHERE c.relnamespace = 'public'::regnamespace AND c.relrowsecurity
+           AND NOT EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND $1::regrole = ANY (p.polroles))",
+    )
+    .bind(SYSTEM_ROLE)
+    .fetch_all(&t.app.owner)
+    .await?;
+    assert!(without.is_empty(), "tables without a policy for {SYSTEM_ROLE}: {without:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_runtime_role_cannot_become_the_system_role_or_see_another_workspace() -> TestResult {
+    let t = two_tenants().await;
+    let a: TenantId = t.a_id.parse()?;
+    let mut tx = t.app.app.db.tenant_tx(a).await?;
+    let tenants: Vec<String> = sqlx::query_scalar("SELECT id::text FROM tenants").fetch_all(&mut *tx).await?;
+    assert_eq!(tenants, vec![t.a_id.clone()]);
+    let memberships: i64 = sqlx::query_scalar("SELECT count(*) FROM memberships WHERE tenant_id = $1::uuid")
+        .bind(&t.b_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    assert_eq!(memberships, 0, "workspace B's members leaked into A's transaction");
+    tx.rollback().await?;
+    let mut conn = t.app.app.db.pool().acquire().await?;
+    let became = sqlx::query(sqlx::AssertSqlSafe(format!("SET ROLE {SYSTEM_ROLE}"))).execute(&mut *conn).await;
+    assert!(became.is_err(), "the runtime role could take the system role");
+    let member: bool = sqlx::query_scalar("SELECT pg_has_role(current_user, $1, 'MEMBER')")
+        .bind(SYSTEM_ROLE)
+        .fetch_one(&mut *conn)
+        .await?;
+    assert!(!member);
+    Ok(())
+}
+
+/// Migration 10 backfills `list_counts` from `subscriptions`, migration 13 `audience_daily`
+/// and `campaign_stats`: run by an ordinary owner they copy nothing (FORCE hides every row), and
+/// migration 27 makes each backfill again with the system role's view. Seeded in two workspaces
+/// before 10 and before 13; checked after 27, and the owner keeps no view of its own.
+#[tokio::test]
+async fn data_migrations_copy_every_workspaces_rows_as_an_ordinary_owner() -> TestResult {
+    let url = fresh_empty_database().await?;
+    let owner = PgPoolOptions::new().max_connections(2).connect(&url).await?;
+    let db = url.rsplit('/').next().unwrap_or_default().to_string();
+    migrate::run_until(&owner, Some(20261122000009)).await?;
+    let inspector = PgPoolOptions::new().max_connections(1).connect(&inspector_url(&db).await).await?;
+
+    let mut lists = Vec::new();
+    for (n, slug) in ["one", "two"].into_iter().enumerate() {
+        let tenant = uuid::Uuid::new_v4();
+        let list = uuid::Uuid::new_v4();
+        sqlx::query("INSERT INTO tenants (id, name, slug) VALUES ($1, $2, $2)")
+            .bind(tenant)
+            .bind(slug)
+            .execute(&inspector)
+            .await?;
+        sqlx::query("INSERT INTO lists (id, tenant_id, name, slug) VALUES ($1, $2, 'L', 'l')")
+            .bind(list)
+            .bind(tenant)
+            .execute(&inspector)
+            .await?;
+        // n + 3 confirmed and 2 unsubscribed readers each.
+        sqlx::query(
+            "WITH r AS (INSERT INTO readers (tenant_id, email)
+                        SELECT $1, 'r' || g || '@example.com' FROM generate_series(1, $3) g RETURNING id)
+             INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at, unsubscribed_at)
+             SELECT $1, $2, id, CASE WHEN row_number() OVER (ORDER BY id) <= 2 THEN 'unsubscribed' ELSE 'confirmed' END,
+                    now() - interval '2 days', CASE WHEN row_number() OVER (ORDER BY id) <= 2 THEN now() END
+             FROM r",
+        )
+        .bind(tenant)
+        .bind(list)
+        .bind(n as i32 + 5)
+        .execute(&inspector)
+        .await?;
+        lists.push((tenant, list, n as i64 + 3));
+    }
+
+    migrate::run_until(&owner, Some(20261122000012)).await?;
+    for (tenant, _, _) in &lists {
+        sqlx::query("INSERT INTO campaigns (id, tenant_id, name) VALUES ($1, $2, 'Before 13')")
+            .bind(uuid::Uuid::new_v4())
+            .bind(tenant)
+            .execute(&inspector)
+            .await?;
+    }
+
+    migrate::run_until(&owner, Some(20261127000027)).await?;
+    for (tenant, list, confirmed) in &lists {
+        let counts: Vec<(String, i64)> =
+            sqlx::query_as("SELECT status, n FROM list_counts WHERE list_id = $1 ORDER BY status")
+                .bind(list)
+                .fetch_all(&inspector)
+                .await?;
+        assert_eq!(counts, vec![("confirmed".into(), *confirmed), ("unsubscribed".into(), 2)], "list {list}");
+        let (subscribes, unsubscribes): (i64, i64) = sqlx::query_as(
+            "SELECT coalesce(sum(subscribes), 0)::bigint, coalesce(sum(unsubscribes), 0)::bigint
+             FROM audience_daily WHERE tenant_id = $1",
+        )
+        .bind(tenant)
+        .fetch_one(&inspector)
+        .await?;
+        assert_eq!((subscribes, unsubscribes), (confirmed + 2, 2), "workspace {tenant}");
+        let stats: i64 = sqlx::query_scalar("SELECT count(*) FROM campaign_stats WHERE tenant_id = $1")
+            .bind(tenant)
+            .fetch_one(&inspector)
+            .await?;
+        assert_eq!(stats, 1, "workspace {tenant}");
+    }
+
+    // The rest applies on top, and the owner is left without the system role's view.
+    migrate::run_on(&owner).await?;
+    let member: bool = sqlx::query_scalar("SELECT pg_has_role(current_user, $1, 'MEMBER')")
+        .bind(SYSTEM_ROLE)
+        .fetch_one(&owner)
+        .await?;
+    assert!(!member, "the owner kept the system role after migrating");
+    Ok(())
+}
+
+/// `search_readers` runs as the system role so that its LIKE (not leakproof) can use the
+/// trigram index, which row-level security would deny the runtime role. Read the plans at 100k
+/// readers: the system role's uses the index, the runtime role's cannot (so the test can tell).
+#[tokio::test]
+async fn the_reader_search_keeps_its_trigram_index_and_its_workspace() -> TestResult {
+    let t = two_tenants().await;
+    let (a, b): (TenantId, TenantId) = (t.a_id.parse()?, t.b_id.parse()?);
+    for tenant in [a, b] {
+        sqlx::query(
+            "INSERT INTO readers (tenant_id, email, name)
+             SELECT $1, 'reader' || g || '@example.com', '' FROM generate_series(1, 50000) g",
+        )
+        .bind(tenant)
+        .execute(&t.app.owner)
+        .await?;
+    }
+    sqlx::query("ANALYZE readers").execute(&t.app.owner).await?;
+    let query = "EXPLAIN (FORMAT JSON) SELECT r.id FROM readers r WHERE r.tenant_id = $1
+                 AND (lower(r.email) || ' ' || lower(r.name)) LIKE '%reader4242@%'";
+
+    let mut conn = t.app.owner.acquire().await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("SET ROLE {SYSTEM_ROLE}"))).execute(&mut *conn).await?;
+    let plan: serde_json::Value = sqlx::query_scalar(query).bind(a).fetch_one(&mut *conn).await?;
+    sqlx::query("RESET ROLE").execute(&mut *conn).await?;
+    assert!(plan.to_string().contains("readers_search_idx"), "the system role's plan: {plan}");
+
+    let mut tx = t.app.app.db.tenant_tx(a).await?;
+    let plan: serde_json::Value = sqlx::query_scalar(query).bind(a).fetch_one(&mut *tx).await?;
+    assert!(!plan.to_string().contains("readers_search_idx"), "the runtime role's plan: {plan}");
+
+    // Through the function, as the readers page calls it: one match, from A only.
+    let found: Vec<String> =
+        sqlx::query_scalar("SELECT email FROM search_readers('%reader4242@%', NULL, NULL, '{}', NULL, 50)")
+            .fetch_all(&mut *tx)
+            .await?;
+    assert_eq!(found, vec!["reader4242@example.com".to_string()]);
+    let ids_in_b: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM search_readers('%reader%', NULL, NULL, '{}', NULL, NULL) s WHERE s.tenant_id <> $1",
+    )
+    .bind(a)
+    .fetch_one(&mut *tx)
+    .await?;
+    assert_eq!(ids_in_b, 0, "the search crossed into another workspace");
+    Ok(())
+}
+
+/// `herald serve` refuses a runtime role that is a member of the owner, a member of the system
+/// role, or owns a table, with one line saying what to change; `herald migrate` runs the same
+/// check on `herald_app`, and a superuser is refused by name.
+#[tokio::test]
+async fn serve_refuses_a_runtime_role_that_could_see_every_workspace() -> TestResult {
+    let app = spawn_app().await;
+    let mut owner = PgConnection::connect(&app.db_url).await?;
+    let owner_name: String = sqlx::query_scalar("SELECT current_user::text").fetch_one(&mut owner).await?;
+    let role = format!("herald_t_rt_{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    let run = |sql: String| sqlx::query(sqlx::AssertSqlSafe(sql));
+    run(format!("CREATE ROLE {role} LOGIN")).execute(&mut owner).await?;
+    let runtime_url = herald_devtools::ordinary_owner::with_user(&app.db_url, &role)?;
+    let serve = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_herald"))
+            .arg("serve")
+            .env("DATABASE_URL", &app.db_url)
+            .env("HERALD_APP_DATABASE_URL", &runtime_url)
+            .env("HERALD_ENV", "development")
+            .env("HERALD_BIND", "127.0.0.1:0")
+            .env("HERALD_DEV_SMTP_BIND", "127.0.0.1:0")
+            .env("HERALD_SECRET_KEY", "test-secret-key-that-is-long-enough-0123456789")
+            .env("RUST_LOG", "error")
+            .output()
+            .expect("herald runs");
+        assert!(!out.status.success(), "herald serve started with an unsafe runtime role");
+        String::from_utf8_lossy(&out.stderr).trim().to_string()
+    };
+
+    let outcome = async {
+        run(format!("GRANT {owner_name} TO {role}")).execute(&mut owner).await?;
+        let err = serve();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("REVOKE {owner_name} FROM {role}")), "{err}");
+        run(format!("REVOKE {owner_name} FROM {role}")).execute(&mut owner).await?;
+
+        run(format!("GRANT {SYSTEM_ROLE} TO {role}")).execute(&mut owner).await?;
+        let err = serve();
+        assert!(err.contains(&format!("REVOKE {SYSTEM_ROLE} FROM {role}")), "{err}");
+        run(format!("REVOKE {SYSTEM_ROLE} FROM {role}")).execute(&mut owner).await?;
+
+        // The owner may act for the role to give it a table: the owner a member of the role,
+        // not the other way round (a role cannot be both).
+        run(format!("GRANT {role} TO {owner_name}")).execute(&mut owner).await?;
+        run(format!("GRANT CREATE ON SCHEMA public TO {role}")).execute(&mut owner).await?;
+        run("CREATE TABLE rogue (id int)".into()).execute(&mut owner).await?;
+        run(format!("ALTER TABLE rogue OWNER TO {role}")).execute(&mut owner).await?;
+        let err = serve();
+        assert!(err.contains("owns rogue") && err.contains("ALTER TABLE rogue OWNER TO"), "{err}");
+        run("DROP TABLE rogue".into()).execute(&mut owner).await?;
+
+        // herald_app as it is passes; a superuser is refused by name (as `herald migrate` would).
+        assert_eq!(migrate::runtime_role_problem(&mut owner, RUNTIME_ROLE, Some(&owner_name)).await?, None);
+        let superuser: String =
+            sqlx::query_scalar("SELECT rolname::text FROM pg_roles WHERE rolsuper ORDER BY oid LIMIT 1")
+                .fetch_one(&mut owner)
+                .await?;
+        let problem = migrate::runtime_role_problem(&mut owner, &superuser, Some(&owner_name)).await?;
+        assert!(problem.is_some_and(|p| p.contains(&format!("ALTER ROLE {superuser} NOSUPERUSER NOBYPASSRLS"))));
+        anyhow::Ok(())
+    }
+    .await;
+    let _ = run(format!("DROP OWNED BY {role}")).execute(&mut owner).await;
+    run(format!("DROP ROLE {role}")).execute(&mut owner).await?;
+    outcome
+}
