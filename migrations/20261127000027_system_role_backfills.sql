@@ -9,6 +9,9 @@
 
 -- Recounted from the subscriptions themselves; no subscription may change meanwhile, or a
 -- trigger's increment could be overwritten by a count taken before it.
+-- Waits at most 10 s for the lock (queued behind it, every subscription write would wait too);
+-- a busy database fails the migration, and the next start tries again.
+SET LOCAL lock_timeout = '10s';
 LOCK TABLE subscriptions IN SHARE MODE;
 INSERT INTO list_counts AS c (tenant_id, list_id, status, n)
 SELECT tenant_id, list_id, status, count(*) FROM subscriptions GROUP BY 1, 2, 3

@@ -25,7 +25,6 @@ use herald_engine::sending::mail::Mailer;
 use herald_engine::sending::smtp::{SmtpConnection, SmtpServer};
 use herald_engine::worker::WorkerSetup;
 use herald_engine::{Db, Role, TenantId};
-use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
 use crate::BenchEnv;
@@ -202,8 +201,8 @@ pub async fn run(args: SendBench, env: &BenchEnv) -> anyhow::Result<()> {
     );
 
     // Seeding goes through the owner role: it is set-up, not what is measured.
-    let owner = PgPoolOptions::new().max_connections(2).connect(&env.database_url).await?;
     let tenant = TenantId::new();
+    let owner = crate::owner_in_workspace(&env.database_url, tenant).await?;
     let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
     sqlx::query(
         "INSERT INTO tenants (id, name, slug, postal_address, default_from_name, default_from_email, campaign_mail_per_day)
@@ -723,8 +722,8 @@ pub async fn run_import(args: ImportBench, env: &BenchEnv) -> anyhow::Result<()>
     herald_engine::infra::migrate::run(&env.database_url).await?;
     let db = Db::connect(&env.app_database_url, env.db_max_connections).await?;
     herald_engine::infra::migrate::check_runtime_role(&db).await?;
-    let owner = PgPoolOptions::new().max_connections(2).connect(&env.database_url).await?;
     let tenant = TenantId::new();
+    let owner = crate::owner_in_workspace(&env.database_url, tenant).await?;
     let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
     sqlx::query("INSERT INTO tenants (id, name, slug) VALUES ($1, 'Import Bench', $2)")
         .bind(tenant)

@@ -842,6 +842,11 @@ async fn check(owner: &PgPool, sink: &MailSink, scene: &Scene, report: &mut Roun
             if received && row_status != "sent" && row_ambiguous == 0 {
                 v.push(format!("{}: {rcpt} got a copy but Herald says {row_status}, not ambiguous", c.name));
             }
+            // Per row, not only in sum: every copy beyond the first is counted on its own row.
+            let copies = got.get(&key(&rcpt)).map_or(0, |g| g.1.len());
+            if copies > 1 && copies - 1 > row_ambiguous as usize {
+                v.push(format!("{}: {rcpt} got {copies} copies but its row counts {row_ambiguous} ambiguous", c.name));
+            }
         }
         eprintln!(
             "chaos: {} {status}: {sent} sent, {distinct} readers received, {copies} copies, {ambiguous} ambiguous",

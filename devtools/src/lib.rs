@@ -51,6 +51,25 @@ pub struct Served {
     pub stop: BoxFuture<'static, anyhow::Result<()>>,
 }
 
+/// The owner's connections, each inside `tenant`'s workspace for its whole session: a
+/// benchmark's set-up and clean-up through the owner must pass row-level security like any
+/// other query (the owner is not a superuser on managed Postgres, nor in the tests).
+pub async fn owner_in_workspace(owner_url: &str, tenant: TenantId) -> anyhow::Result<sqlx::PgPool> {
+    Ok(PgPoolOptions::new()
+        .max_connections(2)
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                sqlx::query("SELECT set_config('app.tenant_id', $1, false)")
+                    .bind(tenant.to_string())
+                    .execute(conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .connect(owner_url)
+        .await?)
+}
+
 /// Runs `measure` in a workspace of its own, named `name` (with `from_email` as its
 /// transactional sender, if given), on an owner connection; deletes the workspace afterwards
 /// unless `keep`. Migrates first, as `herald serve` would.
@@ -65,8 +84,8 @@ where
     Fut: Future<Output = anyhow::Result<()>>,
 {
     herald_engine::infra::migrate::run(&env.database_url).await?;
-    let owner = PgPoolOptions::new().max_connections(2).connect(&env.database_url).await?;
     let tenant = TenantId::new();
+    let owner = owner_in_workspace(&env.database_url, tenant).await?;
     let slug = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     sqlx::query("INSERT INTO tenants (id, name, slug, transactional_from_email) VALUES ($1, $2, $3, $4)")
         .bind(tenant)

@@ -3,8 +3,8 @@
 //!
 //! - `herald_owner` (LOGIN, CREATEDB, CREATEROLE, NOSUPERUSER, NOBYPASSRLS) migrates and owns
 //!   the test databases, as `DATABASE_URL` does in a real deployment. It may signal other
-//!   backends (`pg_signal_backend`, as RDS's master user may), so dropping a test database can
-//!   end its runtime role's pooled connections.
+//!   backends and read their activity (`pg_signal_backend`, `pg_monitor`, as RDS's master user
+//!   may), so dropping a test database can end its runtime role's pooled connections.
 //! - `herald_inspector` (LOGIN, NOSUPERUSER, NOBYPASSRLS) is the tests' eyes behind the runtime
 //!   role's back: a member of the owner (its privileges, DDL included) and of the system role
 //!   (whose policies see every workspace). Nothing in the product connects as it.
@@ -56,6 +56,9 @@ pub async fn ensure(url: &str) -> anyhow::Result<OrdinaryOwner> {
              END $$"
         ),
         format!("GRANT pg_signal_backend TO {OWNER_ROLE}"),
+        // And read every session's activity (pg_monitor), as managed services' admin roles do:
+        // some tests find the runtime role's backend by its query to end it mid-statement.
+        format!("GRANT pg_monitor TO {OWNER_ROLE}"),
         format!("GRANT {OWNER_ROLE} TO {INSPECTOR_ROLE}"),
         // The owner creates the system role, as `herald migrate` would on a managed server, so
         // it holds the ADMIN OPTION a non-superuser needs to grant it (Postgres 16 and later).

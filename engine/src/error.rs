@@ -112,9 +112,16 @@ impl Error {
             | sqlx::Error::PoolClosed
             | sqlx::Error::WorkerCrashed => true,
             // Class 08 (connection exception), 57P01-57P03 (admin shutdown, crash shutdown,
-            // cannot connect now), 40001/40P01 (serialization, deadlock: safe to retry too).
+            // cannot connect now), 40001/40P01 (serialization, deadlock: safe to retry too),
+            // 57014 (statement cancelled: a timeout or an operator), 53300 (too many
+            // connections) and 25006 (a read-only transaction: connected to a standby during a
+            // failover). Each says nothing about the write itself, which may land next time.
             sqlx::Error::Database(db) => db.code().is_some_and(|c| {
-                c.starts_with("08") || matches!(c.as_ref(), "57P01" | "57P02" | "57P03" | "40001" | "40P01")
+                c.starts_with("08")
+                    || matches!(
+                        c.as_ref(),
+                        "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "57014" | "53300" | "25006"
+                    )
             }),
             _ => false,
         }

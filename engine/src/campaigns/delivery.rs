@@ -330,6 +330,17 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
     result
 }
 
+/// What the frequency cap decided for a claim's readers (see `Sender::apply_cap`).
+#[derive(Default)]
+struct CapDecision {
+    /// Readers whose marks moved to this campaign, with the marks they had.
+    moved: std::collections::HashMap<i64, (Option<DateTime<Utc>>, Option<Uuid>)>,
+    /// Readers held by another campaign's row that is not final yet.
+    deferred: HashSet<i64>,
+    /// Readers another campaign has mailed within the cap.
+    skipped: HashSet<i64>,
+}
+
 /// Takes the first free delivery slot of the campaign (its lease and number), or `None` when
 /// all are held.
 async fn take_slot(
@@ -424,6 +435,10 @@ impl Sender<'_> {
                     let window = cfg.ack_batch.max(1);
                     let arm: Vec<i64> = ready[i..].iter().take(window).map(|r| r.id).collect();
                     self.flush(&arm).await?;
+                    if !self.armed.contains(&row.id) {
+                        tracing::warn!(send = row.id, "not armed: the row is no longer this loop's; not sent");
+                        continue;
+                    }
                 }
                 cfg.fault(FaultPoint::BeforeSmtp, row.id)?;
                 match self.send_one(row, parts, unsubscribe).await? {
@@ -537,10 +552,13 @@ impl Sender<'_> {
             self.max_queue_age_hours as f64 * 3600.0 + self.campaign.spread_hours.unwrap_or(0.0) * 3600.0;
         let mut tx = self.cx.db.tenant_tx(tenant).await?;
         let mut rows: Vec<Claimed> = sqlx::query_as(
-            "WITH picked AS (
+            "WITH lease AS (
+                 SELECT token FROM leases WHERE token = $7 AND expires_at > clock_timestamp() FOR KEY SHARE
+             ), picked AS (
                  SELECT s.id FROM sends s
                  WHERE s.campaign_id = $2 AND s.status = 'queued' AND s.next_attempt_at <= now() AND s.id > $6
                    AND EXISTS (SELECT 1 FROM campaigns c WHERE c.tenant_id = $1 AND c.id = $2 AND c.status = 'sending')
+                   AND EXISTS (SELECT 1 FROM lease)
                  ORDER BY s.id LIMIT $3
                  FOR UPDATE SKIP LOCKED
              )
@@ -561,54 +579,49 @@ impl Sender<'_> {
         .bind(&self.campaign.list_ids)
         .bind(max_age_secs)
         .bind(self.cursor)
+        .bind(token)
         .fetch_all(&mut *tx)
         .await?;
         if rows.is_empty() {
             tx.commit().await?;
             return Ok(rows);
         }
-        // The frequency cap, atomically: the reader's last-mailed time moves only if the cap
-        // allows (or it is this campaign's own retry). Row locks on readers serialise two
-        // campaigns claiming the same reader at once. The old marks go on the send row, so a
-        // row that ends without being sent gives the reader back to other campaigns.
+        // The frequency cap, read at every claim (the author may change it mid-send), applied
+        // atomically: row locks on readers serialise two campaigns claiming the same reader.
         // With no cap the readers are not touched at all: rewriting every reader row per
         // campaign (and their search indexes) would cost more than the send itself. The cap
         // therefore counts mail sent after it was switched on.
+        self.frequency_cap_hours = sqlx::query_scalar("SELECT frequency_cap_hours FROM tenants WHERE id = $1")
+            .bind(tenant)
+            .fetch_one(&mut *tx)
+            .await?;
         let candidates: Vec<i64> = rows.iter().filter(|r| r.skip.is_none()).map(|r| r.reader_id).collect();
-        let mut previous: std::collections::HashMap<i64, (Option<DateTime<Utc>>, Option<Uuid>)> = Default::default();
-        let allowed: HashSet<i64> = if self.frequency_cap_hours.is_none() {
-            candidates.into_iter().collect()
-        } else {
-            let moved: Vec<(i64, Option<DateTime<Utc>>, Option<Uuid>)> = sqlx::query_as(
-                "WITH old AS (
-                     SELECT id, last_campaign_at, last_campaign_id FROM readers
-                     WHERE tenant_id = $1 AND id = ANY($2) ORDER BY id FOR NO KEY UPDATE
-                 )
-                 UPDATE readers r SET last_campaign_at = now(), last_campaign_id = $3
-                 FROM old WHERE r.id = old.id
-                   AND (old.last_campaign_at IS NULL OR old.last_campaign_id = $3
-                        OR old.last_campaign_at <= now() - make_interval(hours => $4::int))
-                 RETURNING r.id, old.last_campaign_at, old.last_campaign_id",
+        let cap = match self.frequency_cap_hours {
+            Some(hours) if !candidates.is_empty() => self.apply_cap(&mut tx, &candidates, hours).await?,
+            _ => CapDecision::default(),
+        };
+        if !cap.deferred.is_empty() {
+            // Another campaign holds these readers with a row that may still be sent or given
+            // back: they wait for it (still queued, no attempt counted) instead of losing both.
+            let ids: Vec<i64> = rows.iter().filter(|r| cap.deferred.contains(&r.reader_id)).map(|r| r.id).collect();
+            sqlx::query(
+                "UPDATE sends SET next_attempt_at = now() + make_interval(secs => $3),
+                        reason = 'waiting for another campaign (frequency cap)', updated_at = now()
+                 WHERE tenant_id = $1 AND id = ANY($2) AND status = 'queued'",
             )
             .bind(tenant)
-            .bind(&candidates)
-            .bind(campaign)
-            .bind(self.frequency_cap_hours)
-            .fetch_all(&mut *tx)
+            .bind(&ids)
+            .bind(self.cx.config.retry_base.as_secs_f64())
+            .execute(&mut *tx)
             .await?;
-            moved
-                .into_iter()
-                .map(|(id, at, c)| {
-                    previous.insert(id, (at, c));
-                    id
-                })
-                .collect()
-        };
+            rows.retain(|r| !cap.deferred.contains(&r.reader_id));
+        }
         for row in rows.iter_mut() {
-            if row.skip.is_none() && !allowed.contains(&row.reader_id) {
+            if row.skip.is_none() && cap.skipped.contains(&row.reader_id) {
                 row.skip = Some("frequency cap".into());
             }
         }
+        let previous = cap.moved;
         let (skipped, claimed): (Vec<Claimed>, Vec<Claimed>) = rows.into_iter().partition(|r| r.skip.is_some());
         if !skipped.is_empty() {
             let ids: Vec<i64> = skipped.iter().map(|r| r.id).collect();
@@ -630,15 +643,24 @@ impl Sender<'_> {
                 claimed.iter().map(|r| previous.get(&r.reader_id).and_then(|p| p.0)).collect();
             let prev_campaign: Vec<Option<Uuid>> =
                 claimed.iter().map(|r| previous.get(&r.reader_id).and_then(|p| p.1)).collect();
+            let moved: Vec<bool> = claimed.iter().map(|r| previous.contains_key(&r.reader_id)).collect();
             // The first window of rows is armed by the claim itself (no row version of its own;
             // rows that end without SMTP are disarmed by the write that ends them).
             let window = self.cx.config.ack_batch.max(1);
             let arm: Vec<bool> = (0..ids.len()).map(|i| i < window).collect();
-            sqlx::query(
+            // Claimed only under a lease that is live now: the statements above may have waited
+            // (reader rows locked by an import, a saturated pool) past its end. The lease row is
+            // held since the first statement (KEY SHARE), so the reaper cannot delete it between
+            // this check and the commit; a lease that ran out meanwhile claims nothing.
+            let claimed_now = sqlx::query(
                 "UPDATE sends s SET status = 'sending', lease_token = $3, armed = x.arm, attempts = s.attempts + 1,
-                        cap_prev_at = x.prev_at, cap_prev_campaign = x.prev_campaign, updated_at = now()
-                 FROM unnest($2::bigint[], $4::timestamptz[], $5::uuid[], $6::bool[]) AS x(id, prev_at, prev_campaign, arm)
-                 WHERE s.tenant_id = $1 AND s.id = x.id",
+                        cap_prev_at = CASE WHEN s.cap_moved THEN s.cap_prev_at ELSE x.prev_at END,
+                        cap_prev_campaign = CASE WHEN s.cap_moved THEN s.cap_prev_campaign ELSE x.prev_campaign END,
+                        cap_moved = s.cap_moved OR x.moved, updated_at = now()
+                 FROM unnest($2::bigint[], $4::timestamptz[], $5::uuid[], $6::bool[], $7::bool[])
+                      AS x(id, prev_at, prev_campaign, arm, moved)
+                 WHERE s.tenant_id = $1 AND s.id = x.id
+                   AND EXISTS (SELECT 1 FROM leases l WHERE l.token = $3 AND l.expires_at > clock_timestamp())",
             )
             .bind(tenant)
             .bind(&ids)
@@ -646,8 +668,16 @@ impl Sender<'_> {
             .bind(&prev_at)
             .bind(&prev_campaign)
             .bind(&arm)
+            .bind(&moved)
             .execute(&mut *tx)
-            .await?;
+            .await?
+            .rows_affected();
+            if claimed_now < ids.len() as u64 {
+                // Nothing of this claim stands: the skips and the readers' cap marks roll back
+                // with it, and the loop's renewal finds the lease gone.
+                tx.rollback().await?;
+                return Ok(Vec::new());
+            }
             tx.commit().await?;
             self.armed.extend(ids.iter().take(window));
             return Ok(claimed);
@@ -731,8 +761,8 @@ impl Sender<'_> {
         let at: Vec<DateTime<Utc>> = self.acks.iter().map(|a| a.at).collect();
         let (db, tenant, token) = (&self.cx.db, self.tenant, self.lease.token);
         let (ids, replies, provider_ids, at, arm_ref) = (&ids, &replies, &provider_ids, &at, &arm);
-        let recorded: Vec<i64> = persist("record 250s", || async move {
-            Ok(sqlx::query_scalar("SELECT record_sent($1, $2, $3, $4, $5, $6, $7)")
+        let outcomes: Vec<(i64, String)> = persist("record 250s", || async move {
+            Ok(sqlx::query_as("SELECT id, outcome FROM record_sent($1, $2, $3, $4, $5, $6, $7)")
                 .bind(tenant)
                 .bind(token)
                 .bind(ids)
@@ -744,7 +774,8 @@ impl Sender<'_> {
                 .await?)
         })
         .await?;
-        let recorded: HashSet<i64> = recorded.into_iter().collect();
+        let (armed, recorded): (Vec<_>, Vec<_>) = outcomes.into_iter().partition(|(_, outcome)| outcome == "armed");
+        let recorded: HashSet<i64> = recorded.into_iter().map(|(id, _)| id).collect();
         for ack in self.acks.drain(..) {
             if recorded.contains(&ack.id) {
                 self.tally.sent(&ack.email);
@@ -753,7 +784,9 @@ impl Sender<'_> {
                 tracing::warn!(send = ack.id, "a 250 for a row this loop no longer owns (counted as ambiguous)");
             }
         }
-        self.armed.extend(arm);
+        // Only the rows Postgres armed: one it did not arm was given back (and perhaps claimed
+        // by another loop) while this loop's clock still trusted its lease; it is not sent.
+        self.armed.extend(armed.into_iter().map(|(id, _)| id));
         Ok(())
     }
 
@@ -847,17 +880,21 @@ impl Sender<'_> {
         .await
     }
 
-    /// Readers of these rows (still this lease's, not sent) get their frequency-cap marks back,
-    /// unless another campaign has moved them since.
+    /// Readers of these rows (still this lease's, not sent) get back the frequency-cap marks
+    /// they had before this campaign first claimed them, unless another campaign has moved
+    /// them since. Whatever the cap is now: a row claimed under a cap gives back what it took.
     async fn give_back_cap(&self, tx: &mut crate::infra::db::Tx, ids: &[i64]) -> Result<()> {
-        if self.frequency_cap_hours.is_none() || ids.is_empty() {
+        if ids.is_empty() {
             return Ok(());
         }
         sqlx::query(
-            "UPDATE readers r SET last_campaign_at = s.cap_prev_at, last_campaign_id = s.cap_prev_campaign
-             FROM sends s
-             WHERE s.tenant_id = $1 AND s.id = ANY($2) AND s.lease_token = $3 AND s.status = 'sending'
-               AND r.id = s.reader_id AND r.last_campaign_id = $4 AND s.cap_prev_campaign IS DISTINCT FROM $4",
+            "WITH back AS (
+                 UPDATE sends s SET cap_moved = false
+                 WHERE s.tenant_id = $1 AND s.id = ANY($2) AND s.lease_token = $3 AND s.status = 'sending' AND s.cap_moved
+                 RETURNING s.reader_id, s.cap_prev_at, s.cap_prev_campaign
+             )
+             UPDATE readers r SET last_campaign_at = b.cap_prev_at, last_campaign_id = b.cap_prev_campaign
+             FROM back b WHERE r.tenant_id = $1 AND r.id = b.reader_id AND r.last_campaign_id = $4",
         )
         .bind(self.tenant)
         .bind(ids)
@@ -866,6 +903,55 @@ impl Sender<'_> {
         .execute(&mut **tx)
         .await?;
         Ok(())
+    }
+
+    /// Decides, under the readers' row locks, which candidates this claim may mail (their marks
+    /// move to this campaign), which must wait and which are skipped for good. A reader mailed
+    /// by another campaign within `hours` is skipped only once that campaign's row for them is
+    /// `sent` (or gone); while it may still be sent or given back, the reader waits. A row of
+    /// the other campaign that ended unsent no longer holds the reader.
+    async fn apply_cap(&self, tx: &mut crate::infra::db::Tx, readers: &[i64], hours: i32) -> Result<CapDecision> {
+        let marks: Vec<(i64, Option<DateTime<Utc>>, Option<Uuid>, bool, Option<String>)> = sqlx::query_as(
+            "SELECT r.id, r.last_campaign_at, r.last_campaign_id,
+                    coalesce(r.last_campaign_at > now() - make_interval(hours => $3::int), false),
+                    (SELECT x.status FROM sends x WHERE x.reader_id = r.id AND x.campaign_id = r.last_campaign_id)
+             FROM readers r WHERE r.tenant_id = $1 AND r.id = ANY($2) ORDER BY r.id FOR NO KEY UPDATE OF r",
+        )
+        .bind(self.tenant)
+        .bind(readers)
+        .bind(hours)
+        .fetch_all(&mut **tx)
+        .await?;
+        let mut decision = CapDecision::default();
+        let mut moving = Vec::new();
+        for (reader, at, last, within, other) in marks {
+            let held_by_other = at.is_some() && last != Some(self.campaign.id.0) && within;
+            match (held_by_other, other.as_deref()) {
+                (false, _) | (true, Some("failed" | "skipped" | "cancelled" | "expired")) => {
+                    if last != Some(self.campaign.id.0) {
+                        decision.moved.insert(reader, (at, last));
+                        moving.push(reader);
+                    }
+                }
+                (true, Some("queued" | "sending")) => {
+                    decision.deferred.insert(reader);
+                }
+                (true, _) => {
+                    decision.skipped.insert(reader);
+                }
+            }
+        }
+        if !moving.is_empty() {
+            sqlx::query(
+                "UPDATE readers SET last_campaign_at = now(), last_campaign_id = $3 WHERE tenant_id = $1 AND id = ANY($2)",
+            )
+            .bind(self.tenant)
+            .bind(&moving)
+            .bind(self.campaign.id)
+            .execute(&mut **tx)
+            .await?;
+        }
+        Ok(decision)
     }
 
     /// For an edition fed from a URL: fetches the claimed readers' data, a few at a time. A row

@@ -13,15 +13,11 @@
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool};
 
 use crate::infra::db::{Db, RUNTIME_ROLE, SYSTEM_ROLE};
 
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
-
-/// Serialises migrating processes (two `herald serve` starting at once): one must not take the
-/// owner's system membership away while the other's data migration still needs it.
-const MIGRATION_LOCK: i64 = 0x6865_7261_6c64_6d67; // "heraldmg"
 
 /// Creates the runtime and system roles if needed, applies Herald's and apalis's migrations,
 /// and grants the runtime role what it needs on the job queue's schema.
@@ -46,33 +42,23 @@ pub async fn run_until(pool: &PgPool, target: Option<i64>) -> anyhow::Result<()>
         anyhow::bail!("{problem}");
     }
 
-    sqlx::query("SELECT pg_advisory_lock($1)").bind(MIGRATION_LOCK).execute(&mut *conn).await?;
-    let migrated = migrate_as_system(&mut conn, pool, target).await;
-    // Taken back even when a migration failed: the owner must not keep seeing every workspace.
-    let left = owner_membership(&mut conn, false).await;
-    let unlocked = sqlx::query("SELECT pg_advisory_unlock($1)").bind(MIGRATION_LOCK).execute(&mut *conn).await;
-    migrated?;
-    left?;
-    unlocked?;
-    let database: String = sqlx::query_scalar("SELECT current_database()::text").fetch_one(&mut *conn).await?;
-    restrict_database(pool, &database).await
-}
-
-/// The last migration written before the system role existed. Migrations 10 and 13 backfill
-/// tables they have just put under `FORCE` in the same file, before any policy could let the
-/// system role write them: with its view of every workspace they would fail on a database with
-/// data. So, as before, they run as the owner alone (on a managed server their backfills see no
-/// rows), and migration 27 makes each backfill again with the system role's view.
-const LAST_WITHOUT_SYSTEM_ROLE: i64 = 20261127000026;
-
-async fn migrate_as_system(conn: &mut PgConnection, pool: &PgPool, target: Option<i64>) -> anyhow::Result<()> {
+    // Written before the system role existed: as the owner alone (see below).
     MIGRATOR.run_to(target.unwrap_or(i64::MAX).min(LAST_WITHOUT_SYSTEM_ROLE), &mut *conn).await?;
-    owner_membership(conn, true).await?;
-    grant_system_role(conn).await?;
+    // The rest in one transaction in which the owner is a member of the system role: role
+    // membership is a catalog row, so a GRANT and REVOKE in one transaction are never seen by
+    // another session (the CLI, another database's migrations on the same cluster), and a crash
+    // cannot leave the owner a member. sqlx runs each migration in a savepoint of it.
+    let mut tx = conn.begin().await?;
+    owner_membership(&mut tx, true).await?;
+    grant_system_role(&mut tx).await?;
     match target {
-        Some(version) => MIGRATOR.run_to(version, &mut *conn).await?,
-        None => MIGRATOR.run(&mut *conn).await?,
+        Some(version) => MIGRATOR.run_to(version, &mut *tx).await?,
+        None => MIGRATOR.run(&mut *tx).await?,
     }
+    grant_system_role(&mut tx).await?;
+    owner_membership(&mut tx, false).await?;
+    tx.commit().await?;
+
     apalis_postgres::PostgresStorage::<()>::setup(pool)
         .await
         .map_err(|e| anyhow::anyhow!("job queue migrations: {e}"))?;
@@ -85,8 +71,18 @@ async fn migrate_as_system(conn: &mut PgConnection, pool: &PgPool, target: Optio
     ] {
         sqlx::query(sqlx::AssertSqlSafe(stmt)).execute(&mut *conn).await?;
     }
-    grant_system_role(conn).await
+    let database: String = sqlx::query_scalar("SELECT current_database()::text").fetch_one(&mut *conn).await?;
+    restrict_database(pool, &database).await
 }
+
+/// The last migration written before the system role existed. Migrations 10 and 13 backfill
+/// tables they have just put under `FORCE` in the same file, before any policy could let the
+/// system role write them: with its view of every workspace they would fail on a database with
+/// data. So, as before, they run as the owner alone (on a managed server their backfills see no
+/// rows), and migration 27 makes each backfill again with the system role's view. A new
+/// migration that creates a table and backfills it must fill it before `FORCE`, or create its
+/// `<table>_system` policy first.
+const LAST_WITHOUT_SYSTEM_ROLE: i64 = 20261127000026;
 
 /// Makes the migrating owner a member of the system role (`on`), or takes that back. A
 /// superuser is left alone: row-level security never applies to it.
@@ -108,11 +104,11 @@ async fn owner_membership(conn: &mut PgConnection, on: bool) -> anyhow::Result<(
     Ok(())
 }
 
-/// The system role's share, made true after every run so a new migration needs nothing
-/// special: every table under row-level security has a `<table>_system` policy letting the
+/// The system role's share, made true before and after the migrations of every run: every table under row-level security has a `<table>_system` policy letting the
 /// system role see and write every row, the role may use every table and sequence, and every
-/// `SECURITY DEFINER` function is the system role's (so it runs with the role's policies, not
-/// the owner's, which match nothing under `FORCE`). Changing a function's owner needs CREATE on
+/// `SECURITY DEFINER` function of the owner's is the system role's (so it runs with the role's
+/// policies, not the owner's, which match nothing under `FORCE`). Only the owner's: a function
+/// someone else managed to create in `public` must never gain the system role's view. Changing a function's owner needs CREATE on
 /// its schema for the new owner; that is given for the moment it takes.
 pub async fn grant_system_role(conn: &mut PgConnection) -> anyhow::Result<()> {
     let sql = format!(
@@ -133,7 +129,8 @@ pub async fn grant_system_role(conn: &mut PgConnection) -> anyhow::Result<()> {
            END LOOP;
            FOR item IN
              SELECT p.oid::regprocedure AS f FROM pg_proc p
-             WHERE p.pronamespace = 'public'::regnamespace AND p.prosecdef AND p.proowner <> '{SYSTEM_ROLE}'::regrole
+             WHERE p.pronamespace = 'public'::regnamespace AND p.prosecdef
+               AND p.proowner = (SELECT relowner FROM pg_class WHERE oid = to_regclass('public.tenants'))
            LOOP
              EXECUTE format('ALTER FUNCTION %s OWNER TO {SYSTEM_ROLE}', item.f);
            END LOOP;
@@ -208,21 +205,23 @@ pub async fn check_runtime_role(db: &Db) -> anyhow::Result<()> {
 }
 
 /// Why `role` must not be the runtime role, as one line saying what to change: it is a
-/// superuser or `BYPASSRLS`, owns one of Herald's tables (`FORCE` aside, an owner can turn row
-/// security off), or is a member of the owner (`owner`, or whoever owns Herald's tables) or of
-/// the system role (whose policies see every workspace).
+/// superuser or `BYPASSRLS` (or a member of one), may create roles (and so grant itself any),
+/// may create objects in `public` (a `SECURITY DEFINER` function of its own), owns one of
+/// Herald's tables (`FORCE` aside, an owner can turn row security off), or is a member of the
+/// owner (`owner`, or whoever owns Herald's tables) or of the system role (whose policies see
+/// every workspace).
 pub async fn runtime_role_problem(
     conn: &mut PgConnection,
     role: &str,
     owner: Option<&str>,
 ) -> anyhow::Result<Option<String>> {
-    let row: Option<(bool, bool, Option<String>, Option<String>)> = sqlx::query_as(
-        "SELECT r.rolsuper, r.rolbypassrls,
+    let row: Option<(bool, bool, bool, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT r.rolsuper, r.rolbypassrls, r.rolcreaterole,
                 (SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                   WHERE c.relowner = r.oid AND n.nspname IN ('public', 'apalis') LIMIT 1),
                 (SELECT o.rolname::text FROM pg_roles o
                   WHERE o.oid <> r.oid AND pg_has_role(r.oid, o.oid, 'MEMBER')
-                    AND (o.rolname = $2 OR o.rolname = $3
+                    AND (o.rolsuper OR o.rolbypassrls OR o.rolname = $2 OR o.rolname = $3
                          OR o.oid IN (SELECT c.relowner FROM pg_class c
                                       WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'))
                   ORDER BY o.rolname LIMIT 1)
@@ -233,23 +232,34 @@ pub async fn runtime_role_problem(
     .bind(SYSTEM_ROLE)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some((superuser, bypass, owned, member_of)) = row else {
+    let Some((superuser, bypass, createrole, owned, member_of)) = row else {
         return Ok(None);
     };
+    let creates_in_public: bool = sqlx::query_scalar("SELECT has_schema_privilege($1, 'public', 'CREATE')")
+        .bind(role)
+        .fetch_one(&mut *conn)
+        .await?;
+    let why = |what: &str, fix: String| Some(format!("the runtime database role {role} {what}; run: {fix}"));
     Ok(if superuser || bypass {
-        Some(format!(
-            "the runtime database role {role} is a superuser or BYPASSRLS, so row-level security would not apply to it; run: ALTER ROLE {role} NOSUPERUSER NOBYPASSRLS"
-        ))
+        why(
+            "is a superuser or BYPASSRLS, so row-level security would not apply to it",
+            format!("ALTER ROLE {role} NOSUPERUSER NOBYPASSRLS"),
+        )
+    } else if createrole {
+        why("has CREATEROLE, so it could grant itself any role", format!("ALTER ROLE {role} NOCREATEROLE"))
     } else if let Some(table) = owned {
-        Some(format!(
-            "the runtime database role {role} owns {table}, so it could turn row-level security off; run: ALTER TABLE {table} OWNER TO {}",
-            owner.unwrap_or("<the owner of Herald's other tables>")
-        ))
+        why(
+            &format!("owns {table}, so it could turn row-level security off"),
+            format!("ALTER TABLE {table} OWNER TO {}", owner.unwrap_or("<the owner of Herald's other tables>")),
+        )
+    } else if let Some(other) = member_of {
+        why(&format!("is a member of {other}, so it could see every workspace"), format!("REVOKE {other} FROM {role}"))
+    } else if creates_in_public {
+        why(
+            "may create objects in schema public (a function of its own)",
+            format!("REVOKE CREATE ON SCHEMA public FROM PUBLIC, {role}"),
+        )
     } else {
-        member_of.map(|other| {
-            format!(
-                "the runtime database role {role} is a member of {other}, so it could see every workspace; run: REVOKE {other} FROM {role}"
-            )
-        })
+        None
     })
 }

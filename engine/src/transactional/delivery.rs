@@ -322,21 +322,42 @@ impl<'a> Sender<'a> {
         // Armed before the data goes out: if this process dies before recording the outcome,
         // the reaper counts the message as ambiguous (and only then).
         let (db, tenant) = (&self.cx.db, m.tenant_id);
-        persist("arm a message", || async move {
+        let armed = persist("arm a message", || async move {
             let mut tx = db.tenant_tx(tenant).await?;
-            sqlx::query("UPDATE messages SET armed = true WHERE tenant_id = $1 AND id = $2 AND lease_token = $3 AND status = 'sending'")
-                .bind(tenant)
-                .bind(m.id)
-                .bind(m.token)
-                .execute(&mut *tx)
-                .await?;
+            let armed = sqlx::query(
+                "UPDATE messages SET armed = true WHERE tenant_id = $1 AND id = $2 AND lease_token = $3 AND status = 'sending'",
+            )
+            .bind(tenant)
+            .bind(m.id)
+            .bind(m.token)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
             tx.commit().await?;
-            Ok(())
+            Ok(armed == 1)
         })
         .await?;
+        if !armed {
+            // Given back (and perhaps claimed again) while this loop's clock still trusted its
+            // lease: the message is no longer this loop's, so it is not sent from here.
+            tracing::warn!(message = %m.id, "not armed: the message is no longer this loop's; not sent");
+            return Ok(());
+        }
         let Some((_, conn)) = self.conn.as_mut() else { return Ok(()) };
         match conn.send_fenced(&content.from_email, &content.to_email, &raw, &fence).await {
-            Ok(reply) => self.record_sent(m, &reply).await,
+            Ok(reply) => {
+                if let Err(e) = self.record_sent(m, &reply).await {
+                    // The data went out. Requeueing it (as a failed attempt would be) would send a
+                    // copy nobody counted, or mark a delivered message failed. The row stays armed
+                    // under this loop's lease, which is given up so the reaper takes the row back
+                    // at once and counts it ambiguous: its next copy carries the same Message-ID.
+                    tracing::error!(error = ?e, message = %m.id, "a 250 could not be recorded; left armed for the reaper");
+                    if let Some(lease) = self.lease.take() {
+                        lease.abandon();
+                    }
+                }
+                Ok(())
+            }
             Err(e) => {
                 // A connection that failed is never reused.
                 self.conn = None;

@@ -543,3 +543,181 @@ async fn a_250_whose_record_loses_its_connection_is_recorded_on_a_new_one() -> T
     assert_eq!((status.as_str(), ambiguous, h.sink.accepted_count()), ("sent", 0, 1));
     Ok(())
 }
+
+/// Issue 30 §2: a claim that waits past its lease (reader rows locked by an import, renewals
+/// stalled) must not commit rows under a token the reaper has already deleted: those rows stayed
+/// `sending` for ever and the campaign never finished. The loop here "crashes" right after its
+/// claim commits, as a killed process would, so nothing of its own gives the rows back.
+#[tokio::test]
+async fn a_claim_that_outlives_its_lease_strands_no_row() -> TestResult {
+    let h = SendHarness::new(20).await?;
+    // With a frequency cap the claim locks the readers' rows, so an import holding them stalls it.
+    h.frequency_cap_hours(24).await?;
+    let campaign = h.campaign("Waited", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    let crash_after_claim: FaultHook = Arc::new(|point, _| matches!(point, FaultPoint::AfterClaim));
+    let crashing = h.worker(&identity, Some(crash_after_claim));
+
+    let mut import = h.app.owner.begin().await?;
+    sqlx::query("SELECT id FROM readers WHERE tenant_id = $1 FOR UPDATE").bind(h.tenant).execute(&mut *import).await?;
+    let first = {
+        let (cx, tenant) = (crashing.clone(), h.tenant);
+        tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
+    };
+    let waiting = Instant::now();
+    loop {
+        let blocked: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE NOT granted").fetch_one(&h.app.owner).await?;
+        if blocked > 0 {
+            break;
+        }
+        assert!(waiting.elapsed() < Duration::from_secs(10), "the claim never waited on the readers' rows");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Its lease runs out meanwhile (as when renewals stall), and the reaper runs.
+    sqlx::query("UPDATE leases SET expires_at = now() - interval '1 second' WHERE campaign_id = $1 AND slot >= 0")
+        .bind(campaign)
+        .execute(&h.app.owner)
+        .await?;
+    sqlx::query("SELECT reap_expired_leases()").execute(&h.app.owner).await?;
+    import.commit().await?;
+    let _ = tokio::time::timeout(Duration::from_secs(10), first).await?;
+
+    // A healthy loop and the reaper finish the campaign: every reader exactly once.
+    let reap = reaper(&h);
+    let healthy = h.worker(&identity, None);
+    let finished = tokio::time::timeout(Duration::from_secs(20), h.deliver(&healthy, campaign, 1)).await;
+    reap.abort();
+    let p = h.status(campaign).await?;
+    assert_eq!((p.status.as_str(), p.sent, p.sending, p.queued), ("sent", 20, 0, 0), "{p:?}");
+    assert!(finished.is_ok(), "the campaign never finished: {p:?}");
+    assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=20)).await, 0);
+    Ok(())
+}
+
+/// Issue 30 §2, the reaper's side: a `sending` row whose lease no longer exists at all (its
+/// claim committed after the reaper deleted the lease) goes back to the queue, counted as
+/// ambiguous only if it was armed.
+#[tokio::test]
+async fn the_reaper_gives_back_rows_whose_lease_is_gone() -> TestResult {
+    let h = SendHarness::new(4).await?;
+    let campaign = h.campaign("Orphans", vec![h.list]).await?;
+    h.start(campaign).await?;
+    sqlx::query(
+        "UPDATE sends SET status = 'sending', lease_token = -42, armed = (reader_id % 2 = 0) WHERE campaign_id = $1",
+    )
+    .bind(campaign)
+    .execute(&h.app.owner)
+    .await?;
+    let reaped: i64 = sqlx::query_scalar("SELECT reap_expired_leases()").fetch_one(&h.app.owner).await?;
+    assert_eq!(reaped, 4);
+    let (queued, ambiguous): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status = 'queued'), sum(ambiguous)::bigint FROM sends WHERE campaign_id = $1",
+    )
+    .bind(campaign)
+    .fetch_one(&h.app.owner)
+    .await?;
+    assert_eq!(queued, 4);
+    assert_eq!(ambiguous, 2, "only the armed rows count");
+    Ok(())
+}
+
+/// Issue 30 §5: a message is sent only once Postgres confirms its arm. Rows given back (and
+/// claimed by another loop) while this loop's clock still trusted its lease — a VM pause, a
+/// clock step — used to be sent anyway: a copy on a row nobody counted. Here the rows beyond the
+/// claim's first armed window are taken from under the loop (another token) mid-batch.
+#[tokio::test]
+async fn a_row_whose_arm_is_not_confirmed_is_not_sent() -> TestResult {
+    let h = SendHarness::new(6).await?;
+    h.sink.set_faults(Faults::none().with_reply_delay(Duration::from_millis(400)));
+    let campaign = h.campaign("Armed", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    let mut cx = h.worker(&identity, None);
+    Arc::make_mut(&mut cx.config).batch_size = 6;
+    Arc::make_mut(&mut cx.config).ack_batch = 2;
+    let mut first = {
+        let (cx, tenant) = (cx.clone(), h.tenant);
+        tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
+    };
+    let waiting = Instant::now();
+    let taken = loop {
+        // As soon as the batch is claimed, its unarmed rows change hands.
+        let taken = sqlx::query(
+            "UPDATE sends SET lease_token = -7 WHERE campaign_id = $1 AND status = 'sending' AND NOT armed",
+        )
+        .bind(campaign)
+        .execute(&h.app.owner)
+        .await?
+        .rows_affected();
+        if taken > 0 {
+            break taken;
+        }
+        assert!(waiting.elapsed() < Duration::from_secs(10), "the batch was never claimed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(taken, 4, "a batch of 6 with its first window of 2 armed");
+    let _ = tokio::time::timeout(Duration::from_secs(5), &mut first).await;
+    first.abort();
+    assert_eq!(h.sink.accepted_count(), 2, "only the two armed rows may have gone out");
+
+    // The reaper gives the taken rows back (their token has no lease); a loop sends them once.
+    let reap = reaper(&h);
+    let finished = tokio::time::timeout(Duration::from_secs(20), h.deliver(&cx, campaign, 1)).await;
+    reap.abort();
+    assert!(finished.is_ok(), "the campaign never finished");
+    assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=6)).await, 0);
+    let p = h.status(campaign).await?;
+    assert_eq!((p.status.as_str(), p.sent, p.ambiguous), ("sent", 6, 0), "{p:?}");
+    Ok(())
+}
+
+/// Issue 30 §4: the frequency cap loses no reader. Campaign A claims every reader (moving their
+/// cap marks) and its process dies; campaign B used to skip them all for good ("frequency
+/// cap"), and when A was then cancelled nobody got anything. B now waits while A's rows may
+/// still be sent; the reaper gives back the marks of A's rows that never reached SMTP; once A's
+/// rows end unsent, B mails everyone, once.
+#[tokio::test]
+async fn a_reader_held_by_a_campaign_that_ends_unsent_gets_the_other_campaign() -> TestResult {
+    let h = SendHarness::new(10).await?;
+    h.frequency_cap_hours(24).await?;
+    let a = h.campaign("A", vec![h.list]).await?;
+    let b = h.campaign("B", vec![h.list]).await?;
+    h.start(a).await?;
+    h.start(b).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    let crash_after_claim: FaultHook = Arc::new(|point, _| matches!(point, FaultPoint::AfterClaim));
+    let mut crashing = h.worker(&identity, Some(crash_after_claim));
+    // The claim arms its first four rows; the other six never reach SMTP.
+    Arc::make_mut(&mut crashing.config).ack_batch = 4;
+    let _ = h.deliver(&crashing, a, 1).await;
+    let held: i64 = sqlx::query_scalar("SELECT count(*) FROM readers WHERE last_campaign_id = $1")
+        .bind(a)
+        .fetch_one(&h.app.owner)
+        .await?;
+    assert_eq!(held, 10);
+
+    // B meets readers held by A's rows that are still in flight: it waits, it does not skip.
+    let healthy = h.worker(&identity, None);
+    let _ = tokio::time::timeout(Duration::from_secs(3), h.deliver(&healthy, b, 1)).await;
+    let p = h.status(b).await?;
+    assert_eq!((p.sent, p.skipped), (0, 0), "B must wait for A's rows, not skip their readers: {p:?}");
+
+    // A is cancelled; its lease runs out and the reaper ends its rows (cancelled) and gives the
+    // six unarmed rows' readers their marks back (the armed four may have been delivered).
+    store::cancel(&h.app.app.db, h.tenant, Role::Owner, a).await?;
+    h.reap().await?;
+    let still_held: i64 = sqlx::query_scalar("SELECT count(*) FROM readers WHERE last_campaign_id = $1")
+        .bind(a)
+        .fetch_one(&h.app.owner)
+        .await?;
+    assert_eq!(still_held, 4, "the reaper gives back the marks of rows that never reached SMTP");
+
+    let finished = tokio::time::timeout(Duration::from_secs(20), h.deliver(&healthy, b, 1)).await;
+    assert!(finished.is_ok(), "B never finished");
+    let p = h.status(b).await?;
+    assert_eq!((p.status.as_str(), p.sent), ("sent", 10), "{p:?}");
+    assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=10)).await, 0);
+    Ok(())
+}

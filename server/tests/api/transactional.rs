@@ -38,6 +38,16 @@ async fn wait_for_message_status(api: &Api, id: &str, want: &str) -> Value {
     api.wait_for_status(&format!("/api/v1/messages/{id}"), want, Duration::from_secs(20)).await
 }
 
+/// A transactional delivery context of the test's own (no background workers), with `config`.
+fn tx_context(app: &TestApp, config: TxDeliveryConfig) -> TxDeliveryContext {
+    TxDeliveryContext {
+        db: app.app.db.clone(),
+        signer: app.app.signer.clone(),
+        config: Arc::new(config),
+        wake: Arc::new(tokio::sync::Notify::new()),
+    }
+}
+
 fn kinds(m: &Value) -> Vec<String> {
     m["events"]
         .as_array()
@@ -224,12 +234,7 @@ async fn transient_failures_follow_the_backoff_schedule_then_fail() -> TestResul
     let clock_now = now.clone();
     let mut config = TxDeliveryConfig::new("backoff-test".into(), app.app.default_identity.clone());
     config.clock = Arc::new(move || *clock_now.lock().expect("clock"));
-    let cx = TxDeliveryContext {
-        db: app.app.db.clone(),
-        signer: app.app.signer.clone(),
-        config: Arc::new(config),
-        wake: Arc::new(tokio::sync::Notify::new()),
-    };
+    let cx = tx_context(&app, config);
     let mut sender = Sender::new(&cx);
     let next_attempt = || async {
         sqlx::query_as::<_, (String, i32, DateTime<Utc>)>(
@@ -362,12 +367,7 @@ async fn a_message_whose_sending_identity_cannot_be_loaded_is_deferred_not_stran
     .bind(id)
     .execute(&app.owner)
     .await?;
-    let cx = TxDeliveryContext {
-        db: app.app.db.clone(),
-        signer: app.app.signer.clone(),
-        config: Arc::new(TxDeliveryConfig::new("broken-test".into(), app.app.default_identity.clone())),
-        wake: Arc::new(tokio::sync::Notify::new()),
-    };
+    let cx = tx_context(&app, TxDeliveryConfig::new("broken-test".into(), app.app.default_identity.clone()));
     let mut sender = Sender::new(&cx);
     assert_eq!(sender.run_once().await?, 1);
     let (status, attempts, ambiguous, armed, error): (String, i32, i32, bool, Option<String>) =
@@ -423,5 +423,61 @@ async fn a_flood_of_transactional_pixels_is_bounded_and_counted() -> TestResult 
         assert!(Instant::now() < deadline, "{written} written + {dropped} dropped != {BURST}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    Ok(())
+}
+
+/// Issue 30 §3: once a message's data has gone out, it is never requeued as a failed attempt.
+/// A 250 that Postgres refuses to record (not a lost connection: nothing to retry) used to send
+/// the message back to the queue disarmed, so its second copy was counted nowhere. Now the row
+/// stays armed, the loop gives up its lease, and the reaper counts the next copy as ambiguous;
+/// both copies carry the same Message-ID.
+#[tokio::test]
+async fn a_250_that_cannot_be_recorded_is_left_armed_for_the_reaper_not_requeued_uncounted() -> TestResult {
+    let app = spawn_app_with(&[("HERALD_RUN_WORKERS", "false")]).await;
+    let api = workspace(&app, "tx-unrecorded@example.com").await;
+    let vars = json!({"name": "U", "url": "https://tx.test"});
+    let (status, m) =
+        api.send_message("kept-1", &json!({"to": "kept@example.com", "template": "reset", "variables": vars})).await;
+    assert_eq!(status, StatusCode::CREATED, "{m}");
+    let id: uuid::Uuid = m["id"].as_str().unwrap_or_default().parse()?;
+    // Postgres refuses the `sent` write, and only that one.
+    for stmt in [
+        "CREATE FUNCTION refuse_sent() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$",
+        "CREATE TRIGGER refuse_sent BEFORE UPDATE ON messages FOR EACH ROW WHEN (NEW.status = 'sent') EXECUTE FUNCTION refuse_sent()",
+    ] {
+        sqlx::query(stmt).execute(&app.owner).await?;
+    }
+    let mut config = TxDeliveryConfig::new("unrecorded-test".into(), app.app.default_identity.clone());
+    config.lease = Duration::from_secs(2);
+    let cx = tx_context(&app, config);
+    let mut sender = Sender::new(&cx);
+    assert_eq!(sender.run_once().await?, 1);
+    let row = || async {
+        sqlx::query_as::<_, (String, bool, i32)>("SELECT status, armed, ambiguous FROM messages WHERE id = $1")
+            .bind(id)
+            .fetch_one(&app.owner)
+            .await
+    };
+    let copies =
+        || async { app.sink.deliveries().await.into_iter().filter(|d| d.rcpt_to == "kept@example.com").count() };
+    assert_eq!(copies().await, 1);
+    assert_eq!(row().await?, ("sending".into(), true, 0), "the delivered message must stay armed under its lease");
+
+    sqlx::query("DROP TRIGGER refuse_sent ON messages").execute(&app.owner).await?;
+    tokio::time::sleep(Duration::from_millis(2_600)).await;
+    sqlx::query("SELECT reap_expired_leases()").execute(&app.owner).await?;
+    assert_eq!(row().await?, ("queued".into(), false, 1), "the reaper counts the armed row");
+    assert_eq!(sender.run_once().await?, 1);
+    assert_eq!(row().await?, ("sent".into(), false, 1));
+    let ids: std::collections::BTreeSet<Option<String>> = app
+        .sink
+        .deliveries()
+        .await
+        .into_iter()
+        .filter(|d| d.rcpt_to == "kept@example.com")
+        .map(|d| d.message_id)
+        .collect();
+    assert_eq!((copies().await, ids.len()), (2, 1), "two copies, one Message-ID: {ids:?}");
+    sender.close().await;
     Ok(())
 }
