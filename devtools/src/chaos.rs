@@ -1,18 +1,18 @@
 //! `herald dev chaos`: the send engine's promise, tried against real faults.
 //!
-//! One round builds a scene on **a Postgres cluster of its own** (initdb in a temporary
-//! directory, so it can restart it), starts **real `herald worker` processes** against it and
-//! the project's SMTP sink (in this process, misbehaving on purpose), and then, while the sends
-//! run, injects faults chosen by a seeded random generator (the seed is printed; the same seed
-//! replays the same choices): SIGKILL of workers, `pg_ctl restart -m immediate`,
-//! `pg_terminate_backend` of the workers' connections, SMTP replies slower than the lease, 4xx,
-//! drops mid-DATA, accept-then-drop, 5xx; a pause and resume, a cancel, unsubscribes and
-//! suppressions mid-send; two campaigns under one frequency cap; a spread send; transactional
-//! messages at the same time. When everything has settled it checks the whole queue against what
-//! the sink received (see [`check`]): every eligible reader accepted exactly once, every extra
-//! copy under the first one's Message-ID and counted as ambiguous, nobody unsubscribed or
-//! suppressed accepted after the commit plus one claim window, hard bounces suppressed, and each
-//! campaign's sent count equal to what the sink saw.
+//! One round builds a scene on **a Postgres cluster of its own** (initdb in a temporary directory,
+//! so it can restart it), starts **real `herald worker` processes** against it and the project's
+//! SMTP sink (in this process, misbehaving on purpose), and then, while the sends run, injects
+//! faults chosen by a seeded random generator (the seed is printed; the same seed replays the same
+//! choices): SIGKILL of workers, SIGSTOP of a worker for longer than its lease (then SIGCONT),
+//! `pg_ctl restart -m immediate`, `pg_terminate_backend` of the workers' connections, SMTP replies
+//! slower than the lease, 4xx, drops mid-DATA, accept-then-drop, 5xx; a pause and resume, a
+//! cancel, unsubscribes and suppressions mid-send; two campaigns under one frequency cap; a spread
+//! send; transactional messages at the same time. When everything has settled it checks the whole
+//! queue against what the sink received (see [`check`]): every eligible reader accepted exactly
+//! once, every extra copy under the first one's Message-ID and counted as ambiguous on its own
+//! row, nobody unsubscribed or suppressed accepted after the commit plus one claim window, hard
+//! bounces suppressed, and each campaign's sent count equal to what the sink saw.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -287,6 +287,20 @@ impl Workers {
             let _ = child.start_kill();
             let _ = child.wait().await;
         }
+    }
+
+    /// SIGSTOP, then SIGCONT after `pause` (in the background, so other faults go on meanwhile):
+    /// a worker frozen mid-transaction for longer than its lease (a VM paused, a process
+    /// starved), whose renewals, fences and open transactions freeze with it.
+    fn freeze(&self, slot: usize, pause: Duration) {
+        let Some(pid) = self.slots[slot].as_ref().and_then(Child::id) else { return };
+        tokio::spawn(async move {
+            let signal = |sig: &'static str| Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
+            if signal("STOP").await.is_ok_and(|s| s.success()) {
+                tokio::time::sleep(pause).await;
+                let _ = signal("CONT").await;
+            }
+        });
     }
 
     /// Starts any worker that is not running; one that exited on its own is noted.
@@ -591,6 +605,15 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
                     sink.set_faults(base_faults.clone().with_random_reply_delay(SLOW_REPLY_MAX));
                     slow_until = Some(now + Duration::from_millis(rng.gen_range(2_000..6_000)));
                     "slow smtp"
+                }
+                80..=89 => {
+                    // Frozen for longer than the lease, mid-whatever it was doing.
+                    let slot = rng.gen_range(0..workers.slots.len());
+                    workers.freeze(
+                        slot,
+                        Duration::from_millis(rng.gen_range(LEASE_SECONDS * 1_200..LEASE_SECONDS * 2_500)),
+                    );
+                    "sigstop"
                 }
                 _ => {
                     let i = rng.gen_range(0..60);

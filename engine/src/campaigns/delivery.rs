@@ -341,6 +341,18 @@ struct CapDecision {
     skipped: HashSet<i64>,
 }
 
+/// A reader's frequency-cap marks, as a claim finds them under the reader's row lock.
+#[derive(sqlx::FromRow)]
+struct CapMark {
+    reader: i64,
+    at: Option<DateTime<Utc>>,
+    campaign: Option<Uuid>,
+    /// `at` is within the cap's window.
+    within: bool,
+    /// The status of the row of `campaign` for this reader, if it has one.
+    other: Option<String>,
+}
+
 /// Takes the first free delivery slot of the campaign (its lease and number), or `None` when
 /// all are held.
 async fn take_slot(
@@ -911,10 +923,10 @@ impl Sender<'_> {
     /// `sent` (or gone); while it may still be sent or given back, the reader waits. A row of
     /// the other campaign that ended unsent no longer holds the reader.
     async fn apply_cap(&self, tx: &mut crate::infra::db::Tx, readers: &[i64], hours: i32) -> Result<CapDecision> {
-        let marks: Vec<(i64, Option<DateTime<Utc>>, Option<Uuid>, bool, Option<String>)> = sqlx::query_as(
-            "SELECT r.id, r.last_campaign_at, r.last_campaign_id,
-                    coalesce(r.last_campaign_at > now() - make_interval(hours => $3::int), false),
-                    (SELECT x.status FROM sends x WHERE x.reader_id = r.id AND x.campaign_id = r.last_campaign_id)
+        let marks: Vec<CapMark> = sqlx::query_as(
+            "SELECT r.id AS reader, r.last_campaign_at AS at, r.last_campaign_id AS campaign,
+                    coalesce(r.last_campaign_at > now() - make_interval(hours => $3::int), false) AS within,
+                    (SELECT x.status FROM sends x WHERE x.reader_id = r.id AND x.campaign_id = r.last_campaign_id) AS other
              FROM readers r WHERE r.tenant_id = $1 AND r.id = ANY($2) ORDER BY r.id FOR NO KEY UPDATE OF r",
         )
         .bind(self.tenant)
@@ -924,7 +936,7 @@ impl Sender<'_> {
         .await?;
         let mut decision = CapDecision::default();
         let mut moving = Vec::new();
-        for (reader, at, last, within, other) in marks {
+        for CapMark { reader, at, campaign: last, within, other } in marks {
             let held_by_other = at.is_some() && last != Some(self.campaign.id.0) && within;
             match (held_by_other, other.as_deref()) {
                 (false, _) | (true, Some("failed" | "skipped" | "cancelled" | "expired")) => {

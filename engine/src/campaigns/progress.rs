@@ -35,7 +35,22 @@ pub async fn progress(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(crate::Error::NotFound)?;
-    let frozen = frozen.filter(|_| status == CampaignStatus::Sent).map(|j| j.0);
+    // A cancelled send's figures are final once nothing of it is queued or in flight (a row
+    // given back after the cancel ends cancelled); the first look after that freezes them, so a
+    // cancelled campaign does not scan its send log on every view for ever.
+    if status == CampaignStatus::Cancelled && frozen.is_none() {
+        let settled: bool = sqlx::query_scalar(
+            "SELECT NOT EXISTS (SELECT 1 FROM sends WHERE tenant_id = $1 AND campaign_id = $2 AND status IN ('queued', 'sending'))",
+        )
+        .bind(tenant)
+        .bind(campaign)
+        .fetch_one(&mut *tx)
+        .await?;
+        if settled {
+            super::tally::snapshot_final(&mut tx, tenant, campaign).await?;
+        }
+    }
+    let frozen = frozen.filter(|_| status.is_finished()).map(|j| j.0);
     let (counts, hard_bounces, ambiguous, recent) = match frozen {
         Some(f) => (f.by_status.into_iter().collect::<Vec<_>>(), f.hard_bounces, f.ambiguous, 0),
         None => {

@@ -204,6 +204,18 @@ pub async fn check_runtime_role(db: &Db) -> anyhow::Result<()> {
     }
 }
 
+/// What `runtime_role_problem` reads about a role.
+#[derive(sqlx::FromRow)]
+struct RoleFacts {
+    superuser: bool,
+    bypass: bool,
+    createrole: bool,
+    /// One of Herald's tables it owns.
+    owned: Option<String>,
+    /// A role it must not be a member of.
+    member_of: Option<String>,
+}
+
 /// Why `role` must not be the runtime role, as one line saying what to change: it is a
 /// superuser or `BYPASSRLS` (or a member of one), may create roles (and so grant itself any),
 /// may create objects in `public` (a `SECURITY DEFINER` function of its own), owns one of
@@ -215,16 +227,16 @@ pub async fn runtime_role_problem(
     role: &str,
     owner: Option<&str>,
 ) -> anyhow::Result<Option<String>> {
-    let row: Option<(bool, bool, bool, Option<String>, Option<String>)> = sqlx::query_as(
-        "SELECT r.rolsuper, r.rolbypassrls, r.rolcreaterole,
+    let row: Option<RoleFacts> = sqlx::query_as(
+        "SELECT r.rolsuper AS superuser, r.rolbypassrls AS bypass, r.rolcreaterole AS createrole,
                 (SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                  WHERE c.relowner = r.oid AND n.nspname IN ('public', 'apalis') LIMIT 1),
+                  WHERE c.relowner = r.oid AND n.nspname IN ('public', 'apalis') LIMIT 1) AS owned,
                 (SELECT o.rolname::text FROM pg_roles o
                   WHERE o.oid <> r.oid AND pg_has_role(r.oid, o.oid, 'MEMBER')
                     AND (o.rolsuper OR o.rolbypassrls OR o.rolname = $2 OR o.rolname = $3
                          OR o.oid IN (SELECT c.relowner FROM pg_class c
                                       WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'))
-                  ORDER BY o.rolname LIMIT 1)
+                  ORDER BY o.rolname LIMIT 1) AS member_of
          FROM pg_roles r WHERE r.rolname = $1",
     )
     .bind(role)
@@ -232,7 +244,7 @@ pub async fn runtime_role_problem(
     .bind(SYSTEM_ROLE)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some((superuser, bypass, createrole, owned, member_of)) = row else {
+    let Some(RoleFacts { superuser, bypass, createrole, owned, member_of }) = row else {
         return Ok(None);
     };
     let creates_in_public: bool = sqlx::query_scalar("SELECT has_schema_privilege($1, 'public', 'CREATE')")

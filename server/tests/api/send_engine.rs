@@ -106,6 +106,15 @@ async fn a_pause_stops_the_wire_within_a_second_and_a_cancel_leaves_nothing_queu
     assert_eq!(p.sent + p.cancelled, 400, "{p:?}");
     let sink_count = h.sink.accepted_count() as i64;
     assert_eq!(sink_count, p.sent, "Herald's count matches the sink's");
+    // Settled, the cancelled send's figures were frozen by that look (issue 30 §7): later views
+    // read one row instead of the send log, and say the same.
+    let frozen: bool = sqlx::query_scalar("SELECT final_counts IS NOT NULL FROM campaign_stats WHERE campaign_id = $1")
+        .bind(campaign)
+        .fetch_one(&h.app.owner)
+        .await?;
+    assert!(frozen, "a settled cancelled campaign keeps its final counts");
+    let again = h.status(campaign).await?;
+    assert_eq!((again.sent, again.cancelled, again.queued), (p.sent, p.cancelled, 0));
     Ok(())
 }
 
