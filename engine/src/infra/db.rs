@@ -7,7 +7,10 @@
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::domain::{TenantId, UserId};
@@ -28,6 +31,17 @@ pub type Tx = Transaction<'static, Postgres>;
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: PgPool,
+    /// State that lives as long as the pool, one value per type (see [`Db::shared`]).
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared(std::sync::Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>);
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Shared")
+    }
 }
 
 impl Db {
@@ -39,11 +53,20 @@ impl Db {
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?;
-        Ok(Self { pool })
+        Ok(Self::from_pool(pool))
     }
 
     pub fn from_pool(pool: PgPool) -> Self {
-        Self { pool }
+        Self { pool, shared: Arc::default() }
+    }
+
+    /// The one `T` of this pool and its clones, made on first use: what belongs to the process's
+    /// connection to Postgres rather than to one caller (the lease renewals of every loop), kept
+    /// here so that a higher layer can hang it on the pool without this module knowing its type.
+    pub fn shared<T: Any + Send + Sync + Default>(&self) -> Arc<T> {
+        let mut map = self.shared.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = map.entry(TypeId::of::<T>()).or_insert_with(|| Arc::new(T::default()));
+        Arc::clone(entry).downcast::<T>().unwrap_or_else(|_| unreachable!("keyed by its own TypeId"))
     }
 
     pub fn pool(&self) -> &PgPool {

@@ -5,8 +5,9 @@
 //! retry, skip, release) is conditional on it, so a loop that lost its lease cannot touch rows
 //! another loop now owns.
 //!
-//! A [`Lease`] is renewed by a task of its own every [`RENEW_EVERY`], independent of the send
-//! loop (a loop stuck in a minute-long SMTP reply keeps its lease). The process also keeps a
+//! A [`Lease`] is renewed every [`RENEW_EVERY`] by the process's renewal task ([`Renewals`]: all
+//! its leases in one statement, on a connection of its own), independent of the send loops (a
+//! loop stuck in a minute-long SMTP reply keeps its lease, and so does one waiting for the pool). The process also keeps a
 //! [`Fence`] per lease: open while the lease is provably valid in Postgres. Renewal requests are
 //! timed from *before* they are sent, so when Postgres answers, the lease runs at least until
 //! `sent + lease`, and the fence is kept open only until `sent + lease − margin`. A process that
@@ -20,6 +21,7 @@
 //! fence as *stopped* within one tick, which aborts any transaction not yet past the end of its
 //! DATA and makes the loop give its batch back.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -158,7 +160,7 @@ impl Fence {
 pub struct Lease {
     pub token: i64,
     fence: Fence,
-    renewer: tokio::task::JoinHandle<()>,
+    renewals: Arc<Renewals>,
     db: Db,
 }
 
@@ -173,7 +175,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.renewer.abort();
+        self.renewals.forget(self.token);
     }
 }
 
@@ -208,8 +210,9 @@ impl Lease {
         .await?;
         let Some(token) = token else { return Ok(None) };
         let fence = Fence::new(asked + fence_span(lease));
-        let renewer = tokio::spawn(renew(db.clone(), token, fence.clone(), lease));
-        Ok(Some(Lease { token, fence, renewer, db: db.clone() }))
+        let renewals = db.shared::<Renewals>();
+        renewals.hold(db, token, fence.clone(), lease);
+        Ok(Some(Lease { token, fence, renewals, db: db.clone() }))
     }
 
     pub fn fence(&self) -> &Fence {
@@ -218,7 +221,7 @@ impl Lease {
 
     /// Gives the lease up after a clean finish (every row it claimed has its outcome).
     pub async fn end(self) {
-        self.renewer.abort();
+        self.renewals.forget(self.token);
         if let Err(e) =
             sqlx::query("DELETE FROM leases WHERE token = $1").bind(self.token).execute(self.db.pool()).await
         {
@@ -227,41 +230,119 @@ impl Lease {
     }
 }
 
-/// The renewal task: every tick, extend the lease in Postgres and, on success, the fence; a
-/// lease Postgres no longer has closes the fence at once; a campaign no longer sending stops it.
-async fn renew(db: Db, token: i64, fence: Fence, lease: Duration) {
-    let mut tick = tokio::time::interval(RENEW_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        let asked = Instant::now();
-        let answer: std::result::Result<Option<(i64, Option<String>)>, _> = tokio::time::timeout(
-            fence_span(lease).saturating_sub(RENEW_EVERY).max(RENEW_EVERY),
-            sqlx::query_as("SELECT token, campaign_status FROM renew_leases($1, $2)")
-                .bind(vec![token])
-                .bind(lease.as_secs_f64())
-                .fetch_optional(db.pool()),
-        )
-        .await
-        .map_err(|_| ())
-        .and_then(|r| r.map_err(|e| tracing::debug!(error = %e, token, "lease renewal failed")));
-        match answer {
-            Ok(Some((_, status))) => {
-                fence.extend(asked + fence_span(lease));
-                if status.is_some_and(|s| s != "sending") {
-                    fence.stop();
-                }
-            }
-            Ok(None) => {
-                tracing::warn!(token, "lease lost: Postgres no longer has it");
-                fence.lose();
-                return;
-            }
-            // Not renewed: the fence closes on its own once the last renewal's span runs out.
-            Err(()) => {}
+/// The leases of one process (one [`Db`]), renewed together: every tick, one statement for all
+/// of them on a connection of their own. Renewed one by one on the shared pool, they competed
+/// with the loops' own queries: with the pool saturated (a slow database, an import), the
+/// renewals waited, the fences closed and every loop gave up its lease at once.
+#[derive(Debug, Default)]
+pub struct Renewals {
+    held: std::sync::Mutex<HashMap<i64, Held>>,
+    started: AtomicBool,
+}
+
+#[derive(Debug)]
+struct Held {
+    fence: Fence,
+    lease: Duration,
+}
+
+impl Renewals {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Held>> {
+        self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Renews `token` from now on; the first lease starts the process's renewal task.
+    fn hold(self: &Arc<Self>, db: &Db, token: i64, fence: Fence, lease: Duration) {
+        self.held().insert(token, Held { fence, lease });
+        if !self.started.swap(true, Ordering::AcqRel) {
+            // The task keeps the connection settings, not the pool: it ends when the pool goes.
+            tokio::spawn(renew_all(db.pool().connect_options(), Arc::downgrade(self)));
         }
     }
+
+    fn forget(&self, token: i64) {
+        self.held().remove(&token);
+    }
+}
+
+/// The renewal task: every tick, extend the held leases in Postgres and, for each one renewed,
+/// its fence; a lease Postgres no longer has closes its fence at once; a campaign no longer
+/// sending stops it. Ends with the pool.
+async fn renew_all(options: Arc<sqlx::postgres::PgConnectOptions>, renewals: std::sync::Weak<Renewals>) {
+    let mut conn: Option<sqlx::PgConnection> = None;
+    let mut tick = tokio::time::interval(RENEW_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(held) = renewals.upgrade() else { return };
+        // Leases of one length are renewed by one statement (a process uses one length).
+        let mut by_length: BTreeMap<Duration, Vec<(i64, Fence)>> = BTreeMap::new();
+        for (token, h) in held.held().iter() {
+            by_length.entry(h.lease).or_default().push((*token, h.fence.clone()));
+        }
+        if by_length.is_empty() {
+            // No loop holds a lease: an idle process keeps no connection for it.
+            conn = None;
+            continue;
+        }
+        for (lease, leases) in by_length {
+            let asked = Instant::now();
+            let tokens: Vec<i64> = leases.iter().map(|(t, _)| *t).collect();
+            let answer = tokio::time::timeout(
+                fence_span(lease).saturating_sub(RENEW_EVERY).max(RENEW_EVERY),
+                renew_on(&options, &mut conn, &tokens, lease),
+            )
+            .await;
+            let renewed: HashMap<i64, Option<String>> = match answer {
+                Ok(Ok(rows)) => rows.into_iter().collect(),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "lease renewal failed");
+                    conn = None;
+                    continue;
+                }
+                // Cut off mid-statement: the connection's state is unknown, so it goes.
+                Err(_) => {
+                    conn = None;
+                    continue;
+                }
+            };
+            // Not renewed in time: each fence closes on its own once its last span runs out.
+            for (token, fence) in leases {
+                match renewed.get(&token) {
+                    Some(status) => {
+                        fence.extend(asked + fence_span(lease));
+                        if status.as_deref().is_some_and(|s| s != "sending") {
+                            fence.stop();
+                        }
+                    }
+                    None => {
+                        tracing::warn!(token, "lease lost: Postgres no longer has it");
+                        fence.lose();
+                        held.forget(token);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One renewal statement on the renewals' own connection (opened, or opened again, as needed).
+async fn renew_on(
+    options: &sqlx::postgres::PgConnectOptions,
+    conn: &mut Option<sqlx::PgConnection>,
+    tokens: &[i64],
+    lease: Duration,
+) -> Result<Vec<(i64, Option<String>)>> {
+    use sqlx::Connection;
+    if conn.is_none() {
+        *conn = Some(sqlx::PgConnection::connect_with(options).await?);
+    }
+    let Some(c) = conn.as_mut() else { return Ok(Vec::new()) };
+    Ok(sqlx::query_as("SELECT token, campaign_status FROM renew_leases($1, $2)")
+        .bind(tokens)
+        .bind(lease.as_secs_f64())
+        .fetch_all(c)
+        .await?)
 }
 
 /// Every loop of one process shares the process's name in its leases' `owner`.

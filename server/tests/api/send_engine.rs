@@ -730,3 +730,46 @@ async fn a_reader_held_by_a_campaign_that_ends_unsent_gets_the_other_campaign() 
     assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=10)).await, 0);
     Ok(())
 }
+
+/// Issue 30 §7: a saturated pool does not cost the loops their leases. Renewals used to take a
+/// connection from the shared pool like every query: with the pool held for longer than the
+/// lease, every fence closed and every loop gave its batch up at once. A process's leases are
+/// now renewed together on a connection of their own.
+#[tokio::test]
+async fn a_saturated_pool_does_not_cost_a_loop_its_lease() -> TestResult {
+    let h = SendHarness::new(12).await?;
+    h.sink.set_faults(Faults::none().with_reply_delay(Duration::from_millis(300)));
+    let campaign = h.campaign("Saturated", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    // A 2-second lease.
+    let cx = h.worker(&identity, None);
+    let sending = {
+        let (cx, tenant) = (cx.clone(), h.tenant);
+        tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
+    };
+    assert!(h.sink.wait_for_count(1, Duration::from_secs(10)).await, "the send started");
+    let token: i64 = sqlx::query_scalar("SELECT token FROM leases WHERE campaign_id = $1 AND slot >= 0")
+        .bind(campaign)
+        .fetch_one(&h.app.owner)
+        .await?;
+    // Every connection of the loop's pool, held for two and a half leases.
+    let pool = h.app.app.db.pool();
+    let mut held = Vec::new();
+    for _ in 0..pool.options().get_max_connections() {
+        held.push(pool.acquire().await?);
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let alive: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM leases WHERE token = $1 AND expires_at > now())")
+            .bind(token)
+            .fetch_one(&h.app.owner)
+            .await?;
+    drop(held);
+    assert!(alive, "the loop's lease ran out while the pool was saturated");
+    tokio::time::timeout(Duration::from_secs(30), sending).await???;
+    let p = h.status(campaign).await?;
+    assert_eq!((p.status.as_str(), p.sent, p.ambiguous), ("sent", 12, 0), "{p:?}");
+    assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=12)).await, 0);
+    Ok(())
+}
