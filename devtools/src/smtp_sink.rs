@@ -72,7 +72,11 @@ pub struct Delivery {
     pub rcpt_to: String,
     /// The Message-ID header's value without the angle brackets, if the message has one.
     pub message_id: Option<String>,
+    /// When the server replied 250 (or, for a fault that keeps the message, gave up replying).
     pub received_at: DateTime<Utc>,
+    /// When the end of the message's data arrived: the last moment its sender could have held it
+    /// back. A slow server's 250 can come much later ([`Faults::with_random_reply_delay`]).
+    pub data_end_at: DateTime<Utc>,
 }
 
 /// What a fault does to a message.
@@ -416,7 +420,7 @@ impl MailSink {
         }
     }
 
-    async fn store(&self, mail_from: String, rcpt_to: Vec<String>, raw: Vec<u8>) -> u64 {
+    async fn store(&self, mail_from: String, rcpt_to: Vec<String>, raw: Vec<u8>, data_end_at: DateTime<Utc>) -> u64 {
         let id = self.inner.next_id.fetch_add(1, Ordering::SeqCst) + 1;
         let received_at = Utc::now();
         let message_id = message_id(&raw);
@@ -428,7 +432,7 @@ impl MailSink {
             let mut deliveries = self.inner.deliveries.lock().unwrap_or_else(PoisonError::into_inner);
             for rcpt in &rcpt_to {
                 let rcpt_to = rcpt.to_lowercase();
-                deliveries.push(Delivery { id, rcpt_to, message_id: message_id.clone(), received_at });
+                deliveries.push(Delivery { id, rcpt_to, message_id: message_id.clone(), received_at, data_end_at });
             }
             self.inner.accepted.fetch_add(1, Ordering::SeqCst);
         }
@@ -508,6 +512,7 @@ impl MailSink {
                         return Ok(());
                     }
                     let raw = read_data(&mut read).await?;
+                    let data_end_at = Utc::now();
                     let Some(raw) = raw else {
                         reply!(b"552 5.3.4 Message too big\r\n");
                         continue;
@@ -525,11 +530,11 @@ impl MailSink {
                         }
                         Some(FaultAction::DropAfterData) => {
                             self.count_fault();
-                            self.store(tx.mail_from, tx.rcpt_to, raw).await;
+                            self.store(tx.mail_from, tx.rcpt_to, raw, data_end_at).await;
                             return Ok(());
                         }
                         _ => {
-                            let id = self.store(tx.mail_from, tx.rcpt_to, raw).await;
+                            let id = self.store(tx.mail_from, tx.rcpt_to, raw, data_end_at).await;
                             reply!(format!("250 2.0.0 OK queued as {id}\r\n").as_bytes());
                         }
                     }

@@ -230,6 +230,8 @@ struct Sender<'a> {
     cursor: i64,
     /// 250s not yet recorded (at most `ack_batch`, at most [`ACK_MAX_DELAY`] old).
     acks: Vec<Ack>,
+    /// When the current batch was claimed: its readers' eligibility was checked then.
+    claimed_at: Instant,
     /// Rows armed in Postgres and not yet sent.
     armed: HashSet<i64>,
     last_tally: Instant,
@@ -303,6 +305,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
         lease,
         slot,
         last_done_check: Instant::now(),
+        claimed_at: Instant::now(),
         conn: None,
         consecutive_failures: 0,
         cursor: 0,
@@ -329,6 +332,30 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
     }
     result
 }
+
+/// Why a claimed row's reader may not be mailed now (SQL, NULL when they may): the claim's test
+/// and the one made again before a late message ([`RECHECK_ELIGIBILITY`]). `s` is the send row,
+/// `r` its reader; the arguments are the placeholders of the tenant and of the campaign's lists.
+macro_rules! not_eligible {
+    ($tenant:literal, $lists:literal) => {
+        concat!(
+            "CASE WHEN r.status <> 'active' THEN 'reader ' || r.status
+                  WHEN NOT EXISTS (SELECT 1 FROM subscriptions x WHERE x.reader_id = s.reader_id
+                                   AND x.list_id = ANY(",
+            $lists,
+            ") AND x.status = 'confirmed') THEN 'unsubscribed'
+                  WHEN EXISTS (SELECT 1 FROM suppressions x WHERE x.tenant_id = ",
+            $tenant,
+            "
+                               AND x.email_lower = lower(s.email)) THEN 'suppressed'
+             END"
+        )
+    };
+}
+/// How old a claim's checks of its readers may be when a message's data goes out: older, they
+/// are made again for that message, so nobody is mailed more than about this long (plus one
+/// SMTP transaction) after their unsubscribe or suppression committed.
+const RECHECK_ELIGIBILITY: Duration = Duration::from_secs(1);
 
 /// What the frequency cap decided for a claim's readers (see `Sender::apply_cap`).
 #[derive(Default)]
@@ -563,7 +590,8 @@ impl Sender<'_> {
         let max_age_secs =
             self.max_queue_age_hours as f64 * 3600.0 + self.campaign.spread_hours.unwrap_or(0.0) * 3600.0;
         let mut tx = self.cx.db.tenant_tx(tenant).await?;
-        let mut rows: Vec<Claimed> = sqlx::query_as(
+        self.claimed_at = Instant::now();
+        let mut rows: Vec<Claimed> = sqlx::query_as(concat!(
             "WITH lease AS (
                  SELECT token FROM leases WHERE token = $7 AND expires_at > clock_timestamp() FOR KEY SHARE
              ), picked AS (
@@ -576,15 +604,13 @@ impl Sender<'_> {
              )
              SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts, s.feed,
                     CASE WHEN s.created_at < now() - make_interval(secs => $5) THEN 'expired'
-                         WHEN r.status <> 'active' THEN 'reader ' || r.status
-                         WHEN NOT EXISTS (SELECT 1 FROM subscriptions x WHERE x.reader_id = s.reader_id
-                                          AND x.list_id = ANY($4) AND x.status = 'confirmed') THEN 'unsubscribed'
-                         WHEN EXISTS (SELECT 1 FROM suppressions x WHERE x.tenant_id = $1 AND x.email_lower = lower(s.email))
-                             THEN 'suppressed'
+                         ELSE ",
+            not_eligible!("$1", "$4"),
+            "
                     END AS skip
              FROM picked JOIN sends s ON s.id = picked.id JOIN readers r ON r.id = s.reader_id
-             ORDER BY s.id",
-        )
+             ORDER BY s.id"
+        ))
         .bind(tenant)
         .bind(campaign)
         .bind(n)
@@ -733,6 +759,16 @@ impl Sender<'_> {
                 Err(e) => return self.on_smtp_error(row, e).await,
             }
         }
+        // A reader who opted out since the claim is not mailed: once the claim's checks are
+        // older than RECHECK_ELIGIBILITY (slow replies, a rate limit, a long batch), they are made
+        // again for each message, right before its data goes out.
+        if self.claimed_at.elapsed() >= RECHECK_ELIGIBILITY
+            && let Some(reason) = self.not_eligible_now(row).await?
+        {
+            self.armed.remove(&row.id);
+            self.skip_row(row, &reason).await?;
+            return Ok(Next::Continue);
+        }
         let Some(conn) = self.conn.as_mut() else { return Ok(Next::Continue) };
         let from = self.campaign.from_email.clone();
         match conn.send_fenced(&from, &row.email, &raw, &fence).await {
@@ -758,6 +794,24 @@ impl Sender<'_> {
                 self.on_smtp_error(row, e).await
             }
         }
+    }
+
+    /// Why `row`'s reader may not be mailed now (unsubscribed, suppressed, blocklisted or
+    /// erased since the claim), or `None`.
+    async fn not_eligible_now(&self, row: &Claimed) -> Result<Option<String>> {
+        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        let reason: Option<Option<String>> = sqlx::query_scalar(concat!(
+            "SELECT ",
+            not_eligible!("$1", "$3"),
+            " FROM sends s JOIN readers r ON r.id = s.reader_id WHERE s.tenant_id = $1 AND s.id = $2"
+        ))
+        .bind(self.tenant)
+        .bind(row.id)
+        .bind(&self.campaign.list_ids)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(reason.unwrap_or_else(|| Some("reader erased".into())))
     }
 
     /// Records the pending 250s and arms `arm` (the next rows to be sent), in one statement

@@ -773,3 +773,40 @@ async fn a_saturated_pool_does_not_cost_a_loop_its_lease() -> TestResult {
     assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=12)).await, 0);
     Ok(())
 }
+
+/// Issue 30 §8: a reader who unsubscribes while their message waits in a claimed batch is not
+/// mailed. The claim checked everyone; with replies this slow the batch takes 6 s, and the last
+/// reader's unsubscribe commits after the claim. Once a claim is a second old its checks are made
+/// again for each message, right before its data goes out.
+#[tokio::test]
+async fn an_unsubscribe_committed_after_the_claim_stops_that_readers_message() -> TestResult {
+    let h = SendHarness::new(10).await?;
+    h.sink.set_faults(Faults::none().with_reply_delay(Duration::from_millis(600)));
+    let campaign = h.campaign("Late leaver", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    let mut cx = h.worker(&identity, None);
+    Arc::make_mut(&mut cx.config).batch_size = 10;
+    let sending = {
+        let (cx, tenant) = (cx.clone(), h.tenant);
+        tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
+    };
+    assert!(h.sink.wait_for_count(1, Duration::from_secs(10)).await, "the batch is under way");
+    let claimed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM sends WHERE campaign_id = $1 AND status IN ('sending', 'sent')")
+            .bind(campaign)
+            .fetch_one(&h.app.owner)
+            .await?;
+    assert_eq!(claimed, 10, "the whole batch was claimed before the unsubscribe");
+    sqlx::query(
+        "UPDATE subscriptions SET status = 'unsubscribed', unsubscribed_at = now()
+         WHERE reader_id = (SELECT id FROM readers WHERE email = 'reader10@example.com')",
+    )
+    .execute(&h.app.owner)
+    .await?;
+    tokio::time::timeout(Duration::from_secs(30), sending).await???;
+    assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=9)).await, 0);
+    let p = h.status(campaign).await?;
+    assert_eq!((p.status.as_str(), p.sent, p.skipped), ("sent", 9, 1), "{p:?}");
+    Ok(())
+}
