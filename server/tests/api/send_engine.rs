@@ -132,10 +132,7 @@ async fn rows_given_back_unsent_give_the_reader_back_to_the_frequency_cap() -> T
     let identity = h.identity(100_000.0, 1000)?;
     let mut cx = h.worker(&identity, None);
     Arc::make_mut(&mut cx.config).batch_size = 60;
-    let sending = {
-        let (cx, tenant) = (cx.clone(), h.tenant);
-        tokio::spawn(async move { delivery::deliver(&cx, tenant, first).await })
-    };
+    let sending = h.spawn_deliver(&cx, first);
     tokio::time::sleep(Duration::from_millis(900)).await;
     store::pause(&h.app.app.db, h.tenant, Role::Owner, first, "by hand").await?;
     sending.await??;
@@ -214,10 +211,7 @@ async fn retry_failed_racing_the_end_of_a_send_never_strands_a_row() -> TestResu
         h.sink.set_faults(
             Faults::none().with_rule(FaultRule::new("reader3", FaultAction::RejectData("554 5.7.1 No".into()))),
         );
-        let sending = {
-            let (cx, tenant) = (cx.clone(), h.tenant);
-            tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
-        };
+        let sending = h.spawn_deliver(&cx, campaign);
         // Retry the failures while the send may be finishing (several times, at varying moments).
         for i in 0..10 {
             tokio::time::sleep(Duration::from_millis(15 * i)).await;
@@ -305,10 +299,7 @@ async fn a_loop_that_finds_nothing_takes_no_tokens() -> TestResult {
     let mut cx = h.worker(&identity, None);
     Arc::make_mut(&mut cx.config).batch_size = 10;
     Arc::make_mut(&mut cx.config).retry_base = Duration::from_millis(300);
-    let sending = {
-        let (cx, tenant) = (cx.clone(), h.tenant);
-        tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
-    };
+    let sending = h.spawn_deliver(&cx, campaign);
     tokio::time::sleep(Duration::from_millis(2_000)).await;
     let buckets: i64 = sqlx::query_scalar("SELECT count(*) FROM rate_buckets WHERE key = $1")
         .bind(&identity.bucket)
@@ -570,10 +561,7 @@ async fn a_claim_that_outlives_its_lease_strands_no_row() -> TestResult {
 
     let mut import = h.app.owner.begin().await?;
     sqlx::query("SELECT id FROM readers WHERE tenant_id = $1 FOR UPDATE").bind(h.tenant).execute(&mut *import).await?;
-    let first = {
-        let (cx, tenant) = (crashing.clone(), h.tenant);
-        tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
-    };
+    let first = h.spawn_deliver(&crashing, campaign);
     let waiting = Instant::now();
     loop {
         let blocked: i64 =
@@ -646,10 +634,7 @@ async fn a_row_whose_arm_is_not_confirmed_is_not_sent() -> TestResult {
     let mut cx = h.worker(&identity, None);
     Arc::make_mut(&mut cx.config).batch_size = 6;
     Arc::make_mut(&mut cx.config).ack_batch = 2;
-    let mut first = {
-        let (cx, tenant) = (cx.clone(), h.tenant);
-        tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
-    };
+    let mut first = h.spawn_deliver(&cx, campaign);
     let waiting = Instant::now();
     let taken = loop {
         // As soon as the batch is claimed, its unarmed rows change hands.
@@ -744,10 +729,7 @@ async fn a_saturated_pool_does_not_cost_a_loop_its_lease() -> TestResult {
     let identity = h.identity(100_000.0, 1000)?;
     // A 2-second lease.
     let cx = h.worker(&identity, None);
-    let sending = {
-        let (cx, tenant) = (cx.clone(), h.tenant);
-        tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
-    };
+    let sending = h.spawn_deliver(&cx, campaign);
     assert!(h.sink.wait_for_count(1, Duration::from_secs(10)).await, "the send started");
     let token: i64 = sqlx::query_scalar("SELECT token FROM leases WHERE campaign_id = $1 AND slot >= 0")
         .bind(campaign)
@@ -787,10 +769,7 @@ async fn an_unsubscribe_committed_after_the_claim_stops_that_readers_message() -
     let identity = h.identity(100_000.0, 1000)?;
     let mut cx = h.worker(&identity, None);
     Arc::make_mut(&mut cx.config).batch_size = 10;
-    let sending = {
-        let (cx, tenant) = (cx.clone(), h.tenant);
-        tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
-    };
+    let sending = h.spawn_deliver(&cx, campaign);
     assert!(h.sink.wait_for_count(1, Duration::from_secs(10)).await, "the batch is under way");
     let claimed: i64 =
         sqlx::query_scalar("SELECT count(*) FROM sends WHERE campaign_id = $1 AND status IN ('sending', 'sent')")

@@ -142,6 +142,16 @@ impl SendHarness {
     }
 
     /// Runs `n` delivery loops at once until they all end.
+    /// One delivery loop in the background, as a worker's job runs it.
+    pub fn spawn_deliver(
+        &self,
+        cx: &DeliveryContext,
+        campaign: CampaignId,
+    ) -> tokio::task::JoinHandle<Result<(), Error>> {
+        let (cx, tenant) = (cx.clone(), self.tenant);
+        tokio::spawn(async move { delivery::deliver(&cx, tenant, campaign).await })
+    }
+
     pub async fn deliver(&self, cx: &DeliveryContext, campaign: CampaignId, n: usize) -> Vec<Result<(), Error>> {
         let runs = (0..n).map(|_| delivery::deliver(cx, self.tenant, campaign));
         futures::future::join_all(runs).await
