@@ -104,12 +104,13 @@ async fn owner_membership(conn: &mut PgConnection, on: bool) -> anyhow::Result<(
     Ok(())
 }
 
-/// The system role's share, made true before and after the migrations of every run: every table under row-level security has a `<table>_system` policy letting the
-/// system role see and write every row, the role may use every table and sequence, and every
-/// `SECURITY DEFINER` function of the owner's is the system role's (so it runs with the role's
-/// policies, not the owner's, which match nothing under `FORCE`). Only the owner's: a function
-/// someone else managed to create in `public` must never gain the system role's view. Changing a function's owner needs CREATE on
-/// its schema for the new owner; that is given for the moment it takes.
+/// The system role's share, made true before and after the migrations of every run: every table
+/// under row-level security has a `<table>_system` policy letting the system role see and write
+/// every row, the role may use every table and sequence, and every `SECURITY DEFINER` function of
+/// the owner's is the system role's (so it runs with the role's policies, not the owner's, which
+/// match nothing under `FORCE`). Only the owner's: a function someone else managed to create in
+/// `public` must never gain the system role's view. Changing a function's owner needs CREATE on its
+/// schema for the new owner; that is given for the moment it takes.
 pub async fn grant_system_role(conn: &mut PgConnection) -> anyhow::Result<()> {
     let sql = format!(
         "DO $$

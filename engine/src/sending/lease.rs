@@ -6,13 +6,13 @@
 //! another loop now owns.
 //!
 //! A [`Lease`] is renewed every [`RENEW_EVERY`] by the process's renewal task ([`Renewals`]: all
-//! its leases in one statement, on a connection of its own), independent of the send loops (a
-//! loop stuck in a minute-long SMTP reply keeps its lease, and so does one waiting for the pool). The process also keeps a
-//! [`Fence`] per lease: open while the lease is provably valid in Postgres. Renewal requests are
-//! timed from *before* they are sent, so when Postgres answers, the lease runs at least until
-//! `sent + lease`, and the fence is kept open only until `sent + lease − margin`. A process that
-//! cannot renew (Postgres down, the process starved) sees its fence close while the lease is
-//! still valid; the SMTP client refuses to write another byte through a closed fence
+//! its leases in one statement, on a connection of its own), independent of the send loops (a loop
+//! stuck in a minute-long SMTP reply keeps its lease, and so does one waiting for the pool). The
+//! process also keeps a [`Fence`] per lease: open while the lease is provably valid in Postgres.
+//! Renewal requests are timed from *before* they are sent, so when Postgres answers, the lease runs
+//! at least until `sent + lease`, and the fence is kept open only until `sent + lease − margin`. A
+//! process that cannot renew (Postgres down, the process starved) sees its fence close while the
+//! lease is still valid; the SMTP client refuses to write another byte through a closed fence
 //! ([`crate::sending::smtp::SmtpConnection::send_fenced`]), so the end of DATA of a message can
 //! only ever be written while its row is still owned. The reaper can only hand a row to another
 //! loop after its lease expired in Postgres, which is later still.
