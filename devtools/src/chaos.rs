@@ -365,7 +365,7 @@ async fn insert_tenant(owner: &PgPool, name: &str, cap: Option<i32>) -> anyhow::
     Ok(tenant)
 }
 
-/// A list of confirmed readers `{prefix}{i}@chaos.test`; returns the list and the addresses.
+/// A list of confirmed readers (see [`insert_list_into`]); returns the list and the addresses.
 async fn insert_list(owner: &PgPool, tenant: TenantId, prefix: &str, n: usize) -> anyhow::Result<(Uuid, Vec<String>)> {
     let list = Uuid::new_v4();
     sqlx::query("INSERT INTO lists (id, tenant_id, name, slug, opt_in) VALUES ($1, $2, $3, $3, 'single')")
@@ -377,13 +377,13 @@ async fn insert_list(owner: &PgPool, tenant: TenantId, prefix: &str, n: usize) -
     insert_list_into(owner, tenant, list, prefix, n).await
 }
 
-async fn create_campaign(db: &Db, tenant: TenantId, name: &str, list: Uuid) -> anyhow::Result<CampaignId> {
+async fn create_campaign(db: &Db, tenant: TenantId, name: &str, lists: &[Uuid]) -> anyhow::Result<CampaignId> {
     let input = CampaignInput {
         name: name.into(),
         subject: format!("{name} for {{{{ reader.name }}}}"),
         from_email: "news@chaos.test".into(),
         from_name: "Chaos".into(),
-        list_ids: vec![list.into()],
+        list_ids: lists.iter().map(|&l| l.into()).collect(),
         body: "Hello {{ reader.name }}! A [link](https://example.com/a).\n\n[Unsubscribe]({{ unsubscribe_url }})"
             .into(),
         ..Default::default()
@@ -446,14 +446,27 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let (cancel_list, cancel_readers) = insert_list(&owner, main_tenant, "cancel", 800).await?;
     let (cap_list, cap_readers) = insert_list(&owner, capped_tenant, "cap", 200).await?;
 
-    let main = create_campaign(&db, main_tenant, "Main", main_list).await?;
-    let spread = create_campaign(&db, main_tenant, "Spread", spread_list).await?;
+    // A second target list overlapping the first: 50 of the main list's readers are on it too,
+    // and each of them must get the campaign once all the same.
+    let (overlap_list, overlap_readers) = insert_list(&owner, main_tenant, "overlap", 20).await?;
+    sqlx::query(
+        "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
+         SELECT $1, $2, reader_id, 'confirmed', now() FROM subscriptions WHERE list_id = $3 ORDER BY reader_id LIMIT 50",
+    )
+    .bind(main_tenant)
+    .bind(overlap_list)
+    .bind(main_list)
+    .execute(&owner)
+    .await?;
+    main_readers.extend(overlap_readers);
+    let main = create_campaign(&db, main_tenant, "Main", &[main_list, overlap_list]).await?;
+    let spread = create_campaign(&db, main_tenant, "Spread", &[spread_list]).await?;
     // Thirty readers over 20 seconds (below the editor's minimum; set directly).
     sqlx::query("UPDATE campaigns SET spread_hours = 20.0 / 3600 WHERE id = $1").bind(spread).execute(&owner).await?;
-    let paused = create_campaign(&db, main_tenant, "Paused", pause_list).await?;
-    let cancelled = create_campaign(&db, main_tenant, "Cancelled", cancel_list).await?;
-    let cap_a = create_campaign(&db, capped_tenant, "Cap A", cap_list).await?;
-    let cap_b = create_campaign(&db, capped_tenant, "Cap B", cap_list).await?;
+    let paused = create_campaign(&db, main_tenant, "Paused", &[pause_list]).await?;
+    let cancelled = create_campaign(&db, main_tenant, "Cancelled", &[cancel_list]).await?;
+    let cap_a = create_campaign(&db, capped_tenant, "Cap A", &[cap_list]).await?;
+    let cap_b = create_campaign(&db, capped_tenant, "Cap B", &[cap_list]).await?;
     let mut scene = Scene {
         campaigns: vec![
             SceneCampaign { id: main, tenant: main_tenant, name: "Main", readers: main_readers, cancelled: false },
@@ -526,7 +539,9 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         store::send_now(&db, &jobs, c.tenant, Role::Owner, c.id).await?;
     }
     for i in 0..60 {
-        let to = format!("tx{i}@chaos.test");
+        // As the API stores them: canonical (every third typed `TX{i}@Chäos.Test`).
+        let typed = if i % 3 == 0 { format!("TX{i}@Chäos.Test") } else { format!("tx{i}@chaos.test") };
+        let to = String::from(herald_engine::Email::parse(&typed)?);
         let id = insert_message(&owner, main_tenant, &to).await?;
         scene.messages.insert(id, to);
     }
@@ -692,7 +707,9 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     Ok(report)
 }
 
-/// More readers on an existing list.
+/// More readers on an existing list: `{prefix}{i}@chaos.test`, every third one typed in mixed
+/// case under the internationalised domain `Chäos.Test` and stored as Herald stores every
+/// address, in its canonical form (`{prefix}{i}@xn--chos-qoa.test`); returns the addresses.
 async fn insert_list_into(
     owner: &PgPool,
     tenant: TenantId,
@@ -700,10 +717,20 @@ async fn insert_list_into(
     prefix: &str,
     n: usize,
 ) -> anyhow::Result<(Uuid, Vec<String>)> {
+    let addresses = (1..=n)
+        .map(|i| {
+            let typed = if i % 3 == 0 {
+                format!("{}{i}@Chäos.Test", prefix.to_uppercase())
+            } else {
+                format!("{prefix}{i}@chaos.test")
+            };
+            herald_engine::Email::parse(&typed).map(String::from).map_err(|e| anyhow::anyhow!("{typed}: {e}"))
+        })
+        .collect::<anyhow::Result<Vec<String>>>()?;
     sqlx::query(
         "WITH r AS (
              INSERT INTO readers (tenant_id, email, name)
-             SELECT $1, $3 || g || '@chaos.test', 'Reader ' || g FROM generate_series(1, $4) g
+             SELECT $1, a, 'Reader ' || ord FROM unnest($3::text[]) WITH ORDINALITY AS x(a, ord)
              RETURNING id
          )
          INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
@@ -711,11 +738,10 @@ async fn insert_list_into(
     )
     .bind(tenant)
     .bind(list)
-    .bind(prefix)
-    .bind(n as i32)
+    .bind(&addresses)
     .execute(owner)
     .await?;
-    Ok((list, (1..=n).map(|i| format!("{prefix}{i}@chaos.test")).collect()))
+    Ok((list, addresses))
 }
 
 /// Unsubscribes the reader from every list (or suppresses the address by hand); returns the

@@ -45,7 +45,7 @@ pub async fn request_password_reset(db: &Db, jobs: &Jobs, signer: &Signer, base_
         "UPDATE users SET reset_generation = reset_generation + 1 WHERE lower(email) = lower($1)
          RETURNING id, password_hash, reset_generation, email",
     )
-    .bind(email.trim())
+    .bind(crate::domain::Email::key(email))
     .fetch_optional(db.pool())
     .await?;
     let Some((user, hash, generation, address)) = row else {
@@ -145,7 +145,7 @@ pub async fn mark_email_verified(db: &Db, email: &str) -> Result<UserId> {
         "UPDATE users SET email_verified_at = coalesce(email_verified_at, now()) WHERE lower(email) = lower($1)
          RETURNING id",
     )
-    .bind(email.trim())
+    .bind(crate::domain::Email::key(email))
     .fetch_optional(db.pool())
     .await?
     .ok_or(Error::NotFound)

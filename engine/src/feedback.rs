@@ -77,7 +77,7 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
         None => {
             sqlx::query_scalar("SELECT id FROM readers WHERE tenant_id = $1 AND lower(email) = lower($2)")
                 .bind(tenant)
-                .bind(ev.email.trim())
+                .bind(crate::domain::Email::key(&ev.email))
                 .fetch_optional(&mut *tx)
                 .await?
         }

@@ -51,7 +51,7 @@ pub async fn create_user(db: &Db, email: &Email, name: &str, pw: &str) -> Result
 pub async fn authenticate(db: &Db, email: &str, pw: &str) -> Result<UserId> {
     let row: Option<(UserId, String)> =
         sqlx::query_as("SELECT id, password_hash FROM users WHERE lower(email) = lower($1)")
-            .bind(email.trim())
+            .bind(crate::domain::Email::key(email))
             .fetch_optional(db.pool())
             .await?;
     let (id, hash) = match row {
@@ -75,7 +75,7 @@ pub async fn get_user(db: &Db, id: UserId) -> Result<User> {
 
 pub async fn find_by_email(db: &Db, email: &str) -> Result<Option<User>> {
     Ok(sqlx::query_as("SELECT id, email, name, email_verified_at IS NOT NULL AS email_verified FROM users\n         WHERE lower(email) = lower($1)")
-        .bind(email.trim())
+        .bind(crate::domain::Email::key(email))
         .fetch_optional(db.pool())
         .await?)
 }

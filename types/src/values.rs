@@ -6,7 +6,13 @@ use std::fmt;
 
 use crate::Invalid;
 
-/// A syntactically valid email address, trimmed. Compared and deduplicated lowercased.
+/// A syntactically valid email address in its one canonical form, so that one mailbox is one
+/// reader, one suppression and one idempotent request whatever way it was typed: trimmed,
+/// Unicode NFC, the domain through UTS-46 to its ASCII (A-label) form, the local part
+/// lowercased. Normalised here, in Rust, and never by the database's collation: `lower()` under
+/// the C collation folds ASCII only, so `Anna@Exämple.com` and `anna@xn--exmple-cua.com` were two
+/// readers. Lowercasing the local part is what every mailbox provider does in practice (RFC 5321
+/// leaves it to the receiving host), and Herald has always matched addresses case-insensitively.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema), schema(value_type = String, format = Email))]
@@ -14,6 +20,7 @@ pub struct Email(String);
 
 impl Email {
     pub fn parse(raw: &str) -> Result<Self, Invalid> {
+        use unicode_normalization::UnicodeNormalization;
         let s = raw.trim();
         let invalid = || Invalid::new(format!("“{}” is not a valid email address", truncate(s, 80)));
         // CR/LF (or any control character) in an address is an SMTP header injection attempt.
@@ -22,27 +29,44 @@ impl Email {
         }
         let (local, domain) = s.rsplit_once('@').ok_or_else(invalid)?;
         if local.is_empty()
-            || local.len() > 64
             || local.contains('@')
+            || s.contains(['<', '>', '(', ')', ',', ';', ':', '\\', '"', '[', ']'])
+        {
+            return Err(invalid());
+        }
+        let local: String = local.nfc().collect::<String>().to_lowercase().nfc().collect();
+        let domain = idna::domain_to_ascii(&domain.nfc().collect::<String>()).map_err(|_| invalid())?;
+        if local.len() > 64
             || domain.len() < 3
             || !domain.contains('.')
             || domain.starts_with('.')
             || domain.ends_with('.')
             || domain.contains("..")
-            || !domain.chars().all(|c| c.is_alphanumeric() || c == '-' || c == '.')
-            || s.contains(['<', '>', '(', ')', ',', ';', ':', '\\', '"', '[', ']'])
+            || !domain.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
         {
             return Err(invalid());
         }
-        Ok(Self(s.to_string()))
+        let canonical = format!("{local}@{domain}");
+        if canonical.len() > 254 {
+            return Err(invalid());
+        }
+        Ok(Self(canonical))
+    }
+
+    /// The form `raw` is stored and looked up under: canonical when it is an address, else
+    /// trimmed and lowercased (a look-up by text that is not an address still finds nothing
+    /// rather than failing, and a provider's odd report is kept as it came).
+    pub fn key(raw: &str) -> String {
+        Self::parse(raw).map(String::from).unwrap_or_else(|_| raw.trim().to_lowercase())
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
+    /// The address as stored and compared (already canonical; kept for callers that key maps).
     pub fn lowercase(&self) -> String {
-        self.0.to_lowercase()
+        self.0.clone()
     }
 }
 
@@ -195,6 +219,25 @@ mod tests {
             assert!(serde_json::from_value::<Email>(serde_json::json!(bad)).is_err(), "{bad:?} deserialised");
         }
         assert_eq!(serde_json::from_value::<Email>(serde_json::json!(" a@x.io")).ok(), Email::parse("a@x.io").ok());
+    }
+
+    #[test]
+    fn one_mailbox_has_one_canonical_address_however_it_is_typed() {
+        let canonical = |raw: &str| Email::parse(raw).map(|e| e.as_str().to_string()).ok();
+        // Unicode domain, A-label, mixed case, decomposed (NFD) umlaut: one mailbox.
+        for typed in ["Anna@Exämple.com", "anna@xn--exmple-cua.com", "ANNA@EXÄMPLE.COM", "Anna@Exa\u{308}mple.com"] {
+            assert_eq!(canonical(typed).as_deref(), Some("anna@xn--exmple-cua.com"), "{typed:?}");
+        }
+        // A Unicode local part is lowercased and composed, not dropped.
+        assert_eq!(canonical("Ä\u{308}NNE@x.io"), canonical("ä\u{308}nne@x.io"));
+        assert_eq!(canonical("Jürgen@x.io").as_deref(), Some("jürgen@x.io"));
+        assert_eq!(canonical("Ju\u{308}rgen@X.IO").as_deref(), Some("jürgen@x.io"));
+        // Full-width dots and letters map to ASCII under UTS-46.
+        assert_eq!(canonical("a@ｅｘａｍｐｌｅ．com").as_deref(), Some("a@example.com"));
+        // Domains UTS-46 rejects are invalid addresses, not silently kept.
+        for bad in ["a@xn--a.com", "a@x_y.io", "a@exa mple.com"] {
+            assert!(Email::parse(bad).is_err(), "{bad:?} should be rejected");
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The per-workspace suppression list: addresses this workspace never mails, whatever list they
-//! are on. Keyed by lowercased address; one workspace's entries never affect another's.
+//! are on. Keyed by the address's canonical form ([`Email::key`]), so a bounce reported for
+//! `Anna@Exämple.com` suppresses the reader stored as `anna@xn--exmple-cua.com`; one workspace's
+//! entries never affect another's.
 
 use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result};
@@ -12,13 +14,13 @@ pub use herald_types::{Suppression, SuppressionReason, SuppressionsAdded};
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn add_in(tx: &mut Tx, tenant: TenantId, email: &str, reason: SuppressionReason, source: &str) -> Result<()> {
     sqlx::query(
-        "INSERT INTO suppressions (tenant_id, email_lower, reason, source) VALUES ($1, lower($2), $3, $4)
+        "INSERT INTO suppressions (tenant_id, email_lower, reason, source) VALUES ($1, $2, $3, $4)
          ON CONFLICT (tenant_id, email_lower) DO UPDATE SET reason = excluded.reason, source = excluded.source
          WHERE excluded.reason IN ('hard_bounce', 'soft_bounce', 'complaint')
            AND suppressions.reason NOT IN ('hard_bounce', 'soft_bounce', 'complaint')",
     )
     .bind(tenant)
-    .bind(email.trim())
+    .bind(Email::key(email))
     .bind(reason)
     .bind(source)
     .execute(&mut **tx)
@@ -55,9 +57,9 @@ pub async fn add_many(
 
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn is_suppressed(tx: &mut Tx, tenant: TenantId, email: &str) -> Result<Option<SuppressionReason>> {
-    Ok(sqlx::query_scalar("SELECT reason FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2)")
+    Ok(sqlx::query_scalar("SELECT reason FROM suppressions WHERE tenant_id = $1 AND email_lower = $2")
         .bind(tenant)
-        .bind(email.trim())
+        .bind(Email::key(email))
         .fetch_optional(&mut **tx)
         .await?)
 }
@@ -93,9 +95,9 @@ pub async fn remove(db: &Db, tenant: TenantId, role: Role, email: &str, confirme
             reason.label()
         )));
     }
-    sqlx::query("DELETE FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2)")
+    sqlx::query("DELETE FROM suppressions WHERE tenant_id = $1 AND email_lower = $2")
         .bind(tenant)
-        .bind(email.trim())
+        .bind(Email::key(email))
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;

@@ -200,6 +200,11 @@ const COMPLAINT_CHECK_EVERY: Duration = Duration::from_secs(30);
 const ACK_MAX_DELAY: Duration = Duration::from_millis(50);
 /// How often an idle loop other than slot 0 asks whether its campaign is done.
 const DONE_CHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// Is any queued row of campaign `$1` due? Answered from `sends_due_idx` (migration 30) in a few
+/// index pages however many rows are deferred. Public for the test that reads its plan.
+pub const DUE_PROBE: &str = "SELECT EXISTS (SELECT 1 FROM sends
+     WHERE campaign_id = $1 AND status = 'queued' AND next_attempt_at <= now())";
 /// How often domain tallies are added to the stats while sending.
 const TALLY_EVERY: Duration = Duration::from_secs(5);
 
@@ -221,6 +226,8 @@ struct Sender<'a> {
     /// idles, the others only every [`DONE_CHECK_EVERY`] (see [`Sender::idle`]).
     slot: i32,
     last_done_check: Instant,
+    /// The last pass claimed nothing: the next asks [`DUE_PROBE`] before claiming again.
+    was_idle: bool,
     conn: Option<SmtpConnection>,
     consecutive_failures: u32,
     /// Claims start after the last row this loop claimed, so a claim does not walk the index
@@ -268,7 +275,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
         &cx.config.egress,
     )
     .await?;
-    let Some((lease, slot)) = take_slot(cx, tenant, campaign_id, identity.max_connections).await? else {
+    let Some((lease, slot)) = take_slot(cx, tenant, campaign_id, &identity).await? else {
         return Ok(());
     };
     let mut tx = cx.db.tenant_tx(tenant).await?;
@@ -305,6 +312,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
         lease,
         slot,
         last_done_check: Instant::now(),
+        was_idle: false,
         claimed_at: Instant::now(),
         conn: None,
         consecutive_failures: 0,
@@ -347,7 +355,7 @@ macro_rules! not_eligible {
                   WHEN EXISTS (SELECT 1 FROM suppressions x WHERE x.tenant_id = ",
             $tenant,
             "
-                               AND x.email_lower = lower(s.email)) THEN 'suppressed'
+                               AND x.email_lower = lower(r.email)) THEN 'suppressed'
              END"
         )
     };
@@ -381,16 +389,17 @@ struct CapMark {
 }
 
 /// Takes the first free delivery slot of the campaign (its lease and number), or `None` when
-/// all are held.
+/// all are held, or every connection of the identity is in use (by this campaign or others).
 async fn take_slot(
     cx: &DeliveryContext,
     tenant: TenantId,
     campaign: CampaignId,
-    slots: u32,
+    identity: &SmtpIdentity,
 ) -> Result<Option<(Lease, i32)>> {
-    for slot in 0..slots.max(1) as i32 {
+    let connections = identity.max_connections.max(1);
+    for slot in 0..connections as i32 {
         let owner = crate::sending::lease::owner(&cx.config.worker_id, &format!("deliver:{campaign}:{slot}"));
-        let what = LeaseFor::Delivery { tenant, campaign, slot };
+        let what = LeaseFor::Delivery { tenant, campaign, slot, identity: &identity.bucket, connections };
         if let Some(lease) = Lease::acquire(&cx.db, what, &owner, cx.config.lease).await? {
             return Ok(Some((lease, slot)));
         }
@@ -424,11 +433,18 @@ impl Sender<'_> {
                     SpreadRate::PerSecond(rate) => batch = batch.min(rate.ceil().max(1.0) as u32),
                 }
             }
+            if self.was_idle && !self.anything_due().await? {
+                if self.idle().await? {
+                    return Ok(());
+                }
+                continue;
+            }
             let mut rows = self.claim(batch as i64).await?;
             if rows.is_empty() && self.cursor > 0 {
                 self.cursor = 0;
                 rows = self.claim(batch as i64).await?;
             }
+            self.was_idle = rows.is_empty();
             if rows.is_empty() {
                 if self.idle().await? {
                     return Ok(());
@@ -583,12 +599,23 @@ impl Sender<'_> {
         Ok(self.fence().sleep(pause).await.is_some())
     }
 
+    /// Whether any queued row of the campaign is due now: one probe of an index ordered by due
+    /// time. An idle loop asks this every 100–300 ms; the claim itself walks the queue in id
+    /// order and, when every row is deferred (retries backing off, readers waiting on the
+    /// frequency cap), walked all of them each time to find none.
+    async fn anything_due(&self) -> Result<bool> {
+        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        let due: bool = sqlx::query_scalar(DUE_PROBE).bind(self.campaign.id).fetch_one(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(due)
+    }
+
     async fn claim(&mut self, n: i64) -> Result<Vec<Claimed>> {
         let token = self.lease.token;
         let (tenant, campaign) = (self.tenant, self.campaign.id);
-        // Time the engine chose to wait (a spread) does not count toward the queue age.
-        let max_age_secs =
-            self.max_queue_age_hours as f64 * 3600.0 + self.campaign.spread_hours.unwrap_or(0.0) * 3600.0;
+        // The queue age counts from the row's first claim (migration 30): waiting its turn
+        // behind the rate, a spread or a pause costs none; only failing to get through does.
+        let max_age_secs = self.max_queue_age_hours as f64 * 3600.0;
         let mut tx = self.cx.db.tenant_tx(tenant).await?;
         self.claimed_at = Instant::now();
         let mut rows: Vec<Claimed> = sqlx::query_as(concat!(
@@ -603,7 +630,7 @@ impl Sender<'_> {
                  FOR UPDATE SKIP LOCKED
              )
              SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts, s.feed,
-                    CASE WHEN s.created_at < now() - make_interval(secs => $5) THEN 'expired'
+                    CASE WHEN s.first_claimed_at < now() - make_interval(secs => $5) THEN 'expired'
                          ELSE ",
             not_eligible!("$1", "$4"),
             "
@@ -692,6 +719,7 @@ impl Sender<'_> {
             // this check and the commit; a lease that ran out meanwhile claims nothing.
             let claimed_now = sqlx::query(
                 "UPDATE sends s SET status = 'sending', lease_token = $3, armed = x.arm, attempts = s.attempts + 1,
+                        first_claimed_at = coalesce(s.first_claimed_at, now()),
                         cap_prev_at = CASE WHEN s.cap_moved THEN s.cap_prev_at ELSE x.prev_at END,
                         cap_prev_campaign = CASE WHEN s.cap_moved THEN s.cap_prev_campaign ELSE x.prev_campaign END,
                         cap_moved = s.cap_moved OR x.moved, updated_at = now()
@@ -1117,7 +1145,8 @@ impl Sender<'_> {
             let mut tx = db.tenant_tx(tenant).await?;
             this.give_back_cap(&mut tx, ids).await?;
             sqlx::query(
-                "UPDATE sends SET status = 'queued', attempts = greatest(attempts - 1, 0), armed = false, updated_at = now()
+                "UPDATE sends SET status = 'queued', attempts = greatest(attempts - 1, 0), armed = false,
+                        first_claimed_at = CASE WHEN attempts <= 1 THEN NULL ELSE first_claimed_at END, updated_at = now()
                  WHERE tenant_id = $1 AND id = ANY($2) AND lease_token = $3 AND status = 'sending'",
             )
             .bind(tenant)
@@ -1133,8 +1162,28 @@ impl Sender<'_> {
 
     /// Pauses the campaign when hard bounces pass 5 % of outcomes (after a minimum sample).
     /// Returns true when it paused.
-    async fn check_health(&self) -> Result<bool> {
+    async fn check_health(&mut self) -> Result<bool> {
+        let over = |outcomes: i64, bounces: i64| {
+            outcomes >= MIN_SAMPLE && (bounces as f64) / (outcomes as f64) > MAX_HARD_BOUNCE_RATE
+        };
+        // First the campaign's counters: one row, where counting the send log walked every row
+        // of the campaign every 5 s in every loop once a single address had bounced. Bounces are
+        // counted there at once and sends every few seconds (each loop's tally), so the lag can
+        // only overstate the rate: below the limit there, below it in fact.
+        self.tally.flush(&self.cx.db, self.tenant, self.campaign.id).await?;
         let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        let counters: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT sent + failed, hard_bounces FROM campaign_stats WHERE tenant_id = $1 AND campaign_id = $2",
+        )
+        .bind(self.tenant)
+        .bind(self.campaign.id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if !counters.is_some_and(|(outcomes, bounces)| over(outcomes, bounces)) {
+            tx.commit().await?;
+            return Ok(false);
+        }
+        // Over the limit by the counters: confirm on the send log before pausing anyone's send.
         let (outcomes, bounces): (i64, i64) = sqlx::query_as(
             "SELECT count(*) FILTER (WHERE status IN ('sent', 'failed')), count(*) FILTER (WHERE hard_bounce)
              FROM sends WHERE tenant_id = $1 AND campaign_id = $2",
@@ -1144,7 +1193,7 @@ impl Sender<'_> {
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
-        if outcomes >= MIN_SAMPLE && (bounces as f64) / (outcomes as f64) > MAX_HARD_BOUNCE_RATE {
+        if over(outcomes, bounces) {
             let why = format!(
                 "Paused: {bounces} of {outcomes} messages hard-bounced ({:.1} %, the limit is {:.0} %). Check the list's quality before resuming.",
                 100.0 * bounces as f64 / outcomes as f64,

@@ -421,7 +421,8 @@ pub async fn retry_failed(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id
         return Err(Error::Conflict("Only a campaign that has sent can retry its failures.".into()));
     }
     let n = sqlx::query(
-        "UPDATE sends SET status = 'queued', attempts = 0, next_attempt_at = now(), reason = NULL, updated_at = now()
+        "UPDATE sends SET status = 'queued', attempts = 0, next_attempt_at = now(), reason = NULL,
+                first_claimed_at = NULL, updated_at = now()
          WHERE tenant_id = $1 AND campaign_id = $2 AND status = 'failed' AND NOT hard_bounce",
     )
     .bind(tenant)

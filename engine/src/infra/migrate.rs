@@ -55,6 +55,7 @@ pub async fn run_until(pool: &PgPool, target: Option<i64>) -> anyhow::Result<()>
         Some(version) => MIGRATOR.run_to(version, &mut *tx).await?,
         None => MIGRATOR.run(&mut *tx).await?,
     }
+    crate::infra::data_migrations::run_pending(&mut tx).await?;
     grant_system_role(&mut tx).await?;
     owner_membership(&mut tx, false).await?;
     tx.commit().await?;

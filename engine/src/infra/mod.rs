@@ -2,6 +2,7 @@
 //! tenant transactions, migrations, sealing secrets at rest, signed tokens, password hashing,
 //! the egress policy for server-side requests, rate limiting and the job poller.
 
+pub mod data_migrations;
 pub mod db;
 pub mod egress;
 pub mod job_poll;

@@ -38,9 +38,11 @@ pub const RENEW_EVERY: Duration = Duration::from_millis(500);
 
 /// What a lease is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LeaseFor {
-    /// A delivery loop's slot on a campaign (0 … connections − 1).
-    Delivery { tenant: TenantId, campaign: CampaignId, slot: i32 },
+pub enum LeaseFor<'a> {
+    /// A delivery loop's slot on a campaign (0 … connections − 1), and one of the slots of the
+    /// identity it sends through (`identity`, its rate-bucket name; `connections` of them), so
+    /// the identity's connection limit holds across all its campaigns.
+    Delivery { tenant: TenantId, campaign: CampaignId, slot: i32, identity: &'a str, connections: u32 },
     /// A campaign's fan-out.
     Fanout { tenant: TenantId, campaign: CampaignId },
     /// A transactional sending loop.
@@ -187,25 +189,35 @@ fn fence_span(lease: Duration) -> Duration {
 
 impl Lease {
     /// Takes a lease, or `None` when the slot is held by a live loop.
-    pub async fn acquire(db: &Db, what: LeaseFor, owner: &str, lease: Duration) -> Result<Option<Lease>> {
-        let (campaign, slot) = match what {
-            LeaseFor::Delivery { campaign, slot, .. } => (Some(campaign), Some(slot)),
-            LeaseFor::Fanout { campaign, .. } => (Some(campaign), Some(-1)),
-            LeaseFor::Transactional => (None, None),
+    pub async fn acquire(db: &Db, what: LeaseFor<'_>, owner: &str, lease: Duration) -> Result<Option<Lease>> {
+        let (campaign, slot, identity, connections) = match what {
+            LeaseFor::Delivery { campaign, slot, identity, connections, .. } => {
+                (Some(campaign), Some(slot), Some(identity), connections.max(1))
+            }
+            LeaseFor::Fanout { campaign, .. } => (Some(campaign), Some(-1), None, 1),
+            LeaseFor::Transactional => (None, None, None, 1),
         };
         let asked = Instant::now();
         // An expired lease on the slot is taken over only by the reaper (it must give the rows
-        // back first), so a conflict is always "someone holds it" or "not reaped yet".
+        // back first), so a conflict is always "someone holds it" or "not reaped yet". A
+        // delivery lease takes the lowest free slot of its identity too; two loops racing for
+        // one conflict on the unique index, and the loser ends as if every slot were held.
         let token: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO leases (owner, campaign_id, slot, expires_at)
-             VALUES ($1, $2, $3, now() + make_interval(secs => $4))
-             ON CONFLICT (campaign_id, slot) WHERE slot IS NOT NULL DO NOTHING
+            "INSERT INTO leases (owner, campaign_id, slot, identity_key, identity_slot, expires_at)
+             SELECT $1, $2, $3, $5, CASE WHEN $5::text IS NOT NULL THEN g END, now() + make_interval(secs => $4)
+             FROM generate_series(0, $6 - 1) g
+             WHERE $5::text IS NULL
+                OR NOT EXISTS (SELECT 1 FROM leases l WHERE l.identity_key = $5 AND l.identity_slot = g)
+             ORDER BY g LIMIT 1
+             ON CONFLICT DO NOTHING
              RETURNING token",
         )
         .bind(owner)
         .bind(campaign)
         .bind(slot)
         .bind(lease.as_secs_f64())
+        .bind(identity)
+        .bind(connections as i32)
         .fetch_optional(db.pool())
         .await?;
         let Some(token) = token else { return Ok(None) };

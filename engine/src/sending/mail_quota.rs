@@ -33,7 +33,7 @@ pub(crate) async fn claim(db: &Db, tenant: TenantId, limits: SystemMailLimits, r
     let mut tx = db.tenant_tx(tenant).await?;
     let refused: Option<String> = sqlx::query_scalar("SELECT claim_system_mail($1, $2, $3, $4)")
         .bind(tenant)
-        .bind(recipient.trim().to_lowercase())
+        .bind(crate::domain::Email::key(recipient))
         .bind(limits.per_workspace)
         .bind(limits.per_recipient)
         .fetch_one(&mut *tx)

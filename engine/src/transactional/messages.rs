@@ -67,8 +67,24 @@ pub fn check_key(key: &str) -> Result<&str> {
     Ok(key)
 }
 
-/// A hash of the request body that ignores key order and whitespace.
+/// A hash of the request body that ignores key order and whitespace, and how the recipient's
+/// address was typed: `Anna@Exämple.com` and `anna@xn--exmple-cua.com` are one mailbox, so one
+/// request (its canonical form, [`Email`], is what is hashed).
 pub fn request_hash(body: &serde_json::Value) -> String {
+    let canonical_to = body.get("to").and_then(|to| to.as_str()).and_then(|to| Email::parse(to).ok());
+    match canonical_to {
+        Some(to) if body.get("to").and_then(|t| t.as_str()) != Some(to.as_str()) => {
+            let mut body = body.clone();
+            body["to"] = serde_json::Value::String(to.into());
+            body_hash(&body)
+        }
+        _ => body_hash(body),
+    }
+}
+
+/// The hash of the body exactly as sent. Requests stored before addresses were canonical were
+/// hashed this way; a replay of one still matches it (see `replay`).
+fn body_hash(body: &serde_json::Value) -> String {
     fn canonical(v: &serde_json::Value, out: &mut String) {
         match v {
             serde_json::Value::Object(map) => {
@@ -117,7 +133,7 @@ pub async fn enqueue(
     let hash = request_hash(body);
     let db = &outbox.db;
     // A replay costs one read and renders nothing.
-    if let Some(found) = replay(db, tenant, key, &hash).await? {
+    if let Some(found) = replay(db, tenant, key, &[&hash, &body_hash(body)]).await? {
         return Ok(found);
     }
     let req: SendRequest = serde_json::from_value(body.clone())
@@ -244,7 +260,7 @@ pub async fn enqueue(
     if inserted.is_none() {
         // A concurrent request with this key committed first.
         tx.commit().await?;
-        return replay(db, tenant, key, &hash).await?.ok_or(Error::NotFound);
+        return replay(db, tenant, key, &[&hash]).await?.ok_or(Error::NotFound);
     }
     let detail = match req.send_at {
         Some(at) if at > Utc::now() => format!("scheduled for {}", at.to_rfc3339()),
@@ -257,7 +273,7 @@ pub async fn enqueue(
 }
 
 /// The message stored under `key`, if any: the same body gives it back, another is a 409.
-async fn replay(db: &Db, tenant: TenantId, key: &str, hash: &str) -> Result<Option<Enqueued>> {
+async fn replay(db: &Db, tenant: TenantId, key: &str, hashes: &[&str]) -> Result<Option<Enqueued>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let found: Option<(MessageId, String)> =
         sqlx::query_as("SELECT id, request_hash FROM messages WHERE tenant_id = $1 AND idempotency_key = $2")
@@ -268,7 +284,7 @@ async fn replay(db: &Db, tenant: TenantId, key: &str, hash: &str) -> Result<Opti
     tx.commit().await?;
     match found {
         None => Ok(None),
-        Some((_, stored)) if stored != hash => Err(Error::Conflict(format!(
+        Some((_, stored)) if !hashes.contains(&stored.as_str()) => Err(Error::Conflict(format!(
             "The Idempotency-Key “{key}” was already used for a different request. Use a new key for a new message, or resend exactly the same body to get the first answer back."
         ))),
         Some((id, _)) => Ok(Some(Enqueued { message: get(db, tenant, id).await?, created: false })),
@@ -647,6 +663,11 @@ mod tests {
             serde_json::from_str(r#"{"to":"a@x.test","variables":{"b":2,"a":[1,2]}}"#).unwrap_or_default();
         assert_eq!(request_hash(&a), request_hash(&b));
         assert_ne!(request_hash(&a), request_hash(&c));
+        // One mailbox, however it is typed, is one request.
+        let unicode = serde_json::json!({"to": "Anna@Exämple.com", "subject": "s"});
+        let ascii = serde_json::json!({"to": "anna@xn--exmple-cua.com", "subject": "s"});
+        assert_eq!(request_hash(&unicode), request_hash(&ascii));
+        assert_ne!(request_hash(&unicode), body_hash(&unicode), "the legacy hash is kept for replays of old rows");
     }
 
     #[test]

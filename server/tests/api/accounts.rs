@@ -28,7 +28,8 @@ async fn sign_up_logs_in_and_log_out_ends_the_session() {
         .join("\n");
     assert!(raw.contains("HttpOnly") && raw.contains("SameSite=Lax"), "{raw}");
     assert!(!cookie.is_empty());
-    assert_eq!(b.session().await.expect("logged in").email, "Ada@Example.com");
+    // Stored in its canonical form (issue 30 §6): one mailbox, one account, however it is typed.
+    assert_eq!(b.session().await.expect("logged in").email, "ada@example.com");
     assert!(b.run(Logout {}).await.ok());
     assert!(b.session().await.is_none());
 }

@@ -51,7 +51,7 @@ async fn lists_and_readers_crud_bulk_and_subscriptions() {
     assert_eq!((again["created"].as_u64(), again["updated"].as_u64()), (Some(0), Some(2)));
     let (_, page) = api.get("/api/v1/readers?attribute=city%20%3D%20%22Lyon%22").await;
     let ann = &page["readers"][0];
-    assert_eq!(ann["email"], "Ann@Example.com");
+    assert_eq!(ann["email"], "ann@example.com", "stored in its canonical form");
     assert_eq!(ann["attributes"], json!({"city": "Lyon", "plan": "pro"}));
     let ann_id = ann["id"].as_i64().expect("id");
     let (_, lists) = api.get("/api/v1/lists").await;
@@ -155,4 +155,33 @@ async fn another_workspaces_ids_are_404_through_the_api() {
     let (_, lists) = b.get("/api/v1/lists").await;
     assert_eq!(lists[0]["confirmed"], 1);
     assert_eq!(b.get(&format!("/api/v1/readers/{reader}")).await.1["reader"]["name"], "");
+}
+
+/// Issue 30 §6: one mailbox is one reader however it is typed: a Unicode or A-label domain, any
+/// case, composed or decomposed. main at d7b2561 made `Anna@Exämple.com` and
+/// `anna@xn--exmple-cua.com` two readers, and so two copies of every campaign.
+#[tokio::test]
+async fn one_mailbox_typed_several_ways_is_one_reader() {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("mailbox@example.com", "Mailbox").await;
+    let api = Api::for_owner(&app, &owner).await;
+    let (s, created) = api.post("/api/v1/readers", json!({"email": "Anna@Exämple.com", "name": "Anna"})).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    assert_eq!(created["reader"]["email"], "anna@xn--exmple-cua.com");
+    let (s, _) = api.post("/api/v1/readers", json!({"email": "anna@xn--exmple-cua.com"})).await;
+    assert_eq!(s, StatusCode::CONFLICT, "the A-label spelling is the same reader");
+    // An import in capitals with a decomposed umlaut (as some spreadsheets write it).
+    let (s, out) = api
+        .post(
+            "/api/v1/readers/bulk",
+            json!({"readers": [{"email": "ANNA@EXA\u{308}MPLE.COM", "attributes": {"plan": "pro"}}]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{out}");
+    assert_eq!((out["created"].as_u64(), out["updated"].as_u64()), (Some(0), Some(1)), "{out}");
+    let (_, page) = api.get("/api/v1/readers").await;
+    let emails: Vec<&str> =
+        page["readers"].as_array().into_iter().flatten().filter_map(|r| r["email"].as_str()).collect();
+    assert_eq!(emails, ["anna@xn--exmple-cua.com"]);
+    assert_eq!(page["readers"][0]["attributes"]["plan"], "pro");
 }

@@ -168,6 +168,184 @@ async fn data_migrations_copy_every_workspaces_rows_as_an_ordinary_owner() -> Te
     Ok(())
 }
 
+/// Issue 30 §6: addresses stored before they were canonical are rewritten, and readers of one
+/// workspace that are one mailbox are merged by the data migration 29 asks for, as the ordinary
+/// owner: an unsubscribe or suppression on either copy wins, the consent ledger keeps every
+/// entry (and says why), the send log keeps one row per campaign (the one that was sent), the
+/// list counts follow, and another workspace's copy is left alone.
+#[tokio::test]
+async fn existing_copies_of_one_mailbox_are_merged_without_losing_consent() -> TestResult {
+    let url = fresh_empty_database().await?;
+    let owner = PgPoolOptions::new().max_connections(2).connect(&url).await?;
+    let db = url.rsplit('/').next().unwrap_or_default().to_string();
+    migrate::run_until(&owner, Some(20261127000028)).await?;
+    let inspector = PgPoolOptions::new().max_connections(1).connect(&inspector_url(&db).await).await?;
+    let exec = |sql: &'static str| sqlx::query(sql);
+
+    let (tenant, other) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let (news, offers, campaign) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    for (id, slug) in [(tenant, "merged"), (other, "other")] {
+        exec("INSERT INTO tenants (id, name, slug) VALUES ($1, $2, $2)")
+            .bind(id)
+            .bind(slug)
+            .execute(&inspector)
+            .await?;
+    }
+    for (id, slug) in [(news, "news"), (offers, "offers")] {
+        exec("INSERT INTO lists (id, tenant_id, name, slug) VALUES ($1, $2, $3, $3)")
+            .bind(id)
+            .bind(tenant)
+            .bind(slug)
+            .execute(&inspector)
+            .await?;
+    }
+    exec("INSERT INTO campaigns (id, tenant_id, name) VALUES ($1, $2, 'Sent to both')")
+        .bind(campaign)
+        .bind(tenant)
+        .execute(&inspector)
+        .await?;
+    let reader = |t: uuid::Uuid, email: &'static str| {
+        let inspector = inspector.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "INSERT INTO readers (tenant_id, email, name) VALUES ($1, $2, 'Anna') RETURNING id",
+            )
+            .bind(t)
+            .bind(email)
+            .fetch_one(&inspector)
+            .await
+        }
+    };
+    // The first copy: on both lists, confirmed, and sent the campaign; the second: unsubscribed
+    // from "news", still queued for the campaign.
+    let unicode = reader(tenant, "Anna@Exämple.com").await?;
+    let ascii = reader(tenant, "anna@xn--exmple-cua.com").await?;
+    // In another workspace, two copies neither of which is canonical yet (the second is found
+    // as the first one's copy, and must not be merged a second time when its own turn comes).
+    let elsewhere = reader(other, "Anna@Exämple.com").await?;
+    reader(other, "ANNA@XN--EXMPLE-CUA.COM").await?;
+    for (r, list, status) in
+        [(unicode, news, "confirmed"), (unicode, offers, "confirmed"), (ascii, news, "unsubscribed")]
+    {
+        exec(
+            "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at, unsubscribed_at)
+             VALUES ($1, $2, $3, $4, now() - interval '1 day', CASE WHEN $4 = 'unsubscribed' THEN now() END)",
+        )
+        .bind(tenant)
+        .bind(list)
+        .bind(r)
+        .bind(status)
+        .execute(&inspector)
+        .await?;
+        exec("INSERT INTO consent_events (tenant_id, reader_id, list_id, action, source) VALUES ($1, $2, $3, $4, 'form')")
+            .bind(tenant)
+            .bind(r)
+            .bind(list)
+            .bind(if status == "confirmed" { "confirm" } else { "unsubscribe" })
+            .execute(&inspector)
+            .await?;
+    }
+    for (r, status) in [(unicode, "sent"), (ascii, "queued")] {
+        exec("INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status) VALUES ($1, $2, $3, 'x', $4)")
+            .bind(tenant)
+            .bind(campaign)
+            .bind(r)
+            .bind(status)
+            .execute(&inspector)
+            .await?;
+    }
+    for (email, reason) in
+        [("ÄNNE@x.io", "manual"), ("änne@x.io", "complaint"), ("Zoë@Exämple.com", "unsubscribed_all")]
+    {
+        exec("INSERT INTO suppressions (tenant_id, email_lower, reason) VALUES ($1, $2, $3)")
+            .bind(tenant)
+            .bind(email)
+            .bind(reason)
+            .execute(&inspector)
+            .await?;
+    }
+    // A transactional message still queued: its claim matches suppressions by its address.
+    exec(
+        "INSERT INTO messages (id, tenant_id, idempotency_key, request_hash, to_email, from_email, subject, html, text_body)
+         VALUES ($1, $2, 'k', 'h', 'Änne@X.io', 'a@x.io', 's', '', '')",
+    )
+    .bind(uuid::Uuid::new_v4())
+    .bind(tenant)
+    .execute(&inspector)
+    .await?;
+    exec("INSERT INTO users (id, email, password_hash) VALUES ($1, 'Boss@Exämple.com', 'x')")
+        .bind(uuid::Uuid::new_v4())
+        .execute(&inspector)
+        .await?;
+
+    migrate::run_on(&owner).await?;
+
+    let readers: Vec<(i64, String, String)> =
+        sqlx::query_as("SELECT id, email, status FROM readers WHERE tenant_id = $1")
+            .bind(tenant)
+            .fetch_all(&inspector)
+            .await?;
+    assert_eq!(readers, vec![(unicode, "anna@xn--exmple-cua.com".to_string(), "active".to_string())]);
+    let subscriptions: Vec<(uuid::Uuid, String)> =
+        sqlx::query_as("SELECT list_id, status FROM subscriptions WHERE reader_id = $1 ORDER BY status")
+            .bind(unicode)
+            .fetch_all(&inspector)
+            .await?;
+    assert_eq!(
+        subscriptions,
+        vec![(offers, "confirmed".into()), (news, "unsubscribed".into())],
+        "the unsubscribe wins"
+    );
+    let counts: Vec<(String, i64)> =
+        sqlx::query_as("SELECT status, n FROM list_counts WHERE list_id = $1 AND n <> 0 ORDER BY status")
+            .bind(news)
+            .fetch_all(&inspector)
+            .await?;
+    assert_eq!(counts, vec![("unsubscribed".into(), 1)]);
+    let ledger: Vec<String> =
+        sqlx::query_scalar("SELECT action FROM consent_events WHERE tenant_id = $1 AND reader_id = $2 ORDER BY id")
+            .bind(tenant)
+            .bind(unicode)
+            .fetch_all(&inspector)
+            .await?;
+    assert_eq!(ledger, ["confirm", "confirm", "unsubscribe", "merged"], "every entry kept");
+    let sends: Vec<String> = sqlx::query_scalar("SELECT status FROM sends WHERE campaign_id = $1")
+        .bind(campaign)
+        .fetch_all(&inspector)
+        .await?;
+    assert_eq!(sends, ["sent"], "the sent row is kept, the queued copy dropped");
+    let suppressions: Vec<(String, String)> =
+        sqlx::query_as("SELECT email_lower, reason FROM suppressions WHERE tenant_id = $1 ORDER BY 1")
+            .bind(tenant)
+            .fetch_all(&inspector)
+            .await?;
+    assert_eq!(
+        suppressions,
+        vec![
+            ("zoë@xn--exmple-cua.com".to_string(), "unsubscribed_all".to_string()),
+            ("änne@x.io".into(), "complaint".into())
+        ]
+    );
+    let elsewhere_readers: Vec<(i64, String)> =
+        sqlx::query_as("SELECT id, email FROM readers WHERE tenant_id = $1").bind(other).fetch_all(&inspector).await?;
+    assert_eq!(elsewhere_readers, vec![(elsewhere, "anna@xn--exmple-cua.com".to_string())], "never across workspaces");
+    let merges: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM consent_events WHERE tenant_id = $1 AND action = 'merged'")
+            .bind(other)
+            .fetch_one(&inspector)
+            .await?;
+    assert_eq!(merges, 1);
+    let boss: i64 = sqlx::query_scalar("SELECT count(*) FROM users WHERE email = 'boss@xn--exmple-cua.com'")
+        .fetch_one(&inspector)
+        .await?;
+    assert_eq!(boss, 1);
+    let queued: String = sqlx::query_scalar("SELECT to_email FROM messages").fetch_one(&inspector).await?;
+    assert_eq!(queued, "änne@x.io");
+    let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM pending_data_migrations").fetch_one(&inspector).await?;
+    assert_eq!(pending, 0, "done once");
+    Ok(())
+}
+
 /// `search_readers` runs as the system role so that its LIKE (not leakproof) can use the
 /// trigram index, which row-level security would deny the runtime role. Read the plans at 100k
 /// readers: the system role's uses the index, the runtime role's cannot (so the test can tell).

@@ -481,8 +481,10 @@ async fn messages_queued_past_the_max_age_expire_instead_of_sending() -> TestRes
         .await?;
     let campaign = h.campaign("Stale", vec![h.list]).await?;
     h.start(campaign).await?;
-    // An outage: the rows sat in the queue for two hours.
-    sqlx::query("UPDATE sends SET created_at = now() - interval '2 hours' WHERE campaign_id = $1 AND id % 2 = 0")
+    // An outage: half the rows were first tried two hours ago and have not got through since.
+    sqlx::query(
+        "UPDATE sends SET first_claimed_at = now() - interval '2 hours', attempts = 1 WHERE campaign_id = $1 AND id % 2 = 0",
+    )
         .bind(campaign)
         .execute(&h.app.owner)
         .await?;

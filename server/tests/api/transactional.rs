@@ -481,3 +481,71 @@ async fn a_250_that_cannot_be_recorded_is_left_armed_for_the_reaper_not_requeued
     sender.close().await;
     Ok(())
 }
+
+/// Issue 30 §6: `Anna@Exämple.com` and `anna@xn--exmple-cua.com` are one mailbox. Typed either
+/// way it is one idempotent request (main at d7b2561 answered the second spelling 409, "a
+/// different request"), one suppression (it answered 201 and mailed a suppressed mailbox), and
+/// the message goes to the A-label.
+#[tokio::test]
+async fn one_mailbox_typed_two_ways_is_one_request_and_one_suppression() -> TestResult {
+    let app = spawn_app().await;
+    let api = workspace(&app, "tx-mailbox@example.com").await;
+    let body =
+        |to: &str| json!({"to": to, "template": "reset", "variables": {"name": "Anna", "url": "https://tx.test/r"}});
+    let (status, first) = api.send_message("anna-1", &body("Anna@Exämple.com")).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    assert_eq!(first["to_email"], "anna@xn--exmple-cua.com");
+    let (status, again) = api.send_message("anna-1", &body("ANNA@xn--exmple-cua.com")).await;
+    assert_eq!(status, StatusCode::OK, "the same request typed another way: {again}");
+    assert_eq!(again["id"], first["id"]);
+    assert!(app.sink.wait_for_recipient("anna@xn--exmple-cua.com", Duration::from_secs(10)).await.is_some());
+
+    let (status, added) =
+        api.post("/api/v1/suppressions", json!({"emails": ["ANNA@EXÄMPLE.COM"], "reason": "manual"})).await;
+    assert_eq!((status, added["suppressed"].as_i64()), (StatusCode::OK, Some(1)), "{added}");
+    let (status, err) = api.send_message("anna-2", &body("anna@xn--exmple-cua.com")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "a suppressed mailbox typed another way: {err}");
+    let (_, listed) = api.get("/api/v1/suppressions?q=anna").await;
+    let listed: Vec<&str> = listed.as_array().into_iter().flatten().filter_map(|s| s["email_lower"].as_str()).collect();
+    assert_eq!(listed, ["anna@xn--exmple-cua.com"]);
+    // Removed under a third spelling (percent-encoded in the path, as a client sends it).
+    let (status, _) = api.send(reqwest::Method::DELETE, "/api/v1/suppressions/Anna@Ex%C3%A4mple.com", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = api.send_message("anna-3", &body("anna@exämple.com")).await;
+    assert_eq!(status, StatusCode::CREATED);
+    Ok(())
+}
+
+/// Issue 30 §7: workspaces get a fair share of the transactional stream. A busy workspace queued
+/// 40 messages, then a quiet one queued 3: the claim took the oldest first across workspaces
+/// (main at d7b2561), so a batch of 10 was all the busy one's and the quiet one's waited behind
+/// its whole backlog. Now every workspace's oldest go first, round-robin.
+#[tokio::test]
+async fn a_busy_workspace_does_not_hold_up_another_workspaces_transactional_mail() -> TestResult {
+    let app = spawn_app_with(&[("HERALD_RUN_WORKERS", "false")]).await;
+    app.owner_with_workspace("tx-busy@example.com", "Busy Co").await;
+    app.owner_with_workspace("tx-quiet@example.com", "Quiet Co").await;
+    for (name, n, age) in [("Busy Co", 40, "10 minutes"), ("Quiet Co", 3, "1 second")] {
+        sqlx::query(
+            "INSERT INTO messages (id, tenant_id, idempotency_key, request_hash, to_email, from_email, subject, html,
+                                   text_body, next_attempt_at, created_at)
+             SELECT gen_random_uuid(), t.id, 'k' || g, 'h', replace(lower(t.name), ' ', '-') || g || '@example.com', 'app@example.com',
+                    'Code', '<p>1</p>', '1', now() - $3::interval + g * interval '1 ms', now()
+             FROM tenants t, generate_series(1, $2) g WHERE t.name = $1",
+        )
+        .bind(name)
+        .bind(n)
+        .bind(age)
+        .execute(&app.owner)
+        .await?;
+    }
+    let mut config = TxDeliveryConfig::new("fair-share-test".into(), app.app.default_identity.clone());
+    config.batch_size = 10;
+    let cx = tx_context(&app, config);
+    let mut sender = Sender::new(&cx);
+    assert_eq!(sender.run_once().await?, 10);
+    let quiet = app.sink.deliveries().await.into_iter().filter(|d| d.rcpt_to.starts_with("quiet-co")).count();
+    assert_eq!(quiet, 3, "the quiet workspace's messages go in the first batch");
+    sender.close().await;
+    Ok(())
+}

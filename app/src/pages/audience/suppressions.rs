@@ -58,7 +58,8 @@ pub async fn remove_suppression(email: String, confirmed: Option<String>) -> Res
     use herald_engine::{Role, audience::suppressions};
     let m = require_role(Role::Admin).await?;
     suppressions::remove(&m.state.db, m.tenant, m.role, &email, confirmed.is_some_and(|c| c == "yes")).await?;
-    m.audit(herald_engine::audit::Action::SuppressionRemoved, email.trim().to_lowercase(), serde_json::json!({})).await;
+    m.audit(herald_engine::audit::Action::SuppressionRemoved, herald_engine::Email::key(&email), serde_json::json!({}))
+        .await;
     Ok(())
 }
 

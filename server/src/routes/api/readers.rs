@@ -103,7 +103,7 @@ pub async fn create(
     }
     let id: i64 = sqlx::query_scalar("SELECT id FROM readers WHERE tenant_id = $1 AND lower(email) = lower($2)")
         .bind(caller.tenant)
-        .bind(input.email.trim())
+        .bind(herald_engine::Email::key(&input.email))
         .fetch_one(&mut *tx)
         .await
         .map_err(herald_engine::Error::from)?;

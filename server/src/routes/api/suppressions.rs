@@ -56,7 +56,7 @@ pub async fn remove(
     Query(q): Query<RemoveQuery>,
 ) -> Result<StatusCode, ApiFailure> {
     suppressions::remove(&s.app.db, caller.tenant, API_ROLE, &email, q.confirm).await?;
-    let address = email.trim().to_lowercase();
+    let address = herald_engine::Email::key(&email);
     caller.audit(&s.app.db, herald_engine::audit::Action::SuppressionRemoved, address, serde_json::json!({})).await;
     Ok(StatusCode::NO_CONTENT)
 }
