@@ -5,6 +5,7 @@
 //! SMTP sink (in this process, misbehaving on purpose), and then, while the sends run, injects
 //! faults chosen by a seeded random generator (the seed is printed; the same seed replays the same
 //! choices): SIGKILL of workers, SIGSTOP of a worker for longer than its lease (then SIGCONT),
+//! one worker cut off from Postgres (a proxy per worker that black-holes its link, then heals),
 //! `pg_ctl restart -m immediate`, `pg_terminate_backend` of the workers' connections, SMTP replies
 //! slower than the lease, 4xx, drops mid-DATA, accept-then-drop, 5xx; a pause and resume, a
 //! cancel, unsubscribes and suppressions mid-send; two campaigns under one frequency cap; a spread
@@ -253,9 +254,79 @@ async fn run_ok(cmd: &mut Command) -> anyhow::Result<()> {
 // Workers
 // ---------------------------------------------------------------------------------------------
 
+/// A TCP proxy between one worker and Postgres that the suite can cut and heal. Cut, it forwards
+/// nothing either way and leaves every connection open (a new one hangs before it reaches
+/// Postgres), as a network partition does: the worker's queries and lease renewals neither
+/// fail nor finish, while the other workers go on. Healed, whatever was held back goes through.
+struct Partition {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Partition {
+    async fn start(postgres_port: u16) -> anyhow::Result<Self> {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let shared = cut.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let cut = shared.clone();
+                tokio::spawn(async move {
+                    while cut.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", postgres_port)).await else {
+                        return;
+                    };
+                    let (client_read, client_write) = client.into_split();
+                    let (server_read, server_write) = server.into_split();
+                    tokio::join!(pump(client_read, server_write, cut.clone()), pump(server_read, client_write, cut));
+                });
+            }
+        });
+        Ok(Self { port, cut })
+    }
+
+    /// Cuts the link for `span`, then heals it (in the background, as `Workers::freeze` does).
+    fn cut_for(&self, span: Duration) {
+        use std::sync::atomic::Ordering;
+        self.cut.store(true, Ordering::SeqCst);
+        let cut = self.cut.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(span).await;
+            cut.store(false, Ordering::SeqCst);
+        });
+    }
+}
+
+/// Copies one direction of a proxied connection, holding each chunk while the link is cut.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0_u8; 16 * 1024];
+    while let Ok(n @ 1..) = from.read(&mut buf).await {
+        while cut.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
 struct Workers {
     bin: PathBuf,
     env: Vec<(String, String)>,
+    /// Each worker's own way to Postgres, so one can be cut off while the others are not.
+    links: Vec<Partition>,
+    /// `DATABASE_URL` with `{port}` where the worker's link's port goes.
+    database_url: String,
     logs: PathBuf,
     slots: Vec<Option<Child>>,
     started: usize,
@@ -270,6 +341,7 @@ impl Workers {
         let child = Command::new(&self.bin)
             .arg("worker")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("DATABASE_URL", self.database_url.replace("{port}", &self.links[slot].port.to_string()))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -504,7 +576,6 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     std::fs::create_dir_all(&logs)?;
     let secret = hex::encode(rand::random::<[u8; 32]>());
     let env: Vec<(String, String)> = [
-        ("DATABASE_URL", owner_url.clone()),
         ("HERALD_ENV", "production".into()),
         ("HERALD_SECRET_KEY", secret),
         ("HERALD_BASE_URL", "https://chaos.herald.test".into()),
@@ -524,9 +595,15 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
+    let mut links = Vec::new();
+    for _ in 0..args.workers.max(1) {
+        links.push(Partition::start(pg.port).await?);
+    }
     let mut workers = Workers {
         bin: bin.to_path_buf(),
         env,
+        links,
+        database_url: owner_url.replace(&format!(":{}/", pg.port), ":{port}/"),
         logs: logs.clone(),
         slots: (0..args.workers.max(1)).map(|_| None).collect(),
         started: 0,
@@ -597,12 +674,19 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         let roll: u32 = rng.gen_range(0..100);
         let result: anyhow::Result<&'static str> = async {
             Ok(match roll {
-                0..=34 => {
+                0..=29 => {
                     let slot = rng.gen_range(0..workers.slots.len());
                     workers.kill(slot).await;
                     tokio::time::sleep(Duration::from_millis(rng.gen_range(0..1_500))).await;
                     workers.spawn(slot)?;
                     "sigkill"
+                }
+                30..=34 => {
+                    // One worker cut off from Postgres for longer than its lease; the rest not.
+                    let slot = rng.gen_range(0..workers.links.len());
+                    workers.links[slot]
+                        .cut_for(Duration::from_millis(rng.gen_range(LEASE_SECONDS * 1_200..LEASE_SECONDS * 2_500)));
+                    "partition"
                 }
                 35..=44 => {
                     pg.restart_immediate().await?;

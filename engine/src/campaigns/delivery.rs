@@ -250,7 +250,7 @@ struct Sender<'a> {
 }
 
 /// The skip reason for an edition's reader without data (the editions report counts it).
-const NO_DATA: &str = "no data for this edition";
+pub(crate) const NO_DATA: &str = "no data for this edition";
 
 /// Works on one campaign until it is done, paused or cancelled. Several of these run at once
 /// (one SMTP connection each), at most one per delivery slot: a job that finds every slot

@@ -101,7 +101,9 @@ pub(crate) async fn snapshot_final(tx: &mut Tx, tenant: TenantId, campaign: Camp
                           'by_status', coalesce((SELECT jsonb_object_agg(status, n) FROM (
                               SELECT status, count(*) AS n FROM sends WHERE tenant_id = $1 AND campaign_id = $2 GROUP BY 1) c), '{}'),
                           'hard_bounces', (SELECT count(*) FROM sends WHERE tenant_id = $1 AND campaign_id = $2 AND hard_bounce),
-                          'ambiguous', (SELECT coalesce(sum(ambiguous), 0) FROM sends WHERE tenant_id = $1 AND campaign_id = $2)
+                          'ambiguous', (SELECT coalesce(sum(ambiguous), 0) FROM sends WHERE tenant_id = $1 AND campaign_id = $2),
+                          'skipped_no_data', (SELECT count(*) FROM sends WHERE tenant_id = $1 AND campaign_id = $2
+                                              AND status = 'skipped' AND reason = $3)
                       ) AS counts,
                       (SELECT count(*) FROM sends WHERE tenant_id = $1 AND campaign_id = $2 AND status = 'sent') AS sent,
                       (SELECT count(*) FROM sends WHERE tenant_id = $1 AND campaign_id = $2 AND status = 'failed') AS failed) x
@@ -109,6 +111,7 @@ pub(crate) async fn snapshot_final(tx: &mut Tx, tenant: TenantId, campaign: Camp
     )
     .bind(tenant)
     .bind(campaign)
+    .bind(super::delivery::NO_DATA)
     .execute(&mut **tx)
     .await?;
     Ok(())
