@@ -50,6 +50,9 @@ enum Bench {
     Track(herald_devtools::bench_track::TrackBench),
     /// `POST /api/v1/messages` under load, then every key replayed (transactional enqueue).
     Messages(herald_devtools::bench_messages::MessagesBench),
+    /// A sending campaign's periodic reads at a large send log (idle probe, health check, live
+    /// progress, editions list), each against the statement it replaced.
+    Scans(herald_devtools::bench_scans::ScansBench),
 }
 
 #[derive(Subcommand, Debug)]
@@ -268,6 +271,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
                 Bench::Import(args) => herald_devtools::bench::run_import(args, &env).await,
                 Bench::Track(args) => herald_devtools::bench_track::run(args, &env).await,
                 Bench::Messages(args) => herald_devtools::bench_messages::run(args, &env).await,
+                Bench::Scans(args) => herald_devtools::bench_scans::run(args, &env).await,
             }
         }
         Command::Dev(dev) => run_dev(dev).await,
