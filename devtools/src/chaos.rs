@@ -8,8 +8,8 @@
 //! one worker cut off from Postgres (a proxy per worker that black-holes its link, then heals),
 //! `pg_ctl restart -m immediate`, `pg_terminate_backend` of the workers' connections, SMTP replies
 //! slower than the lease, 4xx, drops mid-DATA, accept-then-drop, 5xx; a pause and resume, a
-//! cancel, unsubscribes and suppressions mid-send; two campaigns under one frequency cap; a spread
-//! send; transactional messages at the same time. When everything has settled it checks the whole
+//! cancel, unsubscribes and suppressions mid-send; "retry failed" mid-send; two campaigns under
+//! one frequency cap; a spread send; a scheduled send; transactional messages at the same time. When everything has settled it checks the whole
 //! queue against what the sink received (see [`check`]): every eligible reader accepted exactly
 //! once, every extra copy under the first one's Message-ID and counted as ambiguous on its own
 //! row, no data for anyone unsubscribed or suppressed more than 5 s after the commit, hard
@@ -539,6 +539,9 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let cancelled = create_campaign(&db, main_tenant, "Cancelled", &[cancel_list]).await?;
     let cap_a = create_campaign(&db, capped_tenant, "Cap A", &[cap_list]).await?;
     let cap_b = create_campaign(&db, capped_tenant, "Cap B", &[cap_list]).await?;
+    // Started by the workers' supervisor when its time comes, not by a click.
+    let (sched_list, sched_readers) = insert_list(&owner, main_tenant, "sched", 200).await?;
+    let scheduled = create_campaign(&db, main_tenant, "Scheduled", &[sched_list]).await?;
     let mut scene = Scene {
         campaigns: vec![
             SceneCampaign { id: main, tenant: main_tenant, name: "Main", readers: main_readers, cancelled: false },
@@ -615,6 +618,21 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     for c in &scene.campaigns {
         store::send_now(&db, &jobs, c.tenant, Role::Owner, c.id).await?;
     }
+    // Scheduled as `store::schedule` leaves it (its template check needs the render sandbox,
+    // which this harness, as a test binary, cannot start).
+    let due = Utc::now() + chrono::Duration::milliseconds(rng.gen_range(1_000..4_000));
+    sqlx::query("UPDATE campaigns SET status = 'scheduled', scheduled_at = $2, schedule_tz = 'UTC' WHERE id = $1")
+        .bind(scheduled)
+        .bind(due)
+        .execute(&owner)
+        .await?;
+    scene.campaigns.push(SceneCampaign {
+        id: scheduled,
+        tenant: main_tenant,
+        name: "Scheduled",
+        readers: sched_readers,
+        cancelled: false,
+    });
     for i in 0..60 {
         // As the API stores them: canonical (every third typed `TX{i}@Chäos.Test`).
         let typed = if i % 3 == 0 { format!("TX{i}@Chäos.Test") } else { format!("tx{i}@chaos.test") };
@@ -629,6 +647,9 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let pause_at = Instant::now() + Duration::from_millis(rng.gen_range(300..2_000));
     let resume_at = pause_at + Duration::from_millis(rng.gen_range(2_000..6_000));
     let cancel_at = Instant::now() + Duration::from_millis(rng.gen_range(300..2_500));
+    // "Retry failed" on the main campaign while it is still sending (its 5xx rows go again).
+    let retry_at = Instant::now() + Duration::from_millis(rng.gen_range(3_000..8_000));
+    let mut retry_done = false;
     let opt_out_at = Instant::now() + Duration::from_millis(rng.gen_range(300..3_000));
     let (mut paused_done, mut resumed_done, mut cancel_done, mut opt_out_done) = (false, false, false, false);
     let mut slow_until: Option<Instant> = None;
@@ -646,6 +667,13 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         if paused_done && !resumed_done && now >= resume_at {
             resumed_done = true;
             let _ = store::resume(&db, &jobs, main_tenant, Role::Owner, paused).await;
+        }
+        if !retry_done && now >= retry_at {
+            retry_done = true;
+            let main = scene.campaigns[0].id;
+            if store::retry_failed(&db, &jobs, main_tenant, Role::Owner, main).await.is_ok() {
+                *report.faults.entry("retry_failed").or_default() += 1;
+            }
         }
         if !cancel_done && now >= cancel_at {
             cancel_done = true;

@@ -6,6 +6,9 @@ use herald_devtools::chaos::{ChaosArgs, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_reader_gets_exactly_one_copy_through_kills_restarts_and_a_misbehaving_smtp_server() {
+    // The harness checks templates in this process (starting a send): its render sandbox is the
+    // herald binary, not this test binary (run alone, nothing else here would have said so).
+    herald_engine::sending::template_sandbox::use_program(env!("CARGO_BIN_EXE_herald"));
     let args = ChaosArgs {
         seed: std::env::var("HERALD_CHAOS_SEED").ok().and_then(|s| s.parse().ok()),
         bin: Some(env!("CARGO_BIN_EXE_herald").into()),
