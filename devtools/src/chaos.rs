@@ -9,7 +9,8 @@
 //! `pg_ctl restart -m immediate`, `pg_terminate_backend` of the workers' connections, SMTP replies
 //! slower than the lease, 4xx, drops mid-DATA, accept-then-drop, 5xx; a pause and resume, a
 //! cancel, unsubscribes and suppressions mid-send; "retry failed" mid-send; two campaigns under
-//! one frequency cap; a spread send; a scheduled send; transactional messages at the same time. When everything has settled it checks the whole
+//! one frequency cap; a spread send; a scheduled send; a recurring campaign's edition;
+//! transactional messages at the same time. When everything has settled it checks the whole
 //! queue against what the sink received (see [`check`]): every eligible reader accepted exactly
 //! once, every extra copy under the first one's Message-ID and counted as ambiguous on its own
 //! row, no data for anyone unsubscribed or suppressed more than 5 s after the commit (nor for a
@@ -553,6 +554,10 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     // Started by the workers' supervisor when its time comes, not by a click.
     let (sched_list, sched_readers) = insert_list(&owner, main_tenant, "sched", 200).await?;
     let scheduled = create_campaign(&db, main_tenant, "Scheduled", &[sched_list]).await?;
+    // A daily recurring campaign whose slot two minutes ago is due (its last edition two days
+    // old): the supervisor makes that one edition, which must reach each reader once.
+    let (edition_list, edition_readers) = insert_list(&owner, main_tenant, "edition", 150).await?;
+    let recurring = create_campaign(&db, main_tenant, "Daily", &[edition_list]).await?;
     let mut scene = Scene {
         campaigns: vec![
             SceneCampaign { id: main, tenant: main_tenant, name: "Main", readers: main_readers, cancelled: false },
@@ -646,6 +651,17 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         readers: sched_readers,
         cancelled: false,
     });
+    // Started as `recurring::start` leaves it (set directly for the same reason as above).
+    let slot_time = (Utc::now() - chrono::Duration::minutes(2)).format("%H:%M").to_string();
+    sqlx::query(
+        "UPDATE campaigns SET status = 'recurring', last_edition_slot = now() - interval '2 days',
+                recurrence = jsonb_build_object('every', 'day', 'time', $2::text, 'tz', 'UTC')
+         WHERE id = $1",
+    )
+    .bind(recurring)
+    .bind(&slot_time)
+    .execute(&owner)
+    .await?;
     for i in 0..60 {
         // As the API stores them: canonical (every third typed `TX{i}@Chäos.Test`).
         let typed = if i % 3 == 0 { format!("TX{i}@Chäos.Test") } else { format!("tx{i}@chaos.test") };
@@ -843,6 +859,19 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         workers.kill(slot).await;
     }
     report.violations.append(&mut workers.exited);
+    // The recurring campaign's one due slot: one edition, checked like every other campaign.
+    let editions: Vec<CampaignId> =
+        sqlx::query_scalar("SELECT id FROM campaigns WHERE parent_id = $1").bind(recurring).fetch_all(&owner).await?;
+    match editions[..] {
+        [edition] => scene.campaigns.push(SceneCampaign {
+            id: edition,
+            tenant: main_tenant,
+            name: "Daily edition",
+            readers: edition_readers,
+            cancelled: false,
+        }),
+        _ => report.violations.push(format!("{} editions for the recurring campaign's one due slot", editions.len())),
+    }
     if report.violations.is_empty() {
         check(&owner, &sink, &scene, &mut report).await?;
     }
@@ -938,7 +967,7 @@ async fn insert_message(owner: &PgPool, tenant: TenantId, to: &str) -> anyhow::R
 /// Every campaign sent or cancelled with nothing queued or in flight, every message final.
 async fn settled(owner: &PgPool) -> anyhow::Result<bool> {
     let open: i64 = sqlx::query_scalar(
-        "SELECT (SELECT count(*) FROM campaigns WHERE status NOT IN ('sent', 'cancelled'))
+        "SELECT (SELECT count(*) FROM campaigns WHERE status NOT IN ('sent', 'cancelled', 'recurring'))
               + (SELECT count(*) FROM sends WHERE status IN ('queued', 'sending'))
               + (SELECT count(*) FROM messages WHERE status IN ('queued', 'sending'))",
     )
