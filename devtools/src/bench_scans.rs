@@ -6,7 +6,7 @@
 //! editions of `--rows / 10` rows each. Then, each the median of seven runs, as the runtime role:
 //! an idle loop's "anything due?" (the claim's walk before, the due-index probe now); the bounce
 //! health check (a count over the log before, the campaign's counters now); live progress (two
-//! passes before, one now); and the editions list (every edition's log joined before, frozen
+//! passes before, one now, and a count shared by every view); and the editions list (every edition's log joined before, frozen
 //! figures now).
 
 use std::future::Future;
@@ -225,6 +225,17 @@ async fn measure(args: &ScansBench, env: &BenchEnv, owner: &sqlx::PgPool, tenant
     })
     .await?;
     println!("live progress              two passes {}  →  progress() {}", ms(two_passes), ms(one_pass));
+    // What a page view or an API read now costs: the count shared by every viewer (the first
+    // view counts; the median is of views within its 2 s).
+    let shared = median(|| {
+        let db = db.clone();
+        async move {
+            progress::view(&db, tenant, id).await?;
+            anyhow::Ok(())
+        }
+    })
+    .await?;
+    println!("a view of the live send     progress() per view {}  →  view() {}", ms(one_pass), ms(shared));
 
     // The recurring campaign's page.
     let joined = median(|| {

@@ -672,3 +672,33 @@ async fn a_tarpit_workspace_cannot_hold_every_delivery_loop() -> TestResult {
     }
     Ok(())
 }
+
+/// Issue 30 §7: views of a campaign still sending share one count of its send log, at most 2 s
+/// old (the count is a scan: 722 ms at 1M rows, `bench scans`, and it was made per view, per
+/// viewer). A second view right after the first does not count again; one after 2 s does; the
+/// engine's own `progress` stays exact, and a campaign that stops sending is shown at once.
+#[tokio::test]
+async fn views_of_a_live_send_share_one_count_at_most_two_seconds_old() -> TestResult {
+    let h = SendHarness::new(30).await?;
+    let campaign = h.campaign("Watched", vec![h.list]).await?;
+    h.start(campaign).await?;
+    let db = &h.app.app.db;
+    let first = progress::view(db, h.tenant, campaign).await?;
+    assert_eq!((first.queued, first.sent), (30, 0), "{first:?}");
+    sqlx::query(
+        "UPDATE sends SET status = 'sent', sent_at = now()
+         WHERE id IN (SELECT id FROM sends WHERE campaign_id = $1 ORDER BY id LIMIT 10)",
+    )
+    .bind(campaign)
+    .execute(&h.app.owner)
+    .await?;
+    let again = progress::view(db, h.tenant, campaign).await?;
+    assert_eq!((again.queued, again.sent), (30, 0), "the shared count, not a second scan");
+    assert_eq!(h.status(campaign).await?.sent, 10, "progress() itself is exact");
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let later = progress::view(db, h.tenant, campaign).await?;
+    assert_eq!((later.queued, later.sent), (20, 10), "{later:?}");
+    store::pause(db, h.tenant, Role::Owner, campaign, "by hand").await?;
+    assert_eq!(progress::view(db, h.tenant, campaign).await?.status.as_str(), "paused");
+    Ok(())
+}

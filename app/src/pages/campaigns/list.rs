@@ -49,7 +49,7 @@ pub async fn list_campaigns() -> Result<CampaignsView, AppError> {
         let (sent, percent) = if c.status.is_editable() {
             (None, None)
         } else {
-            let p = progress::progress(&m.state.db, m.tenant, c.id).await?;
+            let p = progress::view(&m.state.db, m.tenant, c.id).await?;
             let percent = matches!(c.status, CampaignStatus::Sending | CampaignStatus::Paused).then(|| p.percent());
             (Some(p.sent), percent)
         };

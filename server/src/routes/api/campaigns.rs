@@ -171,7 +171,7 @@ pub async fn stats(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Progress>, ApiFailure> {
-    Ok(Json(progress::progress(&s.app.db, caller.tenant, id).await?))
+    Ok(Json(progress::view(&s.app.db, caller.tenant, id).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/campaigns/{id}/results", security(("api_key" = [])),
