@@ -106,7 +106,7 @@ pub async fn signup(email: String, name: String, password: String, next: Option<
     use crate::ssr::*;
     use herald_engine::{Email, users};
     let state = state()?;
-    if !state.auth_ip_limiter.check(&format!("signup:{}", client_ip().await)) {
+    if !state.auth_ip_limiter.check(&format!("signup:{}", client_limiter_key().await)) {
         return Err(AppError::RateLimited.respond());
     }
     let email = Email::parse(&email)?;
@@ -129,7 +129,7 @@ pub async fn login(email: String, password: String, next: Option<String>) -> Res
     use crate::ssr::*;
     use herald_engine::users;
     let state = state()?;
-    let ip_ok = state.auth_ip_limiter.check(&format!("login:{}", client_ip().await));
+    let ip_ok = state.auth_ip_limiter.check(&format!("login:{}", client_limiter_key().await));
     let account_ok = state.auth_account_limiter.check(&email.trim().to_lowercase());
     if !ip_ok || !account_ok {
         return Err(AppError::RateLimited.respond());
@@ -162,7 +162,7 @@ pub async fn login(email: String, password: String, next: Option<String>) -> Res
 pub async fn login_second_factor(code: String) -> Result<(), AppError> {
     use crate::ssr::*;
     let state = state()?;
-    if !state.auth_ip_limiter.check(&format!("2fa:{}", client_ip().await)) {
+    if !state.auth_ip_limiter.check(&format!("2fa:{}", client_limiter_key().await)) {
         return Err(AppError::RateLimited.respond());
     }
     let session = session().await?;
@@ -198,7 +198,7 @@ pub async fn resend_verification() -> Result<(), AppError> {
     Ok(())
 }
 
-/// Confirms the address with the mailed link (the `/verify-email` page calls it on load).
+/// Confirms the address with the mailed link (the `/verify-email` page's button posts it).
 #[server(prefix = "/rpc", endpoint = "verify_email")]
 pub async fn verify_email(token: String) -> Result<(), AppError> {
     use crate::ssr::*;

@@ -24,6 +24,9 @@ pub enum AppError {
     NotFound,
     #[error("Too many attempts. Wait a minute and try again.")]
     RateLimited,
+    /// Too much at once (renders, previews): the text says what, `retry_after` in seconds.
+    #[error("{message}")]
+    Busy { message: String, retry_after: u64 },
     #[error("Something went wrong on our side. Please try again.")]
     Internal,
     #[error("Could not reach Herald. Check your connection and try again.")]
@@ -88,7 +91,7 @@ impl AppError {
             AppError::Unauthenticated => StatusCode::UNAUTHORIZED,
             AppError::Forbidden | AppError::Refused(_) => StatusCode::FORBIDDEN,
             AppError::NotFound => StatusCode::NOT_FOUND,
-            AppError::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            AppError::RateLimited | AppError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::Internal | AppError::Network => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -106,6 +109,7 @@ impl From<herald_engine::Error> for AppError {
             E::Refused(m) => AppError::Refused(m),
             E::NotFound => AppError::NotFound,
             E::RateLimited => AppError::RateLimited,
+            E::Busy { message, retry_after_secs } => AppError::Busy { message, retry_after: retry_after_secs },
             E::Unexpected(e) => {
                 // The whole cause chain goes to the log; the browser gets an opaque message.
                 tracing::error!(error = ?e, "unexpected error in a server function");
@@ -124,6 +128,9 @@ impl AppError {
         #[cfg(feature = "ssr")]
         if let Some(res) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() {
             res.set_status(self.status());
+            if let AppError::Busy { retry_after, .. } = &self {
+                res.insert_header(http::header::RETRY_AFTER, http::HeaderValue::from(*retry_after));
+            }
         }
         self
     }

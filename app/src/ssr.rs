@@ -34,6 +34,8 @@ pub struct AppState {
     pub auth_account_limiter: Arc<RateLimiter>,
     /// Public form posts (hosted subscribe page, embedded forms) per client IP.
     pub public_form_limiter: Arc<RateLimiter>,
+    /// Template previews per member (each one runs a sandboxed render).
+    pub preview_limiter: Arc<RateLimiter>,
     /// Where transactional messages are accepted (API and the templates page's test send).
     pub outbox: herald_engine::transactional::messages::Outbox,
     /// Live DNS checks of sending domains (`HERALD_DNS_SERVER`, `HERALD_SPF_INCLUDE`).
@@ -65,6 +67,24 @@ pub fn parse_id(raw: &str) -> Result<uuid::Uuid, AppError> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientIp(pub std::net::IpAddr);
 
+impl ClientIp {
+    /// What a per-client limiter counts: the IPv4 address, or the IPv6 /64 around the address.
+    /// One IPv6 customer holds a whole /64 (2^64 addresses), so keying on the full address gave
+    /// an attacker unlimited keys.
+    pub fn limiter_key(self) -> String {
+        match self.0 {
+            std::net::IpAddr::V4(v4) => v4.to_string(),
+            std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => v4.to_string(),
+                None => {
+                    let s = v6.segments();
+                    format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+                }
+            },
+        }
+    }
+}
+
 /// This response's Content-Security-Policy nonce, chosen by the server's edge middleware: only
 /// scripts that carry it run, and Leptos writes it on every script it emits (the server's render
 /// context hands it to [`leptos::nonce::Nonce`]).
@@ -74,6 +94,14 @@ pub struct CspNonce(pub std::sync::Arc<str>);
 pub async fn client_ip() -> String {
     match leptos_axum::extract::<axum::Extension<ClientIp>>().await {
         Ok(axum::Extension(ClientIp(ip))) => ip.to_string(),
+        Err(_) => "unknown".into(),
+    }
+}
+
+/// The client as limiters count it ([`ClientIp::limiter_key`]).
+pub async fn client_limiter_key() -> String {
+    match leptos_axum::extract::<axum::Extension<ClientIp>>().await {
+        Ok(axum::Extension(ip)) => ip.limiter_key(),
         Err(_) => "unknown".into(),
     }
 }
@@ -193,6 +221,25 @@ impl Member {
 /// Checks the session, the current workspace and that the user's role there is at least `min`.
 /// The role is read from the database on every call, so a removed member loses access at once;
 /// so is the workspace's two-factor rule.
+/// Template previews one member may ask for per minute.
+pub const PREVIEWS_PER_MINUTE: u32 = 30;
+
+/// Counts one template preview against the member's allowance ([`AppState::preview_limiter`]):
+/// a preview runs a sandboxed render, and only the viewer role is needed to ask for one.
+pub fn count_preview(m: &Member) -> Result<(), AppError> {
+    match m.state.preview_limiter.retry_after(&m.user.to_string()) {
+        None => Ok(()),
+        Some(wait) => {
+            let secs = wait.as_secs().max(1);
+            Err(AppError::Busy {
+                message: format!("You have asked for many previews in the last minute; try again in {secs} s."),
+                retry_after: secs,
+            }
+            .respond())
+        }
+    }
+}
+
 pub async fn require_role(min: Role) -> Result<Member, AppError> {
     let (state, session, _) = require_user().await?;
     let (tenant, user, role) = member_of_session(&state.db, &session, min).await.map_err(AppError::respond)?;

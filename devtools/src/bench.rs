@@ -218,7 +218,7 @@ pub async fn run(args: SendBench, env: &BenchEnv) -> anyhow::Result<()> {
         Some(algorithm) => Some(bench_dkim_key(algorithm).await?),
         None => None,
     };
-    stage_breakdown(dkim.as_ref())?;
+    stage_breakdown(dkim.as_ref()).await?;
     let options = Options { readers, fanout_readers, connections, dkim, dkim_label, ack_batch, skip_fanout, processes };
     let result = measure(&db, &owner, tenant, &smtp_url, env, &options).await;
     let outcome = match result {
@@ -494,8 +494,9 @@ async fn without_database(
     tx.commit().await?;
     let campaign = store::get(db, tenant, campaign_id).await?;
     let workspace = Workspace { name: "Bench Co".into(), postal_address: postal };
+    let turn = herald_engine::sending::template_sandbox::Turn::background(tenant);
     let compiled =
-        CompiledCampaign::compile(&store::content(&campaign), &workspace).map_err(|e| anyhow::anyhow!("{e}"))?;
+        CompiledCampaign::compile(&store::content(&campaign), &workspace, turn).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
     let dkim = match &options.dkim {
         Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
         None => None,
@@ -527,7 +528,7 @@ async fn without_database(
                     .map(|(id, email, name, attributes)| Reader { id: *id, email, name, attributes, feed: None })
                     .collect();
                 let urls: Vec<String> = batch.iter().map(|r| composer.unsubscribe_url(r.id)).collect();
-                let rendered = composer.render(&batch, &urls);
+                let rendered = composer.render(&batch, &urls).await?;
                 for ((reader, parts), unsubscribe) in batch.iter().zip(rendered).zip(urls) {
                     let parts = parts.map_err(|e| anyhow::anyhow!("{e}"))?;
                     let raw = composer.message(reader, parts, unsubscribe, |url| links.get(url).copied())?;
@@ -556,7 +557,7 @@ async fn without_database(
 /// Where Herald's CPU goes per message, stage by stage, on this process's core (no database,
 /// no SMTP): the same calls the delivery loop makes for a 2 KB personalised Markdown campaign
 /// with tracked links.
-pub fn stage_breakdown(dkim: Option<&herald_engine::sending::identities::DkimKey>) -> anyhow::Result<()> {
+pub async fn stage_breakdown(dkim: Option<&herald_engine::sending::identities::DkimKey>) -> anyhow::Result<()> {
     use herald_engine::sending::message::{
         self, BodyFormat, CampaignContent, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, Workspace,
     };
@@ -569,7 +570,8 @@ pub fn stage_breakdown(dkim: Option<&herald_engine::sending::identities::DkimKey
         body: two_kb_body(),
     };
     let workspace = Workspace { name: "Bench Co".into(), postal_address: "1 Bench Street, Lyon".into() };
-    let compiled = CompiledCampaign::compile(&content, &workspace).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let turn = herald_engine::sending::template_sandbox::Turn::background(herald_types::TenantId::new());
+    let compiled = CompiledCampaign::compile(&content, &workspace, turn).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
     let signer = match dkim {
         Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
         None => None,
@@ -584,7 +586,7 @@ pub fn stage_breakdown(dkim: Option<&herald_engine::sending::identities::DkimKey
         let recipient = Recipient { email: &email, name: &name, attributes: &attributes };
         let ctx = MessageContext { unsubscribe_url: &unsubscribe };
         let t = Instant::now();
-        let mut parts = compiled.render_body(&recipient, &ctx).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut parts = compiled.render_body(&recipient, &ctx).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
         t_render += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let _ = links::trackable_urls(&parts.body, own);

@@ -60,7 +60,7 @@ fn request(client: &reqwest::Client, url: &str, key: &str, i: usize, api_key: &s
 
 async fn measure(args: &MessagesBench, env: &BenchEnv, owner: &sqlx::PgPool, tenant: TenantId) -> anyhow::Result<()> {
     let db = herald_engine::Db::connect(&env.app_database_url, 2).await?;
-    let (_, api_key) = api_keys::create(&db, tenant, None, Role::Owner, "bench").await?;
+    let (_, api_key) = api_keys::create(&db, tenant, None, Role::Owner, "bench", Role::Admin).await?;
     herald_engine::sending::domains::mark_verified(&db, &Signer::new(&env.secret_key), tenant, "bench.test").await?;
     templates::create(
         &db,

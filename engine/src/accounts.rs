@@ -189,19 +189,32 @@ pub async fn reset_password(db: &Db, signer: &Signer, token: &str, new_password:
     password::check_rules(new_password)?;
     let new_hash = password::hash(new_password.to_string()).await?;
     // Conditional on the hash the link was made for: two uses at once cannot both succeed.
-    let changed = sqlx::query(
-        "UPDATE users SET password_hash = $3, reset_generation = reset_generation + 1
-         WHERE id = $1 AND password_hash = $2",
+    // The link was mailed to the address, so using it proves the mailbox. An account that never
+    // proved it may have been made by a squatter who then turned on two-factor: the mailbox's
+    // owner gets the account back without the squatter's second factor.
+    let mut tx = db.begin().await?;
+    let was_unconfirmed: Option<bool> = sqlx::query_scalar(
+        "UPDATE users u SET password_hash = $3, reset_generation = reset_generation + 1,
+                email_verified_at = coalesce(u.email_verified_at, now()),
+                totp_secret_sealed = CASE WHEN old.unconfirmed THEN NULL ELSE u.totp_secret_sealed END,
+                totp_pending_sealed = CASE WHEN old.unconfirmed THEN NULL ELSE u.totp_pending_sealed END,
+                totp_enabled_at = CASE WHEN old.unconfirmed THEN NULL ELSE u.totp_enabled_at END
+         FROM (SELECT email_verified_at IS NULL AS unconfirmed FROM users WHERE id = $1) old
+         WHERE u.id = $1 AND u.password_hash = $2
+         RETURNING old.unconfirmed",
     )
     .bind(user)
     .bind(&hash)
     .bind(new_hash)
-    .execute(db.pool())
-    .await?
-    .rows_affected();
-    if changed == 0 {
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(was_unconfirmed) = was_unconfirmed else {
         return Err(Error::invalid("This reset link has been used already. Ask for a new one if you need to."));
+    };
+    if was_unconfirmed {
+        sqlx::query("DELETE FROM recovery_codes WHERE user_id = $1").bind(user).execute(&mut *tx).await?;
     }
+    tx.commit().await?;
     end_sessions(db, user, None).await?;
     Ok(user)
 }

@@ -21,6 +21,8 @@ pub use herald_types::{ApiKey, ApiKeyId};
 pub struct ApiCaller {
     pub key_id: Uuid,
     pub tenant: TenantId,
+    /// What the key may do (its role, at most admin).
+    pub role: Role,
     /// The client's address (set by the HTTP layer), for the audit log.
     pub ip: String,
 }
@@ -37,7 +39,9 @@ fn hash_key(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
 
-/// Creates a key; returns it with the one and only copy of its secret.
+/// Creates a key that acts as `role` (admin, author or viewer); returns it with the one and only
+/// copy of its secret. `actor` is its maker (`None`: an operator at the CLI): the key stops
+/// working while its maker is not an admin of the workspace, and dies with the maker's account.
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn create(
     db: &Db,
@@ -45,8 +49,12 @@ pub async fn create(
     actor: Option<UserId>,
     actor_role: Role,
     name: &str,
+    role: Role,
 ) -> Result<(ApiKey, String)> {
     actor_role.require(Role::Admin)?;
+    if role == Role::Owner {
+        return Err(Error::Invalid(herald_types::Invalid::new("A key acts as admin, author or viewer.").at("role")));
+    }
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 80 {
         return Err(Error::invalid("Give the key a name of 1–80 characters."));
@@ -58,7 +66,7 @@ pub async fn create(
     let id = ApiKeyId::new();
     let mut tx = db.tenant_tx(tenant).await?;
     let created_at: DateTime<Utc> = sqlx::query_scalar(
-        "INSERT INTO api_keys (id, tenant_id, name, prefix, key_hash, created_by) VALUES ($1, $2, $3, $4, $5, $6)
+        "INSERT INTO api_keys (id, tenant_id, name, prefix, key_hash, created_by, role) VALUES ($1, $2, $3, $4, $5, $6, $7)
          RETURNING created_at",
     )
     .bind(id)
@@ -67,18 +75,26 @@ pub async fn create(
     .bind(&prefix)
     .bind(hash_key(&key))
     .bind(actor)
+    .bind(role)
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok((ApiKey { id, name: name.to_string(), prefix, created_at, last_used_at: None, revoked_at: None }, key))
+    let key_view = list(db, tenant).await?.into_iter().find(|k| k.id == id).ok_or(Error::NotFound)?;
+    Ok((key_view, key))
 }
 
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<ApiKey>> {
     let mut tx = db.tenant_tx(tenant).await?;
+    // The maker's address comes through their membership: a member sees the addresses of the
+    // workspace's members, and a maker who left shows as an inactive key without an address.
     let keys = sqlx::query_as::<_, ApiKey>(
-        "SELECT id, name, prefix, created_at, last_used_at, revoked_at FROM api_keys
-         WHERE tenant_id = $1 ORDER BY revoked_at IS NOT NULL, created_at DESC",
+        "SELECT k.id, k.name, k.prefix, k.created_at, k.last_used_at, k.revoked_at, k.role,
+                (SELECT u.email FROM users u WHERE u.id = k.created_by) AS created_by,
+                (k.created_by IS NULL OR EXISTS (SELECT 1 FROM memberships m WHERE m.tenant_id = k.tenant_id
+                     AND m.user_id = k.created_by AND m.role IN ('owner', 'admin'))) AS active
+         FROM api_keys k
+         WHERE k.tenant_id = $1 ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC",
     )
     .bind(tenant)
     .fetch_all(&mut *tx)
@@ -103,14 +119,25 @@ pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: ApiKeyId) -
 }
 
 /// Resolves a bearer key to its workspace; unknown, malformed and revoked keys are all
-/// `Unauthenticated`.
+/// `Unauthenticated`. A key whose maker is no longer an admin of the workspace, or whose
+/// account or workspace is suspended, is refused (403) with what to do.
 pub async fn authenticate(db: &Db, key: &str) -> Result<ApiCaller> {
     if !key.starts_with(KEY_PREFIX) || key.len() > 100 {
         return Err(Error::Unauthenticated);
     }
-    let row: Option<(Uuid, TenantId)> = sqlx::query_as("SELECT key_id, tenant_id FROM authenticate_api_key($1)")
-        .bind(hash_key(key))
-        .fetch_optional(db.pool())
-        .await?;
-    row.map(|(key_id, tenant)| ApiCaller { key_id, tenant, ip: String::new() }).ok_or(Error::Unauthenticated)
+    let row: Option<(Uuid, TenantId, Role, String)> =
+        sqlx::query_as("SELECT key_id, tenant_id, role, standing FROM authenticate_api_key($1)")
+            .bind(hash_key(key))
+            .fetch_optional(db.pool())
+            .await?;
+    let Some((key_id, tenant, role, standing)) = row else { return Err(Error::Unauthenticated) };
+    match standing.as_str() {
+        "ok" => Ok(ApiCaller { key_id, tenant, role, ip: String::new() }),
+        "suspended" => Err(Error::Refused(
+            "This workspace's account is suspended: its keys do nothing until the operator lifts it.".into(),
+        )),
+        _ => Err(Error::Refused(
+            "The member who made this key is no longer an admin of the workspace: an admin must make a new one.".into(),
+        )),
+    }
 }

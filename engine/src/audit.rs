@@ -19,6 +19,8 @@ use crate::infra::db::Db;
 pub enum Actor {
     User { id: UserId, ip: String },
     ApiKey { id: Uuid, ip: String },
+    /// `herald admin …` at the command line.
+    Operator,
 }
 
 pub use herald_types::{ActorKind, AuditAction as Action, AuditEntry as Entry};
@@ -34,9 +36,11 @@ pub async fn record(
     object: &str,
     detail: serde_json::Value,
 ) -> Result<()> {
+    let no_ip = String::new();
     let (user, key, ip) = match actor {
         Actor::User { id, ip } => (Some(*id), None, ip),
         Actor::ApiKey { id, ip } => (None, Some(*id), ip),
+        Actor::Operator => (None, None, &no_ip),
     };
     let mut tx = db.tenant_tx(tenant).await?;
     // The actor's name as it is now: the entry keeps it after the account or key is gone.
@@ -44,7 +48,8 @@ pub async fn record(
         "INSERT INTO audit_log (tenant_id, actor_user_id, actor_key_id, actor, action, object, detail, ip)
          VALUES ($1, $2, $3,
                  coalesce((SELECT email FROM users WHERE id = $2),
-                          (SELECT 'API key “' || name || '”' FROM api_keys WHERE id = $3), 'unknown'),
+                          (SELECT 'API key “' || name || '”' FROM api_keys WHERE id = $3),
+                          CASE WHEN $2::uuid IS NULL AND $3::uuid IS NULL THEN 'the operator' END, 'unknown'),
                  $4, $5, $6, $7)",
     )
     .bind(tenant)
@@ -90,8 +95,10 @@ pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entr
     });
     let mut tx = db.tenant_tx(tenant).await?;
     #[allow(clippy::type_complexity)]
-    let rows: Vec<(i64, DateTime<Utc>, bool, String, String, String, serde_json::Value, String)> = sqlx::query_as(
-        "SELECT id, at, actor_user_id IS NOT NULL, actor, action, object, detail, ip FROM audit_log
+    let rows: Vec<(i64, DateTime<Utc>, ActorKind, String, String, String, serde_json::Value, String)> = sqlx::query_as(
+        "SELECT id, at,
+                CASE WHEN actor_user_id IS NOT NULL THEN 'user' WHEN actor_key_id IS NOT NULL THEN 'api_key' ELSE 'operator' END,
+                actor, action, object, detail, ip FROM audit_log
          WHERE tenant_id = $1 AND ($2::text IS NULL OR action = $2) AND ($3::text IS NULL OR actor ILIKE $3)
            AND ($4::bigint IS NULL OR id < $4)
          ORDER BY id DESC LIMIT $5",
@@ -106,12 +113,12 @@ pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entr
     tx.commit().await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(id, at, by_user, actor, action, object, detail, ip)| {
+        .filter_map(|(id, at, actor_kind, actor, action, object, detail, ip)| {
             // An action this build does not know (written by a newer one) is skipped, not a 500.
             Some(Entry {
                 id,
                 at,
-                actor_kind: if by_user { ActorKind::User } else { ActorKind::ApiKey },
+                actor_kind,
                 actor,
                 action: Action::parse(&action)?,
                 object,

@@ -25,6 +25,10 @@ pub enum Error {
     /// A rate limit was hit; the message is safe to show.
     #[error("too many attempts, try again in a minute")]
     RateLimited,
+    /// Too much is running or was asked for lately (renders, previews); the message is safe to
+    /// show, and the caller should answer 429 with `Retry-After`.
+    #[error("{message}")]
+    Busy { message: String, retry_after_secs: u64 },
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
 }

@@ -214,6 +214,9 @@ pub async fn invite_and_mail(
     email: &Email,
     role: Role,
 ) -> Result<PendingInvite> {
+    // An invitation is mail from Herald with the inviter's name in it: only an address that
+    // proved its mailbox may send one (issue 31 §2).
+    crate::accounts::require_verified_email(db, actor).await?;
     let new = create(db, signer, tenant, actor, actor_role, email, role).await?;
     let ws = crate::workspaces::get(db, tenant).await?;
     let inviter = crate::users::get_user(db, actor).await?;

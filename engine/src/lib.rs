@@ -3,6 +3,7 @@
 //! It knows nothing of axum or Leptos: `herald-app` (server functions) and `herald-server`
 //! (HTTP API, CLI, workers) call the functions here and map [`Error`] to their own responses.
 
+pub mod account_limits;
 pub mod accounts;
 pub mod api_keys;
 pub mod audience;

@@ -50,7 +50,8 @@ fn check_name(name: &str) -> Result<String> {
     Ok(name.to_string())
 }
 
-/// Creates a workspace with `owner` as its owner.
+/// Creates a workspace with `owner` as its owner; it counts against `owner`'s account limits
+/// ([`crate::account_limits`]).
 #[tracing::instrument(skip(db))]
 pub async fn create(db: &Db, owner: UserId, name: &str, slug: Option<&str>) -> Result<WorkspaceSummary> {
     let name = check_name(name)?;
@@ -60,10 +61,12 @@ pub async fn create(db: &Db, owner: UserId, name: &str, slug: Option<&str>) -> R
     };
     let id = TenantId::new();
     let mut tx = db.tenant_user_tx(id, owner).await?;
-    let res = sqlx::query("INSERT INTO tenants (id, name, slug) VALUES ($1, $2, $3)")
+    crate::account_limits::check_new_workspace(&mut tx, owner).await?;
+    let res = sqlx::query("INSERT INTO tenants (id, name, slug, account_id) VALUES ($1, $2, $3, $4)")
         .bind(id)
         .bind(&name)
         .bind(slug.as_str())
+        .bind(owner)
         .execute(&mut *tx)
         .await;
     if let Err(e) = res {

@@ -141,14 +141,30 @@ enum Admin {
         #[arg(long, default_value = "Created from the command line")]
         name: String,
     },
-    /// Change what one workspace may send: its daily limit of invitation and opt-in
-    /// confirmation emails (e.g. before it imports a double opt-in list), and whether its own
-    /// SMTP identities may send From unverified domains.
+    /// Change what one workspace may send (`--workspace`): its daily limit of invitation and
+    /// opt-in confirmation emails (e.g. before it imports a double opt-in list), and whether its
+    /// own SMTP identities may send From unverified domains. Or what one account may do across
+    /// all its workspaces (`--email`): workspaces owned, transactional messages, test emails and
+    /// system emails a day. Each takes a number or `default`.
     #[command(group(clap::ArgGroup::new("limit").required(true).multiple(true)))]
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["workspace", "email"])))]
     SetLimits {
         /// The workspace's slug.
         #[arg(long)]
-        workspace: String,
+        workspace: Option<String>,
+        /// The account's email (limits per account).
+        #[arg(long)]
+        email: Option<String>,
+        /// Workspaces the account may own (default 3).
+        #[arg(long, group = "limit", requires = "email")]
+        workspaces: Option<String>,
+        /// Transactional messages per 24 hours across the account's workspaces (default: 100 on
+        /// the first day, doubling daily to 10,000).
+        #[arg(long, group = "limit", requires = "email")]
+        transactional_per_day: Option<String>,
+        /// Test emails per 24 hours the account's member may send (default 50).
+        #[arg(long, group = "limit", requires = "email")]
+        test_sends_per_day: Option<String>,
         /// Emails per 24 hours, or `default` for the installation's (`HERALD_SYSTEM_MAIL_PER_WORKSPACE`).
         #[arg(long, group = "limit")]
         system_mail_per_day: Option<String>,
@@ -160,6 +176,32 @@ enum Admin {
         /// server decides); `false` (the default): only verified sending domains.
         #[arg(long, group = "limit")]
         own_identity_any_from: Option<bool>,
+    },
+    /// Suspend an account: its API keys answer 403, its workspaces' sending campaigns pause
+    /// within one claim window, scheduled sends and queued transactional mail wait, and each
+    /// workspace's audit log records it. `reinstate-account` lifts it.
+    SuspendAccount {
+        #[arg(long)]
+        email: String,
+        /// Shown to the account's members (in the paused campaigns' reason and the audit log).
+        #[arg(long)]
+        reason: String,
+    },
+    /// Lift a suspension (paused campaigns stay paused until a member resumes them).
+    ReinstateAccount {
+        #[arg(long)]
+        email: String,
+    },
+    /// What every account sent in the last 24 hours and 7 days (campaign and transactional
+    /// messages, bounces, complaints, rates), busiest first: abuse shows here before the relay
+    /// blocks the shared domain.
+    Accounts {
+        /// How many accounts to show.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Mark a workspace's sending domain verified without a DNS check (adds it if missing).
     VerifyDomain {
@@ -341,10 +383,48 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
             let tenant = workspaces::id_for_slug(&db, &workspace)
                 .await
                 .map_err(|_| anyhow::anyhow!("no workspace with slug {workspace}"))?;
-            let (_, key) = api_keys::create(&db, tenant, None, Role::Owner, &name).await.map_err(clear)?;
+            let (_, key) = api_keys::create(&db, tenant, None, Role::Owner, &name, Role::Admin).await.map_err(clear)?;
             println!("{key}");
         }
-        Admin::SetLimits { workspace, system_mail_per_day, campaign_mail_per_day, own_identity_any_from } => {
+        Admin::SetLimits {
+            workspace: None,
+            email: Some(email),
+            workspaces: max_workspaces,
+            transactional_per_day,
+            test_sends_per_day,
+            system_mail_per_day,
+            campaign_mail_per_day,
+            own_identity_any_from,
+        } => {
+            use herald_engine::account_limits::{self, Limit};
+            if campaign_mail_per_day.is_some() || own_identity_any_from.is_some() {
+                anyhow::bail!("--campaign-mail-per-day and --own-identity-any-from are limits of a --workspace");
+            }
+            let parse = |flag: &str, v: &str| -> anyhow::Result<Option<i32>> {
+                match v.trim() {
+                    "default" => Ok(None),
+                    n => n.parse::<i32>().map(Some).map_err(|_| anyhow::anyhow!("--{flag}: a number or `default`")),
+                }
+            };
+            for (flag, limit, value) in [
+                ("workspaces", Limit::Workspaces, max_workspaces),
+                ("transactional-per-day", Limit::TransactionalPerDay, transactional_per_day),
+                ("test-sends-per-day", Limit::TestSendsPerDay, test_sends_per_day),
+                ("system-mail-per-day", Limit::SystemMailPerDay, system_mail_per_day),
+            ] {
+                let Some(value) = value else { continue };
+                let n = parse(flag, &value)?;
+                account_limits::set_limit(&db, &email, limit, n)
+                    .await
+                    .map_err(|_| anyhow::anyhow!("no account with email {email}"))?;
+                match n {
+                    Some(n) => println!("{email}: {flag} {n}"),
+                    None => println!("{email}: {flag} back to the installation's default"),
+                }
+            }
+        }
+        Admin::SetLimits { workspace: None, .. } => anyhow::bail!("name a --workspace or an account's --email"),
+        Admin::SetLimits { workspace: Some(workspace), system_mail_per_day, campaign_mail_per_day, own_identity_any_from, .. } => {
             let tenant = workspaces::id_for_slug(&db, &workspace)
                 .await
                 .map_err(|_| anyhow::anyhow!("no workspace with slug {workspace}"))?;
@@ -400,6 +480,29 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
                 .await
                 .map_err(|_| anyhow::anyhow!("no account with email {email}"))?;
             println!("{email} is confirmed");
+        }
+        Admin::SuspendAccount { email, reason } => {
+            let affected = herald_engine::account_limits::suspend(&db, &email, &reason)
+                .await
+                .map_err(|e| match e {
+                    herald_engine::Error::NotFound => anyhow::anyhow!("no account with email {email}"),
+                    e => clear(e),
+                })?;
+            println!("{email} is suspended ({} workspaces)", affected.len());
+        }
+        Admin::ReinstateAccount { email } => {
+            let affected = herald_engine::account_limits::reinstate(&db, &email)
+                .await
+                .map_err(|_| anyhow::anyhow!("no account with email {email}"))?;
+            println!("{email} is no longer suspended ({} workspaces)", affected.len());
+        }
+        Admin::Accounts { limit, json } => {
+            let rows = herald_engine::account_limits::activity(&db, limit).await.map_err(clear)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                println!("{}", herald_engine::account_limits::activity_table(&rows));
+            }
         }
         Admin::SeedStates { owner } => {
             let paths = crate::seed::run(config, &owner).await?;

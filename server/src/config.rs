@@ -259,6 +259,7 @@ impl Config {
         let system_mail_limits = herald_engine::sending::mail_quota::SystemMailLimits {
             per_workspace: daily("HERALD_SYSTEM_MAIL_PER_WORKSPACE", defaults.per_workspace)?,
             per_recipient: daily("HERALD_SYSTEM_MAIL_PER_RECIPIENT", defaults.per_recipient)?,
+            per_account: daily("HERALD_SYSTEM_MAIL_PER_ACCOUNT", defaults.per_account)?,
         };
         let trusted_proxies =
             crate::security::TrustedProxies::from_setting(&get("HERALD_TRUSTED_PROXIES").unwrap_or_default())?;

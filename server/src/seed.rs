@@ -225,7 +225,7 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     let invite =
         invites::create(&db, &signer, tenant, user.id, Role::Owner, &invitee, Role::Author).await.map_err(clear)?;
     add("/invite/:token", format!("/invite/{}", invite.token));
-    api_keys::create(&db, tenant, Some(user.id), Role::Owner, "Crawler key").await.map_err(clear)?;
+    api_keys::create(&db, tenant, Some(user.id), Role::Owner, "Crawler key", Role::Admin).await.map_err(clear)?;
     Ok(paths)
 }
 

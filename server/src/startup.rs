@@ -193,6 +193,7 @@ impl Application {
             auth_ip_limiter: Arc::new(RateLimiter::new(30, Duration::from_secs(60))),
             auth_account_limiter: Arc::new(RateLimiter::new(10, Duration::from_secs(60))),
             public_form_limiter: Arc::new(RateLimiter::new(20, Duration::from_secs(60))),
+            preview_limiter: Arc::new(RateLimiter::new(herald_app::ssr::PREVIEWS_PER_MINUTE, Duration::from_secs(60))),
             outbox: Outbox {
                 db: db.clone(),
                 keys: TrackingKeys::new(&Signer::new(&config.secret_key)),
@@ -339,8 +340,35 @@ fn router(
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
             let id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
-            tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = %id)
+            tracing::info_span!("http", method = %req.method(), path = %path_for_logs(req.uri().path()), request_id = %id)
         }))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .with_state(server_state)
+}
+
+/// The request path as logs may show it: paths carry secrets (`/webhooks/ses/<token>`,
+/// `/u/<unsubscribe token>`, `/confirm/<token>`, `/invite/<token>`), and logs go to places
+/// secrets must not. Routing happens inside this layer, so the matched route pattern is not known
+/// yet; every segment long enough to be a token (or an id) is replaced instead.
+fn path_for_logs(path: &str) -> String {
+    const LONGEST_PLAIN_SEGMENT: usize = 20;
+    path.split('/')
+        .map(|segment| if segment.len() > LONGEST_PLAIN_SEGMENT { "{redacted}" } else { segment })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_for_logs;
+
+    #[test]
+    fn tokens_in_paths_never_reach_the_logs() {
+        let token = "c2VjcmV0LXdlYmhvb2stdG9rZW4tMTIzNDU2Nzg5MA";
+        assert_eq!(path_for_logs(&format!("/webhooks/ses/{token}")), "/webhooks/ses/{redacted}");
+        assert_eq!(path_for_logs(&format!("/u/{token}")), "/u/{redacted}");
+        assert_eq!(path_for_logs("/campaigns/0195f3a2-7c1e-7d44-9a6b-1f2e3d4c5b6a/report"), "/campaigns/{redacted}/report");
+        assert_eq!(path_for_logs("/settings/members"), "/settings/members");
+        assert_eq!(path_for_logs("/"), "/");
+    }
 }

@@ -15,6 +15,12 @@ pub struct ApiKey {
     pub created_at: DateTime<Utc>,
     pub last_used_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// What the key may do: admin, author or viewer (never more than its maker).
+    pub role: crate::Role,
+    /// Its maker's address (`None` for a key an operator made with the CLI).
+    pub created_by: Option<String>,
+    /// False while its maker is not an admin of the workspace: the key answers 403.
+    pub active: bool,
 }
 
 impl ApiKey {

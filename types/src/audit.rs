@@ -60,13 +60,20 @@ audit_actions! {
     ExportDownloaded = "export.downloaded", "Exported readers";
     ReaderErased = "reader.erased", "Erased a reader";
     SuppressionRemoved = "suppression.removed", "Removed a suppression";
+    WebhookConfigured = "webhook.configured", "Configured a provider webhook";
+    WebhookRotated = "webhook.rotated", "Rotated a provider webhook's address";
+    AccountSuspended = "account.suspended", "Suspended the workspace's account";
+    AccountReinstated = "account.reinstated", "Lifted the account's suspension";
+    TransactionalResumed = "transactional.resumed", "Resumed transactional sending after the guard paused it";
 }
 
 string_enum! {
-    /// Who acted: a member (by their email) or an API key (by its name).
+    /// Who acted: a member (by their email), an API key (by its name), or the installation's
+    /// operator at the command line.
     ActorKind, invalid = "unknown actor kind" {
         User = "user",
         ApiKey = "api_key",
+        Operator = "operator",
     }
 }
 

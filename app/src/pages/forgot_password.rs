@@ -11,18 +11,19 @@ use crate::error::AppError;
 pub async fn request_password_reset(email: String) -> Result<(), AppError> {
     use crate::ssr::*;
     let state = state()?;
-    if !state.auth_ip_limiter.check(&format!("reset:{}", client_ip().await)) {
+    if !state.auth_ip_limiter.check(&format!("reset:{}", client_limiter_key().await)) {
         return Err(AppError::RateLimited.respond());
     }
     let email = herald_engine::Email::parse(&email)?;
-    herald_engine::accounts::request_password_reset(
-        &state.db,
-        &state.jobs,
-        &state.signer,
-        &state.base_url,
-        email.as_str(),
-    )
-    .await?;
+    // The look-up and the mail happen after the answer: a known address would otherwise cost
+    // an update and a queued job more than an unknown one, and the time to answer would say
+    // which addresses have accounts (issue 31 §6).
+    tokio::spawn(async move {
+        let (db, jobs, signer, base) = (&state.db, &state.jobs, &state.signer, &state.base_url);
+        if let Err(e) = herald_engine::accounts::request_password_reset(db, jobs, signer, base, email.as_str()).await {
+            tracing::error!(error = ?e, "password reset not mailed");
+        }
+    });
     Ok(())
 }
 

@@ -12,7 +12,7 @@ use crate::error::AppError;
 pub async fn reset_password(token: String, password: String) -> Result<(), AppError> {
     use crate::ssr::*;
     let state = state()?;
-    if !state.auth_ip_limiter.check(&format!("reset:{}", client_ip().await)) {
+    if !state.auth_ip_limiter.check(&format!("reset:{}", client_limiter_key().await)) {
         return Err(AppError::RateLimited.respond());
     }
     herald_engine::accounts::reset_password(&state.db, &state.signer, &token, &password).await?;

@@ -52,6 +52,16 @@ struct UnsubscribeClaim {
 }
 
 /// A signed, non-expiring unsubscribe URL for one reader (and the list a message was sent for).
+/// The token of the unsubscribe link in previews and test sends: it names no reader, and the
+/// page it opens says so. A preview that showed a reader's real link would hand every viewer a
+/// never-expiring token to that reader's preferences.
+pub const PREVIEW_UNSUBSCRIBE_TOKEN: &str = "preview";
+
+/// The unsubscribe link of a preview or a test send ([`PREVIEW_UNSUBSCRIBE_TOKEN`]).
+pub fn preview_unsubscribe_url(base_url: &str) -> String {
+    format!("{}/u/{PREVIEW_UNSUBSCRIBE_TOKEN}", base_url.trim_end_matches('/'))
+}
+
 pub fn unsubscribe_url(signer: &Signer, base_url: &str, tenant: TenantId, reader: i64, list: Option<ListId>) -> String {
     campaign_unsubscribe_url(signer, base_url, tenant, reader, list, None)
 }
@@ -135,29 +145,8 @@ pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeR
     let mut to_confirm: Vec<(ListId, Uuid)> = Vec::new();
     for list in chosen {
         if list.is_double_opt_in() || left_everything {
-            // Start (or restart) a pending subscription; mail only if none went out recently.
-            let nonce = Uuid::new_v4();
-            let row: Option<(String, Option<Uuid>)> = sqlx::query_as(
-                "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmation_nonce, confirmation_sent_at)
-                 VALUES ($1, $2, $3, 'unconfirmed', $4, now())
-                 ON CONFLICT (list_id, reader_id) DO UPDATE
-                    SET status = 'unconfirmed', unsubscribed_at = NULL,
-                        confirmation_nonce = excluded.confirmation_nonce, confirmation_sent_at = now()
-                  WHERE subscriptions.status <> 'confirmed'
-                    AND (subscriptions.confirmation_sent_at IS NULL
-                         OR subscriptions.confirmation_sent_at < now() - make_interval(mins => $5))
-                 RETURNING status, confirmation_nonce",
-            )
-            .bind(tenant)
-            .bind(list.id)
-            .bind(reader)
-            .bind(nonce)
-            .bind(CONFIRMATION_RESEND_AFTER_MINUTES as i32)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if let Some((_, Some(n))) = row {
-                consent::record(&mut tx, tenant, reader, Some(list.id), "subscribe_requested", &req.origin).await?;
-                to_confirm.push((list.id, n));
+            if let Some(nonce) = request_confirmation(&mut tx, tenant, reader, list.id, &req.origin).await? {
+                to_confirm.push((list.id, nonce));
             }
         } else {
             let changed = sqlx::query(
@@ -189,6 +178,41 @@ pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeR
     Ok(())
 }
 
+/// Starts (or restarts) a pending subscription that the reader confirms from their inbox; `None`
+/// when the reader is already confirmed on the list or a confirmation went out recently (no
+/// second mail in the window).
+async fn request_confirmation(
+    tx: &mut Tx,
+    tenant: TenantId,
+    reader: i64,
+    list: ListId,
+    origin: &Origin,
+) -> Result<Option<Uuid>> {
+    let nonce: Option<Option<Uuid>> = sqlx::query_scalar(
+        "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmation_nonce, confirmation_sent_at)
+         VALUES ($1, $2, $3, 'unconfirmed', $4, now())
+         ON CONFLICT (list_id, reader_id) DO UPDATE
+            SET status = 'unconfirmed', unsubscribed_at = NULL,
+                confirmation_nonce = excluded.confirmation_nonce, confirmation_sent_at = now()
+          WHERE subscriptions.status <> 'confirmed'
+            AND (subscriptions.confirmation_sent_at IS NULL
+                 OR subscriptions.confirmation_sent_at < now() - make_interval(mins => $5))
+         RETURNING confirmation_nonce",
+    )
+    .bind(tenant)
+    .bind(list)
+    .bind(reader)
+    .bind(Uuid::new_v4())
+    .bind(CONFIRMATION_RESEND_AFTER_MINUTES as i32)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let nonce = nonce.flatten();
+    if nonce.is_some() {
+        consent::record(tx, tenant, reader, Some(list), "subscribe_requested", origin).await?;
+    }
+    Ok(nonce)
+}
+
 /// Queues one confirmation email for `reader`, covering the (list, nonce) pairs in `to_confirm`.
 pub(crate) async fn send_confirmation(
     cx: &PublicContext<'_>,
@@ -199,6 +223,22 @@ pub(crate) async fn send_confirmation(
     list_names: &[String],
     to_confirm: Vec<(ListId, Uuid)>,
 ) -> Result<()> {
+    // A confirmation email carries the workspace's name to any address typed into its form: the
+    // workspace's account must have proved its own address first (issue 31 §2).
+    let mut tx = cx.db.tenant_tx(tenant).await?;
+    let unconfirmed_account: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM tenants t JOIN users u ON u.id = t.account_id
+                        WHERE t.id = $1 AND u.email_verified_at IS NULL)",
+    )
+    .bind(tenant)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    if unconfirmed_account {
+        return Err(Error::Refused(
+            "This workspace cannot send confirmation emails until its owner confirms their own email address.".into(),
+        ));
+    }
     let expires = Utc::now() + Duration::hours(CONFIRMATION_VALID_HOURS);
     let token = cx.signer.sign(
         CONFIRM_PURPOSE,
@@ -424,10 +464,16 @@ pub enum Leave {
 
 /// Applies an unsubscribe or preference change. Takes effect at once: the send engine re-checks
 /// subscriptions and suppressions right before each message.
-pub async fn leave(db: &Db, signer: &Signer, token: &str, what: Leave, origin: &Origin) -> Result<()> {
-    let claim: UnsubscribeClaim = signer.verify(UNSUBSCRIBE_PURPOSE, token)?;
+///
+/// The link was mailed, so anyone who saw the message (or a member who previewed it, before
+/// previews carried a dead link) may hold it: it can take the reader off lists, never put them
+/// on. A list ticked in the preference center starts a pending subscription and mails a fresh
+/// confirmation; only the reader's own click in that mail adds it, and a suppressed address is
+/// not mailed at all.
+pub async fn leave(cx: &PublicContext<'_>, token: &str, what: Leave, origin: &Origin) -> Result<()> {
+    let claim: UnsubscribeClaim = cx.signer.verify(UNSUBSCRIBE_PURPOSE, token)?;
     let (t, r) = (claim.t, claim.r);
-    let mut tx = db.tenant_tx(t).await?;
+    let mut tx = cx.db.tenant_tx(t).await?;
     let email: String = sqlx::query_scalar("SELECT email FROM readers WHERE tenant_id = $1 AND id = $2")
         .bind(t)
         .bind(r)
@@ -441,6 +487,7 @@ pub async fn leave(db: &Db, signer: &Signer, token: &str, what: Leave, origin: &
     if let (Some(campaign), Leave::ThisList | Leave::Everything) = (claim.c, &what) {
         crate::events::record_unsubscribe(&mut tx, t, campaign, r, &origin.source).await?;
     }
+    let mut to_confirm: Vec<(ListId, Uuid, String)> = Vec::new();
     match what {
         Leave::ThisList => {
             let list = claim.l.ok_or(Error::NotFound)?;
@@ -448,38 +495,37 @@ pub async fn leave(db: &Db, signer: &Signer, token: &str, what: Leave, origin: &
         }
         Leave::Everything => leave_everything(&mut tx, t, r, &email, origin).await?,
         Leave::Preferences(keep) => {
-            let public: Vec<(ListId, Option<SubscriptionStatus>)> = sqlx::query_as(
-                "SELECT l.id, s.status FROM lists l LEFT JOIN subscriptions s ON s.list_id = l.id AND s.reader_id = $2
+            let public: Vec<(ListId, String, Option<SubscriptionStatus>)> = sqlx::query_as(
+                "SELECT l.id, l.name, s.status FROM lists l
+                 LEFT JOIN subscriptions s ON s.list_id = l.id AND s.reader_id = $2
                  WHERE l.tenant_id = $1 AND l.visibility = 'public'",
             )
             .bind(t)
             .bind(r)
             .fetch_all(&mut *tx)
             .await?;
-            for (list, status) in public {
+            let suppressed = suppressions::is_suppressed(&mut tx, t, &email).await?;
+            let mailable = suppressed.is_none_or(|why| why == suppressions::SuppressionReason::UnsubscribedAll);
+            for (list, name, status) in public {
                 let on = status.is_some_and(SubscriptionStatus::is_on_list);
                 let want = keep.contains(&list);
                 if on && !want {
                     unsubscribe_from(&mut tx, t, r, list, origin).await?;
-                } else if !on && want {
-                    // The reader proved control of the address by holding this link: no second
-                    // opt-in round trip is needed.
-                    sqlx::query(
-                        "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at) VALUES ($1, $2, $3, 'confirmed', now())
-                         ON CONFLICT (list_id, reader_id) DO UPDATE SET status = 'confirmed', confirmed_at = now(), unsubscribed_at = NULL",
-                    )
-                    .bind(t)
-                    .bind(list)
-                    .bind(r)
-                    .execute(&mut *tx)
-                    .await?;
-                    consent::record(&mut tx, t, r, Some(list), "subscribe", origin).await?;
-                    rejoin(&mut tx, t, r, &email).await?;
+                } else if !on && want && mailable {
+                    if let Some(nonce) = request_confirmation(&mut tx, t, r, list, origin).await? {
+                        to_confirm.push((list, nonce, name));
+                    }
                 }
             }
         }
     }
     tx.commit().await?;
+    if !to_confirm.is_empty() {
+        let ws = crate::workspaces::get(cx.db, t).await?;
+        let names: Vec<String> = to_confirm.iter().map(|(_, _, name)| name.clone()).collect();
+        let pairs = to_confirm.into_iter().map(|(list, nonce, _)| (list, nonce)).collect();
+        send_confirmation(cx, t, r, &Email::parse(&email)?, &ws.name, &names, pairs).await?;
+    }
     Ok(())
 }
 

@@ -106,13 +106,13 @@ impl Composer {
 
     /// Renders every reader of a batch in one round trip to the template sandbox, in order.
     /// `unsubscribe[i]` is reader i's [`Self::unsubscribe_url`].
-    pub fn render(&self, readers: &[Reader<'_>], unsubscribe: &[String]) -> Vec<RenderedParts> {
+    pub async fn render(&self, readers: &[Reader<'_>], unsubscribe: &[String]) -> crate::Result<Vec<RenderedParts>> {
         let recipients: Vec<Recipient<'_>> =
             readers.iter().map(|r| Recipient { email: r.email, name: r.name, attributes: r.attributes }).collect();
         let contexts: Vec<MessageContext<'_>> =
             unsubscribe.iter().map(|u| MessageContext { unsubscribe_url: u }).collect();
         let batch: Vec<_> = readers.iter().enumerate().map(|(i, r)| (&recipients[i], &contexts[i], r.feed)).collect();
-        self.compiled.render_bodies(&batch)
+        Ok(self.compiled.render_bodies(&batch).await?)
     }
 
     /// The links of `parts` that tracking would rewrite (none when the campaign does not track):

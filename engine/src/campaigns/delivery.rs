@@ -285,9 +285,19 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
     .bind(tenant)
     .fetch_one(&mut *tx)
     .await?;
+    // A suspended account's workspace sends nothing, however its campaign got to `sending` (a
+    // recurring edition, a job queued before the suspension).
+    let suspended = crate::account_limits::require_not_suspended(&mut tx, tenant).await;
     tx.commit().await?;
+    if let Err(Error::Refused(why)) = suspended {
+        auto_pause(cx, tenant, campaign_id, &why).await?;
+        lease.end().await;
+        return Ok(());
+    }
+    suspended?;
     let workspace = message::Workspace { name: ws_name, postal_address: postal };
-    let compiled = match CompiledCampaign::compile(&store::content(&campaign), &workspace) {
+    let turn = crate::sending::template_sandbox::Turn::background(tenant);
+    let compiled = match CompiledCampaign::compile(&store::content(&campaign), &workspace, turn).await? {
         Ok(c) => c,
         Err(e) => {
             auto_pause(cx, tenant, campaign_id, &format!("The template has an error: {e}")).await?;
@@ -477,7 +487,7 @@ impl Sender<'_> {
             // One sandbox round trip for the batch; `render_bodies` answers once per row.
             let urls: Vec<String> = ready.iter().map(|row| self.composer.unsubscribe_url(row.reader_id)).collect();
             let readers: Vec<Reader<'_>> = ready.iter().map(Claimed::reader).collect();
-            let rendered = self.composer.render(&readers, &urls);
+            let rendered = self.composer.render(&readers, &urls).await?;
             for (((i, row), parts), unsubscribe) in ready.iter().enumerate().zip(rendered).zip(urls) {
                 if let Some(why) = self.fence().closed_because() {
                     return self.on_fence_closed(why, &ready[i..]).await;

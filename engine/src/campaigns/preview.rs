@@ -7,14 +7,15 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::store::{self, Campaign};
-use crate::audience::subscribe::unsubscribe_url;
-use crate::domain::{CampaignId, Email, Role, TenantId};
+use crate::audience::subscribe::preview_unsubscribe_url;
+use crate::domain::{CampaignId, Email, Role, TenantId, UserId};
 use crate::error::{Error, Result};
 use crate::infra::db::Db;
 use crate::infra::tokens::Signer;
 use crate::sending::identities::{self, SmtpIdentity};
 use crate::sending::message::{self, CompiledCampaign, Envelope, MessageContext, Recipient, Rendered};
 use crate::sending::smtp::SmtpConnection;
+use crate::sending::template_sandbox::Turn;
 
 pub const MAX_TEST_ADDRESSES: usize = 5;
 /// Test emails one workspace may send per hour (in bursts of up to [`TEST_SEND_BURST`]): enough
@@ -77,25 +78,27 @@ async fn load_context(db: &Db, tenant: TenantId, reader: Option<i64>) -> Result<
     Ok((message::Workspace { name, postal_address }, sample))
 }
 
-fn render_as(
+async fn render_as(
+    tenant: TenantId,
     campaign: &Campaign,
     workspace: &message::Workspace,
     reader: &Sample,
     unsubscribe: &str,
 ) -> Result<Result<Rendered, String>> {
-    let compiled = match CompiledCampaign::compile(&super::store::content(campaign), workspace) {
+    let turn = Turn::request(tenant);
+    let compiled = match CompiledCampaign::compile(&super::store::content(campaign), workspace, turn).await? {
         Ok(c) => c,
         Err(e) => return Ok(Err(e.to_string())),
     };
     let recipient = Recipient { email: &reader.email, name: &reader.name, attributes: &reader.attributes };
-    Ok(compiled.render(&recipient, &MessageContext { unsubscribe_url: unsubscribe }).map_err(|e| e.to_string()))
+    let rendered = compiled.render(&recipient, &MessageContext { unsubscribe_url: unsubscribe }).await?;
+    Ok(rendered.map_err(|e| e.to_string()))
 }
 
 /// Renders the saved campaign as `reader` (or a sample reader).
 #[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn preview(
     db: &Db,
-    signer: &Signer,
     base_url: &str,
     tenant: TenantId,
     campaign: CampaignId,
@@ -103,10 +106,10 @@ pub async fn preview(
 ) -> Result<PreviewOutcome> {
     let c = store::get(db, tenant, campaign).await?;
     let (workspace, sample) = load_context(db, tenant, reader).await?;
-    let unsubscribe = unsubscribe_url(signer, base_url, tenant, sample.id, c.list_ids.first().copied());
+    let unsubscribe = preview_unsubscribe_url(base_url);
     let as_reader =
         if sample.name.is_empty() { sample.email.clone() } else { format!("{} <{}>", sample.name, sample.email) };
-    Ok(match render_as(&c, &workspace, &sample, &unsubscribe)? {
+    Ok(match render_as(tenant, &c, &workspace, &sample, &unsubscribe).await? {
         Ok(r) => PreviewOutcome {
             rendered: Some(PreviewMessage { subject: r.subject, html: r.html, text: r.text }),
             error: None,
@@ -141,11 +144,15 @@ pub async fn test_send(
     default_identity: &SmtpIdentity,
     egress: &crate::infra::egress::Egress,
     tenant: TenantId,
+    member: UserId,
     role: Role,
     campaign: CampaignId,
     addresses: &[String],
 ) -> Result<Vec<(String, Result<String, String>)>> {
     role.require(Role::Author)?;
+    // A test email goes to any address the member types: only a member whose own address is
+    // confirmed may send them, and at most their account's daily allowance (issue 31 §2).
+    crate::accounts::require_verified_email(db, member).await?;
     let addresses: Vec<Email> = addresses
         .iter()
         .map(|a| a.trim())
@@ -189,13 +196,16 @@ pub async fn test_send(
             wait.as_secs().div_ceil(60).max(1)
         )));
     }
+    let mut tx = db.begin().await?;
+    crate::account_limits::claim(&mut tx, member, crate::account_limits::Usage::TestSend, n as i32).await?;
+    tx.commit().await?;
     let (workspace, sample) = load_context(db, tenant, None).await?;
     let identity = identities::resolve(db, signer, tenant, c.identity_id, default_identity, egress).await?;
     let wait = crate::sending::rate::reserve(db, &identity.bucket, n, identity.rate_per_second, identity.burst).await?;
     tokio::time::sleep(wait.min(Duration::from_secs(10))).await;
     let dkim = crate::sending::domains::dkim_signer(db, signer, tenant, &identity, &c.from_email).await?;
-    let unsubscribe = unsubscribe_url(signer, base_url, tenant, 0, c.list_ids.first().copied());
-    let rendered = render_as(&c, &workspace, &sample, &unsubscribe)?.map_err(|e| Error::invalid(e.to_string()))?;
+    let unsubscribe = preview_unsubscribe_url(base_url);
+    let rendered = render_as(tenant, &c, &workspace, &sample, &unsubscribe).await?.map_err(|e| Error::invalid(e.to_string()))?;
     let rendered = Rendered { subject: format!("[Test] {}", rendered.subject), ..rendered };
     let domain = c.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_default();
     let mut conn: Option<SmtpConnection> = None;

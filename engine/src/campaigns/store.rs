@@ -77,11 +77,29 @@ fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQ
         .bind(input.feed_url.trim())
 }
 
+/// The campaign's sending identity must be one of this workspace's (the foreign key, which leads
+/// with tenant_id, is the backstop; this gives the author a message beside the field).
+async fn check_identity(tx: &mut Tx, tenant: TenantId, input: &CampaignInput) -> Result<()> {
+    let Some(id) = input.identity_id else { return Ok(()) };
+    let known: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM sending_identities WHERE tenant_id = $1 AND id = $2)")
+            .bind(tenant)
+            .bind(id)
+            .fetch_one(&mut **tx)
+            .await?;
+    if known {
+        Ok(())
+    } else {
+        Err(Error::Invalid(herald_types::Invalid::new("That sending identity does not exist.").at("identity_id")))
+    }
+}
+
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &CampaignInput) -> Result<Campaign> {
     role.require(Role::Author)?;
     validate(input)?;
     let mut tx = db.tenant_tx(tenant).await?;
+    check_identity(&mut tx, tenant, input).await?;
     // The workspace's default sender fills in an empty one.
     let insert = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO campaigns (id, tenant_id, name, subject, preheader, identity_id, from_name, from_email, reply_to,
@@ -106,6 +124,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: CampaignId, input
     validate(input)?;
     let mut tx = db.tenant_tx(tenant).await?;
     super::approval::guard_edit(&mut tx, tenant, role, id).await?;
+    check_identity(&mut tx, tenant, input).await?;
     let update = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE campaigns SET name = $3, subject = $4, preheader = $5, identity_id = $6, from_name = $7, from_email = $8,
              reply_to = $9, list_ids = $10, attribute_filter = $11, body_format = $12, body = $13, spread_hours = $14,
@@ -180,6 +199,7 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Re
 
 /// Everything that must hold before a send may start; the messages say what to fix.
 pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> Result<()> {
+    crate::account_limits::require_not_suspended(tx, tenant).await?;
     let (postal, name): (String, String) = sqlx::query_as("SELECT postal_address, name FROM tenants WHERE id = $1")
         .bind(tenant)
         .fetch_one(&mut **tx)
@@ -209,7 +229,10 @@ pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> 
         return Err(Error::invalid("One of the chosen lists no longer exists."));
     }
     attribute_condition(c)?;
-    CompiledCampaign::compile(&content(c), &crate::sending::message::Workspace { name, postal_address: postal })
+    let workspace = crate::sending::message::Workspace { name, postal_address: postal };
+    let turn = crate::sending::template_sandbox::Turn::request(tenant);
+    CompiledCampaign::compile(&content(c), &workspace, turn)
+        .await?
         .map_err(|e| Error::invalid(format!("Fix the template first: {e}")))?;
     Ok(())
 }
@@ -366,6 +389,7 @@ pub async fn resume(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Camp
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
     super::approval::gate(&mut tx, tenant, role).await?;
+    crate::account_limits::require_not_suspended(&mut tx, tenant).await?;
     super::warmup::check_resume(&mut tx, tenant, id).await?;
     tx.commit().await?;
     let (c, tx) = transition_or_conflict(

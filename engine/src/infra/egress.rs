@@ -231,6 +231,9 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (s[0] & 0xfe00) == 0xfc00
         || (s[0] & 0xffc0) == 0xfe80
         || (s[0] & 0xffc0) == 0xfec0
+        // 64:ff9b:1::/48: local-use NAT64 (RFC 8215), translated to whatever IPv4 the local
+        // translator maps it to (often the inside), so never public.
+        || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
         // 2001:db8::/32 documentation, 100::/64 discard.
         || (s[0] == 0x2001 && s[1] == 0x0db8)
         || (s[0] == 0x0100 && s[1..4] == [0, 0, 0]))
@@ -266,6 +269,8 @@ mod tests {
             "::ffff:169.254.169.254",
             "::127.0.0.1",
             "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::808:808",
+            "64:ff9b:1:ffff::1",
             "2002:7f00:1::1",
             "fd00:ec2::254",
         ] {

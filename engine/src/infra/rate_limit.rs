@@ -30,10 +30,20 @@ impl RateLimiter {
 
     /// Records one attempt for `key`; false when the key has used up its allowance.
     pub fn check(&self, key: &str) -> bool {
+        self.retry_after(key).is_none()
+    }
+
+    /// Records one attempt for `key`; `Some(wait)` when the key has used up its allowance, with
+    /// how long until its next attempt is allowed (for `Retry-After`).
+    pub fn retry_after(&self, key: &str) -> Option<Duration> {
         if self.limiter.len() > MAX_KEYS {
             self.limiter.retain_recent();
         }
-        self.limiter.check_key(&key.to_string()).is_ok()
+        let clock = governor::clock::DefaultClock::default();
+        self.limiter
+            .check_key(&key.to_string())
+            .err()
+            .map(|not_until| not_until.wait_time_from(governor::clock::Clock::now(&clock)))
     }
 }
 
@@ -48,6 +58,14 @@ mod tests {
         assert!(l.check("a"));
         assert!(!l.check("a"));
         assert!(l.check("b"));
+    }
+
+    #[test]
+    fn a_refusal_says_how_long_to_wait() {
+        let l = RateLimiter::new(30, Duration::from_secs(60));
+        assert!((0..30).all(|_| l.retry_after("m").is_none()));
+        let wait = l.retry_after("m").expect("the 31st is refused");
+        assert!(wait > Duration::ZERO && wait <= Duration::from_secs(2), "{wait:?}");
     }
 
     #[test]

@@ -16,6 +16,13 @@
 //! parsed templates of recent [`TemplateSet`]s, so rendering a campaign for one reader is one
 //! round trip carrying that reader's variables.
 //!
+//! Renders never run on the async runtime's threads: the round trip to a child is blocking pipe
+//! I/O, so it runs on tokio's blocking pool, and [`admit`] bounds how many run at once (as many
+//! as the machine has cores across the process, two per workspace). A send waits for its turn;
+//! a request someone is waiting on is refused with [`Busy`] (429) instead of queueing behind a
+//! workspace that is rendering templates that run to the time limit. Children run at the lowest
+//! CPU priority, so logins, tracking and delivery win the cores while a render is burning them.
+//!
 //! Wire format, both ways: a 4-byte little-endian length, then that many bytes of JSON.
 
 use std::collections::{HashMap, HashSet};
@@ -27,8 +34,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use herald_types::TenantId;
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
 use serde::{Deserialize, Serialize};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::sending::message::{self, TemplateError};
 
@@ -49,6 +58,12 @@ const MAX_IDLE_CHILDREN: usize = 8;
 const MAX_CACHED_SETS: usize = 64;
 /// Largest frame either side accepts: a few templates' worth of output, JSON-escaped.
 const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
+/// Renders one workspace may have running at once.
+const RENDERS_PER_WORKSPACE: usize = 2;
+/// How long a request waits for one of the process's render slots before it is refused.
+const REQUEST_WAIT: Duration = Duration::from_secs(2);
+/// CPU priority of a child (`nice`): the lowest, so the server's own threads always win.
+const CHILD_NICENESS: i32 = 19;
 /// The hidden `herald` subcommand that runs [`child_main`].
 pub const CHILD_COMMAND: &str = "render-sandbox";
 
@@ -122,31 +137,55 @@ impl TemplateSet {
         self.sources.iter().find(|(n, _)| *n == name).map_or("", |(_, s)| s.as_str())
     }
 
-    /// Renders each of `names` with `vars`, in one round trip to a sandbox child.
-    pub fn render(&self, names: &[&'static str], vars: &Value) -> Vec<Result<String, RenderFailure>> {
-        self.render_each(names, std::slice::from_ref(vars)).pop().unwrap_or_default()
+    /// Renders each of `names` with `vars`, in one round trip to a sandbox child, when `turn`
+    /// is admitted (see [`admit`]).
+    pub async fn render(
+        self: &Arc<Self>,
+        turn: Turn,
+        names: &[&'static str],
+        vars: &Value,
+    ) -> Result<Vec<Result<String, RenderFailure>>, Busy> {
+        Ok(self.render_each(turn, names, std::slice::from_ref(vars)).await?.pop().unwrap_or_default())
     }
 
     /// [`Self::render`] for several sets of variables (one reader each) in one round trip: a
     /// send renders its claimed batch at once instead of paying a round trip per reader.
-    pub fn render_each(&self, names: &[&'static str], vars: &[Value]) -> Vec<Vec<Result<String, RenderFailure>>> {
+    pub async fn render_each(
+        self: &Arc<Self>,
+        turn: Turn,
+        names: &[&'static str],
+        vars: &[Value],
+    ) -> Result<Vec<Vec<Result<String, RenderFailure>>>, Busy> {
+        let _slot = admit(turn).await?;
+        let count = (vars.len(), names.len());
         let outcomes: Vec<Vec<Result<String, Failure>>> = match renderer() {
             #[cfg(test)]
             Renderer::InProcess => vars
                 .iter()
                 .map(|v| names.iter().map(|name| render_here(&self.env, name, self.source(name), v)).collect())
                 .collect(),
-            Renderer::Children(pool) => pool.render(self, names, vars),
+            Renderer::Children(pool) => {
+                // The round trip blocks on pipes for up to RENDER_TIMEOUT: never on a runtime thread.
+                let (set, names, vars) = (Arc::clone(self), names.to_vec(), vars.to_vec());
+                tokio::task::spawn_blocking(move || pool.render(&set, &names, &vars))
+                    .await
+                    .unwrap_or_else(|_| vec![vec![Err(Failure::unavailable()); count.1]; count.0])
+            }
         };
-        outcomes
+        Ok(outcomes
             .into_iter()
             .map(|one| names.iter().zip(one).map(|(name, outcome)| outcome.map_err(|f| f.into_failure(name))).collect())
-            .collect()
+            .collect())
     }
 
     /// [`Self::render`] for one template.
-    pub fn render_one(&self, name: &'static str, vars: &Value) -> Result<String, RenderFailure> {
-        self.render(&[name], vars).pop().unwrap_or_else(|| Err(Failure::unavailable().into_failure(name)))
+    pub async fn render_one(
+        self: &Arc<Self>,
+        turn: Turn,
+        name: &'static str,
+        vars: &Value,
+    ) -> Result<Result<String, RenderFailure>, Busy> {
+        Ok(self.render(turn, &[name], vars).await?.pop().unwrap_or_else(|| Err(Failure::unavailable().into_failure(name))))
     }
 }
 
@@ -219,6 +258,107 @@ impl Write for CappedOutput {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Turns: how many renders run at once
+// ---------------------------------------------------------------------------------------------
+
+/// Whose render this is, and whether it may wait for its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Turn {
+    tenant: TenantId,
+    waits: bool,
+}
+
+impl Turn {
+    /// A send in the background: waits for its turn however long that takes.
+    pub fn background(tenant: TenantId) -> Self {
+        Turn { tenant, waits: true }
+    }
+
+    /// A request someone is waiting on (a preview, a save, the messages API): refused with
+    /// [`Busy`] at once when the workspace already has its share of renders running, and after
+    /// [`REQUEST_WAIT`] when the whole process is busy.
+    pub fn request(tenant: TenantId) -> Self {
+        Turn { tenant, waits: false }
+    }
+}
+
+/// A render refused because too many are running; the caller answers 429 with `Retry-After`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Busy {
+    pub message: String,
+    pub retry_after: Duration,
+}
+
+impl From<Busy> for crate::Error {
+    fn from(b: Busy) -> Self {
+        crate::Error::Busy { message: b.message, retry_after_secs: b.retry_after.as_secs().max(1) }
+    }
+}
+
+/// A turn to render: one of the process's slots and one of the workspace's.
+pub struct Slot {
+    _process: OwnedSemaphorePermit,
+    _workspace: WorkspaceSlot,
+}
+
+/// The workspace's permit; the workspace's semaphore is forgotten when its last render ends.
+struct WorkspaceSlot {
+    tenant: TenantId,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Drop for WorkspaceSlot {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        let mut map = WORKSPACE_SLOTS.lock().unwrap_or_else(|p| p.into_inner());
+        // One reference is the map's: nobody else holds or waits for this semaphore.
+        if map.get(&self.tenant).is_some_and(|s| Arc::strong_count(s) == 1) {
+            map.remove(&self.tenant);
+        }
+    }
+}
+
+static PROCESS_SLOTS: OnceLock<Arc<Semaphore>> = OnceLock::new();
+static WORKSPACE_SLOTS: Mutex<HashMap<TenantId, Arc<Semaphore>>> = Mutex::new(HashMap::new());
+
+/// One render slot per core: more children than cores only makes each render slower.
+fn process_slots() -> Arc<Semaphore> {
+    Arc::clone(PROCESS_SLOTS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Arc::new(Semaphore::new(cores))
+    }))
+}
+
+/// Waits for (or refuses) a turn to render: the workspace's slot first, so a workspace that
+/// floods the queue holds at most [`RENDERS_PER_WORKSPACE`] of the process's slots.
+pub async fn admit(turn: Turn) -> Result<Slot, Busy> {
+    let workspace = {
+        let mut map = WORKSPACE_SLOTS.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(map.entry(turn.tenant).or_insert_with(|| Arc::new(Semaphore::new(RENDERS_PER_WORKSPACE))))
+    };
+    let mut workspace_slot = WorkspaceSlot { tenant: turn.tenant, permit: None };
+    let busy = |message: &str| Busy { message: message.into(), retry_after: RENDER_TIMEOUT };
+    let workspace_permit = if turn.waits {
+        Arc::clone(&workspace).acquire_owned().await.ok()
+    } else {
+        Arc::clone(&workspace).try_acquire_owned().ok()
+    };
+    drop(workspace);
+    workspace_slot.permit = Some(workspace_permit.ok_or_else(|| {
+        busy("This workspace is already rendering two templates; try again when they finish.")
+    })?);
+    let process = process_slots();
+    let process_permit = if turn.waits {
+        process.acquire_owned().await.ok()
+    } else {
+        tokio::time::timeout(REQUEST_WAIT, process.acquire_owned()).await.ok().and_then(Result::ok)
+    };
+    let process_permit = process_permit.ok_or_else(|| busy("Herald is rendering many templates right now; try again in a few seconds."))?;
+    Ok(Slot { _process: process_permit, _workspace: workspace_slot })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -485,6 +625,9 @@ pub fn child_main() -> io::Result<()> {
         }
     });
     cap_address_space()?;
+    // Below everything else on the machine: the server's threads win the cores while a render
+    // burns one. Failing to lower priority is not a reason to refuse to render.
+    let _ = rustix::process::setpriority_process(None, CHILD_NICENESS);
 
     let mut stdin = io::stdin().lock();
     let mut stdout = io::stdout().lock();

@@ -17,6 +17,7 @@ use crate::audience::suppressions;
 use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::{Db, Tx};
+use crate::sending::template_sandbox::Turn;
 use crate::tracking::TrackingKeys;
 use crate::tracking::links;
 use crate::webhooks::{EventKind, ProviderEvent};
@@ -186,7 +187,7 @@ pub async fn enqueue(
             })?;
             let subject = req.subject.clone().unwrap_or_else(|| t.subject.clone());
             let compiled = Compiled::new(&subject, &t.html, &t.text_body)?;
-            let content = compiled.render(&variables)?;
+            let content = compiled.render(Turn::request(tenant), &variables).await?;
             (content, Some(t.id), Some(t.version), t.from_name, t.from_email, t.reply_to)
         }
         None => {
@@ -199,7 +200,7 @@ pub async fn enqueue(
             if html.trim().is_empty() && text.trim().is_empty() {
                 return Err(Error::invalid("Give a `template`, or inline `html` and/or `text`."));
             }
-            let content = Compiled::new(&subject, &html, &text)?.render(&variables)?;
+            let content = Compiled::new(&subject, &html, &text)?.render(Turn::request(tenant), &variables).await?;
             (content, None, None, String::new(), String::new(), String::new())
         }
     };
@@ -261,6 +262,10 @@ pub async fn enqueue(
         // A concurrent request with this key committed first.
         tx.commit().await?;
         return replay(db, tenant, key, &[&hash]).await?.ok_or(Error::NotFound);
+    }
+    // Counted with the insert: a refusal stores nothing, and a replay above costs nothing.
+    if let Some(account) = crate::account_limits::account_of(&mut tx, tenant).await? {
+        crate::account_limits::claim(&mut tx, account, crate::account_limits::Usage::Transactional, 1).await?;
     }
     let detail = match req.send_at {
         Some(at) if at > Utc::now() => format!("scheduled for {}", at.to_rfc3339()),
@@ -645,6 +650,9 @@ pub(crate) async fn apply_event(
         .bind(ev.at)
         .execute(&mut **tx)
         .await?;
+        if column != "delivered_at" {
+            super::guard::check(tx, tenant).await?;
+        }
     }
     add_event(tx, tenant, id, kind, &detail).await
 }

@@ -3,6 +3,7 @@
 //! through the campaign engine's sending machinery on a stream of its own.
 
 pub mod delivery;
+pub mod guard;
 pub mod messages;
 pub mod settings;
 pub mod templates;

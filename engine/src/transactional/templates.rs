@@ -3,6 +3,8 @@
 //! strict: a variable the request did not supply is an error at request time (a 422), never an
 //! empty gap in a password-reset email.
 
+use std::sync::Arc;
+
 use minijinja::Value;
 use uuid::Uuid;
 
@@ -10,7 +12,7 @@ use crate::domain::{Role, TenantId};
 use crate::error::{Error, Result, is_unique_violation};
 use crate::infra::db::Db;
 use crate::sending::message::{self, TemplateError};
-use crate::sending::template_sandbox::{Dialect, TemplateSet};
+use crate::sending::template_sandbox::{Dialect, TemplateSet, Turn};
 use herald_types::TemplateId;
 
 pub use herald_types::{RenderedMessage, Template, TemplateInput, TemplateVersion};
@@ -165,14 +167,20 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: TemplateId) -> Re
 }
 
 /// Renders unsaved template sources with sample variables: the editor's live preview.
-pub fn preview(subject: &str, html: &str, text: &str, sample: &serde_json::Value) -> Result<RenderedMessage> {
-    Compiled::new(subject, html, text)?.render(sample)
+pub async fn preview(
+    tenant: TenantId,
+    subject: &str,
+    html: &str,
+    text: &str,
+    sample: &serde_json::Value,
+) -> Result<RenderedMessage> {
+    Compiled::new(subject, html, text)?.render(Turn::request(tenant), sample).await
 }
 
 /// Parsed templates, rendered once per message in the template sandbox
 /// ([`crate::sending::template_sandbox`]).
 pub struct Compiled {
-    templates: TemplateSet,
+    templates: Arc<TemplateSet>,
 }
 
 const SUBJECT: &str = "subject";
@@ -182,17 +190,17 @@ const TEXT: &str = "text";
 impl Compiled {
     pub fn new(subject: &str, html: &str, text: &str) -> Result<Self, TemplateError> {
         let sources = vec![(SUBJECT, subject.to_string()), (HTML, html.to_string()), (TEXT, text.to_string())];
-        Ok(Self { templates: TemplateSet::parse(Dialect::Transactional, sources)? })
+        Ok(Self { templates: Arc::new(TemplateSet::parse(Dialect::Transactional, sources)?) })
     }
 
     /// Renders with `vars` (a JSON object). A body given only as HTML gets its text twin, and
     /// one given only as text gets a minimal HTML version, so every message is multipart.
-    pub fn render(&self, vars: &serde_json::Value) -> Result<RenderedMessage> {
+    pub async fn render(&self, turn: Turn, vars: &serde_json::Value) -> Result<RenderedMessage> {
         if !vars.is_object() {
             return Err(Error::invalid("`variables` must be a JSON object."));
         }
         let ctx = Value::from_serialize(vars);
-        let mut outcomes = self.templates.render(&[SUBJECT, HTML, TEXT], &ctx).into_iter();
+        let mut outcomes = self.templates.render(turn, &[SUBJECT, HTML, TEXT], &ctx).await?.into_iter();
         let mut one = || outcomes.next().unwrap_or_else(|| Ok(String::new())).map_err(|f| f.error);
         let subject = message::single_line(&one()?);
         if subject.trim().is_empty() {
@@ -221,11 +229,17 @@ mod tests {
     #![allow(clippy::expect_used)]
     use super::*;
 
+    /// Renders on a runtime of its own: these tests are synchronous, renders are not.
+    fn render(c: &Compiled, vars: serde_json::Value) -> Result<RenderedMessage> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        rt.block_on(c.render(Turn::background(TenantId::new()), &vars))
+    }
+
     #[test]
     fn renders_variables_and_escapes_html_only() {
         let c = Compiled::new("Reset for {{ name }}", "<p>Hi {{ name }}, <a href=\"{{ url }}\">reset</a></p>", "")
             .expect("compiles");
-        let r = c.render(&serde_json::json!({ "name": "A<b>", "url": "https://x.test/r?t=1" })).expect("renders");
+        let r = render(&c, serde_json::json!({ "name": "A<b>", "url": "https://x.test/r?t=1" })).expect("renders");
         assert_eq!(r.subject, "Reset for A<b>");
         assert!(r.html.contains("Hi A&lt;b&gt;"), "{}", r.html);
         assert!(r.text.contains("Hi A<b>"), "{}", r.text);
@@ -235,7 +249,7 @@ mod tests {
     #[test]
     fn a_missing_variable_is_an_error_with_its_place() {
         let c = Compiled::new("Hi", "", "line one\nHello {{ user.name }}").expect("compiles");
-        let e = c.render(&serde_json::json!({})).expect_err("strict");
+        let e = render(&c, serde_json::json!({})).expect_err("strict");
         let msg = e.to_string();
         assert!(msg.starts_with("text, line 2"), "{msg}");
     }
@@ -249,7 +263,7 @@ mod tests {
     #[test]
     fn text_only_gets_an_html_version() {
         let c = Compiled::new("Hi", "", "a < b").expect("compiles");
-        let r = c.render(&serde_json::json!({})).expect("renders");
+        let r = render(&c, serde_json::json!({})).expect("renders");
         assert!(r.html.contains("a &lt; b"));
     }
 }

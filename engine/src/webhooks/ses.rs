@@ -6,8 +6,10 @@
 //! SigningCertURL at their own certificate. So the URL must be https (the TLS connection to
 //! Amazon's host is what vouches for the certificate; SNS certificates are not checked against a
 //! CA here) and its host must match `WebhookConfig::sns_trusted_host` label by label, where `*`
-//! stands for exactly one label. A suffix match such as "ends with .amazonaws.com" is not enough:
-//! `bucket.s3.amazonaws.com` and friends serve customer-controlled files. The same rule applies
+//! stands for exactly one label shaped like an AWS region name (`us-east-1`, `us-gov-west-1`).
+//! A suffix match such as "ends with .amazonaws.com" is not enough: `bucket.s3.amazonaws.com`
+//! and friends serve customer-controlled files, and so would `sns.s3.amazonaws.com` (an S3
+//! bucket named "sns") if `*` took any label. The same rule applies
 //! to the SubscribeURL we hand back to the caller to GET.
 //!
 //! The check happens before any network access, so a forged message cannot make us fetch
@@ -176,20 +178,27 @@ fn trusted_url(raw: &str, cfg: &WebhookConfig, what: &str) -> Result<Url, Webhoo
 }
 
 /// Matches `host` against `pattern` label by label (case-insensitive): same number of labels,
-/// `*` matching exactly one non-empty label of `[a-z0-9-]`. Deliberately no suffix or multi-label
-/// wildcard (see the module docs).
+/// `*` matching exactly one label shaped like an AWS region ([`is_region_name`]). Deliberately
+/// no suffix or multi-label wildcard (see the module docs).
 pub(super) fn host_matches(pattern: &str, host: &str) -> bool {
     let host = host.to_ascii_lowercase();
     let pattern: Vec<&str> = pattern.trim().split('.').collect();
     let labels: Vec<&str> = host.split('.').collect();
     pattern.len() == labels.len()
-        && pattern.iter().zip(&labels).all(|(p, l)| {
-            if *p == "*" {
-                !l.is_empty() && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            } else {
-                !p.is_empty() && p.eq_ignore_ascii_case(l)
-            }
-        })
+        && pattern.iter().zip(&labels).all(|(p, l)| if *p == "*" { is_region_name(l) } else { !p.is_empty() && p.eq_ignore_ascii_case(l) })
+}
+
+/// `us-east-1`, `ap-southeast-2`, `us-gov-west-1`, `eu-central-2`: two letters, one or more
+/// words, a number, joined by dashes. Not `s3`, `s3-website`, `sqs` or a bucket name.
+fn is_region_name(label: &str) -> bool {
+    let parts: Vec<&str> = label.split('-').collect();
+    let (Some(first), Some(last)) = (parts.first(), parts.last()) else { return false };
+    parts.len() >= 3
+        && first.len() == 2
+        && first.bytes().all(|b| b.is_ascii_lowercase())
+        && !last.is_empty()
+        && last.bytes().all(|b| b.is_ascii_digit())
+        && parts[1..parts.len() - 1].iter().all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase()))
 }
 
 /// Turns the SES notification carried in an SNS Message into events. Works for both SES
@@ -646,6 +655,12 @@ mod tests {
         assert!(!host_matches(p, "sns.amazonaws.com"));
         assert!(!host_matches(p, "sns..amazonaws.com"));
         assert!(!host_matches(p, "sns.us_east.amazonaws.com"));
+        // Issue 31 §6: an S3 bucket named "sns" is not SNS.
+        assert!(!host_matches(p, "sns.s3.amazonaws.com"));
+        assert!(!host_matches(p, "sns.s3-website.amazonaws.com"));
+        assert!(!host_matches(p, "sns.my-bucket.amazonaws.com"));
+        assert!(host_matches(p, "sns.us-gov-west-1.amazonaws.com"));
+        assert!(host_matches(p, "sns.ap-southeast-2.amazonaws.com"));
         assert!(!host_matches(p, "sns.us-east-1.amazonaws.com."));
         assert!(!host_matches(p, "evil.example"));
         assert!(host_matches("127.0.0.1", "127.0.0.1"));

@@ -33,7 +33,7 @@ async fn reset_links(app: &TestApp, to: &str) -> Vec<String> {
     links.into_iter().map(|(_, t)| t).collect()
 }
 
-async fn wait_for_links(app: &TestApp, to: &str, n: usize) -> Vec<String> {
+pub(crate) async fn wait_for_links(app: &TestApp, to: &str, n: usize) -> Vec<String> {
     for _ in 0..150 {
         let links = reset_links(app, to).await;
         if links.len() >= n {

@@ -11,7 +11,7 @@ async fn get_workspace(app: &TestApp, key: &str) -> reqwest::Response {
 async fn api_keys_authenticate_until_revoked_and_only_for_their_workspace() {
     let t = two_tenants().await;
     let app = &t.app;
-    let created = t.a.run(CreateApiKey { name: "site".into() }).await;
+    let created = t.a.run(CreateApiKey { name: "site".into(), role: None }).await;
     assert!(created.ok(), "{:?} {:?}", created.status, created.result);
     let key = created.value();
     assert!(key.starts_with("hrld_"));
@@ -76,4 +76,54 @@ async fn the_openapi_document_describes_the_api() {
         assert!(doc["paths"][path].is_object(), "{path} missing from the OpenAPI document");
     }
     assert!(doc["components"]["securitySchemes"]["api_key"].is_object());
+}
+
+/// Issue 31 §5: a key is its maker's. The list shows who made it and what it may do; it stops
+/// working (403, saying why) while its maker is not an admin, and works again if they are made
+/// admin again; it dies with the maker's membership rights, not before; a narrower key may only
+/// do what its role allows.
+#[tokio::test]
+async fn a_key_answers_only_while_its_maker_is_an_admin_and_only_within_its_role() {
+    use herald_app::pages::settings::members::{ChangeMemberRole, RemoveMember};
+    use herald_types::Role;
+    let app = spawn_app().await;
+    let (owner, ws) = app.owner_with_workspace("keys-owner@example.com", "Keys").await;
+    let admin = app.add_member(&ws, "keys-admin@example.com", "admin").await;
+    let key = admin.run(CreateApiKey { name: "by admin".into(), role: None }).await.value();
+    let list = owner.run(ListApiKeys {}).await.value();
+    assert_eq!(list[0].created_by.as_deref(), Some("keys-admin@example.com"));
+    assert_eq!((list[0].role, list[0].active), (Role::Admin, true));
+    assert_eq!(get_workspace(&app, &key).await.status(), StatusCode::OK);
+
+    let admin_id = herald_engine::users::find_by_email(&app.app.db, "keys-admin@example.com")
+        .await
+        .expect("query")
+        .expect("admin")
+        .id;
+    assert!(owner.run(ChangeMemberRole { user_id: admin_id, role: Role::Author }).await.ok());
+    let r = get_workspace(&app, &key).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let body: serde_json::Value = r.json().await.unwrap_or_default();
+    assert!(body["message"].as_str().unwrap_or_default().contains("no longer an admin"), "{body}");
+    assert!(!owner.run(ListApiKeys {}).await.value()[0].active);
+    assert!(owner.run(ChangeMemberRole { user_id: admin_id, role: Role::Admin }).await.ok());
+    assert_eq!(get_workspace(&app, &key).await.status(), StatusCode::OK);
+    assert!(owner.run(RemoveMember { user_id: admin_id }).await.ok());
+    assert_eq!(get_workspace(&app, &key).await.status(), StatusCode::FORBIDDEN, "the maker left");
+
+    // A viewer key reads and cannot write.
+    let viewer_key = owner.run(CreateApiKey { name: "dashboard".into(), role: Some(Role::Viewer) }).await.value();
+    let client = reqwest::Client::new();
+    let read = client.get(format!("{}/api/v1/lists", app.base)).bearer_auth(&viewer_key).send().await.expect("get");
+    assert_eq!(read.status(), StatusCode::OK);
+    let write = client
+        .post(format!("{}/api/v1/lists", app.base))
+        .bearer_auth(&viewer_key)
+        .json(&serde_json::json!({"name": "Nope"}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(write.status(), StatusCode::FORBIDDEN);
+    let owner_key = owner.run(CreateApiKey { name: "too much".into(), role: Some(Role::Owner) }).await;
+    assert_eq!(owner_key.status, StatusCode::UNPROCESSABLE_ENTITY, "a key cannot be an owner");
 }

@@ -214,7 +214,8 @@ async fn one_click_unsubscribe_and_the_preference_center() {
     assert_eq!(counts(&owner, &news).await, (0, 0, 1));
     assert_eq!(counts(&owner, &deals).await, (1, 0, 0));
 
-    // Preference center: back on News, off Deals.
+    // Preference center: off Deals at once; back on News only through a fresh confirmation
+    // mail (issue 31 §3: whoever holds a mailed link, or saw it, cannot subscribe the reader).
     let r = reqwest::Client::new()
         .post(&url)
         .form(&[("action", "preferences"), ("list", news.as_str())])
@@ -222,8 +223,12 @@ async fn one_click_unsubscribe_and_the_preference_center() {
         .await
         .expect("post");
     assert_eq!(r.status(), StatusCode::OK);
-    assert_eq!(counts(&owner, &news).await, (1, 0, 0));
+    assert_eq!(counts(&owner, &news).await, (0, 1, 0), "pending until the reader confirms");
     assert_eq!(counts(&owner, &deals).await, (0, 0, 1));
+    let token = link(&app.mail_text_to("leaver@example.com").await, "/confirm/");
+    let done = reqwest::Client::new().post(format!("{}/confirm/{token}", app.base)).send().await.expect("post");
+    assert_eq!(done.status(), StatusCode::OK);
+    assert_eq!(counts(&owner, &news).await, (1, 0, 0));
 
     // Everything: reader leaves, suppression recorded.
     let r = reqwest::Client::new().post(&url).form(&[("action", "all")]).send().await.expect("post");
@@ -246,8 +251,71 @@ async fn one_click_unsubscribe_and_the_preference_center() {
             .await
             .expect("ledger");
     assert!(ledger.contains(&"unsubscribe:one_click".to_string()), "{ledger:?}");
-    assert!(ledger.contains(&"subscribe:unsubscribe_link".to_string()), "{ledger:?}");
+    assert!(ledger.contains(&"subscribe_requested:unsubscribe_link".to_string()), "{ledger:?}");
+    assert!(!ledger.contains(&"subscribe:unsubscribe_link".to_string()), "the link subscribed: {ledger:?}");
     assert!(ledger.contains(&"unsubscribe_all:unsubscribe_link".to_string()), "{ledger:?}");
+
+    // After "everything", ticking lists again lifts nothing: the suppression stays until the
+    // reader confirms from their inbox.
+    let r = reqwest::Client::new()
+        .post(&url)
+        .form(&[("action", "preferences"), ("list", news.as_str()), ("list", deals.as_str())])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    let suppressed: i64 = sqlx::query_scalar("SELECT count(*) FROM suppressions WHERE email_lower = 'leaver@example.com'")
+        .fetch_one(&app.owner)
+        .await
+        .expect("suppression");
+    assert_eq!(suppressed, 1, "the preference page lifted the suppression");
+    assert_eq!(counts(&owner, &news).await.0, 0);
+    assert_eq!(counts(&owner, &deals).await.0, 0);
+}
+
+/// Issue 31 §3: a preview shows no reader's real unsubscribe link (it would hand every viewer a
+/// never-expiring token to that reader's preferences); the link it shows does nothing.
+#[tokio::test]
+async fn a_preview_carries_a_link_that_does_nothing() {
+    use herald_app::pages::campaigns::preview::PreviewCampaign;
+    let app = spawn_app().await;
+    let (owner, ws) = app.owner_with_workspace("p@example.com", "Previews").await;
+    let slug = ws_slug(&owner).await;
+    let news = create_list(&owner, "News", "news", "single", "public").await;
+    subscribe(&app, &slug, "previewed@example.com", &[&news]).await;
+    let reader: i64 = sqlx::query_scalar("SELECT id FROM readers WHERE email = 'previewed@example.com'")
+        .fetch_one(&app.owner)
+        .await
+        .expect("reader");
+    let api = Api::for_owner(&app, &owner).await;
+    let (status, c) = api
+        .post("/api/v1/campaigns", serde_json::json!({"name": "P", "subject": "Hi", "body": "Hello", "list_ids": [news]}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    let id = c["id"].as_str().expect("id").parse().expect("campaign id");
+    let viewer = app.add_member(&ws, "viewer@example.com", "viewer").await;
+    let shown = viewer.run(PreviewCampaign { id, reader: Some(reader) }).await.value();
+    let preview_link = format!("{}/u/{}", app.base, herald_engine::audience::subscribe::PREVIEW_UNSUBSCRIBE_TOKEN);
+    assert!(shown.html.contains(&preview_link), "{}", shown.html);
+    let real = herald_engine::audience::subscribe::unsubscribe_url(
+        &app.app.signer,
+        &app.base,
+        ws.parse().expect("uuid"),
+        reader,
+        Some(news.parse().expect("uuid")),
+    );
+    assert!(!shown.html.contains(&real) && !shown.text.contains(&real), "the preview showed the reader's real link");
+    for post in [true, false] {
+        let client = reqwest::Client::new();
+        let r = if post {
+            client.post(&preview_link).body("List-Unsubscribe=One-Click").send().await.expect("post")
+        } else {
+            client.get(&preview_link).send().await.expect("get")
+        };
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(r.text().await.unwrap_or_default().contains("This is a preview"));
+    }
+    assert_eq!(counts(&owner, &news).await, (1, 0, 0), "the preview link unsubscribed someone");
 }
 
 #[tokio::test]

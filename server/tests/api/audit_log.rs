@@ -55,7 +55,7 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
     assert!(r.ok(), "{:?}", r.result);
     assert!(owner.run(SaveTeamRules { two_factor: None, send_approval: Some("on".into()) }).await.ok());
     assert!(owner.run(SaveTeamRules { two_factor: None, send_approval: None }).await.ok());
-    let key = owner.run(CreateApiKey { name: "throwaway".into() }).await;
+    let key = owner.run(CreateApiKey { name: "throwaway".into(), role: None }).await;
     assert!(key.ok());
     let keys = owner.run(ListApiKeys {}).await.value();
     let throwaway = keys.iter().find(|k| k.name == "throwaway").map(|k| k.id).expect("key");
@@ -160,7 +160,7 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
 async fn the_app_role_can_append_and_read_but_never_rewrite_the_log() -> TestResult {
     let app = spawn_app().await;
     let (owner, ws) = app.owner_with_workspace("append-only@example.com", "Append Only").await;
-    assert!(owner.run(CreateApiKey { name: "k".into() }).await.ok());
+    assert!(owner.run(CreateApiKey { name: "k".into(), role: None }).await.ok());
     let tenant: herald_engine::TenantId = ws.parse()?;
     // As the runtime role (not the superuser), inside the workspace's own transaction.
     for statement in ["UPDATE audit_log SET actor = 'someone else'", "DELETE FROM audit_log", "TRUNCATE audit_log"] {

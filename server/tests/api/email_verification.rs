@@ -24,7 +24,7 @@ async fn an_unconfirmed_account_sets_up_but_cannot_create_keys_until_it_opens_th
     assert!(!b.session().await.expect("logged in").email_verified);
     // Its own workspace, at once.
     assert!(b.run(CreateWorkspace { name: "Fresh".into(), slug: String::new() }).await.ok());
-    let r = b.run(CreateApiKey { name: "ci".into() }).await;
+    let r = b.run(CreateApiKey { name: "ci".into(), role: None }).await;
     assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.result);
     assert!(r.message().contains("Confirm your email address"), "{:?}", r.result);
 
@@ -42,7 +42,7 @@ async fn an_unconfirmed_account_sets_up_but_cannot_create_keys_until_it_opens_th
     assert!(matches!(r.result, Err(AppError::Conflict(_))), "used: {} {:?}", r.status, r.result);
     assert!(r.message().contains("used already"), "{:?}", r.result);
     assert!(b.session().await.expect("logged in").email_verified);
-    let r = b.run(CreateApiKey { name: "ci".into() }).await;
+    let r = b.run(CreateApiKey { name: "ci".into(), role: None }).await;
     assert!(r.ok(), "{:?}", r.result);
     // Confirmed: nothing more to send.
     let r = b.run(ResendVerification {}).await;
@@ -104,5 +104,53 @@ async fn an_unconfirmed_author_cannot_send_or_schedule_a_campaign() -> TestResul
     assert!(app.browser().run(VerifyEmail { token }).await.ok());
     let r = author.run(SendCampaign { id: campaign }).await;
     assert!(r.ok(), "{:?}", r.result);
+    Ok(())
+}
+
+/// Issue 31 §4: a mail scanner that fetches the link confirms nothing (only the page's button,
+/// a POST, does), and a password reset, which proves the mailbox, takes an account that never
+/// confirmed its address back from a squatter with the squatter's second factor removed. A
+/// confirmed account keeps its second factor through a reset.
+#[tokio::test]
+async fn opening_the_link_confirms_nothing_and_a_reset_removes_a_squatters_second_factor() -> TestResult {
+    use herald_app::pages::forgot_password::RequestPasswordReset;
+    use herald_app::pages::reset_password::ResetPassword;
+    use herald_engine::two_factor;
+    let app = spawn_app().await;
+    let (db, signer) = (&app.app.db, &app.app.signer);
+    let squatter = app.browser();
+    assert!(squatter.signup("victim@example.com", PASSWORD).await.ok());
+    let token = app.verification_token("victim@example.com").await;
+    let scanner = app.browser();
+    let page = scanner.get(&format!("/verify-email?token={token}")).await;
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(page.text().await?.contains("Confirm my address"), "the page offers the button");
+    assert!(!squatter.session().await.expect("logged in").email_verified, "a GET confirmed the address");
+
+    // The squatter turns on two-factor; the mailbox's owner resets the password.
+    let enrol = |user| async move {
+        let e = two_factor::start_enrolment(db, signer, user, PASSWORD).await?;
+        let now = chrono::Utc::now();
+        two_factor::confirm_enrolment(db, signer, user, &two_factor::code_at(&e.secret_base32, now)?, now).await
+    };
+    let victim = herald_engine::users::find_by_email(db, "victim@example.com").await?.expect("user").id;
+    enrol(victim).await?;
+    let owner = app.browser();
+    assert!(owner.run(RequestPasswordReset { email: "victim@example.com".into() }).await.ok());
+    let link = crate::account_security::wait_for_links(&app, "victim@example.com", 1).await.remove(0);
+    let r = owner.run(ResetPassword { token: link, password: "the owner's own secret".into() }).await;
+    assert!(r.ok(), "{:?}", r.result);
+    assert!(!two_factor::is_enabled(db, victim).await?, "the squatter's second factor survived the reset");
+    assert!(owner.login("victim@example.com", "the owner's own secret").await.ok());
+    assert!(owner.session().await.expect("in without a second step").email_verified, "the reset proved the mailbox");
+
+    // A confirmed account's second factor is its owner's: a reset keeps it.
+    let (_b, _) = app.owner_with_workspace("careful@example.com", "Careful").await;
+    let careful = herald_engine::users::find_by_email(db, "careful@example.com").await?.expect("user").id;
+    enrol(careful).await?;
+    assert!(owner.run(RequestPasswordReset { email: "careful@example.com".into() }).await.ok());
+    let link = crate::account_security::wait_for_links(&app, "careful@example.com", 1).await.remove(0);
+    assert!(owner.run(ResetPassword { token: link, password: "another long secret".into() }).await.ok());
+    assert!(two_factor::is_enabled(db, careful).await?, "a confirmed account lost its second factor");
     Ok(())
 }

@@ -535,7 +535,7 @@ pub struct Api {
 
 impl Api {
     pub async fn for_owner(app: &TestApp, owner: &Browser) -> Self {
-        let key = owner.run(CreateApiKey { name: "test".into() }).await.value();
+        let key = owner.run(CreateApiKey { name: "test".into(), role: None }).await.value();
         Self { client: reqwest::Client::new(), base: app.base.clone(), key }
     }
 

@@ -6,6 +6,7 @@
 
 mod helpers;
 
+mod account_limits;
 mod account_security;
 mod accounts;
 mod api_keys;
@@ -24,6 +25,7 @@ mod invites;
 mod operability;
 mod owner_role;
 mod recurring;
+mod render_freeze;
 mod roles;
 mod security;
 mod send_approval;

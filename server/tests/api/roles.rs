@@ -38,7 +38,7 @@ async fn each_role_can_do_exactly_what_it_should() {
         let expect = if admin_ok { StatusCode::OK } else { StatusCode::FORBIDDEN };
         assert_eq!(b.run(settings()).await.status, expect, "{who} settings");
         assert_eq!(b.run(ListApiKeys {}).await.status, expect, "{who} list keys");
-        assert_eq!(b.run(CreateApiKey { name: "k".into() }).await.status, expect, "{who} create key");
+        assert_eq!(b.run(CreateApiKey { name: "k".into(), role: None }).await.status, expect, "{who} create key");
         let invitee = format!("invitee-{who}@example.com");
         assert_eq!(b.run(InviteMember { email: invitee, role: Role::Viewer }).await.status, expect, "{who} invite");
     }

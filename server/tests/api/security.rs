@@ -209,6 +209,44 @@ async fn limiters_see_the_client_behind_a_trusted_proxy_only() {
     assert!(limited, "a forged X-Forwarded-For does not buy a fresh budget");
 }
 
+/// Issue 31 §2: an IPv6 customer holds a whole /64, so limiters count the /64, not the address:
+/// rotating the last 64 bits buys no fresh budget; another /64 has its own.
+#[tokio::test]
+async fn limiters_count_an_ipv6_client_by_its_64() {
+    use herald_app::ssr::ClientIp;
+    let key = |ip: &str| ClientIp(ip.parse().expect("an address")).limiter_key();
+    assert_eq!(key("2001:db8:1:2::1"), key("2001:db8:1:2:ffff:ffff:ffff:ffff"));
+    assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+    assert_eq!(key("::ffff:198.51.100.7"), key("198.51.100.7"));
+    assert_ne!(key("198.51.100.7"), key("198.51.100.8"));
+
+    let app = spawn_app_with(&[("HERALD_TRUSTED_PROXIES", "127.0.0.1")]).await;
+    let (owner, _) = app.owner_with_workspace("six@example.com", "Six").await;
+    let slug = owner.session().await.and_then(|s| s.current).map(|w| w.slug).unwrap_or_default();
+    let post = |ip: String, n: usize| {
+        let url = format!("{}/s/{slug}", app.base);
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .header("X-Forwarded-For", ip)
+                .form(&[("email", format!("six{n}@example.com")), ("website", String::new())])
+                .send()
+                .await
+                .expect("request")
+                .status()
+        }
+    };
+    let mut limited = false;
+    for n in 0..40 {
+        if post(format!("2001:db8:aa:bb::{n:x}"), n).await == StatusCode::TOO_MANY_REQUESTS {
+            limited = true;
+            break;
+        }
+    }
+    assert!(limited, "a fresh address in the same /64 bought a fresh budget");
+    assert_ne!(post("2001:db8:aa:cc::1".into(), 99).await, StatusCode::TOO_MANY_REQUESTS, "another /64 is another client");
+}
+
 #[tokio::test]
 async fn the_runtime_role_cannot_create_temporary_tables() -> TestResult {
     let app = spawn_app().await;
@@ -302,6 +340,7 @@ async fn test_sends_skip_suppressed_addresses_and_have_an_allowance() -> TestRes
         .fetch_one(&app.owner)
         .await?;
     let s = &app.app;
+    let member = herald_engine::users::find_by_email(&s.db, "tests-owner@example.com").await?.expect("owner").id;
     let send = |to: Vec<String>| async move {
         preview::test_send(
             &s.db,
@@ -310,6 +349,7 @@ async fn test_sends_skip_suppressed_addresses_and_have_an_allowance() -> TestRes
             &s.default_identity,
             &s.egress,
             tenant,
+            member,
             herald_engine::Role::Author,
             campaign,
             &to,

@@ -79,7 +79,7 @@ async fn the_runtime_role_is_neither_owner_nor_superuser_nor_bypassrls() {
 #[tokio::test]
 async fn queries_without_a_tenant_see_nothing() {
     let t = two_tenants().await;
-    assert!(t.a.run(CreateApiKey { name: "k".into() }).await.ok());
+    assert!(t.a.run(CreateApiKey { name: "k".into(), role: None }).await.ok());
     assert!(t.a.run(InviteMember { email: "i@example.com".into(), role: Role::Viewer }).await.ok());
     let db = &t.app.app.db;
     for table in ["tenants", "memberships", "invites", "api_keys"] {
@@ -134,7 +134,7 @@ async fn a_tenant_transaction_sees_and_changes_only_its_own_rows() {
 async fn no_server_function_reaches_another_workspace() {
     let t = two_tenants().await;
     // Give B things to aim at.
-    let key = t.b.run(CreateApiKey { name: "b-key".into() }).await.value();
+    let key = t.b.run(CreateApiKey { name: "b-key".into(), role: None }).await.value();
     assert!(t.b.run(InviteMember { email: "b-invitee@example.com".into(), role: Role::Viewer }).await.ok());
     let b_members = t.b.run(ListMembers {}).await.value();
     let b_owner_id = b_members.members[0].user_id;
@@ -310,4 +310,37 @@ async fn no_transactional_function_reaches_another_workspace() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     let theirs: MessagePage = t.b.run(LoadMessage { id: m }).await.value();
     assert_eq!(theirs.detail.message.status, MessageStatus::Queued, "B's message untouched");
+}
+
+/// Issue 31 §6: a campaign names only its own workspace's sending identity. Naming another's
+/// made the runtime fall back to the operator's relay with the own-identity exemption from the
+/// verified-domain check (any From).
+#[tokio::test]
+async fn a_campaign_cannot_name_another_workspaces_identity() -> TestResult {
+    let t = two_tenants().await;
+    let identity = uuid::Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO sending_identities (id, tenant_id, name, smtp_url_sealed, smtp_display)
+         VALUES ($1, $2::uuid, 'A relay', 'sealed', 'smtp://a.example')",
+    )
+    .bind(identity)
+    .bind(&t.a_id)
+    .execute(&t.app.owner)
+    .await?;
+    let b = Api::for_owner(&t.app, &t.b).await;
+    let (status, body) = b
+        .post("/api/v1/campaigns", serde_json::json!({"name": "Spoof", "subject": "s", "identity_id": identity}))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["fields"]["identity_id"].as_str().is_some_and(|m| m.contains("does not exist")), "{body}");
+    // The key itself refuses it, whoever writes the row.
+    let (status, c) = b.post("/api/v1/campaigns", serde_json::json!({"name": "Plain", "subject": "s"})).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{c}");
+    let forced = sqlx::query("UPDATE campaigns SET identity_id = $1 WHERE id = $2::uuid")
+        .bind(identity)
+        .bind(c["id"].as_str().unwrap_or_default())
+        .execute(&t.app.owner)
+        .await;
+    assert!(forced.is_err_and(|e| e.to_string().contains("campaigns_identity_id_fkey")), "another workspace's identity was stored");
+    Ok(())
 }

@@ -39,7 +39,7 @@ async fn wait_for_message_status(api: &Api, id: &str, want: &str) -> Value {
 }
 
 /// A transactional delivery context of the test's own (no background workers), with `config`.
-fn tx_context(app: &TestApp, config: TxDeliveryConfig) -> TxDeliveryContext {
+pub(crate) fn tx_context(app: &TestApp, config: TxDeliveryConfig) -> TxDeliveryContext {
     TxDeliveryContext {
         db: app.app.db.clone(),
         signer: app.app.signer.clone(),

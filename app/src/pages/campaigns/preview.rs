@@ -36,10 +36,11 @@ pub struct TestSendResult {
 /// Renders the saved campaign as `reader` (a reader id), or as a sample reader.
 #[server(prefix = "/rpc", endpoint = "preview_campaign")]
 pub async fn preview_campaign(id: CampaignId, reader: Option<i64>) -> Result<PreviewView, AppError> {
-    use crate::ssr::require_role;
+    use crate::ssr::{count_preview, require_role};
     use herald_engine::{Role, campaigns::preview};
     let m = require_role(Role::Viewer).await?;
-    let out = preview::preview(&m.state.db, &m.state.signer, &m.state.base_url, m.tenant, id, reader).await?;
+    count_preview(&m)?;
+    let out = preview::preview(&m.state.db, &m.state.base_url, m.tenant, id, reader).await?;
     let (subject, html, text) = match out.rendered {
         Some(r) => (r.subject, r.html, r.text),
         None => Default::default(),
@@ -105,6 +106,7 @@ pub async fn test_send_campaign(id: CampaignId, addresses: String) -> Result<Vec
         &m.state.default_identity,
         &m.state.egress,
         m.tenant,
+        m.user,
         m.role,
         id,
         &list,

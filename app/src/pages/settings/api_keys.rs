@@ -1,6 +1,6 @@
 //! `/settings/api-keys`: keys for the REST API, shown once, listed by prefix, revocable.
 
-use herald_types::{ApiKey, ApiKeyId};
+use herald_types::{ApiKey, ApiKeyId, Role};
 use leptos::prelude::*;
 
 use crate::components::ui::{ActionError, Card, LoadError, short_time};
@@ -10,23 +10,25 @@ use crate::pages::settings::SettingsTabs;
 #[server(prefix = "/rpc", endpoint = "list_api_keys")]
 pub async fn list_api_keys() -> Result<Vec<ApiKey>, AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, api_keys};
+    use herald_engine::api_keys;
     let m = require_role(Role::Admin).await?;
     Ok(api_keys::list(&m.state.db, m.tenant).await?)
 }
 
-/// Returns the new key; this is the only time it is ever shown.
+/// Returns the new key; this is the only time it is ever shown. `role` is what the key may do
+/// (admin when not given); the key is tied to the member who makes it.
 #[server(prefix = "/rpc", endpoint = "create_api_key")]
-pub async fn create_api_key(name: String) -> Result<String, AppError> {
+pub async fn create_api_key(name: String, #[server(default)] role: Option<Role>) -> Result<String, AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, api_keys};
+    use herald_engine::api_keys;
     let m = require_role(Role::Admin).await?;
     herald_engine::accounts::require_verified_email(&m.state.db, m.user).await?;
-    let (_, key) = api_keys::create(&m.state.db, m.tenant, Some(m.user), m.role, &name).await?;
+    let role = role.unwrap_or(Role::Admin);
+    let (_, key) = api_keys::create(&m.state.db, m.tenant, Some(m.user), m.role, &name, role).await?;
     m.audit(
         herald_engine::audit::Action::ApiKeyCreated,
         name.trim(),
-        serde_json::json!({ "prefix": key.chars().take(12).collect::<String>() }),
+        serde_json::json!({ "prefix": key.chars().take(12).collect::<String>(), "role": role.as_str() }),
     )
     .await;
     Ok(key)
@@ -35,7 +37,7 @@ pub async fn create_api_key(name: String) -> Result<String, AppError> {
 #[server(prefix = "/rpc", endpoint = "revoke_api_key")]
 pub async fn revoke_api_key(key_id: ApiKeyId) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, api_keys};
+    use herald_engine::api_keys;
     let m = require_role(Role::Admin).await?;
     let id = key_id;
     api_keys::revoke(&m.state.db, m.tenant, m.role, id).await?;
@@ -62,6 +64,14 @@ pub fn ApiKeysPage() -> impl IntoView {
                 <div class="flex-1">
                     <label for="key-name" class="label">"Name"</label>
                     <input id="key-name" name="name" required maxlength="80" class="input" placeholder="Website sign-up form"/>
+                </div>
+                <div>
+                    <label for="key-role" class="label">"May"</label>
+                    <select id="key-role" name="role" class="input">
+                        <option value="admin" selected>"do anything (admin)"</option>
+                        <option value="author">"write and send (author)"</option>
+                        <option value="viewer">"only read (viewer)"</option>
+                    </select>
                 </div>
                 <button type="submit" class="btn-primary" disabled=move || create.pending().get()>"Create key"</button>
             </ActionForm>
@@ -95,13 +105,20 @@ fn KeyTable(list: Vec<ApiKey>, revoke: ServerAction<RevokeApiKey>) -> impl IntoV
     view! {
         <table class="w-full text-left text-sm">
             <thead class="text-xs uppercase text-slate-400">
-                <tr><th class="py-2">"Name"</th><th>"Key"</th><th>"Created"</th><th>"Last used"</th><th></th></tr>
+                <tr><th class="py-2">"Name"</th><th>"Key"</th><th>"Role"</th><th>"Made by"</th><th>"Created"</th><th>"Last used"</th><th></th></tr>
             </thead>
             <tbody class="divide-y divide-slate-100">
                 {list.into_iter().map(|k| { let revoked = k.is_revoked(); view! {
                     <tr class:opacity-50=revoked>
                         <td class="py-2 font-medium">{k.name}</td>
                         <td class="font-mono text-xs">{k.prefix} "…"</td>
+                        <td>{k.role.as_str()}</td>
+                        <td class="text-slate-500">
+                            {k.created_by.clone().unwrap_or_else(|| "the operator".into())}
+                            {(!k.active && !revoked).then(|| view! {
+                                <span class="badge ml-1" title="Its maker is no longer an admin here: the key answers 403.">"inactive"</span>
+                            })}
+                        </td>
                         <td class="text-slate-500">{short_time(&k.created_at.to_rfc3339())}</td>
                         <td class="text-slate-500">{k.last_used_at.map(|t| short_time(&t.to_rfc3339())).unwrap_or_else(|| "never".into())}</td>
                         <td class="text-right">

@@ -64,6 +64,7 @@ pub async fn rotate_webhook(id: herald_types::IdentityId) -> Result<(), AppError
     use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Admin).await?;
     identities::rotate_webhook(&m.state.db, m.tenant, m.role, id).await?;
+    m.audit(herald_engine::audit::Action::WebhookRotated, id, serde_json::json!({})).await;
     Ok(())
 }
 
@@ -73,6 +74,9 @@ pub async fn save_webhook(id: herald_types::IdentityId, provider: String, secret
     use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Admin).await?;
     identities::configure_webhook(&m.state.db, &m.state.signer, m.tenant, m.role, id, &provider, &secret).await?;
+    // The secret itself never reaches the log.
+    m.audit(herald_engine::audit::Action::WebhookConfigured, id, serde_json::json!({ "provider": provider.trim() }))
+        .await;
     Ok(())
 }
 

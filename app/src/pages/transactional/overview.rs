@@ -25,6 +25,8 @@ pub struct TxSettingsView {
     pub from_name: String,
     pub from_email: String,
     pub can_edit: bool,
+    /// Why the bounce and complaint guard paused the stream (`None` while it sends).
+    pub paused_reason: Option<String>,
 }
 
 #[server(prefix = "/rpc", endpoint = "list_messages")]
@@ -59,7 +61,20 @@ pub async fn transactional_settings() -> Result<TxSettingsView, AppError> {
         from_name: s.from_name,
         from_email: s.from_email,
         can_edit: m.role.can_administer(),
+        paused_reason: herald_engine::transactional::guard::paused_reason(&m.state.db, m.tenant).await?,
     })
+}
+
+/// Resumes a transactional stream the bounce and complaint guard paused.
+#[server(prefix = "/rpc", endpoint = "resume_transactional")]
+pub async fn resume_transactional() -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::Role;
+    let m = require_role(Role::Admin).await?;
+    if herald_engine::transactional::guard::resume(&m.state.db, m.tenant, m.role).await? {
+        m.audit(herald_engine::audit::Action::TransactionalResumed, "transactional", serde_json::json!({})).await;
+    }
+    Ok(())
 }
 
 #[server(prefix = "/rpc", endpoint = "save_transactional_settings")]
@@ -178,13 +193,25 @@ fn Messages(v: MessagesView, searching: bool) -> impl IntoView {
 #[component]
 fn SettingsCard() -> impl IntoView {
     let save = ServerAction::<SaveTransactionalSettings>::new();
-    let data = Resource::new(move || save.version().get(), |_| transactional_settings());
+    let resume = ServerAction::<ResumeTransactional>::new();
+    let data = Resource::new(move || (save.version().get(), resume.version().get()), |_| transactional_settings());
     view! {
         <Card title="Sending">
             <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match data.await {
                         Ok(s) => view! {
+                            {s.paused_reason.clone().map(|why| view! {
+                                <div role="alert" class="mb-4 rounded-md border border-amber-300 bg-amber-50 p-3 text-sm text-amber-900"
+                                    data-testid="transactional-paused">
+                                    <p>{why}</p>
+                                    {s.can_edit.then(|| view! {
+                                        <ActionForm action=resume attr:class="mt-2">
+                                            <button type="submit" class="btn-secondary">"Resume transactional sending"</button>
+                                        </ActionForm>
+                                    })}
+                                </div>
+                            })}
                             <ActionForm action=save attr:class="grid gap-3 sm:grid-cols-3">
                                 <label class="text-sm">"Sending identity"
                                     <select name="identity_id" class="input mt-1" disabled=!s.can_edit>

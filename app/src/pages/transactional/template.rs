@@ -50,11 +50,12 @@ pub async fn tx_template_view(id: String) -> Result<TemplateEditView, AppError> 
 /// Renders unsaved sources with the sample variables. JSON in, so the sample keeps its types.
 #[server(prefix = "/rpc", endpoint = "preview_tx_template", input = Json)]
 pub async fn preview_tx_template(template: TemplateInput) -> Result<RenderedMessage, AppError> {
-    use crate::ssr::require_role;
+    use crate::ssr::{count_preview, require_role};
     use herald_engine::Role;
     use herald_engine::transactional::templates;
-    require_role(Role::Viewer).await?;
-    Ok(templates::preview(&template.subject, &template.html, &template.text_body, &template.sample)?)
+    let m = require_role(Role::Viewer).await?;
+    count_preview(&m)?;
+    Ok(templates::preview(m.tenant, &template.subject, &template.html, &template.text_body, &template.sample).await?)
 }
 
 /// Saves a new template (`id` is `new`) or a new version; returns the template's id.
@@ -65,7 +66,7 @@ pub async fn save_tx_template(id: String, template: TemplateInput) -> Result<Tem
     use herald_engine::transactional::templates;
     let m = require_role(Role::Author).await?;
     // The preview's rule holds for saving too: the sample must render.
-    templates::preview(&template.subject, &template.html, &template.text_body, &template.sample)?;
+    templates::preview(m.tenant, &template.subject, &template.html, &template.text_body, &template.sample).await?;
     let t = if id == "new" {
         templates::create(&m.state.db, m.tenant, m.role, &template).await?
     } else {

@@ -32,6 +32,7 @@ pub use template::*;
 pub use text::*;
 
 use std::fmt;
+use std::sync::Arc;
 
 use minijinja::AutoEscape;
 use minijinja::value::Value;
@@ -39,4 +40,4 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{Error, Result};
-use crate::sending::template_sandbox::{Dialect, RenderFailure, TemplateSet};
+use crate::sending::template_sandbox::{Busy, Dialect, RenderFailure, TemplateSet, Turn};

@@ -10,7 +10,10 @@ pub(super) const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 /// A campaign whose templates are parsed once and rendered per reader, in the template sandbox
 /// ([`crate::sending::template_sandbox`]). `Send + Sync`: share it behind an `Arc` across sending tasks.
 pub struct CompiledCampaign {
-    templates: TemplateSet,
+    templates: Arc<TemplateSet>,
+    /// Whose renders these are, and whether they wait for a turn or are refused (see
+    /// [`crate::sending::template_sandbox::admit`]).
+    turn: Turn,
     format: BodyFormat,
     has_preheader: bool,
     /// `{ name, postal_address }`, built once.
@@ -29,16 +32,25 @@ impl fmt::Debug for CompiledCampaign {
 
 impl CompiledCampaign {
     /// Parses the three templates and test-renders them with a sample reader, so that syntax
-    /// errors and unknown filters or functions are reported now, with their position.
-    pub fn compile(content: &CampaignContent, workspace: &Workspace) -> Result<Self, TemplateError> {
-        let templates = TemplateSet::parse(
+    /// errors and unknown filters or functions are reported now, with their position. `Err`
+    /// only when a request's `turn` is refused; a template's own error is the inner `Err`.
+    pub async fn compile(
+        content: &CampaignContent,
+        workspace: &Workspace,
+        turn: Turn,
+    ) -> Result<Result<Self, TemplateError>, Busy> {
+        let parsed = TemplateSet::parse(
             Dialect::Campaign { markdown: content.format == BodyFormat::Markdown },
             vec![
                 (SUBJECT, content.subject.clone()),
                 (PREHEADER, content.preheader.clone()),
                 (BODY, content.body.clone()),
             ],
-        )?;
+        );
+        let templates = match parsed {
+            Ok(t) => Arc::new(t),
+            Err(e) => return Ok(Err(e)),
+        };
 
         let address_lines: Vec<(String, String)> = workspace
             .postal_address
@@ -51,6 +63,7 @@ impl CompiledCampaign {
 
         let compiled = CompiledCampaign {
             templates,
+            turn,
             format: content.format,
             has_preheader: !content.preheader.trim().is_empty(),
             workspace: Value::from_serialize(workspace),
@@ -64,12 +77,12 @@ impl CompiledCampaign {
         let sample_attributes = serde_json::Value::Object(serde_json::Map::new());
         let sample = Recipient { email: "reader@example.com", name: "", attributes: &sample_attributes };
         let vars = compiled.vars(&sample, &MessageContext { unsubscribe_url: "https://example.com/unsubscribe" });
-        for outcome in compiled.templates.render(&[SUBJECT, PREHEADER, BODY], &vars) {
+        for outcome in compiled.templates.render(turn, &[SUBJECT, PREHEADER, BODY], &vars).await? {
             if let Err(RenderFailure { error, mistake: true }) = outcome {
-                return Err(error);
+                return Ok(Err(error));
             }
         }
-        Ok(compiled)
+        Ok(Ok(compiled))
     }
 
     pub fn format(&self) -> BodyFormat {
@@ -77,37 +90,32 @@ impl CompiledCampaign {
     }
 
     /// Renders the message for one reader.
-    pub fn render(&self, recipient: &Recipient<'_>, ctx: &MessageContext<'_>) -> Result<Rendered, TemplateError> {
-        Ok(self.assemble(self.render_body(recipient, ctx)?, ctx, None))
+    pub async fn render(
+        &self,
+        recipient: &Recipient<'_>,
+        ctx: &MessageContext<'_>,
+    ) -> Result<Result<Rendered, TemplateError>, Busy> {
+        Ok(self.render_body(recipient, ctx).await?.map(|body| self.assemble(body, ctx, None)))
     }
 
     /// The personalised parts, before links are rewritten for tracking.
-    pub fn render_body(
+    pub async fn render_body(
         &self,
         recipient: &Recipient<'_>,
         ctx: &MessageContext<'_>,
-    ) -> Result<RenderedBody, TemplateError> {
-        self.render_body_with_feed(recipient, ctx, None)
-    }
-
-    /// [`Self::render_body`] with this reader's data for a recurring edition (`{{ feed.… }}`).
-    pub fn render_body_with_feed(
-        &self,
-        recipient: &Recipient<'_>,
-        ctx: &MessageContext<'_>,
-        feed: Option<&serde_json::Value>,
-    ) -> Result<RenderedBody, TemplateError> {
-        self.render_bodies(&[(recipient, ctx, feed)]).pop().unwrap_or_else(|| {
+    ) -> Result<Result<RenderedBody, TemplateError>, Busy> {
+        Ok(self.render_bodies(&[(recipient, ctx, None)]).await?.pop().unwrap_or_else(|| {
             Err(TemplateError { field: BODY, line: None, column: None, message: "nothing was rendered".into() })
-        })
+        }))
     }
 
-    /// [`Self::render_body_with_feed`] for several readers in one round trip to the template
-    /// sandbox (a send renders each claimed batch at once).
-    pub fn render_bodies(
+    /// The personalised parts for several readers (with each one's data for a recurring
+    /// edition, `{{ feed.… }}`) in one round trip to the template sandbox: a send renders each
+    /// claimed batch at once.
+    pub async fn render_bodies(
         &self,
         readers: &[(&Recipient<'_>, &MessageContext<'_>, Option<&serde_json::Value>)],
-    ) -> Vec<Result<RenderedBody, TemplateError>> {
+    ) -> Result<Vec<Result<RenderedBody, TemplateError>>, Busy> {
         let vars: Vec<Value> = readers
             .iter()
             .map(|(recipient, ctx, feed)| {
@@ -120,7 +128,8 @@ impl CompiledCampaign {
             .collect();
         // The first failure, in this order, wins.
         let names: &[&'static str] = if self.has_preheader { &[SUBJECT, PREHEADER, BODY] } else { &[SUBJECT, BODY] };
-        self.templates.render_each(names, &vars).into_iter().map(|outcomes| self.body_from(outcomes)).collect()
+        let outcomes = self.templates.render_each(self.turn, names, &vars).await?;
+        Ok(outcomes.into_iter().map(|outcomes| self.body_from(outcomes)).collect())
     }
 
     fn body_from(&self, outcomes: Vec<Result<String, RenderFailure>>) -> Result<RenderedBody, TemplateError> {
@@ -202,17 +211,6 @@ impl CompiledCampaign {
         }
         footer
     }
-}
-
-/// Renders `content` for one reader without keeping the compiled templates: the editor's live
-/// preview.
-pub fn preview(
-    content: &CampaignContent,
-    workspace: &Workspace,
-    recipient: &Recipient<'_>,
-    unsubscribe_url: &str,
-) -> Result<Rendered, TemplateError> {
-    CompiledCampaign::compile(content, workspace)?.render(recipient, &MessageContext { unsubscribe_url })
 }
 
 #[derive(Serialize)]

@@ -12,9 +12,20 @@ fn content(format: BodyFormat, subject: &str, body: &str) -> CampaignContent {
 
 const UNSUB: &str = "https://herald.example/u/abc123?l=9&x=1";
 
+/// Runs a render on a runtime of its own: these tests are synchronous, renders are not.
+fn block<T>(f: impl std::future::Future<Output = Result<T, Busy>>) -> T {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    rt.block_on(f).expect("a lone test render is never refused")
+}
+
+fn compile(c: &CampaignContent) -> Result<CompiledCampaign, TemplateError> {
+    block(CompiledCampaign::compile(c, &workspace(), Turn::background(herald_types::TenantId::new())))
+}
+
 fn render(c: &CampaignContent, name: &str, attrs: serde_json::Value) -> anyhow::Result<Rendered> {
     let r = Recipient { email: "ada@example.org", name, attributes: &attrs };
-    Ok(preview(c, &workspace(), &r, UNSUB)?)
+    let compiled = compile(c)?;
+    Ok(block(compiled.render(&r, &MessageContext { unsubscribe_url: UNSUB }))?)
 }
 
 fn envelope() -> Envelope {
@@ -233,7 +244,7 @@ fn text_part_of_sample_html() {
 #[test]
 fn template_errors_have_field_line_and_column() -> anyhow::Result<()> {
     let c = content(BodyFormat::Markdown, "Hi", "Hello\n{{ reader.name | nosuchfilter }}");
-    let e = CompiledCampaign::compile(&c, &workspace()).err().context("should fail")?;
+    let e = compile(&c).err().context("should fail")?;
     assert_eq!(e.field, "body");
     assert_eq!(e.line, Some(2));
     assert!(e.column.is_some_and(|c| (1..=24).contains(&c)), "{e:?}");
@@ -241,26 +252,26 @@ fn template_errors_have_field_line_and_column() -> anyhow::Result<()> {
     assert!(e.to_string().starts_with("body, line 2, column "), "{e}");
 
     let c = content(BodyFormat::Html, "Hi {{ reader.name ", "ok");
-    let e = CompiledCampaign::compile(&c, &workspace()).err().context("should fail")?;
+    let e = compile(&c).err().context("should fail")?;
     assert_eq!(e.field, "subject");
     assert_eq!(e.line, Some(1));
     assert!(e.message.contains("syntax error"), "{e}");
 
     let mut c = content(BodyFormat::Html, "Hi", "ok");
     c.preheader = "line\n  {% if %}".into();
-    let e = CompiledCampaign::compile(&c, &workspace()).err().context("should fail")?;
+    let e = compile(&c).err().context("should fail")?;
     assert_eq!((e.field, e.line), ("preheader", Some(2)));
     assert!(e.column.is_some_and(|c| c >= 3), "{e:?}");
 
     // Errors that depend on data fail only the readers concerned, not the compile.
     let c = content(BodyFormat::Html, "x", "{{ reader.attributes.tags | length }} tags");
-    let compiled = CompiledCampaign::compile(&c, &workspace())?;
+    let compiled = compile(&c)?;
     let attrs = serde_json::json!({ "tags": ["a", "b"] });
     let ctx = MessageContext { unsubscribe_url: UNSUB };
-    let r = compiled.render(&Recipient { email: "a@b.example", name: "", attributes: &attrs }, &ctx)?;
+    let r = block(compiled.render(&Recipient { email: "a@b.example", name: "", attributes: &attrs }, &ctx))?;
     assert!(r.html.contains("2 tags"));
     let none = serde_json::json!({});
-    let e = compiled.render(&Recipient { email: "a@b.example", name: "", attributes: &none }, &ctx);
+    let e = block(compiled.render(&Recipient { email: "a@b.example", name: "", attributes: &none }, &ctx));
     assert!(e.is_err_and(|e| e.field == "body" && e.line == Some(1)));
 
     // A runaway loop runs out of fuel instead of stalling the sender.
@@ -269,7 +280,7 @@ fn template_errors_have_field_line_and_column() -> anyhow::Result<()> {
         "x",
         "{% for a in range(100000) %}{% for b in range(100000) %}.{% endfor %}{% endfor %}",
     );
-    let e = CompiledCampaign::compile(&c, &workspace()).err().context("should fail")?;
+    let e = compile(&c).err().context("should fail")?;
     assert_eq!(e.field, "body");
     Ok(())
 }
@@ -575,7 +586,7 @@ fn throughput() -> anyhow::Result<()> {
         format: BodyFormat::Markdown,
         body,
     };
-    let compiled = CompiledCampaign::compile(&c, &workspace())?;
+    let compiled = compile(&c)?;
     let attrs = serde_json::json!({ "city": "London", "plan": "pro" });
     let recipient = Recipient { email: "ada@example.org", name: "Ada", attributes: &attrs };
     let ctx = MessageContext { unsubscribe_url: UNSUB };
@@ -588,7 +599,7 @@ fn throughput() -> anyhow::Result<()> {
         let mut bytes = 0;
         for _ in 0..n {
             let t = std::time::Instant::now();
-            let r = compiled.render(&recipient, &ctx)?;
+            let r = block(compiled.render(&recipient, &ctx))?;
             render_time += t.elapsed();
             bytes += build_message(&r, &envelope(), signer)?.len();
         }

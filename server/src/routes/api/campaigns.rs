@@ -13,7 +13,7 @@ use herald_types::{CampaignId, ScheduleInput};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
+use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
 #[derive(Serialize, ToSchema)]
@@ -35,7 +35,7 @@ pub async fn create(
     caller: ApiCaller,
     ApiJson(body): ApiJson<CampaignInput>,
 ) -> Result<(StatusCode, Json<Campaign>), ApiFailure> {
-    let c = store::create(&s.app.db, caller.tenant, API_ROLE, &body).await?;
+    let c = store::create(&s.app.db, caller.tenant, caller.role, &body).await?;
     Ok((StatusCode::CREATED, Json(c)))
 }
 
@@ -58,7 +58,7 @@ pub async fn update(
     Path(id): Path<CampaignId>,
     ApiJson(body): ApiJson<CampaignInput>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    Ok(Json(store::update(&s.app.db, caller.tenant, API_ROLE, id, &body).await?))
+    Ok(Json(store::update(&s.app.db, caller.tenant, caller.role, id, &body).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v1/campaigns/{id}", security(("api_key" = [])),
@@ -68,7 +68,7 @@ pub async fn delete(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<StatusCode, ApiFailure> {
-    store::delete(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    store::delete(&s.app.db, caller.tenant, caller.role, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -80,7 +80,7 @@ pub async fn send(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::send_now(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?;
+    let campaign = store::send_now(&s.app.db, &s.app.jobs, caller.tenant, caller.role, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignSent, id, serde_json::json!({})).await;
     Ok(Json(campaign))
 }
@@ -93,7 +93,7 @@ pub async fn schedule(
     Path(id): Path<CampaignId>,
     ApiJson(body): ApiJson<ScheduleInput>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::schedule(&s.app.db, caller.tenant, API_ROLE, id, body.at, &body.timezone).await?;
+    let campaign = store::schedule(&s.app.db, caller.tenant, caller.role, id, body.at, &body.timezone).await?;
     caller
         .audit(
             &s.app.db,
@@ -112,7 +112,7 @@ pub async fn unschedule(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::unschedule(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    let campaign = store::unschedule(&s.app.db, caller.tenant, caller.role, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignUnscheduled, id, serde_json::json!({})).await;
     Ok(Json(campaign))
 }
@@ -124,7 +124,7 @@ pub async fn pause(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::pause(&s.app.db, caller.tenant, API_ROLE, id, "Paused through the API").await?;
+    let campaign = store::pause(&s.app.db, caller.tenant, caller.role, id, "Paused through the API").await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignPaused, id, serde_json::json!({})).await;
     Ok(Json(campaign))
 }
@@ -136,7 +136,7 @@ pub async fn resume(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::resume(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?;
+    let campaign = store::resume(&s.app.db, &s.app.jobs, caller.tenant, caller.role, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignResumed, id, serde_json::json!({})).await;
     Ok(Json(campaign))
 }
@@ -148,7 +148,7 @@ pub async fn cancel(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::cancel(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    let campaign = store::cancel(&s.app.db, caller.tenant, caller.role, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignCancelled, id, serde_json::json!({})).await;
     Ok(Json(campaign))
 }
@@ -160,7 +160,7 @@ pub async fn retry_failed(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<RetryResult>, ApiFailure> {
-    let requeued = store::retry_failed(&s.app.db, &s.app.jobs, caller.tenant, API_ROLE, id).await?;
+    let requeued = store::retry_failed(&s.app.db, &s.app.jobs, caller.tenant, caller.role, id).await?;
     Ok(Json(RetryResult { requeued }))
 }
 
@@ -216,7 +216,7 @@ pub async fn stop(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = recurring::stop(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    let campaign = recurring::stop(&s.app.db, caller.tenant, caller.role, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignStopped, id, serde_json::json!({})).await;
     Ok(Json(campaign))
 }
@@ -240,7 +240,7 @@ pub async fn put_feed(
     Path((id, reader)): Path<(CampaignId, String)>,
     ApiJson(data): ApiJson<serde_json::Value>,
 ) -> Result<Json<FeedResult>, ApiFailure> {
-    let r = recurring::put_feed(&s.app.db, caller.tenant, API_ROLE, id, &[FeedItem { reader, data }]).await?;
+    let r = recurring::put_feed(&s.app.db, caller.tenant, caller.role, id, &[FeedItem { reader, data }]).await?;
     if let Some(rejected) = r.rejected.first() {
         return Err(match rejected.reason.as_str() {
             recurring::NO_SUCH_READER => herald_engine::Error::NotFound,
@@ -260,5 +260,5 @@ pub async fn put_feed_bulk(
     Path(id): Path<CampaignId>,
     ApiJson(items): ApiJson<Vec<FeedItem>>,
 ) -> Result<Json<FeedResult>, ApiFailure> {
-    Ok(Json(recurring::put_feed(&s.app.db, caller.tenant, API_ROLE, id, &items).await?))
+    Ok(Json(recurring::put_feed(&s.app.db, caller.tenant, caller.role, id, &items).await?))
 }

@@ -7,7 +7,7 @@ use herald_engine::ListId;
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::audience::lists::{self, ListInput, ListWithCounts};
 
-use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
+use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
 /// Every list with its subscription counts.
@@ -24,7 +24,7 @@ pub async fn create(
     caller: ApiCaller,
     ApiJson(body): ApiJson<ListInput>,
 ) -> Result<(StatusCode, Json<lists::List>), ApiFailure> {
-    let list = lists::create(&s.app.db, caller.tenant, API_ROLE, &body).await?;
+    let list = lists::create(&s.app.db, caller.tenant, caller.role, &body).await?;
     Ok((StatusCode::CREATED, Json(list)))
 }
 
@@ -46,7 +46,7 @@ pub async fn update(
     Path(id): Path<ListId>,
     ApiJson(body): ApiJson<ListInput>,
 ) -> Result<Json<lists::List>, ApiFailure> {
-    Ok(Json(lists::update(&s.app.db, caller.tenant, API_ROLE, id, &body).await?))
+    Ok(Json(lists::update(&s.app.db, caller.tenant, caller.role, id, &body).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v1/lists/{id}", security(("api_key" = [])),
@@ -56,6 +56,6 @@ pub async fn delete(
     caller: ApiCaller,
     Path(id): Path<ListId>,
 ) -> Result<StatusCode, ApiFailure> {
-    lists::delete(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    lists::delete(&s.app.db, caller.tenant, caller.role, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

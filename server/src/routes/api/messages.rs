@@ -10,7 +10,7 @@ use herald_engine::api_keys::ApiCaller;
 use herald_engine::transactional::messages::{self, Message, MessageEvent, MessageFilter, MessageId, TemplateId};
 use serde::{Deserialize, Serialize};
 
-use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
+use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
 /// A message with its history.
@@ -34,7 +34,7 @@ pub async fn create(
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<(StatusCode, Json<Message>), ApiFailure> {
     let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let done = messages::enqueue(&s.app.outbox, caller.tenant, API_ROLE, key, &body).await?;
+    let done = messages::enqueue(&s.app.outbox, caller.tenant, caller.role, key, &body).await?;
     let status = if done.created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(done.message)))
 }
@@ -83,5 +83,5 @@ pub async fn cancel(
     caller: ApiCaller,
     Path(id): Path<MessageId>,
 ) -> Result<Json<Message>, ApiFailure> {
-    Ok(Json(messages::cancel(&s.app.db, caller.tenant, API_ROLE, id).await?))
+    Ok(Json(messages::cancel(&s.app.db, caller.tenant, caller.role, id).await?))
 }

@@ -18,16 +18,12 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
-use herald_engine::Role;
 use herald_engine::api_keys::{self, ApiCaller};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::startup::ServerState;
-
-/// What an API key may do: it acts for the workspace with an admin's rights.
-pub const API_ROLE: Role = Role::Admin;
 
 /// `Json<T>` whose rejections (bad JSON, wrong fields, wrong content type) are the API's JSON
 /// errors with code `invalid`, not axum's plain-text ones.
@@ -67,6 +63,7 @@ impl IntoResponse for ApiFailure {
     fn into_response(self) -> Response {
         use herald_engine::Error as E;
         let mut fields = BTreeMap::new();
+        let mut retry_after = None;
         let (status, code, message) = match self.0 {
             E::Invalid(e) => {
                 for f in &e.errors {
@@ -82,6 +79,10 @@ impl IntoResponse for ApiFailure {
             E::Refused(m) => (StatusCode::FORBIDDEN, "refused", m),
             E::NotFound => (StatusCode::NOT_FOUND, "not_found", "Not found.".into()),
             E::RateLimited => (StatusCode::TOO_MANY_REQUESTS, "rate_limited", "Too many requests.".into()),
+            E::Busy { message, retry_after_secs } => {
+                retry_after = Some(retry_after_secs);
+                (StatusCode::TOO_MANY_REQUESTS, "busy", message)
+            }
             E::Unexpected(e) => {
                 tracing::error!(error = ?e, "unexpected error in the API");
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Something went wrong on our side.".into())
@@ -90,6 +91,9 @@ impl IntoResponse for ApiFailure {
         let mut res = (status, Json(ApiError { code, message, fields })).into_response();
         if status == StatusCode::UNAUTHORIZED {
             res.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+        }
+        if let Some(secs) = retry_after {
+            res.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
         }
         res
     }

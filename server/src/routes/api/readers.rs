@@ -15,7 +15,7 @@ use herald_engine::audience::readers::{
 use herald_types::{BulkOutcome, BulkUpsert, ListChoice, NewReader, ReaderChange};
 use serde::Deserialize;
 
-use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
+use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
 /// The most readers one bulk request may carry.
@@ -122,7 +122,7 @@ pub async fn update(
     let current = readers::detail(&s.app.db, caller.tenant, id).await?.reader;
     let name = body.name.unwrap_or(current.name);
     let attributes = body.attributes.unwrap_or(current.attributes);
-    Ok(Json(readers::update(&s.app.db, caller.tenant, API_ROLE, id, &name, attributes, &api_origin()).await?))
+    Ok(Json(readers::update(&s.app.db, caller.tenant, caller.role, id, &name, attributes, &api_origin()).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v1/readers/{id}", security(("api_key" = [])),
@@ -132,7 +132,7 @@ pub async fn delete(
     caller: ApiCaller,
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiFailure> {
-    readers::erase(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    readers::erase(&s.app.db, caller.tenant, caller.role, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::ReaderErased, id, serde_json::json!({})).await;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -165,7 +165,7 @@ pub async fn subscribe(
     ApiJson(body): ApiJson<ListChoice>,
 ) -> Result<Json<ReaderDetail>, ApiFailure> {
     let detail = readers::detail(&s.app.db, caller.tenant, id).await?;
-    readers::add(&s.app.db, caller.tenant, API_ROLE, &detail.reader.email, "", &body.lists, &api_origin()).await?;
+    readers::add(&s.app.db, caller.tenant, caller.role, &detail.reader.email, "", &body.lists, &api_origin()).await?;
     Ok(Json(readers::detail(&s.app.db, caller.tenant, id).await?))
 }
 
@@ -176,6 +176,6 @@ pub async fn unsubscribe(
     caller: ApiCaller,
     Path((id, list)): Path<(i64, ListId)>,
 ) -> Result<StatusCode, ApiFailure> {
-    readers::unsubscribe(&s.app.db, caller.tenant, API_ROLE, id, list, &api_origin()).await?;
+    readers::unsubscribe(&s.app.db, caller.tenant, caller.role, id, list, &api_origin()).await?;
     Ok(StatusCode::NO_CONTENT)
 }

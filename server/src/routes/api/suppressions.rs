@@ -8,7 +8,7 @@ use herald_engine::audience::suppressions::{self, Suppression};
 use herald_types::{NewSuppressions, SuppressionsAdded};
 use serde::Deserialize;
 
-use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
+use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
 #[derive(Deserialize)]
@@ -36,7 +36,7 @@ pub async fn add(
     ApiJson(body): ApiJson<NewSuppressions>,
 ) -> Result<Json<SuppressionsAdded>, ApiFailure> {
     herald_engine::audience::bulk::check_size(body.emails.len(), 10_000)?;
-    Ok(Json(suppressions::add_many(&s.app.db, caller.tenant, API_ROLE, &body.emails, body.reason, "api").await?))
+    Ok(Json(suppressions::add_many(&s.app.db, caller.tenant, caller.role, &body.emails, body.reason, "api").await?))
 }
 
 #[derive(Deserialize)]
@@ -55,7 +55,7 @@ pub async fn remove(
     Path(email): Path<String>,
     Query(q): Query<RemoveQuery>,
 ) -> Result<StatusCode, ApiFailure> {
-    suppressions::remove(&s.app.db, caller.tenant, API_ROLE, &email, q.confirm).await?;
+    suppressions::remove(&s.app.db, caller.tenant, caller.role, &email, q.confirm).await?;
     let address = herald_engine::Email::key(&email);
     caller.audit(&s.app.db, herald_engine::audit::Action::SuppressionRemoved, address, serde_json::json!({})).await;
     Ok(StatusCode::NO_CONTENT)

@@ -7,7 +7,7 @@ use herald_engine::api_keys::ApiCaller;
 use herald_engine::transactional::templates::{self, Template, TemplateInput};
 use herald_types::TemplateId;
 
-use super::{API_ROLE, ApiError, ApiFailure, ApiJson};
+use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
 #[utoipa::path(get, path = "/api/v1/templates", security(("api_key" = [])),
@@ -23,7 +23,7 @@ pub async fn create(
     caller: ApiCaller,
     ApiJson(body): ApiJson<TemplateInput>,
 ) -> Result<(StatusCode, Json<Template>), ApiFailure> {
-    let t = templates::create(&s.app.db, caller.tenant, API_ROLE, &body).await?;
+    let t = templates::create(&s.app.db, caller.tenant, caller.role, &body).await?;
     Ok((StatusCode::CREATED, Json(t)))
 }
 
@@ -46,7 +46,7 @@ pub async fn update(
     Path(id): Path<TemplateId>,
     ApiJson(body): ApiJson<TemplateInput>,
 ) -> Result<Json<Template>, ApiFailure> {
-    Ok(Json(templates::update(&s.app.db, caller.tenant, API_ROLE, id, &body).await?))
+    Ok(Json(templates::update(&s.app.db, caller.tenant, caller.role, id, &body).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v1/templates/{id}", security(("api_key" = [])),
@@ -56,6 +56,6 @@ pub async fn delete(
     caller: ApiCaller,
     Path(id): Path<TemplateId>,
 ) -> Result<StatusCode, ApiFailure> {
-    templates::delete(&s.app.db, caller.tenant, API_ROLE, id).await?;
+    templates::delete(&s.app.db, caller.tenant, caller.role, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -64,6 +64,7 @@ pub fn error_page(e: herald_engine::Error) -> Response {
         E::RateLimited => {
             message_page(StatusCode::TOO_MANY_REQUESTS, "Slow down", "Too many requests. Wait a minute and try again.")
         }
+        E::Busy { message, .. } => message_page(StatusCode::TOO_MANY_REQUESTS, "Slow down", &message),
         E::Unexpected(err) => {
             tracing::error!(error = ?err, "public page failed");
             message_page(

@@ -87,7 +87,7 @@ pub async fn submit(
     if !field(&fields, HONEYPOT).is_empty() {
         return ok();
     }
-    if !state.app.public_form_limiter.check(&format!("subscribe:{}", peer)) {
+    if !state.app.public_form_limiter.check(&format!("subscribe:{}", herald_app::ssr::ClientIp(peer).limiter_key())) {
         return error_page(herald_engine::Error::RateLimited);
     }
     let db = &state.app.db;

@@ -15,7 +15,19 @@ use minijinja::context;
 use super::html::{card_page, error_page, field, form_fields, message_page};
 use crate::startup::ServerState;
 
+/// What the link in a preview or a test send says: it belongs to no reader.
+fn preview_link_page() -> Response {
+    message_page(
+        StatusCode::OK,
+        "This is a preview",
+        "This link came from a preview or a test email, so it does nothing. In the email readers get, it lets them unsubscribe.",
+    )
+}
+
 pub async fn show(State(state): State<ServerState>, Path(token): Path<String>) -> Response {
+    if token == subscribe::PREVIEW_UNSUBSCRIBE_TOKEN {
+        return preview_link_page();
+    }
     match subscribe::unsubscribe_page(&state.app.db, &state.app.signer, &token).await {
         Ok(p) => {
             let list = |(id, name, subscribed): &(ListId, String, bool)| {
@@ -41,6 +53,9 @@ pub async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if token == subscribe::PREVIEW_UNSUBSCRIBE_TOKEN {
+        return preview_link_page();
+    }
     let fields = form_fields(&body);
     let one_click = field(&fields, "List-Unsubscribe") == "One-Click";
     let origin = Origin {
@@ -68,11 +83,17 @@ pub async fn submit(
         }
     };
     let preferences = matches!(what, Leave::Preferences(_));
-    match subscribe::leave(&state.app.db, &state.app.signer, &token, what, &origin).await {
+    let app = &state.app;
+    let cx = subscribe::PublicContext { db: &app.db, signer: &app.signer, jobs: &app.jobs, base_url: &app.base_url };
+    match subscribe::leave(&cx, &token, what, &origin).await {
         // Mail providers only look at the status; keep the answer tiny.
         Ok(()) if one_click => (StatusCode::OK, "Unsubscribed").into_response(),
         Ok(()) if preferences => {
-            message_page(StatusCode::OK, "Preferences saved", "Your choices are saved and apply from the next email.")
+            message_page(
+                StatusCode::OK,
+                "Preferences saved",
+                "Your choices are saved and apply from the next email. A list you added starts once you confirm it with the link we mailed you.",
+            )
         }
         Ok(()) => message_page(
             StatusCode::OK,

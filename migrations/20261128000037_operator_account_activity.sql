@@ -1,0 +1,44 @@
+-- Issue 31 §2: the operator's view of accounts (`herald admin accounts`): what each account's
+-- workspaces sent over the last 24 hours and 7 days, with bounce and complaint counts, so abuse
+-- shows before the relay blocks the shared domain. Across every workspace by nature, so a
+-- definer function; it returns figures per account, no message content.
+CREATE FUNCTION account_activity(p_limit int)
+RETURNS TABLE (account_id uuid, email text, suspended boolean, workspaces bigint,
+               campaign_sent_1d bigint, campaign_sent_7d bigint, campaign_bounces_7d bigint, campaign_complaints_7d bigint,
+               tx_sent_1d bigint, tx_sent_7d bigint, tx_bounces_7d bigint, tx_complaints_7d bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    WITH per_tenant AS (
+        SELECT t.account_id,
+               count(*) AS workspaces,
+               coalesce(sum(c.sent_1d), 0) AS campaign_sent_1d, coalesce(sum(c.sent_7d), 0) AS campaign_sent_7d,
+               coalesce(sum(c.bounces_7d), 0) AS campaign_bounces_7d, coalesce(sum(c.complaints_7d), 0) AS campaign_complaints_7d,
+               coalesce(sum(m.sent_1d), 0) AS tx_sent_1d, coalesce(sum(m.sent_7d), 0) AS tx_sent_7d,
+               coalesce(sum(m.bounces_7d), 0) AS tx_bounces_7d, coalesce(sum(m.complaints_7d), 0) AS tx_complaints_7d
+        FROM tenants t
+        LEFT JOIN LATERAL (
+            SELECT sum(s.sent) FILTER (WHERE x.started_at > now() - interval '1 day') AS sent_1d,
+                   sum(s.sent) AS sent_7d,
+                   sum(s.hard_bounces + s.soft_bounces) AS bounces_7d,
+                   sum(s.complaints) AS complaints_7d
+            FROM campaigns x JOIN campaign_stats s ON s.campaign_id = x.id
+            WHERE x.tenant_id = t.id AND x.started_at > now() - interval '7 days'
+        ) c ON true
+        LEFT JOIN LATERAL (
+            SELECT count(*) FILTER (WHERE q.sent_at > now() - interval '1 day') AS sent_1d,
+                   count(*) FILTER (WHERE q.sent_at > now() - interval '7 days') AS sent_7d,
+                   count(*) FILTER (WHERE q.bounced_at > now() - interval '7 days') AS bounces_7d,
+                   count(*) FILTER (WHERE q.complained_at > now() - interval '7 days') AS complaints_7d
+            FROM messages q WHERE q.tenant_id = t.id AND q.created_at > now() - interval '8 days'
+        ) m ON true
+        WHERE t.account_id IS NOT NULL
+        GROUP BY t.account_id
+    )
+    SELECT u.id, u.email, u.suspended_at IS NOT NULL, p.workspaces,
+           p.campaign_sent_1d::bigint, p.campaign_sent_7d::bigint, p.campaign_bounces_7d::bigint, p.campaign_complaints_7d::bigint,
+           p.tx_sent_1d::bigint, p.tx_sent_7d::bigint, p.tx_bounces_7d::bigint, p.tx_complaints_7d::bigint
+    FROM per_tenant p JOIN users u ON u.id = p.account_id
+    ORDER BY p.campaign_sent_7d + p.tx_sent_7d DESC, u.email
+    LIMIT p_limit
+$$;
+REVOKE ALL ON FUNCTION account_activity(int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION account_activity(int) TO herald_app;
