@@ -495,8 +495,9 @@ async fn without_database(
     let campaign = store::get(db, tenant, campaign_id).await?;
     let workspace = Workspace { name: "Bench Co".into(), postal_address: postal };
     let turn = herald_engine::sending::template_sandbox::Turn::background(tenant);
-    let compiled =
-        CompiledCampaign::compile(&store::content(&campaign), &workspace, turn).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let compiled = CompiledCampaign::compile(&store::content(&campaign), &workspace, turn)
+        .await?
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let dkim = match &options.dkim {
         Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
         None => None,

@@ -84,7 +84,8 @@ impl Overrides {
     }
 }
 
-const OVERRIDES: &str = "SELECT created_at, workspaces_max, transactional_per_day, test_sends_per_day, system_mail_per_day
+const OVERRIDES: &str =
+    "SELECT created_at, workspaces_max, transactional_per_day, test_sends_per_day, system_mail_per_day
      FROM users WHERE id = $1";
 
 /// `account`'s limits now.
@@ -112,7 +113,8 @@ pub(crate) async fn claim(tx: &mut Tx, account: UserId, usage: Usage, n: i32) ->
         .bind(usage.as_str())
         .execute(&mut **tx)
         .await?;
-    let row: Overrides = sqlx::query_as(OVERRIDES).bind(account).fetch_optional(&mut **tx).await?.ok_or(Error::NotFound)?;
+    let row: Overrides =
+        sqlx::query_as(OVERRIDES).bind(account).fetch_optional(&mut **tx).await?.ok_or(Error::NotFound)?;
     let limits = row.limits(Utc::now());
     let limit = match usage {
         Usage::Transactional => limits.transactional_per_day,
@@ -127,14 +129,17 @@ pub(crate) async fn claim(tx: &mut Tx, account: UserId, usage: Usage, n: i32) ->
     .fetch_one(&mut **tx)
     .await?;
     if used + i64::from(n) > i64::from(limit) {
-        let retry_after_secs = oldest.map_or(3600, |at| (at + chrono::Duration::days(1) - Utc::now()).num_seconds().max(60) as u64);
+        let retry_after_secs =
+            oldest.map_or(3600, |at| (at + chrono::Duration::days(1) - Utc::now()).num_seconds().max(60) as u64);
         let what = match usage {
             Usage::Transactional => format!(
                 "Your account may send {limit} transactional messages a day while it is new (the allowance grows \
                  every day, up to {}), and {used} went out in the last 24 hours.",
                 Defaults::TRANSACTIONAL_WARM
             ),
-            Usage::TestSend => format!("Your account may send {limit} test emails a day, and {used} went out in the last 24 hours."),
+            Usage::TestSend => {
+                format!("Your account may send {limit} test emails a day, and {used} went out in the last 24 hours.")
+            }
         };
         return Err(Error::Busy {
             message: format!("{what} Try again later, or ask the operator to raise your account's limit."),
@@ -156,7 +161,8 @@ pub(crate) async fn check_new_workspace(tx: &mut Tx, account: UserId) -> Result<
         .bind(account)
         .execute(&mut **tx)
         .await?;
-    let row: Overrides = sqlx::query_as(OVERRIDES).bind(account).fetch_optional(&mut **tx).await?.ok_or(Error::NotFound)?;
+    let row: Overrides =
+        sqlx::query_as(OVERRIDES).bind(account).fetch_optional(&mut **tx).await?.ok_or(Error::NotFound)?;
     let limit = row.limits(Utc::now()).workspaces;
     let owned: i64 = sqlx::query_scalar("SELECT count(*) FROM memberships WHERE user_id = $1 AND role = 'owner'")
         .bind(account)
@@ -207,7 +213,9 @@ mod tests {
     #[test]
     fn the_transactional_allowance_doubles_daily_up_to_the_warm_limit() {
         let born = DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
-        let on = |days: i64, hours: i64| warming_transactional(born, born + chrono::Duration::days(days) + chrono::Duration::hours(hours));
+        let on = |days: i64, hours: i64| {
+            warming_transactional(born, born + chrono::Duration::days(days) + chrono::Duration::hours(hours))
+        };
         assert_eq!(on(0, 0), 100);
         assert_eq!(on(0, 23), 100);
         assert_eq!(on(1, 0), 200);
@@ -270,14 +278,22 @@ pub async fn suspend(db: &Db, email: &str, reason: &str) -> Result<Vec<TenantId>
                 .await?;
         tx.commit().await?;
         for campaign in sending {
-            match crate::campaigns::store::pause(db, tenant, crate::domain::Role::Owner, campaign, &pause_reason).await {
+            match crate::campaigns::store::pause(db, tenant, crate::domain::Role::Owner, campaign, &pause_reason).await
+            {
                 Ok(_) | Err(Error::Conflict(_)) => {}
                 Err(e) => return Err(e),
             }
         }
         let detail = serde_json::json!({ "reason": reason });
-        crate::audit::note(db, tenant, &crate::audit::Actor::Operator, crate::audit::Action::AccountSuspended, email, detail)
-            .await;
+        crate::audit::note(
+            db,
+            tenant,
+            &crate::audit::Actor::Operator,
+            crate::audit::Action::AccountSuspended,
+            email,
+            detail,
+        )
+        .await;
     }
     Ok(workspaces)
 }
@@ -296,8 +312,15 @@ pub async fn reinstate(db: &Db, email: &str) -> Result<Vec<TenantId>> {
         sqlx::query("UPDATE tenants SET suspended_at = NULL WHERE id = $1").bind(tenant).execute(&mut *tx).await?;
         tx.commit().await?;
         let detail = serde_json::json!({});
-        crate::audit::note(db, tenant, &crate::audit::Actor::Operator, crate::audit::Action::AccountReinstated, email, detail)
-            .await;
+        crate::audit::note(
+            db,
+            tenant,
+            &crate::audit::Actor::Operator,
+            crate::audit::Action::AccountReinstated,
+            email,
+            detail,
+        )
+        .await;
     }
     Ok(workspaces)
 }

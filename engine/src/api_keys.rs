@@ -3,7 +3,6 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use chrono::{DateTime, Utc};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -65,9 +64,8 @@ pub async fn create(
     let prefix: String = key.chars().take(KEY_PREFIX.len() + 6).collect();
     let id = ApiKeyId::new();
     let mut tx = db.tenant_tx(tenant).await?;
-    let created_at: DateTime<Utc> = sqlx::query_scalar(
-        "INSERT INTO api_keys (id, tenant_id, name, prefix, key_hash, created_by, role) VALUES ($1, $2, $3, $4, $5, $6, $7)
-         RETURNING created_at",
+    sqlx::query(
+        "INSERT INTO api_keys (id, tenant_id, name, prefix, key_hash, created_by, role) VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(id)
     .bind(tenant)
@@ -76,7 +74,7 @@ pub async fn create(
     .bind(hash_key(&key))
     .bind(actor)
     .bind(role)
-    .fetch_one(&mut *tx)
+    .execute(&mut *tx)
     .await?;
     tx.commit().await?;
     let key_view = list(db, tenant).await?.into_iter().find(|k| k.id == id).ok_or(Error::NotFound)?;

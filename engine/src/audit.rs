@@ -17,8 +17,14 @@ use crate::infra::db::Db;
 /// Who did it. The address is the client's, as the server's edge worked it out.
 #[derive(Clone, Debug)]
 pub enum Actor {
-    User { id: UserId, ip: String },
-    ApiKey { id: Uuid, ip: String },
+    User {
+        id: UserId,
+        ip: String,
+    },
+    ApiKey {
+        id: Uuid,
+        ip: String,
+    },
     /// `herald admin …` at the command line.
     Operator,
 }
@@ -115,16 +121,7 @@ pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entr
         .into_iter()
         .filter_map(|(id, at, actor_kind, actor, action, object, detail, ip)| {
             // An action this build does not know (written by a newer one) is skipped, not a 500.
-            Some(Entry {
-                id,
-                at,
-                actor_kind,
-                actor,
-                action: Action::parse(&action)?,
-                object,
-                detail,
-                ip,
-            })
+            Some(Entry { id, at, actor_kind, actor, action: Action::parse(&action)?, object, detail, ip })
         })
         .collect())
 }

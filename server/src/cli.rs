@@ -424,7 +424,13 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
             }
         }
         Admin::SetLimits { workspace: None, .. } => anyhow::bail!("name a --workspace or an account's --email"),
-        Admin::SetLimits { workspace: Some(workspace), system_mail_per_day, campaign_mail_per_day, own_identity_any_from, .. } => {
+        Admin::SetLimits {
+            workspace: Some(workspace),
+            system_mail_per_day,
+            campaign_mail_per_day,
+            own_identity_any_from,
+            ..
+        } => {
             let tenant = workspaces::id_for_slug(&db, &workspace)
                 .await
                 .map_err(|_| anyhow::anyhow!("no workspace with slug {workspace}"))?;
@@ -482,12 +488,10 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
             println!("{email} is confirmed");
         }
         Admin::SuspendAccount { email, reason } => {
-            let affected = herald_engine::account_limits::suspend(&db, &email, &reason)
-                .await
-                .map_err(|e| match e {
-                    herald_engine::Error::NotFound => anyhow::anyhow!("no account with email {email}"),
-                    e => clear(e),
-                })?;
+            let affected = herald_engine::account_limits::suspend(&db, &email, &reason).await.map_err(|e| match e {
+                herald_engine::Error::NotFound => anyhow::anyhow!("no account with email {email}"),
+                e => clear(e),
+            })?;
             println!("{email} is suspended ({} workspaces)", affected.len());
         }
         Admin::ReinstateAccount { email } => {

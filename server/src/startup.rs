@@ -367,7 +367,10 @@ mod tests {
         let token = "c2VjcmV0LXdlYmhvb2stdG9rZW4tMTIzNDU2Nzg5MA";
         assert_eq!(path_for_logs(&format!("/webhooks/ses/{token}")), "/webhooks/ses/{redacted}");
         assert_eq!(path_for_logs(&format!("/u/{token}")), "/u/{redacted}");
-        assert_eq!(path_for_logs("/campaigns/0195f3a2-7c1e-7d44-9a6b-1f2e3d4c5b6a/report"), "/campaigns/{redacted}/report");
+        assert_eq!(
+            path_for_logs("/campaigns/0195f3a2-7c1e-7d44-9a6b-1f2e3d4c5b6a/report"),
+            "/campaigns/{redacted}/report"
+        );
         assert_eq!(path_for_logs("/settings/members"), "/settings/members");
         assert_eq!(path_for_logs("/"), "/");
     }

@@ -15,7 +15,10 @@ pub fn VerifyEmailPage() -> impl IntoView {
     let action = ServerAction::<VerifyEmail>::new();
     let token = move || use_query_map().with(|q| q.get("token")).unwrap_or_default();
     let done = move || match action.value().get() {
-        Some(Ok(())) => Some("Thank you: your address is confirmed. You can now send campaigns, create API keys and join workspaces.".to_string()),
+        Some(Ok(())) => Some(
+            "Thank you: your address is confirmed. You can now send campaigns, create API keys and join workspaces."
+                .to_string(),
+        ),
         Some(Err(AppError::Conflict(m))) => Some(m),
         _ => None,
     };

@@ -511,10 +511,12 @@ pub async fn leave(cx: &PublicContext<'_>, token: &str, what: Leave, origin: &Or
                 let want = keep.contains(&list);
                 if on && !want {
                     unsubscribe_from(&mut tx, t, r, list, origin).await?;
-                } else if !on && want && mailable {
-                    if let Some(nonce) = request_confirmation(&mut tx, t, r, list, origin).await? {
-                        to_confirm.push((list, nonce, name));
-                    }
+                } else if !on
+                    && want
+                    && mailable
+                    && let Some(nonce) = request_confirmation(&mut tx, t, r, list, origin).await?
+                {
+                    to_confirm.push((list, nonce, name));
                 }
             }
         }

@@ -42,7 +42,6 @@ pub struct PreviewMessage {
 
 /// A stand-in reader when the workspace has none yet (or the author picks none).
 struct Sample {
-    id: i64,
     email: String,
     name: String,
     attributes: Value,
@@ -55,8 +54,8 @@ async fn load_context(db: &Db, tenant: TenantId, reader: Option<i64>) -> Result<
             .bind(tenant)
             .fetch_one(&mut *tx)
             .await?;
-    let row: Option<(i64, String, String, Value)> = match reader {
-        Some(id) => sqlx::query_as("SELECT id, email, name, attributes FROM readers WHERE tenant_id = $1 AND id = $2")
+    let row: Option<(String, String, Value)> = match reader {
+        Some(id) => sqlx::query_as("SELECT email, name, attributes FROM readers WHERE tenant_id = $1 AND id = $2")
             .bind(tenant)
             .bind(id)
             .fetch_optional(&mut *tx)
@@ -67,9 +66,8 @@ async fn load_context(db: &Db, tenant: TenantId, reader: Option<i64>) -> Result<
     };
     tx.commit().await?;
     let sample = match row {
-        Some((id, email, name, attributes)) => Sample { id, email, name, attributes },
+        Some((email, name, attributes)) => Sample { email, name, attributes },
         None => Sample {
-            id: 0,
             email: "reader@example.com".into(),
             name: "Sample Reader".into(),
             attributes: serde_json::json!({}),
@@ -205,7 +203,8 @@ pub async fn test_send(
     tokio::time::sleep(wait.min(Duration::from_secs(10))).await;
     let dkim = crate::sending::domains::dkim_signer(db, signer, tenant, &identity, &c.from_email).await?;
     let unsubscribe = preview_unsubscribe_url(base_url);
-    let rendered = render_as(tenant, &c, &workspace, &sample, &unsubscribe).await?.map_err(|e| Error::invalid(e.to_string()))?;
+    let rendered =
+        render_as(tenant, &c, &workspace, &sample, &unsubscribe).await?.map_err(|e| Error::invalid(e.to_string()))?;
     let rendered = Rendered { subject: format!("[Test] {}", rendered.subject), ..rendered };
     let domain = c.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_default();
     let mut conn: Option<SmtpConnection> = None;

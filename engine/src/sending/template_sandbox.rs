@@ -60,7 +60,7 @@ const MAX_CACHED_SETS: usize = 64;
 const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 /// Renders one workspace may have running at once.
 const RENDERS_PER_WORKSPACE: usize = 2;
-/// How long a request waits for one of the process's render slots before it is refused.
+/// How long a request waits for a turn to render before it is refused.
 const REQUEST_WAIT: Duration = Duration::from_secs(2);
 /// CPU priority of a child (`nice`): the lowest, so the server's own threads always win.
 const CHILD_NICENESS: i32 = 19;
@@ -156,20 +156,27 @@ impl TemplateSet {
         names: &[&'static str],
         vars: &[Value],
     ) -> Result<Vec<Vec<Result<String, RenderFailure>>>, Busy> {
-        let _slot = admit(turn).await?;
+        let slot = admit(turn).await?;
         let count = (vars.len(), names.len());
         let outcomes: Vec<Vec<Result<String, Failure>>> = match renderer() {
             #[cfg(test)]
-            Renderer::InProcess => vars
-                .iter()
-                .map(|v| names.iter().map(|name| render_here(&self.env, name, self.source(name), v)).collect())
-                .collect(),
+            Renderer::InProcess => {
+                let _slot = slot;
+                vars.iter()
+                    .map(|v| names.iter().map(|name| render_here(&self.env, name, self.source(name), v)).collect())
+                    .collect()
+            }
             Renderer::Children(pool) => {
-                // The round trip blocks on pipes for up to RENDER_TIMEOUT: never on a runtime thread.
+                // The round trip blocks on pipes for up to RENDER_TIMEOUT: never on a runtime
+                // thread. The slot goes with it: a caller that gives up (a client that hangs up)
+                // does not free a turn while its child still renders.
                 let (set, names, vars) = (Arc::clone(self), names.to_vec(), vars.to_vec());
-                tokio::task::spawn_blocking(move || pool.render(&set, &names, &vars))
-                    .await
-                    .unwrap_or_else(|_| vec![vec![Err(Failure::unavailable()); count.1]; count.0])
+                tokio::task::spawn_blocking(move || {
+                    let _slot = slot;
+                    pool.render(&set, &names, &vars)
+                })
+                .await
+                .unwrap_or_else(|_| vec![vec![Err(Failure::unavailable()); count.1]; count.0])
             }
         };
         Ok(outcomes
@@ -185,7 +192,11 @@ impl TemplateSet {
         name: &'static str,
         vars: &Value,
     ) -> Result<Result<String, RenderFailure>, Busy> {
-        Ok(self.render(turn, &[name], vars).await?.pop().unwrap_or_else(|| Err(Failure::unavailable().into_failure(name))))
+        Ok(self
+            .render(turn, &[name], vars)
+            .await?
+            .pop()
+            .unwrap_or_else(|| Err(Failure::unavailable().into_failure(name))))
     }
 }
 
@@ -278,8 +289,8 @@ impl Turn {
     }
 
     /// A request someone is waiting on (a preview, a save, the messages API): refused with
-    /// [`Busy`] at once when the workspace already has its share of renders running, and after
-    /// [`REQUEST_WAIT`] when the whole process is busy.
+    /// [`Busy`] when no turn comes within [`REQUEST_WAIT`] (its workspace's share, or the whole
+    /// process, busy with renders).
     pub fn request(tenant: TenantId) -> Self {
         Turn { tenant, waits: false }
     }
@@ -323,7 +334,8 @@ impl Drop for WorkspaceSlot {
 }
 
 static PROCESS_SLOTS: OnceLock<Arc<Semaphore>> = OnceLock::new();
-static WORKSPACE_SLOTS: Mutex<HashMap<TenantId, Arc<Semaphore>>> = Mutex::new(HashMap::new());
+static WORKSPACE_SLOTS: std::sync::LazyLock<Mutex<HashMap<TenantId, Arc<Semaphore>>>> =
+    std::sync::LazyLock::new(Mutex::default);
 
 /// One render slot per core: more children than cores only makes each render slower.
 fn process_slots() -> Arc<Semaphore> {
@@ -334,30 +346,35 @@ fn process_slots() -> Arc<Semaphore> {
 }
 
 /// Waits for (or refuses) a turn to render: the workspace's slot first, so a workspace that
-/// floods the queue holds at most [`RENDERS_PER_WORKSPACE`] of the process's slots.
+/// floods the queue holds at most [`RENDERS_PER_WORKSPACE`] of the process's slots. A request
+/// waits at most [`REQUEST_WAIT`] for both together (a send's own quick renders free their slots
+/// in milliseconds; a flood of slow templates does not).
 pub async fn admit(turn: Turn) -> Result<Slot, Busy> {
     let workspace = {
         let mut map = WORKSPACE_SLOTS.lock().unwrap_or_else(|p| p.into_inner());
         Arc::clone(map.entry(turn.tenant).or_insert_with(|| Arc::new(Semaphore::new(RENDERS_PER_WORKSPACE))))
     };
     let mut workspace_slot = WorkspaceSlot { tenant: turn.tenant, permit: None };
+    let deadline = tokio::time::Instant::now() + REQUEST_WAIT;
     let busy = |message: &str| Busy { message: message.into(), retry_after: RENDER_TIMEOUT };
     let workspace_permit = if turn.waits {
         Arc::clone(&workspace).acquire_owned().await.ok()
     } else {
-        Arc::clone(&workspace).try_acquire_owned().ok()
+        tokio::time::timeout_at(deadline, Arc::clone(&workspace).acquire_owned()).await.ok().and_then(Result::ok)
     };
     drop(workspace);
-    workspace_slot.permit = Some(workspace_permit.ok_or_else(|| {
-        busy("This workspace is already rendering two templates; try again when they finish.")
-    })?);
+    workspace_slot.permit = Some(
+        workspace_permit
+            .ok_or_else(|| busy("This workspace is already rendering two templates; try again when they finish."))?,
+    );
     let process = process_slots();
     let process_permit = if turn.waits {
         process.acquire_owned().await.ok()
     } else {
-        tokio::time::timeout(REQUEST_WAIT, process.acquire_owned()).await.ok().and_then(Result::ok)
+        tokio::time::timeout_at(deadline, process.acquire_owned()).await.ok().and_then(Result::ok)
     };
-    let process_permit = process_permit.ok_or_else(|| busy("Herald is rendering many templates right now; try again in a few seconds."))?;
+    let process_permit = process_permit
+        .ok_or_else(|| busy("Herald is rendering many templates right now; try again in a few seconds."))?;
     Ok(Slot { _process: process_permit, _workspace: workspace_slot })
 }
 
@@ -687,31 +704,39 @@ fn cap_address_space() -> io::Result<()> {
 mod tests {
     use super::*;
 
-    fn campaign(body: &str) -> TemplateSet {
-        TemplateSet::parse(Dialect::Campaign { markdown: false }, vec![("body", body.to_string())]).expect("parses")
+    fn campaign(body: &str) -> Arc<TemplateSet> {
+        Arc::new(
+            TemplateSet::parse(Dialect::Campaign { markdown: false }, vec![("body", body.to_string())])
+                .expect("parses"),
+        )
     }
 
-    #[test]
-    fn output_is_capped_while_it_is_written() {
+    fn turn() -> Turn {
+        Turn::background(TenantId::new())
+    }
+
+    #[tokio::test]
+    async fn output_is_capped_while_it_is_written() {
         let set = campaign("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}");
-        let e = set.render_one("body", &minijinja::context! {}).expect_err("too large");
+        let e = set.render_one(turn(), "body", &minijinja::context! {}).await.expect("a turn").expect_err("too large");
         assert!(e.mistake);
         assert!(e.error.message.contains("larger than 2 MB"), "{}", e.error);
     }
 
-    #[test]
-    fn failures_name_their_template_and_position() {
+    #[tokio::test]
+    async fn failures_name_their_template_and_position() {
         let set = campaign("line\n{{ reader.name | nosuchfilter }}");
-        let e = set.render_one("body", &minijinja::context! {}).expect_err("unknown filter");
+        let e =
+            set.render_one(turn(), "body", &minijinja::context! {}).await.expect("a turn").expect_err("unknown filter");
         assert_eq!((e.error.field, e.error.line), ("body", Some(2)));
         assert!(e.mistake);
     }
 
-    #[test]
-    fn a_batch_renders_each_reader_and_keeps_failures_to_their_reader() {
+    #[tokio::test]
+    async fn a_batch_renders_each_reader_and_keeps_failures_to_their_reader() {
         let set = campaign("Hi {{ name }}{% if fail %}{{ fail | length }}{% endif %}");
         let vars = [minijinja::context! { name => "A" }, minijinja::context! { name => "B", fail => true }];
-        let out = set.render_each(&["body"], &vars);
+        let out = set.render_each(turn(), &["body"], &vars).await.expect("a turn");
         assert_eq!(out.len(), 2);
         assert_eq!(out[0][0].as_deref().ok(), Some("Hi A"));
         assert!(out[1][0].as_ref().is_err_and(|e| !e.mistake), "{:?}", out[1]);

@@ -185,7 +185,10 @@ pub(super) fn host_matches(pattern: &str, host: &str) -> bool {
     let pattern: Vec<&str> = pattern.trim().split('.').collect();
     let labels: Vec<&str> = host.split('.').collect();
     pattern.len() == labels.len()
-        && pattern.iter().zip(&labels).all(|(p, l)| if *p == "*" { is_region_name(l) } else { !p.is_empty() && p.eq_ignore_ascii_case(l) })
+        && pattern
+            .iter()
+            .zip(&labels)
+            .all(|(p, l)| if *p == "*" { is_region_name(l) } else { !p.is_empty() && p.eq_ignore_ascii_case(l) })
 }
 
 /// `us-east-1`, `ap-southeast-2`, `us-gov-west-1`, `eu-central-2`: two letters, one or more

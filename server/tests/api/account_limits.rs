@@ -96,17 +96,31 @@ async fn test_emails_need_a_confirmed_address_and_have_a_daily_allowance_per_acc
     let (api, list) = workspace_with_readers(&app, "tester@example.com", 1).await;
     let (_, created) = api.post("/api/v1/campaigns", json!({"name": "T", "subject": "Hi", "list_ids": [list]})).await;
     let campaign: herald_engine::CampaignId = created["id"].as_str().unwrap_or_default().parse()?;
-    let tenant: herald_engine::TenantId =
-        sqlx::query_scalar("SELECT tenant_id FROM campaigns WHERE id = $1").bind(campaign).fetch_one(&app.owner).await?;
+    let tenant: herald_engine::TenantId = sqlx::query_scalar("SELECT tenant_id FROM campaigns WHERE id = $1")
+        .bind(campaign)
+        .fetch_one(&app.owner)
+        .await?;
     let s = &app.app;
     let send = |member, to: Vec<String>| async move {
-        preview::test_send(&s.db, &s.signer, &s.base_url, &s.default_identity, &s.egress, tenant, member, Role::Author, campaign, &to)
-            .await
+        preview::test_send(
+            &s.db,
+            &s.signer,
+            &s.base_url,
+            &s.default_identity,
+            &s.egress,
+            tenant,
+            member,
+            Role::Author,
+            campaign,
+            &to,
+        )
+        .await
     };
     let tester = owner_id(&app, "tester@example.com").await?;
     account_limits::set_limit(&s.db, "tester@example.com", Limit::TestSendsPerDay, Some(3)).await?;
     send(tester, vec!["a@example.com".into(), "b@example.com".into()]).await?;
-    let refused = send(tester, vec!["c@example.com".into(), "d@example.com".into()]).await.expect_err("past the allowance");
+    let refused =
+        send(tester, vec!["c@example.com".into(), "d@example.com".into()]).await.expect_err("past the allowance");
     assert!(matches!(refused, herald_engine::Error::Busy { .. }), "{refused:?}");
     assert!(refused.to_string().contains("3 test emails a day"), "{refused}");
     send(tester, vec!["c@example.com".into()]).await?;
@@ -174,13 +188,8 @@ async fn one_address_signed_up_to_fifty_lists_gets_a_handful_of_confirmations() 
         let _ = ws_slug(&owner).await;
     }
     app.jobs_idle().await;
-    let mails = app
-        .sink
-        .messages()
-        .await
-        .into_iter()
-        .filter(|m| m.rcpt_to.iter().any(|r| r == "target@example.com"))
-        .count();
+    let mails =
+        app.sink.messages().await.into_iter().filter(|m| m.rcpt_to.iter().any(|r| r == "target@example.com")).count();
     assert_eq!(asked, 50);
     assert_eq!(mails, per_recipient as usize, "{mails} confirmation mails to one address in a day");
     // The form keeps answering the same way (nothing tells the attacker which mails went out).
@@ -223,17 +232,24 @@ async fn a_suspended_account_sends_nothing_and_its_keys_answer_403() -> TestResu
     use herald_engine::transactional::delivery::{Sender, TxDeliveryConfig};
     let app = spawn_app_with(&[("HERALD_RUN_WORKERS", "false")]).await;
     let (api, list) = workspace_with_readers(&app, "suspect@example.com", 3).await;
-    let (_, c) = api.post("/api/v1/campaigns", json!({"name": "Spam", "subject": "Hi", "list_ids": [list], "body": "x"})).await;
+    let (_, c) =
+        api.post("/api/v1/campaigns", json!({"name": "Spam", "subject": "Hi", "list_ids": [list], "body": "x"})).await;
     let id = c["id"].as_str().expect("campaign id").to_string();
     let (status, body) = api.post(&format!("/api/v1/campaigns/{id}/send"), json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (status, body) = api
-        .send_message("queued-before", &json!({"to": "x@example.com", "from": "a@campaign.test", "subject": "s", "text": "t"}))
+        .send_message(
+            "queued-before",
+            &json!({"to": "x@example.com", "from": "a@campaign.test", "subject": "s", "text": "t"}),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let (second, _) = workspace_with_readers(&app, "bystander-ws@example.com", 1).await;
     let (status, body) = second
-        .send_message("other-account", &json!({"to": "y@example.com", "from": "a@campaign.test", "subject": "s", "text": "t"}))
+        .send_message(
+            "other-account",
+            &json!({"to": "y@example.com", "from": "a@campaign.test", "subject": "s", "text": "t"}),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
 
@@ -243,23 +259,32 @@ async fn a_suspended_account_sends_nothing_and_its_keys_answer_403() -> TestResu
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert!(body["message"].as_str().unwrap_or_default().contains("suspended"), "{body}");
     let (status, campaign): (String, Option<String>) =
-        sqlx::query_as("SELECT status, pause_reason FROM campaigns WHERE id = $1::uuid").bind(&id).fetch_one(&app.owner).await?;
+        sqlx::query_as("SELECT status, pause_reason FROM campaigns WHERE id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&app.owner)
+            .await?;
     assert_eq!(status, "paused");
     assert!(campaign.unwrap_or_default().contains("sending phishing"));
 
     // The transactional claim passes the suspended workspace by and serves the other one.
-    let cx = crate::transactional::tx_context(&app, TxDeliveryConfig::new("suspended-test".into(), app.app.default_identity.clone()));
+    let cx = crate::transactional::tx_context(
+        &app,
+        TxDeliveryConfig::new("suspended-test".into(), app.app.default_identity.clone()),
+    );
     let mut sender = Sender::new(&cx);
     sender.run_once().await?;
     let statuses: Vec<(String, String)> =
-        sqlx::query_as("SELECT idempotency_key, status FROM messages ORDER BY idempotency_key").fetch_all(&app.owner).await?;
+        sqlx::query_as("SELECT idempotency_key, status FROM messages ORDER BY idempotency_key")
+            .fetch_all(&app.owner)
+            .await?;
     assert_eq!(
         statuses,
         vec![("other-account".to_string(), "sent".to_string()), ("queued-before".to_string(), "queued".to_string())]
     );
-    let audit: Vec<String> = sqlx::query_scalar("SELECT actor || ' ' || action FROM audit_log WHERE action LIKE 'account.%'")
-        .fetch_all(&app.owner)
-        .await?;
+    let audit: Vec<String> =
+        sqlx::query_scalar("SELECT actor || ' ' || action FROM audit_log WHERE action LIKE 'account.%'")
+            .fetch_all(&app.owner)
+            .await?;
     assert_eq!(audit, vec!["the operator account.suspended".to_string()]);
 
     account_limits::reinstate(&app.app.db, "suspect@example.com").await?;
@@ -291,7 +316,8 @@ async fn a_transactional_stream_that_bounces_too_much_is_paused_with_a_reason() 
     .bind(tenant)
     .execute(&app.owner)
     .await?;
-    let target: uuid::Uuid = sqlx::query_scalar("SELECT id FROM messages WHERE idempotency_key = 'k50'").fetch_one(&app.owner).await?;
+    let target: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM messages WHERE idempotency_key = 'k50'").fetch_one(&app.owner).await?;
     let ev = |id: &str| ProviderEvent {
         event_id: id.into(),
         kind: EventKind::Bounce { hard: true },

@@ -264,10 +264,11 @@ async fn one_click_unsubscribe_and_the_preference_center() {
         .await
         .expect("post");
     assert_eq!(r.status(), StatusCode::OK);
-    let suppressed: i64 = sqlx::query_scalar("SELECT count(*) FROM suppressions WHERE email_lower = 'leaver@example.com'")
-        .fetch_one(&app.owner)
-        .await
-        .expect("suppression");
+    let suppressed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM suppressions WHERE email_lower = 'leaver@example.com'")
+            .fetch_one(&app.owner)
+            .await
+            .expect("suppression");
     assert_eq!(suppressed, 1, "the preference page lifted the suppression");
     assert_eq!(counts(&owner, &news).await.0, 0);
     assert_eq!(counts(&owner, &deals).await.0, 0);
@@ -289,7 +290,10 @@ async fn a_preview_carries_a_link_that_does_nothing() {
         .expect("reader");
     let api = Api::for_owner(&app, &owner).await;
     let (status, c) = api
-        .post("/api/v1/campaigns", serde_json::json!({"name": "P", "subject": "Hi", "body": "Hello", "list_ids": [news]}))
+        .post(
+            "/api/v1/campaigns",
+            serde_json::json!({"name": "P", "subject": "Hi", "body": "Hello", "list_ids": [news]}),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{c}");
     let id = c["id"].as_str().expect("id").parse().expect("campaign id");

@@ -244,7 +244,11 @@ async fn limiters_count_an_ipv6_client_by_its_64() {
         }
     }
     assert!(limited, "a fresh address in the same /64 bought a fresh budget");
-    assert_ne!(post("2001:db8:aa:cc::1".into(), 99).await, StatusCode::TOO_MANY_REQUESTS, "another /64 is another client");
+    assert_ne!(
+        post("2001:db8:aa:cc::1".into(), 99).await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "another /64 is another client"
+    );
 }
 
 #[tokio::test]

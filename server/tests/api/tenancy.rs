@@ -341,6 +341,9 @@ async fn a_campaign_cannot_name_another_workspaces_identity() -> TestResult {
         .bind(c["id"].as_str().unwrap_or_default())
         .execute(&t.app.owner)
         .await;
-    assert!(forced.is_err_and(|e| e.to_string().contains("campaigns_identity_id_fkey")), "another workspace's identity was stored");
+    assert!(
+        forced.is_err_and(|e| e.to_string().contains("campaigns_identity_id_fkey")),
+        "another workspace's identity was stored"
+    );
     Ok(())
 }

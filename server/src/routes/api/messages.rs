@@ -25,7 +25,9 @@ pub struct MessageJson {
     params(("Idempotency-Key" = String, Header, description = "A unique key per message, kept at least 24 h (e.g. order-1234-receipt)")),
     responses((status = 201, description = "Queued"), (status = 200, description = "A replay: the first request's message"),
               (status = 409, body = ApiError, description = "The key was used with a different body"),
-              (status = 422, body = ApiError, description = "Invalid, suppressed recipient, or a template error")))]
+              (status = 403, body = ApiError, description = "The key's maker is no longer an admin, or the account is suspended"),
+              (status = 422, body = ApiError, description = "Invalid, suppressed recipient, or a template error"),
+              (status = 429, body = ApiError, description = "The account's daily allowance is used up, or its workspace is already rendering two templates; see Retry-After")))]
 pub async fn create(
     State(s): State<ServerState>,
     caller: ApiCaller,

@@ -88,13 +88,11 @@ pub async fn submit(
     match subscribe::leave(&cx, &token, what, &origin).await {
         // Mail providers only look at the status; keep the answer tiny.
         Ok(()) if one_click => (StatusCode::OK, "Unsubscribed").into_response(),
-        Ok(()) if preferences => {
-            message_page(
-                StatusCode::OK,
-                "Preferences saved",
-                "Your choices are saved and apply from the next email. A list you added starts once you confirm it with the link we mailed you.",
-            )
-        }
+        Ok(()) if preferences => message_page(
+            StatusCode::OK,
+            "Preferences saved",
+            "Your choices are saved and apply from the next email. A list you added starts once you confirm it with the link we mailed you.",
+        ),
         Ok(()) => message_page(
             StatusCode::OK,
             "You are unsubscribed",
