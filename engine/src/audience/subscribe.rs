@@ -129,6 +129,9 @@ pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeR
     if chosen.is_empty() {
         return Err(Error::invalid("Choose at least one list."));
     }
+    if chosen.iter().any(|l| l.is_double_opt_in()) {
+        require_confirmed_account(cx.db, tenant).await?;
+    }
     let mut tx = cx.db.tenant_tx(tenant).await?;
     // Bounced, complained or blocklisted addresses are silently ignored: the answer is the same.
     let suppressed = suppressions::is_suppressed(&mut tx, tenant, email.as_str()).await?;
@@ -213,19 +216,11 @@ async fn request_confirmation(
     Ok(nonce)
 }
 
-/// Queues one confirmation email for `reader`, covering the (list, nonce) pairs in `to_confirm`.
-pub(crate) async fn send_confirmation(
-    cx: &PublicContext<'_>,
-    tenant: TenantId,
-    reader: i64,
-    email: &Email,
-    workspace: &str,
-    list_names: &[String],
-    to_confirm: Vec<(ListId, Uuid)>,
-) -> Result<()> {
-    // A confirmation email carries the workspace's name to any address typed into its form: the
-    // workspace's account must have proved its own address first (issue 31 §2).
-    let mut tx = cx.db.tenant_tx(tenant).await?;
+/// A confirmation email carries the workspace's name to any address typed into its form: the
+/// workspace's account must have proved its own address first (issue 31 §2). Checked before a
+/// form starts pending subscriptions too, so nothing waits on a mail that never went.
+async fn require_confirmed_account(db: &Db, tenant: TenantId) -> Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
     let unconfirmed_account: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM tenants t JOIN users u ON u.id = t.account_id
                         WHERE t.id = $1 AND u.email_verified_at IS NULL)",
@@ -239,6 +234,20 @@ pub(crate) async fn send_confirmation(
             "This workspace cannot send confirmation emails until its owner confirms their own email address.".into(),
         ));
     }
+    Ok(())
+}
+
+/// Queues one confirmation email for `reader`, covering the (list, nonce) pairs in `to_confirm`.
+pub(crate) async fn send_confirmation(
+    cx: &PublicContext<'_>,
+    tenant: TenantId,
+    reader: i64,
+    email: &Email,
+    workspace: &str,
+    list_names: &[String],
+    to_confirm: Vec<(ListId, Uuid)>,
+) -> Result<()> {
+    require_confirmed_account(cx.db, tenant).await?;
     let expires = Utc::now() + Duration::hours(CONFIRMATION_VALID_HOURS);
     let token = cx.signer.sign(
         CONFIRM_PURPOSE,

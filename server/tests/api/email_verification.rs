@@ -127,14 +127,19 @@ async fn opening_the_link_confirms_nothing_and_a_reset_removes_a_squatters_secon
     assert!(page.text().await?.contains("Confirm my address"), "the page offers the button");
     assert!(!squatter.session().await.expect("logged in").email_verified, "a GET confirmed the address");
 
-    // The squatter turns on two-factor; the mailbox's owner resets the password.
+    // A squatter with two-factor on an address nobody proved: enrolment needs a confirmed
+    // address now, so the state is made as it was reachable before (confirmed for enrolment,
+    // then the confirmation taken back).
     let enrol = |user| async move {
         let e = two_factor::start_enrolment(db, signer, user, PASSWORD).await?;
         let now = chrono::Utc::now();
         two_factor::confirm_enrolment(db, signer, user, &two_factor::code_at(&e.secret_base32, now)?, now).await
     };
     let victim = herald_engine::users::find_by_email(db, "victim@example.com").await?.expect("user").id;
+    app.verify_email("victim@example.com").await;
     enrol(victim).await?;
+    sqlx::query("UPDATE users SET email_verified_at = NULL WHERE id = $1").bind(victim).execute(&app.owner).await?;
+    assert!(two_factor::is_enabled(db, victim).await?);
     let owner = app.browser();
     assert!(owner.run(RequestPasswordReset { email: "victim@example.com".into() }).await.ok());
     let link = crate::account_security::wait_for_links(&app, "victim@example.com", 1).await.remove(0);
