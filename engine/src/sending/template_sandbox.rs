@@ -50,8 +50,12 @@ pub const MAX_OUTPUT_BYTES: usize = 2 * 1024 * 1024;
 const CHILD_MEMORY_BYTES: u64 = 256 * 1024 * 1024;
 /// The longest one render may take before its child gives up.
 const RENDER_TIMEOUT: Duration = Duration::from_secs(5);
-/// Exit code of a child that stopped a render for taking too long.
-const EXIT_TIMED_OUT: i32 = 75;
+/// Exit code of a child that stopped a render for taking too long: this plus the index (in the
+/// request's names) of the template it was rendering, so the caller knows which one, without
+/// rendering the others again one by one (each at up to the full time limit).
+const EXIT_TIMED_OUT_AT: i32 = 80;
+/// Template indexes an exit code can carry.
+const TIMED_OUT_INDEXES: i32 = 32;
 /// Idle children kept for the next render; more are started when renders overlap.
 const MAX_IDLE_CHILDREN: usize = 8;
 /// Parsed template sets a child keeps; past this it forgets them all and reparses on demand.
@@ -61,7 +65,7 @@ const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 /// Renders one workspace may have running at once.
 const RENDERS_PER_WORKSPACE: usize = 2;
 /// How long a request waits for a turn to render before it is refused.
-const REQUEST_WAIT: Duration = Duration::from_secs(2);
+const REQUEST_WAIT: Duration = Duration::from_secs(1);
 /// CPU priority of a child (`nice`): the lowest, so the server's own threads always win.
 const CHILD_NICENESS: i32 = 19;
 /// The hidden `herald` subcommand that runs [`child_main`].
@@ -466,33 +470,54 @@ impl Pool {
             Ok(outcomes) => outcomes,
             // A child that died took the whole request with it; render its parts one by one so
             // that the error lands on the reader, and the template, that needs too much.
-            Err(f) if f.mistake && vars.len() > 1 => vars
+            Err((f, _)) if f.mistake && vars.len() > 1 => vars
                 .iter()
                 .map(|v| self.render(set, names, std::slice::from_ref(v)).pop().unwrap_or_default())
                 .collect(),
-            Err(f) if f.mistake && names.len() > 1 => vec![
+            // One reader, and the child said which template ran out of time: the ones before it
+            // finished (they are rendered again for their text, quickly), the ones after it never
+            // ran. Callers take the first failure in order, so `at`'s is the one they report.
+            Err((f, Some(at))) if at < names.len() => {
+                let mut one = if at == 0 {
+                    Vec::new()
+                } else {
+                    match self.render_together(set, &names[..at], vars) {
+                        Ok(mut done) => done.pop().unwrap_or_default(),
+                        Err((e, _)) => vec![Err(e); at],
+                    }
+                };
+                one.extend(std::iter::repeat_n(Err(f), names.len() - at));
+                vec![one]
+            }
+            Err((f, _)) if f.mistake && names.len() > 1 => vec![
                 names
                     .iter()
                     .map(|name| match self.render_together(set, std::slice::from_ref(name), vars) {
                         Ok(mut one) => {
                             one.pop().and_then(|mut o| o.pop()).unwrap_or_else(|| Err(Failure::unavailable()))
                         }
-                        Err(f) => Err(f),
+                        Err((f, _)) => Err(f),
                     })
                     .collect(),
             ],
-            Err(f) => vars.iter().map(|_| names.iter().map(|_| Err(f.clone())).collect()).collect(),
+            Err((f, _)) => vars.iter().map(|_| names.iter().map(|_| Err(f.clone())).collect()).collect(),
         }
     }
 
-    /// One request for all of `names`; `Err` when no child could answer it.
-    fn render_together(&self, set: &TemplateSet, names: &[&'static str], vars: &[Value]) -> Result<Outcomes, Failure> {
+    /// One request for all of `names`; `Err` when no child could answer it, with the index of
+    /// the template that ran out of time when that is why.
+    fn render_together(
+        &self,
+        set: &TemplateSet,
+        names: &[&'static str],
+        vars: &[Value],
+    ) -> Result<Outcomes, (Failure, Option<usize>)> {
         // A child killed from outside (the OOM killer, an operator) is not the template's fault:
         // the render is tried once more on a fresh child before it is blamed.
         for attempt in 0..2 {
             let mut worker = self.take().map_err(|e| {
                 tracing::error!(error = %e, program = %self.program.display(), "cannot start a template sandbox");
-                Failure::unavailable()
+                (Failure::unavailable(), None)
             })?;
             match worker.exchange(set, names, vars) {
                 Ok(outcomes) => {
@@ -501,24 +526,28 @@ impl Pool {
                 }
                 Err(Fault::Died(status)) => {
                     tracing::warn!(?status, template_set = set.id, "a template sandbox child died");
-                    if status.and_then(|s| s.code()) == Some(EXIT_TIMED_OUT) {
+                    if let Some(code) = status.and_then(|s| s.code())
+                        && (EXIT_TIMED_OUT_AT..EXIT_TIMED_OUT_AT + TIMED_OUT_INDEXES).contains(&code)
+                    {
                         let limit = RENDER_TIMEOUT.as_secs();
-                        return Err(Failure::limit(format!("rendering took longer than {limit} seconds")));
+                        let at = usize::try_from(code - EXIT_TIMED_OUT_AT).ok();
+                        return Err((Failure::limit(format!("rendering took longer than {limit} seconds")), at));
                     }
                     // SIGABRT is how a Rust process ends when an allocation fails.
                     if status.and_then(|s| s.signal()) == Some(6) || attempt == 1 {
                         let limit = CHILD_MEMORY_BYTES / (1024 * 1024);
-                        return Err(Failure::limit(format!("the template needs more than {limit} MB of memory")));
+                        let f = Failure::limit(format!("the template needs more than {limit} MB of memory"));
+                        return Err((f, None));
                     }
                 }
                 Err(Fault::Broken(e)) => {
                     tracing::error!(error = %e, template_set = set.id, "a template sandbox child misbehaved");
                     worker.kill();
-                    return Err(Failure::unavailable());
+                    return Err((Failure::unavailable(), None));
                 }
             }
         }
-        Err(Failure::unavailable())
+        Err((Failure::unavailable(), None))
     }
 
     fn take(&self) -> io::Result<Worker> {
@@ -631,13 +660,16 @@ fn read_frame(r: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
 pub fn child_main() -> io::Result<()> {
     // The watchdog is started before the memory cap so that its stack is part of the baseline.
     let deadline = Arc::new(Mutex::new(None::<Instant>));
-    let watched = Arc::clone(&deadline);
+    // Which of the request's templates is rendering, for the exit code of a timeout.
+    let rendering = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (watched, watched_rendering) = (Arc::clone(&deadline), Arc::clone(&rendering));
     std::thread::spawn(move || {
         loop {
             std::thread::sleep(Duration::from_millis(20));
             let overdue = watched.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|d| Instant::now() > d);
             if overdue {
-                std::process::exit(EXIT_TIMED_OUT);
+                let at = watched_rendering.load(Ordering::Relaxed).min(TIMED_OUT_INDEXES as usize - 1);
+                std::process::exit(EXIT_TIMED_OUT_AT + at as i32);
             }
         }
     });
@@ -673,7 +705,9 @@ pub fn child_main() -> io::Result<()> {
                     let one: Vec<Result<String, Failure>> = request
                         .names
                         .iter()
-                        .map(|name| {
+                        .enumerate()
+                        .map(|(i, name)| {
+                            rendering.store(i, Ordering::Relaxed);
                             let src = sources.iter().find(|(n, _)| n == name).map_or("", |(_, s)| s.as_str());
                             render_here(env, name, src, &vars)
                         })
