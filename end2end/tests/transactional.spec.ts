@@ -7,7 +7,8 @@ type Caught = { id: number; to: string[]; subject: string; html: string | null }
 
 test("create a transactional template, send it through the API, see it and its events", async ({ page, request }) => {
   test.setTimeout(120_000);
-  await signUpWithWorkspace(page, uniqueEmail("tx-author"), `Shop ${uniqueId()}`);
+  const author = uniqueEmail("tx-author");
+  await signUpWithWorkspace(page, author, `Shop ${uniqueId()}`);
   await verifySendingDomain(page, "example.com");
 
   // --- An API key for "the application". ---
@@ -16,6 +17,14 @@ test("create a transactional template, send it through the API, see it and its e
   await page.getByRole("button", { name: "Create key" }).click();
   const key = (await page.getByTestId("new-api-key").textContent())?.trim() ?? "";
   expect(key).toMatch(/^hrld_/);
+  // Listed with what it may do and who made it; a narrower key for a read-only dashboard.
+  const backendRow = page.getByRole("row").filter({ hasText: "Shop backend" });
+  await expect(backendRow).toContainText("admin");
+  await expect(backendRow).toContainText(author);
+  await page.locator("#key-name").fill("Dashboard");
+  await page.locator("#key-role").selectOption("viewer");
+  await page.getByRole("button", { name: "Create key" }).click();
+  await expect(page.getByRole("row").filter({ hasText: "Dashboard" })).toContainText("viewer");
 
   // --- A template, previewed with its sample variables, then created. ---
   await gotoHydrated(page, "/transactional/templates");
