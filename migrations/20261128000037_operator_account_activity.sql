@@ -42,3 +42,14 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
 $$;
 REVOKE ALL ON FUNCTION account_activity(int) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION account_activity(int) TO herald_app;
+
+-- Upload storage per account as well as per workspace: the CSV files not yet imported across
+-- every workspace the account made (`import::append_chunk`).
+CREATE FUNCTION account_upload_bytes(p_tenant uuid) RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    SELECT coalesce(sum(octet_length(c.data)), 0)::bigint FROM import_chunks c
+    WHERE c.tenant_id IN (SELECT t.id FROM tenants t
+                          WHERE t.account_id = (SELECT x.account_id FROM tenants x WHERE x.id = p_tenant))
+$$;
+REVOKE ALL ON FUNCTION account_upload_bytes(uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION account_upload_bytes(uuid) TO herald_app;

@@ -755,7 +755,7 @@ pub async fn run_import(args: ImportBench, env: &BenchEnv) -> anyhow::Result<()>
             let plan = if i % 3 == 0 { "pro" } else { "free" };
             chunk.push_str(&format!("reader{i}@example.com,Reader {i},{},{plan}\n", cities[i % 5]));
             if chunk.len() >= import::CHUNK_BYTES || i + 1 == args.rows {
-                import::append_chunk(&db, tenant, id, seq, chunk.as_bytes(), i64::MAX).await?;
+                import::append_chunk(&db, tenant, id, seq, chunk.as_bytes(), import::StorageCaps::UNLIMITED).await?;
                 size += chunk.len();
                 seq += 1;
                 chunk.clear();

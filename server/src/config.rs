@@ -33,6 +33,8 @@ pub struct Config {
     /// What one workspace's uploads not yet imported may hold together
     /// (`HERALD_IMPORT_STORAGE_PER_WORKSPACE`, default 1 GiB).
     pub import_storage_per_workspace: i64,
+    /// The same across every workspace one account made (`HERALD_IMPORT_STORAGE_PER_ACCOUNT`).
+    pub import_storage_per_account: i64,
     /// `herald serve` also runs the job workers (`HERALD_RUN_WORKERS=false` to serve only).
     pub run_workers: bool,
     pub send: SendSettings,
@@ -301,6 +303,7 @@ impl Config {
             send,
             import_max_bytes,
             import_storage_per_workspace: number(&get, "HERALD_IMPORT_STORAGE_PER_WORKSPACE", 1i64 << 30)?,
+            import_storage_per_account: number(&get, "HERALD_IMPORT_STORAGE_PER_ACCOUNT", 2i64 << 30)?,
             database_url,
             app_database_url,
             bind,

@@ -114,7 +114,7 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         let id = import::begin_upload(&db, tenant, Some(user.id), Role::Owner, &format!("{status}.csv"))
             .await
             .map_err(clear)?;
-        import::append_chunk(&db, tenant, id, 0, csv, i64::MAX).await.map_err(clear)?;
+        import::append_chunk(&db, tenant, id, 0, csv, import::StorageCaps::UNLIMITED).await.map_err(clear)?;
         import::finish_upload(&db, tenant, id, csv.len() as i64).await.map_err(clear)?;
         if status != Uploaded {
             force_import(&db, tenant, id, status).await?;

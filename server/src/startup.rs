@@ -332,7 +332,13 @@ fn router(
         .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
         // After the general body limit: CSV uploads have their own, much larger one.
-        .merge(crate::routes::imports::router(config.import_max_bytes, config.import_storage_per_workspace))
+        .merge(crate::routes::imports::router(
+            config.import_max_bytes,
+            herald_engine::audience::import::StorageCaps {
+                per_workspace: config.import_storage_per_workspace,
+                per_account: config.import_storage_per_account,
+            },
+        ))
         .layer(session_layer)
         .layer(from_fn_with_state(AllowedOrigin::from_base_url(&config.base_url), require_same_origin))
         .layer(from_fn_with_state(crate::security::Https(config.secure_cookies()), crate::security::security_headers))

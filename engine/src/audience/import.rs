@@ -46,9 +46,23 @@ pub async fn begin_upload(
     Ok(id)
 }
 
-/// Stores the next 1 MB of an upload, unless the workspace's uploads not yet imported would then
-/// hold more than `storage_cap` bytes (`HERALD_IMPORT_STORAGE_PER_WORKSPACE`): then an
-/// `Invalid` that says what to do, and the caller discards the partial upload.
+/// What uploads not yet imported may hold together: per workspace
+/// (`HERALD_IMPORT_STORAGE_PER_WORKSPACE`) and across the workspaces of one account
+/// (`HERALD_IMPORT_STORAGE_PER_ACCOUNT`; workspaces are free).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StorageCaps {
+    pub per_workspace: i64,
+    pub per_account: i64,
+}
+
+impl StorageCaps {
+    /// For the operator's own tools (seeding, benchmarks).
+    pub const UNLIMITED: Self = StorageCaps { per_workspace: i64::MAX, per_account: i64::MAX };
+}
+
+/// Stores the next 1 MB of an upload, unless the workspace's (or its account's) uploads not yet
+/// imported would then hold more than their cap: then an `Invalid` that says what to do, and
+/// the caller discards the partial upload.
 #[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn append_chunk(
     db: &Db,
@@ -56,26 +70,37 @@ pub async fn append_chunk(
     id: ImportId,
     seq: i32,
     data: &[u8],
-    storage_cap: i64,
+    caps: StorageCaps,
 ) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
-    // One check at a time per workspace, so two uploads cannot both take the last megabytes.
+    // One check at a time per workspace and per account, so two uploads cannot both take the
+    // last megabytes.
+    let account = crate::account_limits::account_of(&mut tx, tenant).await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('import-storage:' || $1::text, 0))")
-        .bind(tenant)
+        .bind(account.map_or_else(|| tenant.to_string(), |a| format!("account:{a}")))
         .execute(&mut *tx)
         .await?;
     // octet_length reads a stored chunk's size from its TOAST pointer, not the chunk itself.
-    let stored: i64 = sqlx::query_scalar(
-        "SELECT coalesce(sum(octet_length(data)), 0)::bigint FROM import_chunks WHERE tenant_id = $1",
+    let (stored, account_stored): (i64, i64) = sqlx::query_as(
+        "SELECT coalesce(sum(octet_length(data)), 0)::bigint, account_upload_bytes($1)
+         FROM import_chunks WHERE tenant_id = $1",
     )
     .bind(tenant)
     .fetch_one(&mut *tx)
     .await?;
-    if stored + data.len() as i64 > storage_cap {
+    let mb = |bytes: i64| bytes / (1024 * 1024);
+    if stored + data.len() as i64 > caps.per_workspace {
         return Err(Error::invalid(format!(
             "This workspace's uploads that are not imported yet would hold more than {} MB. Import or discard them \
              (Audience → Imports) and upload again.",
-            storage_cap / (1024 * 1024)
+            mb(caps.per_workspace)
+        )));
+    }
+    if account.is_some() && account_stored + data.len() as i64 > caps.per_account {
+        return Err(Error::invalid(format!(
+            "The uploads not imported yet across your account's workspaces would hold more than {} MB. Import or \
+             discard some of them (Audience → Imports in each workspace) and upload again.",
+            mb(caps.per_account)
         )));
     }
     sqlx::query("INSERT INTO import_chunks (import_id, tenant_id, seq, data) VALUES ($1, $2, $3, $4)")

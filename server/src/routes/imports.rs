@@ -15,9 +15,9 @@ use tower_sessions::Session;
 use super::session_auth::require_member;
 use crate::startup::ServerState;
 
-/// `max_bytes` bounds one upload, `storage_cap` what one workspace's uploads not yet imported
-/// may hold together.
-pub fn router(max_bytes: usize, storage_cap: i64) -> Router<ServerState> {
+/// `max_bytes` bounds one upload, `storage_cap` what one workspace's (and one account's) uploads
+/// not yet imported may hold together.
+pub fn router(max_bytes: usize, storage_cap: import::StorageCaps) -> Router<ServerState> {
     Router::new()
         .route(
             "/audience/imports/upload",
@@ -34,7 +34,12 @@ fn bad_request(message: &str) -> Response {
     (StatusCode::BAD_REQUEST, message.to_string()).into_response()
 }
 
-async fn upload(State(state): State<ServerState>, session: Session, mut form: Multipart, storage_cap: i64) -> Response {
+async fn upload(
+    State(state): State<ServerState>,
+    session: Session,
+    mut form: Multipart,
+    storage_cap: import::StorageCaps,
+) -> Response {
     let db = &state.app.db;
     let (tenant, user, role) = match require_member(db, &session, Role::Author).await {
         Ok(m) => m,

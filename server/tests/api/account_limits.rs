@@ -198,7 +198,8 @@ async fn one_address_signed_up_to_fifty_lists_gets_a_handful_of_confirmations() 
     let r = subscribe(&app, &ws_slug(&owner).await, "target@example.com", &[&list]).await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     app.jobs_idle().await;
-    let after = app.sink.messages().await.iter().filter(|m| m.rcpt_to.iter().any(|r| r == "target@example.com")).count();
+    let after =
+        app.sink.messages().await.iter().filter(|m| m.rcpt_to.iter().any(|r| r == "target@example.com")).count();
     assert_eq!(after, mails);
     Ok(())
 }

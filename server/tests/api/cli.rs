@@ -79,3 +79,51 @@ fn a_missing_setting_is_one_line_and_help_works_everywhere() {
         assert!(out.status.success(), "{sub:?}");
     }
 }
+
+/// Issue 31 §2, the operator's account commands as the real binary: `set-limits --email`,
+/// `accounts` (volume per account, busiest first), `suspend-account` and `reinstate-account`.
+#[tokio::test]
+async fn operators_see_accounts_raise_their_limits_and_suspend_them() {
+    let app = spawn_app_with(&[("HERALD_RUN_WORKERS", "false")]).await;
+    let (api, _) = crate::campaigns_api::workspace_with_readers(&app, "busy@example.com", 1).await;
+    let _quiet = app.owner_with_workspace("quiet@example.com", "Quiet").await;
+    let message = serde_json::json!({"to": "r@example.com", "from": "a@campaign.test", "subject": "s", "text": "t"});
+    let (status, body) = api.send_message("one", &message).await;
+    assert!(status.is_success(), "{body}");
+    sqlx::query("UPDATE messages SET status = 'sent', sent_at = now()").execute(&app.owner).await.expect("sent");
+
+    let (ok, out, err) = herald(&app, &["admin", "accounts", "--json"], "");
+    assert!(ok, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(rows[0]["email"], "busy@example.com", "busiest first: {out}");
+    assert_eq!(rows[0]["tx_sent_1d"], 1, "{out}");
+    assert!(rows.iter().any(|r| r["email"] == "quiet@example.com" && r["tx_sent_7d"] == 0), "{out}");
+    let (ok, table, _) = herald(&app, &["admin", "accounts"], "");
+    assert!(ok && table.contains("busy@example.com") && table.contains("complain%"), "{table}");
+
+    let (ok, out, err) = herald(
+        &app,
+        &["admin", "set-limits", "--email", "busy@example.com", "--workspaces", "5", "--test-sends-per-day", "default"],
+        "",
+    );
+    assert!(ok, "{out} {err}");
+    let busy =
+        herald_engine::users::find_by_email(&app.app.db, "busy@example.com").await.expect("query").expect("account");
+    let limits = herald_engine::account_limits::limits(&app.app.db, busy.id).await.expect("limits");
+    assert_eq!((limits.workspaces, limits.test_sends_per_day), (5, 50));
+    let (ok, _, err) = herald(&app, &["admin", "set-limits", "--email", "nobody@example.com", "--workspaces", "5"], "");
+    assert!(!ok && err.contains("no account with email nobody@example.com"), "{err}");
+    let (ok, _, err) =
+        herald(&app, &["admin", "set-limits", "--email", "busy@example.com", "--campaign-mail-per-day", "5"], "");
+    assert!(!ok, "a workspace's limit given for an account: {err}");
+
+    let (ok, out, err) =
+        herald(&app, &["admin", "suspend-account", "--email", "busy@example.com", "--reason", "spam reports"], "");
+    assert!(ok && out.contains("suspended (1 workspaces)"), "{out} {err}");
+    assert_eq!(api.get("/api/v1/workspace").await.0, reqwest::StatusCode::FORBIDDEN);
+    let (ok, table, _) = herald(&app, &["admin", "accounts"], "");
+    assert!(ok && table.contains("busy@example.com (suspended)"), "{table}");
+    let (ok, out, err) = herald(&app, &["admin", "reinstate-account", "--email", "busy@example.com"], "");
+    assert!(ok, "{out} {err}");
+    assert_eq!(api.get("/api/v1/workspace").await.0, reqwest::StatusCode::OK);
+}

@@ -290,3 +290,39 @@ async fn pending_uploads_are_capped_per_workspace_and_can_be_discarded() -> Test
     assert_eq!(a.run(DiscardImport { id: theirs }).await.status, StatusCode::NOT_FOUND);
     Ok(())
 }
+
+/// Issue 31 §2: upload storage counts per account too, so a second workspace of the same account
+/// buys no more room; another account's workspace has its own.
+#[tokio::test]
+async fn pending_uploads_are_capped_per_account_too() -> TestResult {
+    use herald_app::auth::CreateWorkspace;
+    let (per_workspace, per_account) = (3 * 1024 * 1024, 3 * 1024 * 1024);
+    let app = spawn_app_with(&[
+        ("HERALD_IMPORT_STORAGE_PER_WORKSPACE", &per_workspace.to_string()),
+        ("HERALD_IMPORT_STORAGE_PER_ACCOUNT", &per_account.to_string()),
+    ])
+    .await;
+    let two_mb: Vec<u8> = {
+        let mut s = String::from("email,name\n");
+        for i in 0..34_000 {
+            s.push_str(&format!("reader-{i:07}@example.com,Reader number {i:07} with a long name\n"));
+        }
+        s.into_bytes()
+    };
+    let (owner, _) = app.owner_with_workspace("uploads@example.com", "Uploads One").await;
+    upload(&owner, "first.csv", two_mb.clone()).await;
+    assert!(owner.run(CreateWorkspace { name: "Uploads Two".into(), slug: String::new() }).await.ok());
+    let part = reqwest::multipart::Part::bytes(two_mb.clone()).file_name("second.csv").mime_str("text/csv")?;
+    let r = owner
+        .client
+        .post(format!("{}/audience/imports/upload", owner.base))
+        .header("Origin", &owner.base)
+        .multipart(reqwest::multipart::Form::new().part("file", part))
+        .send()
+        .await?;
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE, "a second workspace bought more room");
+    assert!(r.text().await?.contains("across your account's workspaces"));
+    let (other, _) = app.owner_with_workspace("uploads-other@example.com", "Other").await;
+    upload(&other, "theirs.csv", two_mb).await;
+    Ok(())
+}
