@@ -17,6 +17,7 @@ pub mod infra;
 pub mod invites;
 pub mod jobs;
 pub mod sending;
+pub mod suspension;
 pub mod tracking;
 pub mod transactional;
 pub mod two_factor;

@@ -16,12 +16,15 @@ const LAYERS: &[&[&str]] = &[
     &["webhooks"],
     // From a message to an SMTP reply, for every kind of mail.
     &["sending"],
+    // Limits per account: below every feature that counts against them.
+    &["account_limits"],
     // Plain records the features share.
     &["jobs", "audit", "users", "workspaces", "events", "tracking"],
     // Features.
-    &["accounts", "api_keys", "audience", "invites"],
-    &["campaigns", "transactional", "two_factor"],
-    &["feedback"],
+    &["accounts", "api_keys", "audience"],
+    // Invitations need a confirmed address (`accounts`).
+    &["campaigns", "transactional", "two_factor", "invites"],
+    &["feedback", "suspension"],
     // Registers the job handlers; nothing imports it.
     &["worker"],
 ];

@@ -488,14 +488,14 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
             println!("{email} is confirmed");
         }
         Admin::SuspendAccount { email, reason } => {
-            let affected = herald_engine::account_limits::suspend(&db, &email, &reason).await.map_err(|e| match e {
+            let affected = herald_engine::suspension::suspend(&db, &email, &reason).await.map_err(|e| match e {
                 herald_engine::Error::NotFound => anyhow::anyhow!("no account with email {email}"),
                 e => clear(e),
             })?;
             println!("{email} is suspended ({} workspaces)", affected.len());
         }
         Admin::ReinstateAccount { email } => {
-            let affected = herald_engine::account_limits::reinstate(&db, &email)
+            let affected = herald_engine::suspension::reinstate(&db, &email)
                 .await
                 .map_err(|_| anyhow::anyhow!("no account with email {email}"))?;
             println!("{email} is no longer suspended ({} workspaces)", affected.len());

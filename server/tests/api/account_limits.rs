@@ -257,7 +257,7 @@ async fn a_suspended_account_sends_nothing_and_its_keys_answer_403() -> TestResu
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
 
-    let affected = account_limits::suspend(&app.app.db, "Suspect@example.com", "sending phishing").await?;
+    let affected = herald_engine::suspension::suspend(&app.app.db, "Suspect@example.com", "sending phishing").await?;
     assert_eq!(affected.len(), 1);
     let (status, body) = api.get("/api/v1/workspace").await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
@@ -291,7 +291,7 @@ async fn a_suspended_account_sends_nothing_and_its_keys_answer_403() -> TestResu
             .await?;
     assert_eq!(audit, vec!["the operator account.suspended".to_string()]);
 
-    account_limits::reinstate(&app.app.db, "suspect@example.com").await?;
+    herald_engine::suspension::reinstate(&app.app.db, "suspect@example.com").await?;
     let (status, _) = api.get("/api/v1/workspace").await;
     assert_eq!(status, StatusCode::OK);
     let (status, body) = api.post(&format!("/api/v1/campaigns/{id}/resume"), json!({})).await;
