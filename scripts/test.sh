@@ -61,7 +61,9 @@ fi
 # The render-freeze guarantee (issue 31 §1) loads both cores for half a minute and measures
 # latencies, so it runs alone, after the suite, instead of beside a hundred other tests.
 log "render freeze attack (alone)"
-leptos_env timeout -k 30s 5m cargo test -p herald-server --test api -- --ignored --exact \
+# The same packages as above, so cargo reuses that build instead of resolving features anew.
+leptos_env timeout -k 30s 5m cargo test -p herald-types -p herald-engine -p herald-devtools -p herald-server \
+  --test api -- --ignored --exact \
   render_freeze::render_freeze_attack_leaves_health_logins_and_tracking_responsive --nocapture
 fi
 
