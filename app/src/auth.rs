@@ -101,26 +101,30 @@ pub async fn get_session_info() -> Result<Option<SessionInfo>, AppError> {
     }))
 }
 
+/// The first step of sign-up: mails the address a link to finish (or, when it has an account,
+/// a note saying so). The answer is the same either way and comes before the look-up, so the
+/// form does not tell anyone which addresses have accounts (issue 31 §6); the account is made by
+/// whoever opens the link (`/signup/finish`).
 #[server(prefix = "/rpc", endpoint = "signup")]
-pub async fn signup(email: String, name: String, password: String, next: Option<String>) -> Result<(), AppError> {
+pub async fn signup(email: String, name: String, next: Option<String>) -> Result<(), AppError> {
     use crate::ssr::*;
-    use herald_engine::{Email, users};
+    use herald_engine::{Email, accounts, users};
     let state = state()?;
     if !state.auth_ip_limiter.check(&format!("signup:{}", client_limiter_key().await)) {
         return Err(AppError::RateLimited.respond());
     }
     let email = Email::parse(&email)?;
-    let user = users::create_user(&state.db, &email, &name, &password).await?;
-    // The account works at once; a mail that cannot be queued now can be asked for again from
-    // the banner, so it does not fail the sign-up.
-    if let Err(e) =
-        herald_engine::accounts::send_verification(&state.db, &state.jobs, &state.signer, &state.base_url, user).await
-    {
-        tracing::warn!(error = ?e, %user, "verification mail not queued at sign-up");
-    }
-    let session = session().await?;
-    log_in(&session, user).await?;
-    leptos_axum::redirect(&safe_next(next.as_deref()));
+    let claim = accounts::SignupClaim {
+        email: email.as_str().to_string(),
+        name: users::check_name(&name)?.to_string(),
+        next: safe_next(next.as_deref()),
+    };
+    tokio::spawn(async move {
+        let (db, jobs, signer, base) = (&state.db, &state.jobs, &state.signer, &state.base_url);
+        if let Err(e) = accounts::start_signup(db, jobs, signer, base, &email, &claim).await {
+            tracing::error!(error = ?e, "sign-up mail not queued");
+        }
+    });
     Ok(())
 }
 

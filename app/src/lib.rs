@@ -28,8 +28,9 @@ use pages::{
     not_found::NotFoundPage, reset_password::ResetPasswordPage, settings::api_keys::ApiKeysPage,
     settings::audit::AuditLogPage, settings::domains::SendingDomainsPage, settings::general::SettingsPage,
     settings::members::MembersPage, settings::sending::SendingPage, signup::SignupPage,
-    transactional::message::TransactionalMessagePage, transactional::overview::TransactionalPage,
-    transactional::template::TxTemplatePage, transactional::templates::TxTemplatesPage, verify_email::VerifyEmailPage,
+    signup_finish::SignupFinishPage, transactional::message::TransactionalMessagePage,
+    transactional::overview::TransactionalPage, transactional::template::TxTemplatePage,
+    transactional::templates::TxTemplatesPage, verify_email::VerifyEmailPage,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -66,6 +67,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/login/two-factor") view=LoginTwoFactorPage/>
                 <Route path=path!("/verify-email") view=VerifyEmailPage/>
                 <Route path=path!("/signup") view=SignupPage/>
+                <Route path=path!("/signup/finish") view=SignupFinishPage/>
                 <Route path=path!("/forgot-password") view=ForgotPasswordPage/>
                 <Route path=path!("/reset-password") view=ResetPasswordPage/>
                 <Route path=path!("/workspaces/new") view=NewWorkspacePage/>

@@ -764,7 +764,7 @@ pub async fn run_import(args: ImportBench, env: &BenchEnv) -> anyhow::Result<()>
         import::finish_upload(&db, tenant, id, size as i64).await?;
         let start = StartImport {
             mapping: vec!["email".into(), "name".into(), "attributes.city".into(), "attributes.plan".into()],
-            list_ids: vec![list.id],
+            into: import::ImportInto::Lists(vec![list.id]),
             mode: import::ImportMode::Confirmed,
             existing: herald_engine::audience::bulk::Existing::Update,
         };

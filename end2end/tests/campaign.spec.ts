@@ -58,8 +58,12 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   // The workspace's default sender filled in the draft's.
   await expect(page.getByLabel("From email")).toHaveValue("weekly@example.com");
 
-  // --- Write it; it saves by itself. ---
+  // --- Write it; it saves by itself. A merge-tag typo would render as nothing: it is named
+  // beside the field as it is typed, with the name meant, and goes once it is fixed. ---
+  await page.getByLabel("Subject", { exact: true }).fill("Hello {{ reader.nmae }}");
+  await expect(page.getByTestId("subject-warnings")).toContainText("Did you mean “reader.name”?", { timeout: 15_000 });
   await page.getByLabel("Subject", { exact: true }).fill("Hello {{ reader.name }}");
+  await expect(page.getByTestId("subject-warnings")).toBeHidden({ timeout: 15_000 });
   await page.getByRole("checkbox", { name: /Weekly/ }).check();
   await page
     .getByLabel("Body", { exact: true })

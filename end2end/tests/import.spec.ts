@@ -27,9 +27,19 @@ test("CSV import with a bad row reaches 100 % and reports the row", async ({ pag
   await expect(page.getByTestId("import-preview")).toContainText("reader0@example.com");
   await expect(page.getByLabel("Column email")).toHaveValue("email");
   await expect(page.getByLabel("Column city")).toHaveValue("attributes.city");
-  // Loaded directly (a reload), the page still works: choose the list, start.
+  // Loaded directly (a reload), the page still works. It will not start into no list unless
+  // that is chosen on purpose (issue 35: 48 of 51 readers once went nowhere, silently).
   await gotoHydrated(page, page.url());
+  const startButton = page.getByRole("button", { name: "Start import" });
+  await expect(startButton).toBeDisabled();
+  await expect(page.getByTestId("import-lists-hint")).toBeVisible();
+  await page.getByRole("checkbox", { name: /Add them to no list/ }).check();
+  await expect(startButton).toBeEnabled();
+  await page.getByRole("checkbox", { name: /Add them to no list/ }).uncheck();
+  await expect(startButton).toBeDisabled();
+  // Choose the list, start.
   await page.getByRole("checkbox", { name: "Imported" }).check();
+  await expect(page.getByTestId("import-lists-hint")).toBeHidden();
   await page.getByRole("button", { name: "Start import" }).click();
 
   // Progress, live.

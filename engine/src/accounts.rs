@@ -8,12 +8,20 @@
 //! per-recipient limit of system mail, so "forgot password" cannot be used to mail-bomb someone.
 //! A change or a reset ends the user's other sessions (a reset ends all of them).
 //!
-//! Sign-up mails a link that proves the address ([`send_verification`]). Until it is opened the
-//! account can set up its own workspace, but not send a campaign, create an API key or accept an
-//! invite ([`require_verified_email`]): an invite is bound to an address, and that binding means
-//! nothing if anyone can sign up with anyone's address.
+//! Sign-up starts with the address alone ([`start_signup`]): it mails a link, and the account is
+//! made, with its password, only by whoever opens it ([`finish_signup`]). The form answers the
+//! same whether or not the address has an account (an owner gets a "you have an account" mail
+//! instead), so it cannot be used to find out who uses Herald, and nobody can make an account
+//! at an address that is not theirs and wait for its owner (a pre-hijacked account).
+//!
+//! Accounts made another way without that proof (before sign-up worked like this) confirm their
+//! address with a mailed link ([`send_verification`]). Until then they can set up their own
+//! workspace, but not send a campaign, create an API key or accept an invite
+//! ([`require_verified_email`]): an invite is bound to an address, and that binding means
+//! nothing if anyone can claim anyone's address.
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::domain::UserId;
@@ -28,6 +36,106 @@ const RESET_PURPOSE: &str = "password-reset";
 const RESET_VALID_SECONDS: i64 = 3600;
 const VERIFY_PURPOSE: &str = "verify-email";
 const VERIFY_VALID_SECONDS: i64 = 3 * 24 * 3600;
+const SIGNUP_PURPOSE: &str = "signup";
+const SIGNUP_VALID_SECONDS: i64 = 24 * 3600;
+
+/// What a sign-up link carries: the address it was mailed to, the name typed with it and the
+/// page to open afterwards (an invite, say). Signed, not secret: it goes to that address only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignupClaim {
+    pub email: String,
+    pub name: String,
+    pub next: String,
+}
+
+/// The first step of sign-up: mails `email` a link that finishes it, or, when the address has an
+/// account already, a note saying so with links to log in and to reset the password. Callers
+/// answer before this runs (it costs a look-up and a job more for one case than the other) and
+/// say the same either way. A refusal by the per-recipient system-mail limit is logged, not
+/// returned: it would say which case this was.
+pub async fn start_signup(
+    db: &Db,
+    jobs: &Jobs,
+    signer: &Signer,
+    base_url: &str,
+    email: &crate::domain::Email,
+    claim: &SignupClaim,
+) -> Result<()> {
+    let base = base_url.trim_end_matches('/');
+    let existing = crate::users::find_by_email(db, email.as_str()).await?;
+    let mail = match existing {
+        None => {
+            let link = format!("{base}/signup/finish?token={}", signup_token(signer, claim));
+            OutgoingMail {
+                to: email.as_str().to_string(),
+                subject: "Finish creating your Herald account".into(),
+                text: format!(
+                    "Welcome to Herald. Choose a password to finish creating your account \
+                     (the link works for 24 hours):\n{link}\n\nIf you did not sign up, ignore this email: \
+                     no account is made until the link is opened."
+                ),
+                html: format!(
+                    "<p>Welcome to Herald.</p><p><a href=\"{link}\">Choose a password to finish creating your \
+                     account</a> (the link works for 24 hours).</p><p>If you did not sign up, ignore this email: \
+                     no account is made until the link is opened.</p>"
+                ),
+            }
+        }
+        Some(_) => OutgoingMail {
+            to: email.as_str().to_string(),
+            subject: "You already have a Herald account".into(),
+            text: format!(
+                "Someone (we hope you) tried to sign up for Herald with this address, which has an \
+                 account already.\n\nLog in: {base}/login\nForgot your password? {base}/forgot-password\n\n\
+                 If it was not you, ignore this email: nothing has changed."
+            ),
+            html: format!(
+                "<p>Someone (we hope you) tried to sign up for Herald with this address, which has an \
+                 account already.</p><p><a href=\"{base}/login\">Log in</a> or, if you forgot your password, \
+                 <a href=\"{base}/forgot-password\">choose a new one</a>.</p>\
+                 <p>If it was not you, ignore this email: nothing has changed.</p>"
+            ),
+        },
+    };
+    match jobs.enqueue_account_mail(mail).await {
+        Ok(()) => Ok(()),
+        Err(Error::Invalid(why)) => {
+            tracing::warn!(%why, "sign-up mail refused by the system-mail limit");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The token of a sign-up link, valid for 24 hours.
+pub fn signup_token(signer: &Signer, claim: &SignupClaim) -> String {
+    signer.sign(SIGNUP_PURPOSE, Some(Utc::now().timestamp() + SIGNUP_VALID_SECONDS), claim)
+}
+
+/// What a sign-up link says, checked: the page that finishes sign-up shows it before asking
+/// for a password.
+pub fn read_signup_link(signer: &Signer, token: &str) -> Result<SignupClaim> {
+    signer.verify(SIGNUP_PURPOSE, token).map_err(|e| match e {
+        Error::Invalid(_) => Error::invalid("This sign-up link has expired. Sign up again for a new one."),
+        _ => Error::invalid("This sign-up link is not valid. Sign up again for a new one."),
+    })
+}
+
+/// The second step of sign-up: whoever opened the mailed link chooses the password, and the
+/// account is made with its address confirmed. A second use of the link finds the account made
+/// and is a `Conflict` (only the address's owner sees it). Returns the account and the claim.
+pub async fn finish_signup(
+    db: &Db,
+    signer: &Signer,
+    token: &str,
+    name: &str,
+    pw: &str,
+) -> Result<(UserId, SignupClaim)> {
+    let claim = read_signup_link(signer, token)?;
+    let email = crate::domain::Email::parse(&claim.email)?;
+    let user = crate::users::create_user(db, &email, name, pw, crate::users::Address::Confirmed).await?;
+    Ok((user, claim))
+}
 
 /// What a reset link is bound to: the hash it may replace (16 hex digits of its SHA-256).
 fn fingerprint(password_hash: &str) -> String {

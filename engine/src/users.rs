@@ -17,25 +17,44 @@ pub struct User {
     pub email_verified: bool,
 }
 
-/// Creates an account. An address already taken is a `Conflict` whose message does not confirm
-/// that the account exists beyond what sign-up inherently reveals; callers that must not reveal
-/// it (the public sign-up form) map it to the same answer as success-with-verification.
-#[tracing::instrument(skip_all)]
-pub async fn create_user(db: &Db, email: &Email, name: &str, pw: &str) -> Result<UserId> {
-    password::check_rules(pw)?;
+/// Whether whoever creates an account has shown they read the address's mail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Address {
+    /// Opened a link mailed to it (sign-up), or an operator vouches for it (`herald admin`).
+    Confirmed,
+    /// Nobody has shown it yet: the account must confirm it before it can send or join.
+    Unconfirmed,
+}
+
+/// A display name as stored: trimmed, at most 100 characters.
+pub fn check_name(name: &str) -> Result<&str> {
     let name = name.trim();
     if name.chars().count() > 100 {
         return Err(Error::invalid("The name can have at most 100 characters."));
     }
+    Ok(name)
+}
+
+/// Creates an account. An address already taken is a `Conflict`: only callers that have shown
+/// the address is theirs may call this where strangers can see the answer (the public sign-up
+/// form mails a link first, see `accounts::start_signup`, so it never tells who has an account).
+#[tracing::instrument(skip_all)]
+pub async fn create_user(db: &Db, email: &Email, name: &str, pw: &str, address: Address) -> Result<UserId> {
+    password::check_rules(pw)?;
+    let name = check_name(name)?;
     let hash = password::hash(pw.to_string()).await?;
     let id = UserId::new();
-    let res = sqlx::query("INSERT INTO users (id, email, name, password_hash) VALUES ($1, $2, $3, $4)")
-        .bind(id)
-        .bind(email.as_str())
-        .bind(name)
-        .bind(hash)
-        .execute(db.pool())
-        .await;
+    let res = sqlx::query(
+        "INSERT INTO users (id, email, name, password_hash, email_verified_at)
+         VALUES ($1, $2, $3, $4, CASE WHEN $5 THEN now() END)",
+    )
+    .bind(id)
+    .bind(email.as_str())
+    .bind(name)
+    .bind(hash)
+    .bind(address == Address::Confirmed)
+    .execute(db.pool())
+    .await;
     match res {
         Ok(_) => Ok(id),
         Err(e) if is_unique_violation(&e, "users_email_lower_key") => {

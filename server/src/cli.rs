@@ -366,9 +366,9 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
             std::io::stdin().read_to_string(&mut password)?;
             let password = password.trim_end_matches(['\r', '\n']);
             let email = Email::parse(&email).map_err(clear)?;
-            let id = users::create_user(&db, &email, &name, password).await.map_err(clear)?;
             // The operator vouches for the address.
-            herald_engine::accounts::mark_email_verified(&db, email.as_str()).await.map_err(clear)?;
+            let id =
+                users::create_user(&db, &email, &name, password, users::Address::Confirmed).await.map_err(clear)?;
             println!("created user {email} ({id})");
         }
         Admin::CreateWorkspace { owner, name, slug } => {

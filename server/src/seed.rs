@@ -213,10 +213,10 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     for role in [Role::Admin, Role::Author, Role::Viewer] {
         let email =
             Email::parse(&format!("{}-{}@example.com", role.as_str(), Uuid::new_v4().simple())).map_err(clear)?;
-        let member = users::create_user(&db, &email, &format!("A {}", role.as_str()), "a long seeded password")
+        let name = format!("A {}", role.as_str());
+        let member = users::create_user(&db, &email, &name, "a long seeded password", users::Address::Confirmed)
             .await
             .map_err(clear)?;
-        herald_engine::accounts::mark_email_verified(&db, email.as_str()).await.map_err(clear)?;
         // Through an invite, as a real member joins.
         let invite = invites::create(&db, &signer, tenant, user.id, Role::Owner, &email, role).await.map_err(clear)?;
         invites::accept(&db, &signer, &invite.token, member, email.as_str()).await.map_err(clear)?;
@@ -225,6 +225,13 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     let invite =
         invites::create(&db, &signer, tenant, user.id, Role::Owner, &invitee, Role::Author).await.map_err(clear)?;
     add("/invite/:token", format!("/invite/{}", invite.token));
+    // The page a sign-up mail links to, for an address with no account yet.
+    let claim = herald_engine::accounts::SignupClaim {
+        email: format!("new-author-{}@example.com", Uuid::new_v4().simple()),
+        name: "A new author".into(),
+        next: "/".into(),
+    };
+    add("/signup/finish", format!("/signup/finish?token={}", herald_engine::accounts::signup_token(&signer, &claim)));
     api_keys::create(&db, tenant, Some(user.id), Role::Owner, "Crawler key", Role::Admin).await.map_err(clear)?;
     Ok(paths)
 }

@@ -26,5 +26,6 @@ pub mod not_found;
 pub mod reset_password;
 pub mod settings;
 pub mod signup;
+pub mod signup_finish;
 pub mod transactional;
 pub mod verify_email;

@@ -24,6 +24,8 @@ pub async fn upsert(
     origin: &Origin,
 ) -> Result<BulkOutcome> {
     let mut out = BulkOutcome::default();
+    // Rows that repeated an address earlier in the batch and were merged into it.
+    let mut repeats_applied = 0u64;
     // Merge duplicates inside the batch (Postgres cannot upsert one row twice in a statement).
     let mut order: Vec<String> = Vec::new();
     let mut merged: HashMap<String, (String, String, serde_json::Map<String, Value>)> = HashMap::new();
@@ -53,13 +55,19 @@ pub async fn upsert(
             .join(" ");
         let key = email.lowercase();
         match merged.get_mut(&key) {
-            Some((_, existing_name, a)) => {
-                if !name.is_empty() {
-                    *existing_name = name.clone();
+            // A later row for the same address is what a later batch would do with it, so the
+            // summary says what happened: with "update" its values win and it counts as an
+            // update; with "leave unchanged" the first row stands and it is skipped, untouched.
+            Some((_, existing_name, a)) => match existing {
+                Existing::Update => {
+                    if !name.is_empty() {
+                        *existing_name = name.chars().take(200).collect();
+                    }
+                    a.extend(attrs);
+                    repeats_applied += 1;
                 }
-                a.extend(attrs);
-                out.skipped += 1;
-            }
+                Existing::Skip => out.skipped += 1,
+            },
             None => {
                 order.push(key.clone());
                 merged.insert(key, (email.to_string(), name.chars().take(200).collect(), attrs));
@@ -98,7 +106,7 @@ pub async fn upsert(
     .fetch_all(&mut **tx)
     .await?;
     out.created = touched.iter().filter(|t| t.1).count() as u64;
-    out.updated = touched.len() as u64 - out.created;
+    out.updated = touched.len() as u64 - out.created + repeats_applied;
     out.skipped += (order.len() - touched.len()) as u64;
     out.reader_ids = touched.iter().map(|t| t.0).collect();
     if !lists.is_empty() && !touched.is_empty() {

@@ -324,9 +324,39 @@ pub async fn recent(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<ImportS
 
 pub struct StartImport {
     pub mapping: Vec<String>,
-    pub list_ids: Vec<ListId>,
+    pub into: ImportInto,
     pub mode: ImportMode,
     pub existing: Existing,
+}
+
+/// Where the imported readers go. "No list" is a choice of its own, never what an unticked
+/// form means: readers on no list get no campaign, and an import that put 48 of 51 readers
+/// nowhere without a word was a trap (issue 35).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImportInto {
+    Lists(Vec<ListId>),
+    NoList,
+}
+
+impl ImportInto {
+    /// From the mapping form: the ticked lists, and whether "Add them to no list" was ticked.
+    pub fn from_form(lists: Vec<ListId>, no_list: bool) -> Result<Self> {
+        match (lists.is_empty(), no_list) {
+            (false, _) => Ok(Self::Lists(lists)),
+            (true, true) => Ok(Self::NoList),
+            (true, false) => Err(Error::Invalid(herald_types::Invalid::field(
+                "lists",
+                "Choose a list to add the readers to, or tick “Add them to no list”.",
+            ))),
+        }
+    }
+
+    pub fn list_ids(&self) -> &[ListId] {
+        match self {
+            Self::Lists(ids) => ids,
+            Self::NoList => &[],
+        }
+    }
 }
 
 /// Checks the choices and queues the import job. Allowed once uploaded, and again after a
@@ -356,7 +386,8 @@ pub async fn start(
             return Err(Error::invalid(format!("Unknown column mapping “{m}”.")));
         }
     }
-    if s.mode == ImportMode::OptIn && s.list_ids.is_empty() {
+    let list_ids = s.into.list_ids();
+    if s.mode == ImportMode::OptIn && list_ids.is_empty() {
         return Err(Error::invalid("Opt-in emails ask readers to confirm a list: choose at least one."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
@@ -367,7 +398,7 @@ pub async fn start(
         id,
         (&startable, ImportStatus::Queued),
         ("mapping = $5, list_ids = $6, mode = $7, existing = $8, error = NULL", |q| {
-            q.bind(serde_json::json!(s.mapping)).bind(&s.list_ids).bind(s.mode).bind(s.existing)
+            q.bind(serde_json::json!(s.mapping)).bind(list_ids).bind(s.mode).bind(s.existing)
         }),
     )
     .await?;
@@ -386,10 +417,10 @@ pub async fn start(
     // Lists must be this workspace's.
     let owned: i64 = sqlx::query_scalar("SELECT count(*) FROM lists WHERE tenant_id = $1 AND id = ANY($2)")
         .bind(tenant)
-        .bind(&s.list_ids)
+        .bind(list_ids)
         .fetch_one(&mut *tx)
         .await?;
-    if owned as usize != s.list_ids.len() {
+    if owned as usize != list_ids.len() {
         return Err(Error::NotFound);
     }
     tx.commit().await?;

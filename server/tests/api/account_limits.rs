@@ -127,7 +127,7 @@ async fn test_emails_need_a_confirmed_address_and_have_a_daily_allowance_per_acc
 
     // A member who never confirmed their address sends none.
     let unconfirmed = app.browser();
-    assert!(unconfirmed.signup("unconfirmed-tester@example.com", "correct horse battery").await.ok());
+    app.unconfirmed_account(&unconfirmed, "unconfirmed-tester@example.com", "correct horse battery").await;
     let id = owner_id(&app, "unconfirmed-tester@example.com").await?;
     let refused = send(id, vec!["e@example.com".into()]).await.expect_err("unconfirmed");
     assert!(matches!(refused, herald_engine::Error::Refused(_)), "{refused:?}");
@@ -140,7 +140,7 @@ async fn test_emails_need_a_confirmed_address_and_have_a_daily_allowance_per_acc
 async fn invitations_need_a_confirmed_address_and_count_per_account() -> TestResult {
     let app = spawn_app_with(&[("HERALD_SYSTEM_MAIL_PER_ACCOUNT", "3")]).await;
     let unconfirmed = app.browser();
-    assert!(unconfirmed.signup("phisher@example.com", "correct horse battery").await.ok());
+    app.unconfirmed_account(&unconfirmed, "phisher@example.com", "correct horse battery").await;
     assert!(new_workspace(&unconfirmed, "Your bank: verify your account at evil.example").await.ok());
     let r = unconfirmed.run(InviteMember { email: "victim@example.com".into(), role: Role::Viewer }).await;
     assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.result);
@@ -210,7 +210,7 @@ async fn one_address_signed_up_to_fifty_lists_gets_a_handful_of_confirmations() 
 async fn an_unconfirmed_accounts_forms_send_no_confirmations() -> TestResult {
     let app = spawn_app().await;
     let b = app.browser();
-    assert!(b.signup("unconfirmed-forms@example.com", "correct horse battery").await.ok());
+    app.unconfirmed_account(&b, "unconfirmed-forms@example.com", "correct horse battery").await;
     assert!(new_workspace(&b, "Forms").await.ok());
     let list = create_list(&b, "News", "news", "double", "public").await;
     let r = subscribe(&app, &ws_slug(&b).await, "someone-else@example.com", &[&list]).await;

@@ -52,7 +52,7 @@ async fn logged_in(b: &Browser) -> bool {
 async fn a_forgotten_password_is_reset_once_by_the_latest_link_and_every_session_ends() -> TestResult {
     let app = spawn_app().await;
     let laptop = app.browser();
-    assert!(laptop.signup("forgetful@example.com", PASSWORD).await.ok());
+    assert!(app.sign_up(&laptop, "forgetful@example.com", PASSWORD).await.ok());
     let phone = app.browser();
     assert!(phone.login("forgetful@example.com", PASSWORD).await.ok());
 
@@ -123,7 +123,7 @@ fn hex_prefix(digest: &[u8]) -> String {
 #[tokio::test]
 async fn reset_mail_to_one_address_is_limited_and_the_answer_does_not_change() -> TestResult {
     let app = spawn_app().await;
-    assert!(app.browser().signup("bombed@example.com", PASSWORD).await.ok());
+    assert!(app.sign_up(&app.browser(), "bombed@example.com", PASSWORD).await.ok());
     let attacker = app.browser();
     for _ in 0..8 {
         let r = attacker.run(RequestPasswordReset { email: "bombed@example.com".into() }).await;
@@ -139,7 +139,7 @@ async fn reset_mail_to_one_address_is_limited_and_the_answer_does_not_change() -
 async fn a_password_change_needs_the_current_one_and_ends_the_other_sessions() -> TestResult {
     let app = spawn_app().await;
     let here = app.browser();
-    assert!(here.signup("changer@example.com", PASSWORD).await.ok());
+    assert!(app.sign_up(&here, "changer@example.com", PASSWORD).await.ok());
     let there = app.browser();
     assert!(there.login("changer@example.com", PASSWORD).await.ok());
     let r = here
@@ -162,12 +162,12 @@ async fn a_password_change_needs_the_current_one_and_ends_the_other_sessions() -
 async fn sessions_are_listed_and_ended_one_by_one_or_all_but_this_one() -> TestResult {
     let app = spawn_app().await;
     let here = app.browser();
-    assert!(here.signup("devices@example.com", PASSWORD).await.ok());
+    assert!(app.sign_up(&here, "devices@example.com", PASSWORD).await.ok());
     let (a, b) = (app.browser(), app.browser());
     assert!(a.login("devices@example.com", PASSWORD).await.ok());
     assert!(b.login("devices@example.com", PASSWORD).await.ok());
     // Someone else's sessions never show.
-    assert!(app.browser().signup("someone-else@example.com", PASSWORD).await.ok());
+    assert!(app.sign_up(&app.browser(), "someone-else@example.com", PASSWORD).await.ok());
 
     let rows = here.run(ListSessions {}).await.value();
     assert_eq!(rows.len(), 3, "{rows:?}");

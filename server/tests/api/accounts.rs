@@ -1,7 +1,10 @@
 use crate::helpers::*;
-use herald_app::auth::{CreateWorkspace, Logout, SwitchWorkspace};
+use herald_app::auth::{CreateWorkspace, Logout, Signup, SwitchWorkspace};
 use herald_app::error::AppError;
+use herald_app::pages::signup_finish::{FinishSignup, ReadSignupLink};
+use herald_engine::infra::tokens::Signer;
 use reqwest::header::HeaderMap;
+use std::time::Duration;
 
 fn session_cookie(headers: &HeaderMap) -> Option<String> {
     headers
@@ -16,7 +19,7 @@ fn session_cookie(headers: &HeaderMap) -> Option<String> {
 async fn sign_up_logs_in_and_log_out_ends_the_session() {
     let app = spawn_app().await;
     let b = app.browser();
-    let r = b.signup("Ada@Example.com", "correct horse battery").await;
+    let r = app.sign_up(&b, "Ada@Example.com", "correct horse battery").await;
     assert!(r.ok(), "{:?} {:?}", r.status, r.result);
     let cookie = session_cookie(&r.headers).expect("session cookie set");
     let raw = r
@@ -29,16 +32,83 @@ async fn sign_up_logs_in_and_log_out_ends_the_session() {
     assert!(raw.contains("HttpOnly") && raw.contains("SameSite=Lax"), "{raw}");
     assert!(!cookie.is_empty());
     // Stored in its canonical form (issue 30 §6): one mailbox, one account, however it is typed.
-    assert_eq!(b.session().await.expect("logged in").email, "ada@example.com");
+    let me = b.session().await.expect("logged in");
+    assert_eq!(me.email, "ada@example.com");
+    // The link came to the address: nothing more to confirm.
+    assert!(me.email_verified);
     assert!(b.run(Logout {}).await.ok());
     assert!(b.session().await.is_none());
+}
+
+/// Issue 31 §6: the sign-up form says the same for an address with an account as for one
+/// without, and makes nothing; the owner of a taken address is told by mail, a new address gets
+/// the link that makes the account. Nobody can make an account at an address they do not read
+/// (a pre-hijacked account waiting for its owner).
+#[tokio::test]
+async fn sign_up_answers_the_same_either_way_and_makes_the_account_only_from_the_mailed_link() -> TestResult {
+    let app = spawn_app().await;
+    assert!(app.sign_up(&app.browser(), "taken@example.com", "correct horse battery").await.ok());
+    let visitor = app.browser();
+    let start = |email: &str| Signup { email: email.into(), name: "Someone".into(), next: None };
+    let taken = visitor.run(start("TAKEN@example.com")).await;
+    let fresh = visitor.run(start("fresh@example.com")).await;
+    assert!(taken.ok() && fresh.ok(), "{:?} {:?}", taken.result, fresh.result);
+    assert_eq!((taken.status, &taken.result), (fresh.status, &fresh.result));
+    let header = |r: &Reply<()>| r.headers.get("location").map(|v| v.to_str().unwrap_or_default().to_string());
+    assert_eq!(header(&taken), header(&fresh));
+    assert!(visitor.session().await.is_none(), "the first step logged someone in");
+    let users: i64 = sqlx::query_scalar("SELECT count(*) FROM users").fetch_one(&app.owner).await?;
+    assert_eq!(users, 1, "an account was made before its address was proven");
+
+    // The owner is told; the new address gets the link.
+    let note = app.sink.wait_for_recipient("taken@example.com", Duration::from_secs(15)).await.expect("owner told");
+    let note = note.parse();
+    assert_eq!(note.subject, "You already have a Herald account");
+    assert!(!note.text.unwrap_or_default().contains("/signup/finish"), "a taken address got a link to make another");
+    let token = app.signup_token("fresh@example.com", None).await;
+
+    // The link: a weak password is refused beside the field and the link still works; then
+    // the account is made, confirmed, logged in; a second use finds it made.
+    let owner = app.browser();
+    let finish =
+        |password: &str| FinishSignup { token: token.clone(), name: "Fresh".into(), password: password.into() };
+    let weak = owner.run(finish("short")).await;
+    assert!(matches!(weak.result, Err(AppError::Invalid(_))), "{} {:?}", weak.status, weak.result);
+    assert!(weak.message().contains("at least 10"), "{:?}", weak.result);
+    assert!(owner.run(finish("correct horse battery")).await.ok());
+    let me = owner.session().await.expect("logged in");
+    assert_eq!((me.email.as_str(), me.name.as_str(), me.email_verified), ("fresh@example.com", "Fresh", true));
+    let again = app.browser().run(finish("another long password")).await;
+    assert!(matches!(again.result, Err(AppError::Conflict(_))), "{} {:?}", again.status, again.result);
+    assert!(app.browser().login("fresh@example.com", "another long password").await.result.is_err());
+
+    // Forged, tampered and expired links make nothing.
+    let claim = herald_engine::accounts::SignupClaim {
+        email: "forged@example.com".into(),
+        name: String::new(),
+        next: "/".into(),
+    };
+    let forged = herald_engine::accounts::signup_token(&Signer::new(b"another-key-another-key-another-key"), &claim);
+    let expired = app.app.signer.sign("signup", Some(chrono::Utc::now().timestamp() - 1), &claim);
+    for bad in [forged, expired.clone(), "garbage".into(), String::new(), format!("{token}x")] {
+        let r = app
+            .browser()
+            .run(FinishSignup { token: bad.clone(), name: String::new(), password: "correct horse battery".into() })
+            .await;
+        assert!(matches!(r.result, Err(AppError::Invalid(_))), "{bad}: {} {:?}", r.status, r.result);
+        assert!(app.browser().run(ReadSignupLink { token: bad }).await.result.is_err());
+    }
+    let r = app.browser().run(ReadSignupLink { token: expired }).await;
+    assert!(r.message().contains("expired"), "{:?}", r.result);
+    assert!(herald_engine::users::find_by_email(&app.app.db, "forged@example.com").await?.is_none());
+    Ok(())
 }
 
 #[tokio::test]
 async fn login_cycles_the_session_id() {
     let app = spawn_app().await;
     let b = app.browser();
-    let first = b.signup("cycle@example.com", "correct horse battery").await;
+    let first = app.sign_up(&b, "cycle@example.com", "correct horse battery").await;
     let old = session_cookie(&first.headers).expect("signup sets a session cookie");
     // Logging in again on a browser that already holds a session must issue a new id.
     let r = b.login("cycle@example.com", "correct horse battery").await;
@@ -62,8 +132,7 @@ async fn login_cycles_the_session_id() {
 #[tokio::test]
 async fn wrong_password_and_unknown_email_get_the_same_answer() {
     let app = spawn_app().await;
-    let b = app.browser();
-    assert!(b.signup("known@example.com", "correct horse battery").await.ok());
+    assert!(app.sign_up(&app.browser(), "known@example.com", "correct horse battery").await.ok());
     let other = app.browser();
     let wrong = other.login("known@example.com", "not the password").await;
     let unknown = other.login("nobody@example.com", "not the password").await;
@@ -75,23 +144,20 @@ async fn wrong_password_and_unknown_email_get_the_same_answer() {
 }
 
 #[tokio::test]
-async fn duplicate_signup_and_weak_passwords_are_refused_with_clear_messages() {
+async fn bad_addresses_and_names_are_refused_with_clear_messages() {
     let app = spawn_app().await;
     let b = app.browser();
-    let weak = b.signup("weak@example.com", "short").await;
-    assert!(matches!(weak.result, Err(AppError::Invalid(_))), "{} {:?}", weak.status, weak.result);
-    assert!(weak.message().contains("at least 10"), "{:?}", weak.result);
-    let bad_email = b.signup("not-an-email", "correct horse battery").await;
+    let bad_email = b.run(Signup { email: "not-an-email".into(), name: String::new(), next: None }).await;
     assert!(matches!(bad_email.result, Err(AppError::Invalid(_))), "{} {:?}", bad_email.status, bad_email.result);
-    assert!(b.signup("dupe@example.com", "correct horse battery").await.ok());
-    let again = app.browser().signup("DUPE@example.com", "correct horse battery").await;
-    assert!(matches!(again.result, Err(AppError::Conflict(_))), "{} {:?}", again.status, again.result);
+    let long_name = b.run(Signup { email: "named@example.com".into(), name: "n".repeat(101), next: None }).await;
+    assert!(matches!(long_name.result, Err(AppError::Invalid(_))), "{} {:?}", long_name.status, long_name.result);
+    assert!(long_name.message().contains("100 characters"), "{:?}", long_name.result);
 }
 
 #[tokio::test]
 async fn login_is_rate_limited_per_account() {
     let app = spawn_app().await;
-    assert!(app.browser().signup("target@example.com", "correct horse battery").await.ok());
+    assert!(app.sign_up(&app.browser(), "target@example.com", "correct horse battery").await.ok());
     let attacker = app.browser();
     let mut limited = false;
     for _ in 0..12 {
@@ -111,7 +177,7 @@ async fn login_is_rate_limited_per_account() {
 #[tokio::test]
 async fn passwords_are_stored_as_argon2id() {
     let app = spawn_app().await;
-    assert!(app.browser().signup("hash@example.com", "correct horse battery").await.ok());
+    assert!(app.sign_up(&app.browser(), "hash@example.com", "correct horse battery").await.ok());
     let hash: String =
         sqlx::query_scalar("SELECT password_hash FROM users").fetch_one(&app.owner).await.unwrap_or_default();
     assert!(hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{hash}");

@@ -30,6 +30,7 @@ async fn lists_and_readers_crud_bulk_and_subscriptions() {
     assert_eq!(s, StatusCode::OK);
 
     // Bulk upsert: duplicates merge on the lowercased email, bad rows are reported by index.
+    // Every row is counted once, as what it did (issue 35: a "skipped" row changed nothing).
     let body = json!({
         "lists": [list_id],
         "readers": [
@@ -43,12 +44,22 @@ async fn lists_and_readers_crud_bulk_and_subscriptions() {
     assert_eq!(s, StatusCode::OK, "{out}");
     assert_eq!(
         (out["created"].as_u64(), out["updated"].as_u64(), out["skipped"].as_u64()),
-        (Some(2), Some(0), Some(1))
+        (Some(2), Some(1), Some(0))
     );
     assert_eq!(out["invalid"][0]["index"], 3);
     // Replaying the same request creates nothing.
-    let (_, again) = api.post("/api/v1/readers/bulk", body).await;
-    assert_eq!((again["created"].as_u64(), again["updated"].as_u64()), (Some(0), Some(2)));
+    let (_, again) = api.post("/api/v1/readers/bulk", body.clone()).await;
+    assert_eq!((again["created"].as_u64(), again["updated"].as_u64()), (Some(0), Some(3)));
+    // "Leave them unchanged": every row skipped, and nothing changes, the repeated row included.
+    let mut skip = body;
+    skip["existing"] = json!("skip");
+    skip["readers"][1]["attributes"] = json!({"plan": "free"});
+    let (_, skipped) = api.post("/api/v1/readers/bulk", skip).await;
+    assert_eq!(
+        (skipped["created"].as_u64(), skipped["updated"].as_u64(), skipped["skipped"].as_u64()),
+        (Some(0), Some(0), Some(3)),
+        "{skipped}"
+    );
     let (_, page) = api.get("/api/v1/readers?attribute=city%20%3D%20%22Lyon%22").await;
     let ann = &page["readers"][0];
     assert_eq!(ann["email"], "ann@example.com", "stored in its canonical form");

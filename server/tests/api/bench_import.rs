@@ -44,6 +44,7 @@ async fn bench_import_one_million_rows() {
         id: import,
         mapping: vec!["email".into(), "name".into(), "attributes.city".into(), "attributes.plan".into()],
         lists: list.to_string(),
+        no_list: None,
         mode: ImportMode::Confirmed,
         existing: Existing::Update,
     };

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::process::Stdio;
 use std::time::Duration;
 
-use herald_app::pages::campaigns::editor::SaveCampaign;
+use herald_app::pages::campaigns::editor::{GetCampaign, SaveCampaign};
 use herald_app::pages::settings::general::UpdateWorkspaceSettings;
 use herald_types::{CampaignId, CampaignInput};
 
@@ -176,6 +176,25 @@ async fn invalid_campaign_fields_are_named_through_the_api_and_the_editor() -> T
     assert!(saved.result.as_ref().is_ok_and(|s| s.errors.is_empty()), "{:?}", saved.result);
     let (_, renamed) = api.get(&format!("/api/v1/campaigns/{id}")).await;
     assert_eq!(renamed["name"], "Renamed");
+    assert!(saved.value().warnings.is_empty());
+
+    // A merge-tag typo is saved (it is not an error) and named beside its field, with the name
+    // meant; the editor loads the same warnings after a reload (issue 35).
+    let input = CampaignInput {
+        name: "Renamed".into(),
+        subject: "Hi {{ reader.nmae }}".into(),
+        body: "{{ reader.name }} from {{ reader.city }}".into(),
+        ..CampaignInput::default()
+    };
+    let saved = owner.run(SaveCampaign { id: campaign, input }).await.value();
+    assert!(saved.errors.is_empty() && saved.updated_at.is_some(), "{saved:?}");
+    let warned: Vec<_> =
+        saved.warnings.iter().map(|w| (w.field.as_deref().unwrap_or_default(), w.message.as_str())).collect();
+    assert_eq!(warned.len(), 2, "{warned:?}");
+    assert!(warned[0].0 == "subject" && warned[0].1.contains("Did you mean “reader.name”?"), "{warned:?}");
+    assert!(warned[1].0 == "body" && warned[1].1.contains("reader.attributes.city"), "{warned:?}");
+    let loaded = owner.run(GetCampaign { id: campaign }).await.value();
+    assert_eq!(loaded.warnings, saved.warnings);
     // A malformed id names nothing.
     // raw: a forged id string, which the typed `CampaignId` argument cannot carry.
     let r = owner.call("get_campaign", &[("id", "not-an-id")]).await;

@@ -1,7 +1,7 @@
-//! Issue 17, verified sign-up: a new account sets up its workspace at once, but sending a
-//! campaign, creating an API key and accepting an invite wait for the link mailed at sign-up
-//! (single-use, signed, expiring), which can be mailed again. Invite acceptance is covered in
-//! `invites`.
+//! Issue 17, verified sign-up: an account whose address nobody confirmed (made before sign-up
+//! mailed its link first, see `accounts`) sets up its workspace, but sending a campaign,
+//! creating an API key and accepting an invite wait for a mailed confirmation link (single-use,
+//! signed, expiring), which can be mailed again. Invite acceptance is covered in `invites`.
 
 use herald_app::auth::{CreateWorkspace, ResendVerification, SwitchWorkspace, VerifyEmail};
 use herald_app::error::AppError;
@@ -20,7 +20,7 @@ const PASSWORD: &str = "correct horse battery";
 async fn an_unconfirmed_account_sets_up_but_cannot_create_keys_until_it_opens_the_link() -> TestResult {
     let app = spawn_app().await;
     let b = app.browser();
-    assert!(b.signup("fresh@example.com", PASSWORD).await.ok());
+    app.unconfirmed_account(&b, "fresh@example.com", PASSWORD).await;
     assert!(!b.session().await.expect("logged in").email_verified);
     // Its own workspace, at once.
     assert!(b.run(CreateWorkspace { name: "Fresh".into(), slug: String::new() }).await.ok());
@@ -77,7 +77,7 @@ async fn an_unconfirmed_author_cannot_send_or_schedule_a_campaign() -> TestResul
     let campaign: CampaignId = id.parse().expect("campaign id");
     // An author who has not opened the link, added to the workspace.
     let author = app.browser();
-    assert!(author.signup("unconfirmed@example.com", PASSWORD).await.ok());
+    app.unconfirmed_account(&author, "unconfirmed@example.com", PASSWORD).await;
     sqlx::query(
         "INSERT INTO memberships (tenant_id, user_id, role)
          SELECT l.tenant_id, u.id, 'author' FROM lists l, users u WHERE l.id = $1::uuid AND u.email = $2",
@@ -119,7 +119,7 @@ async fn opening_the_link_confirms_nothing_and_a_reset_removes_a_squatters_secon
     let app = spawn_app().await;
     let (db, signer) = (&app.app.db, &app.app.signer);
     let squatter = app.browser();
-    assert!(squatter.signup("victim@example.com", PASSWORD).await.ok());
+    app.unconfirmed_account(&squatter, "victim@example.com", PASSWORD).await;
     let token = app.verification_token("victim@example.com").await;
     let scanner = app.browser();
     let page = scanner.get(&format!("/verify-email?token={token}")).await;

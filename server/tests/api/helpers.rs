@@ -5,6 +5,7 @@
 use herald_app::auth::{CreateWorkspace, GetSessionInfo, Login, SessionInfo, Signup, SwitchWorkspace};
 use herald_app::error::AppError;
 use herald_app::pages::settings::api_keys::CreateApiKey;
+use herald_app::pages::signup_finish::FinishSignup;
 use herald_server::config::Config;
 use herald_server::startup::Application;
 use leptos::server_fn::ServerFn;
@@ -253,8 +254,7 @@ impl TestApp {
     /// A new account, logged in, with a workspace it owns. Returns (browser, workspace id).
     pub async fn owner_with_workspace(&self, email: &str, workspace: &str) -> (Browser, String) {
         let b = self.browser();
-        b.signup(email, "correct horse battery").await.value();
-        self.verify_email(email).await;
+        self.sign_up(&b, email, "correct horse battery").await.value();
         b.run(CreateWorkspace { name: workspace.into(), slug: String::new() }).await.value();
         let id = b.session().await.expect("logged in").current.expect("current workspace").id;
         (b, id)
@@ -269,9 +269,74 @@ impl TestApp {
             .expect("domain verified");
     }
 
-    /// What an operator's `herald admin verify-email` does: confirms the address without the
-    /// mailed link (test set-up; the link itself is tested in `email_verification`). The
-    /// sign-up mail is taken out of the sink, so tests count only the mail they cause.
+    /// Signs `b` up as a person does, both steps: the form, then the mailed link, which makes the
+    /// account (its address confirmed) and logs in. Returns the first step's answer if it
+    /// failed, else the second's.
+    pub async fn sign_up(&self, b: &Browser, email: &str, password: &str) -> Reply<()> {
+        self.sign_up_then(b, email, password, None).await
+    }
+
+    /// [`Self::sign_up`] with the page to land on afterwards (the form's `next`).
+    pub async fn sign_up_then(&self, b: &Browser, email: &str, password: &str, next: Option<&str>) -> Reply<()> {
+        let name = "Test User".to_string();
+        let start = b.run(Signup { email: email.into(), name: name.clone(), next: next.map(Into::into) }).await;
+        if !start.ok() {
+            return start;
+        }
+        let token = self.signup_token(email, next).await;
+        b.run(FinishSignup { token, name, password: password.into() }).await
+    }
+
+    /// The token of the sign-up link mailed to `to`, taken out of the sink so tests count only
+    /// the mail they cause. With the workers off nothing is mailed: the token is made as the
+    /// mail would carry it.
+    pub async fn signup_token(&self, to: &str, next: Option<&str>) -> String {
+        if !self.workers {
+            let claim = herald_engine::accounts::SignupClaim {
+                email: herald_engine::Email::parse(to).expect("address").as_str().to_string(),
+                name: "Test User".into(),
+                next: next.unwrap_or("/").into(),
+            };
+            return herald_engine::accounts::signup_token(&self.app.signer, &claim);
+        }
+        const LINK: &str = "/signup/finish?token=";
+        for _ in 0..300 {
+            let mail = self.sink.messages().await.into_iter().find_map(|m| {
+                let text = m.parse().text.unwrap_or_default();
+                let start = text.find(LINK)? + LINK.len();
+                m.rcpt_to
+                    .iter()
+                    .any(|r| r.eq_ignore_ascii_case(to))
+                    .then(|| (m.id, text[start..].chars().take_while(|c| !c.is_whitespace()).collect::<String>()))
+            });
+            if let Some((id, token)) = mail {
+                self.sink.discard(id).await;
+                return token;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no sign-up mail to {to}");
+    }
+
+    /// An account that never confirmed its address (made before sign-up mailed a link first, or
+    /// by hand), logged in on `b`, with the confirmation mail such an account gets.
+    pub async fn unconfirmed_account(&self, b: &Browser, email: &str, password: &str) {
+        use herald_engine::users;
+        let s = &self.app;
+        let address = herald_engine::Email::parse(email).expect("address");
+        let id = users::create_user(&s.db, &address, "Test User", password, users::Address::Unconfirmed)
+            .await
+            .expect("account made");
+        herald_engine::accounts::send_verification(&s.db, &s.jobs, &s.signer, &s.base_url, id)
+            .await
+            .expect("confirmation mail queued");
+        assert!(b.login(email, password).await.ok(), "logged in");
+    }
+
+    /// What an operator's `herald admin verify-email` does: confirms the address of an
+    /// [`Self::unconfirmed_account`] without the mailed link (the link itself is tested in
+    /// `email_verification`). Its confirmation mail is taken out of the sink, so tests count
+    /// only the mail they cause.
     pub async fn verify_email(&self, email: &str) {
         herald_engine::accounts::mark_email_verified(&self.app.db, email).await.expect("address confirmed");
         if !self.workers {
@@ -324,8 +389,7 @@ impl TestApp {
     /// Adds an existing account to a workspace with a role, behind the UI's back (test set-up).
     pub async fn add_member(&self, workspace_id: &str, email: &str, role: &str) -> Browser {
         let b = self.browser();
-        assert!(b.signup(email, "correct horse battery").await.ok());
-        self.verify_email(email).await;
+        assert!(self.sign_up(&b, email, "correct horse battery").await.ok());
         sqlx::query(
             "INSERT INTO memberships (tenant_id, user_id, role) SELECT $1::uuid, id, $3 FROM users WHERE lower(email) = lower($2)",
         )
@@ -484,10 +548,6 @@ impl Browser {
         let text = res.text().await.unwrap_or_default();
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
         FnResponse { status, body, headers }
-    }
-
-    pub async fn signup(&self, email: &str, password: &str) -> Reply<()> {
-        self.run(Signup { email: email.into(), name: "Test User".into(), password: password.into(), next: None }).await
     }
 
     pub async fn login(&self, email: &str, password: &str) -> Reply<()> {

@@ -42,8 +42,11 @@ pub async fn wait_done(b: &Browser, id: &str) -> Import {
 }
 
 /// `start_import` with one mapping entry per column, as the mapping form sends it.
+/// No lists means "Add them to no list", ticked.
 fn start(id: ImportId, mapping: &[&str], lists: &str, mode: ImportMode, existing: Existing) -> StartImport {
-    StartImport { id, mapping: mapping.iter().map(|m| m.to_string()).collect(), lists: lists.into(), mode, existing }
+    let mapping = mapping.iter().map(|m| m.to_string()).collect();
+    let no_list = lists.is_empty().then(|| "on".to_string());
+    StartImport { id, mapping, lists: lists.into(), no_list, mode, existing }
 }
 
 fn messy_csv() -> Vec<u8> {
@@ -81,7 +84,8 @@ async fn a_messy_csv_imports_what_it_can_and_reports_the_rest_by_line() {
     assert_eq!(d.status, ImportStatus::Done, "{d:?}");
     assert_eq!(d.percent(), 100, "{d:?}");
     assert_eq!(d.rows_read, 7);
-    assert_eq!(d.created, 3, "{d:?}"); // ann, bob, eve (ann's duplicate merged)
+    // ann, bob, eve; ann's second row updated her (issue 35: not "skipped" while changing her).
+    assert_eq!((d.created, d.updated, d.skipped), (3, 1, 0), "{d:?}");
     assert_eq!(d.invalid, 3, "{d:?}");
 
     let errors = owner.get(&format!("/audience/imports/{id}/errors.csv")).await.text().await.unwrap_or_default();
@@ -164,6 +168,13 @@ async fn imports_are_per_workspace_and_need_an_email_column() {
     assert_eq!(t.b.get(&format!("/audience/imports/{id}/errors.csv")).await.status(), StatusCode::NOT_FOUND);
     let no_email = start(id, &["name", "name"], "", ImportMode::Confirmed, Existing::Update);
     assert_eq!(t.a.run(no_email).await.status, StatusCode::UNPROCESSABLE_ENTITY);
+    // No list, unless "Add them to no list" is ticked (issue 35): nothing starts.
+    let mut nowhere = start(id, &["email", "name"], "", ImportMode::Confirmed, Existing::Update);
+    nowhere.no_list = None;
+    let r = t.a.run(nowhere).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{:?}", r.result);
+    assert!(format!("{:?}", r.result).contains("Add them to no list"), "{:?}", r.result);
+    assert_eq!(t.a.run(GetImport { id }).await.value().status, ImportStatus::Uploaded);
     let ok = start(id, &["email", "name"], "", ImportMode::Confirmed, Existing::Update);
     assert_eq!(t.b.run(ok).await.status, StatusCode::NOT_FOUND);
     // Viewers cannot upload.

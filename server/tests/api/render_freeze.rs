@@ -40,7 +40,7 @@ async fn render_freeze_attack_leaves_health_logins_and_tracking_responsive() -> 
     let (api, _list) = workspace_with_readers(&app, "freeze-owner@example.com", 1).await;
     // One account per login: the per-account login limiter allows 10 a minute.
     for i in 0..LOGINS {
-        assert!(app.browser().signup(&format!("bystander{i}@example.com"), "correct horse battery").await.ok());
+        assert!(app.sign_up(&app.browser(), &format!("bystander{i}@example.com"), "correct horse battery").await.ok());
     }
 
     let (_sink, smtp) = herald_devtools::smtp_sink::MailSink::start("127.0.0.1:0").await?;

@@ -1,5 +1,5 @@
 use crate::helpers::*;
-use herald_app::auth::{Login, Signup};
+use herald_app::auth::Login;
 use herald_app::pages::settings::general::GetWorkspaceSettings;
 use herald_app::pages::settings::members::InviteMember;
 use herald_app::pages::settings::sending::SaveIdentity;
@@ -62,15 +62,8 @@ async fn internal_errors_do_not_leak_database_text() {
 async fn open_redirects_after_login_are_refused() {
     let app = spawn_app().await;
     let b = app.browser();
-    let r = b
-        .run(Signup {
-            email: "next@example.com".into(),
-            name: String::new(),
-            password: "correct horse battery".into(),
-            next: Some("//evil.example/x".into()),
-        })
-        .await;
-    assert!(r.ok());
+    let r = app.sign_up_then(&b, "next@example.com", "correct horse battery", Some("//evil.example/x")).await;
+    assert!(r.ok(), "{:?}", r.result);
     assert_eq!(r.headers.get("location").and_then(|v| v.to_str().ok()), Some("/"));
     let r = b
         .run(Login {

@@ -17,12 +17,14 @@ pub async fn get_import(id: ImportId) -> Result<Import, AppError> {
     Ok(import::get(&m.state.db, m.tenant, id).await?)
 }
 
-/// `mapping` has one entry per column; `lists` is a comma-separated list of list ids.
+/// `mapping` has one entry per column; `lists` is a comma-separated list of list ids; `no_list`
+/// is the "Add them to no list" checkbox (present when ticked), needed when `lists` is empty.
 #[server(prefix = "/rpc", endpoint = "start_import")]
 pub async fn start_import(
     id: ImportId,
     mapping: Vec<String>,
     lists: String,
+    #[server(default)] no_list: Option<String>,
     mode: ImportMode,
     existing: Existing,
 ) -> Result<(), AppError> {
@@ -30,8 +32,9 @@ pub async fn start_import(
     use herald_engine::{Role, audience::import};
     let m = require_role(Role::Author).await?;
     let list_ids = lists.split(',').filter(|s| !s.trim().is_empty()).map(str::parse).collect::<Result<Vec<_>, _>>()?;
-    let start = import::StartImport { mapping, list_ids, mode, existing };
-    let detail = serde_json::json!({ "mode": start.mode, "existing": start.existing, "lists": start.list_ids });
+    let into = import::ImportInto::from_form(list_ids, no_list.is_some())?;
+    let start = import::StartImport { mapping, into, mode, existing };
+    let detail = serde_json::json!({ "mode": start.mode, "existing": start.existing, "lists": start.into.list_ids() });
     import::start(&m.state.db, &m.state.jobs, m.tenant, m.role, id, start).await?;
     m.audit(herald_engine::audit::Action::ImportStarted, id, detail).await;
     Ok(())
@@ -98,6 +101,9 @@ fn Mapping(
 ) -> impl IntoView {
     let id = d.id.to_string();
     let chosen = RwSignal::new(Vec::<String>::new());
+    let no_list = RwSignal::new(false);
+    // Start only once the readers have somewhere to go, or "nowhere" was chosen on purpose.
+    let destination_chosen = move || !chosen.with(Vec::is_empty) || no_list.get();
     let columns = d.columns.clone();
     view! {
         <Card title=format!("Import “{}”", d.file_name)>
@@ -150,6 +156,15 @@ fn Mapping(
                             }).collect_view()).ok()
                         })}
                     </Suspense>
+                    <label class="mt-2 flex items-center gap-2 text-sm text-slate-600">
+                        <input type="checkbox" name="no_list" on:change=move |ev| no_list.set(event_target_checked(&ev))/>
+                        "Add them to no list (they get no campaign until they join one)"
+                    </label>
+                    <Show when=move || !destination_chosen()>
+                        <p class="mt-1 text-xs text-amber-700" data-testid="import-lists-hint">
+                            "Choose a list to add the readers to, or tick “Add them to no list”."
+                        </p>
+                    </Show>
                 </fieldset>
                 <div class="grid grid-cols-2 gap-4">
                     <div>
@@ -167,7 +182,7 @@ fn Mapping(
                         </select>
                     </div>
                 </div>
-                <button type="submit" class="btn-primary" disabled=move || start.pending().get()>"Start import"</button>
+                <button type="submit" class="btn-primary" disabled=move || start.pending().get() || !destination_chosen()>"Start import"</button>
                 <ActionError value=start.value()/>
             </ActionForm>
             <DiscardButton id=id discard=discard/>
@@ -215,7 +230,8 @@ fn Progress(d: Import, start: ServerAction<StartImport>, discard: ServerAction<D
                     <ActionForm action=start attr:class="mt-4">
                         <input type="hidden" name="id" value=d.id.to_string()/>
                         {mapping.into_iter().enumerate().map(|(i, m)| view! { <input type="hidden" name=format!("mapping[{i}]") value=m/> }).collect_view()}
-                        <input type="hidden" name="lists" value=lists/>
+                        <input type="hidden" name="lists" value=lists.clone()/>
+                        {lists.is_empty().then(|| view! { <input type="hidden" name="no_list" value="on"/> })}
                         <input type="hidden" name="mode" value=d.mode.as_str()/>
                         <input type="hidden" name="existing" value=d.existing.as_str()/>
                         <button type="submit" class="btn-primary">"Run again (continues where it stopped)"</button>

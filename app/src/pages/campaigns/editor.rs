@@ -38,6 +38,8 @@ pub struct CampaignDetail {
     pub can_approve: bool,
     /// The latest approval request, if any was made.
     pub approval: Option<herald_types::ApprovalRequest>,
+    /// Merge tags nobody provides (a typo renders as nothing), by field: shown, never blocking.
+    pub warnings: Vec<FieldError>,
 }
 
 /// A save either stores the draft (`updated_at`) or says what to fix, field by field (fields
@@ -46,6 +48,21 @@ pub struct CampaignDetail {
 pub struct SaveOutcome {
     pub errors: Vec<FieldError>,
     pub updated_at: Option<String>,
+    /// As [`CampaignDetail::warnings`], for what was saved.
+    pub warnings: Vec<FieldError>,
+}
+
+/// The campaign's unknown merge tags (`herald_engine::sending::message::unknown_merge_tags`),
+/// found off the async threads: a body can be a megabyte.
+#[cfg(feature = "ssr")]
+async fn merge_tag_warnings(c: &Campaign) -> Vec<FieldError> {
+    let (subject, preheader, body) = (c.subject.clone(), c.preheader.clone(), c.body.clone());
+    let has_feed = (c.recurrence.is_some() || c.parent_id.is_some()) && c.feed != herald_types::FeedSource::None;
+    tokio::task::spawn_blocking(move || {
+        herald_engine::sending::message::unknown_merge_tags(&subject, &preheader, &body, has_feed)
+    })
+    .await
+    .unwrap_or_default()
 }
 
 #[server(prefix = "/rpc", endpoint = "get_campaign")]
@@ -58,7 +75,9 @@ pub async fn get_campaign(id: CampaignId) -> Result<CampaignDetail, AppError> {
     let approval_needed =
         !m.role.can_administer() && herald_engine::campaigns::approval::required(&m.state.db, m.tenant).await?;
     let approval = herald_engine::campaigns::approval::latest(&m.state.db, m.tenant, id).await?;
+    let warnings = merge_tag_warnings(&campaign).await;
     Ok(CampaignDetail {
+        warnings,
         campaign,
         can_edit: m.role.can_author(),
         postal_address_missing: !ws.can_send_campaigns(),
@@ -76,8 +95,14 @@ pub async fn save_campaign(id: CampaignId, input: CampaignInput) -> Result<SaveO
     use herald_engine::{Role, campaigns::store};
     let m = require_role(Role::Author).await?;
     match store::update(&m.state.db, m.tenant, m.role, id, &input).await {
-        Ok(c) => Ok(SaveOutcome { errors: Vec::new(), updated_at: Some(c.updated_at.to_rfc3339()) }),
-        Err(herald_engine::Error::Invalid(e)) => Ok(SaveOutcome { errors: e.errors, updated_at: None }),
+        Ok(c) => Ok(SaveOutcome {
+            errors: Vec::new(),
+            updated_at: Some(c.updated_at.to_rfc3339()),
+            warnings: merge_tag_warnings(&c).await,
+        }),
+        Err(herald_engine::Error::Invalid(e)) => {
+            Ok(SaveOutcome { errors: e.errors, updated_at: None, warnings: Vec::new() })
+        }
         Err(e) => Err(e.into()),
     }
 }
@@ -192,6 +217,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
     let delete = ServerAction::<DeleteCampaign>::new();
 
     let errors = RwSignal::new(Vec::<FieldError>::new());
+    let warnings = RwSignal::new(c.warnings.clone());
     let form_cell = StoredValue::new(None::<Form>);
     let flush = Callback::new(move |()| {
         if let Some(handle) = timer.get_value() {
@@ -248,6 +274,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
         // UTC until the author picks a zone: the server and the browser must render the same.
         repeat: RepeatForm::new(stored, "UTC"),
         errors,
+        warnings,
         changed,
     };
     form_cell.set_value(Some(form));
@@ -310,6 +337,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
         match result {
             Ok(out) if out.errors.is_empty() => {
                 errors.set(Vec::new());
+                warnings.set(out.warnings);
                 let at = timezone::now_hm();
                 let at = if at.is_empty() { out.updated_at.as_deref().map(short_time).unwrap_or_default() } else { at };
                 status.set(SaveStatus::Saved(at));

@@ -30,6 +30,9 @@ pub struct Form {
     pub tracking: RwSignal<String>,
     pub repeat: RepeatForm,
     pub errors: RwSignal<Vec<FieldError>>,
+    /// What the last save found that renders wrongly without being an error (unknown merge
+    /// tags), by field.
+    pub warnings: RwSignal<Vec<FieldError>>,
     pub changed: Callback<()>,
 }
 
@@ -96,6 +99,23 @@ impl Form {
     }
 }
 
+/// The last save's warnings for `field` (unknown merge tags), in amber under it.
+#[component]
+pub fn FieldWarnings(form: Form, field: &'static str) -> impl IntoView {
+    let messages = move || {
+        form.warnings.with(|w| {
+            w.iter().filter(|w| w.field.as_deref() == Some(field)).map(|w| w.message.clone()).collect::<Vec<_>>()
+        })
+    };
+    view! {
+        <Show when=move || !messages().is_empty()>
+            <ul class="mt-1 space-y-0.5 text-xs text-amber-700" data-testid=format!("{field}-warnings") role="status">
+                {move || messages().into_iter().map(|m| view! { <li>"⚠ " {m}</li> }).collect_view()}
+            </ul>
+        </Show>
+    }
+}
+
 /// Classes for a text input, red once its field has an error.
 pub fn input_class(error: Option<String>, extra: &'static str) -> String {
     let base = if error.is_some() { "input border-red-400" } else { "input" };
@@ -148,8 +168,10 @@ pub fn MessageFields(form: Form) -> impl IntoView {
                 <TextField form=form field="subject" label="Subject" value=form.subject maxlength=300
                     placeholder="What's new this week, {{ reader.name }}"
                     hint="Template variables work here too: {{ reader.name }}, {{ reader.attributes.city }}."/>
+                <FieldWarnings form=form field="subject"/>
                 <TextField form=form field="preheader" label="Preheader" value=form.preheader maxlength=300
                     placeholder="The line inboxes show after the subject"/>
+                <FieldWarnings form=form field="preheader"/>
             </div>
         </Card>
     }
@@ -372,6 +394,7 @@ pub fn ContentFields(form: Form) -> impl IntoView {
                 ". An unsubscribe link and your postal address are added at the bottom when the body has none."
             </p>
             <p id="campaign-body-error" class="mt-1 text-xs text-red-600" role="alert">{body_error}</p>
+            <FieldWarnings form=form field="body"/>
         </Card>
     }
 }

@@ -17,6 +17,7 @@ mod content;
 mod dkim;
 mod escape;
 mod layout;
+mod merge_tags;
 mod mime;
 mod template;
 #[cfg(test)]
@@ -27,6 +28,7 @@ pub use content::*;
 pub use dkim::*;
 pub(crate) use escape::*;
 use layout::*;
+pub use merge_tags::*;
 pub use mime::*;
 pub use template::*;
 pub use text::*;
