@@ -648,8 +648,9 @@ mod tests {
             subject: "Hello ünïcode".into(),
             html: "<p>Hi <b>there</b></p>\n.\n..dots".into(),
             text: "Hi there\n.\n..dots".into(),
+            ..Default::default()
         };
-        mailer.send(&mail).await?;
+        mailer.send(&mail, None).await?;
         let got = sink.wait_for_recipient("reader@example.com", Duration::from_secs(5)).await;
         let got = got.ok_or_else(|| anyhow::anyhow!("no mail arrived"))?;
         let parsed = got.parse();
@@ -669,11 +670,12 @@ mod tests {
             subject: "x\r\nBcc: b@example.com".into(),
             html: String::new(),
             text: String::new(),
+            ..Default::default()
         };
-        assert!(mailer.send(&mail).await.is_err());
+        assert!(mailer.send(&mail, None).await.is_err());
         mail.subject = "ok".into();
         mail.to = "a@example.com\r\nRCPT TO:<b@example.com>".into();
-        assert!(mailer.send(&mail).await.is_err());
+        assert!(mailer.send(&mail, None).await.is_err());
         Ok(())
     }
 
@@ -701,9 +703,15 @@ mod tests {
     async fn smtp_sink_counts_and_clears() -> anyhow::Result<()> {
         let (sink, addr) = MailSink::start("127.0.0.1:0").await?;
         let mailer = Mailer::from_url(&format!("smtp://{addr}"), "noreply@herald.test")?;
-        let mail = |to: &str| OutgoingMail { to: to.into(), subject: "s".into(), html: "h".into(), text: "t".into() };
+        let mail = |to: &str| OutgoingMail {
+            to: to.into(),
+            subject: "s".into(),
+            html: "h".into(),
+            text: "t".into(),
+            ..Default::default()
+        };
         assert!(!sink.wait_for_count(1, Duration::from_millis(50)).await);
-        mailer.send(&mail("One@Example.com")).await?;
+        mailer.send(&mail("One@Example.com"), None).await?;
         assert!(sink.wait_for_count(1, Duration::from_secs(5)).await);
         let d = sink.deliveries().await;
         assert_eq!(d.len(), 1);
@@ -712,9 +720,9 @@ mod tests {
         assert_eq!((sink.accepted_count(), sink.deliveries().await.len(), sink.messages().await.len()), (0, 0, 0));
         // Faults change while the sink runs.
         sink.set_faults(Faults::rule("two", FaultAction::user_unknown()));
-        assert!(mailer.send(&mail("two@example.com")).await.is_err());
+        assert!(mailer.send(&mail("two@example.com"), None).await.is_err());
         sink.set_faults(Faults::none());
-        mailer.send(&mail("two@example.com")).await?;
+        mailer.send(&mail("two@example.com"), None).await?;
         assert_eq!(sink.accepted_count(), 1);
         assert!(sink.get(d[0].id).await.is_none());
         Ok(())

@@ -64,6 +64,14 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   await expect(page.getByTestId("subject-warnings")).toContainText("Did you mean “reader.name”?", { timeout: 15_000 });
   await page.getByLabel("Subject", { exact: true }).fill("Hello {{ reader.name }}");
   await expect(page.getByTestId("subject-warnings")).toBeHidden({ timeout: 15_000 });
+  // A From address on a domain the workspace has not verified is named as it is typed, with
+  // the way to fix it, not only when sending.
+  await page.getByLabel("From email").fill("news@unverified.example");
+  const fromWarnings = page.getByTestId("from_email-warnings");
+  await expect(fromWarnings).toContainText("unverified.example is not a verified sending domain", { timeout: 15_000 });
+  await expect(fromWarnings.getByRole("link", { name: /Settings → Domains/ })).toHaveAttribute("href", "/settings/domains");
+  await page.getByLabel("From email").fill("weekly@example.com");
+  await expect(fromWarnings).toBeHidden({ timeout: 15_000 });
   await page.getByRole("checkbox", { name: /Weekly/ }).check();
   await page
     .getByLabel("Body", { exact: true })

@@ -6,6 +6,7 @@ import {
   signUpWithWorkspace,
   fillSignup,
   gotoHydrated,
+  waitForHydration,
   logOut,
   newInstrumentedContext,
 } from "./helpers";
@@ -52,6 +53,16 @@ test("an owner invites an author, who signs up from the email and joins", async 
     expect(link, `an invite link in the text part:\n${text}`).toBeTruthy();
     // Links in mail are absolute and point at HERALD_BASE_URL.
     expect(link!.startsWith(`${baseURL!.replace(/\/$/, "")}/invite/`)).toBe(true);
+
+    // The same link in the HTML part opens in a tab of its own, outside the preview's sandbox,
+    // where the page works (inside the frame it ran without scripts and never finished).
+    const opened = mail.waitForEvent("popup");
+    await mail.frameLocator('[data-testid="html-part"]').getByRole("link").filter({ hasText: /accept|join/i }).first().click();
+    const tab = await opened;
+    await expect(tab).toHaveURL(/\/invite\/[^/?]+$/);
+    await waitForHydration(tab);
+    await expect(tab.getByTestId("invite-workspace")).toHaveText(workspace);
+    await tab.close();
 
     // --- They follow it, create an account, and accept. ---
     await gotoHydrated(mail, link!);

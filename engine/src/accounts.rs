@@ -79,6 +79,7 @@ pub async fn start_signup(
                      account</a> (the link works for 24 hours).</p><p>If you did not sign up, ignore this email: \
                      no account is made until the link is opened.</p>"
                 ),
+                ..Default::default()
             }
         }
         Some(_) => OutgoingMail {
@@ -95,6 +96,7 @@ pub async fn start_signup(
                  <a href=\"{base}/forgot-password\">choose a new one</a>.</p>\
                  <p>If it was not you, ignore this email: nothing has changed.</p>"
             ),
+            ..Default::default()
         },
     };
     match jobs.enqueue_account_mail(mail).await {
@@ -176,6 +178,7 @@ pub async fn request_password_reset(db: &Db, jobs: &Jobs, signer: &Signer, base_
              <p><a href=\"{link}\">Choose a new password</a> (the link works once, for an hour).</p>\
              <p>If it was not you, ignore this email: your password stays as it is.</p>"
         ),
+        ..Default::default()
     };
     // A refusal (the address had its share of such mail today) must look like success: telling
     // the asker would say the account exists.
@@ -220,6 +223,7 @@ pub async fn send_verification(db: &Db, jobs: &Jobs, signer: &Signer, base_url: 
              send campaigns, create API keys or join other workspaces.</p>\
              <p>If you did not sign up, ignore this email.</p>"
         ),
+        ..Default::default()
     };
     jobs.enqueue_account_mail(mail).await
 }

@@ -259,5 +259,5 @@ fn invite_mail(
         e(link),
         e(link)
     );
-    crate::sending::mail::OutgoingMail { to: to.to_string(), subject, html, text }
+    crate::sending::mail::OutgoingMail { to: to.to_string(), subject, html, text, ..Default::default() }
 }

@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::infra::db::Db;
 use crate::jobs::{DeliverCampaign, ImportReaders, Jobs, SendSystemMail, StartCampaign, unique_worker_name};
 use crate::sending::mail::Mailer;
+use crate::sending::message::DkimSigner;
 
 async fn import_readers(
     job: ImportReaders,
@@ -120,11 +121,31 @@ pub async fn supervise_once(db: &Db, jobs: &Jobs) -> Result<()> {
     Ok(())
 }
 
-async fn send_system_mail(job: SendSystemMail, mailer: Data<Mailer>) -> Result<(), BoxDynError> {
-    mailer.send(&job.mail).await.map_err(|e| {
+/// What the system-mail worker needs: the mailer, and the keys of workspaces' own senders.
+#[derive(Clone)]
+struct SystemMailContext {
+    mailer: Mailer,
+    db: Db,
+    signer: crate::infra::tokens::Signer,
+}
+
+async fn send_system_mail(job: SendSystemMail, cx: Data<SystemMailContext>) -> Result<(), BoxDynError> {
+    let failed = |e: crate::Error| {
         tracing::warn!(error = ?e, "system mail failed; apalis will retry");
         Box::new(e) as BoxDynError
-    })
+    };
+    let mut mail = job.mail;
+    let mut dkim = None;
+    if let crate::sending::mail::MailFrom::Workspace { tenant, workspace, email, .. } = &mail.from {
+        // Signed with the domain's key, or not sent From it at all: the key may have gone since
+        // the mail was queued (the domain removed), and unsigned mail From a domain with a DMARC
+        // policy would be rejected.
+        match crate::sending::domains::dkim_key_for(&cx.db, &cx.signer, *tenant, email).await.map_err(failed)? {
+            Some(k) => dkim = Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem).map_err(failed)?),
+            None => mail.from = crate::sending::mail::MailFrom::HeraldFor { workspace: workspace.clone() },
+        }
+    }
+    cx.mailer.send(&mail, dkim.as_ref()).await.map_err(failed)
 }
 
 /// What the workers need.
@@ -254,6 +275,7 @@ where
         wake: transactional_wake,
     };
     let jobs = Jobs::new(&db).with_system_mail_limits(system_mail_limits);
+    let system_mail_cx = SystemMailContext { mailer: mailer.clone(), db: db.clone(), signer: signer.clone() };
     let import_cx =
         crate::audience::import::ImportContext { db: db.clone(), signer: signer.clone(), jobs: jobs.clone(), base_url };
     let campaign_cx = CampaignWorkerContext {
@@ -282,7 +304,7 @@ where
         |name| {
             WorkerBuilder::new(name)
                 .backend(pg_backend!(SendSystemMail, db))
-                .data(mailer.clone())
+                .data(system_mail_cx.clone())
                 .build(send_system_mail)
                 .run_until(until(s.clone()))
         },

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::infra::db::{Db, Tx};
 use crate::infra::tokens::Signer;
 use crate::jobs::Jobs;
-use crate::sending::mail::{OutgoingMail, escape_html};
+use crate::sending::mail::{MailFrom, OutgoingMail, escape_html};
 
 pub const CONFIRM_PURPOSE: &str = "confirm";
 pub const UNSUBSCRIBE_PURPOSE: &str = "unsubscribe";
@@ -255,7 +255,28 @@ pub(crate) async fn send_confirmation(
         &ConfirmClaim { t: tenant, r: reader, l: to_confirm },
     );
     let link = format!("{}/confirm/{token}", cx.base_url.trim_end_matches('/'));
-    cx.jobs.enqueue_workspace_mail(tenant, confirmation_mail(email, workspace, list_names, &link)).await
+    let mut mail = confirmation_mail(email, workspace, list_names, &link);
+    mail.from = confirmation_sender(cx, tenant, workspace).await?;
+    cx.jobs.enqueue_workspace_mail(tenant, mail).await
+}
+
+/// Who a confirmation comes from: the workspace's default sender when its domain is verified
+/// with the DKIM key published (the mail is signed with it), else Herald's address under the
+/// workspace's name. Readers asked the workspace, not Herald, for this mail (issue 35).
+async fn confirmation_sender(cx: &PublicContext<'_>, tenant: TenantId, workspace: &str) -> Result<MailFrom> {
+    let herald = MailFrom::HeraldFor { workspace: workspace.to_string() };
+    let mut tx = cx.db.tenant_tx(tenant).await?;
+    let (name, email): (String, String) =
+        sqlx::query_as("SELECT default_from_name, default_from_email FROM tenants WHERE id = $1")
+            .bind(tenant)
+            .fetch_one(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    if email.is_empty() || crate::sending::domains::dkim_key_for(cx.db, cx.signer, tenant, &email).await?.is_none() {
+        return Ok(herald);
+    }
+    let name = if name.trim().is_empty() { workspace.to_string() } else { name };
+    Ok(MailFrom::Workspace { tenant, workspace: workspace.to_string(), name, email })
 }
 
 /// A reader to mail a confirmation to: (reader id, address, the (list, nonce) pairs).
@@ -347,6 +368,7 @@ fn confirmation_mail(to: &Email, workspace: &str, lists: &[String], link: &str) 
             escape_html(workspace),
             escape_html(link)
         ),
+        ..Default::default()
     }
 }
 

@@ -147,6 +147,7 @@ pub async fn mail_approvers(
                 crate::sending::mail::escape_html(&asker),
                 crate::sending::mail::escape_html(&name)
             ),
+            ..Default::default()
         };
         match jobs.enqueue_workspace_mail(tenant, mail).await {
             Ok(()) => {}

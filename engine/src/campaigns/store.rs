@@ -125,8 +125,12 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: CampaignId, input
     let mut tx = db.tenant_tx(tenant).await?;
     super::approval::guard_edit(&mut tx, tenant, role, id).await?;
     check_identity(&mut tx, tenant, input).await?;
+    // As at creation, the workspace's default sender fills in an empty one: a draft written
+    // before the default was set must not be stuck at "Choose a sender address first" (issue 35).
     let update = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "UPDATE campaigns SET name = $3, subject = $4, preheader = $5, identity_id = $6, from_name = $7, from_email = $8,
+        "UPDATE campaigns SET name = $3, subject = $4, preheader = $5, identity_id = $6,
+             from_name = coalesce(nullif($7, ''), (SELECT default_from_name FROM tenants WHERE id = $1)),
+             from_email = coalesce(nullif($8, ''), (SELECT default_from_email FROM tenants WHERE id = $1)),
              reply_to = $9, list_ids = $10, attribute_filter = $11, body_format = $12, body = $13, spread_hours = $14,
              tracking = $15, recurrence = $16, feed = $17, feed_url = $18, updated_at = now()
          WHERE tenant_id = $1 AND id = $2 AND status IN ('draft', 'scheduled')

@@ -9,12 +9,31 @@ use crate::domain::Email;
 use crate::error::{Error, Result};
 
 /// One message to one recipient, already rendered.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct OutgoingMail {
     pub to: String,
     pub subject: String,
     pub html: String,
     pub text: String,
+    /// Who it says it is from. Absent in jobs queued before it existed: Herald.
+    #[serde(default)]
+    pub from: MailFrom,
+}
+
+/// Who a system mail is from. A reader's opt-in confirmation is the workspace's mail, not
+/// Herald's: it comes from the workspace's own sender when that domain is verified (and signed
+/// with its DKIM key), else from Herald's address under the workspace's name (issue 35: it came
+/// from `noreply@localhost`, a name no reader knows).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub enum MailFrom {
+    /// Herald's own address (`HERALD_MAIL_FROM`): account mail, invites, approvals.
+    #[default]
+    Herald,
+    /// Herald's address, named "<workspace> via <Herald's name>".
+    HeraldFor { workspace: String },
+    /// The workspace's sender, on a domain it verified with its DKIM key published; `workspace`
+    /// names it the [`MailFrom::HeraldFor`] way should that key be gone when it is sent.
+    Workspace { tenant: crate::domain::TenantId, workspace: String, name: String, email: String },
 }
 
 #[derive(Clone)]
@@ -40,10 +59,11 @@ impl Mailer {
         Ok(Self { transport, from })
     }
 
-    /// Sends one message with an HTML and a plain-text part. Subjects and addresses are checked
-    /// for CR/LF (header injection) before they reach lettre.
+    /// Sends one message with an HTML and a plain-text part, DKIM-signed when `dkim` is given
+    /// (a workspace's own sender). Subjects, names and addresses are checked for CR/LF (header
+    /// injection) before they reach lettre.
     #[tracing::instrument(skip_all, fields(to = %mail.to))]
-    pub async fn send(&self, mail: &OutgoingMail) -> Result<()> {
+    pub async fn send(&self, mail: &OutgoingMail, dkim: Option<&crate::sending::message::DkimSigner>) -> Result<()> {
         let to = Email::parse(&mail.to)?;
         if mail.subject.chars().any(char::is_control) {
             return Err(Error::invalid("The subject must be one line."));
@@ -51,13 +71,40 @@ impl Mailer {
         let to: Mailbox =
             to.as_str().parse().map_err(|_| Error::invalid(format!("“{}” is not a valid email address", mail.to)))?;
         let message = Message::builder()
-            .from(self.from.clone())
+            .from(self.from_mailbox(&mail.from)?)
             .to(to)
             .subject(mail.subject.clone())
             .multipart(MultiPart::alternative_plain_html(mail.text.clone(), mail.html.clone()))
             .map_err(|e| Error::Unexpected(anyhow::anyhow!("building message: {e}")))?;
-        self.transport.send(message).await.map_err(|e| Error::Unexpected(anyhow::anyhow!("SMTP send failed: {e}")))?;
-        Ok(())
+        let sent = match dkim {
+            None => self.transport.send(message).await.map(drop),
+            Some(dkim) => {
+                let signed = dkim.sign(&message.formatted())?;
+                self.transport.send_raw(message.envelope(), &signed).await.map(drop)
+            }
+        };
+        sent.map_err(|e| Error::Unexpected(anyhow::anyhow!("SMTP send failed: {e}")))
+    }
+
+    /// The From header for `from`. Names are made one line (no header injection) and short.
+    fn from_mailbox(&self, from: &MailFrom) -> Result<Mailbox> {
+        let one_line = |s: &str| {
+            s.split(char::is_control).collect::<Vec<_>>().join(" ").trim().chars().take(80).collect::<String>()
+        };
+        Ok(match from {
+            MailFrom::Herald => self.from.clone(),
+            MailFrom::HeraldFor { workspace } => {
+                let herald = self.from.name.clone().unwrap_or_else(|| "Herald".into());
+                Mailbox::new(Some(format!("{} via {herald}", one_line(workspace))), self.from.email.clone())
+            }
+            MailFrom::Workspace { name, email, .. } => {
+                let address = Email::parse(email)?
+                    .as_str()
+                    .parse()
+                    .map_err(|_| Error::invalid(format!("“{email}” is not a valid sender address")))?;
+                Mailbox::new(Some(one_line(name)).filter(|n| !n.is_empty()), address)
+            }
+        })
     }
 }
 

@@ -66,11 +66,20 @@ pub async fn show(State(sink): State<MailSink>, Path(id): Path<String>) -> Respo
             )
         })
         .collect();
-    // The HTML part is shown in a sandboxed iframe: no scripts, no same-origin access.
+    // The HTML part is shown in a sandboxed iframe: no scripts, no same-origin access. Its links
+    // open in a new tab outside the sandbox, as a mail client opens them: followed inside the
+    // frame, a link's page ran without scripts or forms and never finished (issue 35).
     let html = p
         .html
         .as_deref()
-        .map(|h| format!("<h2 class=\"mt-6 font-medium\">HTML part</h2><iframe sandbox class=\"mt-2 h-96 w-full rounded border bg-white\" srcdoc=\"{}\"></iframe>", e(h)))
+        .map(|h| {
+            let doc = format!("<base target=\"_blank\">{h}");
+            format!(
+                "<h2 class=\"mt-6 font-medium\">HTML part</h2><iframe sandbox=\"allow-popups allow-popups-to-escape-sandbox\" \
+                 data-testid=\"html-part\" title=\"HTML part\" class=\"mt-2 h-96 w-full rounded border bg-white\" srcdoc=\"{}\"></iframe>",
+                e(&doc)
+            )
+        })
         .unwrap_or_default();
     let text = p
         .text

@@ -8,6 +8,7 @@ use herald_app::pages::audience::readers::{AddReader, BulkReaders, SearchReaders
 use herald_app::pages::audience::suppressions::{AddSuppressions, RemoveSuppression, SearchSuppressions};
 use herald_types::ListId;
 use reqwest::StatusCode;
+use std::time::Duration;
 
 /// Creates a list through the UI's server function and returns its id.
 pub async fn create_list(b: &Browser, name: &str, slug: &str, opt_in: &str, visibility: &str) -> String {
@@ -54,6 +55,51 @@ async fn counts(b: &Browser, list: &str) -> (i64, i64, i64) {
 /// The readers search as the page sends it: no status filter, the first page.
 fn search(q: &str, list: &str, attribute: &str) -> SearchReaders {
     SearchReaders { q: q.into(), list: list.into(), status: String::new(), attribute: attribute.into(), before: None }
+}
+
+/// Issue 35: an opt-in confirmation is the workspace's mail. Without a verified sender it
+/// comes from Herald's address under the workspace's name (not a bare `noreply@localhost`);
+/// with a default sender on a domain whose DKIM key is published, from that sender, signed.
+#[tokio::test]
+async fn opt_in_confirmations_come_from_the_workspace() -> TestResult {
+    use herald_app::pages::settings::general::UpdateWorkspaceSettings;
+    let app = spawn_app().await;
+    let (owner, ws) = app.owner_with_workspace("sender-author@example.com", "Garden Notes").await;
+    let slug = ws_slug(&owner).await;
+    let list = create_list(&owner, "Weekly", "weekly", "double", "public").await;
+    let header = |m: &herald_devtools::smtp_sink::ParsedMail, name: &str| {
+        m.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone()).unwrap_or_default()
+    };
+
+    assert!(subscribe(&app, &slug, "first@example.com", &[&list]).await.status().is_success());
+    let first = app.sink.wait_for_recipient("first@example.com", Duration::from_secs(15)).await.expect("mail").parse();
+    let from = header(&first, "From");
+    assert!(from.contains("Garden Notes via Herald") && from.contains("noreply@localhost"), "{from}");
+
+    let r = owner
+        .run(UpdateWorkspaceSettings {
+            name: "Garden Notes".into(),
+            postal_address: "1 Main Street".into(),
+            default_from_name: "The Gardener".into(),
+            default_from_email: "notes@garden.test".into(),
+        })
+        .await;
+    assert!(r.ok(), "{:?}", r.result);
+    app.verify_domain(&ws, "garden.test").await;
+    // Verified but its DKIM key not published yet: still Herald's address.
+    assert!(subscribe(&app, &slug, "second@example.com", &[&list]).await.status().is_success());
+    let second =
+        app.sink.wait_for_recipient("second@example.com", Duration::from_secs(15)).await.expect("mail").parse();
+    assert!(header(&second, "From").contains("Garden Notes via Herald"), "{:?}", second.headers);
+    sqlx::query("UPDATE sending_domains SET dkim_verified_at = now() WHERE domain = 'garden.test'")
+        .execute(&app.owner)
+        .await?;
+    assert!(subscribe(&app, &slug, "third@example.com", &[&list]).await.status().is_success());
+    let third = app.sink.wait_for_recipient("third@example.com", Duration::from_secs(15)).await.expect("mail").parse();
+    let from = header(&third, "From");
+    assert!(from.contains("The Gardener") && from.contains("notes@garden.test"), "{from}");
+    assert!(header(&third, "DKIM-Signature").contains("d=garden.test"), "{:?}", third.headers);
+    Ok(())
 }
 
 #[tokio::test]

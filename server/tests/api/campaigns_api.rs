@@ -202,6 +202,57 @@ async fn invalid_campaign_fields_are_named_through_the_api_and_the_editor() -> T
     Ok(())
 }
 
+/// Issue 35: a draft written before the workspace had a default sender takes it when one is
+/// set (it was stuck at "Choose a sender address first"), and an empty sender is filled on
+/// save; a From address whose domain is not verified is named beside the field as it is typed,
+/// not only at send time.
+#[tokio::test]
+async fn drafts_take_the_default_sender_and_an_unverified_from_is_named_while_typed() -> TestResult {
+    use herald_app::pages::campaigns::preview::TestSendCampaign;
+    let app = spawn_app().await;
+    let (owner, ws) = app.owner_with_workspace("early@example.com", "Early Co").await;
+    let api = Api::for_owner(&app, &owner).await;
+    let (_, draft) = api.post("/api/v1/campaigns", json!({"name": "Early", "subject": "Hi"})).await;
+    let id: CampaignId = draft["id"].as_str().expect("id").parse()?;
+    assert_eq!(draft["from_email"], "");
+    let r = owner.run(TestSendCampaign { id, addresses: "early@example.com".into() }).await;
+    assert!(r.message().contains("Choose a sender address first"), "{:?}", r.result);
+
+    let settings = |from: &str| UpdateWorkspaceSettings {
+        name: "Early Co".into(),
+        postal_address: "1 Main Street".into(),
+        default_from_name: "Early News".into(),
+        default_from_email: from.into(),
+    };
+    assert!(owner.run(settings("news@early.test")).await.ok());
+    let (_, filled) = api.get(&format!("/api/v1/campaigns/{id}")).await;
+    assert_eq!(
+        (filled["from_name"].as_str(), filled["from_email"].as_str()),
+        (Some("Early News"), Some("news@early.test"))
+    );
+    // The domain is not verified: the editor's save names it beside the From field…
+    let input = CampaignInput { name: "Early".into(), subject: "Hi".into(), ..CampaignInput::default() };
+    let saved = owner.run(SaveCampaign { id, input: input.clone() }).await.value();
+    assert_eq!(
+        saved.sender,
+        Some(("Early News".to_string(), "news@early.test".to_string())),
+        "an empty sender was not filled"
+    );
+    let from: Vec<_> = saved.warnings.iter().filter(|w| w.field.as_deref() == Some("from_email")).collect();
+    assert!(
+        from.len() == 1 && from[0].message.contains("early.test is not a verified sending domain"),
+        "{:?}",
+        saved.warnings
+    );
+    // …until it is verified; then the test send goes out.
+    app.verify_domain(&ws, "early.test").await;
+    let saved = owner.run(SaveCampaign { id, input }).await.value();
+    assert!(saved.warnings.is_empty(), "{:?}", saved.warnings);
+    let r = owner.run(TestSendCampaign { id, addresses: "early@example.com".into() }).await;
+    assert!(r.ok(), "{:?}", r.result);
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_scheduled_campaign_sends_when_due_exactly_once() -> TestResult {
     let app = spawn_app().await;

@@ -139,6 +139,7 @@ async fn a_process_that_loses_every_connection_reports_dead_workers_and_rebuilds
         subject: "Still here".into(),
         html: "<p>Still here</p>".into(),
         text: "Still here".into(),
+        ..Default::default()
     };
     app.app.jobs.enqueue_account_mail(mail).await?;
     assert!(

@@ -50,19 +50,30 @@ pub struct SaveOutcome {
     pub updated_at: Option<String>,
     /// As [`CampaignDetail::warnings`], for what was saved.
     pub warnings: Vec<FieldError>,
+    /// The sender as saved (`(name, email)`): an empty one takes the workspace's default, which
+    /// the form then shows.
+    pub sender: Option<(String, String)>,
 }
 
-/// The campaign's unknown merge tags (`herald_engine::sending::message::unknown_merge_tags`),
-/// found off the async threads: a body can be a megabyte.
+/// What renders or sends wrongly without being an error, by field: merge tags nobody provides
+/// (`herald_engine::sending::message::unknown_merge_tags`, found off the async threads: a body
+/// can be a megabyte) and a From address whose domain is not verified yet (issue 35).
 #[cfg(feature = "ssr")]
-async fn merge_tag_warnings(c: &Campaign) -> Vec<FieldError> {
+async fn campaign_warnings(m: &crate::ssr::Member, c: &Campaign) -> Result<Vec<FieldError>, AppError> {
     let (subject, preheader, body) = (c.subject.clone(), c.preheader.clone(), c.body.clone());
     let has_feed = (c.recurrence.is_some() || c.parent_id.is_some()) && c.feed != herald_types::FeedSource::None;
-    tokio::task::spawn_blocking(move || {
+    let mut warnings = tokio::task::spawn_blocking(move || {
         herald_engine::sending::message::unknown_merge_tags(&subject, &preheader, &body, has_feed)
     })
     .await
-    .unwrap_or_default()
+    .unwrap_or_default();
+    let own_identity = c.identity_id.is_some();
+    if let Some(why) =
+        herald_engine::sending::domains::sender_warning(&m.state.db, m.tenant, own_identity, &c.from_email).await?
+    {
+        warnings.push(FieldError { field: Some("from_email".into()), message: why });
+    }
+    Ok(warnings)
 }
 
 #[server(prefix = "/rpc", endpoint = "get_campaign")]
@@ -75,7 +86,7 @@ pub async fn get_campaign(id: CampaignId) -> Result<CampaignDetail, AppError> {
     let approval_needed =
         !m.role.can_administer() && herald_engine::campaigns::approval::required(&m.state.db, m.tenant).await?;
     let approval = herald_engine::campaigns::approval::latest(&m.state.db, m.tenant, id).await?;
-    let warnings = merge_tag_warnings(&campaign).await;
+    let warnings = campaign_warnings(&m, &campaign).await?;
     Ok(CampaignDetail {
         warnings,
         campaign,
@@ -98,10 +109,11 @@ pub async fn save_campaign(id: CampaignId, input: CampaignInput) -> Result<SaveO
         Ok(c) => Ok(SaveOutcome {
             errors: Vec::new(),
             updated_at: Some(c.updated_at.to_rfc3339()),
-            warnings: merge_tag_warnings(&c).await,
+            warnings: campaign_warnings(&m, &c).await?,
+            sender: Some((c.from_name, c.from_email)),
         }),
         Err(herald_engine::Error::Invalid(e)) => {
-            Ok(SaveOutcome { errors: e.errors, updated_at: None, warnings: Vec::new() })
+            Ok(SaveOutcome { errors: e.errors, updated_at: None, warnings: Vec::new(), sender: None })
         }
         Err(e) => Err(e.into()),
     }
@@ -338,6 +350,16 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
             Ok(out) if out.errors.is_empty() => {
                 errors.set(Vec::new());
                 warnings.set(out.warnings);
+                // An empty sender took the workspace's default: show it (only into empty fields,
+                // so nothing typed since is overwritten).
+                if let (Some((name, email)), Some(form)) = (out.sender, form_cell.get_value()) {
+                    if form.from_email.with_untracked(String::is_empty) && !email.is_empty() {
+                        form.from_email.set(email);
+                    }
+                    if form.from_name.with_untracked(String::is_empty) && !name.is_empty() {
+                        form.from_name.set(name);
+                    }
+                }
                 let at = timezone::now_hm();
                 let at = if at.is_empty() { out.updated_at.as_deref().map(short_time).unwrap_or_default() } else { at };
                 status.set(SaveStatus::Saved(at));

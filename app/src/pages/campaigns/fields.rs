@@ -111,6 +111,9 @@ pub fn FieldWarnings(form: Form, field: &'static str) -> impl IntoView {
         <Show when=move || !messages().is_empty()>
             <ul class="mt-1 space-y-0.5 text-xs text-amber-700" data-testid=format!("{field}-warnings") role="status">
                 {move || messages().into_iter().map(|m| view! { <li>"⚠ " {m}</li> }).collect_view()}
+                {(field == "from_email").then(|| view! {
+                    <li><a href="/settings/domains" class="text-indigo-600 hover:underline">"Verify a domain in Settings → Domains"</a></li>
+                })}
             </ul>
         </Show>
     }
@@ -144,9 +147,10 @@ pub fn TextField(
     view! {
         <div>
             <label for=input_id.clone() class="label">{label}</label>
+            // `value` for the server's HTML, `prop:value` so a value the save filled in shows.
             <input id=input_id type=if input_type.is_empty() { "text" } else { input_type }
                 class=move || input_class(error(), extra_class)
-                value=value.get_untracked() placeholder=placeholder maxlength=maxlength required=required
+                value=value.get_untracked() prop:value=value placeholder=placeholder maxlength=maxlength required=required
                 autocomplete="off" aria-describedby=described aria-invalid=move || error().is_some().to_string()
                 on:input=move |ev| {
                     value.set(event_target_value(&ev));
@@ -216,6 +220,7 @@ pub fn SenderFields(form: Form, identities: Resource<Result<IdentitiesView, AppE
                     <TextField form=form field="from_email" label="From email" value=form.from_email input_type="email"
                         placeholder="news@example.com"/>
                 </div>
+                <FieldWarnings form=form field="from_email"/>
                 <TextField form=form field="reply_to" label="Reply-to" value=form.reply_to input_type="email"
                     placeholder="Replies go to the From address" hint="Optional: where replies go, if not to the From address."/>
             </div>

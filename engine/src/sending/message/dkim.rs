@@ -96,6 +96,13 @@ impl DkimSigner {
         &self.domain
     }
 
+    /// `message` (complete, CRLF line endings) with its `DKIM-Signature` header on top.
+    pub fn sign(&self, message: &[u8]) -> Result<Vec<u8>> {
+        let mut signed = self.signature_header(message)?;
+        signed.extend_from_slice(message);
+        Ok(signed)
+    }
+
     /// The `DKIM-Signature` header (folded, ending in CRLF) to put on top of `message`, a
     /// complete message with CRLF line endings.
     pub(super) fn signature_header(&self, message: &[u8]) -> Result<Vec<u8>> {
