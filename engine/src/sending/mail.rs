@@ -71,7 +71,7 @@ impl Mailer {
         let to: Mailbox =
             to.as_str().parse().map_err(|_| Error::invalid(format!("“{}” is not a valid email address", mail.to)))?;
         let message = Message::builder()
-            .from(self.from_mailbox(&mail.from)?)
+            .from(self.sender_mailbox(&mail.from)?)
             .to(to)
             .subject(mail.subject.clone())
             .multipart(MultiPart::alternative_plain_html(mail.text.clone(), mail.html.clone()))
@@ -87,7 +87,7 @@ impl Mailer {
     }
 
     /// The From header for `from`. Names are made one line (no header injection) and short.
-    fn from_mailbox(&self, from: &MailFrom) -> Result<Mailbox> {
+    fn sender_mailbox(&self, from: &MailFrom) -> Result<Mailbox> {
         let one_line = |s: &str| {
             s.split(char::is_control).collect::<Vec<_>>().join(" ").trim().chars().take(80).collect::<String>()
         };
