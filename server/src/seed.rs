@@ -93,6 +93,13 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     ] {
         let id = readers::add(&db, tenant, Role::Owner, email, name, &[news.id], &origin).await.map_err(clear)?;
         first_reader.get_or_insert(id);
+        // Tags on readers (the reader page's and the tags page's filled states).
+        let tags = if name.starts_with('A') {
+            vec!["vip".to_string(), "early".to_string()]
+        } else {
+            vec!["early".to_string()]
+        };
+        herald_engine::audience::tags::add_to_reader(&db, tenant, Role::Owner, id, &tags).await.map_err(clear)?;
     }
     let reader = first_reader.context("no reader")?;
     add("/audience/readers/:id", format!("/audience/readers/{reader}"));

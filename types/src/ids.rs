@@ -111,6 +111,10 @@ id_type!(
     /// A workspace's REST API key.
     ApiKeyId
 );
+id_type!(
+    /// A tag on readers.
+    TagId
+);
 
 #[cfg(test)]
 mod tests {

@@ -27,6 +27,7 @@ pub mod message;
 pub mod progress;
 pub mod reader;
 pub mod suppression;
+pub mod tag;
 pub mod template;
 pub mod values;
 
@@ -39,7 +40,7 @@ pub use campaign::{
 };
 pub use identity::{Identity, IdentityInput};
 pub use ids::{
-    ApiKeyId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId, TemplateId, TenantId, UserId,
+    ApiKeyId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId, TagId, TemplateId, TenantId, UserId,
 };
 pub use import::{Import, ImportMode, ImportStatus, ImportSummary};
 pub use invalid::{FieldError, Invalid, Problems, Rejected};
@@ -52,5 +53,6 @@ pub use reader::{
     ReaderInput, ReaderPage, ReaderStatus, Subscription, SubscriptionStatus,
 };
 pub use suppression::{NewSuppressions, Suppression, SuppressionReason, SuppressionsAdded};
+pub use tag::{MAX_TAG_CHARS, Tag, TagNames, check_tag_name};
 pub use template::{RenderedMessage, Template, TemplateInput, TemplateVersion};
 pub use values::{Email, Forbidden, Role, Slug};

@@ -142,6 +142,9 @@ pub struct ReaderInput {
     #[serde(default)]
     #[cfg_attr(feature = "utoipa", schema(value_type = Option<Object>))]
     pub attributes: Option<serde_json::Value>,
+    /// Tags to add (names; new ones are created). Tags the reader has stay.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 /// `POST /api/v1/readers`: one new reader.
@@ -163,6 +166,9 @@ pub struct ReaderChange {
     /// Replaces the attributes object.
     #[cfg_attr(feature = "utoipa", schema(value_type = Option<Object>))]
     pub attributes: Option<serde_json::Value>,
+    /// Tags to add (names; new ones are created). Tags the reader has stay.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 /// `POST /api/v1/readers/bulk`: many readers at once, merged on the lowercased email, so a

@@ -28,7 +28,7 @@ pub async fn upsert(
     let mut repeats_applied = 0u64;
     // Merge duplicates inside the batch (Postgres cannot upsert one row twice in a statement).
     let mut order: Vec<String> = Vec::new();
-    let mut merged: HashMap<String, (String, String, serde_json::Map<String, Value>)> = HashMap::new();
+    let mut merged: HashMap<String, (String, String, serde_json::Map<String, Value>, Vec<String>)> = HashMap::new();
     for (i, row) in rows.iter().enumerate() {
         let email = match Email::parse(&row.email) {
             Ok(e) => e,
@@ -45,6 +45,17 @@ pub async fn upsert(
                 continue;
             }
         };
+        let tags = if row.tags.is_empty() {
+            Vec::new()
+        } else {
+            match super::tags::check_names(&row.tags) {
+                Ok(tags) => tags,
+                Err(e) => {
+                    out.invalid.push(Rejected { index: i, reason: e.to_string() });
+                    continue;
+                }
+            }
+        };
         // Names from spreadsheets may hold line breaks (a quoted cell): keep them one line.
         let name = row
             .name
@@ -58,19 +69,20 @@ pub async fn upsert(
             // A later row for the same address is what a later batch would do with it, so the
             // summary says what happened: with "update" its values win and it counts as an
             // update; with "leave unchanged" the first row stands and it is skipped, untouched.
-            Some((_, existing_name, a)) => match existing {
+            Some((_, existing_name, a, t)) => match existing {
                 Existing::Update => {
                     if !name.is_empty() {
                         *existing_name = name.chars().take(200).collect();
                     }
                     a.extend(attrs);
+                    t.extend(tags);
                     repeats_applied += 1;
                 }
                 Existing::Skip => out.skipped += 1,
             },
             None => {
                 order.push(key.clone());
-                merged.insert(key, (email.to_string(), name.chars().take(200).collect(), attrs));
+                merged.insert(key, (email.to_string(), name.chars().take(200).collect(), attrs, tags));
             }
         }
     }
@@ -81,7 +93,7 @@ pub async fn upsert(
     let mut names = Vec::with_capacity(order.len());
     let mut attrs = Vec::with_capacity(order.len());
     for key in &order {
-        let (e, n, a) = &merged[key];
+        let (e, n, a, _) = &merged[key];
         emails.push(e.clone());
         names.push(n.clone());
         attrs.push(Value::Object(a.clone()));
@@ -93,11 +105,11 @@ pub async fn upsert(
         }
         Existing::Skip => "DO NOTHING",
     };
-    let touched: Vec<(i64, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let touched: Vec<(i64, bool, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO readers (tenant_id, email, name, attributes)
          SELECT $1, e, n, a FROM unnest($2::text[], $3::text[], $4::jsonb[]) AS t(e, n, a)
          ON CONFLICT (tenant_id, lower(email)) {conflict}
-         RETURNING id, (xmax = 0) AS inserted"
+         RETURNING id, (xmax = 0) AS inserted, email"
     )))
     .bind(tenant)
     .bind(&emails)
@@ -109,6 +121,17 @@ pub async fn upsert(
     out.updated = touched.len() as u64 - out.created + repeats_applied;
     out.skipped += (order.len() - touched.len()) as u64;
     out.reader_ids = touched.iter().map(|t| t.0).collect();
+    // Tags for the readers this batch created or updated (a skipped reader is left as it was).
+    let tagging: Vec<(i64, String)> = touched
+        .iter()
+        .filter_map(|(id, _, email)| {
+            // Keyed as above (Rust's lowercase, not Postgres's `lower`).
+            let key = Email::parse(email).ok()?.lowercase();
+            merged.get(&key).map(|m| (*id, &m.3))
+        })
+        .flat_map(|(id, tags)| tags.iter().map(move |t| (id, t.clone())))
+        .collect();
+    super::tags::tag_pairs_in(tx, tenant, &tagging).await?;
     if !lists.is_empty() && !touched.is_empty() {
         let ids: Vec<i64> = touched.iter().map(|t| t.0).collect();
         sqlx::query(

@@ -171,6 +171,7 @@ fn guess_mapping(header: &str) -> String {
     match h.as_str() {
         "email" | "e-mail" | "mail" | "email address" | "email_address" => "email".into(),
         "name" | "full name" | "full_name" | "fullname" => "name".into(),
+        "tags" | "tag" | "labels" => "tags".into(),
         _ => {
             let key: String = h.chars().map(|c| if c.is_alphanumeric() { c } else { '_' }).collect();
             let key = key.trim_matches('_');
@@ -380,6 +381,7 @@ pub async fn start(
     for m in &s.mapping {
         let ok = m == "email"
             || m == "name"
+            || m == "tags"
             || m == "ignore"
             || m.strip_prefix("attributes.").is_some_and(|k| !k.is_empty());
         if !ok {
@@ -462,12 +464,14 @@ struct Batch {
 }
 
 fn build_reader(fields: &[&str], mapping: &[String]) -> ReaderInput {
-    let mut input = ReaderInput { email: String::new(), name: String::new(), attributes: None };
+    let mut input = ReaderInput { email: String::new(), name: String::new(), attributes: None, tags: Vec::new() };
     let mut attrs = serde_json::Map::new();
     for (value, role) in fields.iter().zip(mapping) {
         match role.as_str() {
             "email" => input.email = value.trim().to_string(),
             "name" => input.name = value.trim().to_string(),
+            // Comma-separated names ("vip, early"); a bad name makes the row invalid (see bulk).
+            "tags" => input.tags.extend(value.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string)),
             other => {
                 if let Some(key) = other.strip_prefix("attributes.")
                     && !value.trim().is_empty()

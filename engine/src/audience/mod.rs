@@ -8,3 +8,4 @@ pub mod lists;
 pub mod readers;
 pub mod subscribe;
 pub mod suppressions;
+pub mod tags;

@@ -267,6 +267,10 @@ pub enum BulkAction {
     UnsubscribeAll,
     /// Erase (admins only), as [`erase`] does one by one.
     Delete,
+    /// Tag with a name (checked; a new name makes a new tag).
+    AddTag(String),
+    /// Take a tag off.
+    RemoveTag(String),
 }
 
 /// Applies `action` to every reader in `target`, set-based (one statement per step, however many
@@ -297,6 +301,10 @@ pub async fn bulk_action(
     let (t, src, ip, ua, wording) =
         (tenant, &origin.source, origin.ip.as_deref(), origin.user_agent.as_deref(), origin.wording.as_deref());
     let changed = match action {
+        BulkAction::AddTag(name) => super::tags::tag_in(&mut tx, t, &ids, &super::tags::check_names(&[name])?).await?,
+        BulkAction::RemoveTag(name) => {
+            super::tags::untag_in(&mut tx, t, &ids, &super::tags::check_names(&[name])?).await?
+        }
         BulkAction::AddToList(list) => sqlx::query(
             "WITH new AS (
                 INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)

@@ -552,6 +552,7 @@ async fn bulk_actions_apply_to_a_selection_or_a_whole_filter() {
                     attribute: String::new(),
                     action: action.into(),
                     target_list: target,
+                    tag: String::new(),
                 })
                 .await
         }
@@ -577,6 +578,7 @@ async fn bulk_actions_apply_to_a_selection_or_a_whole_filter() {
         attribute: String::new(),
         action: "delete".into(),
         target_list: String::new(),
+        tag: String::new(),
     };
     let rb = t.b.run(delete("filter".into())).await;
     assert!(rb.ok());

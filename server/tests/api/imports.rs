@@ -43,7 +43,7 @@ pub async fn wait_done(b: &Browser, id: &str) -> Import {
 
 /// `start_import` with one mapping entry per column, as the mapping form sends it.
 /// No lists means "Add them to no list", ticked.
-fn start(id: ImportId, mapping: &[&str], lists: &str, mode: ImportMode, existing: Existing) -> StartImport {
+pub fn start(id: ImportId, mapping: &[&str], lists: &str, mode: ImportMode, existing: Existing) -> StartImport {
     let mapping = mapping.iter().map(|m| m.to_string()).collect();
     let no_list = lists.is_empty().then(|| "on".to_string());
     StartImport { id, mapping, lists: lists.into(), no_list, mode, existing }

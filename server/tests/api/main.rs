@@ -33,6 +33,7 @@ mod send_engine;
 mod sending;
 mod sending_domains;
 mod stored_states;
+mod tags;
 mod template_limits;
 mod tenancy;
 mod tracking;

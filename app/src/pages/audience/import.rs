@@ -90,7 +90,8 @@ pub fn ImportPage() -> impl IntoView {
     }
 }
 
-const ROLES: [(&str, &str); 3] = [("email", "Email"), ("name", "Name"), ("ignore", "Ignore")];
+const ROLES: [(&str, &str); 4] =
+    [("email", "Email"), ("name", "Name"), ("tags", "Tags (comma-separated)"), ("ignore", "Ignore")];
 
 #[component]
 fn Mapping(

@@ -13,6 +13,7 @@ pub mod overview;
 pub mod reader;
 pub mod readers;
 pub mod suppressions;
+pub mod tags;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ListsView {
@@ -32,12 +33,27 @@ pub async fn list_lists() -> Result<ListsView, AppError> {
     Ok(ListsView { lists, workspace_slug: ws.slug, base_url: m.state.base_url.clone(), can_edit: m.role.can_author() })
 }
 
+/// A `<datalist>` of the workspace's tag names, for inputs that name a tag (`list=id`).
+#[component]
+pub fn TagOptions(id: &'static str, tags: Resource<Result<Vec<herald_types::Tag>, AppError>>) -> impl IntoView {
+    view! {
+        <datalist id=id>
+            <Suspense>
+                {move || Suspend::new(async move {
+                    tags.await.map(|tags| tags.into_iter().map(|t| view! { <option value=t.name/> }).collect_view()).ok()
+                })}
+            </Suspense>
+        </datalist>
+    }
+}
+
 /// The tabs above every audience page.
 #[component]
 pub fn AudienceTabs(active: &'static str) -> impl IntoView {
     const TABS: &[(&str, &str)] = &[
         ("/audience", "Lists"),
         ("/audience/readers", "Readers"),
+        ("/audience/tags", "Tags"),
         ("/audience/imports", "Import"),
         ("/audience/suppressions", "Suppression list"),
     ];

@@ -19,6 +19,7 @@ pub struct ReaderView {
     pub status: ReaderStatus,
     pub suppressed: Option<herald_types::SuppressionReason>,
     pub subscriptions: Vec<Subscription>,
+    pub tags: Vec<String>,
     pub consent: Vec<ConsentEvent>,
     pub activity: Vec<ReaderEvent>,
     pub export_json: String,
@@ -34,6 +35,7 @@ pub async fn get_reader(id: i64) -> Result<ReaderView, AppError> {
     let d = readers::detail(&m.state.db, m.tenant, id).await?;
     let export = readers::export(&m.state.db, m.tenant, id).await?;
     let activity = herald_engine::campaigns::stats::reader_events(&m.state.db, m.tenant, id).await?;
+    let tags = herald_engine::audience::tags::of_reader(&m.state.db, m.tenant, id).await?;
     Ok(ReaderView {
         id: d.reader.id,
         email: d.reader.email,
@@ -42,6 +44,7 @@ pub async fn get_reader(id: i64) -> Result<ReaderView, AppError> {
         status: d.reader.status,
         suppressed: d.suppressed,
         subscriptions: d.subscriptions,
+        tags,
         consent: d.consent,
         activity,
         export_json: serde_json::to_string_pretty(&export).unwrap_or_default(),
@@ -62,6 +65,26 @@ pub async fn update_reader(id: i64, name: String, attributes: String) -> Result<
     Ok(())
 }
 
+/// Adds tags (comma-separated names; new ones become tags).
+#[server(prefix = "/rpc", endpoint = "add_reader_tags")]
+pub async fn add_reader_tags(id: i64, tags: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::tags as t};
+    let m = require_role(Role::Author).await?;
+    let names: Vec<String> = tags.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect();
+    t::add_to_reader(&m.state.db, m.tenant, m.role, id, &names).await?;
+    Ok(())
+}
+
+#[server(prefix = "/rpc", endpoint = "remove_reader_tag")]
+pub async fn remove_reader_tag(id: i64, tag: String) -> Result<(), AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, audience::tags as t};
+    let m = require_role(Role::Author).await?;
+    t::remove_from_reader(&m.state.db, m.tenant, m.role, id, &[tag]).await?;
+    Ok(())
+}
+
 #[server(prefix = "/rpc", endpoint = "erase_reader")]
 pub async fn erase_reader(id: i64) -> Result<(), AppError> {
     use crate::ssr::require_role;
@@ -78,13 +101,19 @@ pub fn ReaderPage() -> impl IntoView {
     let id = move || use_params_map().with(|p| p.get("id")).and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
     let save = ServerAction::<UpdateReader>::new();
     let erase = ServerAction::<EraseReader>::new();
-    let data = Resource::new(move || (id(), save.version().get()), |(id, _)| get_reader(id));
+    let tag = ServerAction::<AddReaderTags>::new();
+    let untag = ServerAction::<RemoveReaderTag>::new();
+    let data = Resource::new(
+        move || (id(), save.version().get(), tag.version().get(), untag.version().get()),
+        |(id, ..)| get_reader(id),
+    );
+    let known_tags = Resource::new(move || tag.version().get(), |_| crate::pages::audience::tags::list_tags());
     view! {
         <AudienceTabs active="/audience/readers"/>
         <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
-                    Ok(r) => view! { <ReaderBody r=r save=save erase=erase/> }.into_any(),
+                    Ok(r) => view! { <ReaderBody r=r save=save erase=erase tag=tag untag=untag known_tags=known_tags/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
             })}
@@ -93,7 +122,14 @@ pub fn ReaderPage() -> impl IntoView {
 }
 
 #[component]
-fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerAction<EraseReader>) -> impl IntoView {
+fn ReaderBody(
+    r: ReaderView,
+    save: ServerAction<UpdateReader>,
+    erase: ServerAction<EraseReader>,
+    tag: ServerAction<AddReaderTags>,
+    untag: ServerAction<RemoveReaderTag>,
+    known_tags: Resource<Result<Vec<herald_types::Tag>, AppError>>,
+) -> impl IntoView {
     let ro = !r.can_edit;
     let download = format!("data:application/json;charset=utf-8,{}", url_encode(&r.export_json));
     let file_name = format!("reader-{}.json", r.id);
@@ -119,6 +155,40 @@ fn ReaderBody(r: ReaderView, save: ServerAction<UpdateReader>, erase: ServerActi
                     {(!ro).then(|| view! { <button type="submit" class="btn-primary">"Save"</button> })}
                     <ActionError value=save.value()/>
                 </ActionForm>
+            </Card>
+            <Card title="Tags">
+                <ul class="flex flex-wrap gap-2" data-testid="reader-tags">
+                    {r.tags.is_empty().then(|| view! { <li class="text-sm text-slate-500">"No tags."</li> })}
+                    {r.tags.iter().cloned().map(|t| {
+                        let (id, label) = (r.id, format!("Remove tag {t}"));
+                        view! {
+                            <li class="badge inline-flex items-center gap-1" data-testid="reader-tag">
+                                {t.clone()}
+                                {(!ro).then(move || view! {
+                                    <ActionForm action=untag attr:class="inline">
+                                        <input type="hidden" name="id" value=id/>
+                                        <input type="hidden" name="tag" value=t/>
+                                        <button type="submit" class="ml-1 text-slate-400 hover:text-red-600" aria-label=label>"×"</button>
+                                    </ActionForm>
+                                })}
+                            </li>
+                        }
+                    }).collect_view()}
+                </ul>
+                {(!ro).then(|| view! {
+                    <ActionForm action=tag attr:class="mt-3 flex flex-wrap items-end gap-2">
+                        <input type="hidden" name="id" value=r.id/>
+                        <div class="min-w-40 flex-1">
+                            <label for="r-tags" class="label">"Add tags"</label>
+                            <input id="r-tags" name="tags" class="input" list="reader-known-tags" autocomplete="off"
+                                placeholder="vip, early" required/>
+                            <crate::pages::audience::TagOptions id="reader-known-tags" tags=known_tags/>
+                        </div>
+                        <button type="submit" class="btn-secondary">"Add"</button>
+                    </ActionForm>
+                })}
+                <ActionError value=tag.value()/>
+                <ActionError value=untag.value()/>
             </Card>
             <Card title="Subscriptions">
                 {if r.subscriptions.is_empty() {

@@ -6,7 +6,7 @@ use leptos_router::hooks::use_query_map;
 
 use crate::components::ui::{ActionError, Card, LoadError, short_time, url_encode};
 use crate::error::AppError;
-use crate::pages::audience::{AudienceTabs, ListsView, list_lists};
+use crate::pages::audience::{AudienceTabs, ListsView, TagOptions, list_lists};
 use herald_types::{ReaderPage, ReaderStatus};
 
 #[server(prefix = "/rpc", endpoint = "search_readers")]
@@ -55,6 +55,7 @@ pub async fn bulk_readers(
     attribute: String,
     action: String,
     target_list: String,
+    #[server(default)] tag: String,
 ) -> Result<String, AppError> {
     use crate::ssr::require_role;
     use herald_engine::Role;
@@ -83,6 +84,8 @@ pub async fn bulk_readers(
         "remove_from_list" => BulkAction::RemoveFromList(parse_list(&target_list)?),
         "unsubscribe_all" => BulkAction::UnsubscribeAll,
         "delete" => BulkAction::Delete,
+        "add_tag" => BulkAction::AddTag(tag),
+        "remove_tag" => BulkAction::RemoveTag(tag),
         _ => return Err(AppError::invalid("Choose an action.").respond()),
     };
     let origin = Origin { wording: Some("Bulk change by a workspace member.".into()), ..Origin::new("admin") };
@@ -107,6 +110,7 @@ pub fn ReadersPage() -> impl IntoView {
     let selected_ids =
         move || format!("ids:{}", selected.with(|s| s.iter().map(i64::to_string).collect::<Vec<String>>().join(",")));
     let lists = Resource::new(|| (), |_| list_lists());
+    let known_tags = Resource::new(move || bulk.version().get(), |_| crate::pages::audience::tags::list_tags());
     let before = move || query.with(|q| q.get("before")).and_then(|b| b.parse::<i64>().ok());
     let readers = Resource::new(
         move || {
@@ -175,6 +179,8 @@ pub fn ReadersPage() -> impl IntoView {
                     <select id="bulk-action" name="action" class="input">
                         <option value="add_to_list">"Add to list (confirmed)"</option>
                         <option value="remove_from_list">"Remove from list"</option>
+                        <option value="add_tag">"Add tag"</option>
+                        <option value="remove_tag">"Remove tag"</option>
                         <option value="unsubscribe_all">"Unsubscribe from everything"</option>
                         <option value="delete">"Delete (erase)"</option>
                     </select>
@@ -185,6 +191,11 @@ pub fn ReadersPage() -> impl IntoView {
                         <option value="">"—"</option>
                         <ListOptions lists=lists/>
                     </select>
+                </div>
+                <div>
+                    <label for="bulk-tag" class="label">"Tag"</label>
+                    <input id="bulk-tag" name="tag" class="input w-40" maxlength="50" list="known-tags" autocomplete="off"/>
+                    <TagOptions id="known-tags" tags=known_tags/>
                 </div>
                 <button type="submit" class="btn-primary" disabled=move || bulk.pending().get()>"Apply"</button>
             </ActionForm>

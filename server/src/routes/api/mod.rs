@@ -7,6 +7,7 @@ pub mod lists;
 pub mod messages;
 pub mod readers;
 pub mod suppressions;
+pub mod tags;
 pub mod templates;
 pub mod workspace;
 
@@ -16,7 +17,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, patch, post};
 use axum::{Json, Router};
 use herald_engine::api_keys::{self, ApiCaller};
 use serde::Serialize;
@@ -140,6 +141,7 @@ impl Modify for BearerAuth {
         lists::index, lists::create, lists::show, lists::update, lists::delete,
         readers::index, readers::show, readers::create, readers::update, readers::delete,
         readers::bulk_upsert, readers::subscribe, readers::unsubscribe,
+        tags::index, tags::rename, tags::delete, tags::of_reader, tags::add, tags::remove,
         suppressions::index, suppressions::add, suppressions::remove,
         campaigns::index, campaigns::create, campaigns::show, campaigns::update, campaigns::delete,
         campaigns::send, campaigns::schedule, campaigns::unschedule, campaigns::pause, campaigns::resume,
@@ -152,6 +154,7 @@ impl Modify for BearerAuth {
         workspace::WorkspaceJson, ApiError, audit::AuditPage, herald_types::AuditEntry, herald_types::AuditAction, herald_types::ActorKind, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
         herald_types::NewReader, herald_types::ReaderInput, herald_types::ReaderChange,
         herald_types::BulkUpsert, herald_types::BulkOutcome, herald_types::Rejected, herald_types::Existing, herald_types::ListChoice,
+        herald_types::Tag, herald_types::TagNames, herald_types::TagId, tags::TagRename,
         herald_types::NewSuppressions, herald_types::SuppressionsAdded, herald_types::SuppressionReason,
         herald_types::CampaignInput, herald_types::Campaign, herald_types::Progress, herald_types::Report,
         herald_types::ScheduleInput, campaigns::RetryResult,
@@ -181,6 +184,9 @@ pub fn router() -> Router<ServerState> {
         .route("/api/v1/readers/bulk", readers::bulk_route())
         .route("/api/v1/readers/{id}", get(readers::show).patch(readers::update).delete(readers::delete))
         .route("/api/v1/readers/{id}/subscriptions", post(readers::subscribe))
+        .route("/api/v1/readers/{id}/tags", get(tags::of_reader).post(tags::add).delete(tags::remove))
+        .route("/api/v1/tags", get(tags::index))
+        .route("/api/v1/tags/{id}", patch(tags::rename).delete(tags::delete))
         .route("/api/v1/readers/{id}/subscriptions/{list_id}", delete(readers::unsubscribe))
         .route("/api/v1/suppressions", get(suppressions::index).post(suppressions::add))
         .route("/api/v1/suppressions/{email}", delete(suppressions::remove))
