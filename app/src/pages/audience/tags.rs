@@ -100,8 +100,10 @@ fn TagRow(tag: Tag, rename: ServerAction<RenameTag>, delete: ServerAction<Delete
                 </ActionForm>
             </Show>
             <div class="flex gap-2">
-                <button type="button" class="btn-secondary" on:click=move |_| editing.set(true)>"Rename"</button>
-                <button type="button" class="btn-secondary text-red-600" on:click=move |_| confirm.set(true)>"Delete"</button>
+                <button type="button" class="btn-secondary" aria-label=format!("Rename {}", tag.name)
+                    on:click=move |_| editing.set(true)>"Rename"</button>
+                <button type="button" class="btn-secondary text-red-600" aria-label=format!("Delete {}", tag.name)
+                    on:click=move |_| confirm.set(true)>"Delete"</button>
             </div>
             <ConfirmDialog open=confirm title=format!("Delete the tag “{}”?", tag.name) confirm_label="Delete tag" danger=true
                 on_confirm=Callback::new(move |()| { delete.dispatch(DeleteTag { id }); })>
