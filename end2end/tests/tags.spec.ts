@@ -51,6 +51,11 @@ test("tag readers one by one and in bulk, then rename and delete a tag", async (
   await page.getByRole("dialog").getByRole("button", { name: "Delete tag" }).click();
   await expect(page.getByTestId("tag-name")).toHaveText(["early bird", "Fans"]);
 
+  // A count links to the readers with the tag.
+  await row("Fans").getByTestId("tag-count").click();
+  await expect(page).toHaveURL(/\/audience\/readers\?tag=Fans$/);
+  await expect(page.getByTestId("readers-table").getByRole("link")).toHaveText([readers[2], readers[1]]);
+
   // The reader who had it has no tags left.
   await gotoHydrated(page, "/audience/readers");
   await page.getByRole("link", { name: readers[0] }).click();

@@ -12,6 +12,14 @@ use crate::domain::{Email, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::Tx;
 
+/// One address's rows of a batch, merged.
+struct Merged {
+    email: String,
+    name: String,
+    attributes: serde_json::Map<String, Value>,
+    tags: Vec<String>,
+}
+
 /// Upserts `rows` and subscribes the created/updated readers to `lists` as confirmed (the caller
 /// attests consent; one ledger row per new subscription, with `origin`).
 #[tracing::instrument(skip_all, fields(%tenant))]
@@ -28,7 +36,7 @@ pub async fn upsert(
     let mut repeats_applied = 0u64;
     // Merge duplicates inside the batch (Postgres cannot upsert one row twice in a statement).
     let mut order: Vec<String> = Vec::new();
-    let mut merged: HashMap<String, (String, String, serde_json::Map<String, Value>, Vec<String>)> = HashMap::new();
+    let mut merged: HashMap<String, Merged> = HashMap::new();
     for (i, row) in rows.iter().enumerate() {
         let email = match Email::parse(&row.email) {
             Ok(e) => e,
@@ -69,20 +77,21 @@ pub async fn upsert(
             // A later row for the same address is what a later batch would do with it, so the
             // summary says what happened: with "update" its values win and it counts as an
             // update; with "leave unchanged" the first row stands and it is skipped, untouched.
-            Some((_, existing_name, a, t)) => match existing {
+            Some(m) => match existing {
                 Existing::Update => {
                     if !name.is_empty() {
-                        *existing_name = name.chars().take(200).collect();
+                        m.name = name.chars().take(200).collect();
                     }
-                    a.extend(attrs);
-                    t.extend(tags);
+                    m.attributes.extend(attrs);
+                    m.tags.extend(tags);
                     repeats_applied += 1;
                 }
                 Existing::Skip => out.skipped += 1,
             },
             None => {
                 order.push(key.clone());
-                merged.insert(key, (email.to_string(), name.chars().take(200).collect(), attrs, tags));
+                let name = name.chars().take(200).collect();
+                merged.insert(key, Merged { email: email.to_string(), name, attributes: attrs, tags });
             }
         }
     }
@@ -93,7 +102,7 @@ pub async fn upsert(
     let mut names = Vec::with_capacity(order.len());
     let mut attrs = Vec::with_capacity(order.len());
     for key in &order {
-        let (e, n, a, _) = &merged[key];
+        let Merged { email: e, name: n, attributes: a, .. } = &merged[key];
         emails.push(e.clone());
         names.push(n.clone());
         attrs.push(Value::Object(a.clone()));
@@ -127,7 +136,7 @@ pub async fn upsert(
         .filter_map(|(id, _, email)| {
             // Keyed as above (Rust's lowercase, not Postgres's `lower`).
             let key = Email::parse(email).ok()?.lowercase();
-            merged.get(&key).map(|m| (*id, &m.3))
+            merged.get(&key).map(|m| (*id, &m.tags))
         })
         .flat_map(|(id, tags)| tags.iter().map(move |t| (id, t.clone())))
         .collect();

@@ -52,6 +52,8 @@ pub struct ReaderFilter {
     pub list: Option<ListId>,
     pub status: Option<ReaderStatus>,
     pub attribute: Option<AttributeCondition>,
+    /// Readers with this tag (its name, any case).
+    pub tag: Option<String>,
 }
 
 /// Appends the bound arguments of the `search_readers` SQL function (migration 0010) for this
@@ -76,11 +78,18 @@ fn push_filter_args(q: &mut QueryBuilder<Postgres>, f: &ReaderFilter) -> Result<
     Ok(())
 }
 
+/// The `p_tag` argument of `search_readers` (migration 39), after the paging arguments.
+fn push_tag_arg(q: &mut QueryBuilder<Postgres>, f: &ReaderFilter) {
+    q.push_bind(f.tag.as_deref().map(str::trim).filter(|t| !t.is_empty()).map(str::to_string));
+}
+
 /// Appends `AND r.id IN (readers matching the filter)` to a query over `readers r`.
 pub(crate) fn push_filter(q: &mut QueryBuilder<Postgres>, f: &ReaderFilter) -> Result<()> {
     q.push(" AND r.id IN (SELECT id FROM search_readers(");
     push_filter_args(q, f)?;
-    q.push(", NULL, NULL))");
+    q.push(", NULL, NULL, ");
+    push_tag_arg(q, f);
+    q.push("))");
     Ok(())
 }
 
@@ -99,7 +108,9 @@ pub async fn search(
         "SELECT id, email, name, attributes, status, created_at, updated_at FROM search_readers(",
     );
     push_filter_args(&mut q, f)?;
-    q.push(", ").push_bind(before).push(", ").push_bind((limit + 1) as i32).push(")");
+    q.push(", ").push_bind(before).push(", ").push_bind((limit + 1) as i32).push(", ");
+    push_tag_arg(&mut q, f);
+    q.push(")");
     let mut tx = db.tenant_tx(tenant).await?;
     let mut readers: Vec<Reader> = q.build_query_as().fetch_all(&mut *tx).await?;
     tx.commit().await?;

@@ -26,6 +26,8 @@ pub struct ExportQuery {
     status: String,
     #[serde(default)]
     attribute: String,
+    #[serde(default)]
+    tag: String,
 }
 
 pub async fn readers_csv(
@@ -54,10 +56,12 @@ pub async fn readers_csv(
         list: q.list.parse().ok(),
         status,
         attribute,
+        tag: Some(q.tag.clone()).filter(|t| !t.trim().is_empty()),
     };
     let actor = herald_engine::audit::Actor::User { id: user, ip: client_ip(ip) };
     let detail = json!({
         "search": filter.search, "list": filter.list, "status": filter.status, "attribute": q.attribute.trim(),
+        "tag": filter.tag,
     });
     let exported = herald_engine::audit::Action::ExportDownloaded;
     herald_engine::audit::note(&state.app.db, tenant, &actor, exported, "readers.csv", detail).await;

@@ -4,7 +4,7 @@ use crate::helpers::*;
 use herald_app::pages::audience::ListLists;
 use herald_app::pages::audience::overview::{DeleteList, SaveList};
 use herald_app::pages::audience::reader::{EraseReader, GetReader, UpdateReader};
-use herald_app::pages::audience::readers::{AddReader, BulkReaders, SearchReaders};
+use herald_app::pages::audience::readers::{AddReader, BulkReaders, FilterForm, SearchReaders};
 use herald_app::pages::audience::suppressions::{AddSuppressions, RemoveSuppression, SearchSuppressions};
 use herald_types::ListId;
 use reqwest::StatusCode;
@@ -54,7 +54,8 @@ async fn counts(b: &Browser, list: &str) -> (i64, i64, i64) {
 
 /// The readers search as the page sends it: no status filter, the first page.
 fn search(q: &str, list: &str, attribute: &str) -> SearchReaders {
-    SearchReaders { q: q.into(), list: list.into(), status: String::new(), attribute: attribute.into(), before: None }
+    let filter = FilterForm { q: q.into(), list: list.into(), attribute: attribute.into(), ..FilterForm::default() };
+    SearchReaders { filter, before: None }
 }
 
 /// Issue 35: an opt-in confirmation is the workspace's mail. Without a verified sender it
@@ -546,10 +547,7 @@ async fn bulk_actions_apply_to_a_selection_or_a_whole_filter() {
             owner
                 .run(BulkReaders {
                     scope,
-                    q: q.into(),
-                    list: String::new(),
-                    status: String::new(),
-                    attribute: String::new(),
+                    filter: FilterForm { q: q.into(), ..FilterForm::default() },
                     action: action.into(),
                     target_list: target,
                     tag: String::new(),
@@ -572,10 +570,7 @@ async fn bulk_actions_apply_to_a_selection_or_a_whole_filter() {
     // Tenant B's filter-wide delete touches nothing of A's.
     let delete = |scope: String| BulkReaders {
         scope,
-        q: String::new(),
-        list: String::new(),
-        status: String::new(),
-        attribute: String::new(),
+        filter: FilterForm::default(),
         action: "delete".into(),
         target_list: String::new(),
         tag: String::new(),

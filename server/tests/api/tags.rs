@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 use crate::imports::{start, upload, wait_done};
-use herald_app::pages::audience::readers::BulkReaders;
+use herald_app::pages::audience::readers::{BulkReaders, FilterForm};
 use herald_app::pages::audience::tags::{DeleteTag, ListTags, RenameTag};
 use herald_types::{Existing, ImportMode};
 
@@ -135,10 +135,7 @@ async fn bulk_actions_and_import_columns_tag_many_readers() -> TestResult {
     assert_eq!(api.post("/api/v1/readers/bulk", json!({"readers": readers})).await.0, StatusCode::OK);
     let bulk = |action: &str| BulkReaders {
         scope: "filter".into(),
-        q: "three.example".into(),
-        list: String::new(),
-        status: String::new(),
-        attribute: String::new(),
+        filter: FilterForm { q: "three.example".into(), ..FilterForm::default() },
         action: action.into(),
         target_list: String::new(),
         tag: "Thirds".into(),
@@ -146,8 +143,17 @@ async fn bulk_actions_and_import_columns_tag_many_readers() -> TestResult {
     let r = owner.run(bulk("add_tag")).await;
     assert!(r.ok(), "{:?}", r.result);
     assert_eq!(counts(&api).await, vec![("Thirds".into(), 10)]);
+    // The readers list (and the API) filter by tag, any case; a bulk action over that filter
+    // reaches exactly them.
+    let (_, page) = api.get("/api/v1/readers?tag=thirds&limit=500").await;
+    assert_eq!(page["readers"].as_array().map(Vec::len), Some(10), "{page}");
+    let mut by_tag = bulk("add_tag");
+    by_tag.filter = FilterForm { tag: "THIRDS".into(), ..FilterForm::default() };
+    by_tag.tag = "Also".into();
+    assert!(owner.run(by_tag).await.ok());
+    assert_eq!(counts(&api).await, vec![("Also".into(), 10), ("Thirds".into(), 10)]);
     assert!(owner.run(bulk("remove_tag")).await.ok());
-    assert_eq!(counts(&api).await, vec![("Thirds".into(), 0)]);
+    assert_eq!(counts(&api).await, vec![("Also".into(), 10), ("Thirds".into(), 0)]);
     let mut empty = bulk("add_tag");
     empty.tag = " ".into();
     assert!(owner.run(empty).await.result.is_err(), "a tag without a name");
@@ -162,7 +168,7 @@ async fn bulk_actions_and_import_columns_tag_many_readers() -> TestResult {
     let d = wait_done(&owner, &id).await;
     // A tag name with a line break makes its row invalid (reported by line), not a broken tag.
     assert_eq!((d.created, d.updated, d.invalid), (1, 1, 1), "{d:?}");
-    assert_eq!(counts(&api).await, vec![("Thirds".into(), 1), ("vip".into(), 2)]);
+    assert_eq!(counts(&api).await, vec![("Also".into(), 10), ("Thirds".into(), 1), ("vip".into(), 2)]);
     let (_, page) = api.get("/api/v1/readers?q=bad%40example.com").await;
     assert_eq!(page["readers"].as_array().map(Vec::len), Some(0), "{page}");
     Ok(())
@@ -208,10 +214,7 @@ async fn tags_stay_in_their_workspace() -> TestResult {
     let r =
         t.b.run(BulkReaders {
             scope: format!("ids:{a_reader}"),
-            q: String::new(),
-            list: String::new(),
-            status: String::new(),
-            attribute: String::new(),
+            filter: FilterForm::default(),
             action: "add_tag".into(),
             target_list: String::new(),
             tag: "intruder".into(),

@@ -8,26 +8,49 @@ use crate::components::ui::{ActionError, Card, LoadError, short_time, url_encode
 use crate::error::AppError;
 use crate::pages::audience::{AudienceTabs, ListsView, TagOptions, list_lists};
 use herald_types::{ReaderPage, ReaderStatus};
+use serde::{Deserialize, Serialize};
+
+/// The readers list's filter as the page's address and forms carry it (empty means "any").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FilterForm {
+    #[serde(default)]
+    pub q: String,
+    #[serde(default)]
+    pub list: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub attribute: String,
+    #[serde(default)]
+    pub tag: String,
+}
+
+impl FilterForm {
+    /// The query parameters of the page, in the order they are shown.
+    pub const PARAMS: [&str; 5] = ["q", "list", "status", "attribute", "tag"];
+
+    /// Parsed and checked: the engine's filter, or what is wrong with it.
+    #[cfg(feature = "ssr")]
+    pub fn parse(self) -> Result<herald_engine::audience::readers::ReaderFilter, AppError> {
+        use herald_engine::audience::readers::{AttributeCondition, ReaderFilter};
+        let attribute = self.attribute.trim();
+        Ok(ReaderFilter {
+            search: Some(self.q).filter(|s| !s.trim().is_empty()),
+            list: if self.list.is_empty() { None } else { Some(self.list.parse()?) },
+            status: ReaderStatus::parse_optional(&self.status)?,
+            attribute: if attribute.is_empty() { None } else { Some(AttributeCondition::parse(attribute)?) },
+            tag: Some(self.tag).filter(|t| !t.trim().is_empty()),
+        })
+    }
+}
 
 #[server(prefix = "/rpc", endpoint = "search_readers")]
-pub async fn search_readers(
-    q: String,
-    list: String,
-    status: String,
-    attribute: String,
-    before: Option<i64>,
-) -> Result<ReaderPage, AppError> {
+pub async fn search_readers(filter: FilterForm, before: Option<i64>) -> Result<ReaderPage, AppError> {
     use crate::ssr::require_role;
     use herald_engine::Role;
-    use herald_engine::audience::readers::{self, AttributeCondition, ReaderFilter};
+    use herald_engine::audience::readers;
     let m = require_role(Role::Viewer).await?;
-    let filter = ReaderFilter {
-        search: Some(q).filter(|s| !s.trim().is_empty()),
-        list: if list.is_empty() { None } else { Some(list.parse()?) },
-        status: ReaderStatus::parse_optional(&status)?,
-        attribute: if attribute.trim().is_empty() { None } else { Some(AttributeCondition::parse(&attribute)?) },
-    };
-    Ok(readers::search(&m.state.db, m.tenant, &filter, before, 50).await?)
+    Ok(readers::search(&m.state.db, m.tenant, &filter.parse()?, before, 50).await?)
 }
 
 #[server(prefix = "/rpc", endpoint = "add_reader")]
@@ -49,10 +72,7 @@ pub async fn add_reader(email: String, name: String, list: String) -> Result<(),
 #[server(prefix = "/rpc", endpoint = "bulk_readers")]
 pub async fn bulk_readers(
     scope: String,
-    q: String,
-    list: String,
-    status: String,
-    attribute: String,
+    #[server(default)] filter: FilterForm,
     action: String,
     target_list: String,
     #[server(default)] tag: String,
@@ -60,17 +80,12 @@ pub async fn bulk_readers(
     use crate::ssr::require_role;
     use herald_engine::Role;
     use herald_engine::audience::consent::Origin;
-    use herald_engine::audience::readers::{self, AttributeCondition, BulkAction, ReaderFilter, Target};
+    use herald_engine::audience::readers::{self, BulkAction, Target};
     let m = require_role(Role::Author).await?;
     let parse_list =
         |s: &str| s.parse::<herald_types::ListId>().map_err(|_| AppError::invalid("Choose a list.").respond());
     let target = if scope == "filter" {
-        Target::Filter(ReaderFilter {
-            search: Some(q).filter(|s| !s.trim().is_empty()),
-            list: if list.is_empty() { None } else { Some(parse_list(&list)?) },
-            status: ReaderStatus::parse_optional(&status)?,
-            attribute: if attribute.trim().is_empty() { None } else { Some(AttributeCondition::parse(&attribute)?) },
-        })
+        Target::Filter(filter.parse()?)
     } else {
         let ids: Vec<i64> =
             scope.strip_prefix("ids:").unwrap_or("").split(',').filter_map(|s| s.trim().parse().ok()).collect();
@@ -93,7 +108,9 @@ pub async fn bulk_readers(
     if action == BulkAction::Delete {
         let scope = match &target {
             Target::Ids(ids) => serde_json::json!({ "ids": ids }),
-            Target::Filter(f) => serde_json::json!({ "search": f.search, "list": f.list, "status": f.status }),
+            Target::Filter(f) => {
+                serde_json::json!({ "search": f.search, "list": f.list, "status": f.status, "tag": f.tag })
+            }
         };
         m.audit(herald_engine::audit::Action::ReaderErased, format!("{n} readers"), scope).await;
     }
@@ -115,20 +132,22 @@ pub fn ReadersPage() -> impl IntoView {
     let readers = Resource::new(
         move || {
             (
-                param("q"),
-                param("list"),
-                param("status"),
-                param("attribute"),
+                FilterForm {
+                    q: param("q"),
+                    list: param("list"),
+                    status: param("status"),
+                    attribute: param("attribute"),
+                    tag: param("tag"),
+                },
                 before(),
                 add.version().get(),
                 bulk.version().get(),
             )
         },
-        |(q, list, status, attribute, before, _, _)| search_readers(q, list, status, attribute, before),
+        |(filter, before, _, _)| search_readers(filter, before),
     );
     let export_href = move || {
-        let params: Vec<String> =
-            ["q", "list", "status", "attribute"].iter().map(|k| format!("{k}={}", url_encode(&param(k)))).collect();
+        let params: Vec<String> = FilterForm::PARAMS.iter().map(|k| format!("{k}={}", url_encode(&param(k)))).collect();
         format!("/audience/readers/export.csv?{}", params.join("&"))
     };
     view! {
@@ -148,7 +167,10 @@ pub fn ReadersPage() -> impl IntoView {
                     {ReaderStatus::ALL.iter().map(|s| view! { <option value=s.as_str()>{s.label()}</option> }).collect_view()}
                 </select>
                 <button type="submit" class="btn-primary">"Filter"</button>
-                <input name="attribute" class="input col-span-4 font-mono text-xs" placeholder="Attribute condition, e.g. city = \"Lyon\" or plan in [\"pro\", \"team\"]"
+                <input name="tag" class="input" placeholder="Tag" list="filter-tags" autocomplete="off"
+                    prop:value=move || param("tag") aria-label="Filter by tag"/>
+                <TagOptions id="filter-tags" tags=known_tags/>
+                <input name="attribute" class="input col-span-3 font-mono text-xs" placeholder="Attribute condition, e.g. city = \"Lyon\" or plan in [\"pro\", \"team\"]"
                     prop:value=move || param("attribute") aria-label="Attribute condition"/>
             </form>
         </Card>
@@ -163,10 +185,7 @@ pub fn ReadersPage() -> impl IntoView {
         <Card title="Bulk actions">
             <ActionForm action=bulk attr:class="flex flex-wrap items-end gap-3">
 
-                <input type="hidden" name="q" prop:value=move || param("q")/>
-                <input type="hidden" name="list" prop:value=move || param("list")/>
-                <input type="hidden" name="status" prop:value=move || param("status")/>
-                <input type="hidden" name="attribute" prop:value=move || param("attribute")/>
+                {FilterForm::PARAMS.map(|k| view! { <input type="hidden" name=format!("filter[{k}]") prop:value=move || param(k)/> })}
                 <div>
                     <label for="bulk-scope" class="label">"Apply to"</label>
                     <select id="bulk-scope" name="scope" class="input">
@@ -231,10 +250,8 @@ fn ReaderTable(v: ReaderPage, selected: RwSignal<Vec<i64>>) -> impl IntoView {
     }
     let next = v.next_before.map(|b| {
         let query = use_query_map().get_untracked();
-        let mut params: Vec<String> = ["q", "list", "status", "attribute"]
-            .iter()
-            .filter_map(|k| query.get(k).map(|v| format!("{k}={}", url_encode(&v))))
-            .collect();
+        let mut params: Vec<String> =
+            FilterForm::PARAMS.iter().filter_map(|k| query.get(k).map(|v| format!("{k}={}", url_encode(&v)))).collect();
         params.push(format!("before={b}"));
         format!("/audience/readers?{}", params.join("&"))
     });

@@ -80,6 +80,8 @@ fn TagRow(tag: Tag, rename: ServerAction<RenameTag>, delete: ServerAction<Delete
     let current = StoredValue::new(tag.name.clone());
     let readers = tag.readers;
     let count = if readers == 1 { "1 reader".to_string() } else { format!("{readers} readers") };
+    // The readers list, filtered by this tag (where bulk actions apply to all of them).
+    let readers_href = format!("/audience/readers?tag={}", crate::components::ui::url_encode(&tag.name));
     view! {
         <li class="flex flex-wrap items-center justify-between gap-3 py-3" data-testid="tag-row">
             <Show when=move || editing.get() fallback={
@@ -87,7 +89,7 @@ fn TagRow(tag: Tag, rename: ServerAction<RenameTag>, delete: ServerAction<Delete
                 move || view! {
                     <div>
                         <span class="badge" data-testid="tag-name">{name.clone()}</span>
-                        <span class="ml-3 text-sm text-slate-500" data-testid="tag-count">{count.clone()}</span>
+                        <a href=readers_href.clone() class="ml-3 text-sm text-indigo-600 hover:underline" data-testid="tag-count">{count.clone()}</a>
                     </div>
                 }
             }>

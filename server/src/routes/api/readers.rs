@@ -35,6 +35,8 @@ pub struct SearchQuery {
     pub status: Option<String>,
     /// e.g. `city = "Lyon"` or `plan in ["pro","team"]`
     pub attribute: Option<String>,
+    /// Only readers with this tag (its name, any case).
+    pub tag: Option<String>,
     /// Continue below this id (the previous page's `next_before`).
     pub before: Option<i64>,
     pub limit: Option<i64>,
@@ -46,6 +48,7 @@ pub struct SearchQuery {
         ("list" = Option<Uuid>, Query, description = "Only readers on this list"),
         ("status" = Option<String>, Query, description = "active, unsubscribed or blocklisted"),
         ("attribute" = Option<String>, Query, description = "e.g. city = \"Lyon\""),
+        ("tag" = Option<String>, Query, description = "Only readers with this tag (its name, any case)"),
         ("before" = Option<i64>, Query, description = "Keyset cursor: next_before of the previous page"),
         ("limit" = Option<i64>, Query, description = "1–500, default 100"),
     ),
@@ -66,6 +69,7 @@ pub async fn index(
             .filter(|a| !a.trim().is_empty())
             .map(AttributeCondition::parse)
             .transpose()?,
+        tag: q.tag,
     };
     Ok(Json(readers::search(&s.app.db, caller.tenant, &filter, q.before, q.limit.unwrap_or(100)).await?))
 }
