@@ -83,6 +83,15 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     };
     let news = lists::create(&db, tenant, Role::Owner, &list("Newsletter")).await.map_err(clear)?;
     lists::create(&db, tenant, Role::Owner, &list("Empty list")).await.map_err(clear)?;
+    // Custom fields (the fields page and the reader page's typed inputs).
+    for (key, label, kind, choices) in [
+        ("plan", "Plan", herald_types::FieldKind::Choice, vec!["Free".to_string(), "Pro".to_string()]),
+        ("birthday", "Birthday", herald_types::FieldKind::Date, vec![]),
+        ("seats", "Seats", herald_types::FieldKind::Number, vec![]),
+    ] {
+        let input = herald_types::FieldInput { key: key.into(), label: label.into(), kind, choices };
+        herald_engine::audience::fields::create(&db, tenant, Role::Owner, &input).await.map_err(clear)?;
+    }
     let origin = herald_engine::audience::consent::Origin::new("admin");
     let mut first_reader = None;
     for (email, name) in [
@@ -102,6 +111,8 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         herald_engine::audience::tags::add_to_reader(&db, tenant, Role::Owner, id, &tags).await.map_err(clear)?;
     }
     let reader = first_reader.context("no reader")?;
+    let values = json!({"plan": "Pro", "birthday": "1815-12-10", "seats": 3, "city": "London"});
+    readers::update(&db, tenant, Role::Owner, reader, "Ada Lovelace", values, &origin).await.map_err(clear)?;
     add("/audience/readers/:id", format!("/audience/readers/{reader}"));
     suppressions::add_many(
         &db,

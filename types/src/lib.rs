@@ -16,6 +16,7 @@ pub mod account;
 pub mod api_key;
 pub mod audit;
 pub mod campaign;
+pub mod field;
 pub mod html;
 pub mod identity;
 pub mod ids;
@@ -38,6 +39,7 @@ pub use campaign::{
     ApprovalRequest, ApprovalState, BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition, FeedItem, FeedResult,
     FeedSource, RecentCampaign, Recurrence, ScheduleInput, TrackingMode,
 };
+pub use field::{Field, FieldInput, FieldKind};
 pub use identity::{Identity, IdentityInput};
 pub use ids::{
     ApiKeyId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId, TagId, TemplateId, TenantId, UserId,

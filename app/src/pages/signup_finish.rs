@@ -29,7 +29,9 @@ pub async fn read_signup_link(token: String) -> Result<SignupLinkView, AppError>
 pub async fn finish_signup(token: String, name: String, password: String) -> Result<(), AppError> {
     use crate::ssr::*;
     let state = state()?;
-    if !state.auth_ip_limiter.check(&format!("signup:{}", client_limiter_key().await)) {
+    // A key of its own: each sign-up passes the form and then this, and one counter for both
+    // would halve the sign-ups an address may make (a password is hashed here, so it is limited).
+    if !state.auth_ip_limiter.check(&format!("signup-finish:{}", client_limiter_key().await)) {
         return Err(AppError::RateLimited.respond());
     }
     let (user, claim) = herald_engine::accounts::finish_signup(&state.db, &state.signer, &token, &name, &password)

@@ -32,6 +32,9 @@ pub async fn upsert(
     origin: &Origin,
 ) -> Result<BulkOutcome> {
     let mut out = BulkOutcome::default();
+    // Values of typed fields are checked and normalised row by row (a bad one makes its row
+    // invalid, with the field named); other attributes pass as they come.
+    let fields = super::fields::list_in(tx, tenant).await?;
     // Rows that repeated an address earlier in the batch and were merged into it.
     let mut repeats_applied = 0u64;
     // Merge duplicates inside the batch (Postgres cannot upsert one row twice in a statement).
@@ -47,7 +50,13 @@ pub async fn upsert(
         };
         let attrs = match &row.attributes {
             None | Some(Value::Null) => serde_json::Map::new(),
-            Some(Value::Object(m)) => m.clone(),
+            Some(Value::Object(m)) => match super::fields::check_attributes(&fields, m) {
+                Ok(m) => m,
+                Err(e) => {
+                    out.invalid.push(Rejected { index: i, reason: e.to_string() });
+                    continue;
+                }
+            },
             Some(_) => {
                 out.invalid.push(Rejected { index: i, reason: "attributes must be an object".into() });
                 continue;

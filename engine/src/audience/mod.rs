@@ -3,6 +3,7 @@
 pub mod bulk;
 pub mod consent;
 pub mod export;
+pub mod fields;
 pub mod import;
 pub mod lists;
 pub mod readers;

@@ -3,7 +3,7 @@
 
 use chrono::Utc;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sqlx::{Postgres, QueryBuilder};
 
 use super::consent::{self, ConsentEvent, Origin};
@@ -168,13 +168,17 @@ pub async fn update(
     origin: &Origin,
 ) -> Result<Reader> {
     role.require(Role::Author)?;
-    if !attributes.is_object() {
+    let Value::Object(attributes) = attributes else {
         return Err(Error::invalid("Attributes must be a JSON object, like {\"city\": \"Lyon\"}."));
-    }
+    };
     if name.chars().any(char::is_control) || name.chars().count() > 200 {
         return Err(Error::invalid("The name must be one line of at most 200 characters."));
     }
     let mut tx = db.tenant_tx(tenant).await?;
+    // Typed fields hold values of their type; a `null` leaves a field empty.
+    let fields = super::fields::list_in(&mut tx, tenant).await?;
+    let attributes: Map<String, Value> =
+        super::fields::check_attributes(&fields, &attributes)?.into_iter().filter(|(_, v)| !v.is_null()).collect();
     let reader: Reader = sqlx::query_as(
         "UPDATE readers SET name = $3, attributes = $4, updated_at = now() WHERE tenant_id = $1 AND id = $2
          RETURNING id, email, name, attributes, status, created_at, updated_at",
@@ -182,7 +186,7 @@ pub async fn update(
     .bind(tenant)
     .bind(id)
     .bind(name.trim())
-    .bind(&attributes)
+    .bind(Value::Object(attributes))
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(Error::NotFound)?;

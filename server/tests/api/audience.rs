@@ -435,7 +435,12 @@ async fn readers_are_searched_filtered_paged_and_erased() {
     // Attributes and the attribute filter.
     let id = by_name.readers[0].id;
     let r = owner
-        .run(UpdateReader { id, name: "Lyonnais".into(), attributes: r#"{"city": "Lyon", "plan": "pro"}"#.into() })
+        .run(UpdateReader {
+            id,
+            name: "Lyonnais".into(),
+            attributes: r#"{"city": "Lyon", "plan": "pro"}"#.into(),
+            values: Default::default(),
+        })
         .await;
     assert!(r.ok(), "{:?}", r.result);
     let lyon = owner.run(search("", "", r#"city = "Lyon""#)).await.value();
@@ -444,7 +449,8 @@ async fn readers_are_searched_filtered_paged_and_erased() {
     assert_eq!(plans.readers.len(), 1);
     let bad = owner.run(search("", "", "city Lyon")).await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let bad_json = owner.run(UpdateReader { id, name: "x".into(), attributes: "{nope".into() }).await;
+    let bad_json =
+        owner.run(UpdateReader { id, name: "x".into(), attributes: "{nope".into(), values: Default::default() }).await;
     assert_eq!(bad_json.status, StatusCode::UNPROCESSABLE_ENTITY);
 
     // Export has the ledger; erase removes the person.
@@ -468,7 +474,8 @@ async fn no_audience_function_reaches_another_workspace() {
     assert_not_found("get_reader", t.a.run(GetReader { id: b_reader }).await);
     assert_not_found(
         "update_reader",
-        t.a.run(UpdateReader { id: b_reader, name: "x".into(), attributes: "{}".into() }).await,
+        t.a.run(UpdateReader { id: b_reader, name: "x".into(), attributes: "{}".into(), values: Default::default() })
+            .await,
     );
     assert_not_found("erase_reader", t.a.run(EraseReader { id: b_reader }).await);
     assert_not_found("delete_list", t.a.run(DeleteList { id: b_list_id }).await);

@@ -20,6 +20,7 @@ mod cli;
 mod database;
 mod dns;
 mod email_verification;
+mod fields;
 mod imports;
 mod invites;
 mod operability;

@@ -7,8 +7,8 @@
 
 use crate::helpers::{TestResult, fresh_database};
 use herald_types::{
-    BodyFormat, CampaignStatus, Existing, FeedSource, ImportMode, ImportStatus, MessageStatus, OptIn, ReaderStatus,
-    Role, SendStatus, SubscriptionStatus, SuppressionReason, TrackingMode, Visibility,
+    BodyFormat, CampaignStatus, Existing, FeedSource, FieldKind, ImportMode, ImportStatus, MessageStatus, OptIn,
+    ReaderStatus, Role, SendStatus, SubscriptionStatus, SuppressionReason, TrackingMode, Visibility,
 };
 use std::collections::BTreeSet;
 
@@ -37,6 +37,7 @@ async fn every_stored_enum_has_exactly_the_values_its_column_allows() -> TestRes
         ("suppressions", "reason", texts!(SuppressionReason)),
         ("lists", "opt_in", texts!(OptIn)),
         ("lists", "visibility", texts!(Visibility)),
+        ("fields", "kind", texts!(FieldKind)),
         ("memberships", "role", texts!(Role)),
     ];
     for (table, column, rust) in columns {

@@ -61,6 +61,7 @@ pub fn ImportPage() -> impl IntoView {
     // Every resource of the page is made here, never in a component a `Suspend` builds (see
     // `crate::pages` on hydration ids).
     let lists = Resource::new(|| (), |_| list_lists());
+    let fields = Resource::new(|| (), |_| crate::pages::audience::fields::list_fields());
     // Poll while the import is queued or running (in the browser only).
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
@@ -81,7 +82,7 @@ pub fn ImportPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match detail.await {
                     // A failed import that read nothing can be mapped afresh; one that did resumes.
-                    Ok(d) if d.status.can_start() && (d.status == ImportStatus::Uploaded || d.rows_read == 0) => view! { <Mapping d=d start=start discard=discard lists=lists/> }.into_any(),
+                    Ok(d) if d.status.can_start() && (d.status == ImportStatus::Uploaded || d.rows_read == 0) => view! { <Mapping d=d start=start discard=discard lists=lists fields=fields/> }.into_any(),
                     Ok(d) => view! { <Progress d=d start=start discard=discard/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
@@ -99,6 +100,7 @@ fn Mapping(
     start: ServerAction<StartImport>,
     discard: ServerAction<DiscardImport>,
     lists: Resource<Result<ListsView, AppError>>,
+    fields: Resource<Result<Vec<herald_types::Field>, AppError>>,
 ) -> impl IntoView {
     let id = d.id.to_string();
     let chosen = RwSignal::new(Vec::<String>::new());
@@ -124,6 +126,14 @@ fn Mapping(
                                             <select name=format!("mapping[{i}]") class="input mt-1 text-xs" aria-label=format!("Column {c}")>
                                                 {ROLES.iter().map(|(v, label)| view! { <option value=*v selected=guess == *v>{*label}</option> }).collect_view()}
                                                 <option value=attr.clone() selected=guess.starts_with("attributes.")>{format!("Attribute {}", attr.trim_start_matches("attributes."))}</option>
+                                                // Typed: each cell is checked against the field (a bad one lands in the report).
+                                                <Suspense>
+                                                    {move || Suspend::new(async move {
+                                                        fields.await.map(|fs| fs.into_iter().map(|f| view! {
+                                                            <option value=format!("attributes.{}", f.key)>{format!("Field: {}", f.label)}</option>
+                                                        }).collect_view()).ok()
+                                                    })}
+                                                </Suspense>
                                             </select>
                                         </th>
                                     }

@@ -7,6 +7,7 @@ use crate::components::ui::TabbedHeader;
 use crate::error::AppError;
 use herald_types::ListWithCounts;
 
+pub mod fields;
 pub mod import;
 pub mod imports;
 pub mod overview;
@@ -54,6 +55,7 @@ pub fn AudienceTabs(active: &'static str) -> impl IntoView {
         ("/audience", "Lists"),
         ("/audience/readers", "Readers"),
         ("/audience/tags", "Tags"),
+        ("/audience/fields", "Fields"),
         ("/audience/imports", "Import"),
         ("/audience/suppressions", "Suppression list"),
     ];

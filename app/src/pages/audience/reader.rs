@@ -15,6 +15,9 @@ pub struct ReaderView {
     pub id: i64,
     pub email: String,
     pub name: String,
+    /// The workspace's custom fields with this reader's value of each (as a form shows it).
+    pub fields: Vec<(herald_types::Field, String)>,
+    /// Attributes that are no field, as JSON.
     pub attributes_json: String,
     pub status: ReaderStatus,
     pub suppressed: Option<herald_types::SuppressionReason>,
@@ -36,11 +39,21 @@ pub async fn get_reader(id: i64) -> Result<ReaderView, AppError> {
     let export = readers::export(&m.state.db, m.tenant, id).await?;
     let activity = herald_engine::campaigns::stats::reader_events(&m.state.db, m.tenant, id).await?;
     let tags = herald_engine::audience::tags::of_reader(&m.state.db, m.tenant, id).await?;
+    let defined = herald_engine::audience::fields::list(&m.state.db, m.tenant).await?;
+    let mut others = d.reader.attributes.as_object().cloned().unwrap_or_default();
+    let fields = defined
+        .into_iter()
+        .map(|f| {
+            let value = others.remove(&f.key).map(|v| f.display(&v)).unwrap_or_default();
+            (f, value)
+        })
+        .collect();
     Ok(ReaderView {
         id: d.reader.id,
         email: d.reader.email,
         name: d.reader.name,
-        attributes_json: serde_json::to_string_pretty(&d.reader.attributes).unwrap_or_default(),
+        fields,
+        attributes_json: serde_json::to_string_pretty(&others).unwrap_or_default(),
         status: d.reader.status,
         suppressed: d.suppressed,
         subscriptions: d.subscriptions,
@@ -53,14 +66,38 @@ pub async fn get_reader(id: i64) -> Result<ReaderView, AppError> {
     })
 }
 
+/// `values`: the custom fields' values as typed (`values[plan]=Pro`; empty clears one), each
+/// checked against its field's type (errors keyed `attributes.<key>`); `attributes`: the other
+/// attributes, as a JSON object.
 #[server(prefix = "/rpc", endpoint = "update_reader")]
-pub async fn update_reader(id: i64, name: String, attributes: String) -> Result<(), AppError> {
+pub async fn update_reader(
+    id: i64,
+    name: String,
+    attributes: String,
+    #[server(default)] values: std::collections::BTreeMap<String, String>,
+) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, audience::consent::Origin, audience::readers};
+    use herald_engine::{Role, audience::consent::Origin, audience::fields, audience::readers};
     let m = require_role(Role::Author).await?;
-    let attributes: serde_json::Value =
+    let mut attributes: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(if attributes.trim().is_empty() { "{}" } else { &attributes })
             .map_err(|e| AppError::invalid(format!("The attributes are not valid JSON: {e}")).respond())?;
+    let defined = fields::list(&m.state.db, m.tenant).await?;
+    let mut problems = herald_types::Problems::default();
+    for (key, raw) in &values {
+        let Some(field) = defined.iter().find(|f| &f.key == key) else { continue };
+        match field.parse_text(raw) {
+            Ok(Some(v)) => {
+                attributes.insert(key.clone(), v);
+            }
+            Ok(None) => {
+                attributes.remove(key);
+            }
+            Err(why) => problems.add(&format!("attributes.{key}"), why),
+        }
+    }
+    problems.into_result()?;
+    let attributes = serde_json::Value::Object(attributes);
     readers::update(&m.state.db, m.tenant, m.role, id, &name, attributes, &Origin::new("admin")).await?;
     Ok(())
 }
@@ -148,9 +185,14 @@ fn ReaderBody(
                 <ActionForm action=save attr:class="space-y-3">
                     <input type="hidden" name="id" value=r.id/>
                     <div><label for="r-name" class="label">"Name"</label><input id="r-name" name="name" class="input" value=r.name.clone() disabled=ro/></div>
+                    {r.fields.iter().cloned().map(|(f, value)| view! { <FieldInput field=f value=value save=save ro=ro/> }).collect_view()}
+                    <p class="text-xs text-slate-500">
+                        <a href="/audience/fields" class="text-indigo-600 hover:underline">"Custom fields"</a>
+                        " are typed and show here one by one."
+                    </p>
                     <div>
-                        <label for="r-attrs" class="label">"Attributes (JSON object)"</label>
-                        <textarea id="r-attrs" name="attributes" rows="8" class="input font-mono text-xs" disabled=ro>{r.attributes_json.clone()}</textarea>
+                        <label for="r-attrs" class="label">"Other attributes (JSON object)"</label>
+                        <textarea id="r-attrs" name="attributes" rows="4" class="input font-mono text-xs" disabled=ro>{r.attributes_json.clone()}</textarea>
                     </div>
                     {(!ro).then(|| view! { <button type="submit" class="btn-primary">"Save"</button> })}
                     <ActionError value=save.value()/>
@@ -253,5 +295,44 @@ fn ReaderBody(
                 <ActionError value=erase.value()/>
             </Card>
         })}
+    }
+}
+
+/// One custom field's input, by its type, with its error beside it.
+#[component]
+fn FieldInput(field: herald_types::Field, value: String, save: ServerAction<UpdateReader>, ro: bool) -> impl IntoView {
+    use herald_types::FieldKind;
+    let id = format!("field-{}", field.key);
+    let name = format!("values[{}]", field.key);
+    let error = crate::pages::audience::fields::error_for(save.value(), format!("attributes.{}", field.key));
+    let control = match field.kind {
+        FieldKind::YesNo | FieldKind::Choice => {
+            let options: Vec<String> = match field.kind {
+                FieldKind::YesNo => vec!["yes".into(), "no".into()],
+                _ => field.choices.clone(),
+            };
+            view! {
+                <select id=id.clone() name=name class="input" disabled=ro>
+                    <option value="" selected=value.is_empty()>"—"</option>
+                    {options.into_iter().map(|o| { let (selected, label) = (o == value, o.clone()); view! { <option value=o selected=selected>{label}</option> } }).collect_view()}
+                </select>
+            }.into_any()
+        }
+        kind => {
+            let input_type = match kind {
+                FieldKind::Number => "text",
+                FieldKind::Date => "date",
+                _ => "text",
+            };
+            let inputmode = if kind == FieldKind::Number { "decimal" } else { "text" };
+            view! { <input id=id.clone() name=name type=input_type inputmode=inputmode class="input" value=value disabled=ro/> }.into_any()
+        }
+    };
+    view! {
+        <div>
+            <label for=id class="label">{field.label.clone()}</label>
+            {control}
+            <p class="mt-1 text-xs text-red-600" role="alert" data-testid=format!("field-error-{}", field.key)>{error}</p>
+        </div>
     }
 }

@@ -62,8 +62,10 @@ pub struct SaveOutcome {
 async fn campaign_warnings(m: &crate::ssr::Member, c: &Campaign) -> Result<Vec<FieldError>, AppError> {
     let (subject, preheader, body) = (c.subject.clone(), c.preheader.clone(), c.body.clone());
     let has_feed = (c.recurrence.is_some() || c.parent_id.is_some()) && c.feed != herald_types::FeedSource::None;
+    let field_keys: Vec<String> =
+        herald_engine::audience::fields::list(&m.state.db, m.tenant).await?.into_iter().map(|f| f.key).collect();
     let mut warnings = tokio::task::spawn_blocking(move || {
-        herald_engine::sending::message::unknown_merge_tags(&subject, &preheader, &body, has_feed)
+        herald_engine::sending::message::unknown_merge_tags(&subject, &preheader, &body, has_feed, &field_keys)
     })
     .await
     .unwrap_or_default();

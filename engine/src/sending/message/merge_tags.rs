@@ -19,10 +19,21 @@ pub const KNOWN_NAMES: &[&str] =
 /// recurring edition's feed is whatever the feed returns.
 const ATTRIBUTES: &str = "reader.attributes";
 const FEED: &str = "feed";
+/// The workspace's custom fields: only their keys exist below it.
+const FIELDS: &str = "reader.fields";
 
 /// The templates' unknown names, one warning each, keyed by the field that uses them (the
-/// subject, preheader or body). A template with a syntax error is skipped: the save reports that.
-pub fn unknown_merge_tags(subject: &str, preheader: &str, body: &str, recurring: bool) -> Vec<FieldError> {
+/// subject, preheader or body); `field_keys` are the workspace's custom fields. A template with
+/// a syntax error is skipped: the save reports that.
+pub fn unknown_merge_tags(
+    subject: &str,
+    preheader: &str,
+    body: &str,
+    recurring: bool,
+    field_keys: &[String],
+) -> Vec<FieldError> {
+    let known: Vec<String> =
+        KNOWN_NAMES.iter().map(|n| n.to_string()).chain(field_keys.iter().map(|k| format!("{FIELDS}.{k}"))).collect();
     let env = Environment::new();
     let globals: Vec<String> = env.globals().map(|(name, _)| name.to_string()).collect();
     let mut warnings = Vec::new();
@@ -32,7 +43,7 @@ pub fn unknown_merge_tags(subject: &str, preheader: &str, body: &str, recurring:
         names.sort();
         for name in names {
             let root = name.split('.').next().unwrap_or_default();
-            if globals.iter().any(|g| g == root) || is_known(&name, recurring) {
+            if globals.iter().any(|g| g == root) || is_known(&known, &name, recurring) {
                 continue;
             }
             let message = if root == FEED {
@@ -40,7 +51,7 @@ pub fn unknown_merge_tags(subject: &str, preheader: &str, body: &str, recurring:
                     "“{name}” is only filled in for a recurring campaign with a data feed; here it renders as nothing."
                 )
             } else {
-                match suggestion(&name) {
+                match suggestion(&known, &name) {
                     Some(s) => format!("Unknown merge tag “{name}”: it renders as nothing. Did you mean “{s}”?"),
                     None => format!(
                         "Unknown merge tag “{name}”: it renders as nothing. Readers have {}.",
@@ -63,25 +74,29 @@ pub fn unknown_merge_tags(subject: &str, preheader: &str, body: &str, recurring:
 
 /// A known name, a prefix of one (`{{ reader }}`, `{{ workspace["name"] }}`), or a key under an
 /// open namespace.
-fn is_known(name: &str, recurring: bool) -> bool {
+fn is_known(known: &[String], name: &str, recurring: bool) -> bool {
     let under = |namespace: &str| name == namespace || name.starts_with(&format!("{namespace}."));
-    KNOWN_NAMES.iter().any(|k| *k == name || k.starts_with(&format!("{name}.")))
+    known.iter().any(|k| k == name || k.starts_with(&format!("{name}.")) || name.starts_with(&format!("{k}.")))
+        || name == FIELDS
         || under(ATTRIBUTES)
         || (recurring && under(FEED))
 }
 
 /// The known name closest to a typo (at most two edits away), or the attribute the author
 /// probably meant (`reader.city` → `reader.attributes.city`).
-fn suggestion(name: &str) -> Option<String> {
-    let closest = KNOWN_NAMES
+fn suggestion(known: &[String], name: &str) -> Option<String> {
+    let closest = known
         .iter()
-        .map(|k| (strsim::levenshtein(name, k), *k))
+        .map(|k| (strsim::levenshtein(name, k), k))
         .filter(|(distance, _)| *distance <= 2)
         .min()
         .map(|(_, k)| k.to_string());
     closest.or_else(|| {
         let key = name.strip_prefix("reader.")?;
-        (!key.contains('.')).then(|| format!("{ATTRIBUTES}.{key}"))
+        (!key.contains('.')).then(|| match known.iter().find(|k| k.strip_prefix(&format!("{FIELDS}.")) == Some(key)) {
+            Some(field) => field.clone(),
+            None => format!("{ATTRIBUTES}.{key}"),
+        })
     })
 }
 
@@ -95,7 +110,8 @@ mod tests {
 
     #[test]
     fn typos_are_named_with_the_intended_name() {
-        let w = unknown_merge_tags("Hi {{ reader.nmae }}", "", "Dear {{ reader.city }}, {{ unsubscribe_ur }}", false);
+        let w =
+            unknown_merge_tags("Hi {{ reader.nmae }}", "", "Dear {{ reader.city }}, {{ unsubscribe_ur }}", false, &[]);
         let w = names(&w);
         assert_eq!(w.len(), 3, "{w:?}");
         assert_eq!(w[0].0, "subject");
@@ -110,12 +126,22 @@ mod tests {
             {% set greeting = 'Hi' %}{{ greeting }} {% for k, v in reader.attributes | items %}{{ k }}{{ v }}{% endfor %}
             {{ workspace.name }} {{ workspace.postal_address }} {{ unsubscribe_url }} {{ range(3) | list }}
             {{ reader }} {{ reader['name'] }}";
-        assert_eq!(names(&unknown_merge_tags("", "", body, false)), vec![]);
+        assert_eq!(names(&unknown_merge_tags("", "", body, false, &[])), vec![]);
         // A feed key is fine in a recurring campaign, and named elsewhere.
-        assert_eq!(names(&unknown_merge_tags("{{ feed.headline }}", "", "", true)), vec![]);
-        let w = names(&unknown_merge_tags("{{ feed.headline }}", "", "", false));
+        assert_eq!(names(&unknown_merge_tags("{{ feed.headline }}", "", "", true, &[])), vec![]);
+        let w = names(&unknown_merge_tags("{{ feed.headline }}", "", "", false, &[]));
         assert!(w.len() == 1 && w[0].1.contains("recurring campaign"), "{w:?}");
         // A syntax error is the save's to report.
-        assert_eq!(names(&unknown_merge_tags("{{ reader.nmae", "", "", false)), vec![]);
+        assert_eq!(names(&unknown_merge_tags("{{ reader.nmae", "", "", false, &[])), vec![]);
+    }
+
+    #[test]
+    fn custom_fields_are_known_names_and_their_typos_are_named() {
+        let keys = vec!["plan".to_string(), "birthday".to_string()];
+        let ok = "{{ reader.fields.plan }} {{ reader.fields.birthday | default('') }} {{ reader.fields }}";
+        assert_eq!(names(&unknown_merge_tags("", "", ok, false, &keys)), vec![]);
+        let w = names(&unknown_merge_tags("{{ reader.fields.pln }}", "", "{{ reader.plan }}", false, &keys));
+        assert!(w[0].1.contains("Did you mean “reader.fields.plan”?"), "{w:?}");
+        assert!(w[1].1.contains("“reader.fields.plan”"), "{w:?}");
     }
 }

@@ -185,6 +185,7 @@ impl CompiledCampaign {
                 email: recipient.email,
                 name: (!recipient.name.is_empty()).then_some(recipient.name),
                 attributes: Attributes(recipient.attributes),
+                fields: Attributes(recipient.attributes),
             },
             unsubscribe_url => ctx.unsubscribe_url,
             workspace => self.workspace.clone(),
@@ -219,6 +220,8 @@ pub(super) struct ReaderVars<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<&'a str>,
     attributes: Attributes<'a>,
+    /// The same values under the name custom fields give them (`reader.fields.plan`).
+    fields: Attributes<'a>,
 }
 
 /// Serializes reader attributes with `null` members left out, so they are undefined in

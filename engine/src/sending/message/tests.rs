@@ -66,6 +66,11 @@ fn merge_tags_defaults_and_missing_attributes() -> anyhow::Result<()> {
     // Attributes that are not an object behave as none.
     let r = render(&c, "Ada", serde_json::Value::Null)?;
     assert!(r.html.contains("Hello Ada in []"));
+    // Custom fields (issue 32) are the same values under `reader.fields`.
+    let c = content(BodyFormat::Html, "{{ reader.fields.plan }}", "<p>{{ reader.fields.seats }} seats</p>");
+    let r = render(&c, "Ada", serde_json::json!({ "plan": "Pro", "seats": 3 }))?;
+    assert_eq!(r.subject, "Pro");
+    assert!(r.html.contains("3 seats"), "{}", r.html);
     Ok(())
 }
 

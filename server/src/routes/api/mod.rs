@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod campaigns;
+pub mod fields;
 pub mod lists;
 pub mod messages;
 pub mod readers;
@@ -142,6 +143,7 @@ impl Modify for BearerAuth {
         readers::index, readers::show, readers::create, readers::update, readers::delete,
         readers::bulk_upsert, readers::subscribe, readers::unsubscribe,
         tags::index, tags::rename, tags::delete, tags::of_reader, tags::add, tags::remove,
+        fields::index, fields::create, fields::update, fields::delete,
         suppressions::index, suppressions::add, suppressions::remove,
         campaigns::index, campaigns::create, campaigns::show, campaigns::update, campaigns::delete,
         campaigns::send, campaigns::schedule, campaigns::unschedule, campaigns::pause, campaigns::resume,
@@ -155,6 +157,7 @@ impl Modify for BearerAuth {
         herald_types::NewReader, herald_types::ReaderInput, herald_types::ReaderChange,
         herald_types::BulkUpsert, herald_types::BulkOutcome, herald_types::Rejected, herald_types::Existing, herald_types::ListChoice,
         herald_types::Tag, herald_types::TagNames, herald_types::TagId, tags::TagRename,
+        herald_types::Field, herald_types::FieldInput, herald_types::FieldKind,
         herald_types::NewSuppressions, herald_types::SuppressionsAdded, herald_types::SuppressionReason,
         herald_types::CampaignInput, herald_types::Campaign, herald_types::Progress, herald_types::Report,
         herald_types::ScheduleInput, campaigns::RetryResult,
@@ -186,6 +189,8 @@ pub fn router() -> Router<ServerState> {
         .route("/api/v1/readers/{id}/subscriptions", post(readers::subscribe))
         .route("/api/v1/readers/{id}/tags", get(tags::of_reader).post(tags::add).delete(tags::remove))
         .route("/api/v1/tags", get(tags::index))
+        .route("/api/v1/fields", get(fields::index).post(fields::create))
+        .route("/api/v1/fields/{key}", patch(fields::update).delete(fields::delete))
         .route("/api/v1/tags/{id}", patch(tags::rename).delete(tags::delete))
         .route("/api/v1/readers/{id}/subscriptions/{list_id}", delete(readers::unsubscribe))
         .route("/api/v1/suppressions", get(suppressions::index).post(suppressions::add))

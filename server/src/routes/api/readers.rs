@@ -91,8 +91,13 @@ pub async fn create(
     caller: ApiCaller,
     ApiJson(body): ApiJson<NewReader>,
 ) -> Result<(StatusCode, Json<ReaderDetail>), ApiFailure> {
-    let mut tx = s.app.db.tenant_tx(caller.tenant).await?;
     let input = body.reader;
+    // Typed fields first, so a wrong value is named by its field (the bulk path reports rows).
+    if let Some(serde_json::Value::Object(attributes)) = &input.attributes {
+        let defined = herald_engine::audience::fields::list(&s.app.db, caller.tenant).await?;
+        herald_engine::audience::fields::check_attributes(&defined, attributes).map_err(herald_engine::Error::from)?;
+    }
+    let mut tx = s.app.db.tenant_tx(caller.tenant).await?;
     let out =
         bulk::upsert(&mut tx, caller.tenant, std::slice::from_ref(&input), &body.lists, Existing::Skip, &api_origin())
             .await?;
