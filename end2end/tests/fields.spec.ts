@@ -35,6 +35,8 @@ test("define typed fields and fill them in on a reader's page", async ({ page })
   await page.getByLabel("Seats").fill("twelve");
   await page.getByRole("button", { name: "Save" }).click();
   await expect(page.getByTestId("field-error-seats")).toHaveText("Seats takes a number, like 12 or 3.5.");
+  // Refused, nothing typed is lost: the plan chosen stays chosen.
+  await expect(page.getByLabel("Plan")).toHaveValue("Pro");
   await page.getByLabel("Seats").fill("12");
   await page.getByRole("button", { name: "Save" }).click();
   await expect(page.getByTestId("field-error-seats")).toHaveText("");

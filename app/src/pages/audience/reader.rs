@@ -140,8 +140,14 @@ pub fn ReaderPage() -> impl IntoView {
     let erase = ServerAction::<EraseReader>::new();
     let tag = ServerAction::<AddReaderTags>::new();
     let untag = ServerAction::<RemoveReaderTag>::new();
+    // Reloaded after a save that worked only: a refused one keeps what was typed in the form
+    // (its errors show beside the fields), instead of putting the stored values back.
+    let saved = Memo::new(move |before: Option<&u32>| {
+        let before = before.copied().unwrap_or(0);
+        if matches!(save.value().get(), Some(Ok(()))) { before + 1 } else { before }
+    });
     let data = Resource::new(
-        move || (id(), save.version().get(), tag.version().get(), untag.version().get()),
+        move || (id(), saved.get(), tag.version().get(), untag.version().get()),
         |(id, ..)| get_reader(id),
     );
     let known_tags = Resource::new(move || tag.version().get(), |_| crate::pages::audience::tags::list_tags());
