@@ -146,6 +146,9 @@ e2e_env=(
   HERALD_DEV_SMTP_BIND="$e2e_smtp"
   HERALD_SMTP_URL="smtp://$e2e_smtp"
   HERALD_DATA_DIR="$e2e_dir"
+  # The crawler opens every campaign editor at two widths, loads, reloads and edits it within a
+  # minute, as one member: more previews than a person makes (the limit has its own API test).
+  HERALD_PREVIEWS_PER_MINUTE=1000
   LEPTOS_SITE_ROOT="$site_root"
   RUST_LOG="${RUST_LOG:-info}"
 )

@@ -60,6 +60,8 @@ pub struct Config {
     /// What a sending domain's SPF record must include (`HERALD_SPF_INCLUDE`, default
     /// `_spf.<host of HERALD_BASE_URL>`).
     pub spf_include: String,
+    /// Template previews per member per minute (`HERALD_PREVIEWS_PER_MINUTE`, default 30).
+    pub previews_per_minute: u32,
 }
 
 /// `/metrics` says how busy every workspace is: in production it answers only to a bearer
@@ -265,6 +267,15 @@ impl Config {
         };
         let trusted_proxies =
             crate::security::TrustedProxies::from_setting(&get("HERALD_TRUSTED_PROXIES").unwrap_or_default())?;
+        let previews_per_minute = match get("HERALD_PREVIEWS_PER_MINUTE") {
+            None => herald_app::ssr::PREVIEWS_PER_MINUTE,
+            Some(v) => v
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or(format!("HERALD_PREVIEWS_PER_MINUTE must be a number of previews (1 or more), not `{v}`"))?,
+        };
         let dns_server =
             match get("HERALD_DNS_SERVER") {
                 None => None,
@@ -291,6 +302,7 @@ impl Config {
         Ok(Self {
             dns_server,
             spf_include,
+            previews_per_minute,
             trusted_proxies,
             metrics_access,
             system_mail_limits,

@@ -193,7 +193,7 @@ impl Application {
             auth_ip_limiter: Arc::new(RateLimiter::new(30, Duration::from_secs(60))),
             auth_account_limiter: Arc::new(RateLimiter::new(10, Duration::from_secs(60))),
             public_form_limiter: Arc::new(RateLimiter::new(20, Duration::from_secs(60))),
-            preview_limiter: Arc::new(RateLimiter::new(herald_app::ssr::PREVIEWS_PER_MINUTE, Duration::from_secs(60))),
+            preview_limiter: Arc::new(RateLimiter::new(config.previews_per_minute, Duration::from_secs(60))),
             outbox: Outbox {
                 db: db.clone(),
                 keys: TrackingKeys::new(&Signer::new(&config.secret_key)),
