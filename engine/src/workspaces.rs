@@ -200,18 +200,6 @@ pub async fn get(db: &Db, tenant: TenantId) -> Result<Workspace> {
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(Error::NotFound)?;
-    // Drafts written before there was a default sender take it now (new ones take it when they
-    // are made): otherwise they stay stuck at "Choose a sender address first" (issue 35).
-    sqlx::query(
-        "UPDATE campaigns SET from_email = t.default_from_email,
-                from_name = CASE WHEN campaigns.from_name = '' THEN t.default_from_name ELSE campaigns.from_name END
-         FROM tenants t
-         WHERE t.id = $1 AND campaigns.tenant_id = $1 AND campaigns.status IN ('draft', 'scheduled')
-           AND campaigns.from_email = '' AND t.default_from_email <> ''",
-    )
-    .bind(tenant)
-    .execute(&mut *tx)
-    .await?;
     tx.commit().await?;
     Ok(ws)
 }
