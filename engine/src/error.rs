@@ -107,28 +107,30 @@ impl Error {
     /// backend, a full pool): the same write may succeed if tried again.
     pub fn is_connection_lost(&self) -> bool {
         let Error::Unexpected(e) = self else { return false };
-        let Some(e) = e.downcast_ref::<sqlx::Error>() else { return false };
-        match e {
-            sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::Protocol(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed => true,
-            // Class 08 (connection exception), 57P01-57P03 (admin shutdown, crash shutdown,
-            // cannot connect now), 40001/40P01 (serialization, deadlock: safe to retry too),
-            // 57014 (statement cancelled: a timeout or an operator), 53300 (too many
-            // connections) and 25006 (a read-only transaction: connected to a standby during a
-            // failover). Each says nothing about the write itself, which may land next time.
-            sqlx::Error::Database(db) => db.code().is_some_and(|c| {
-                c.starts_with("08")
-                    || matches!(
-                        c.as_ref(),
-                        "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "57014" | "53300" | "25006"
-                    )
-            }),
-            _ => false,
-        }
+        e.downcast_ref::<sqlx::Error>().is_some_and(connection_lost)
+    }
+}
+
+/// True when `e` says the database could not be reached or dropped the connection, not that the
+/// statement was wrong: see [`Error::is_connection_lost`].
+pub fn connection_lost(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        // Class 08 (connection exception), 57P01-57P03 (admin shutdown, crash shutdown,
+        // cannot connect now), 40001/40P01 (serialization, deadlock: safe to retry too),
+        // 57014 (statement cancelled: a timeout or an operator), 53300 (too many
+        // connections) and 25006 (a read-only transaction: connected to a standby during a
+        // failover). Each says nothing about the write itself, which may land next time.
+        sqlx::Error::Database(db) => db.code().is_some_and(|c| {
+            c.starts_with("08")
+                || matches!(c.as_ref(), "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "57014" | "53300" | "25006")
+        }),
+        _ => false,
     }
 }
 

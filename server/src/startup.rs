@@ -27,6 +27,7 @@ use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use anyhow::Context;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tower_http::limit::RequestBodyLimitLayer;
@@ -138,10 +139,7 @@ fn default_identity(config: &Config, smtp_url: &str) -> anyhow::Result<SmtpIdent
 /// Connects as the runtime role, checks it cannot bypass RLS, starts the dev mail catcher if
 /// configured and builds the mailer.
 pub async fn core(config: &Config) -> anyhow::Result<Core> {
-    let db = Db::connect(&config.app_database_url, config.db_max_connections)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot connect to the database as the runtime role: {e}"))?;
-    migrate::check_runtime_role(&db).await?;
+    let db = connect_checked(config).await?;
     let mut smtp_url = config.smtp_url.clone();
     let sink = match &config.dev_smtp_bind {
         Some(bind) => {
@@ -159,6 +157,43 @@ pub async fn core(config: &Config) -> anyhow::Result<Core> {
     let mailer = Mailer::from_url(&smtp_url, &config.mail_from)?;
     let default_identity = default_identity(config, &smtp_url)?;
     Ok(Core { db, mailer, sink, default_identity, transactional_wake: Arc::new(tokio::sync::Notify::new()) })
+}
+
+/// How long start-up keeps trying a database that is restarting or dropped its connection.
+const START_UP_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Connects as the runtime role and checks it, retrying (with backoff, for
+/// [`START_UP_PATIENCE`]) while the database is unreachable or drops the connection: a process
+/// started during a Postgres restart or failover — or by a supervisor that restarts it at once —
+/// waits for it, as the job loops do, instead of exiting. A wrong role or a refused password
+/// fails at once.
+async fn connect_checked(config: &Config) -> anyhow::Result<Db> {
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let attempt = async {
+            let db = Db::connect(&config.app_database_url, config.db_max_connections)
+                .await
+                .context("cannot connect to the database as the runtime role")?;
+            migrate::check_runtime_role(&db).await?;
+            anyhow::Ok(db)
+        };
+        match attempt.await {
+            Ok(db) => return Ok(db),
+            Err(e) if started.elapsed() < START_UP_PATIENCE && connection_lost(&e) => {
+                tracing::warn!(error = %format!("{e:#}"), "database not reachable yet; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// True when some error in `e`'s chain is the database being unreachable or dropping the
+/// connection.
+fn connection_lost(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| cause.downcast_ref::<sqlx::Error>().is_some_and(herald_engine::error::connection_lost))
 }
 
 pub struct Application {
