@@ -22,15 +22,16 @@ use components::shell::AppShell;
 use pages::{
     account::overview::AccountPage, audience::fields::FieldsPage, audience::import::ImportPage,
     audience::imports::ImportsPage, audience::overview::AudiencePage, audience::reader::ReaderPage,
-    audience::readers::ReadersPage, audience::suppressions::SuppressionsPage, audience::tags::TagsPage,
-    campaigns::editor::CampaignPage, campaigns::list::CampaignsPage, campaigns::stats::CampaignStatsPage,
-    dashboard::DashboardPage, forgot_password::ForgotPasswordPage, invite::InvitePage, login::LoginPage,
-    login_two_factor::LoginTwoFactorPage, new_workspace::NewWorkspacePage, not_found::NotFoundPage,
-    reset_password::ResetPasswordPage, settings::api_keys::ApiKeysPage, settings::audit::AuditLogPage,
-    settings::domains::SendingDomainsPage, settings::general::SettingsPage, settings::members::MembersPage,
-    settings::sending::SendingPage, signup::SignupPage, signup_finish::SignupFinishPage,
-    transactional::message::TransactionalMessagePage, transactional::overview::TransactionalPage,
-    transactional::template::TxTemplatePage, transactional::templates::TxTemplatesPage, verify_email::VerifyEmailPage,
+    audience::readers::ReadersPage, audience::segment::SegmentPage, audience::segments::SegmentsPage,
+    audience::suppressions::SuppressionsPage, audience::tags::TagsPage, campaigns::editor::CampaignPage,
+    campaigns::list::CampaignsPage, campaigns::stats::CampaignStatsPage, dashboard::DashboardPage,
+    forgot_password::ForgotPasswordPage, invite::InvitePage, login::LoginPage, login_two_factor::LoginTwoFactorPage,
+    new_workspace::NewWorkspacePage, not_found::NotFoundPage, reset_password::ResetPasswordPage,
+    settings::api_keys::ApiKeysPage, settings::audit::AuditLogPage, settings::domains::SendingDomainsPage,
+    settings::general::SettingsPage, settings::members::MembersPage, settings::sending::SendingPage,
+    signup::SignupPage, signup_finish::SignupFinishPage, transactional::message::TransactionalMessagePage,
+    transactional::overview::TransactionalPage, transactional::template::TxTemplatePage,
+    transactional::templates::TxTemplatesPage, verify_email::VerifyEmailPage,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -78,6 +79,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/audience/readers") view=ReadersPage/>
                     <Route path=path!("/audience/readers/:id") view=ReaderPage/>
                     <Route path=path!("/audience/suppressions") view=SuppressionsPage/>
+                    <Route path=path!("/audience/segments") view=SegmentsPage/>
+                    <Route path=path!("/audience/segments/:id") view=SegmentPage/>
                     <Route path=path!("/audience/tags") view=TagsPage/>
                     <Route path=path!("/audience/fields") view=FieldsPage/>
                     <Route path=path!("/audience/imports") view=ImportsPage/>

@@ -17,7 +17,7 @@
 //! paused campaign between 5 s after its pause and its resume), hard
 //! bounces suppressed, and each campaign's sent count equal to what the sink saw.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use crate::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
+use herald_engine::audience::segments;
 use herald_engine::campaigns::store::{self, CampaignInput};
 use herald_engine::jobs::Jobs;
 use herald_engine::{CampaignId, Db, Role, TenantId};
@@ -475,6 +476,72 @@ async fn create_campaign(db: &Db, tenant: TenantId, name: &str, lists: &[Uuid]) 
     Ok(store::create(db, tenant, Role::Owner, &input).await?.id)
 }
 
+/// A campaign to a segment with an exclusion (issue 32): 300 readers on a list of their own, a
+/// third of them tagged "vip", half on the Free plan; it targets the tagged readers and leaves
+/// out the Free plan. Returns it and the readers it must reach (the check also fails it for a
+/// copy to anyone else).
+async fn segment_campaign(owner: &PgPool, db: &Db, tenant: TenantId) -> anyhow::Result<(CampaignId, Vec<String>)> {
+    let (list, _) = insert_list(owner, tenant, "seg", 300).await?;
+    let tag = Uuid::new_v4();
+    sqlx::query("INSERT INTO tags (tenant_id, id, name) VALUES ($1, $2, 'vip')")
+        .bind(tenant)
+        .bind(tag)
+        .execute(owner)
+        .await?;
+    sqlx::query(
+        "INSERT INTO reader_tags (tenant_id, tag_id, reader_id)
+         SELECT $1, $2, reader_id FROM subscriptions WHERE list_id = $3 AND reader_id % 3 = 0",
+    )
+    .bind(tenant)
+    .bind(tag)
+    .bind(list)
+    .execute(owner)
+    .await?;
+    sqlx::query("INSERT INTO fields (tenant_id, key, label, kind, choices) VALUES ($1, 'plan', 'Plan', 'choice', '[\"Free\", \"Pro\"]')")
+        .bind(tenant)
+        .execute(owner)
+        .await?;
+    sqlx::query(
+        "UPDATE readers SET attributes = jsonb_build_object('plan', CASE WHEN id % 2 = 0 THEN 'Free' ELSE 'Pro' END)
+         WHERE id IN (SELECT reader_id FROM subscriptions WHERE list_id = $1)",
+    )
+    .bind(list)
+    .execute(owner)
+    .await?;
+    let expected: Vec<String> = sqlx::query_scalar(
+        "SELECT lower(r.email) FROM readers r JOIN subscriptions s ON s.reader_id = r.id
+         WHERE s.list_id = $1 AND r.id % 3 = 0 AND r.id % 2 = 1",
+    )
+    .bind(list)
+    .fetch_all(owner)
+    .await?;
+    let segment = |name: &str, rule: serde_json::Value| herald_types::SegmentInput {
+        name: name.into(),
+        definition: serde_json::from_value(serde_json::json!({"match": "all", "rules": [rule]})).unwrap_or_default(),
+    };
+    let vip =
+        segments::create(db, tenant, Role::Owner, &segment("VIP", serde_json::json!({"kind": "tag", "tag_id": tag})))
+            .await?;
+    let free = segments::create(
+        db,
+        tenant,
+        Role::Owner,
+        &segment("Free", serde_json::json!({"kind": "field", "key": "plan", "op": "eq", "value": "Free"})),
+    )
+    .await?;
+    let input = CampaignInput {
+        name: "Segment".into(),
+        subject: "Segment for {{ reader.name }}".into(),
+        from_email: "news@chaos.test".into(),
+        from_name: "Chaos".into(),
+        segment_ids: vec![vip.id],
+        exclude_segment_id: Some(free.id),
+        body: "Hello {{ reader.name }}!\n\n[Unsubscribe]({{ unsubscribe_url }})".into(),
+        ..Default::default()
+    };
+    Ok((store::create(db, tenant, Role::Owner, &input).await?.id, expected))
+}
+
 // ---------------------------------------------------------------------------------------------
 // One round
 // ---------------------------------------------------------------------------------------------
@@ -558,6 +625,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     // old): the supervisor makes that one edition, which must reach each reader once.
     let (edition_list, edition_readers) = insert_list(&owner, main_tenant, "edition", 150).await?;
     let recurring = create_campaign(&db, main_tenant, "Daily", &[edition_list]).await?;
+    let (segment, segment_readers) = segment_campaign(&owner, &db, main_tenant).await?;
     let mut scene = Scene {
         campaigns: vec![
             SceneCampaign { id: main, tenant: main_tenant, name: "Main", readers: main_readers, cancelled: false },
@@ -584,6 +652,13 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
                 cancelled: false,
             },
             SceneCampaign { id: cap_b, tenant: capped_tenant, name: "Cap B", readers: cap_readers, cancelled: false },
+            SceneCampaign {
+                id: segment,
+                tenant: main_tenant,
+                name: "Segment",
+                readers: segment_readers,
+                cancelled: false,
+            },
         ],
         capped: (4, 5),
         messages: HashMap::new(),
@@ -1031,6 +1106,19 @@ async fn check(owner: &PgPool, sink: &MailSink, scene: &Scene, report: &mut Roun
             {
                 v.push(format!("{}: {rcpt} got a copy at {late}, paused at {paused}, resumed at {resumed}", c.name));
             }
+        }
+        // Nobody outside the campaign's audience (its lists, its segments less its exclusion).
+        let audience: HashSet<&str> = c.readers.iter().map(String::as_str).collect();
+        let id = c.id.to_string();
+        let outsiders: Vec<&String> =
+            got.keys().filter(|(of, rcpt)| *of == id && !audience.contains(rcpt.as_str())).map(|(_, r)| r).collect();
+        if !outsiders.is_empty() {
+            v.push(format!(
+                "{}: {} readers outside its audience got it, e.g. {:?}",
+                c.name,
+                outsiders.len(),
+                &outsiders[..outsiders.len().min(5)]
+            ));
         }
         let expected: Vec<&String> = c
             .readers

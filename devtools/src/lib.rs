@@ -17,6 +17,7 @@ use sqlx::postgres::PgPoolOptions;
 pub mod bench;
 pub mod bench_messages;
 pub mod bench_scans;
+pub mod bench_segments;
 pub mod bench_track;
 pub mod blast;
 pub mod chaos;

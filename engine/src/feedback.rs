@@ -189,7 +189,10 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
             if let Some(r) = reader {
                 let lists: Vec<crate::domain::ListId> = match campaign {
                     Some(c) => {
-                        sqlx::query_scalar("SELECT unnest(list_ids) FROM campaigns WHERE tenant_id = $1 AND id = $2")
+                        sqlx::query_scalar(
+                            // A campaign with segments reached the reader through any list: all go.
+                            "SELECT unnest(list_ids) FROM campaigns WHERE tenant_id = $1 AND id = $2 AND segment_ids = '{}'",
+                        )
                             .bind(tenant)
                             .bind(c)
                             .fetch_all(&mut *tx)

@@ -53,6 +53,9 @@ enum Bench {
     /// A sending campaign's periodic reads at a large send log (idle probe, health check, live
     /// progress, editions list), each against the statement it replaced.
     Scans(herald_devtools::bench_scans::ScansBench),
+    /// Segment counts (each fast condition alone and two by two) and a segment's fan-out
+    /// against a list's, at a large audience.
+    Segments(herald_devtools::bench_segments::SegmentsBench),
 }
 
 #[derive(Subcommand, Debug)]
@@ -314,6 +317,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
                 Bench::Track(args) => herald_devtools::bench_track::run(args, &env).await,
                 Bench::Messages(args) => herald_devtools::bench_messages::run(args, &env).await,
                 Bench::Scans(args) => herald_devtools::bench_scans::run(args, &env).await,
+                Bench::Segments(args) => herald_devtools::bench_segments::run(args, &env).await,
             }
         }
         Command::Dev(dev) => run_dev(dev).await,

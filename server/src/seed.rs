@@ -114,6 +114,21 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     let values = json!({"plan": "Pro", "birthday": "1815-12-10", "seats": 3, "city": "London"});
     readers::update(&db, tenant, Role::Owner, reader, "Ada Lovelace", values, &origin).await.map_err(clear)?;
     add("/audience/readers/:id", format!("/audience/readers/{reader}"));
+    // A segment (the segments page's filled state and its editor with a group and a count).
+    let segment_input = input::<herald_types::SegmentInput>(json!({
+        "name": "Early Pro readers",
+        "definition": {"match": "all", "rules": [
+            {"kind": "list", "list_id": news.id, "state": "subscribed"},
+            {"match": "any", "conditions": [
+                {"kind": "field", "key": "plan", "op": "eq", "value": "Pro"},
+                {"kind": "opened", "days": 30}
+            ]}
+        ]}
+    }))?;
+    let segment =
+        herald_engine::audience::segments::create(&db, tenant, Role::Owner, &segment_input).await.map_err(clear)?;
+    add("/audience/segments/:id", format!("/audience/segments/{}", segment.id));
+    add("/audience/segments/:id", "/audience/segments/new".to_string());
     suppressions::add_many(
         &db,
         tenant,

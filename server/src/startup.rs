@@ -1,6 +1,7 @@
 //! Builds the application (state, router, background tasks) so that `herald serve` and the
 //! integration tests start exactly the same thing; tests bind port 0.
 
+use anyhow::Context;
 use axum::Router;
 use axum::extract::FromRef;
 use axum::http::{HeaderName, Request};
@@ -27,7 +28,6 @@ use leptos::prelude::provide_context;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use anyhow::Context;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tower_http::limit::RequestBodyLimitLayer;
@@ -401,7 +401,18 @@ fn path_for_logs(path: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::path_for_logs;
+    use super::{connection_lost, path_for_logs};
+
+    #[test]
+    fn start_up_waits_for_a_lost_connection_but_not_for_a_wrong_role() {
+        let dropped = anyhow::Error::new(sqlx::Error::Io(std::io::Error::other("connection reset")))
+            .context("cannot connect to the database as the runtime role");
+        assert!(connection_lost(&dropped), "a cause anywhere in the chain counts");
+        assert!(connection_lost(&anyhow::Error::new(sqlx::Error::PoolTimedOut)));
+        let wrong_role = anyhow::anyhow!("the runtime database role herald is a superuser");
+        assert!(!connection_lost(&wrong_role));
+        assert!(!connection_lost(&anyhow::Error::new(sqlx::Error::RowNotFound)));
+    }
 
     #[test]
     fn tokens_in_paths_never_reach_the_logs() {

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::invalid::Problems;
-use crate::{CampaignId, Email, IdentityId, Invalid, ListId};
+use crate::{CampaignId, Email, IdentityId, Invalid, ListId, SegmentId};
 
 string_enum!(
     /// Where a campaign is in its life (a new one is a draft). Moves only forward, except
@@ -165,6 +165,13 @@ pub struct CampaignInput {
     /// Optional audience condition, e.g. `city = "Lyon"` or `plan in ["pro", "team"]`.
     #[serde(default)]
     pub attribute_filter: String,
+    /// Target segments, added to the lists' readers (each reader once). A reader a segment
+    /// brings in must be confirmed on at least one of the workspace's lists.
+    #[serde(default)]
+    pub segment_ids: Vec<SegmentId>,
+    /// Readers in this segment get nothing, whatever list or segment brings them in.
+    #[serde(default)]
+    pub exclude_segment_id: Option<SegmentId>,
     #[serde(default)]
     pub body_format: BodyFormat,
     /// minijinja template: `{{ reader.name }}`, `{{ reader.attributes.city | default("") }}`,
@@ -225,6 +232,12 @@ impl CampaignInput {
         {
             problems.add("spread_hours", "Enter a number of hours between 0 and 168 (a week).");
         }
+        if self.segment_ids.len() > 10 {
+            problems.add("segment_ids", "A campaign targets at most 10 segments.");
+        }
+        if self.exclude_segment_id.is_some_and(|x| self.segment_ids.contains(&x)) {
+            problems.add("exclude_segment_id", "A segment cannot be both sent to and excluded.");
+        }
         if let Some(r) = &self.recurrence {
             problems.check(r.validate());
         }
@@ -250,6 +263,8 @@ pub struct Campaign {
     pub reply_to: String,
     pub list_ids: Vec<ListId>,
     pub attribute_filter: String,
+    pub segment_ids: Vec<SegmentId>,
+    pub exclude_segment_id: Option<SegmentId>,
     pub body_format: BodyFormat,
     pub body: String,
     pub status: CampaignStatus,
@@ -319,6 +334,18 @@ mod tests {
             serde_json::from_value::<CampaignInput>(serde_json::json!({"name": "x", "tracking": "sometimes"})).is_err()
         );
     }
+}
+
+/// `GET /api/v1/campaigns/{id}/audience`: who a send started now would reach.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct AudienceCount {
+    /// Readers it would mail: active, confirmed (on a target list, or on any list for a reader a
+    /// segment brings in), not suppressed, outside the frequency cap, not excluded.
+    pub eligible: i64,
+    /// Readers its lists and segments bring in that it would skip (inactive, suppressed,
+    /// within the frequency cap).
+    pub skipped: i64,
 }
 
 /// One edition of a recurring campaign, for its page and the API.

@@ -112,6 +112,10 @@ id_type!(
     ApiKeyId
 );
 id_type!(
+    /// A saved segment's id.
+    SegmentId
+);
+id_type!(
     /// A tag on readers.
     TagId
 );

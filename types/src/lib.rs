@@ -27,6 +27,7 @@ pub mod member;
 pub mod message;
 pub mod progress;
 pub mod reader;
+pub mod segment;
 pub mod suppression;
 pub mod tag;
 pub mod template;
@@ -36,13 +37,14 @@ pub use account::{LoginSession, TwoFactorEnrolment, TwoFactorStatus};
 pub use api_key::ApiKey;
 pub use audit::{ActorKind, AuditAction, AuditEntry};
 pub use campaign::{
-    ApprovalRequest, ApprovalState, BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition, FeedItem, FeedResult,
-    FeedSource, RecentCampaign, Recurrence, ScheduleInput, TrackingMode,
+    ApprovalRequest, ApprovalState, AudienceCount, BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition,
+    FeedItem, FeedResult, FeedSource, RecentCampaign, Recurrence, ScheduleInput, TrackingMode,
 };
 pub use field::{Field, FieldInput, FieldKind};
 pub use identity::{Identity, IdentityInput};
 pub use ids::{
-    ApiKeyId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId, TagId, TemplateId, TenantId, UserId,
+    ApiKeyId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId, SegmentId, TagId, TemplateId,
+    TenantId, UserId,
 };
 pub use import::{Import, ImportMode, ImportStatus, ImportSummary};
 pub use invalid::{FieldError, Invalid, Problems, Rejected};
@@ -54,6 +56,7 @@ pub use reader::{
     BulkOutcome, BulkUpsert, ConsentEvent, Existing, ListChoice, NewReader, Reader, ReaderChange, ReaderEvent,
     ReaderInput, ReaderPage, ReaderStatus, Subscription, SubscriptionStatus,
 };
+pub use segment::{Definition, Segment, SegmentCount, SegmentInput};
 pub use suppression::{NewSuppressions, Suppression, SuppressionReason, SuppressionsAdded};
 pub use tag::{MAX_TAG_CHARS, Tag, TagNames, check_tag_name};
 pub use template::{RenderedMessage, Template, TemplateInput, TemplateVersion};

@@ -7,6 +7,7 @@ pub mod fields;
 pub mod import;
 pub mod lists;
 pub mod readers;
+pub mod segments;
 pub mod subscribe;
 pub mod suppressions;
 pub mod tags;

@@ -74,7 +74,12 @@ impl Composer {
         let base_url = base_url.trim_end_matches('/').to_string();
         let domain =
             campaign.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_else(|| "herald".into());
-        let list = if campaign.list_ids.len() == 1 { campaign.list_ids.first().copied() } else { None };
+        // A segment may bring a reader in through any list: leaving means leaving them all.
+        let list = if campaign.list_ids.len() == 1 && campaign.segment_ids.is_empty() {
+            campaign.list_ids.first().copied()
+        } else {
+            None
+        };
         let tracking = (campaign.tracking != TrackingMode::Off).then(|| {
             let keys = TrackingKeys::new(&signer);
             Tracking {

@@ -359,9 +359,11 @@ macro_rules! not_eligible {
         concat!(
             "CASE WHEN r.status <> 'active' THEN 'reader ' || r.status
                   WHEN NOT EXISTS (SELECT 1 FROM subscriptions x WHERE x.reader_id = s.reader_id
-                                   AND x.list_id = ANY(",
+                                   AND (",
             $lists,
-            ") AND x.status = 'confirmed') THEN 'unsubscribed'
+            "::uuid[] IS NULL OR x.list_id = ANY(",
+            $lists,
+            ")) AND x.status = 'confirmed') THEN 'unsubscribed'
                   WHEN EXISTS (SELECT 1 FROM suppressions x WHERE x.tenant_id = ",
             $tenant,
             "
@@ -370,6 +372,12 @@ macro_rules! not_eligible {
         )
     };
 }
+/// The lists a reader must still be confirmed on to be mailed: the campaign's, or — when
+/// segments bring readers in (`None`) — any of the workspace's.
+fn consent_lists(c: &Campaign) -> Option<&[crate::domain::ListId]> {
+    if c.segment_ids.is_empty() { Some(&c.list_ids) } else { None }
+}
+
 /// How old a claim's checks of its readers may be when a message's data goes out: older, they
 /// are made again for that message, so nobody is mailed more than about this long (plus one
 /// SMTP transaction) after their unsubscribe or suppression committed.
@@ -651,7 +659,7 @@ impl Sender<'_> {
         .bind(tenant)
         .bind(campaign)
         .bind(n)
-        .bind(&self.campaign.list_ids)
+        .bind(consent_lists(&self.campaign))
         .bind(max_age_secs)
         .bind(self.cursor)
         .bind(token)
@@ -845,7 +853,7 @@ impl Sender<'_> {
         ))
         .bind(self.tenant)
         .bind(row.id)
-        .bind(&self.campaign.list_ids)
+        .bind(consent_lists(&self.campaign))
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;

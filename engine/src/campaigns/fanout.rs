@@ -37,6 +37,88 @@ pub(crate) fn attribute_conditions(cond: Option<&AttributeCondition>) -> Vec<Val
     }
 }
 
+type FanoutRow =
+    (CampaignStatus, bool, i64, Vec<Uuid>, String, Option<i32>, Option<Uuid>, Vec<Uuid>, Option<Uuid>, Option<Value>);
+
+/// A chunk of a campaign that targets lists only: their confirmed subscribers with ids in
+/// ($4, $5], each once. `$3` the lists.
+const LIST_CHUNK: &str = "SELECT DISTINCT s.reader_id FROM subscriptions s
+     WHERE s.tenant_id = $1 AND s.list_id = ANY($3) AND s.status = 'confirmed'
+       AND s.reader_id > $4 AND s.reader_id <= $5";
+
+/// A chunk of a campaign with segments or an exclusion: the readers with ids in ($4, $5] the
+/// audience tree `$9` matches (its lists, its segments, not its exclusion; see
+/// `audience::tree`), of those confirmed on at least one list: a segment chooses among readers
+/// who agreed to hear from the workspace, never beyond them.
+const TREE_CHUNK: &str = "SELECT m.id AS reader_id FROM segment_readers($9, $4, $5, NULL) AS m(id)
+     WHERE EXISTS (SELECT 1 FROM subscriptions c WHERE c.tenant_id = $1 AND c.reader_id = m.id AND c.status = 'confirmed')";
+
+/// The chunk's readers with why each gets nothing (`skip`), or NULL.
+const CANDIDATES: &str = "SELECT r.id, r.email, f.data AS feed,
+            CASE WHEN r.status <> 'active' THEN 'reader ' || r.status
+                 WHEN EXISTS (SELECT 1 FROM suppressions x WHERE x.tenant_id = $1 AND x.email_lower = lower(r.email))
+                     THEN 'suppressed'
+                 WHEN $6::int IS NOT NULL AND r.last_campaign_at > now() - make_interval(hours => $6::int)
+                      AND r.last_campaign_id IS DISTINCT FROM $2 THEN 'frequency cap'
+                 WHEN $8::uuid IS NOT NULL AND f.data IS NULL THEN 'no data for this edition'
+            END AS skip
+     FROM chunk JOIN readers r ON r.id = chunk.reader_id
+     LEFT JOIN campaign_feed f ON f.campaign_id = $8 AND f.reader_id = r.id AND f.tenant_id = $1
+     WHERE r.tenant_id = $1 AND (cardinality($7::jsonb[]) = 0 OR r.attributes @> ANY($7::jsonb[]))";
+
+/// How many readers a send would reach now, and how many of those it would skip (inactive,
+/// suppressed, within the frequency cap): the fan-out's own queries over every reader at once.
+pub(crate) async fn eligible(
+    tx: &mut crate::infra::db::Tx,
+    tenant: TenantId,
+    campaign: &herald_types::Campaign,
+) -> Result<(i64, i64)> {
+    let by_tree = !campaign.segment_ids.is_empty() || campaign.exclude_segment_id.is_some();
+    let tree = if by_tree {
+        Some(
+            super::audience::tree(
+                tx,
+                tenant,
+                &ids(&campaign.list_ids),
+                &ids(&campaign.segment_ids),
+                campaign.exclude_segment_id.map(|s| s.0),
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    let cap: Option<i32> = sqlx::query_scalar("SELECT frequency_cap_hours FROM tenants WHERE id = $1")
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await?;
+    let cond = if campaign.attribute_filter.trim().is_empty() {
+        None
+    } else {
+        Some(AttributeCondition::parse(&campaign.attribute_filter)?)
+    };
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "WITH chunk AS ({chunk}), candidates AS ({CANDIDATES})
+         SELECT count(*) FILTER (WHERE skip IS NULL), count(*) FILTER (WHERE skip IS NOT NULL) FROM candidates",
+        chunk = if by_tree { TREE_CHUNK } else { LIST_CHUNK },
+    )))
+    .bind(tenant)
+    .bind(campaign.id)
+    .bind(ids(&campaign.list_ids))
+    .bind(0_i64)
+    .bind(i64::MAX)
+    .bind(cap)
+    .bind(attribute_conditions(cond.as_ref()))
+    .bind(None::<Uuid>)
+    .bind(&tree)
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+fn ids<T: Copy + Into<Uuid>>(ids: &[T]) -> Vec<Uuid> {
+    ids.iter().map(|&id| id.into()).collect()
+}
+
 /// Runs the fan-out to the end (or until the campaign leaves sending/paused). Returns the
 /// number of queued recipients written by this call.
 #[tracing::instrument(skip_all, fields(%tenant, %campaign))]
@@ -48,9 +130,9 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
         // the campaign, such as its tracked links, need not wait for a chunk): the second waits, then sees the
         // cursor the first one committed.
         #[allow(clippy::type_complexity)]
-        let row: Option<(CampaignStatus, bool, i64, Vec<Uuid>, String, Option<i32>, Option<Uuid>)> = sqlx::query_as(
+        let row: Option<FanoutRow> = sqlx::query_as(
             "SELECT c.status, c.fanout_done, c.fanout_cursor, c.list_ids, c.attribute_filter, t.frequency_cap_hours,
-                    CASE WHEN c.feed = 'api' THEN c.parent_id END
+                    CASE WHEN c.feed = 'api' THEN c.parent_id END, c.segment_ids, c.exclude_segment_id, c.audience
              FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
              WHERE c.tenant_id = $1 AND c.id = $2 FOR NO KEY UPDATE OF c",
         )
@@ -59,26 +141,49 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
         .fetch_optional(&mut *tx)
         .await?;
         // An edition with pushed data reads (and consumes) its recurring campaign's feed.
-        let Some((status, done, cursor, lists, filter, cap, feed_of)) = row else { return Ok(written) };
+        let Some((status, done, cursor, lists, filter, cap, feed_of, segments, exclude, mut tree)) = row else {
+            return Ok(written);
+        };
         if done || !matches!(status, CampaignStatus::Sending | CampaignStatus::Paused) {
             return Ok(written);
         }
         let cond = if filter.trim().is_empty() { None } else { Some(AttributeCondition::parse(&filter)?) };
         let attrs = attribute_conditions(cond.as_ref());
-        // One index seek per target list: the lowest confirmed subscriber after the cursor.
-        let next: Option<i64> = sqlx::query_scalar(
-            "SELECT min(x.reader_id) FROM unnest($2::uuid[]) AS l(id)
-             CROSS JOIN LATERAL (
-                 SELECT s.reader_id FROM subscriptions s
-                 WHERE s.tenant_id = $1 AND s.list_id = l.id AND s.status = 'confirmed' AND s.reader_id > $3
-                 ORDER BY s.reader_id LIMIT 1
-             ) x",
-        )
-        .bind(tenant)
-        .bind(&lists)
-        .bind(cursor)
-        .fetch_one(&mut *tx)
-        .await?;
+        let by_tree = !segments.is_empty() || exclude.is_some();
+        if by_tree && tree.is_none() {
+            // Fixed at the first chunk, in its transaction: every chunk reads the same tree.
+            let fixed = super::audience::tree(&mut tx, tenant, &lists, &segments, exclude).await?;
+            sqlx::query("UPDATE campaigns SET audience = $3 WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(campaign)
+                .bind(&fixed)
+                .execute(&mut *tx)
+                .await?;
+            tree = Some(fixed);
+        }
+        let next: Option<i64> = if by_tree {
+            // The workspace's next reader: the tree decides within the chunk.
+            sqlx::query_scalar("SELECT min(id) FROM readers WHERE tenant_id = $1 AND id > $2")
+                .bind(tenant)
+                .bind(cursor)
+                .fetch_one(&mut *tx)
+                .await?
+        } else {
+            // One index seek per target list: the lowest confirmed subscriber after the cursor.
+            sqlx::query_scalar(
+                "SELECT min(x.reader_id) FROM unnest($2::uuid[]) AS l(id)
+                 CROSS JOIN LATERAL (
+                     SELECT s.reader_id FROM subscriptions s
+                     WHERE s.tenant_id = $1 AND s.list_id = l.id AND s.status = 'confirmed' AND s.reader_id > $3
+                     ORDER BY s.reader_id LIMIT 1
+                 ) x",
+            )
+            .bind(tenant)
+            .bind(&lists)
+            .bind(cursor)
+            .fetch_one(&mut *tx)
+            .await?
+        };
         let Some(next) = next else {
             sqlx::query(
                 "UPDATE campaigns SET fanout_done = true, heartbeat_at = now() WHERE tenant_id = $1 AND id = $2",
@@ -93,24 +198,8 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
         };
         let lower = next - 1;
         let upper = lower + CHUNK_IDS;
-        let queued: i64 = sqlx::query_scalar(
-            "WITH chunk AS (
-                 SELECT DISTINCT s.reader_id FROM subscriptions s
-                 WHERE s.tenant_id = $1 AND s.list_id = ANY($3) AND s.status = 'confirmed'
-                   AND s.reader_id > $4 AND s.reader_id <= $5
-             ), candidates AS (
-                 SELECT r.id, r.email, f.data AS feed,
-                        CASE WHEN r.status <> 'active' THEN 'reader ' || r.status
-                             WHEN EXISTS (SELECT 1 FROM suppressions x WHERE x.tenant_id = $1 AND x.email_lower = lower(r.email))
-                                 THEN 'suppressed'
-                             WHEN $6::int IS NOT NULL AND r.last_campaign_at > now() - make_interval(hours => $6::int)
-                                  AND r.last_campaign_id IS DISTINCT FROM $2 THEN 'frequency cap'
-                             WHEN $8::uuid IS NOT NULL AND f.data IS NULL THEN 'no data for this edition'
-                        END AS skip
-                 FROM chunk JOIN readers r ON r.id = chunk.reader_id
-                 LEFT JOIN campaign_feed f ON f.campaign_id = $8 AND f.reader_id = r.id AND f.tenant_id = $1
-                 WHERE r.tenant_id = $1 AND (cardinality($7::jsonb[]) = 0 OR r.attributes @> ANY($7::jsonb[]))
-             ), inserted AS (
+        let queued: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "WITH chunk AS ({chunk}), candidates AS ({CANDIDATES}), inserted AS (
                  INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, reason, feed)
                  SELECT $1, $2, id, email, CASE WHEN skip IS NULL THEN 'queued' ELSE 'skipped' END, skip,
                         CASE WHEN skip IS NULL THEN feed END
@@ -124,7 +213,8 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
                  RETURNING 1
              )
              SELECT count(*) FILTER (WHERE status = 'queued') FROM inserted",
-        )
+            chunk = if by_tree { TREE_CHUNK } else { LIST_CHUNK },
+        )))
         .bind(tenant)
         .bind(campaign)
         .bind(&lists)
@@ -133,6 +223,7 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
         .bind(cap)
         .bind(&attrs)
         .bind(feed_of)
+        .bind(&tree)
         .fetch_one(&mut *tx)
         .await?;
         sqlx::query(

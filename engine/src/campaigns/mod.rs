@@ -1,6 +1,7 @@
 //! Campaigns and the send engine. See `delivery` for the exactly-once argument.
 
 pub mod approval;
+pub mod audience;
 pub mod compose;
 pub mod delivery;
 pub mod fair_share;

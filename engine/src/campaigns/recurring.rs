@@ -137,10 +137,11 @@ async fn make_edition(
     let edition = CampaignId::new();
     let inserted = sqlx::query(
         "INSERT INTO campaigns (id, tenant_id, name, subject, preheader, identity_id, from_name, from_email, reply_to,
-             list_ids, attribute_filter, body_format, body, spread_hours, tracking, feed, feed_url, parent_id, edition_slot,
-             status, started_at, heartbeat_at)
+             list_ids, attribute_filter, segment_ids, exclude_segment_id, body_format, body, spread_hours, tracking, feed,
+             feed_url, parent_id, edition_slot, status, started_at, heartbeat_at)
          SELECT $3, tenant_id, name || ' — ' || to_char($4 AT TIME ZONE coalesce(recurrence->>'tz', 'UTC'), 'YYYY-MM-DD'),
-             subject, preheader, identity_id, from_name, from_email, reply_to, list_ids, attribute_filter, body_format, body,
+             subject, preheader, identity_id, from_name, from_email, reply_to, list_ids, attribute_filter, segment_ids,
+             exclude_segment_id, body_format, body,
              spread_hours, tracking, feed, feed_url, id, $4, 'sending', now(), now()
          FROM campaigns WHERE tenant_id = $1 AND id = $2
          ON CONFLICT (parent_id, edition_slot) DO NOTHING",

@@ -14,7 +14,7 @@ use crate::sending::message::{CampaignContent, CompiledCampaign};
 pub use herald_types::{BodyFormat, Campaign, CampaignInput, CampaignStatus, FeedSource, TrackingMode};
 
 pub(crate) const COLUMNS: &str = "id, name, subject, preheader, identity_id, from_name, from_email, reply_to, list_ids,
-    attribute_filter, body_format, body, status, scheduled_at, schedule_tz, spread_hours, tracking, pause_reason, recurrence,
+    attribute_filter, segment_ids, exclude_segment_id, body_format, body, status, scheduled_at, schedule_tz, spread_hours, tracking, pause_reason, recurrence,
     feed, feed_url, parent_id, edition_slot, fanout_done,
     recipients, started_at, finished_at, created_at, updated_at";
 
@@ -57,7 +57,7 @@ fn problems_at(r: Result<()>, field: &str) -> Result<std::result::Result<(), her
 
 type CampaignQuery<'q> = sqlx::query::QueryAs<'q, sqlx::Postgres, Campaign, sqlx::postgres::PgArguments>;
 
-/// Binds the editable fields as $3…$18, in the order both `create` and `update` name them.
+/// Binds the editable fields as $3…$20, in the order both `create` and `update` name them.
 fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQuery<'q> {
     q.bind(input.name.trim())
         .bind(&input.subject)
@@ -75,6 +75,18 @@ fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQ
         .bind(input.recurrence.as_ref().map(sqlx::types::Json))
         .bind(input.feed)
         .bind(input.feed_url.trim())
+        .bind(dedup(&input.segment_ids))
+        .bind(input.exclude_segment_id)
+}
+
+fn dedup<T: PartialEq + Copy>(ids: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(ids.len());
+    for id in ids {
+        if !out.contains(id) {
+            out.push(*id);
+        }
+    }
+    out
 }
 
 /// The campaign's sending identity must be one of this workspace's (the foreign key, which leads
@@ -94,18 +106,50 @@ async fn check_identity(tx: &mut Tx, tenant: TenantId, input: &CampaignInput) ->
     }
 }
 
+/// Whether every targeted and the excluded segment are the workspace's.
+async fn segments_exist(
+    tx: &mut Tx,
+    tenant: TenantId,
+    segments: &[herald_types::SegmentId],
+    exclude: Option<herald_types::SegmentId>,
+) -> Result<bool> {
+    let wanted: Vec<herald_types::SegmentId> = segments.iter().copied().chain(exclude).collect();
+    let known: i64 = sqlx::query_scalar("SELECT count(*) FROM segments WHERE tenant_id = $1 AND id = ANY($2)")
+        .bind(tenant)
+        .bind(&wanted)
+        .fetch_one(&mut **tx)
+        .await?;
+    Ok(known == dedup(&wanted).len() as i64)
+}
+
+/// The chosen segments must be the workspace's, beside the field that names them.
+async fn check_segments(tx: &mut Tx, tenant: TenantId, input: &CampaignInput) -> Result<()> {
+    if !segments_exist(tx, tenant, &input.segment_ids, None).await? {
+        return Err(Error::Invalid(herald_types::Invalid::field("segment_ids", "Choose segments of this workspace.")));
+    }
+    if !segments_exist(tx, tenant, &[], input.exclude_segment_id).await? {
+        return Err(Error::Invalid(herald_types::Invalid::field(
+            "exclude_segment_id",
+            "Choose a segment of this workspace.",
+        )));
+    }
+    Ok(())
+}
+
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &CampaignInput) -> Result<Campaign> {
     role.require(Role::Author)?;
     validate(input)?;
     let mut tx = db.tenant_tx(tenant).await?;
     check_identity(&mut tx, tenant, input).await?;
+    check_segments(&mut tx, tenant, input).await?;
     // The workspace's default sender fills in an empty one.
     let insert = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO campaigns (id, tenant_id, name, subject, preheader, identity_id, from_name, from_email, reply_to,
-             list_ids, attribute_filter, body_format, body, spread_hours, tracking, recurrence, feed, feed_url)
+             list_ids, attribute_filter, body_format, body, spread_hours, tracking, recurrence, feed, feed_url,
+             segment_ids, exclude_segment_id)
          SELECT $1, $2, $3, $4, $5, $6, coalesce(nullif($7, ''), t.default_from_name),
-                coalesce(nullif($8, ''), t.default_from_email), $9, $10, $11, $12, $13, $14, $15, $16, $17, $18
+                coalesce(nullif($8, ''), t.default_from_email), $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20
          FROM tenants t WHERE t.id = $2
          RETURNING {COLUMNS}"
     )))
@@ -125,6 +169,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: CampaignId, input
     let mut tx = db.tenant_tx(tenant).await?;
     super::approval::guard_edit(&mut tx, tenant, role, id).await?;
     check_identity(&mut tx, tenant, input).await?;
+    check_segments(&mut tx, tenant, input).await?;
     // As at creation, the workspace's default sender fills in an empty one: a draft written
     // before the default was set must not be stuck at "Choose a sender address first" (issue 35).
     let update = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -132,7 +177,8 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: CampaignId, input
              from_name = coalesce(nullif($7, ''), (SELECT default_from_name FROM tenants WHERE id = $1)),
              from_email = coalesce(nullif($8, ''), (SELECT default_from_email FROM tenants WHERE id = $1)),
              reply_to = $9, list_ids = $10, attribute_filter = $11, body_format = $12, body = $13, spread_hours = $14,
-             tracking = $15, recurrence = $16, feed = $17, feed_url = $18, updated_at = now()
+             tracking = $15, recurrence = $16, feed = $17, feed_url = $18, segment_ids = $19, exclude_segment_id = $20,
+             updated_at = now()
          WHERE tenant_id = $1 AND id = $2 AND status IN ('draft', 'scheduled')
          RETURNING {COLUMNS}"
     )))
@@ -220,10 +266,14 @@ pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> 
         return Err(Error::invalid("Choose a sender address first."));
     }
     crate::sending::domains::require_verified_sender(tx, tenant, c.identity_id.is_some(), &c.from_email).await?;
-    if c.list_ids.is_empty() {
-        return Err(Error::invalid("Choose at least one list to send to."));
+    if c.list_ids.is_empty() && c.segment_ids.is_empty() {
+        return Err(Error::invalid("Choose at least one list or segment to send to."));
     }
+    // Segments' readers are counted as the fan-out writes them (`warmup::pause_if_over`).
     super::warmup::check_estimate(tx, tenant, c.id, &c.list_ids).await?;
+    if !segments_exist(tx, tenant, &c.segment_ids, c.exclude_segment_id).await? {
+        return Err(Error::invalid("One of the chosen segments no longer exists."));
+    }
     let known: i64 = sqlx::query_scalar("SELECT count(*) FROM lists WHERE tenant_id = $1 AND id = ANY($2)")
         .bind(tenant)
         .bind(&c.list_ids)

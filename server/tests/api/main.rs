@@ -29,6 +29,7 @@ mod recurring;
 mod render_freeze;
 mod roles;
 mod security;
+mod segments;
 mod send_approval;
 mod send_engine;
 mod sending;

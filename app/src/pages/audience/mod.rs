@@ -13,12 +13,16 @@ pub mod imports;
 pub mod overview;
 pub mod reader;
 pub mod readers;
+pub mod segment;
+pub mod segments;
 pub mod suppressions;
 pub mod tags;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ListsView {
     pub lists: Vec<ListWithCounts>,
+    /// The workspace's segments, by name (the campaign editor's audience).
+    pub segments: Vec<(herald_types::SegmentId, String)>,
     pub workspace_slug: String,
     pub base_url: String,
     pub can_edit: bool,
@@ -31,7 +35,18 @@ pub async fn list_lists() -> Result<ListsView, AppError> {
     let m = require_role(Role::Viewer).await?;
     let ws = workspaces::get(&m.state.db, m.tenant).await?;
     let lists = lists::with_counts(&m.state.db, m.tenant).await?;
-    Ok(ListsView { lists, workspace_slug: ws.slug, base_url: m.state.base_url.clone(), can_edit: m.role.can_author() })
+    let segments = herald_engine::audience::segments::list(&m.state.db, m.tenant)
+        .await?
+        .into_iter()
+        .map(|s| (s.id, s.name))
+        .collect();
+    Ok(ListsView {
+        lists,
+        segments,
+        workspace_slug: ws.slug,
+        base_url: m.state.base_url.clone(),
+        can_edit: m.role.can_author(),
+    })
 }
 
 /// A `<datalist>` of the workspace's tag names, for inputs that name a tag (`list=id`).
@@ -54,6 +69,7 @@ pub fn AudienceTabs(active: &'static str) -> impl IntoView {
     const TABS: &[(&str, &str)] = &[
         ("/audience", "Lists"),
         ("/audience/readers", "Readers"),
+        ("/audience/segments", "Segments"),
         ("/audience/tags", "Tags"),
         ("/audience/fields", "Fields"),
         ("/audience/imports", "Import"),

@@ -121,6 +121,15 @@ pub async fn save_campaign(id: CampaignId, input: CampaignInput) -> Result<SaveO
     }
 }
 
+/// Who a send started now would reach (after suppressions, unconfirmed readers, the cap).
+#[server(prefix = "/rpc", endpoint = "campaign_audience")]
+pub async fn campaign_audience(id: CampaignId) -> Result<herald_types::AudienceCount, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::Role;
+    let m = require_role(Role::Viewer).await?;
+    Ok(herald_engine::campaigns::audience::eligible(&m.state.db, m.tenant, id).await?)
+}
+
 #[component]
 pub fn CampaignPage() -> impl IntoView {
     let params = use_params_map();
@@ -166,6 +175,8 @@ pub struct CampaignResources {
     /// Bumped by the progress view's polling and after its actions.
     pub report_tick: RwSignal<u32>,
     pub report: Resource<Result<ReportView, AppError>>,
+    /// Who a send would reach, recounted after each save.
+    audience: Resource<Result<herald_types::AudienceCount, AppError>>,
     pub recurring: Resource<Result<RecurringView, AppError>>,
 }
 
@@ -184,6 +195,7 @@ impl CampaignResources {
                 |(id, _, reader)| preview_campaign(id, reader),
             ),
             report_tick,
+            audience: Resource::new(move || (id.get(), saved_version.get()), |(id, _)| campaign_audience(id)),
             report: Resource::new(move || (id.get(), refresh.get(), report_tick.get()), |(id, ..)| campaign_report(id)),
             recurring: Resource::new(move || (id.get(), refresh.get()), |(id, _)| load_recurring(id)),
         }
@@ -280,6 +292,9 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
         reply_to: RwSignal::new(stored.reply_to.clone()),
         list_ids: RwSignal::new(stored.list_ids.iter().map(ToString::to_string).collect()),
         attribute_filter: RwSignal::new(stored.attribute_filter.clone()),
+        segment_ids: RwSignal::new(stored.segment_ids.iter().map(ToString::to_string).collect()),
+        exclude_segment_id: RwSignal::new(stored.exclude_segment_id.map(|s| s.to_string()).unwrap_or_default()),
+        audience: res.audience,
         body_format: RwSignal::new(stored.body_format.as_str().to_string()),
         body: RwSignal::new(stored.body.clone()),
         spread_on: RwSignal::new(stored.spread_hours.is_some()),

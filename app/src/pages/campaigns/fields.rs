@@ -23,6 +23,11 @@ pub struct Form {
     pub reply_to: RwSignal<String>,
     pub list_ids: RwSignal<Vec<String>>,
     pub attribute_filter: RwSignal<String>,
+    pub segment_ids: RwSignal<Vec<String>>,
+    /// The excluded segment's id, or empty.
+    pub exclude_segment_id: RwSignal<String>,
+    /// Who a send started now would reach, counted by the server after each save.
+    pub audience: Resource<Result<herald_types::AudienceCount, AppError>>,
     pub body_format: RwSignal<String>,
     pub body: RwSignal<String>,
     pub spread_on: RwSignal<bool>,
@@ -66,6 +71,11 @@ impl Form {
             reply_to: self.reply_to.get_untracked(),
             list_ids: self.list_ids.get_untracked().iter().filter_map(|l| l.parse().ok()).collect(),
             attribute_filter: self.attribute_filter.get_untracked(),
+            segment_ids: self.segment_ids.get_untracked().iter().filter_map(|l| l.parse().ok()).collect(),
+            exclude_segment_id: match self.exclude_segment_id.get_untracked().trim() {
+                "" => None,
+                raw => problems.take(parsed("exclude_segment_id", raw, "Choose a segment from the list.")),
+            },
             body_format: self.body_format.get_untracked().parse().unwrap_or_default(),
             body: self.body.get_untracked(),
             spread_hours,
@@ -286,8 +296,10 @@ pub fn AudienceFields(form: Form, lists: Resource<Result<ListsView, AppError>>) 
                             <p class="mt-2 text-xs text-slate-500" data-testid="audience-estimate">
                                 {move || {
                                     let (n, readers) = form.list_ids.with(|c| audience_estimate(&v, c));
-                                    if n == 0 {
-                                        "Choose at least one list.".to_string()
+                                    if n == 0 && form.segment_ids.with(Vec::is_empty) {
+                                        "Choose at least one list or segment.".to_string()
+                                    } else if n == 0 {
+                                        "Segments only: readers confirmed on any list who match them.".to_string()
                                     } else {
                                         format!("Up to {readers} confirmed reader{} on {n} list{}; each reader gets one copy.",
                                             if readers == 1 { "" } else { "s" }, if n == 1 { "" } else { "s" })
@@ -298,6 +310,8 @@ pub fn AudienceFields(form: Form, lists: Resource<Result<ListsView, AppError>>) 
                     })}
                 </Suspense>
             </fieldset>
+            <SegmentChoices form=form lists=lists/>
+            <EligibleCount form=form/>
             <div class="mt-5">
                 <label for="campaign-attribute-filter" class="label">"Only readers whose attributes match (optional)"</label>
                 <input id="campaign-attribute-filter" class=move || input_class(filter_error(), "font-mono text-xs")
@@ -401,5 +415,86 @@ pub fn ContentFields(form: Form) -> impl IntoView {
             <p id="campaign-body-error" class="mt-1 text-xs text-red-600" role="alert">{body_error}</p>
             <FieldWarnings form=form field="body"/>
         </Card>
+    }
+}
+
+/// The segments to send to (added to the lists' readers) and one to leave out.
+#[component]
+fn SegmentChoices(form: Form, lists: Resource<Result<ListsView, AppError>>) -> impl IntoView {
+    let exclude_error = form.error("exclude_segment_id");
+    view! {
+        <Suspense>
+            {move || Suspend::new(async move {
+                let v = lists.await.ok()?;
+                if v.segments.is_empty() {
+                    return Some(view! {
+                        <p class="mt-4 text-xs text-slate-500">
+                            "To pick readers by tags, fields or engagement, "
+                            <a href="/audience/segments/new" class="text-indigo-600 hover:underline">"make a segment"</a>"."
+                        </p>
+                    }.into_any());
+                }
+                let chosen = form.segment_ids.get_untracked();
+                let excluded = form.exclude_segment_id.get_untracked();
+                let options = v.segments.clone();
+                Some(view! {
+                    <fieldset class="mt-4">
+                        <legend class="label">"And readers in these segments"</legend>
+                        <div class="space-y-1" data-testid="campaign-segments">
+                            {v.segments.into_iter().map(|(id, name)| {
+                                let id = id.to_string();
+                                let checked = chosen.contains(&id);
+                                view! {
+                                    <label class="flex items-center gap-2 rounded-md px-2 py-1 text-sm hover:bg-slate-50">
+                                        <input type="checkbox" value=id.clone() checked=checked
+                                            on:change=move |ev| {
+                                                let on = event_target_checked(&ev);
+                                                let id = id.clone();
+                                                form.segment_ids.update(|c| { c.retain(|x| *x != id); if on { c.push(id); } });
+                                                form.changed.run(());
+                                            }/>
+                                        <span class="font-medium text-slate-800">{name}</span>
+                                    </label>
+                                }
+                            }).collect_view()}
+                        </div>
+                    </fieldset>
+                    <div class="mt-3">
+                        <label for="campaign-exclude-segment" class="label">"Leave out readers in"</label>
+                        <select id="campaign-exclude-segment" class="input" aria-invalid=move || exclude_error().is_some().to_string()
+                            on:change=move |ev| {
+                                form.exclude_segment_id.set(event_target_value(&ev));
+                                form.changed.run(());
+                            }>
+                            <option value="" selected=excluded.is_empty()>"Nobody"</option>
+                            {options.into_iter().map(|(id, name)| {
+                                let selected = excluded == id.to_string();
+                                view! { <option value=id.to_string() selected=selected>{name}</option> }
+                            }).collect_view()}
+                        </select>
+                        <p class="mt-1 text-xs text-red-600" role="alert">{exclude_error}</p>
+                    </div>
+                }.into_any())
+            })}
+        </Suspense>
+    }
+}
+
+/// The exact count a send would reach, as of the last save.
+#[component]
+fn EligibleCount(form: Form) -> impl IntoView {
+    view! {
+        <Transition>
+            {move || Suspend::new(async move {
+                form.audience.await.ok().map(|a| view! {
+                    <p class="mt-3 rounded-md bg-slate-50 px-3 py-2 text-sm text-slate-700" data-testid="eligible-count">
+                        <strong>{a.eligible}</strong>
+                        {format!(" reader{} would get this now", if a.eligible == 1 { "" } else { "s" })}
+                        {(a.skipped > 0).then(|| format!(" ({} skipped: unsubscribed elsewhere, suppressed or within the frequency cap)", a.skipped))}
+                        "."
+                    </p>
+                })
+            })}
+        </Transition>
     }
 }

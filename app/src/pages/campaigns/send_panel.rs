@@ -297,10 +297,20 @@ pub fn SendSummary(form: Form, lists: Resource<Result<ListsView, AppError>>) -> 
                 let names: Vec<String> = v.lists.iter().filter(|l| chosen.contains(&l.list.id.to_string())).map(|l| l.list.name.clone()).collect();
                 let subject = form.subject.get_untracked();
                 let condition = form.attribute_filter.get_untracked();
+                let segments: Vec<String> = form.segment_ids.with_untracked(|chosen| {
+                    v.segments.iter().filter(|(id, _)| chosen.contains(&id.to_string())).map(|(_, name)| name.clone()).collect()
+                });
                 Some(view! {
                     <p data-testid="send-summary">
-                        {if n == 0 {
-                            "No list is chosen yet: choose at least one list.".to_string()
+                        {if n == 0 && segments.is_empty() {
+                            "No list or segment is chosen yet: choose at least one.".to_string()
+                        } else if n == 0 {
+                            format!(
+                                "“{}” goes to the confirmed readers in {} ({}).",
+                                if subject.trim().is_empty() { "(no subject)" } else { subject.trim() },
+                                if segments.len() == 1 { "1 segment".to_string() } else { format!("{} segments", segments.len()) },
+                                segments.join(", "),
+                            )
                         } else {
                             format!(
                                 "“{}” goes to up to {readers} confirmed reader{} on {n} list{} ({}){}.",
@@ -312,6 +322,9 @@ pub fn SendSummary(form: Form, lists: Resource<Result<ListsView, AppError>>) -> 
                             )
                         }}
                     </p>
+                    {(n > 0 && !segments.is_empty()).then(|| view! {
+                        <p class="mt-2">{format!("Also the confirmed readers in {}.", segments.join(", "))}</p>
+                    })}
                     <p class="mt-2">"Suppressed and unsubscribed readers are skipped. Once started, the content can no longer be edited."</p>
                 })
             })}

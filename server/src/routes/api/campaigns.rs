@@ -174,6 +174,18 @@ pub async fn stats(
     Ok(Json(progress::view(&s.app.db, caller.tenant, id).await?))
 }
 
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}/audience", operation_id = "getCampaignAudience", security(("api_key" = [])),
+    params(("id" = CampaignId, Path, description = "The campaign's id")),
+    responses((status = 200, description = "Readers a send started now would mail (after suppressions, unconfirmed readers, the frequency cap and the exclusion), and those it would skip", body = herald_types::AudienceCount),
+              (status = 404, body = ApiError)))]
+pub async fn audience(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<CampaignId>,
+) -> Result<Json<herald_types::AudienceCount>, ApiFailure> {
+    Ok(Json(herald_engine::campaigns::audience::eligible(&s.app.db, caller.tenant, id).await?))
+}
+
 #[utoipa::path(get, path = "/api/v1/campaigns/{id}/results", security(("api_key" = [])),
     responses((status = 200, description = "Engagement: sent, delivered, bounces, complaints, unsubscribes, opens and clicks (unique and total), opens and clicks per hour, top links, top recipient domains"),
               (status = 404, body = ApiError)))]

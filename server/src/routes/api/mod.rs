@@ -7,6 +7,7 @@ pub mod fields;
 pub mod lists;
 pub mod messages;
 pub mod readers;
+pub mod segments;
 pub mod suppressions;
 pub mod tags;
 pub mod templates;
@@ -144,6 +145,8 @@ impl Modify for BearerAuth {
         readers::bulk_upsert, readers::subscribe, readers::unsubscribe,
         tags::index, tags::rename, tags::delete, tags::of_reader, tags::add, tags::remove,
         fields::index, fields::create, fields::update, fields::delete,
+        segments::index, segments::create, segments::show, segments::update, segments::delete, segments::count,
+        segments::count_definition, campaigns::audience,
         suppressions::index, suppressions::add, suppressions::remove,
         campaigns::index, campaigns::create, campaigns::show, campaigns::update, campaigns::delete,
         campaigns::send, campaigns::schedule, campaigns::unschedule, campaigns::pause, campaigns::resume,
@@ -158,6 +161,11 @@ impl Modify for BearerAuth {
         herald_types::BulkUpsert, herald_types::BulkOutcome, herald_types::Rejected, herald_types::Existing, herald_types::ListChoice,
         herald_types::Tag, herald_types::TagNames, herald_types::TagId, tags::TagRename,
         herald_types::Field, herald_types::FieldInput, herald_types::FieldKind,
+        herald_types::Segment, herald_types::SegmentInput, herald_types::SegmentId, herald_types::segment::Definition,
+        herald_types::segment::Rule, herald_types::segment::Group, herald_types::segment::Condition,
+        herald_types::segment::Match, herald_types::segment::ListState, herald_types::segment::FieldOp,
+        herald_types::segment::DateOp, herald_types::segment::SignupSource, herald_types::segment::SegmentCount,
+        herald_types::AudienceCount,
         herald_types::NewSuppressions, herald_types::SuppressionsAdded, herald_types::SuppressionReason,
         herald_types::CampaignInput, herald_types::Campaign, herald_types::Progress, herald_types::Report,
         herald_types::ScheduleInput, campaigns::RetryResult,
@@ -192,6 +200,11 @@ pub fn router() -> Router<ServerState> {
         .route("/api/v1/fields", get(fields::index).post(fields::create))
         .route("/api/v1/fields/{key}", patch(fields::update).delete(fields::delete))
         .route("/api/v1/tags/{id}", patch(tags::rename).delete(tags::delete))
+        .route("/api/v1/segments", get(segments::index).post(segments::create))
+        .route("/api/v1/segments/count", post(segments::count_definition))
+        .route("/api/v1/segments/{id}", get(segments::show).put(segments::update).delete(segments::delete))
+        .route("/api/v1/segments/{id}/count", get(segments::count))
+        .route("/api/v1/campaigns/{id}/audience", get(campaigns::audience))
         .route("/api/v1/readers/{id}/subscriptions/{list_id}", delete(readers::unsubscribe))
         .route("/api/v1/suppressions", get(suppressions::index).post(suppressions::add))
         .route("/api/v1/suppressions/{email}", delete(suppressions::remove))
