@@ -89,6 +89,9 @@ GROUP BY 1, 2;
 
 -- 3. Indexes for the conditions a segment count must answer fast at 1M readers: sign-up date
 --    and email domain (the expression `segment_where` writes, exactly).
+-- The summary is written only by the trigger above.
+REVOKE INSERT, UPDATE, DELETE ON reader_engagement FROM herald_app;
+
 CREATE INDEX readers_tenant_created_idx ON readers (tenant_id, created_at);
 CREATE INDEX readers_tenant_domain_idx ON readers (tenant_id, lower(split_part(email, '@', 2)));
 
@@ -103,7 +106,8 @@ ALTER TABLE campaigns
 -- 5. The compiler. A tree becomes a boolean SQL expression over `r` (a row of `readers`), made
 --    only of the fixed fragments below: the tree itself is the bound parameter $2 and every
 --    value is read from it by a path made of fixed keys and array positions (`$2 #>> '{rules,0,value}'`),
---    so nothing in the tree ever becomes SQL text; $1 is the workspace. A group is
+--    so nothing in the tree ever becomes SQL text; $1 is the workspace, $3 and $4 an optional
+--    range of reader ids (a fan-out chunk: every subquery reads only that range). A group is
 --    `{"match": "all"|"any", "rules"|"conditions": [...]}`, `{"not": node}` negates (a campaign's
 --    exclusion), anything else is a condition (`herald_types::segment::Condition`). Each
 --    fragment is true or false, never NULL, so `not` and `any` mean what they say.
@@ -118,6 +122,8 @@ DECLARE
     v2 text;
     days text;
     recent text;
+    -- Limits a subquery's reader column to the chunk ($3, $4], when there is one.
+    chunk text := ' AND ($3::bigint IS NULL OR %1$s > $3) AND ($4::bigint IS NULL OR %1$s <= $4)';
 BEGIN
     IF node ? 'match' THEN
         children := CASE WHEN node ? 'rules' THEN 'rules' ELSE 'conditions' END;
@@ -140,15 +146,18 @@ BEGIN
             RETURN format('NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.tenant_id = $1 AND s.list_id = ($2 #>> %L)::uuid'
                           ' AND s.reader_id = r.id)', (path || 'list_id'::text)::text);
         END IF;
-        RETURN format('r.id IN (SELECT s.reader_id FROM subscriptions s WHERE s.tenant_id = $1 AND s.list_id = ($2 #>> %L)::uuid%s)',
-                      (path || 'list_id'::text)::text,
+        RETURN format('r.id IN (SELECT s.reader_id FROM subscriptions s WHERE s.tenant_id = $1 AND s.list_id = ($2 #>> %L)::uuid%s%s)',
+                      (path || 'list_id'::text)::text, format(chunk, 's.reader_id'),
                       CASE node->>'state' WHEN 'subscribed' THEN ' AND s.status = ''confirmed'''
                                           WHEN 'pending' THEN ' AND s.status = ''unconfirmed'''
                                           WHEN 'unsubscribed' THEN ' AND s.status = ''unsubscribed'''
                                           WHEN 'member' THEN '' ELSE ' AND false' END);
     WHEN 'tag' THEN
-        RETURN format('%s (SELECT 1 FROM reader_tags t WHERE t.tenant_id = $1 AND t.tag_id = ($2 #>> %L)::uuid AND t.reader_id = r.id)',
-                      CASE WHEN (node->>'has')::boolean IS DISTINCT FROM false THEN 'EXISTS' ELSE 'NOT EXISTS' END,
+        IF (node->>'has')::boolean IS DISTINCT FROM false THEN
+            RETURN format('r.id IN (SELECT t.reader_id FROM reader_tags t WHERE t.tenant_id = $1 AND t.tag_id = ($2 #>> %L)::uuid%s)',
+                          (path || 'tag_id'::text)::text, format(chunk, 't.reader_id'));
+        END IF;
+        RETURN format('NOT EXISTS (SELECT 1 FROM reader_tags t WHERE t.tenant_id = $1 AND t.tag_id = ($2 #>> %L)::uuid AND t.reader_id = r.id)',
                       (path || 'tag_id'::text)::text);
     WHEN 'field' THEN
         SELECT f.kind INTO field_kind FROM fields f WHERE f.tenant_id = app_tenant_id() AND f.key = node->>'key';
@@ -160,8 +169,13 @@ BEGIN
             k text := format('($2 #>> %L)', (path || 'key'::text)::text);
             val text := format('(r.attributes -> %s)', format('($2 #>> %L)', (path || 'key'::text)::text));
             txt text := format('(r.attributes ->> %s)', format('($2 #>> %L)', (path || 'key'::text)::text));
-            typed text := CASE field_kind WHEN 'number' THEN 'to_jsonb(%s::numeric)' WHEN 'yes_no' THEN 'to_jsonb(%s::boolean)'
-                                          ELSE 'to_jsonb(%s)' END;
+            -- The value as the field stores it; NULL (matching nobody) if it no longer parses as
+            -- the field's type (a field deleted and made again with another type mid-send).
+            typed text := CASE field_kind
+                              WHEN 'number' THEN 'CASE WHEN %1$s ~ ''^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'' THEN to_jsonb(%1$s::numeric) END'
+                              WHEN 'yes_no' THEN 'CASE WHEN %1$s IN (''true'', ''false'') THEN to_jsonb(%1$s::boolean) END'
+                              ELSE 'to_jsonb(%1$s)' END;
+            numeric_value text := 'CASE WHEN %1$s ~ ''^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'' THEN %1$s::numeric END';
             num text;
             day text;
         BEGIN
@@ -169,8 +183,10 @@ BEGIN
             day := format('(CASE WHEN %s ~ ''^\d{4}-\d{2}-\d{2}$'' THEN %s COLLATE "C" END)', txt, txt);
             CASE node->>'op'
             -- Equality by containment: the GIN index on attributes answers it.
-            WHEN 'eq' THEN RETURN format('r.attributes @> jsonb_build_object(%s, %s)', k, format(typed, v));
-            WHEN 'ne' THEN RETURN format('NOT (r.attributes @> jsonb_build_object(%s, %s))', k, format(typed, v));
+            -- Never NULL: `@>` of two non-NULL values is not (and a coalesce around it would
+            -- hide it from the index).
+            WHEN 'eq' THEN RETURN format('(%2$s) IS NOT NULL AND r.attributes @> jsonb_build_object(%1$s, %2$s)', k, format(typed, v));
+            WHEN 'ne' THEN RETURN format('NOT ((%2$s) IS NOT NULL AND r.attributes @> jsonb_build_object(%1$s, %2$s))', k, format(typed, v));
             WHEN 'contains' THEN RETURN format('coalesce(strpos(lower(%s), lower(%s)) > 0, false)', txt, v);
             WHEN 'starts_with' THEN RETURN format('coalesce(starts_with(lower(%s), lower(%s)), false)', txt, v);
             WHEN 'is_set' THEN RETURN format('coalesce(%s, '''') <> ''''', txt);
@@ -178,9 +194,9 @@ BEGIN
             ELSE
                 IF field_kind = 'number' THEN
                     CASE node->>'op'
-                    WHEN 'lt' THEN RETURN format('coalesce(%s < %s::numeric, false)', num, v);
-                    WHEN 'gt' THEN RETURN format('coalesce(%s > %s::numeric, false)', num, v);
-                    WHEN 'between' THEN RETURN format('coalesce(%s BETWEEN %s::numeric AND %s::numeric, false)', num, v, v2);
+                    WHEN 'lt' THEN RETURN format('coalesce(%s < (%s), false)', num, format(numeric_value, v));
+                    WHEN 'gt' THEN RETURN format('coalesce(%s > (%s), false)', num, format(numeric_value, v));
+                    WHEN 'between' THEN RETURN format('coalesce(%s BETWEEN (%s) AND (%s), false)', num, format(numeric_value, v), format(numeric_value, v2));
                     ELSE NULL;
                     END CASE;
                 ELSIF field_kind = 'date' THEN
@@ -199,7 +215,9 @@ BEGIN
                     ELSE NULL;
                     END CASE;
                 END IF;
-                RAISE EXCEPTION 'segment: a % field cannot be compared with %', field_kind, node->>'op';
+                -- A comparison the field's type does not take (its type changed since the tree
+                -- was checked): nobody matches, rather than every chunk of a send failing.
+                RETURN 'false';
             END CASE;
         END;
     WHEN 'signed_up' THEN
@@ -223,26 +241,34 @@ BEGIN
             recent := ' IS NOT NULL';
         END IF;
         IF jsonb_typeof(node->'campaign_id') = 'string' THEN
-            joined := format('r.id IN (SELECT s.reader_id FROM sends s WHERE s.tenant_id = $1 AND s.campaign_id = ($2 #>> %L)::uuid AND s.%s%s)',
-                             (path || 'campaign_id'::text)::text, CASE kind WHEN 'opened' THEN 'opened_at' ELSE 'clicked_at' END, recent);
-        ELSE
-            joined := format('r.id IN (SELECT e.reader_id FROM reader_engagement e WHERE e.tenant_id = $1 AND e.%s%s)',
-                             CASE kind WHEN 'opened' THEN 'last_open_at' ELSE 'last_click_at' END, recent);
+            -- A given campaign: among the readers it was sent to ("did not open it" never
+            -- matches someone who never got it). The send log keeps each reader's first open.
+            RETURN format('r.id IN (SELECT s.reader_id FROM sends s WHERE s.tenant_id = $1 AND s.campaign_id = ($2 #>> %L)::uuid'
+                          ' AND s.status = ''sent'' AND %s coalesce(s.%s%s, false)%s)',
+                          (path || 'campaign_id'::text)::text,
+                          CASE WHEN (node->>'did')::boolean IS DISTINCT FROM false THEN '' ELSE 'NOT' END,
+                          CASE kind WHEN 'opened' THEN 'opened_at' ELSE 'clicked_at' END, recent,
+                          format(chunk, 's.reader_id'));
         END IF;
         IF (node->>'did')::boolean IS DISTINCT FROM false THEN
-            RETURN joined;
+            RETURN format('r.id IN (SELECT e.reader_id FROM reader_engagement e WHERE e.tenant_id = $1 AND e.%s%s%s)',
+                          CASE kind WHEN 'opened' THEN 'last_open_at' ELSE 'last_click_at' END, recent, format(chunk, 'e.reader_id'));
         END IF;
-        RETURN 'NOT (' || joined || ')';
+        RETURN format('NOT EXISTS (SELECT 1 FROM reader_engagement e WHERE e.tenant_id = $1 AND e.reader_id = r.id AND e.%s%s)',
+                      CASE kind WHEN 'opened' THEN 'last_open_at' ELSE 'last_click_at' END, recent);
     WHEN 'never_opened' THEN
         RETURN 'NOT EXISTS (SELECT 1 FROM reader_engagement e WHERE e.tenant_id = $1 AND e.reader_id = r.id AND e.last_open_at IS NOT NULL)';
     WHEN 'unengaged' THEN
         -- Campaigns received since the last open, read from the send log (kept for good), at
-        -- most N of them per reader.
-        RETURN format('(SELECT count(*) FROM (SELECT 1 FROM sends s WHERE s.reader_id = r.id AND s.tenant_id = $1 AND s.status = ''sent'''
+        -- most N of them per reader; only campaigns that could see an open (tracking on): a
+        -- reader of untracked campaigns has not stopped opening.
+        RETURN format('(SELECT count(*) FROM (SELECT 1 FROM sends s JOIN campaigns c ON c.id = s.campaign_id AND c.tracking = ''on'''
+                      ' WHERE s.reader_id = r.id AND s.tenant_id = $1 AND s.status = ''sent'''
                       ' AND s.sent_at > coalesce((SELECT e.last_open_at FROM reader_engagement e WHERE e.tenant_id = $1 AND e.reader_id = r.id), ''-infinity'')'
                       ' LIMIT ($2 #>> %1$L)::int) x) >= ($2 #>> %1$L)::int', (path || 'campaigns'::text)::text);
     WHEN 'soft_bounced' THEN
-        RETURN format('r.id IN (SELECT e.reader_id FROM reader_engagement e WHERE e.tenant_id = $1 AND e.last_soft_bounce_at > now() - %s)', days);
+        RETURN format('r.id IN (SELECT e.reader_id FROM reader_engagement e WHERE e.tenant_id = $1 AND e.last_soft_bounce_at > now() - %s%s)',
+                      days, format(chunk, 'e.reader_id'));
     ELSE
         RAISE EXCEPTION 'segment: unknown condition %', kind;
     END CASE;
@@ -286,7 +312,7 @@ BEGIN
         RETURN 0;
     END IF;
     EXECUTE 'SELECT count(*) FROM readers r WHERE r.tenant_id = $1 AND (' || segment_where(p_definition, '{}') || ')'
-        INTO n USING tenant, p_definition;
+        INTO n USING tenant, p_definition, NULL::bigint, NULL::bigint;
     RETURN n;
 END $$;
 REVOKE ALL ON FUNCTION segment_count(jsonb) FROM PUBLIC;
@@ -305,7 +331,7 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY EXECUTE 'EXPLAIN SELECT count(*) FROM readers r WHERE r.tenant_id = $1 AND ('
-        || segment_where(p_definition, '{}') || ')' USING tenant, p_definition;
+        || segment_where(p_definition, '{}') || ')' USING tenant, p_definition, NULL::bigint, NULL::bigint;
 END $$;
 REVOKE ALL ON FUNCTION segment_plan(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION segment_plan(jsonb) TO herald_app;

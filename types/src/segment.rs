@@ -349,10 +349,18 @@ fn check_days(days: Option<u32>, required: bool) -> Result<(), Invalid> {
     }
 }
 
+/// A calendar day written exactly `YYYY-MM-DD`, year 1 or later: chrono's parser alone takes
+/// `0000-01-01`, `+12345-01-01` and `2026- 1- 5`, which Postgres's `date` refuses or reads
+/// otherwise.
+pub fn parse_day(value: &str) -> Option<chrono::NaiveDate> {
+    let v = value.trim();
+    let shaped = v.len() == 10
+        && v.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() });
+    chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d").ok().filter(|d| shaped && chrono::Datelike::year(d) >= 1)
+}
+
 fn check_day(value: &str, field: &str) -> Result<(), Invalid> {
-    chrono::NaiveDate::parse_from_str(value.trim(), "%Y-%m-%d")
-        .map(|_| ())
-        .map_err(|_| Invalid::field(field, "A date written YYYY-MM-DD, like 2026-11-26."))
+    parse_day(value).map(|_| ()).ok_or_else(|| Invalid::field(field, "A date written YYYY-MM-DD, like 2026-11-26."))
 }
 
 impl Condition {
@@ -528,6 +536,14 @@ mod tests {
         // A group inside a group is not a condition.
         let deeper = json!({"rules": [{"match": "any", "conditions": [{"match": "all", "conditions": []}]}]});
         assert!(serde_json::from_value::<Definition>(deeper).is_err());
+    }
+
+    #[test]
+    fn days_are_written_one_way_only() {
+        assert!(parse_day("2026-11-26").is_some());
+        for bad in ["0000-01-01", "-0001-01-01", "+12345-01-01", "2026- 1- 5", "5-1-1", "2026-02-30", ""] {
+            assert!(parse_day(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]

@@ -259,6 +259,12 @@ fn normalised(definition: &Definition, fields: &[Field]) -> Definition {
                     if compares_text { (value.clone(), value2.clone()) } else { (plain(value), plain(value2)) };
                 Condition::Field { key: key.clone(), op: *op, value, value2, days: *days }
             }
+            Condition::SignedUp { op, value, days } => Condition::SignedUp {
+                op: *op,
+                value: herald_types::segment::parse_day(value)
+                    .map_or_else(|| value.trim().to_string(), |d| d.format("%Y-%m-%d").to_string()),
+                days: *days,
+            },
             Condition::EmailDomain { domain, is } => {
                 Condition::EmailDomain { domain: domain.trim().trim_start_matches('@').to_lowercase(), is: *is }
             }

@@ -274,6 +274,12 @@ pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> 
     if !segments_exist(tx, tenant, &c.segment_ids, c.exclude_segment_id).await? {
         return Err(Error::invalid("One of the chosen segments no longer exists."));
     }
+    if !c.segment_ids.is_empty() || c.exclude_segment_id.is_some() {
+        // Each segment must still fit the workspace (the fan-out builds the same tree).
+        let ids = |v: &[herald_types::SegmentId]| v.iter().map(|s| s.0).collect::<Vec<_>>();
+        let lists: Vec<uuid::Uuid> = c.list_ids.iter().map(|l| l.0).collect();
+        super::audience::tree(tx, tenant, &lists, &ids(&c.segment_ids), c.exclude_segment_id.map(|s| s.0)).await?;
+    }
     let known: i64 = sqlx::query_scalar("SELECT count(*) FROM lists WHERE tenant_id = $1 AND id = ANY($2)")
         .bind(tenant)
         .bind(&c.list_ids)

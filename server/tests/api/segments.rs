@@ -247,6 +247,8 @@ async fn each_condition_matches_exactly_the_readers_worked_out_by_hand() -> Test
         (json!({"kind": "opened", "days": 7, "did": false}), &["bob", "cat", "eve", "fay"]),
         (json!({"kind": "opened", "campaign_id": a.campaigns[0]}), &["ann"]),
         (json!({"kind": "opened", "campaign_id": a.campaigns[0], "days": 1}), &[]),
+        // Did not open One: among those it was sent to (Ann opened it; Eve never got it).
+        (json!({"kind": "opened", "campaign_id": a.campaigns[0], "did": false}), &["dan", "fay"]),
         (json!({"kind": "clicked", "days": 30}), &["dan"]),
         (json!({"kind": "clicked"}), &["bob", "dan"]),
         (json!({"kind": "never_opened"}), &["cat", "eve", "fay"]),
@@ -336,6 +338,25 @@ async fn segments_are_saved_checked_by_place_and_kept_to_their_workspace() -> Te
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, _) = a.api.send(reqwest::Method::DELETE, &format!("/api/v1/segments/{id}"), None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
+
+    // A field deleted and made again with another type: the segment that compared it as a
+    // number is refused with the place named, and a send to it stops before it starts.
+    let adults = json!({"name": "Adults", "definition": {"match": "all", "rules": [{"kind": "field", "key": "age", "op": "gt", "value": "20"}]}});
+    let (status, adults) = a.api.post("/api/v1/segments", adults).await;
+    assert_eq!(status, StatusCode::CREATED, "{adults}");
+    let adults = adults["id"].as_str().expect("id").to_string();
+    let (_, draft) =
+        a.api.post("/api/v1/campaigns", json!({"name": "To adults", "subject": "Hi", "segment_ids": [adults]})).await;
+    let (status, _) = a.api.send(reqwest::Method::DELETE, "/api/v1/fields/age", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, body) = a.api.post("/api/v1/fields", json!({"key": "age", "label": "Age", "kind": "text"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, err) = a.api.get(&format!("/api/v1/segments/{adults}/count")).await;
+    assert_eq!((status, err["fields"]["rules.0.op"].is_string()), (StatusCode::UNPROCESSABLE_ENTITY, true), "{err}");
+    let (status, err) =
+        a.api.post(&format!("/api/v1/campaigns/{}/send", draft["id"].as_str().expect("id")), json!({})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert!(err["message"].as_str().unwrap_or_default().contains("“Adults”"), "{err}");
     Ok(())
 }
 
