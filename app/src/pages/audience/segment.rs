@@ -163,12 +163,10 @@ struct Row {
 
 impl Row {
     fn new(kind: Kind, v: &SegmentEditorData) -> Row {
-        let first = |ids: &[(uuid::Uuid, &str)]| ids.first().map(|(id, _)| id.to_string()).unwrap_or_default();
+        let first = |ids: Vec<String>| ids.into_iter().next().unwrap_or_default();
         let (target, op) = match kind {
-            Kind::List => {
-                (first(&v.lists.iter().map(|(id, n)| (id.0, n.as_str())).collect::<Vec<_>>()), "subscribed".into())
-            }
-            Kind::Tag => (first(&v.tags.iter().map(|(id, n)| (id.0, n.as_str())).collect::<Vec<_>>()), String::new()),
+            Kind::List => (first(v.lists.iter().map(|(id, _)| id.to_string()).collect()), "subscribed".into()),
+            Kind::Tag => (first(v.tags.iter().map(|(id, _)| id.to_string()).collect()), String::new()),
             Kind::Field => {
                 let f = v.fields.first();
                 (
@@ -193,13 +191,12 @@ impl Row {
     }
 
     fn condition(&self) -> Condition {
-        let id = |s: &str| s.parse::<uuid::Uuid>().unwrap_or_default();
         match self.kind {
             Kind::List => Condition::List {
-                list_id: ListId(id(&self.target)),
+                list_id: self.target.parse().unwrap_or(ListId::NIL),
                 state: self.op.parse().unwrap_or(ListState::Subscribed),
             },
-            Kind::Tag => Condition::Tag { tag_id: TagId(id(&self.target)), has: self.yes },
+            Kind::Tag => Condition::Tag { tag_id: self.target.parse().unwrap_or(TagId::NIL), has: self.yes },
             Kind::Field => Condition::Field {
                 key: self.target.clone(),
                 op: self.op.parse().unwrap_or(FieldOp::Eq),
@@ -215,7 +212,7 @@ impl Row {
             Kind::Source => Condition::Source { source: self.op.parse().unwrap_or(SignupSource::HostedForm) },
             Kind::EmailDomain => Condition::EmailDomain { domain: self.value.clone(), is: self.yes },
             Kind::Opened | Kind::Clicked => {
-                let campaign_id = self.target.parse::<uuid::Uuid>().ok().map(CampaignId);
+                let campaign_id = self.target.parse::<CampaignId>().ok();
                 let (days, did) = (self.days(), self.yes);
                 if self.kind == Kind::Opened {
                     Condition::Opened { campaign_id, days, did }
@@ -593,7 +590,7 @@ fn RowEditor(
                   on: Box<dyn Fn(leptos::ev::Event) + Send + Sync>| {
         view! {
             <label for=id.clone() class="sr-only">{label}</label>
-            <select id=id class="input w-auto max-w-full" on:change=move |ev| on(ev)>
+            <select id=id class="input w-auto max-w-full" on:change=on>
                 {options.into_iter().map(|(value, text)| {
                     let selected = value == current;
                     view! { <option value=value selected=selected>{text}</option> }
@@ -609,7 +606,7 @@ fn RowEditor(
                  on: Box<dyn Fn(leptos::ev::Event) + Send + Sync>| {
         view! {
             <label for=id.clone() class="sr-only">{label}</label>
-            <input id=id type=kind class="input w-36" value=current placeholder=placeholder on:change=move |ev| on(ev)/>
+            <input id=id type=kind class="input w-36" value=current placeholder=placeholder on:change=on/>
         }
     };
     let yes_select = |labels: (&'static str, &'static str), yes: bool| {
