@@ -494,10 +494,14 @@ fn Editor(v: SegmentEditorData, id: String) -> impl IntoView {
 fn LivePreview(preview: Resource<Result<SegmentPreview, AppError>>) -> impl IntoView {
     // Slow conditions (the sunset rule at a large audience) keep the last count with a note.
     let pending = RwSignal::new(false);
+    // Shown only once hydrated: the server's render of a pending count would not match the
+    // browser's first render.
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
     view! {
         <aside class="lg:col-span-1">
             <Card title="Matching readers">
-                <p class="h-4 text-xs text-slate-400" role="status">{move || pending.get().then_some("Counting…")}</p>
+                <p class="h-4 text-xs text-slate-400" role="status">{move || (hydrated.get() && pending.get()).then_some("Counting…")}</p>
                 <Transition fallback=|| view! { <p class="text-slate-400">"Counting…"</p> } set_pending=pending.write_only()>
                     {move || Suspend::new(async move {
                         match preview.await {
