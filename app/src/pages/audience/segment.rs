@@ -86,15 +86,34 @@ pub async fn segment_edit_view(id: String) -> Result<SegmentEditorData, AppError
     Ok(view)
 }
 
-/// Counts an unsaved tree and lists its newest readers. JSON in: the tree is nested.
+/// Counts a tree and lists its newest readers: the one being edited (`edited`), else the saved
+/// segment's, else (a new segment) the editor's first condition. JSON in: the tree is nested.
 #[server(prefix = "/rpc", endpoint = "preview_segment", input = Json)]
-pub async fn preview_segment(definition: Definition) -> Result<SegmentPreview, AppError> {
+pub async fn preview_segment(id: String, edited: Option<Definition>) -> Result<SegmentPreview, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::segments};
     let m = require_role(Role::Viewer).await?;
+    let definition = match edited {
+        Some(d) => d,
+        None if id == "new" => initial_definition(&choices(&m).await?),
+        None => {
+            let id: SegmentId = id.parse().map_err(|_| AppError::NotFound.respond())?;
+            segments::get(&m.state.db, m.tenant, id).await?.definition
+        }
+    };
     let readers = segments::count(&m.state.db, m.tenant, &definition).await?;
     let newest = segments::preview(&m.state.db, m.tenant, &definition, 10).await?;
     Ok(SegmentPreview { readers, newest })
+}
+
+/// What a new segment starts with: one condition, confirmed on the first list.
+fn initial_items(v: &SegmentEditorData) -> Vec<Item> {
+    vec![Item::Row(Row::new(Kind::List, v))]
+}
+
+#[cfg(feature = "ssr")]
+fn initial_definition(v: &SegmentEditorData) -> Definition {
+    definition_of(Match::All, &initial_items(v))
 }
 
 /// Saves a new segment (`id` is `new`) or changes one; returns its id.
@@ -317,12 +336,16 @@ pub fn SegmentPage() -> impl IntoView {
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
     let data = Resource::new(id, segment_edit_view);
+    // The tree being edited, once it differs from what the page loaded; the live count follows
+    // it (made here, not in the editor: see the hydration rule in `crate::pages`).
+    let edited = RwSignal::new(None::<Definition>);
+    let preview = Resource::new(move || (id(), edited.get()), |(id, edited)| preview_segment(id, edited));
     view! {
         <AudienceTabs active="/audience/segments"/>
         <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
-                    Ok(v) => view! { <Editor v=v id=id()/> }.into_any(),
+                    Ok(v) => view! { <Editor v=v id=id() edited=edited preview=preview/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
             })}
@@ -331,16 +354,27 @@ pub fn SegmentPage() -> impl IntoView {
 }
 
 #[component]
-fn Editor(v: SegmentEditorData, id: String) -> impl IntoView {
+fn Editor(
+    v: SegmentEditorData,
+    id: String,
+    edited: RwSignal<Option<Definition>>,
+    preview: Resource<Result<SegmentPreview, AppError>>,
+) -> impl IntoView {
     let v = StoredValue::new(v);
     let name = RwSignal::new(v.with_value(|v| v.segment.as_ref().map(|s| s.name.clone()).unwrap_or_default()));
     let match_ = RwSignal::new(v.with_value(|v| v.segment.as_ref().map_or(Match::All, |s| s.definition.match_)));
     let items = RwSignal::new(v.with_value(|v| match &v.segment {
         Some(s) => items_of(&s.definition),
-        None => vec![Item::Row(Row::new(Kind::List, v))],
+        None => initial_items(v),
     }));
     let definition = Memo::new(move |_| definition_of(match_.get(), &items.get()));
-    let preview = Resource::new(move || definition.get(), preview_segment);
+    let loaded = definition.get_untracked();
+    Effect::new(move |_| {
+        let now = definition.get();
+        if now != loaded || edited.get_untracked().is_some() {
+            edited.set(Some(now));
+        }
+    });
     let save = ServerAction::<SaveSegment>::new();
     let is_new = id == "new";
     let save_id = StoredValue::new(id);
