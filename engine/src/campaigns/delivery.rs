@@ -205,6 +205,8 @@ const DONE_CHECK_EVERY: Duration = Duration::from_secs(2);
 /// index pages however many rows are deferred. Public for the test that reads its plan.
 pub const DUE_PROBE: &str = "SELECT EXISTS (SELECT 1 FROM sends
      WHERE campaign_id = $1 AND status = 'queued' AND next_attempt_at <= now())";
+/// How long a delivery loop waits with nothing due before it gives its connection slot back.
+const RELEASE_IDLE_SLOT_AFTER: Duration = Duration::from_secs(5);
 /// How often domain tallies are added to the stats while sending.
 const TALLY_EVERY: Duration = Duration::from_secs(5);
 
@@ -226,6 +228,8 @@ struct Sender<'a> {
     /// idles, the others only every [`DONE_CHECK_EVERY`] (see [`Sender::idle`]).
     slot: i32,
     last_done_check: Instant,
+    /// Since when this loop has found nothing to send (reset by every claim that finds rows).
+    idle_since: Option<Instant>,
     /// The last pass claimed nothing: the next asks [`DUE_PROBE`] before claiming again.
     was_idle: bool,
     conn: Option<SmtpConnection>,
@@ -322,6 +326,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
         lease,
         slot,
         last_done_check: Instant::now(),
+        idle_since: None,
         was_idle: false,
         claimed_at: Instant::now(),
         conn: None,
@@ -463,6 +468,9 @@ impl Sender<'_> {
                 rows = self.claim(batch as i64).await?;
             }
             self.was_idle = rows.is_empty();
+            if !rows.is_empty() {
+                self.idle_since = None;
+            }
             if rows.is_empty() {
                 if self.idle().await? {
                     return Ok(());
@@ -608,6 +616,14 @@ impl Sender<'_> {
         // Idle connections are closed rather than kept through a long backoff.
         if let Some(conn) = self.conn.take() {
             conn.quit().await;
+        }
+        // A loop with nothing due for a while gives its slot back: the slots are the sending
+        // identity's, shared with every campaign (and, for the default server, every
+        // workspace), and a send whose rows are all deferred (retries backing off, readers held
+        // by the frequency cap) would otherwise hold them for as long as it waits. The
+        // supervisor starts loops again once a row is due (`claim_unattended_campaigns`).
+        if self.idle_since.get_or_insert_with(Instant::now).elapsed() >= RELEASE_IDLE_SLOT_AFTER {
+            return Ok(true);
         }
         // Retries come due on their own schedule; a short poll (with jitter, so idle loops do
         // not wake together) finds them without scanning the queue for the next due time. The

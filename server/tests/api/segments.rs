@@ -453,3 +453,53 @@ async fn a_campaign_to_a_segment_with_an_exclusion_reaches_exactly_its_readers()
     assert!(tree.is_some_and(|t| t.to_string().contains("\"not\"")), "the exclusion is in the stored tree");
     Ok(())
 }
+
+/// A workspace whose sending campaign has nothing due for a year (every row deferred) must not
+/// keep another workspace's campaign on the same default server from going out: its idle
+/// loops held all four of the server's connection slots, for as long as its rows waited.
+#[tokio::test]
+async fn a_deferred_send_in_one_workspace_does_not_hold_up_another() -> TestResult {
+    let app = spawn_app().await;
+    let stuck = seed(&app, "seg-stuck@example.com").await;
+    let (status, c) = stuck
+        .api
+        .post("/api/v1/campaigns", json!({"name": "Deferred", "subject": "Later", "list_ids": [stuck.news]}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    let deferred = c["id"].as_str().expect("id").to_string();
+    sqlx::query(
+        "INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, next_attempt_at)
+         SELECT tenant_id, $2::uuid, id, email, 'queued', now() + interval '365 days' FROM readers WHERE tenant_id = $1",
+    )
+    .bind(stuck.tenant)
+    .bind(&deferred)
+    .execute(&app.owner)
+    .await?;
+    sqlx::query(
+        "UPDATE campaigns SET status = 'sending', fanout_done = true, fanout_cursor = 9223372036854775807,
+                started_at = now(), recipients = 6 WHERE id = $1::uuid",
+    )
+    .bind(&deferred)
+    .execute(&app.owner)
+    .await?;
+    // Let the supervisor find it and start loops for it a few times.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let other = seed(&app, "seg-other@example.com").await;
+    let (_, c) = other
+        .api
+        .post("/api/v1/campaigns", json!({"name": "Now", "subject": "Now", "list_ids": [other.news], "body": "Hi"}))
+        .await;
+    let id = c["id"].as_str().expect("id").to_string();
+    let (status, body) = other.api.post(&format!("/api/v1/campaigns/{id}/send"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The deferred send holds none of the default server's connection slots now.
+    let held: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM leases WHERE campaign_id = $1::uuid AND expires_at > now()")
+            .bind(&deferred)
+            .fetch_one(&app.owner)
+            .await?;
+    assert_eq!(held, 0, "an idle send gave its slots back");
+    let stats = wait_for_status(&other.api, &id, "sent", Duration::from_secs(60)).await;
+    assert_eq!(stats["sent"], 3, "{stats}");
+    Ok(())
+}
