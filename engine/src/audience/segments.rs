@@ -156,10 +156,17 @@ pub(crate) async fn count_in(tx: &mut Tx, definition: &Definition) -> Result<i64
     Ok(sqlx::query_scalar("SELECT segment_count($1)").bind(sqlx::types::Json(definition)).fetch_one(&mut **tx).await?)
 }
 
-/// The newest `limit` readers matching `definition`.
-pub async fn preview(db: &Db, tenant: TenantId, definition: &Definition, limit: i64) -> Result<Vec<SegmentReader>> {
+/// How many readers match `definition`, and the newest `limit` of them: one check of the tree
+/// and one transaction for the editor's live count and list.
+pub async fn preview(
+    db: &Db,
+    tenant: TenantId,
+    definition: &Definition,
+    limit: i64,
+) -> Result<(i64, Vec<SegmentReader>)> {
     let mut tx = db.tenant_tx(tenant).await?;
     let definition = check_definition(&mut tx, tenant, definition).await?;
+    let count = count_in(&mut tx, &definition).await?;
     let rows = sqlx::query_as(
         "SELECT r.id, r.email, r.name FROM segment_readers($2, NULL, NULL, $3) AS m(id)
          JOIN readers r ON r.tenant_id = $1 AND r.id = m.id ORDER BY r.id DESC",
@@ -170,7 +177,7 @@ pub async fn preview(db: &Db, tenant: TenantId, definition: &Definition, limit: 
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(rows)
+    Ok((count, rows))
 }
 
 /// The input's checks, then the tree's against the workspace; the tree as stored.

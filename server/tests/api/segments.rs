@@ -191,7 +191,7 @@ async fn matches(app: &TestApp, a: &Audience, rules: Value) -> BTreeSet<String> 
     let (status, count) = a.api.post("/api/v1/segments/count", definition.clone()).await;
     assert_eq!(status, StatusCode::OK, "{definition}: {count}");
     let parsed: Definition = serde_json::from_value(definition).expect("definition");
-    let readers =
+    let (_, readers) =
         herald_engine::audience::segments::preview(&app.app.db, a.tenant, &parsed, 100).await.expect("preview");
     assert_eq!(count["readers"].as_i64(), Some(readers.len() as i64), "the count and the list agree");
     readers.into_iter().map(|r| r.email.split('@').next().unwrap_or_default().to_string()).collect()

@@ -46,20 +46,22 @@ impl Names {
 }
 
 #[cfg(feature = "ssr")]
-pub async fn names(m: &crate::ssr::Member) -> Result<Names, AppError> {
-    let v = choices(m).await?;
-    Ok(Names(
-        v.lists
-            .iter()
-            .map(|(id, n)| (id.0, n.clone()))
-            .chain(v.tags.iter().map(|(id, n)| (id.0, n.clone())))
-            .chain(v.campaigns.iter().map(|(id, n)| (id.0, n.clone())))
-            .collect(),
-    ))
+impl Names {
+    pub fn of(v: &SegmentEditorData) -> Names {
+        Names(
+            v.lists
+                .iter()
+                .map(|(id, n)| (id.0, n.clone()))
+                .chain(v.tags.iter().map(|(id, n)| (id.0, n.clone())))
+                .chain(v.campaigns.iter().map(|(id, n)| (id.0, n.clone())))
+                .collect(),
+        )
+    }
 }
 
+/// The workspace's lists, tags, fields and campaigns, as the editor offers them.
 #[cfg(feature = "ssr")]
-async fn choices(m: &crate::ssr::Member) -> Result<SegmentEditorData, AppError> {
+pub async fn choices(m: &crate::ssr::Member) -> Result<SegmentEditorData, AppError> {
     use herald_engine::audience::{fields, lists, tags};
     use herald_engine::campaigns::store;
     let db = &m.state.db;
@@ -101,8 +103,7 @@ pub async fn preview_segment(id: String, edited: Option<Definition>) -> Result<S
             segments::get(&m.state.db, m.tenant, id).await?.definition
         }
     };
-    let readers = segments::count(&m.state.db, m.tenant, &definition).await?;
-    let newest = segments::preview(&m.state.db, m.tenant, &definition, 10).await?;
+    let (readers, newest) = segments::preview(&m.state.db, m.tenant, &definition, 10).await?;
     Ok(SegmentPreview { readers, newest })
 }
 

@@ -23,8 +23,8 @@ pub async fn list_segments() -> Result<Vec<SegmentSummary>, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, audience::segments};
     let m = require_role(Role::Viewer).await?;
-    let names = super::segment::names(&m).await?;
-    let fields = herald_engine::audience::fields::list(&m.state.db, m.tenant).await?;
+    let choices = super::segment::choices(&m).await?;
+    let (names, fields) = (super::segment::Names::of(&choices), choices.fields);
     let mut out = Vec::new();
     for segment in segments::list(&m.state.db, m.tenant).await? {
         let conditions = segment.definition.conditions().map(|c| c.describe(&|id| names.name(id), &fields)).collect();
