@@ -432,6 +432,9 @@ struct Scene {
     /// server.
     paused_campaign: usize,
     pause_window: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// The A/B test (index into `campaigns`): each reader gets one message, of the version its
+    /// send-log row names, and the rest gets the winner.
+    ab_test: usize,
 }
 
 async fn insert_tenant(owner: &PgPool, name: &str, cap: Option<i32>) -> anyhow::Result<TenantId> {
@@ -542,6 +545,35 @@ async fn segment_campaign(owner: &PgPool, db: &Db, tenant: TenantId) -> anyhow::
     Ok((store::create(db, tenant, Role::Owner, &input).await?.id, expected))
 }
 
+/// An A/B test of two subjects (issue 32) on 300 readers of a list of its own, with a test share
+/// the round draws: the winner is chosen during the faults, by hand or by the workers'
+/// supervisor when the window is made to end.
+async fn ab_campaign(
+    owner: &PgPool,
+    db: &Db,
+    tenant: TenantId,
+    percent: u8,
+) -> anyhow::Result<(CampaignId, Vec<String>)> {
+    let (list, readers) = insert_list(owner, tenant, "ab", 300).await?;
+    let version = |label: &str| format!("AB version {label} for {{{{ reader.name }}}}");
+    let input = CampaignInput {
+        name: "A/B".into(),
+        subject: version("A"),
+        from_email: "news@chaos.test".into(),
+        from_name: "Chaos".into(),
+        list_ids: vec![list.into()],
+        body: "Hello {{ reader.name }}!\n\n[Unsubscribe]({{ unsubscribe_url }})".into(),
+        ab_test: Some(herald_types::AbTest {
+            variants: vec![herald_types::Variant { subject: version("B"), ..Default::default() }],
+            test_percent: percent,
+            metric: herald_types::AbMetric::Opens,
+            window_hours: 1,
+        }),
+        ..Default::default()
+    };
+    Ok((store::create(db, tenant, Role::Owner, &input).await?.id, readers))
+}
+
 // ---------------------------------------------------------------------------------------------
 // One round
 // ---------------------------------------------------------------------------------------------
@@ -626,6 +658,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let (edition_list, edition_readers) = insert_list(&owner, main_tenant, "edition", 150).await?;
     let recurring = create_campaign(&db, main_tenant, "Daily", &[edition_list]).await?;
     let (segment, segment_readers) = segment_campaign(&owner, &db, main_tenant).await?;
+    let (ab, ab_readers) = ab_campaign(&owner, &db, main_tenant, rng.gen_range(10..=60)).await?;
     let mut scene = Scene {
         campaigns: vec![
             SceneCampaign { id: main, tenant: main_tenant, name: "Main", readers: main_readers, cancelled: false },
@@ -659,12 +692,14 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
                 readers: segment_readers,
                 cancelled: false,
             },
+            SceneCampaign { id: ab, tenant: main_tenant, name: "A/B", readers: ab_readers, cancelled: false },
         ],
         capped: (4, 5),
         messages: HashMap::new(),
         opted_out: HashMap::new(),
         paused_campaign: 2,
         pause_window: None,
+        ab_test: 7,
     };
 
     // The workers.
@@ -763,6 +798,11 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let cancel_cap_a = rng.gen_bool(0.5);
     let cap_cancel_at = Instant::now() + Duration::from_millis(rng.gen_range(1_000..5_000));
     let mut cap_cancel_done = !cancel_cap_a;
+    // The A/B test's winner: chosen by hand (this process, through Postgres restarts) or by the
+    // workers' supervisor once the window is made to end (workers killed mid-choice).
+    let ab_pick_at = Instant::now() + Duration::from_millis(rng.gen_range(1_000..10_000));
+    let ab_by_hand = rng.gen_bool(0.5);
+    let mut ab_done = false;
     let mut slow_until: Option<Instant> = None;
     let mut next_fault = Instant::now() + Duration::from_millis(rng.gen_range(500..2_000));
     while Instant::now() < fault_until {
@@ -803,6 +843,12 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
             if store::cancel(&db, capped_tenant, Role::Owner, cap_a).await.is_ok() {
                 scene.campaigns[scene.capped.0].cancelled = true;
                 *report.faults.entry("capped cancel").or_default() += 1;
+            }
+        }
+        if !ab_done && now >= ab_pick_at {
+            ab_done = end_ab_test(&db, &jobs, &owner, main_tenant, ab, ab_by_hand).await;
+            if ab_done {
+                *report.faults.entry(if ab_by_hand { "winner by hand" } else { "winner by window" }).or_default() += 1;
             }
         }
         if !opt_out_done && now >= opt_out_at {
@@ -889,6 +935,9 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     }
     if !cancel_done {
         store::cancel(&db, main_tenant, Role::Owner, cancelled).await?;
+    }
+    if !ab_done {
+        end_ab_test(&db, &jobs, &owner, main_tenant, ab, false).await;
     }
     if !cap_cancel_done && store::cancel(&db, capped_tenant, Role::Owner, cap_a).await.is_ok() {
         scene.campaigns[scene.capped.0].cancelled = true;
@@ -1039,6 +1088,25 @@ async fn insert_message(owner: &PgPool, tenant: TenantId, to: &str) -> anyhow::R
     Ok(id)
 }
 
+/// Chooses the A/B test's winner by hand (version B), or makes its window end for the workers'
+/// supervisor to choose. False when Postgres was not there to ask (the caller tries again).
+async fn end_ab_test(db: &Db, jobs: &Jobs, owner: &PgPool, tenant: TenantId, ab: CampaignId, by_hand: bool) -> bool {
+    let done = if by_hand {
+        herald_engine::campaigns::ab_test::pick_winner(db, jobs, tenant, Role::Owner, ab, Some(1)).await.map(drop)
+    } else {
+        sqlx::query("UPDATE campaigns SET ab_decide_at = now() WHERE id = $1")
+            .bind(ab)
+            .execute(owner)
+            .await
+            .map(drop)
+            .map_err(herald_engine::Error::from)
+    };
+    if let Err(e) = &done {
+        eprintln!("chaos: could not end the A/B test yet: {e}");
+    }
+    done.is_ok()
+}
+
 /// Every campaign sent or cancelled with nothing queued or in flight, every message final.
 async fn settled(owner: &PgPool) -> anyhow::Result<bool> {
     let open: i64 = sqlx::query_scalar(
@@ -1054,6 +1122,51 @@ async fn settled(owner: &PgPool) -> anyhow::Result<bool> {
 // ---------------------------------------------------------------------------------------------
 // The checks
 // ---------------------------------------------------------------------------------------------
+
+/// The A/B test: a winner was chosen, nobody is left held, every reader sent has a version, and
+/// each copy received is the version its reader's row names (so no reader got two versions:
+/// their copies are of one row).
+async fn check_ab_versions(
+    owner: &PgPool,
+    sink: &MailSink,
+    c: &SceneCampaign,
+    v: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let (winner, held): (Option<i16>, i64) = sqlx::query_as(
+        "SELECT ab_winner, (SELECT count(*) FROM sends WHERE campaign_id = $1 AND status = 'held') FROM campaigns WHERE id = $1",
+    )
+    .bind(c.id)
+    .fetch_one(owner)
+    .await?;
+    if winner.is_none() || held > 0 {
+        v.push(format!("{}: winner {winner:?}, {held} readers still held", c.name));
+    }
+    let versions: HashMap<String, Option<i16>> =
+        sqlx::query_as("SELECT lower(email), variant FROM sends WHERE campaign_id = $1 AND status <> 'skipped'")
+            .bind(c.id)
+            .fetch_all(owner)
+            .await?
+            .into_iter()
+            .collect();
+    let id = c.id.to_string();
+    let mut by_version = [0usize; 2];
+    for mail in sink.messages().await {
+        let parsed = mail.parse();
+        let ours = parsed.headers.iter().any(|(k, val)| k.eq_ignore_ascii_case("message-id") && val.contains(&id));
+        if !ours {
+            continue;
+        }
+        let rcpt = mail.rcpt_to.first().cloned().unwrap_or_default();
+        let label = parsed.subject.strip_prefix("AB version ").and_then(|s| s.chars().next());
+        let got = label.map(|l| (l as u8).wrapping_sub(b'A') as i16);
+        match versions.get(&rcpt) {
+            Some(Some(want)) if got == Some(*want) => by_version[*want as usize % 2] += 1,
+            want => v.push(format!("{}: {rcpt} got {:?} but its row names version {want:?}", c.name, parsed.subject)),
+        }
+    }
+    eprintln!("chaos: {} copies of version A {}, of B {}, winner {winner:?}", c.name, by_version[0], by_version[1]);
+    Ok(())
+}
 
 /// What the sink accepted for one (campaign or message, recipient): the distinct Message-IDs,
 /// and when the data of each copy ended.
@@ -1185,6 +1298,7 @@ async fn check(owner: &PgPool, sink: &MailSink, scene: &Scene, report: &mut Roun
         extra_total += extra;
         ambiguous_total += ambiguous;
     }
+    check_ab_versions(owner, sink, &scene.campaigns[scene.ab_test], v).await?;
     // Two campaigns, one frequency cap: each reader gets exactly one of them.
     let (a, b) = (&scene.campaigns[scene.capped.0], &scene.campaigns[scene.capped.1]);
     for rcpt in &a.readers {

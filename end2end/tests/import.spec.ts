@@ -1,5 +1,6 @@
-// An author imports a CSV with a bad row onto a list, from a reloaded mapping page, watches the
-// progress reach 100 % and downloads the error report.
+// An author imports a CSV with a bad row onto a list, from a reloaded mapping page where they
+// make a typed field for a column, watches the progress reach 100 % and downloads the error
+// report.
 import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated } from "./helpers";
 
 test("CSV import with a bad row reaches 100 % and reports the row", async ({ page }) => {
@@ -30,6 +31,11 @@ test("CSV import with a bad row reaches 100 % and reports the row", async ({ pag
   // Loaded directly (a reload), the page still works. It will not start into no list unless
   // that is chosen on purpose (issue 35: 48 of 51 readers once went nowhere, silently).
   await gotoHydrated(page, page.url());
+  // A typed field made beside the mapping is offered in every column's choices at once.
+  await page.getByLabel("Label").fill("Town");
+  await page.getByRole("button", { name: "Add field" }).click();
+  await page.getByLabel("Column city").selectOption({ label: "Field: Town" });
+  await expect(page.getByLabel("Column city")).toHaveValue("attributes.town");
   const startButton = page.getByRole("button", { name: "Start import" });
   await expect(startButton).toBeDisabled();
   await expect(page.getByTestId("import-lists-hint")).toBeVisible();

@@ -78,7 +78,8 @@ struct CampaignWorkerContext {
 /// Housekeeping every process runs, independent of apalis's own orphan recovery (which needs
 /// another live worker and five minutes): requeue rows whose lease expired, start scheduled
 /// campaigns that are due, and re-enqueue work for sending campaigns nobody is working on (no
-/// live delivery lease, or an unfinished fan-out without one). A tick that fails (Postgres
+/// live delivery lease, or an unfinished fan-out without one), and choose the winners of A/B
+/// tests whose window ended. A tick that fails (Postgres
 /// restarting) is logged and the next one tries again.
 async fn supervise(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bool>) {
     const TICK: std::time::Duration = std::time::Duration::from_secs(1);
@@ -109,6 +110,7 @@ pub async fn supervise_once(db: &Db, jobs: &Jobs) -> Result<()> {
         jobs.kick_campaign(db, tenant, campaign, false).await?;
     }
     crate::campaigns::recurring::make_due_editions(db, jobs, chrono::Utc::now()).await?;
+    crate::campaigns::ab_test::decide_due(db, jobs).await?;
     let stalled: Vec<(crate::domain::TenantId, CampaignId, bool)> = sqlx::query_as(
         "SELECT tenant_id, campaign_id, fanout_done FROM claim_unattended_campaigns(make_interval(secs => 15))",
     )

@@ -185,6 +185,36 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         add("/campaigns/:id", format!("/campaigns/{id}"));
         add("/campaigns/:id/stats", format!("/campaigns/{id}/stats"));
     }
+    // An A/B test part-way: its test share sent or queued with versions, the rest held for the
+    // winner (chosen in three hours), and a draft of one (the editor's A/B card filled in).
+    let mut ab = draft("Subject test")?;
+    ab.ab_test =
+        Some(input(json!({"variants": [{"subject": "Version B for {{ reader.name }}"}, {"subject": "Version C"}],
+                                   "test_percent": 30, "metric": "clicks", "window_hours": 3}))?);
+    let ab_draft = store::create(&db, tenant, Role::Owner, &ab).await.map_err(clear)?;
+    add("/campaigns/:id", format!("/campaigns/{}", ab_draft.id));
+    let ab_sending = store::create(&db, tenant, Role::Owner, &ab).await.map_err(clear)?;
+    force_campaign(&db, tenant, ab_sending.id, "sending").await?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query(
+        "UPDATE sends SET status = CASE WHEN reader_id % 3 = 0 THEN 'held' ELSE status END, ab_rest = reader_id % 3 = 0,
+                variant = CASE WHEN reader_id % 3 <> 0 THEN (reader_id % 3)::smallint - 1 END
+         WHERE tenant_id = $1 AND campaign_id = $2",
+    )
+    .bind(tenant)
+    .bind(ab_sending.id)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE campaigns SET ab_seed = 1, ab_decide_at = now() + interval '3 hours' WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant)
+    .bind(ab_sending.id)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    add("/campaigns/:id", format!("/campaigns/{}", ab_sending.id));
+    add("/campaigns/:id/stats", format!("/campaigns/{}/stats", ab_sending.id));
     // A draft an author asked to send: the approval banner and the list's badge.
     let asked = store::create(&db, tenant, Role::Owner, &draft("Campaign awaiting approval")?).await.map_err(clear)?;
     herald_engine::campaigns::approval::request(&db, tenant, user.id, Role::Author, asked.id, None, "")

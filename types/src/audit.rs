@@ -38,6 +38,7 @@ audit_actions! {
     CampaignResumed = "campaign.resumed", "Resumed a campaign";
     CampaignCancelled = "campaign.cancelled", "Cancelled a campaign";
     CampaignStopped = "campaign.stopped", "Stopped a recurring campaign";
+    WinnerPicked = "campaign.winner_picked", "Picked an A/B test's winner";
     ApprovalRequested = "campaign.approval_requested", "Asked for approval to send";
     ApprovalGiven = "campaign.approved", "Approved a send";
     ApprovalRejected = "campaign.approval_rejected", "Turned down a send";

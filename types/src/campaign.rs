@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::ab_test::AbTest;
 use crate::invalid::Problems;
 use crate::{CampaignId, Email, IdentityId, Invalid, ListId, SegmentId};
 
@@ -194,6 +195,33 @@ pub struct CampaignInput {
     /// With `feed = url`: fetched per reader, `{email}` and `{reader_id}` filled in.
     #[serde(default)]
     pub feed_url: String,
+    /// Test versions of the subject (and optionally the sender name and body) on a share of the
+    /// audience; the rest gets the winner. Needs tracking with reader ids.
+    #[serde(default)]
+    pub ab_test: Option<AbTest>,
+}
+
+/// `POST /api/v1/campaigns/{id}/resend`: a new draft to the readers of a sent campaign who did
+/// not open it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ResendInput {
+    /// The new campaign's subject; empty keeps the original's.
+    #[serde(default)]
+    pub subject: String,
+    /// Count an open by a privacy proxy (Apple Mail Privacy Protection fetches every image) as an
+    /// open: those readers are then left out too.
+    #[serde(default)]
+    pub count_machine_opens: bool,
+}
+
+impl ResendInput {
+    pub fn validate(&self) -> Result<(), Invalid> {
+        if self.subject.chars().any(char::is_control) || self.subject.chars().count() > 300 {
+            return Err(Invalid::field("subject", "The subject must be one line of at most 300 characters."));
+        }
+        Ok(())
+    }
 }
 
 /// The largest body an author may save.
@@ -244,6 +272,16 @@ impl CampaignInput {
         if self.feed != FeedSource::None && self.recurrence.is_none() {
             problems.add("feed", "Per-reader data feeds are for recurring campaigns.");
         }
+        if let Some(t) = &self.ab_test {
+            problems.check(t.validate());
+            if self.tracking != TrackingMode::On {
+                problems
+                    .add("ab_test", "An A/B test needs tracking with reader ids (Tracking: on) to find its winner.");
+            }
+            if self.recurrence.is_some() {
+                problems.add("ab_test", "Recurring campaigns cannot be A/B tested.");
+            }
+        }
         problems.into_result()
     }
 }
@@ -283,6 +321,16 @@ pub struct Campaign {
     /// On an edition: the recurring campaign it was made from, and its slot.
     pub parent_id: Option<CampaignId>,
     pub edition_slot: Option<DateTime<Utc>>,
+    #[cfg_attr(feature = "sqlx", sqlx(json(nullable)))]
+    pub ab_test: Option<AbTest>,
+    /// The A/B test's winning version (0 is A), once chosen.
+    pub ab_winner: Option<i16>,
+    /// A resend's original: this campaign goes to the original's readers who did not open it.
+    pub resend_of: Option<CampaignId>,
+    /// On a resend: an open by a privacy proxy (a machine open) counts as an open.
+    pub resend_machine_opens: bool,
+    /// The resends made from this campaign, oldest first.
+    pub resends: Vec<CampaignId>,
     pub fanout_done: bool,
     pub recipients: i64,
     pub started_at: Option<DateTime<Utc>>,

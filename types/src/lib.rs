@@ -12,6 +12,7 @@
 #[macro_use]
 mod string_enum;
 
+pub mod ab_test;
 pub mod account;
 pub mod api_key;
 pub mod audit;
@@ -33,12 +34,13 @@ pub mod tag;
 pub mod template;
 pub mod values;
 
+pub use ab_test::{AbMetric, AbResults, AbTest, PickWinner, Variant, VariantResult};
 pub use account::{LoginSession, TwoFactorEnrolment, TwoFactorStatus};
 pub use api_key::ApiKey;
 pub use audit::{ActorKind, AuditAction, AuditEntry};
 pub use campaign::{
     ApprovalRequest, ApprovalState, AudienceCount, BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition,
-    FeedItem, FeedResult, FeedSource, RecentCampaign, Recurrence, ScheduleInput, TrackingMode,
+    FeedItem, FeedResult, FeedSource, RecentCampaign, Recurrence, ResendInput, ScheduleInput, TrackingMode,
 };
 pub use field::{Field, FieldInput, FieldKind};
 pub use identity::{Identity, IdentityInput};

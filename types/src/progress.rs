@@ -10,6 +10,8 @@ string_enum!(
     /// Where one reader's message is (a row of the send log).
     SendStatus, invalid = "Unknown send status." {
         Queued = "queued",
+        /// Outside an A/B test's share: waits for the winning version.
+        Held = "held",
         /// Claimed by a delivery loop, in an SMTP transaction.
         Sending = "sending",
         Sent = "sent",
@@ -31,6 +33,9 @@ pub struct Progress {
     pub fanout_done: bool,
     pub recipients: i64,
     pub queued: i64,
+    /// Waiting for an A/B test's winner.
+    #[serde(default)]
+    pub held: i64,
     pub sending: i64,
     pub sent: i64,
     pub failed: i64,
@@ -53,6 +58,7 @@ impl Progress {
     pub fn count_mut(&mut self, status: SendStatus) -> &mut i64 {
         match status {
             SendStatus::Queued => &mut self.queued,
+            SendStatus::Held => &mut self.held,
             SendStatus::Sending => &mut self.sending,
             SendStatus::Sent => &mut self.sent,
             SendStatus::Failed => &mut self.failed,
@@ -69,7 +75,7 @@ impl Progress {
 
     /// Every row written so far (the fan-out may still be adding).
     pub fn total(&self) -> i64 {
-        self.finished() + self.queued + self.sending
+        self.finished() + self.queued + self.held + self.sending
     }
 
     /// Rows with a final outcome, out of all rows written so far.

@@ -169,3 +169,52 @@ impl Composer {
         message::build_message(&rendered, &envelope, self.dkim.as_ref())
     }
 }
+
+/// A campaign's composers, one per A/B test version (one without a test): each claimed row is
+/// composed as the version its send-log row names.
+pub struct Versions(Vec<Composer>);
+
+impl Versions {
+    /// `composers[v]` composes version `v`; at least one.
+    pub fn new(composers: Vec<Composer>) -> Self {
+        assert!(!composers.is_empty(), "a campaign has at least its own version");
+        Versions(composers)
+    }
+
+    fn index(&self, variant: Option<i16>) -> usize {
+        variant.map_or(0, |v| v.max(0) as usize).min(self.0.len() - 1)
+    }
+
+    /// The composer of a row's version (none: the campaign's own).
+    pub fn of(&self, variant: Option<i16>) -> &Composer {
+        &self.0[self.index(variant)]
+    }
+
+    /// [`Composer::render`] for a batch whose rows may be of several versions: one sandbox round
+    /// trip per version present, the results in the batch's order.
+    pub async fn render(
+        &self,
+        readers: &[Reader<'_>],
+        variants: &[Option<i16>],
+        unsubscribe: &[String],
+    ) -> crate::Result<Vec<RenderedParts>> {
+        if self.0.len() == 1 {
+            return self.0[0].render(readers, unsubscribe).await;
+        }
+        let mut out: Vec<Option<RenderedParts>> = (0..readers.len()).map(|_| None).collect();
+        for (v, composer) in self.0.iter().enumerate() {
+            let rows: Vec<usize> = (0..readers.len()).filter(|&i| self.index(variants[i]) == v).collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let batch: Vec<Reader<'_>> = rows.iter().map(|&i| readers[i]).collect();
+            let urls: Vec<String> = rows.iter().map(|&i| unsubscribe[i].clone()).collect();
+            for (i, parts) in rows.into_iter().zip(composer.render(&batch, &urls).await?) {
+                out[i] = Some(parts);
+            }
+        }
+        out.into_iter()
+            .map(|p| p.ok_or_else(|| crate::Error::Unexpected(anyhow::anyhow!("a row of the batch was not rendered"))))
+            .collect()
+    }
+}

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
-use super::compose::{Composer, Reader, RenderedParts};
+use super::compose::{Composer, Reader, RenderedParts, Versions};
 use super::fair_share::WorkspaceLoops;
 use super::store::{self, Campaign, CampaignStatus, FeedSource};
 use super::tally::DomainTally;
@@ -149,6 +149,8 @@ struct Claimed {
     skip: Option<String>,
     /// This reader's data for a recurring edition (pushed before the edition, or fetched).
     feed: Option<Value>,
+    /// The A/B test version the row is sent (none: the campaign has no test).
+    variant: Option<i16>,
 }
 
 impl Claimed {
@@ -215,8 +217,8 @@ struct Sender<'a> {
     cx: &'a DeliveryContext,
     tenant: TenantId,
     campaign: Campaign,
-    /// Turns a claimed row into the message on the wire.
-    composer: Composer,
+    /// Turns a claimed row into the message on the wire, as its A/B version.
+    composers: Versions,
     /// The campaign's tracked links registered so far (empty when it does not track).
     links: LinkRegistry,
     identity: SmtpIdentity,
@@ -300,25 +302,31 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
     }
     suspended?;
     let workspace = message::Workspace { name: ws_name, postal_address: postal };
-    let turn = crate::sending::template_sandbox::Turn::background(tenant);
-    let compiled = match CompiledCampaign::compile(&store::content(&campaign), &workspace, turn).await? {
-        Ok(c) => c,
-        Err(e) => {
-            auto_pause(cx, tenant, campaign_id, &format!("The template has an error: {e}")).await?;
-            lease.end().await;
-            return Ok(());
-        }
-    };
-    let dkim =
-        crate::sending::domains::dkim_signer(&cx.db, &cx.signer, tenant, &identity, &campaign.from_email).await?;
-    let composer =
-        Composer::new(compiled, tenant, campaign.clone(), &slug, cx.signer.clone(), &cx.config.base_url, dkim);
+    let mut composers = Vec::with_capacity(super::ab_test::versions(&campaign));
+    for v in 0..super::ab_test::versions(&campaign) {
+        let version = super::ab_test::version(&campaign, v);
+        let turn = crate::sending::template_sandbox::Turn::background(tenant);
+        let compiled = match CompiledCampaign::compile(&store::content(&version), &workspace, turn).await? {
+            Ok(c) => c,
+            Err(e) => {
+                auto_pause(cx, tenant, campaign_id, &format!("The template has an error: {e}")).await?;
+                lease.end().await;
+                return Ok(());
+            }
+        };
+        // A signer per version (the key is not shareable): the versions share the sender address.
+        let dkim =
+            crate::sending::domains::dkim_signer(&cx.db, &cx.signer, tenant, &identity, &campaign.from_email).await?;
+        let signer = cx.signer.clone();
+        composers.push(Composer::new(compiled, tenant, version, &slug, signer, &cx.config.base_url, dkim));
+    }
+    let composers = Versions::new(composers);
     let campaign_feed_is_url = campaign.feed == FeedSource::Url;
     let mut sender = Sender {
         cx,
         tenant,
         campaign,
-        composer,
+        composers,
         links: LinkRegistry::default(),
         identity,
         max_queue_age_hours: max_age,
@@ -501,9 +509,11 @@ impl Sender<'_> {
                 return self.on_fence_closed(why, &ready).await;
             }
             // One sandbox round trip for the batch; `render_bodies` answers once per row.
-            let urls: Vec<String> = ready.iter().map(|row| self.composer.unsubscribe_url(row.reader_id)).collect();
+            let urls: Vec<String> =
+                ready.iter().map(|row| self.composers.of(None).unsubscribe_url(row.reader_id)).collect();
             let readers: Vec<Reader<'_>> = ready.iter().map(Claimed::reader).collect();
-            let rendered = self.composer.render(&readers, &urls).await?;
+            let variants: Vec<Option<i16>> = ready.iter().map(|row| row.variant).collect();
+            let rendered = self.composers.render(&readers, &variants, &urls).await?;
             for (((i, row), parts), unsubscribe) in ready.iter().enumerate().zip(rendered).zip(urls) {
                 if let Some(why) = self.fence().closed_because() {
                     return self.on_fence_closed(why, &ready[i..]).await;
@@ -663,7 +673,7 @@ impl Sender<'_> {
                  ORDER BY s.id LIMIT $3
                  FOR UPDATE SKIP LOCKED
              )
-             SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts, s.feed,
+             SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts, s.feed, s.variant,
                     CASE WHEN s.first_claimed_at < now() - make_interval(secs => $5) THEN 'expired'
                          ELSE ",
             not_eligible!("$1", "$4"),
@@ -797,9 +807,10 @@ impl Sender<'_> {
                 return Ok(Next::Continue);
             }
         };
-        let urls = self.composer.trackable_urls(&parts);
+        let composer = self.composers.of(row.variant);
+        let urls = composer.trackable_urls(&parts);
         self.links.ensure(&self.cx.db, self.tenant, self.campaign.id, &urls).await?;
-        let raw = match self.composer.message(&row.reader(), parts, unsubscribe, |url| self.links.id(url)) {
+        let raw = match composer.message(&row.reader(), parts, unsubscribe, |url| self.links.id(url)) {
             Ok(raw) => raw,
             Err(e) => {
                 self.fail(row, &format!("could not build the message: {e}"), false, false, true).await?;

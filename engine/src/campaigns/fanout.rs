@@ -37,8 +37,64 @@ pub(crate) fn attribute_conditions(cond: Option<&AttributeCondition>) -> Vec<Val
     }
 }
 
-type FanoutRow =
-    (CampaignStatus, bool, i64, Vec<Uuid>, String, Option<i32>, Option<Uuid>, Vec<Uuid>, Option<Uuid>, Option<Value>);
+/// The campaign as each chunk reads it under its row lock.
+#[derive(sqlx::FromRow)]
+struct FanoutRow {
+    status: CampaignStatus,
+    fanout_done: bool,
+    fanout_cursor: i64,
+    list_ids: Vec<Uuid>,
+    attribute_filter: String,
+    frequency_cap_hours: Option<i32>,
+    /// An edition with pushed data reads (and consumes) its recurring campaign's feed.
+    feed_of: Option<Uuid>,
+    segment_ids: Vec<Uuid>,
+    exclude_segment_id: Option<Uuid>,
+    audience: Option<Value>,
+    ab_test: Option<sqlx::types::Json<herald_types::AbTest>>,
+    ab_seed: Option<i64>,
+    ab_winner: Option<i16>,
+    resend_of: Option<Uuid>,
+    resend_machine_opens: bool,
+}
+
+/// Where a campaign's readers come from, and so what a chunk's range is over.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Source {
+    /// Confirmed subscribers of the target lists (ranges of reader ids).
+    Lists,
+    /// The audience tree of lists, segments and an exclusion (ranges of reader ids).
+    Tree,
+    /// The original campaign's sent rows (ranges of their send ids).
+    Resend(Uuid),
+}
+
+impl Source {
+    fn of(resend_of: Option<Uuid>, segments: &[Uuid], exclude: Option<Uuid>) -> Self {
+        match resend_of {
+            Some(original) => Source::Resend(original),
+            None if !segments.is_empty() || exclude.is_some() => Source::Tree,
+            None => Source::Lists,
+        }
+    }
+
+    /// The chunk's `$3`: the target lists, or for a resend the lists a reader must still be
+    /// confirmed on (none, meaning any, when segments brought the original's readers in).
+    fn lists(self, lists: &[Uuid], segments: &[Uuid]) -> Vec<Uuid> {
+        match self {
+            Source::Resend(_) if !segments.is_empty() => Vec::new(),
+            _ => lists.to_vec(),
+        }
+    }
+
+    fn chunk(self) -> &'static str {
+        match self {
+            Source::Lists => LIST_CHUNK,
+            Source::Tree => TREE_CHUNK,
+            Source::Resend(_) => super::resend::RESEND_CHUNK,
+        }
+    }
+}
 
 /// A chunk of a campaign that targets lists only: their confirmed subscribers with ids in
 /// ($4, $5], each once. `$3` the lists.
@@ -66,6 +122,16 @@ const CANDIDATES: &str = "SELECT r.id, r.email, f.data AS feed,
      LEFT JOIN campaign_feed f ON f.campaign_id = $8 AND f.reader_id = r.id AND f.tenant_id = $1
      WHERE r.tenant_id = $1 AND (cardinality($7::jsonb[]) = 0 OR r.attributes @> ANY($7::jsonb[]))";
 
+/// An A/B test's split of the chunk's candidates (`$10` the seed, none without a test; `$11`
+/// the test share in percent; `$12` the versions): a hash of the reader id and the seed puts a
+/// reader in the rest (`rest`) or gives it a version, the same each time a chunk is re-run.
+/// The low two digits decide the share, the rest of the hash the version, so the two are
+/// independent.
+const SPLIT: &str = "SELECT c.*, coalesce(((h % 100) + 100) % 100 >= $11, false) AS rest,
+            ((((h / 100) % $12) + $12) % $12)::smallint AS variant
+     FROM candidates c CROSS JOIN LATERAL (
+         SELECT CASE WHEN $10::bigint IS NOT NULL THEN hashtextextended(c.id::text, $10) END AS h) x";
+
 /// How many readers a send would reach now, and how many of those it would skip (inactive,
 /// suppressed, within the frequency cap): the fan-out's own queries over every reader at once.
 pub(crate) async fn eligible(
@@ -73,8 +139,9 @@ pub(crate) async fn eligible(
     tenant: TenantId,
     campaign: &herald_types::Campaign,
 ) -> Result<(i64, i64)> {
-    let by_tree = !campaign.segment_ids.is_empty() || campaign.exclude_segment_id.is_some();
-    let tree = if by_tree {
+    let segments = ids(&campaign.segment_ids);
+    let source = Source::of(campaign.resend_of.map(|c| c.0), &segments, campaign.exclude_segment_id.map(|s| s.0));
+    let tree = if source == Source::Tree {
         Some(
             super::audience::tree(
                 tx,
@@ -100,17 +167,23 @@ pub(crate) async fn eligible(
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "WITH chunk AS ({chunk}), candidates AS ({CANDIDATES})
          SELECT count(*) FILTER (WHERE skip IS NULL), count(*) FILTER (WHERE skip IS NOT NULL) FROM candidates",
-        chunk = if by_tree { TREE_CHUNK } else { LIST_CHUNK },
+        chunk = source.chunk(),
     )))
     .bind(tenant)
     .bind(campaign.id)
-    .bind(ids(&campaign.list_ids))
+    .bind(source.lists(&ids(&campaign.list_ids), &segments))
     .bind(0_i64)
     .bind(i64::MAX)
     .bind(cap)
     .bind(attribute_conditions(cond.as_ref()))
     .bind(None::<Uuid>)
     .bind(&tree)
+    .bind(None::<i64>)
+    .bind(100_i32)
+    .bind(1_i32)
+    .bind(None::<i16>)
+    .bind(campaign.resend_of)
+    .bind(campaign.resend_machine_opens)
     .fetch_one(&mut **tx)
     .await?)
 }
@@ -129,10 +202,10 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
         // The row lock serialises duplicate fan-out jobs (NO KEY UPDATE: rows that only reference
         // the campaign, such as its tracked links, need not wait for a chunk): the second waits, then sees the
         // cursor the first one committed.
-        #[allow(clippy::type_complexity)]
         let row: Option<FanoutRow> = sqlx::query_as(
             "SELECT c.status, c.fanout_done, c.fanout_cursor, c.list_ids, c.attribute_filter, t.frequency_cap_hours,
-                    CASE WHEN c.feed = 'api' THEN c.parent_id END, c.segment_ids, c.exclude_segment_id, c.audience
+                    CASE WHEN c.feed = 'api' THEN c.parent_id END AS feed_of, c.segment_ids, c.exclude_segment_id,
+                    c.audience, c.ab_test, c.ab_seed, c.ab_winner, c.resend_of, c.resend_machine_opens
              FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
              WHERE c.tenant_id = $1 AND c.id = $2 FOR NO KEY UPDATE OF c",
         )
@@ -140,17 +213,36 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
         .bind(campaign)
         .fetch_optional(&mut *tx)
         .await?;
-        // An edition with pushed data reads (and consumes) its recurring campaign's feed.
-        let Some((status, done, cursor, lists, filter, cap, feed_of, segments, exclude, mut tree)) = row else {
+        let Some(FanoutRow {
+            status,
+            fanout_done: done,
+            fanout_cursor: cursor,
+            list_ids: lists,
+            attribute_filter: filter,
+            frequency_cap_hours: cap,
+            feed_of,
+            segment_ids: segments,
+            exclude_segment_id: exclude,
+            audience: mut tree,
+            ab_test,
+            ab_seed,
+            ab_winner,
+            resend_of,
+            resend_machine_opens,
+        }) = row
+        else {
             return Ok(written);
         };
         if done || !matches!(status, CampaignStatus::Sending | CampaignStatus::Paused) {
             return Ok(written);
         }
+        let split =
+            super::ab_test::split(&mut tx, tenant, campaign, ab_test.as_ref().map(|t| &t.0), ab_seed, ab_winner)
+                .await?;
         let cond = if filter.trim().is_empty() { None } else { Some(AttributeCondition::parse(&filter)?) };
         let attrs = attribute_conditions(cond.as_ref());
-        let by_tree = !segments.is_empty() || exclude.is_some();
-        if by_tree && tree.is_none() {
+        let source = Source::of(resend_of, &segments, exclude);
+        if source == Source::Tree && tree.is_none() {
             // Fixed at the first chunk, in its transaction: every chunk reads the same tree.
             let fixed = super::audience::tree(&mut tx, tenant, &lists, &segments, exclude).await?;
             sqlx::query("UPDATE campaigns SET audience = $3 WHERE tenant_id = $1 AND id = $2")
@@ -161,7 +253,15 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
                 .await?;
             tree = Some(fixed);
         }
-        let next: Option<i64> = if by_tree {
+        let next: Option<i64> = if let Source::Resend(original) = source {
+            // The original's next sent row: the cursor is a send id.
+            sqlx::query_scalar(super::resend::RESEND_NEXT)
+                .bind(tenant)
+                .bind(original)
+                .bind(cursor)
+                .fetch_one(&mut *tx)
+                .await?
+        } else if source == Source::Tree {
             // The workspace's next reader: the tree decides within the chunk.
             sqlx::query_scalar("SELECT min(id) FROM readers WHERE tenant_id = $1 AND id > $2")
                 .bind(tenant)
@@ -199,11 +299,15 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
         let lower = next - 1;
         let upper = lower + CHUNK_IDS;
         let queued: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "WITH chunk AS ({chunk}), candidates AS ({CANDIDATES}), inserted AS (
-                 INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, reason, feed)
-                 SELECT $1, $2, id, email, CASE WHEN skip IS NULL THEN 'queued' ELSE 'skipped' END, skip,
-                        CASE WHEN skip IS NULL THEN feed END
-                 FROM candidates
+            "WITH chunk AS ({chunk}), candidates AS ({CANDIDATES}), split AS ({SPLIT}), inserted AS (
+                 INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, reason, feed, variant, ab_rest)
+                 SELECT $1, $2, id, email,
+                        CASE WHEN skip IS NOT NULL THEN 'skipped' WHEN rest AND $13::smallint IS NULL THEN 'held'
+                             ELSE 'queued' END,
+                        skip, CASE WHEN skip IS NULL THEN feed END,
+                        CASE WHEN skip IS NOT NULL THEN NULL WHEN rest THEN $13::smallint ELSE variant END,
+                        skip IS NULL AND rest
+                 FROM split
                  ON CONFLICT (campaign_id, reader_id) DO NOTHING
                  RETURNING status, reader_id
              ), consumed AS (
@@ -212,18 +316,24 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
                    AND i.status = 'queued'
                  RETURNING 1
              )
-             SELECT count(*) FILTER (WHERE status = 'queued') FROM inserted",
-            chunk = if by_tree { TREE_CHUNK } else { LIST_CHUNK },
+             SELECT count(*) FILTER (WHERE status IN ('queued', 'held')) FROM inserted",
+            chunk = source.chunk(),
         )))
         .bind(tenant)
         .bind(campaign)
-        .bind(&lists)
+        .bind(source.lists(&lists, &segments))
         .bind(lower)
         .bind(upper)
         .bind(cap)
         .bind(&attrs)
         .bind(feed_of)
         .bind(&tree)
+        .bind(split.seed)
+        .bind(split.percent)
+        .bind(split.versions)
+        .bind(split.winner)
+        .bind(resend_of)
+        .bind(resend_machine_opens)
         .fetch_one(&mut *tx)
         .await?;
         sqlx::query(

@@ -1,5 +1,6 @@
 //! Campaigns and the send engine. See `delivery` for the exactly-once argument.
 
+pub mod ab_test;
 pub mod approval;
 pub mod audience;
 pub mod compose;
@@ -10,6 +11,7 @@ pub mod feed_fetch;
 pub mod preview;
 pub mod progress;
 pub mod recurring;
+pub mod resend;
 pub mod stats;
 pub mod store;
 pub mod tally;

@@ -15,7 +15,10 @@ pub use herald_types::{BodyFormat, Campaign, CampaignInput, CampaignStatus, Feed
 
 pub(crate) const COLUMNS: &str = "id, name, subject, preheader, identity_id, from_name, from_email, reply_to, list_ids,
     attribute_filter, segment_ids, exclude_segment_id, body_format, body, status, scheduled_at, schedule_tz, spread_hours, tracking, pause_reason, recurrence,
-    feed, feed_url, parent_id, edition_slot, fanout_done,
+    feed, feed_url, parent_id, edition_slot, ab_test, ab_winner, resend_of, resend_machine_opens,
+    ARRAY(SELECT r.id FROM campaigns r WHERE r.tenant_id = campaigns.tenant_id AND r.resend_of = campaigns.id
+          ORDER BY r.created_at) AS resends,
+    fanout_done,
     recipients, started_at, finished_at, created_at, updated_at";
 
 /// What the renderer needs of a campaign.
@@ -57,7 +60,7 @@ fn problems_at(r: Result<()>, field: &str) -> Result<std::result::Result<(), her
 
 type CampaignQuery<'q> = sqlx::query::QueryAs<'q, sqlx::Postgres, Campaign, sqlx::postgres::PgArguments>;
 
-/// Binds the editable fields as $3…$20, in the order both `create` and `update` name them.
+/// Binds the editable fields as $3…$21, in the order both `create` and `update` name them.
 fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQuery<'q> {
     q.bind(input.name.trim())
         .bind(&input.subject)
@@ -77,6 +80,7 @@ fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQ
         .bind(input.feed_url.trim())
         .bind(dedup(&input.segment_ids))
         .bind(input.exclude_segment_id)
+        .bind(input.ab_test.as_ref().map(sqlx::types::Json))
 }
 
 fn dedup<T: PartialEq + Copy>(ids: &[T]) -> Vec<T> {
@@ -147,9 +151,10 @@ pub async fn create(db: &Db, tenant: TenantId, role: Role, input: &CampaignInput
     let insert = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "INSERT INTO campaigns (id, tenant_id, name, subject, preheader, identity_id, from_name, from_email, reply_to,
              list_ids, attribute_filter, body_format, body, spread_hours, tracking, recurrence, feed, feed_url,
-             segment_ids, exclude_segment_id)
+             segment_ids, exclude_segment_id, ab_test)
          SELECT $1, $2, $3, $4, $5, $6, coalesce(nullif($7, ''), t.default_from_name),
-                coalesce(nullif($8, ''), t.default_from_email), $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20
+                coalesce(nullif($8, ''), t.default_from_email), $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+                $21
          FROM tenants t WHERE t.id = $2
          RETURNING {COLUMNS}"
     )))
@@ -178,7 +183,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: CampaignId, input
              from_email = coalesce(nullif($8, ''), (SELECT default_from_email FROM tenants WHERE id = $1)),
              reply_to = $9, list_ids = $10, attribute_filter = $11, body_format = $12, body = $13, spread_hours = $14,
              tracking = $15, recurrence = $16, feed = $17, feed_url = $18, segment_ids = $19, exclude_segment_id = $20,
-             updated_at = now()
+             ab_test = $21, updated_at = now()
          WHERE tenant_id = $1 AND id = $2 AND status IN ('draft', 'scheduled')
          RETURNING {COLUMNS}"
     )))
@@ -294,6 +299,7 @@ pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> 
     CompiledCampaign::compile(&content(c), &workspace, turn)
         .await?
         .map_err(|e| Error::invalid(format!("Fix the template first: {e}")))?;
+    super::ab_test::check_versions(c, &workspace, tenant).await?;
     Ok(())
 }
 
@@ -466,7 +472,7 @@ pub async fn resume(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Camp
     Ok(c)
 }
 
-/// Ends a send: queued rows become `cancelled`; messages already handed to a connection finish.
+/// Ends a send: queued rows (and those held for an A/B test's winner) become `cancelled`; messages already handed to a connection finish.
 #[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
     role.require(Role::Author)?;
@@ -480,7 +486,7 @@ pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Re
     )
     .await?;
     sqlx::query(
-        "UPDATE sends SET status = 'cancelled', updated_at = now() WHERE tenant_id = $1 AND campaign_id = $2 AND status = 'queued'",
+        "UPDATE sends SET status = 'cancelled', updated_at = now() WHERE tenant_id = $1 AND campaign_id = $2 AND status IN ('queued', 'held')",
     )
     .bind(tenant)
     .bind(id)
@@ -539,7 +545,8 @@ async fn lock_in(tx: &mut Tx, tenant: TenantId, id: CampaignId) -> Result<()> {
     Ok(())
 }
 
-/// sending → sent, once the fan-out finished and no row is queued or in flight. "Done" is this
+/// sending → sent, once the fan-out finished and no row is queued, held for an A/B test's
+/// winner, or in flight. "Done" is this
 /// condition, never "the last claim came back empty" (listmonk #1931).
 #[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub(crate) async fn finish_if_done(db: &Db, tenant: TenantId, id: CampaignId) -> Result<bool> {
@@ -547,7 +554,7 @@ pub(crate) async fn finish_if_done(db: &Db, tenant: TenantId, id: CampaignId) ->
     // Idle loops ask this several times a second: look first without the lock.
     let looks_done: Option<bool> = sqlx::query_scalar(
         "SELECT c.status = 'sending' AND c.fanout_done
-                AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.campaign_id = c.id AND s.status IN ('queued', 'sending'))
+                AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.campaign_id = c.id AND s.status IN ('queued', 'held', 'sending'))
          FROM campaigns c WHERE c.tenant_id = $1 AND c.id = $2",
     )
     .bind(tenant)
@@ -565,7 +572,7 @@ pub(crate) async fn finish_if_done(db: &Db, tenant: TenantId, id: CampaignId) ->
     let n = sqlx::query(
         "UPDATE campaigns c SET status = 'sent', finished_at = now(), updated_at = now()
          WHERE c.tenant_id = $1 AND c.id = $2 AND c.status = 'sending' AND c.fanout_done
-           AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.campaign_id = c.id AND s.status IN ('queued', 'sending'))",
+           AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.campaign_id = c.id AND s.status IN ('queued', 'held', 'sending'))",
     )
     .bind(tenant)
     .bind(id)

@@ -6,6 +6,7 @@
 
 mod helpers;
 
+mod ab_tests;
 mod account_limits;
 mod account_security;
 mod accounts;
@@ -27,6 +28,7 @@ mod operability;
 mod owner_role;
 mod recurring;
 mod render_freeze;
+mod resends;
 mod roles;
 mod security;
 mod segments;

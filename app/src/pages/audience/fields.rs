@@ -114,14 +114,21 @@ pub fn FieldsPage() -> impl IntoView {
     }
 }
 
+/// The "add a field" form, on the fields page and beside an import's column mapping (where the
+/// new field is offered in every column's choices as soon as it exists).
 #[component]
-fn NewField(create: ServerAction<CreateField>) -> impl IntoView {
+pub fn NewField(
+    create: ServerAction<CreateField>,
+    #[prop(optional, into)] title: Option<String>,
+    #[prop(optional)] hint: &'static str,
+) -> impl IntoView {
     let kind = RwSignal::new(FieldKind::Text.as_str().to_string());
     let label_error = error_for(create.value(), "label");
     let key_error = error_for(create.value(), "key");
     let choices_error = error_for(create.value(), "choices");
     view! {
-        <Card title="Add a field">
+        <Card title=title.unwrap_or_else(|| "Add a field".into())>
+            {(!hint.is_empty()).then(|| view! { <p class="mb-3 text-sm text-slate-600">{hint}</p> })}
             <ActionForm action=create attr:class="grid gap-3 sm:grid-cols-2">
                 <div>
                     <label for="field-label" class="label">"Label"</label>

@@ -6,6 +6,7 @@ use leptos_router::hooks::use_params_map;
 
 use crate::components::ui::{ActionError, Card, LoadError};
 use crate::error::AppError;
+use crate::pages::audience::fields::{CreateField, NewField};
 use crate::pages::audience::{AudienceTabs, ListsView, list_lists};
 use herald_types::{Existing, Import, ImportId, ImportMode, ImportStatus};
 
@@ -61,7 +62,9 @@ pub fn ImportPage() -> impl IntoView {
     // Every resource of the page is made here, never in a component a `Suspend` builds (see
     // `crate::pages` on hydration ids).
     let lists = Resource::new(|| (), |_| list_lists());
-    let fields = Resource::new(|| (), |_| crate::pages::audience::fields::list_fields());
+    // A field made beside the mapping is offered in every column's choices at once.
+    let create_field = ServerAction::<CreateField>::new();
+    let fields = Resource::new(move || create_field.version().get(), |_| crate::pages::audience::fields::list_fields());
     // Poll while the import is queued or running (in the browser only).
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
@@ -82,7 +85,11 @@ pub fn ImportPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match detail.await {
                     // A failed import that read nothing can be mapped afresh; one that did resumes.
-                    Ok(d) if d.status.can_start() && (d.status == ImportStatus::Uploaded || d.rows_read == 0) => view! { <Mapping d=d start=start discard=discard lists=lists fields=fields/> }.into_any(),
+                    Ok(d) if d.status.can_start() && (d.status == ImportStatus::Uploaded || d.rows_read == 0) => view! {
+                        <Mapping d=d start=start discard=discard lists=lists fields=fields/>
+                        <NewField create=create_field title="New field for a column"
+                            hint="A column that needs a typed field (a number, a date, a choice…): make it here, then choose it above."/>
+                    }.into_any(),
                     Ok(d) => view! { <Progress d=d start=start discard=discard/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }

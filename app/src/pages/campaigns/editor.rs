@@ -17,9 +17,11 @@ use crate::components::timezone;
 use crate::components::ui::{LoadError, short_time};
 use crate::error::AppError;
 use crate::pages::audience::{ListsView, list_lists};
+use crate::pages::campaigns::ab_test::{AbForm, AbTestFields};
 use crate::pages::campaigns::list::CampaignStatusBadge;
 use crate::pages::campaigns::progress::{CampaignProgress, ReportView, campaign_report};
 use crate::pages::campaigns::repeat::{RecurringCampaign, RecurringView, RepeatFields, RepeatForm, load_recurring};
+use crate::pages::campaigns::resend::ResendLinks;
 use crate::pages::settings::{IdentitiesView, list_identities};
 use herald_types::{Campaign, CampaignId, CampaignInput, CampaignStatus, FieldError};
 
@@ -302,6 +304,8 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
         tracking: RwSignal::new(stored.tracking.as_str().to_string()),
         // UTC until the author picks a zone: the server and the browser must render the same.
         repeat: RepeatForm::new(stored, "UTC"),
+        ab: AbForm::new(stored),
+        resend_of: stored.resend_of,
         errors,
         warnings,
         changed,
@@ -485,6 +489,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
                 </div>
             </div>
         </div>
+        {c.campaign.resend_of.is_some().then(|| view! { <ResendLinks c=c.campaign.clone() can_act=false/> })}
         {c.postal_address_missing.then(|| view! {
             <p class="mb-6 rounded-md bg-amber-50 px-3 py-2 text-sm text-amber-800" role="note">
                 "Your workspace has no postal address yet; campaigns cannot be sent without one (anti-spam law). "
@@ -508,6 +513,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
                     <AudienceFields form=form lists=lists/>
                     <RepeatFields form=form.repeat changed=form.changed error=form.section_error(&["recurrence", "feed", "feed_url"])/>
                     <ContentFields form=form/>
+                    <AbTestFields form=form/>
                 </fieldset>
             </div> }.into_any()}
             {view! { <div class="min-w-0 lg:sticky lg:top-6 lg:self-start">

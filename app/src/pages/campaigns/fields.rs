@@ -6,6 +6,7 @@ use leptos::prelude::*;
 use crate::components::ui::{Card, LoadError};
 use crate::error::AppError;
 use crate::pages::audience::ListsView;
+use crate::pages::campaigns::ab_test::AbForm;
 use crate::pages::campaigns::repeat::RepeatForm;
 use crate::pages::settings::IdentitiesView;
 use herald_types::{CampaignInput, FieldError, Invalid};
@@ -34,6 +35,9 @@ pub struct Form {
     pub spread_hours: RwSignal<String>,
     pub tracking: RwSignal<String>,
     pub repeat: RepeatForm,
+    pub ab: AbForm,
+    /// A resend's original: its audience is that campaign's readers who did not open it.
+    pub resend_of: Option<herald_types::CampaignId>,
     pub errors: RwSignal<Vec<FieldError>>,
     /// What the last save found that renders wrongly without being an error (unknown merge
     /// tags), by field.
@@ -61,6 +65,7 @@ impl Form {
             raw => problems.take(parsed("identity_id", raw, "Choose a sender from the list.")),
         };
         let recurrence = problems.take(self.repeat.recurrence()).flatten();
+        let ab_test = problems.take(self.ab.test()).flatten();
         let input = CampaignInput {
             name: self.name.get_untracked(),
             subject: self.subject.get_untracked(),
@@ -83,6 +88,7 @@ impl Form {
             recurrence,
             feed: self.repeat.feed(),
             feed_url: self.repeat.feed_url.get_untracked(),
+            ab_test,
         };
         problems.check(input.validate());
         problems.into_result().map(|()| input)
@@ -251,7 +257,14 @@ pub fn AudienceFields(form: Form, lists: Resource<Result<ListsView, AppError>>) 
     let spread_error = form.error("spread_hours");
     view! {
         <Card title="Audience">
-            <fieldset>
+            {form.resend_of.map(|original| view! {
+                <p class="mb-4 rounded-md bg-indigo-50 px-3 py-2 text-sm text-indigo-900" data-testid="resend-audience">
+                    "The readers "
+                    <a href=format!("/campaigns/{original}") class="font-medium underline">"the original campaign"</a>
+                    " reached who have not opened it, clicked, unsubscribed or bounced since, and are still on its lists."
+                </p>
+            })}
+            <fieldset class:hidden=form.resend_of.is_some()>
                 <legend class="label">"Send to these lists"</legend>
                 <Suspense fallback=|| view! { <p class="text-sm text-slate-400">"Loading lists…"</p> }>
                     {move || Suspend::new(async move {
@@ -310,7 +323,7 @@ pub fn AudienceFields(form: Form, lists: Resource<Result<ListsView, AppError>>) 
                     })}
                 </Suspense>
             </fieldset>
-            <SegmentChoices form=form lists=lists/>
+            {form.resend_of.is_none().then(|| view! { <SegmentChoices form=form lists=lists/> })}
             <EligibleCount form=form/>
             <div class="mt-5">
                 <label for="campaign-attribute-filter" class="label">"Only readers whose attributes match (optional)"</label>

@@ -1,6 +1,8 @@
 //! `/campaigns…`: the list, the editor (split by concern), approval, progress, the recurring
 //! view and the stats page.
 
+pub mod ab_results;
+pub mod ab_test;
 pub mod approval;
 pub mod editor;
 pub mod fields;
@@ -8,5 +10,6 @@ pub mod list;
 pub mod preview;
 pub mod progress;
 pub mod repeat;
+pub mod resend;
 pub mod send_panel;
 pub mod stats;

@@ -7,8 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, human_duration, short_time};
 use crate::error::AppError;
+use crate::pages::campaigns::ab_results::{AbResultsCard, PickAbWinner};
 use crate::pages::campaigns::editor::CampaignDetail;
 use crate::pages::campaigns::list::CampaignStatusBadge;
+use crate::pages::campaigns::resend::ResendLinks;
 use herald_types::{CampaignId, CampaignStatus, Report};
 
 /// The engine's report, and whether this member may act on it (pause, resume, cancel, retry).
@@ -16,6 +18,8 @@ use herald_types::{CampaignId, CampaignStatus, Report};
 pub struct ReportView {
     pub report: Report,
     pub can_act: bool,
+    /// The A/B test's versions side by side, when the campaign has one.
+    pub ab: Option<herald_types::AbResults>,
 }
 
 #[server(prefix = "/rpc", endpoint = "campaign_report")]
@@ -24,7 +28,9 @@ pub async fn campaign_report(id: CampaignId) -> Result<ReportView, AppError> {
     use herald_engine::{Role, campaigns::progress};
     let m = require_role(Role::Viewer).await?;
     let report = progress::report(&m.state.db, m.tenant, id).await?;
-    Ok(ReportView { report, can_act: m.role.can_author() })
+    let campaign = herald_engine::campaigns::store::get(&m.state.db, m.tenant, id).await?;
+    let ab = crate::pages::campaigns::ab_results::load(&m.state.db, m.tenant, &campaign).await?;
+    Ok(ReportView { report, can_act: m.role.can_author(), ab })
 }
 
 #[server(prefix = "/rpc", endpoint = "pause_campaign")]
@@ -98,12 +104,19 @@ pub fn CampaignProgress(
     let resume = ServerAction::<ResumeCampaign>::new();
     let cancel = ServerAction::<CancelCampaign>::new();
     let retry = ServerAction::<RetryFailedSends>::new();
+    let pick = ServerAction::<PickAbWinner>::new();
     let confirm_cancel = RwSignal::new(false);
     let confirm_retry = RwSignal::new(false);
     // The report is the page's resource (the hydration rule in `crate::pages`): each finished
     // action loads it again.
-    Effect::new(move |previous: Option<[usize; 4]>| {
-        let versions = [pause.version().get(), resume.version().get(), cancel.version().get(), retry.version().get()];
+    Effect::new(move |previous: Option<[usize; 5]>| {
+        let versions = [
+            pause.version().get(),
+            resume.version().get(),
+            cancel.version().get(),
+            retry.version().get(),
+            pick.version().get(),
+        ];
         if previous.is_some_and(|p| p != versions) {
             tick.update(|t| *t += 1);
         }
@@ -123,7 +136,7 @@ pub fn CampaignProgress(
             on_cleanup(move || handle.clear());
         }
     });
-    let buttons = Buttons { pause, resume, confirm_cancel, confirm_retry, id };
+    let buttons = Buttons { pause, resume, pick, confirm_cancel, confirm_retry, id };
     view! {
         <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
             {move || {
@@ -139,6 +152,7 @@ pub fn CampaignProgress(
         <ActionError value=resume.value()/>
         <ActionError value=cancel.value()/>
         <ActionError value=retry.value()/>
+        <ActionError value=pick.value()/>
         {move || retry.value().get().and_then(|r| r.ok()).map(|n| view! {
             <p class="mt-3 rounded-md bg-emerald-50 px-3 py-2 text-sm text-emerald-800" role="status">
                 {if n == 0 { "Nothing to retry: hard bounces are not retried.".to_string() } else { format!("{n} failed message{} queued again.", if n == 1 { "" } else { "s" }) }}
@@ -160,6 +174,7 @@ pub fn CampaignProgress(
 struct Buttons {
     pause: ServerAction<PauseCampaign>,
     resume: ServerAction<ResumeCampaign>,
+    pick: ServerAction<PickAbWinner>,
     confirm_cancel: RwSignal<bool>,
     confirm_retry: RwSignal<bool>,
     id: StoredValue<CampaignId>,
@@ -167,7 +182,7 @@ struct Buttons {
 
 #[component]
 fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl IntoView {
-    let Buttons { pause, resume, confirm_cancel, confirm_retry, id } = buttons;
+    let Buttons { pause, resume, pick, confirm_cancel, confirm_retry, id } = buttons;
     let p = r.report.progress.clone();
     let status = p.status;
     let sending = status == CampaignStatus::Sending;
@@ -195,6 +210,7 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
     };
     let counts = [
         ("Queued", p.queued, "count-queued", "Waiting their turn"),
+        ("Held", p.held, "count-held", "Waiting for the A/B test's winner"),
         ("Sending", p.sending, "count-sending", "Handed to a connection right now"),
         ("Sent", p.sent, "count-sent", "Accepted by the mail server"),
         ("Failed", p.failed, "count-failed", "Refused or undeliverable"),
@@ -216,6 +232,7 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
                     data-testid="stats-link">"Opens, clicks and bounces →"</a>
             </div>
         </div>
+        <ResendLinks c=c.campaign.clone() can_act=r.can_act/>
         {paused.then(|| view! {
             <div class="mb-6 flex items-start justify-between gap-4 rounded-md border border-orange-200 bg-orange-50 px-4 py-3 text-sm text-orange-800" role="alert" data-testid="pause-reason">
                 <div>
@@ -238,7 +255,7 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
                 <div class=bar_class style=format!("width: {}%", p.percent())></div>
             </div>
             <p class="mt-2 h-4 text-xs text-slate-500" data-testid="send-rate">{rate_line}</p>
-            <dl class="mt-6 grid grid-cols-4 gap-4 text-center text-sm lg:grid-cols-7">
+            <dl class="mt-6 grid grid-cols-4 gap-4 text-center text-sm lg:grid-cols-8">
                 {counts.into_iter().map(|(label, n, testid, title)| view! {
                     <div class="rounded-lg bg-slate-50 px-2 py-3" title=title>
                         <dt class="text-xs text-slate-500">{label}</dt>
@@ -271,6 +288,11 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
                 </div>
             })}
         </Card>
+        {r.ab.clone().map(|results| {
+            // Until a winner is chosen, an author may choose one (the send must have started).
+            let pick = (r.can_act && results.winner.is_none() && (sending || paused)).then_some(pick);
+            view! { <AbResultsCard results=results id=id.get_value() pick=pick/> }
+        })}
         {show_report.then(|| view! { <ReportTables r=r.clone()/> })}
     }
 }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::components::chart::Chart;
 use crate::components::ui::{Card, EmptyState, LoadError, PageHeader};
 use crate::error::AppError;
+use crate::pages::campaigns::ab_results::AbResultsCard;
 use herald_types::{CampaignId, CampaignStatus, TrackingMode};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -42,6 +43,8 @@ pub struct StatsView {
     pub links_chart: Option<String>,
     pub domains_chart: Option<String>,
     pub domains: Vec<DomainRow>,
+    /// The A/B test's versions side by side, when the campaign has one.
+    pub ab: Option<herald_types::AbResults>,
 }
 
 #[cfg(feature = "ssr")]
@@ -56,6 +59,8 @@ pub async fn campaign_stats(id: CampaignId) -> Result<StatsView, AppError> {
     use herald_engine::{Role, campaigns::stats};
     let m = require_role(Role::Viewer).await?;
     let s = stats::campaign(&m.state.db, m.tenant, id).await?;
+    let campaign = herald_engine::campaigns::store::get(&m.state.db, m.tenant, id).await?;
+    let ab = crate::pages::campaigns::ab_results::load(&m.state.db, m.tenant, &campaign).await?;
     let c = &s.counters;
     // Delivery reports exist only with a provider webhook; otherwise rates are of messages sent.
     let base = if c.delivered > 0 { c.delivered } else { c.sent };
@@ -157,6 +162,7 @@ pub async fn campaign_stats(id: CampaignId) -> Result<StatsView, AppError> {
         links_chart,
         domains_chart,
         domains,
+        ab,
     })
 }
 
@@ -215,6 +221,7 @@ fn StatsBody(s: StatsView, id: CampaignId) -> impl IntoView {
                 </div>
             }).collect_view()}
         </div>
+        {s.ab.map(|results| view! { <div class="mb-6"><AbResultsCard results=results id=id/></div> })}
         <p class="mb-6 text-xs text-slate-500">
             {format!("{} opens by privacy proxies are not counted above. ", s.prefetch_opens)}
             "Apple Mail Privacy Protection loads every image when a message arrives; Herald sets those opens aside where the request shows it, but other proxies cannot be told apart, so open rates are an upper bound. Clicks are the stronger signal."

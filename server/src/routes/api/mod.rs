@@ -1,12 +1,14 @@
 //! The REST API under `/api/v1`: JSON, authenticated with `Authorization: Bearer <key>`, acting in
 //! the key's workspace. Errors are JSON with a stable `code` and a human `message`.
 
+pub mod ab_tests;
 pub mod audit;
 pub mod campaigns;
 pub mod fields;
 pub mod lists;
 pub mod messages;
 pub mod readers;
+pub mod resends;
 pub mod segments;
 pub mod suppressions;
 pub mod tags;
@@ -146,7 +148,7 @@ impl Modify for BearerAuth {
         tags::index, tags::rename, tags::delete, tags::of_reader, tags::add, tags::remove,
         fields::index, fields::create, fields::update, fields::delete,
         segments::index, segments::create, segments::show, segments::update, segments::delete, segments::count,
-        segments::count_definition, campaigns::audience,
+        segments::count_definition, campaigns::audience, ab_tests::results, ab_tests::pick_winner, resends::create,
         suppressions::index, suppressions::add, suppressions::remove,
         campaigns::index, campaigns::create, campaigns::show, campaigns::update, campaigns::delete,
         campaigns::send, campaigns::schedule, campaigns::unschedule, campaigns::pause, campaigns::resume,
@@ -165,7 +167,8 @@ impl Modify for BearerAuth {
         herald_types::segment::Rule, herald_types::segment::Group, herald_types::segment::Condition,
         herald_types::segment::Match, herald_types::segment::ListState, herald_types::segment::FieldOp,
         herald_types::segment::DateOp, herald_types::segment::SignupSource, herald_types::segment::SegmentCount,
-        herald_types::AudienceCount,
+        herald_types::AudienceCount, herald_types::AbTest, herald_types::Variant, herald_types::AbMetric,
+        herald_types::AbResults, herald_types::VariantResult, herald_types::PickWinner, herald_types::ResendInput,
         herald_types::NewSuppressions, herald_types::SuppressionsAdded, herald_types::SuppressionReason,
         herald_types::CampaignInput, herald_types::Campaign, herald_types::Progress, herald_types::Report,
         herald_types::ScheduleInput, campaigns::RetryResult,
@@ -205,6 +208,9 @@ pub fn router() -> Router<ServerState> {
         .route("/api/v1/segments/{id}", get(segments::show).put(segments::update).delete(segments::delete))
         .route("/api/v1/segments/{id}/count", get(segments::count))
         .route("/api/v1/campaigns/{id}/audience", get(campaigns::audience))
+        .route("/api/v1/campaigns/{id}/ab-test", get(ab_tests::results))
+        .route("/api/v1/campaigns/{id}/pick-winner", post(ab_tests::pick_winner))
+        .route("/api/v1/campaigns/{id}/resend", post(resends::create))
         .route("/api/v1/readers/{id}/subscriptions/{list_id}", delete(readers::unsubscribe))
         .route("/api/v1/suppressions", get(suppressions::index).post(suppressions::add))
         .route("/api/v1/suppressions/{email}", delete(suppressions::remove))

@@ -1,0 +1,86 @@
+//! Resend to non-openers on the campaign page: on a sent campaign, "Send again to readers who
+//! did not open" makes a new draft (optionally with a new subject) and opens it; both campaigns
+//! link to each other.
+
+use leptos::prelude::*;
+use leptos_router::hooks::use_navigate;
+
+use crate::components::ui::{ActionError, ConfirmDialog};
+use crate::error::AppError;
+use herald_types::{Campaign, CampaignId, CampaignStatus, ResendInput, TrackingMode};
+
+/// Makes the resend draft of `id`; returns the new campaign's id.
+#[server(prefix = "/rpc", endpoint = "resend_to_non_openers")]
+pub async fn resend_to_non_openers(
+    id: CampaignId,
+    subject: String,
+    count_machine_opens: bool,
+) -> Result<CampaignId, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, campaigns::resend};
+    let m = require_role(Role::Author).await?;
+    let input = ResendInput { subject, count_machine_opens };
+    Ok(resend::create(&m.state.db, m.tenant, m.role, id, &input).await?.id)
+}
+
+/// Links between a resend and its original, and (for authors, on a sent campaign that tracked
+/// readers) the button that makes a resend.
+#[component]
+pub fn ResendLinks(c: Campaign, can_act: bool) -> impl IntoView {
+    let offer = can_act && c.status == CampaignStatus::Sent && c.tracking == TrackingMode::On;
+    let id = c.id;
+    view! {
+        <div class="mb-6 flex flex-wrap items-center gap-3 text-sm" data-testid="resend-links">
+            {c.resend_of.map(|original| view! {
+                <span class="text-slate-600">
+                    "Sent to the readers of "
+                    <a href=format!("/campaigns/{original}") class="font-medium text-indigo-600 hover:underline"
+                        data-testid="resend-original">"the original campaign"</a>
+                    " who did not open it."
+                </span>
+            })}
+            {(!c.resends.is_empty()).then(|| view! {
+                <span class="text-slate-600">"Sent again: "</span>
+                {c.resends.iter().enumerate().map(|(i, r)| view! {
+                    <a href=format!("/campaigns/{r}") class="font-medium text-indigo-600 hover:underline" data-testid="resend-copy">
+                        {format!("resend {}", i + 1)}
+                    </a>
+                }).collect_view()}
+            })}
+            {offer.then(|| view! { <ResendButton id=id subject=c.subject.clone()/> })}
+        </div>
+    }
+}
+
+#[component]
+fn ResendButton(id: CampaignId, subject: String) -> impl IntoView {
+    let resend = ServerAction::<ResendToNonOpeners>::new();
+    let open = RwSignal::new(false);
+    let new_subject = RwSignal::new(String::new());
+    let machine = RwSignal::new(false);
+    let navigate = use_navigate();
+    Effect::new(move |_| {
+        if let Some(Ok(made)) = resend.value().get() {
+            navigate(&format!("/campaigns/{made}"), Default::default());
+        }
+    });
+    view! {
+        <button type="button" class="btn-secondary" data-testid="resend-button" on:click=move |_| open.set(true)>
+            "Send again to readers who did not open"
+        </button>
+        <ActionError value=resend.value()/>
+        <ConfirmDialog open=open title="Send again to readers who did not open?" confirm_label="Make the draft"
+            on_confirm=move |()| {
+                resend.dispatch(ResendToNonOpeners { id, subject: new_subject.get_untracked(), count_machine_opens: machine.get_untracked() });
+            }>
+            <p>"A new draft goes to the readers this campaign reached who have not opened it, clicked, unsubscribed or bounced since. You can change it before sending."</p>
+            <label for="resend-subject" class="label mt-3">"New subject (optional)"</label>
+            <input id="resend-subject" class="input" maxlength="300" placeholder=subject.clone()
+                on:input=move |ev| new_subject.set(event_target_value(&ev))/>
+            <label class="mt-3 flex items-center gap-2">
+                <input type="checkbox" on:change=move |ev| machine.set(event_target_checked(&ev))/>
+                "Count opens by privacy proxies as opens (leave those readers out too)"
+            </label>
+        </ConfirmDialog>
+    }
+}

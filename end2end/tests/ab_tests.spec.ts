@@ -1,0 +1,118 @@
+// A/B tests (issue 32): an author adds version B to a campaign, tests it on half the audience,
+// sees the two versions side by side on the campaign page while the rest waits, sends B to the
+// rest, and finds in the dev inbox one message per reader: its version for the test share,
+// B for everyone else.
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, setUpSender, waitForHydration } from "./helpers";
+
+type Caught = { to: string[]; subject: string };
+
+test("test two subjects on half the audience and send the winner to the rest", async ({ page }) => {
+  test.setTimeout(180_000);
+  await signUpWithWorkspace(page, uniqueEmail("abtester"), `AB ${uniqueId()}`);
+  await setUpSender(page);
+  await gotoHydrated(page, "/audience");
+  await page.getByLabel("Name", { exact: true }).fill("Weekly");
+  await page.getByRole("button", { name: "Create list" }).click();
+  await expect(page.getByTestId("lists-table")).toContainText("Weekly");
+  const readers = Array.from({ length: 12 }, (_, i) => uniqueEmail(`ab${i}`));
+  await gotoHydrated(page, "/audience/readers");
+  for (const email of readers) {
+    await page.getByLabel("Email", { exact: true }).fill(email);
+    await page.getByLabel("Add to list (confirmed)").selectOption({ label: "Weekly" });
+    await page.getByRole("button", { name: "Add reader" }).click();
+    await expect(page.getByTestId("readers-table")).toContainText(email);
+  }
+
+  await gotoHydrated(page, "/campaigns");
+  await page.getByLabel("Campaign name").fill("Which subject?");
+  await page.getByRole("button", { name: "New campaign" }).click();
+  await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
+  const campaignPath = new URL(page.url()).pathname;
+  await waitForHydration(page);
+  await page.getByLabel("Subject", { exact: true }).fill("Subject A");
+  await page.getByTestId("campaign-lists").getByLabel("Weekly").check();
+  // The test: an empty version B is refused beside its field; a share of half.
+  await page.getByTestId("ab-test-on").check();
+  await page.getByLabel("Test share (%)").fill("50");
+  await page.getByLabel("Test share (%)").press("Tab");
+  await expect(page.getByText("Write version B's subject.")).toBeVisible();
+  await page.getByLabel("Version B: subject").fill("Subject B");
+  await page.getByLabel("Version B: subject").press("Tab");
+  await expect(page.getByText("Write version B's subject.")).toBeHidden();
+  // Version C comes and goes.
+  await page.getByRole("button", { name: "Add version C" }).click();
+  await expect(page.getByLabel("Version C: subject")).toBeVisible();
+  await page.getByRole("button", { name: "Remove version C" }).click();
+  await expect(page.getByLabel("Version C: subject")).toBeHidden();
+  await page.getByLabel("Test share (%)").press("Tab");
+  await expect(page.getByTestId("save-status")).toContainText("Saved", { timeout: 15_000 });
+  // The test survives a reload.
+  await page.reload();
+  await waitForHydration(page);
+  await expect(page.getByLabel("Version B: subject")).toHaveValue("Subject B");
+  await expect(page.getByLabel("Test share (%)")).toHaveValue("50");
+
+  await page.getByRole("button", { name: "Send now" }).click();
+  await page.getByRole("dialog", { name: "Send this campaign now?" }).getByRole("button", { name: "Send now" }).click();
+  // The test share goes out; the rest waits for the winner.
+  const results = page.getByTestId("ab-results");
+  await expect(results).toBeVisible({ timeout: 30_000 });
+  await expect(page.getByTestId("ab-status")).toContainText("wait for the winner", { timeout: 30_000 });
+  await expect(page.getByTestId("campaign-status")).toHaveText("Sending");
+  await expect(page.getByTestId("ab-row-A")).toBeVisible();
+  await expect(page.getByTestId("ab-row-B")).toContainText("Subject B");
+  const held = Number(await page.getByTestId("count-held").textContent());
+  await page.getByTestId("ab-pick-B").click();
+  await expect(page.getByTestId("ab-winner")).toBeVisible({ timeout: 20_000 });
+  await expect(page.getByTestId("ab-row-B")).toContainText("Winner");
+  await expect(page.getByTestId("campaign-status")).toHaveText("Sent", { timeout: 90_000 });
+  await expect(page.getByTestId("count-sent")).toHaveText("12");
+
+  // The stats page shows the versions too, the winner marked.
+  await page.getByTestId("stats-link").click();
+  await expect(page.getByTestId("ab-winner")).toBeVisible();
+
+  // One message each: the rest got B, the test share its own version.
+  await expect
+    .poll(
+      async () => {
+        const messages = (await (await page.request.get("/dev/inbox/messages.json")).json()) as Caught[];
+        const per = readers.map((r) => messages.filter((m) => m.to.some((t) => t.toLowerCase() === r.toLowerCase())).map((m) => m.subject));
+        return { counts: per.map((p) => p.length), b: per.filter((p) => p[0] === "Subject B").length };
+      },
+      { timeout: 20_000 },
+    )
+    .toEqual({ counts: readers.map(() => 1), b: expect.any(Number) });
+  const messages = (await (await page.request.get("/dev/inbox/messages.json")).json()) as Caught[];
+  const ours = messages.filter((m) => m.to.some((t) => readers.includes(t.toLowerCase())));
+  expect(ours.filter((m) => m.subject === "Subject B").length).toBeGreaterThanOrEqual(held);
+  expect(ours.every((m) => m.subject === "Subject A" || m.subject === "Subject B")).toBe(true);
+
+  // Resend to non-openers: nobody opened, so all twelve again, under a new subject, as a
+  // draft of its own that links back.
+  await gotoHydrated(page, campaignPath);
+  await page.getByTestId("resend-button").click();
+  const dialog = page.getByRole("dialog", { name: "Send again to readers who did not open?" });
+  await dialog.getByLabel("New subject (optional)").fill("In case you missed it");
+  await dialog.getByRole("button", { name: "Make the draft" }).click();
+  await expect(page).not.toHaveURL(new RegExp(`${campaignPath}$`));
+  await waitForHydration(page);
+  await expect(page.getByTestId("resend-audience")).toBeVisible();
+  await expect(page.getByLabel("Subject", { exact: true })).toHaveValue("In case you missed it");
+  await expect(page.getByTestId("eligible-count")).toContainText("12 readers would get this now", { timeout: 20_000 });
+  await page.getByRole("button", { name: "Send now" }).click();
+  await page.getByRole("dialog", { name: "Send this campaign now?" }).getByRole("button", { name: "Send now" }).click();
+  await expect(page.getByTestId("campaign-status")).toHaveText("Sent", { timeout: 90_000 });
+  await expect(page.getByTestId("resend-original")).toHaveAttribute("href", campaignPath);
+  await gotoHydrated(page, campaignPath);
+  await expect(page.getByTestId("resend-copy")).toHaveCount(1);
+  await expect
+    .poll(
+      async () => {
+        const all = (await (await page.request.get("/dev/inbox/messages.json")).json()) as Caught[];
+        return all.filter((m) => m.subject === "In case you missed it" && m.to.some((t) => readers.includes(t.toLowerCase()))).length;
+      },
+      { timeout: 20_000 },
+    )
+    .toBe(12);
+});
