@@ -184,7 +184,8 @@ mod tests {
             metric: AbMetric::Clicks,
             window_hours: 73,
         };
-        let fields: Vec<String> = t.validate().unwrap_err().errors.into_iter().filter_map(|e| e.field).collect();
+        let fields: Vec<String> =
+            t.validate().expect_err("three wrong fields").errors.into_iter().filter_map(|e| e.field).collect();
         assert_eq!(fields, ["ab_test.variants.1.subject", "ab_test.test_percent", "ab_test.window_hours"]);
         let too_many = AbTest { variants: vec![Variant { subject: "x".into(), ..Default::default() }; 4], ..t };
         assert!(too_many.validate().is_err());

@@ -7,7 +7,7 @@ use leptos_router::hooks::use_navigate;
 
 use crate::components::ui::{ActionError, ConfirmDialog};
 use crate::error::AppError;
-use herald_types::{Campaign, CampaignId, CampaignStatus, ResendInput, TrackingMode};
+use herald_types::{Campaign, CampaignId, CampaignStatus, TrackingMode};
 
 /// Makes the resend draft of `id`; returns the new campaign's id.
 #[server(prefix = "/rpc", endpoint = "resend_to_non_openers")]
@@ -19,7 +19,7 @@ pub async fn resend_to_non_openers(
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::resend};
     let m = require_role(Role::Author).await?;
-    let input = ResendInput { subject, count_machine_opens };
+    let input = herald_types::ResendInput { subject, count_machine_opens };
     Ok(resend::create(&m.state.db, m.tenant, m.role, id, &input).await?.id)
 }
 
