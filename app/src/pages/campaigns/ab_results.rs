@@ -68,7 +68,7 @@ pub fn AbResultsCard(
                 <table class="w-full text-left text-sm" data-testid="ab-results">
                     <thead class="text-xs uppercase text-slate-500">
                         <tr>
-                            <th class="py-2">"Version"</th><th>"Subject"</th><th class="text-right">"Sent"</th>
+                            <th class="py-2">"Version"</th><th class="hidden sm:table-cell">"Subject"</th><th class="text-right">"Sent"</th>
                             <th class="text-right">"Opened"</th><th class="text-right">"Clicked"</th>
                             {pick.is_some().then(|| view! { <th><span class="sr-only">"Pick"</span></th> })}
                         </tr>
@@ -86,7 +86,7 @@ pub fn AbResultsCard(
                                         {won.then(|| view! { <span class="badge ml-2 bg-emerald-100 text-emerald-800 ring-emerald-200" data-testid="ab-winner">"Winner"</span> })}
                                         {leads.then(|| view! { <span class="badge ml-2 bg-indigo-50 text-indigo-700 ring-indigo-200">"Leads"</span> })}
                                     </td>
-                                    <td class="max-w-xs truncate pr-3 text-slate-700" title=v.subject.clone()>{v.subject.clone()}</td>
+                                    <td class="hidden max-w-xs truncate pr-3 text-slate-700 sm:table-cell" title=v.subject.clone()>{v.subject.clone()}</td>
                                     <td class="text-right tabular-nums">{v.sent}</td>
                                     <td class=format!("text-right tabular-nums {}", strong(AbMetric::Opens))>
                                         {format!("{} ({})", v.unique_opens, rate(v.unique_opens, v.sent))}

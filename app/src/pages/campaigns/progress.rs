@@ -308,6 +308,7 @@ fn ReportTables(r: ReportView) -> impl IntoView {
                 view! { <p class="text-sm text-slate-500" data-testid="no-failures">"No failures: every message that went out was accepted."</p> }.into_any()
             } else {
                 view! {
+                    <div class="overflow-x-auto">
                     <table class="w-full text-left text-sm" data-testid="failures-table">
                         <thead class="text-xs uppercase text-slate-400">
                             <tr><th class="py-2">"Reader"</th><th>"Reason"</th><th class="text-right">"Attempts"</th><th class="pl-4">"When"</th></tr>
@@ -326,6 +327,7 @@ fn ReportTables(r: ReportView) -> impl IntoView {
                             }).collect_view()}
                         </tbody>
                     </table>
+                    </div>
                 }.into_any()
             }}
             <h3 class="mt-6 mb-2 text-sm font-medium text-slate-700">"Not sent"</h3>
