@@ -2,7 +2,7 @@
 // sees the two versions side by side on the campaign page while the rest waits, sends B to the
 // rest, and finds in the dev inbox one message per reader: its version for the test share,
 // B for everyone else.
-import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, setUpSender, waitForHydration } from "./helpers";
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, setUpSender, waitForHydration, listWithReaders } from "./helpers";
 
 type Caught = { to: string[]; subject: string };
 
@@ -10,18 +10,8 @@ test("test two subjects on half the audience and send the winner to the rest", a
   test.setTimeout(180_000);
   await signUpWithWorkspace(page, uniqueEmail("abtester"), `AB ${uniqueId()}`);
   await setUpSender(page);
-  await gotoHydrated(page, "/audience");
-  await page.getByLabel("Name", { exact: true }).fill("Weekly");
-  await page.getByRole("button", { name: "Create list" }).click();
-  await expect(page.getByTestId("lists-table")).toContainText("Weekly");
   const readers = Array.from({ length: 12 }, (_, i) => uniqueEmail(`ab${i}`));
-  await gotoHydrated(page, "/audience/readers");
-  for (const email of readers) {
-    await page.getByLabel("Email", { exact: true }).fill(email);
-    await page.getByLabel("Add to list (confirmed)").selectOption({ label: "Weekly" });
-    await page.getByRole("button", { name: "Add reader" }).click();
-    await expect(page.getByTestId("readers-table")).toContainText(email);
-  }
+  await listWithReaders(page, "Weekly", readers);
 
   await gotoHydrated(page, "/campaigns");
   await page.getByLabel("Campaign name").fill("Which subject?");

@@ -191,6 +191,22 @@ export async function setUpSender(page: Page): Promise<void> {
   await verifySendingDomain(page, "example.com");
 }
 
+/** Creates the list `name` on the Audience page and adds each of `emails` to it, confirmed,
+ * from the readers page (as an author would, one by one). */
+export async function listWithReaders(page: Page, name: string, emails: string[]): Promise<void> {
+  await gotoHydrated(page, "/audience");
+  await page.getByLabel("Name", { exact: true }).fill(name);
+  await page.getByRole("button", { name: "Create list" }).click();
+  await expect(page.getByTestId("lists-table")).toContainText(name);
+  await gotoHydrated(page, "/audience/readers");
+  for (const email of emails) {
+    await page.getByLabel("Email", { exact: true }).fill(email);
+    await page.getByLabel("Add to list (confirmed)").selectOption({ label: name });
+    await page.getByRole("button", { name: "Add reader" }).click();
+    await expect(page.getByTestId("readers-table")).toContainText(email);
+  }
+}
+
 /** Adds `domain` on Settings → Domains, where it shows as not verified with the DNS records to
  * publish; then an operator verifies it (`herald admin verify-domain`: the browser tests have no
  * DNS of their own) and the page says so after a reload. */

@@ -1,7 +1,7 @@
 // Segments (issue 32): an author tags two of three readers, builds a segment from a tag and an
 // engagement condition, watches the live count follow the conditions, sends a campaign to the
 // segment alone, and finds the mail in the dev inbox for the matching readers only.
-import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, setUpSender, waitForHydration } from "./helpers";
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, setUpSender, waitForHydration, listWithReaders } from "./helpers";
 
 type Caught = { to: string[]; subject: string };
 
@@ -14,18 +14,8 @@ test("build a segment with a tag and an engagement condition, then send to it", 
   await gotoHydrated(page, "/audience/segments");
   await expect(page.getByText("No segments yet")).toBeVisible();
 
-  await gotoHydrated(page, "/audience");
-  await page.getByLabel("Name", { exact: true }).fill("Weekly");
-  await page.getByRole("button", { name: "Create list" }).click();
-  await expect(page.getByTestId("lists-table")).toContainText("Weekly");
   const readers = [uniqueEmail("ada"), uniqueEmail("grace"), uniqueEmail("linus")];
-  await gotoHydrated(page, "/audience/readers");
-  for (const email of readers) {
-    await page.getByLabel("Email", { exact: true }).fill(email);
-    await page.getByLabel("Add to list (confirmed)").selectOption({ label: "Weekly" });
-    await page.getByRole("button", { name: "Add reader" }).click();
-    await expect(page.getByTestId("readers-table")).toContainText(email);
-  }
+  await listWithReaders(page, "Weekly", readers);
   await page.getByRole("checkbox", { name: `Select ${readers[0]}` }).check();
   await page.getByRole("checkbox", { name: `Select ${readers[1]}` }).check();
   await page.getByLabel("Action").selectOption("add_tag");
