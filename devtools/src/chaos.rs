@@ -936,9 +936,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     if !cancel_done {
         store::cancel(&db, main_tenant, Role::Owner, cancelled).await?;
     }
-    if !ab_done {
-        end_ab_test(&db, &jobs, &owner, main_tenant, ab, false).await;
-    }
+
     if !cap_cancel_done && store::cancel(&db, capped_tenant, Role::Owner, cap_a).await.is_ok() {
         scene.campaigns[scene.capped.0].cancelled = true;
     }
@@ -952,6 +950,10 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let settle_by = Instant::now() + Duration::from_secs(180);
     loop {
         workers.ensure_all()?;
+        // A test whose winner was not chosen during the faults ends now.
+        if !ab_done {
+            ab_done = end_ab_test(&db, &jobs, &owner, main_tenant, ab, false).await;
+        }
         // A campaign that paused itself (a run of failures) is resumed, as its author would.
         let auto_paused: Vec<(CampaignId, TenantId)> = sqlx::query_as(
             "SELECT id, tenant_id FROM campaigns WHERE status = 'paused' AND pause_reason IS DISTINCT FROM 'chaos: paused by hand'",
@@ -1089,17 +1091,22 @@ async fn insert_message(owner: &PgPool, tenant: TenantId, to: &str) -> anyhow::R
 }
 
 /// Chooses the A/B test's winner by hand (version B), or makes its window end for the workers'
-/// supervisor to choose. False when Postgres was not there to ask (the caller tries again).
+/// supervisor to choose. False when Postgres was not there to ask, or the fan-out has not
+/// started the test yet (the caller tries again).
 async fn end_ab_test(db: &Db, jobs: &Jobs, owner: &PgPool, tenant: TenantId, ab: CampaignId, by_hand: bool) -> bool {
     let done = if by_hand {
         herald_engine::campaigns::ab_test::pick_winner(db, jobs, tenant, Role::Owner, ab, Some(1)).await.map(drop)
     } else {
-        sqlx::query("UPDATE campaigns SET ab_decide_at = now() WHERE id = $1")
+        // Once the fan-out has started the test: its first chunk sets the window's end.
+        match sqlx::query("UPDATE campaigns SET ab_decide_at = now() WHERE id = $1 AND ab_seed IS NOT NULL")
             .bind(ab)
             .execute(owner)
             .await
-            .map(drop)
-            .map_err(herald_engine::Error::from)
+        {
+            Ok(r) if r.rows_affected() == 1 => Ok(()),
+            Ok(_) => return false,
+            Err(e) => Err(herald_engine::Error::from(e)),
+        }
     };
     if let Err(e) = &done {
         eprintln!("chaos: could not end the A/B test yet: {e}");
