@@ -709,6 +709,10 @@ pub struct ImportBench {
     /// Rows in the generated CSV.
     #[arg(long, default_value_t = 1_000_000)]
     pub rows: usize,
+    /// Make `plan` a choice field first, so every row also writes its typed value (the side
+    /// table segment counts read, migration 45).
+    #[arg(long)]
+    pub typed_field: bool,
     /// Keep the benchmark workspace instead of deleting it.
     #[arg(long)]
     pub keep: bool,
@@ -747,6 +751,15 @@ pub async fn run_import(args: ImportBench, env: &BenchEnv) -> anyhow::Result<()>
             },
         )
         .await?;
+        if args.typed_field {
+            let plan = herald_types::FieldInput {
+                key: "plan".into(),
+                label: "Plan".into(),
+                kind: herald_types::FieldKind::Choice,
+                choices: vec!["free".into(), "pro".into()],
+            };
+            herald_engine::audience::fields::create(&db, tenant, Role::Owner, &plan).await?;
+        }
         // The upload, chunked as the browser upload is (not what is measured).
         let id = import::begin_upload(&db, tenant, None, Role::Owner, "million.csv").await?;
         let cities = ["Lyon", "Paris", "Nantes", "Lille", "Nice"];

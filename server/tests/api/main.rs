@@ -31,6 +31,7 @@ mod render_freeze;
 mod resends;
 mod roles;
 mod security;
+mod segment_counts;
 mod segments;
 mod send_approval;
 mod send_engine;

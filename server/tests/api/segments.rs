@@ -374,6 +374,7 @@ async fn indexed_conditions_are_planned_on_their_indexes_outside_row_security() 
     .execute(&app.owner)
     .await?;
     sqlx::query("ANALYZE readers").execute(&app.owner).await?;
+    sqlx::query("ANALYZE field_values").execute(&app.owner).await?;
     let plan = |rule: Value| {
         let db = app.app.db.clone();
         let tenant = a.tenant;
@@ -388,7 +389,12 @@ async fn indexed_conditions_are_planned_on_their_indexes_outside_row_security() 
         }
     };
     let pro = plan(json!({"kind": "field", "key": "plan", "op": "eq", "value": "Pro"})).await;
-    assert!(pro.contains("readers_attributes_idx"), "field equality uses the attributes index:\n{pro}");
+    assert!(pro.contains("field_values_value_idx"), "a choice's equality uses the typed values' index:\n{pro}");
+    assert!(!pro.contains("readers"), "and reads no reader's row:\n{pro}");
+    let range = plan(json!({"kind": "field", "key": "age", "op": "between", "value": "20", "value2": "30"})).await;
+    assert!(range.contains("field_values_value_idx"), "a number range uses the typed values' index:\n{range}");
+    let lyon = plan(json!({"kind": "field", "key": "city", "op": "eq", "value": "Lyon"})).await;
+    assert!(lyon.contains("readers_attributes_idx"), "a text's equality uses the attributes index:\n{lyon}");
     let domain = plan(json!({"kind": "email_domain", "domain": "seg.test"})).await;
     assert!(domain.contains("readers_tenant_domain_idx"), "the domain uses its index:\n{domain}");
     let recent = plan(json!({"kind": "signed_up", "op": "before", "value": "2020-01-01"})).await;
