@@ -98,7 +98,7 @@ async fn seed(readers: i64, owner: &sqlx::PgPool, tenant: TenantId) -> anyhow::R
     .bind(tenant)
     .execute(owner)
     .await?;
-    for table in ["readers", "subscriptions", "reader_tags", "reader_engagement"] {
+    for table in ["readers", "subscriptions", "reader_tags", "reader_engagement", "field_values"] {
         // Fresh visibility maps: index-only scans, as on a table autovacuum has seen.
         sqlx::query(sqlx::AssertSqlSafe(format!("VACUUM ANALYZE {table}"))).execute(owner).await?;
     }
