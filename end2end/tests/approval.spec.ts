@@ -89,9 +89,10 @@ test("an author asks, the owner approves, the audit log tells it", async ({ page
 
   // --- The audit log, filtered by action. ---
   await gotoHydrated(page, "/settings/audit");
-  const table = page.getByTestId("audit-table");
-  await expect(table.getByRole("row").filter({ hasText: "Approved a send" })).toContainText(owner);
-  await expect(table.getByRole("row").filter({ hasText: "Asked for approval to send" })).toContainText(author);
+  // Sentences with the campaign's name, not its id.
+  const log = page.getByTestId("audit-log");
+  await expect(log.getByTestId("audit-sentence").filter({ hasText: "approved sending “Needs a yes”" })).toContainText(owner);
+  await expect(log.getByTestId("audit-sentence").filter({ hasText: "asked for approval to send “Needs a yes”" })).toContainText(author);
   await page.getByLabel("Action").selectOption({ label: "Asked for approval to send" });
   await page.getByRole("button", { name: "Filter" }).click();
   await expect(page).toHaveURL(/action=campaign.approval_requested/);

@@ -101,13 +101,23 @@ pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entr
     });
     let mut tx = db.tenant_tx(tenant).await?;
     #[allow(clippy::type_complexity)]
-    let rows: Vec<(i64, DateTime<Utc>, ActorKind, String, String, String, serde_json::Value, String)> = sqlx::query_as(
-        "SELECT id, at,
-                CASE WHEN actor_user_id IS NOT NULL THEN 'user' WHEN actor_key_id IS NOT NULL THEN 'api_key' ELSE 'operator' END,
-                actor, action, object, detail, ip FROM audit_log
-         WHERE tenant_id = $1 AND ($2::text IS NULL OR action = $2) AND ($3::text IS NULL OR actor ILIKE $3)
-           AND ($4::bigint IS NULL OR id < $4)
-         ORDER BY id DESC LIMIT $5",
+    let rows: Vec<(i64, DateTime<Utc>, ActorKind, String, String, String, Option<String>, serde_json::Value, String)> =
+        sqlx::query_as(
+            // The name of an object kept as an id, while it exists (the log reads as sentences).
+            "SELECT a.id, a.at,
+                CASE WHEN a.actor_user_id IS NOT NULL THEN 'user' WHEN a.actor_key_id IS NOT NULL THEN 'api_key' ELSE 'operator' END,
+                a.actor, a.action, a.object,
+                CASE WHEN a.action LIKE 'campaign.%' THEN
+                         (SELECT c.name FROM campaigns c WHERE c.tenant_id = a.tenant_id AND c.id::text = a.object)
+                     WHEN a.action = 'api_key.revoked' THEN
+                         (SELECT k.name FROM api_keys k WHERE k.tenant_id = a.tenant_id AND k.id::text = a.object)
+                     WHEN a.action = 'import.started' THEN
+                         (SELECT i.file_name FROM imports i WHERE i.tenant_id = a.tenant_id AND i.id::text = a.object)
+                END,
+                a.detail, a.ip FROM audit_log a
+         WHERE a.tenant_id = $1 AND ($2::text IS NULL OR a.action = $2) AND ($3::text IS NULL OR a.actor ILIKE $3)
+           AND ($4::bigint IS NULL OR a.id < $4)
+         ORDER BY a.id DESC LIMIT $5",
     )
     .bind(tenant)
     .bind(filter.action.map(Action::as_str))
@@ -119,9 +129,9 @@ pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entr
     tx.commit().await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(id, at, actor_kind, actor, action, object, detail, ip)| {
+        .filter_map(|(id, at, actor_kind, actor, action, object, object_name, detail, ip)| {
             // An action this build does not know (written by a newer one) is skipped, not a 500.
-            Some(Entry { id, at, actor_kind, actor, action: Action::parse(&action)?, object, detail, ip })
+            Some(Entry { id, at, actor_kind, actor, action: Action::parse(&action)?, object, object_name, detail, ip })
         })
         .collect())
 }

@@ -105,40 +105,44 @@ fn AuditBody(v: AuditView, action: String, actor: String) -> impl IntoView {
             }.into_any()
         } else {
             view! {
-                <div class="overflow-x-auto">
-                    <table class="w-full text-left text-sm" data-testid="audit-table">
-                        <thead class="text-xs uppercase text-slate-400">
-                            <tr><th class="py-2">"When"</th><th>"Who"</th><th>"What"</th><th>"Object"</th><th>"From"</th></tr>
-                        </thead>
-                        <tbody class="divide-y divide-slate-100">
-                            {v.entries.into_iter().map(|r| {
-                                let detail = r.detail_text();
-                                view! {
-                                <tr data-testid="audit-row" data-action=r.action.as_str()>
-                                    <td class="whitespace-nowrap py-2 text-slate-500" title=r.at.to_rfc3339()>{short_time_of(&r.at)}</td>
-                                    <td class="max-w-48 truncate" title=r.actor.clone()>
-                                        {r.actor.clone()}
-                                        {(r.actor_kind == ActorKind::ApiKey).then(|| view! { <span class="badge ml-1">"API"</span> })}
-                                    </td>
-                                    <td>
-                                        <div class="text-slate-800">{r.action.label()}</div>
-                                        {(!detail.is_empty()).then(|| view! {
-                                            <div class="max-w-72 truncate font-mono text-xs text-slate-400" title=detail.clone()>{detail.clone()}</div>
-                                        })}
-                                    </td>
-                                    <td class="max-w-48 truncate font-mono text-xs" title=r.object.clone()>{r.object.clone()}</td>
-                                    <td class="text-xs text-slate-500">{r.ip}</td>
-                                </tr>
-                                }
-                            }).collect_view()}
-                        </tbody>
-                    </table>
-                </div>
+                <ol class="divide-y divide-slate-100" data-testid="audit-log">
+                    {v.entries.into_iter().map(|r| view! { <AuditRow r=r/> }).collect_view()}
+                </ol>
                 {older_href.map(|href| view! {
                     <div class="mt-4 text-right"><a href=href class="btn-secondary">"Older entries"</a></div>
                 })}
             }.into_any()
         }}
+    }
+}
+
+/// One entry as a sentence ("anna@example.com paused “Spring issue”"), when and from where,
+/// and the raw object and detail folded away for whoever investigates.
+#[component]
+fn AuditRow(r: AuditEntry) -> impl IntoView {
+    let detail = r.detail_text();
+    let raw = !r.object.is_empty() || !detail.is_empty();
+    view! {
+        <li class="flex flex-col gap-1 py-3 sm:flex-row sm:items-baseline sm:gap-4" data-testid="audit-row" data-action=r.action.as_str()>
+            <time class="shrink-0 text-xs text-slate-500 sm:w-36" datetime=r.at.to_rfc3339() title=r.at.to_rfc3339()>{short_time_of(&r.at)}</time>
+            <div class="min-w-0 flex-1 text-sm">
+                <p class="break-words text-slate-800" data-testid="audit-sentence">
+                    <span class="font-medium">{r.actor.clone()}</span>
+                    {(r.actor_kind == ActorKind::ApiKey).then(|| view! { <span class="badge ml-1">"API"</span> })}
+                    " " {r.sentence()}
+                </p>
+                {raw.then(|| view! {
+                    <details class="mt-1 text-xs text-slate-500">
+                        <summary class="cursor-pointer select-none">"Details"</summary>
+                        <dl class="mt-1 grid grid-cols-[auto_1fr] gap-x-3 gap-y-1 font-mono">
+                            {(!r.object.is_empty()).then(|| view! { <dt>"object"</dt><dd class="break-all">{r.object.clone()}</dd> })}
+                            {(!detail.is_empty()).then(|| view! { <dt>"detail"</dt><dd class="break-all">{detail.clone()}</dd> })}
+                        </dl>
+                    </details>
+                })}
+            </div>
+            <span class="shrink-0 text-xs text-slate-500">{r.ip.clone()}</span>
+        </li>
     }
 }
 
