@@ -23,13 +23,14 @@ use pages::{
     account::overview::AccountPage, audience::fields::FieldsPage, audience::import::ImportPage,
     audience::imports::ImportsPage, audience::overview::AudiencePage, audience::reader::ReaderPage,
     audience::readers::ReadersPage, audience::segment::SegmentPage, audience::segments::SegmentsPage,
-    audience::suppressions::SuppressionsPage, audience::tags::TagsPage, campaigns::editor::CampaignPage,
-    campaigns::list::CampaignsPage, campaigns::stats::CampaignStatsPage, dashboard::DashboardPage,
-    forgot_password::ForgotPasswordPage, invite::InvitePage, login::LoginPage, login_two_factor::LoginTwoFactorPage,
-    new_workspace::NewWorkspacePage, not_found::NotFoundPage, reset_password::ResetPasswordPage,
-    settings::api_keys::ApiKeysPage, settings::audit::AuditLogPage, settings::domains::SendingDomainsPage,
-    settings::general::SettingsPage, settings::members::MembersPage, settings::sending::SendingPage,
-    signup::SignupPage, signup_finish::SignupFinishPage, transactional::message::TransactionalMessagePage,
+    audience::suppressions::SuppressionsPage, audience::tags::TagsPage, automations::editor::AutomationPage,
+    automations::list::AutomationsPage, campaigns::editor::CampaignPage, campaigns::list::CampaignsPage,
+    campaigns::stats::CampaignStatsPage, dashboard::DashboardPage, forgot_password::ForgotPasswordPage,
+    invite::InvitePage, login::LoginPage, login_two_factor::LoginTwoFactorPage, new_workspace::NewWorkspacePage,
+    not_found::NotFoundPage, reset_password::ResetPasswordPage, settings::api_keys::ApiKeysPage,
+    settings::audit::AuditLogPage, settings::domains::SendingDomainsPage, settings::general::SettingsPage,
+    settings::members::MembersPage, settings::sending::SendingPage, signup::SignupPage,
+    signup_finish::SignupFinishPage, transactional::message::TransactionalMessagePage,
     transactional::overview::TransactionalPage, transactional::template::TxTemplatePage,
     transactional::templates::TxTemplatesPage, verify_email::VerifyEmailPage,
 };
@@ -85,6 +86,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/audience/fields") view=FieldsPage/>
                     <Route path=path!("/audience/imports") view=ImportsPage/>
                     <Route path=path!("/audience/imports/:id") view=ImportPage/>
+                    <Route path=path!("/automations") view=AutomationsPage/>
+                    <Route path=path!("/automations/:id") view=AutomationPage/>
                     <Route path=path!("/campaigns") view=CampaignsPage/>
                     <Route path=path!("/campaigns/:id") view=CampaignPage/>
                     <Route path=path!("/campaigns/:id/stats") view=CampaignStatsPage/>

@@ -526,7 +526,14 @@ async fn without_database(
                 let rows = &readers[first..(first + batch).min(readers.len())];
                 let batch: Vec<Reader<'_>> = rows
                     .iter()
-                    .map(|(id, email, name, attributes)| Reader { id: *id, email, name, attributes, feed: None })
+                    .map(|(id, email, name, attributes)| Reader {
+                        id: *id,
+                        email,
+                        name,
+                        attributes,
+                        feed: None,
+                        entry: 0,
+                    })
                     .collect();
                 let urls: Vec<String> = batch.iter().map(|r| composer.unsubscribe_url(r.id)).collect();
                 let rendered = composer.render(&batch, &urls).await?;

@@ -109,6 +109,8 @@ pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entr
                 a.actor, a.action, a.object,
                 CASE WHEN a.action LIKE 'campaign.%' THEN
                          (SELECT c.name FROM campaigns c WHERE c.tenant_id = a.tenant_id AND c.id::text = a.object)
+                     WHEN a.action LIKE 'automation.%' THEN
+                         (SELECT x.name FROM automations x WHERE x.tenant_id = a.tenant_id AND x.id::text = a.object)
                      WHEN a.action = 'api_key.revoked' THEN
                          (SELECT k.name FROM api_keys k WHERE k.tenant_id = a.tenant_id AND k.id::text = a.object)
                      WHEN a.action = 'import.started' THEN

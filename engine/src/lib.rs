@@ -8,6 +8,7 @@ pub mod accounts;
 pub mod api_keys;
 pub mod audience;
 pub mod audit;
+pub mod automations;
 pub mod campaigns;
 pub mod domain;
 pub mod error;

@@ -294,6 +294,7 @@ where
         shutdown.await;
         let _ = stop_tx.send(true);
     });
+    let automations = tokio::spawn(crate::automations::scheduler::run(db.clone(), jobs.clone(), stop_rx.clone()));
     let supervisor = tokio::spawn(supervise(db.clone(), jobs, stop_rx.clone()));
     let transactional = tokio::spawn(crate::transactional::delivery::run(tx_cx, stop_rx.clone()));
     let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -352,6 +353,8 @@ where
     );
     tokio::join!(mail, import, start, delivery);
     supervisor.abort();
+    // A batch in flight is one transaction: stopping mid-way rolls it back, nothing half-done.
+    automations.abort();
     // The transactional loops finish the message in hand, then stop.
     let _ = transactional.await;
     Ok(())

@@ -67,10 +67,13 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         .await
         .map_err(clear)?;
     let mut tx = db.tenant_tx(tenant).await?;
-    sqlx::query("UPDATE tenants SET postal_address = '1 Crawler Street, 75001 Paris' WHERE id = $1")
-        .bind(tenant)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query(
+        "UPDATE tenants SET postal_address = '1 Crawler Street, 75001 Paris', default_from_name = 'Crawler',
+                default_from_email = 'news@crawler.test' WHERE id = $1",
+    )
+    .bind(tenant)
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
 
     // Audience: a list with readers, an empty one, suppressions.
@@ -244,6 +247,48 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     force_campaign(&db, tenant, edition.into(), "sent").await?;
     add("/campaigns/:id", format!("/campaigns/{}", parent.id));
     add("/campaigns/:id", format!("/campaigns/{edition}"));
+
+    // Automations in every state: a live welcome with readers in it, a paused receipt, an
+    // archived sequence and a draft; and the new-automation page.
+    let jobs = herald_engine::jobs::Jobs::new(&db);
+    let automation = |name: &str, trigger: Value, steps: Value| {
+        input::<herald_types::AutomationInput>(json!({"name": name, "trigger": trigger, "steps": steps}))
+    };
+    let email =
+        |subject: &str| json!({"action": {"kind": "email", "subject": subject, "body": "Hello {{ reader.name }}"}});
+    let wait = json!({"action": {"kind": "wait", "amount": 2, "unit": "days"}});
+    use herald_engine::automations::store as automations;
+    let welcome = automation(
+        "Welcome",
+        json!({"kind": "list_confirmed", "list_id": news.id}),
+        json!([email("Welcome to {{ workspace.name }}"), wait, email("Our best issues")]),
+    )?;
+    let welcome = automations::create(&db, tenant, Role::Owner, &welcome).await.map_err(clear)?;
+    automations::start(&db, &jobs, tenant, Role::Owner, welcome.id).await.map_err(clear)?;
+    for (email, name) in [("new-reader@example.com", "New Reader"), ("another@example.com", "Another Reader")] {
+        readers::add(&db, tenant, Role::Owner, email, name, &[news.id], &origin).await.map_err(clear)?;
+    }
+    let receipt =
+        automation("Receipt", json!({"kind": "event", "name": "order_placed"}), json!([email("Your order")]))?;
+    let receipt = automations::create(&db, tenant, Role::Owner, &receipt).await.map_err(clear)?;
+    automations::start(&db, &jobs, tenant, Role::Owner, receipt.id).await.map_err(clear)?;
+    automations::pause(&db, tenant, Role::Owner, receipt.id).await.map_err(clear)?;
+    let old = automation("Spring drip", json!({"kind": "event", "name": "spring"}), json!([email("Spring")]))?;
+    let old = automations::create(&db, tenant, Role::Owner, &old).await.map_err(clear)?;
+    automations::start(&db, &jobs, tenant, Role::Owner, old.id).await.map_err(clear)?;
+    automations::archive(&db, tenant, Role::Owner, old.id).await.map_err(clear)?;
+    let vip = herald_engine::audience::tags::list(&db, tenant).await.map_err(clear)?;
+    let vip = vip.iter().find(|t| t.name == "vip").context("no vip tag")?;
+    let draft = automation(
+        "VIP sequence",
+        json!({"kind": "tag_added", "tag_id": vip.id}),
+        json!([wait, email("Thank you"), {"action": {"kind": "remove_tag", "tag_id": vip.id}}, {"action": {"kind": "exit"}}]),
+    )?;
+    let draft = automations::create(&db, tenant, Role::Owner, &draft).await.map_err(clear)?;
+    for id in [welcome.id, receipt.id, old.id, draft.id] {
+        add("/automations/:id", format!("/automations/{id}"));
+    }
+    add("/automations/:id", "/automations/new".to_string());
 
     // Transactional: a template, and messages through the outbox (the server's worker sends them).
     let template = templates::create(

@@ -42,6 +42,9 @@ audit_actions! {
     ApprovalRequested = "campaign.approval_requested", "Asked for approval to send";
     ApprovalGiven = "campaign.approved", "Approved a send";
     ApprovalRejected = "campaign.approval_rejected", "Turned down a send";
+    AutomationStarted = "automation.started", "Turned an automation on";
+    AutomationPaused = "automation.paused", "Paused an automation";
+    AutomationArchived = "automation.archived", "Archived an automation";
     SettingsChanged = "settings.changed", "Changed the workspace settings";
     SendingPolicyChanged = "sending_policy.changed", "Changed the sending policy";
     TeamRulesChanged = "team_rules.changed", "Changed the team rules";
@@ -128,6 +131,9 @@ impl AuditEntry {
             CampaignResumed => format!("resumed {campaign}"),
             CampaignCancelled => format!("cancelled {campaign}"),
             CampaignStopped => format!("stopped the recurring campaign {campaign}"),
+            AutomationStarted => format!("turned on the automation {}", named("an automation")),
+            AutomationPaused => format!("paused the automation {}", named("an automation")),
+            AutomationArchived => format!("archived the automation {}", named("an automation")),
             WinnerPicked => match self.detail.get("winner").and_then(|v| v.as_u64()) {
                 Some(i) => {
                     format!("sent version {} of {campaign} to the rest", crate::ab_test::variant_label(i as usize))

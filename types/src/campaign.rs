@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ab_test::AbTest;
 use crate::invalid::Problems;
-use crate::{CampaignId, Email, IdentityId, Invalid, ListId, SegmentId};
+use crate::{AutomationId, CampaignId, Email, IdentityId, Invalid, ListId, SegmentId};
 
 string_enum!(
     /// Where a campaign is in its life (a new one is a draft). Moves only forward, except
@@ -331,6 +331,11 @@ pub struct Campaign {
     pub resend_machine_opens: bool,
     /// The resends made from this campaign, oldest first.
     pub resends: Vec<CampaignId>,
+    /// An automation's email step: it sends to the readers who reach that step, for as long as
+    /// the automation is live, and never appears among the campaigns.
+    pub automation_id: Option<AutomationId>,
+    /// Sent whatever the workspace's frequency cap says (an automation's welcome mail).
+    pub cap_exempt: bool,
     pub fanout_done: bool,
     pub recipients: i64,
     pub started_at: Option<DateTime<Utc>>,

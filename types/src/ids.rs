@@ -119,6 +119,14 @@ id_type!(
     /// A tag on readers.
     TagId
 );
+id_type!(
+    /// An automation (issue 33).
+    AutomationId
+);
+id_type!(
+    /// A step of an automation: stable through edits, so readers waiting at it keep their place.
+    AutomationStepId
+);
 
 #[cfg(test)]
 mod tests {

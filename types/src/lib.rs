@@ -16,6 +16,7 @@ pub mod ab_test;
 pub mod account;
 pub mod api_key;
 pub mod audit;
+pub mod automation;
 pub mod campaign;
 pub mod field;
 pub mod html;
@@ -38,6 +39,10 @@ pub use ab_test::{AbMetric, AbResults, AbTest, PickWinner, Variant, VariantResul
 pub use account::{LoginSession, TwoFactorEnrolment, TwoFactorStatus};
 pub use api_key::ApiKey;
 pub use audit::{ActorKind, AuditAction, AuditEntry};
+pub use automation::{
+    Automation, AutomationInput, AutomationReport, AutomationStatus, EventAccepted, ReaderEventInput, Reentry,
+    RemovedStepReaders, Run, RunState, RunStep, Step, StepAction, StepInput, StepStats, Trigger, WaitUnit,
+};
 pub use campaign::{
     ApprovalRequest, ApprovalState, AudienceCount, BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition,
     FeedItem, FeedResult, FeedSource, RecentCampaign, Recurrence, ResendInput, ScheduleInput, TrackingMode,
@@ -45,8 +50,8 @@ pub use campaign::{
 pub use field::{Field, FieldInput, FieldKind};
 pub use identity::{Identity, IdentityInput};
 pub use ids::{
-    ApiKeyId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId, SegmentId, TagId, TemplateId,
-    TenantId, UserId,
+    ApiKeyId, AutomationId, AutomationStepId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId,
+    SegmentId, TagId, TemplateId, TenantId, UserId,
 };
 pub use import::{Import, ImportMode, ImportStatus, ImportSummary};
 pub use invalid::{FieldError, Invalid, Problems, Rejected};

@@ -51,6 +51,7 @@ fn Frame(info: SessionInfo) -> impl IntoView {
         ("/", "Dashboard"),
         ("/audience", "Audience"),
         ("/campaigns", "Campaigns"),
+        ("/automations", "Automations"),
         ("/transactional", "Transactional"),
         ("/settings", "Settings"),
     ];

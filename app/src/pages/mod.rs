@@ -15,6 +15,7 @@
 
 pub mod account;
 pub mod audience;
+pub mod automations;
 pub mod campaigns;
 pub mod dashboard;
 pub mod forgot_password;

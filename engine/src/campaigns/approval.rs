@@ -26,11 +26,15 @@ pub(crate) async fn gate(tx: &mut Tx, tenant: TenantId, role: Role) -> Result<()
     if role.can_administer() {
         return Ok(());
     }
-    let required: bool = sqlx::query_scalar("SELECT require_send_approval FROM tenants WHERE id = $1")
+    if required_in(tx, tenant).await? { Err(Error::Refused(NEEDS_APPROVAL.into())) } else { Ok(()) }
+}
+
+/// Whether the workspace requires an admin's approval for an author's sends.
+pub(crate) async fn required_in(tx: &mut Tx, tenant: TenantId) -> Result<bool> {
+    Ok(sqlx::query_scalar("SELECT require_send_approval FROM tenants WHERE id = $1")
         .bind(tenant)
         .fetch_one(&mut **tx)
-        .await?;
-    if required { Err(Error::Refused(NEEDS_APPROVAL.into())) } else { Ok(()) }
+        .await?)
 }
 
 #[tracing::instrument(skip_all, fields(%tenant))]

@@ -31,8 +31,11 @@ pub struct Reader<'a> {
     pub name: &'a str,
     /// Custom attributes (a JSON object).
     pub attributes: &'a Value,
-    /// This reader's data for a recurring edition.
+    /// This reader's data for a recurring edition, or the event that let them into an automation.
     pub feed: Option<&'a Value>,
+    /// An automation step's run number (0 for a campaign): a reader who goes through an
+    /// automation again gets a new Message-ID, so receivers do not drop it as a duplicate.
+    pub entry: i32,
 }
 
 /// Everything of a campaign that is the same for every reader, prepared once per delivery loop.
@@ -160,7 +163,10 @@ impl Composer {
             reply_to: (!c.reply_to.is_empty()).then(|| c.reply_to.clone()),
             to_email: reader.email.to_string(),
             to_name: reader.name.to_string(),
-            message_id: format!("{}.{}@{}", c.id, reader.id, self.domain),
+            message_id: match reader.entry {
+                0 => format!("{}.{}@{}", c.id, reader.id, self.domain),
+                entry => format!("{}.{}.{entry}@{}", c.id, reader.id, self.domain),
+            },
             list_unsubscribe_url: unsubscribe,
             list_unsubscribe_mailto: None,
             list_id: self.list_id.clone(),

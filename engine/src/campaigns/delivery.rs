@@ -151,6 +151,8 @@ struct Claimed {
     feed: Option<Value>,
     /// The A/B test version the row is sent (none: the campaign has no test).
     variant: Option<i16>,
+    /// An automation step's run number for this reader (0 for a campaign): part of the Message-ID.
+    entry: i32,
 }
 
 impl Claimed {
@@ -161,6 +163,7 @@ impl Claimed {
             name: &self.name,
             attributes: &self.attributes,
             feed: self.feed.as_ref(),
+            entry: self.entry,
         }
     }
 }
@@ -253,6 +256,38 @@ struct Sender<'a> {
     tally: DomainTally,
     /// For editions whose per-reader data is fetched from a URL.
     feed_client: Option<reqwest::Client>,
+    workspace: message::Workspace,
+    slug: String,
+    /// The campaign's `updated_at` when `composers` were made: an automation's email step is
+    /// edited while it sends, and readers who reach it after the edit get the new mail.
+    content_version: DateTime<Utc>,
+}
+
+/// Turns the campaign (each A/B version) into composers, or says why its template cannot be
+/// sent (the campaign pauses itself with that).
+async fn compose(
+    cx: &DeliveryContext,
+    tenant: TenantId,
+    campaign: &Campaign,
+    identity: &SmtpIdentity,
+    workspace: &message::Workspace,
+    slug: &str,
+) -> Result<std::result::Result<Versions, String>> {
+    let mut composers = Vec::with_capacity(super::ab_test::versions(campaign));
+    for v in 0..super::ab_test::versions(campaign) {
+        let version = super::ab_test::version(campaign, v);
+        let turn = crate::sending::template_sandbox::Turn::background(tenant);
+        let compiled = match CompiledCampaign::compile(&store::content(&version), workspace, turn).await? {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(format!("The template has an error: {e}"))),
+        };
+        // A signer per version (the key is not shareable): the versions share the sender address.
+        let dkim =
+            crate::sending::domains::dkim_signer(&cx.db, &cx.signer, tenant, identity, &campaign.from_email).await?;
+        let signer = cx.signer.clone();
+        composers.push(Composer::new(compiled, tenant, version, slug, signer, &cx.config.base_url, dkim));
+    }
+    Ok(Ok(Versions::new(composers)))
 }
 
 /// The skip reason for an edition's reader without data (the editions report counts it).
@@ -302,25 +337,15 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
     }
     suspended?;
     let workspace = message::Workspace { name: ws_name, postal_address: postal };
-    let mut composers = Vec::with_capacity(super::ab_test::versions(&campaign));
-    for v in 0..super::ab_test::versions(&campaign) {
-        let version = super::ab_test::version(&campaign, v);
-        let turn = crate::sending::template_sandbox::Turn::background(tenant);
-        let compiled = match CompiledCampaign::compile(&store::content(&version), &workspace, turn).await? {
-            Ok(c) => c,
-            Err(e) => {
-                auto_pause(cx, tenant, campaign_id, &format!("The template has an error: {e}")).await?;
-                lease.end().await;
-                return Ok(());
-            }
-        };
-        // A signer per version (the key is not shareable): the versions share the sender address.
-        let dkim =
-            crate::sending::domains::dkim_signer(&cx.db, &cx.signer, tenant, &identity, &campaign.from_email).await?;
-        let signer = cx.signer.clone();
-        composers.push(Composer::new(compiled, tenant, version, &slug, signer, &cx.config.base_url, dkim));
-    }
-    let composers = Versions::new(composers);
+    let composers = match compose(cx, tenant, &campaign, &identity, &workspace, &slug).await? {
+        Ok(c) => c,
+        Err(why) => {
+            auto_pause(cx, tenant, campaign_id, &why).await?;
+            lease.end().await;
+            return Ok(());
+        }
+    };
+    let content_version = campaign.updated_at;
     let campaign_feed_is_url = campaign.feed == FeedSource::Url;
     let mut sender = Sender {
         cx,
@@ -346,6 +371,9 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
         bounces_since_check: 0,
         feed_client: campaign_feed_is_url.then(|| super::feed_fetch::client(&cx.config.egress)),
         tally: DomainTally::default(),
+        workspace,
+        slug,
+        content_version,
     };
     let result = sender.run().await;
     // What this loop counted since its last flush (a crash loses it; the final snapshot does not).
@@ -387,8 +415,11 @@ macro_rules! not_eligible {
 }
 /// The lists a reader must still be confirmed on to be mailed: the campaign's, or — when
 /// segments bring readers in (`None`) — any of the workspace's.
+/// An automation's step campaign has no lists of its own: its readers were let in by their
+/// trigger, and must still be confirmed on one of the workspace's lists (the scheduler checks
+/// the trigger's own list before it queues the row).
 fn consent_lists(c: &Campaign) -> Option<&[crate::domain::ListId]> {
-    if c.segment_ids.is_empty() { Some(&c.list_ids) } else { None }
+    if c.segment_ids.is_empty() && c.automation_id.is_none() { Some(&c.list_ids) } else { None }
 }
 
 /// How old a claim's checks of its readers may be when a message's data goes out: older, they
@@ -487,6 +518,12 @@ impl Sender<'_> {
             }
             self.cursor = rows.iter().map(|r| r.id).max().unwrap_or(self.cursor);
             cfg.fault(FaultPoint::AfterClaim, rows[0].id)?;
+            // Read after the claim: a row queued after an edit of its step was committed is
+            // composed from the edited mail.
+            if self.campaign.automation_id.is_some() && !self.follow_edits().await? {
+                self.release(&rows).await?;
+                return Ok(());
+            }
             self.fetch_feeds(&mut rows).await;
             // Readers the feed had nothing for are skipped; failed fetches wait for a retry.
             let mut ready = Vec::with_capacity(rows.len());
@@ -590,6 +627,36 @@ impl Sender<'_> {
         Ok(wait)
     }
 
+    /// An automation step's mail changed since this loop composed it: compose it again, so the
+    /// next claim sends the new one. False when the new template cannot be sent (paused).
+    async fn follow_edits(&mut self) -> Result<bool> {
+        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        let updated: Option<DateTime<Utc>> =
+            sqlx::query_scalar("SELECT updated_at FROM campaigns WHERE tenant_id = $1 AND id = $2")
+                .bind(self.tenant)
+                .bind(self.campaign.id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        tx.commit().await?;
+        if updated.is_none_or(|u| u == self.content_version) {
+            return Ok(true);
+        }
+        let fresh = store::get(&self.cx.db, self.tenant, self.campaign.id).await?;
+        match compose(self.cx, self.tenant, &fresh, &self.identity, &self.workspace, &self.slug).await? {
+            Ok(composers) => {
+                self.content_version = fresh.updated_at;
+                self.composers = composers;
+                // Links are registered per campaign; the new mail's are added as it sends.
+                self.campaign = fresh;
+                Ok(true)
+            }
+            Err(why) => {
+                auto_pause(self.cx, self.tenant, self.campaign.id, &why).await?;
+                Ok(false)
+            }
+        }
+    }
+
     /// The spread campaign's pace, once its fan-out has counted the recipients.
     async fn spread_rate(&mut self, hours: f64) -> Result<SpreadRate> {
         if !self.campaign.fanout_done {
@@ -673,7 +740,7 @@ impl Sender<'_> {
                  ORDER BY s.id LIMIT $3
                  FOR UPDATE SKIP LOCKED
              )
-             SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts, s.feed, s.variant,
+             SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts, s.feed, s.variant, s.entry,
                     CASE WHEN s.first_claimed_at < now() - make_interval(secs => $5) THEN 'expired'
                          ELSE ",
             not_eligible!("$1", "$4"),
@@ -706,7 +773,9 @@ impl Sender<'_> {
             .await?;
         let candidates: Vec<i64> = rows.iter().filter(|r| r.skip.is_none()).map(|r| r.reader_id).collect();
         let cap = match self.frequency_cap_hours {
-            Some(hours) if !candidates.is_empty() => self.apply_cap(&mut tx, &candidates, hours).await?,
+            Some(hours) if !candidates.is_empty() && !self.campaign.cap_exempt => {
+                self.apply_cap(&mut tx, &candidates, hours).await?
+            }
             _ => CapDecision::default(),
         };
         if !cap.deferred.is_empty() {
@@ -1053,7 +1122,8 @@ impl Sender<'_> {
         let marks: Vec<CapMark> = sqlx::query_as(
             "SELECT r.id AS reader, r.last_campaign_at AS at, r.last_campaign_id AS campaign,
                     coalesce(r.last_campaign_at > now() - make_interval(hours => $3::int), false) AS within,
-                    (SELECT x.status FROM sends x WHERE x.reader_id = r.id AND x.campaign_id = r.last_campaign_id) AS other
+                    (SELECT x.status FROM sends x WHERE x.reader_id = r.id AND x.campaign_id = r.last_campaign_id
+                     ORDER BY x.entry DESC LIMIT 1) AS other
              FROM readers r WHERE r.tenant_id = $1 AND r.id = ANY($2) ORDER BY r.id FOR NO KEY UPDATE OF r",
         )
         .bind(self.tenant)
@@ -1277,6 +1347,9 @@ impl Sender<'_> {
 
 async fn auto_pause(cx: &DeliveryContext, tenant: TenantId, campaign: CampaignId, reason: &str) -> Result<()> {
     tracing::warn!(%campaign, reason, "campaign paused itself");
+    if crate::automations::store::pause_for_step(&cx.db, tenant, campaign, reason).await? {
+        return Ok(());
+    }
     match store::pause(&cx.db, tenant, crate::domain::Role::Owner, campaign, reason).await {
         Ok(_) | Err(Error::Conflict(_)) => Ok(()),
         Err(e) => Err(e),

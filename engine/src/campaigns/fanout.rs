@@ -308,7 +308,7 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
                         CASE WHEN skip IS NOT NULL THEN NULL WHEN rest THEN $13::smallint ELSE variant END,
                         skip IS NULL AND rest
                  FROM split
-                 ON CONFLICT (campaign_id, reader_id) DO NOTHING
+                 ON CONFLICT (reader_id, campaign_id, entry) DO NOTHING
                  RETURNING status, reader_id
              ), consumed AS (
                  DELETE FROM campaign_feed f USING inserted i

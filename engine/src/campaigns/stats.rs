@@ -178,7 +178,7 @@ pub async fn dashboard(db: &Db, tenant: TenantId) -> Result<Dashboard> {
         "SELECT c.id, c.name, c.finished_at, coalesce(s.sent, 0) AS sent, coalesce(s.unique_opens, 0) AS unique_opens,
                 coalesce(s.unique_clicks, 0) AS unique_clicks
          FROM campaigns c LEFT JOIN campaign_stats s ON s.campaign_id = c.id
-         WHERE c.tenant_id = $1 AND c.status IN ('sending', 'paused', 'sent', 'cancelled')
+         WHERE c.tenant_id = $1 AND c.status IN ('sending', 'paused', 'sent', 'cancelled') AND c.automation_id IS NULL
          ORDER BY c.started_at DESC NULLS LAST LIMIT 6",
     )
     .bind(tenant)

@@ -18,7 +18,7 @@ pub(crate) const COLUMNS: &str = "id, name, subject, preheader, identity_id, fro
     feed, feed_url, parent_id, edition_slot, ab_test, ab_winner, resend_of, resend_machine_opens,
     ARRAY(SELECT r.id FROM campaigns r WHERE r.tenant_id = campaigns.tenant_id AND r.resend_of = campaigns.id
           ORDER BY r.created_at) AS resends,
-    fanout_done,
+    automation_id, cap_exempt, fanout_done,
     recipients, started_at, finished_at, created_at, updated_at";
 
 /// What the renderer needs of a campaign.
@@ -184,7 +184,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: CampaignId, input
              reply_to = $9, list_ids = $10, attribute_filter = $11, body_format = $12, body = $13, spread_hours = $14,
              tracking = $15, recurrence = $16, feed = $17, feed_url = $18, segment_ids = $19, exclude_segment_id = $20,
              ab_test = $21, updated_at = now()
-         WHERE tenant_id = $1 AND id = $2 AND status IN ('draft', 'scheduled')
+         WHERE tenant_id = $1 AND id = $2 AND status IN ('draft', 'scheduled') AND automation_id IS NULL
          RETURNING {COLUMNS}"
     )))
     .bind(tenant)
@@ -223,7 +223,7 @@ pub async fn get(db: &Db, tenant: TenantId, id: CampaignId) -> Result<Campaign> 
 pub async fn list(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<Campaign>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM campaigns WHERE tenant_id = $1 ORDER BY created_at DESC LIMIT $2"
+        "SELECT {COLUMNS} FROM campaigns WHERE tenant_id = $1 AND automation_id IS NULL ORDER BY created_at DESC LIMIT $2"
     )))
     .bind(tenant)
     .bind(limit.clamp(1, 500))
@@ -238,12 +238,14 @@ pub async fn list(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<Campaign>
 pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<()> {
     role.require(Role::Author)?;
     let mut tx = db.tenant_tx(tenant).await?;
-    let n = sqlx::query("DELETE FROM campaigns WHERE tenant_id = $1 AND id = $2 AND status = 'draft'")
-        .bind(tenant)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+    let n = sqlx::query(
+        "DELETE FROM campaigns WHERE tenant_id = $1 AND id = $2 AND status = 'draft' AND automation_id IS NULL",
+    )
+    .bind(tenant)
+    .bind(id)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
     if n == 0 {
         get_in(&mut tx, tenant, id).await?;
         return Err(Error::Conflict("Only drafts can be deleted.".into()));
@@ -254,23 +256,7 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Re
 
 /// Everything that must hold before a send may start; the messages say what to fix.
 pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> Result<()> {
-    crate::account_limits::require_not_suspended(tx, tenant).await?;
-    let (postal, name): (String, String) = sqlx::query_as("SELECT postal_address, name FROM tenants WHERE id = $1")
-        .bind(tenant)
-        .fetch_one(&mut **tx)
-        .await?;
-    if postal.trim().is_empty() {
-        return Err(Error::invalid(
-            "Add your workspace's postal address in Settings first: the law requires it in every campaign.",
-        ));
-    }
-    if c.subject.trim().is_empty() {
-        return Err(Error::invalid("Write a subject first."));
-    }
-    if c.from_email.trim().is_empty() {
-        return Err(Error::invalid("Choose a sender address first."));
-    }
-    crate::sending::domains::require_verified_sender(tx, tenant, c.identity_id.is_some(), &c.from_email).await?;
+    let workspace = check_sender(tx, tenant, c).await?;
     if c.list_ids.is_empty() && c.segment_ids.is_empty() {
         return Err(Error::invalid("Choose at least one list or segment to send to."));
     }
@@ -294,12 +280,48 @@ pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> 
         return Err(Error::invalid("One of the chosen lists no longer exists."));
     }
     attribute_condition(c)?;
-    let workspace = crate::sending::message::Workspace { name, postal_address: postal };
+    check_template(tenant, c, &workspace).await
+}
+
+/// What any mail of the workspace needs before it may go out — a campaign's or an automation
+/// step's: the account not suspended, a postal address, a subject, a verified sender. Returns
+/// the workspace as the templates name it.
+pub(crate) async fn check_sender(
+    tx: &mut Tx,
+    tenant: TenantId,
+    c: &Campaign,
+) -> Result<crate::sending::message::Workspace> {
+    crate::account_limits::require_not_suspended(tx, tenant).await?;
+    let (postal, name): (String, String) = sqlx::query_as("SELECT postal_address, name FROM tenants WHERE id = $1")
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await?;
+    if postal.trim().is_empty() {
+        return Err(Error::invalid(
+            "Add your workspace's postal address in Settings first: the law requires it in every campaign.",
+        ));
+    }
+    if c.subject.trim().is_empty() {
+        return Err(Error::invalid("Write a subject first."));
+    }
+    if c.from_email.trim().is_empty() {
+        return Err(Error::invalid("Choose a sender address first."));
+    }
+    crate::sending::domains::require_verified_sender(tx, tenant, c.identity_id.is_some(), &c.from_email).await?;
+    Ok(crate::sending::message::Workspace { name, postal_address: postal })
+}
+
+/// The campaign's templates (every A/B version's) compile.
+pub(crate) async fn check_template(
+    tenant: TenantId,
+    c: &Campaign,
+    workspace: &crate::sending::message::Workspace,
+) -> Result<()> {
     let turn = crate::sending::template_sandbox::Turn::request(tenant);
-    CompiledCampaign::compile(&content(c), &workspace, turn)
+    CompiledCampaign::compile(&content(c), workspace, turn)
         .await?
         .map_err(|e| Error::invalid(format!("Fix the template first: {e}")))?;
-    super::ab_test::check_versions(c, &workspace, tenant).await?;
+    super::ab_test::check_versions(c, workspace, tenant).await?;
     Ok(())
 }
 
@@ -371,7 +393,8 @@ pub async fn schedule(
     Ok(c)
 }
 
-/// The one way a campaign changes state: a compare-and-set UPDATE to `to` that matches only in one
+/// The one way a campaign changes state (an automation's step campaigns excepted: they follow
+/// their automation, see `crate::automations`): a compare-and-set UPDATE to `to` that matches only in one
 /// of the `from` states, so of two racing callers exactly one moves it. `also` sets more columns
 /// in the same statement; its placeholders start at `$5`, bound by `bind_also`. `None`: the
 /// campaign is not in a `from` state (or does not exist).
@@ -387,7 +410,7 @@ pub(crate) async fn transition<'q>(
     let also = if also.is_empty() { String::new() } else { format!("{also}, ") };
     let update = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE campaigns SET status = $3, {also}updated_at = now()
-         WHERE tenant_id = $1 AND id = $2 AND status = ANY($4) RETURNING {COLUMNS}"
+         WHERE tenant_id = $1 AND id = $2 AND status = ANY($4) AND automation_id IS NULL RETURNING {COLUMNS}"
     )))
     .bind(tenant)
     .bind(id)
@@ -553,7 +576,7 @@ pub(crate) async fn finish_if_done(db: &Db, tenant: TenantId, id: CampaignId) ->
     let mut tx = db.tenant_tx(tenant).await?;
     // Idle loops ask this several times a second: look first without the lock.
     let looks_done: Option<bool> = sqlx::query_scalar(
-        "SELECT c.status = 'sending' AND c.fanout_done
+        "SELECT c.status = 'sending' AND c.fanout_done AND c.automation_id IS NULL
                 AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.campaign_id = c.id AND s.status IN ('queued', 'held', 'sending'))
          FROM campaigns c WHERE c.tenant_id = $1 AND c.id = $2",
     )
@@ -571,7 +594,7 @@ pub(crate) async fn finish_if_done(db: &Db, tenant: TenantId, id: CampaignId) ->
     lock_in(&mut tx, tenant, id).await?;
     let n = sqlx::query(
         "UPDATE campaigns c SET status = 'sent', finished_at = now(), updated_at = now()
-         WHERE c.tenant_id = $1 AND c.id = $2 AND c.status = 'sending' AND c.fanout_done
+         WHERE c.tenant_id = $1 AND c.id = $2 AND c.status = 'sending' AND c.fanout_done AND c.automation_id IS NULL
            AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.campaign_id = c.id AND s.status IN ('queued', 'held', 'sending'))",
     )
     .bind(tenant)

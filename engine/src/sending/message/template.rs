@@ -121,7 +121,11 @@ impl CompiledCampaign {
             .map(|(recipient, ctx, feed)| {
                 let vars = self.vars(recipient, ctx);
                 match feed {
-                    Some(feed) => minijinja::context! { feed => Value::from_serialize(feed), ..vars },
+                    // An automation's mail calls it `event` (the data the trigger carried).
+                    Some(feed) => {
+                        let feed = Value::from_serialize(feed);
+                        minijinja::context! { feed => feed.clone(), event => feed, ..vars }
+                    }
                     None => vars,
                 }
             })

@@ -3,6 +3,7 @@
 
 pub mod ab_tests;
 pub mod audit;
+pub mod automations;
 pub mod campaigns;
 pub mod fields;
 pub mod lists;
@@ -148,7 +149,11 @@ impl Modify for BearerAuth {
         tags::index, tags::rename, tags::delete, tags::of_reader, tags::add, tags::remove,
         fields::index, fields::create, fields::update, fields::delete,
         segments::index, segments::create, segments::show, segments::update, segments::delete, segments::count,
-        segments::count_definition, campaigns::audience, ab_tests::results, ab_tests::pick_winner, resends::create,
+        segments::count_definition,
+        automations::index, automations::create, automations::show, automations::update, automations::delete,
+        automations::start, automations::pause, automations::archive, automations::show_report, automations::runs,
+        automations::reader_runs, automations::record_event,
+        campaigns::audience, ab_tests::results, ab_tests::pick_winner, resends::create,
         suppressions::index, suppressions::add, suppressions::remove,
         campaigns::index, campaigns::create, campaigns::show, campaigns::update, campaigns::delete,
         campaigns::send, campaigns::schedule, campaigns::unschedule, campaigns::pause, campaigns::resume,
@@ -167,6 +172,11 @@ impl Modify for BearerAuth {
         herald_types::segment::Rule, herald_types::segment::Group, herald_types::segment::Condition,
         herald_types::segment::Match, herald_types::segment::ListState, herald_types::segment::FieldOp,
         herald_types::segment::DateOp, herald_types::segment::SignupSource, herald_types::segment::SegmentCount,
+        herald_types::Automation, herald_types::AutomationInput, herald_types::AutomationId, herald_types::AutomationStepId,
+        herald_types::AutomationStatus, herald_types::Trigger, herald_types::Reentry, herald_types::RemovedStepReaders,
+        herald_types::Step, herald_types::StepInput, herald_types::StepAction, herald_types::WaitUnit,
+        herald_types::AutomationReport, herald_types::StepStats, herald_types::Run, herald_types::RunStep,
+        herald_types::RunState, herald_types::ReaderEventInput, herald_types::EventAccepted,
         herald_types::AudienceCount, herald_types::AbTest, herald_types::Variant, herald_types::AbMetric,
         herald_types::AbResults, herald_types::VariantResult, herald_types::PickWinner, herald_types::ResendInput,
         herald_types::NewSuppressions, herald_types::SuppressionsAdded, herald_types::SuppressionReason,
@@ -207,6 +217,15 @@ pub fn router() -> Router<ServerState> {
         .route("/api/v1/segments/count", post(segments::count_definition))
         .route("/api/v1/segments/{id}", get(segments::show).put(segments::update).delete(segments::delete))
         .route("/api/v1/segments/{id}/count", get(segments::count))
+        .route("/api/v1/automations", get(automations::index).post(automations::create))
+        .route("/api/v1/automations/{id}", get(automations::show).put(automations::update).delete(automations::delete))
+        .route("/api/v1/automations/{id}/start", post(automations::start))
+        .route("/api/v1/automations/{id}/pause", post(automations::pause))
+        .route("/api/v1/automations/{id}/archive", post(automations::archive))
+        .route("/api/v1/automations/{id}/report", get(automations::show_report))
+        .route("/api/v1/automations/{id}/runs", get(automations::runs))
+        .route("/api/v1/readers/{id}/automations", get(automations::reader_runs))
+        .route("/api/v1/readers/{id}/events", post(automations::record_event))
         .route("/api/v1/campaigns/{id}/audience", get(campaigns::audience))
         .route("/api/v1/campaigns/{id}/ab-test", get(ab_tests::results))
         .route("/api/v1/campaigns/{id}/pick-winner", post(ab_tests::pick_winner))

@@ -1,0 +1,95 @@
+// Automations (issue 33): an author builds a welcome automation for a double opt-in list, turns
+// it on, a reader subscribes on the hosted page and confirms, and the welcome mail (with the
+// reader's name) arrives in the dev inbox; the automation's page counts the reader at each step.
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, newInstrumentedContext, gotoHydrated, setUpSender, waitForHydration, mailedLink } from "./helpers";
+
+type Caught = { to: string[]; subject: string; text: string | null };
+
+test("a welcome automation greets a reader who subscribes on the hosted page", async ({ page, browser, baseURL, browserProblems }) => {
+  test.setTimeout(150_000);
+  const reader = uniqueEmail("welcomed");
+  await signUpWithWorkspace(page, uniqueEmail("automator"), `Welcome ${uniqueId()}`);
+  await setUpSender(page);
+
+  // An empty page says what automations are for.
+  await gotoHydrated(page, "/automations");
+  await expect(page.getByText("No automations yet")).toBeVisible();
+
+  // A double opt-in list.
+  await gotoHydrated(page, "/audience");
+  await page.getByLabel("Name", { exact: true }).fill("Weekly digest");
+  await page.getByRole("button", { name: "Create list" }).click();
+  await expect(page.getByTestId("lists-table")).toContainText("Weekly digest");
+  const hosted = await page.getByRole("link", { name: /\/s\// }).first().getAttribute("href");
+
+  // A new automation starts as a welcome mail on the first list; the author adds a wait and a
+  // second mail. An empty subject is refused beside the step.
+  await gotoHydrated(page, "/automations");
+  await page.getByRole("link", { name: "Make a welcome automation" }).click();
+  await expect(page).toHaveURL(/\/automations\/new$/);
+  await waitForHydration(page);
+  await expect(page.getByLabel("List")).toHaveValue(/[0-9a-f-]{36}/);
+  await page.getByTestId("step-subject").first().fill("Welcome, {{ reader.name }}");
+  await page.getByTestId("step-subject").first().press("Tab");
+  await page.getByTestId("add-step").selectOption("wait");
+  await page.getByTestId("add-step").selectOption("email");
+  await expect(page.getByTestId("automation-step")).toHaveCount(3);
+  await page.getByTestId("save-automation").click();
+  await expect(page.getByText("Write a subject.")).toBeVisible();
+  await page.getByTestId("step-subject").nth(1).fill("A week in");
+  await page.getByTestId("step-subject").nth(1).press("Tab");
+  await page.getByTestId("save-automation").click();
+  await expect(page).toHaveURL(/\/automations\/[0-9a-f-]{36}$/);
+  await waitForHydration(page);
+  await expect(page.getByTestId("automation-state")).toHaveText("Draft");
+  await expect(page.getByTestId("automation-runs-empty")).toBeVisible();
+
+  // Turned on; it survives a reload.
+  await page.getByTestId("start-automation").click();
+  await expect(page.getByTestId("automation-state")).toHaveText("Live");
+  await page.reload();
+  await waitForHydration(page);
+  await expect(page.getByTestId("automation-state")).toHaveText("Live");
+  await expect(page.getByTestId("step-subject").first()).toHaveValue("Welcome, {{ reader.name }}");
+
+  // A reader subscribes on the hosted page and confirms.
+  const readerContext = await newInstrumentedContext(browser, baseURL, browserProblems);
+  const readerPage = await readerContext.newPage();
+  await readerPage.goto(hosted!);
+  await readerPage.getByLabel("Email").fill(reader);
+  await readerPage.getByLabel("Name").fill("Rita");
+  await readerPage.getByRole("button", { name: "Subscribe" }).click();
+  await expect(readerPage.getByRole("heading", { name: "Check your inbox" })).toBeVisible();
+  const confirmUrl = await mailedLink(readerPage, reader, /https?:\/\/\S+\/confirm\/\S+/);
+  await readerPage.goto(confirmUrl);
+  await readerPage.getByRole("button", { name: "Confirm subscription" }).click();
+  await expect(readerPage.getByTestId("confirmed")).toContainText("Weekly digest");
+  await readerContext.close();
+
+  // The welcome arrives, once.
+  await expect
+    .poll(
+      async () => {
+        const res = await page.request.get("/dev/inbox/messages.json");
+        const all = (await res.json()) as Caught[];
+        return all.filter((m) => m.to.includes(reader) && m.subject === "Welcome, Rita").length;
+      },
+      { timeout: 30_000 },
+    )
+    .toBe(1);
+
+  // The page counts the reader: reached the mail, waiting at the wait, in the list of readers.
+  await page.reload();
+  await waitForHydration(page);
+  await expect(page.getByTestId("step-figures").first()).toContainText("1 reached");
+  await expect(page.getByTestId("step-figures").nth(1)).toContainText("1 waiting here");
+  await expect(page.getByTestId("automation-runs")).toContainText(reader);
+  await expect(page.getByTestId("automation-runs")).toContainText("Waiting at 2. Wait 1 day");
+
+  // Paused, it says so; the list shows it with one reader in it.
+  await page.getByTestId("pause-automation").click();
+  await expect(page.getByTestId("automation-state")).toHaveText("Paused");
+  await gotoHydrated(page, "/automations");
+  await expect(page.getByTestId("automation-row")).toContainText("1 reader in it");
+  await expect(page.getByTestId("automation-status")).toHaveText("Paused");
+});

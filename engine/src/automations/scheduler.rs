@@ -1,0 +1,103 @@
+//! The scheduler: moves readers whose step is due, in batches, and starts delivery for the
+//! email steps it queued. Every process runs one; two at once are safe (each batch locks its
+//! runs `SKIP LOCKED`, and a step's log row refuses a second run of it).
+//!
+//! Its cost while readers wait is one index probe per live automation per tick
+//! (`due_automations`, migration 46), however many readers wait.
+
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+use crate::domain::TenantId;
+use crate::error::Result;
+use crate::infra::db::Db;
+use crate::jobs::Jobs;
+use herald_types::AutomationId;
+
+/// How often due steps are looked for: a step runs at most about this long after its time.
+pub const TICK: Duration = Duration::from_secs(1);
+/// Runs per transaction: big enough that a million readers entering at once are moved at the
+/// send's pace, small enough that an edit waits for one batch only.
+pub const BATCH: i32 = 1000;
+
+/// Runs until `stop` says so. A tick that fails (Postgres restarting) is logged and the next
+/// one tries again: nothing of a failed batch committed.
+pub async fn run(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        if let Err(e) = tick(&db, &jobs, Utc::now()).await {
+            tracing::warn!(error = ?e, "automation scheduler tick failed");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(TICK) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// One pass at the clock `now` (tests pass a later one to skip waits): every due step of every
+/// live automation, until none is due. Returns the steps run.
+pub async fn tick(db: &Db, jobs: &Jobs, now: DateTime<Utc>) -> Result<u64> {
+    let due: Vec<(TenantId, AutomationId)> = sqlx::query_as("SELECT tenant_id, automation_id FROM due_automations($1)")
+        .bind(now)
+        .fetch_all(db.pool())
+        .await?;
+    let mut total = 0u64;
+    for (tenant, automation) in due {
+        total += advance(db, jobs, tenant, automation, now).await?;
+    }
+    Ok(total)
+}
+
+/// Runs `automation`'s due steps batch by batch; a step that makes the next one due at once is
+/// run in the next batch, so a reader goes through an email and a tag in one pass.
+async fn advance(db: &Db, jobs: &Jobs, tenant: TenantId, automation: AutomationId, now: DateTime<Utc>) -> Result<u64> {
+    let mut total = 0u64;
+    let mut queued_any = false;
+    loop {
+        let mut tx = db.tenant_tx(tenant).await?;
+        let (handled, queued): (i32, i32) =
+            sqlx::query_as("SELECT handled, queued FROM automation_advance($1, $2, $3, $4)")
+                .bind(tenant)
+                .bind(automation)
+                .bind(now)
+                .bind(BATCH)
+                .fetch_one(&mut *tx)
+                .await?;
+        tx.commit().await?;
+        total += handled as u64;
+        if queued > 0 {
+            queued_any = true;
+            // Mail goes out while later batches are still being moved.
+            start_delivery(db, jobs, tenant, automation).await?;
+        }
+        if handled == 0 {
+            break;
+        }
+    }
+    if queued_any {
+        tracing::debug!(%tenant, %automation, steps = total, "automation steps run");
+    }
+    Ok(total)
+}
+
+/// Starts delivery for the automation's step campaigns that have mail due and no loop working
+/// on them (a loop that is already sending picks the new rows up itself). The supervisor's
+/// `claim_unattended_campaigns` does the same within 15 s should this process die first.
+async fn start_delivery(db: &Db, jobs: &Jobs, tenant: TenantId, automation: AutomationId) -> Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let idle: Vec<crate::domain::CampaignId> = sqlx::query_scalar(
+        "SELECT c.id FROM campaigns c
+         WHERE c.tenant_id = $1 AND c.automation_id = $2 AND c.status = 'sending'
+           AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.campaign_id = c.id AND l.slot >= 0 AND l.expires_at > now())
+           AND EXISTS (SELECT 1 FROM sends s WHERE s.campaign_id = c.id AND s.status = 'queued' AND s.next_attempt_at <= now())",
+    )
+    .bind(tenant)
+    .bind(automation)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    for campaign in idle {
+        jobs.kick_campaign(db, tenant, campaign, true).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,363 @@
+//! Issue 33, automations: a welcome sequence over a controllable clock (each reader gets each
+//! step once, in order, at its time), leaving on unsubscribe, re-entry rules, editing a live
+//! automation, an API event's data in the mail, two schedulers at once, and isolation.
+//!
+//! The clock: the app's own scheduler runs on the real clock (steps due now go out on their
+//! own); the tests move time forward by running `scheduler::tick` at a later instant, which is
+//! what the scheduler compares every due time with.
+
+use chrono::{Duration as Span, Utc};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::campaigns_api::workspace_with_readers;
+use crate::helpers::*;
+use herald_engine::automations::scheduler;
+
+fn email(subject: &str, body: &str) -> Value {
+    json!({"action": {"kind": "email", "subject": subject, "body": body}})
+}
+
+fn wait(amount: u32, unit: &str) -> Value {
+    json!({"action": {"kind": "wait", "amount": amount, "unit": unit}})
+}
+
+/// Runs the scheduler `ahead` from now, and lets delivery send what it queued.
+async fn tick_at(app: &TestApp, ahead: Span) -> u64 {
+    scheduler::tick(&app.app.db, &app.app.jobs, Utc::now() + ahead).await.expect("scheduler tick")
+}
+
+/// Subjects each address received, in the order they arrived.
+async fn inbox(app: &TestApp) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut mails = app.sink.messages().await;
+    mails.sort_by_key(|m| m.id);
+    for m in mails {
+        let subject = m.parse().subject;
+        for to in m.rcpt_to {
+            out.entry(to).or_default().push(subject.clone());
+        }
+    }
+    out
+}
+
+/// Waits until `n` messages were caught, then a little more to see that no extra copy follows.
+async fn expect_mail_count(app: &TestApp, n: u64) {
+    assert!(app.sink.wait_for_count(n, Duration::from_secs(30)).await, "expected {n} messages");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(app.sink.messages().await.len() as u64, n, "no more than {n} messages");
+}
+
+async fn create_live(api: &Api, body: Value) -> String {
+    let (status, a) = api.post("/api/v1/automations", body).await;
+    assert_eq!(status, StatusCode::CREATED, "{a}");
+    let id = a["id"].as_str().expect("id").to_string();
+    let (status, live) = api.post(&format!("/api/v1/automations/{id}/start"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{live}");
+    assert_eq!(live["status"], "live");
+    id
+}
+
+#[tokio::test]
+async fn a_welcome_sequence_sends_each_step_once_in_order_at_its_time() -> TestResult {
+    let app = spawn_app().await;
+    let (api, list) = workspace_with_readers(&app, "welcome@example.com", 1).await;
+    let steps = json!([
+        email("Welcome, {{ reader.name }}", "Glad you are here."),
+        wait(2, "days"),
+        email("Day two", "Here is what we write about."),
+        wait(3, "days"),
+        email("Day five", "Our best issues."),
+    ]);
+    let id = create_live(
+        &api,
+        json!({"name": "Welcome", "trigger": {"kind": "list_confirmed", "list_id": list}, "steps": steps}),
+    )
+    .await;
+    // Campaign routes cannot touch a step's campaign, and it is not listed among campaigns.
+    let (_, a) = api.get(&format!("/api/v1/automations/{id}")).await;
+    let first_campaign = a["steps"][0]["campaign_id"].as_str().expect("email step campaign").to_string();
+    let (status, _) = api.post(&format!("/api/v1/campaigns/{first_campaign}/pause"), json!({})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (_, campaigns) = api.get("/api/v1/campaigns").await;
+    assert_eq!(campaigns.as_array().map(Vec::len), Some(0), "{campaigns}");
+
+    // Readers confirmed on the list enter (the app's own scheduler sends step 1 on its own).
+    let readers: Vec<Value> =
+        (1..=6).map(|i| json!({"email": format!("w{i}@example.com"), "name": format!("W{i}")})).collect();
+    let (status, body) = api.post("/api/v1/readers/bulk", json!({"readers": readers, "lists": [list]})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    expect_mail_count(&app, 6).await;
+    assert_eq!(inbox(&app).await["w1@example.com"], vec!["Welcome, W1"]);
+
+    // w6 unsubscribes mid-sequence: they leave at once, and get nothing more.
+    let w6: i64 =
+        sqlx::query_scalar("SELECT id FROM readers WHERE email = 'w6@example.com'").fetch_one(&app.owner).await?;
+    let (status, body) =
+        api.send(reqwest::Method::DELETE, &format!("/api/v1/readers/{w6}/subscriptions/{list}"), None).await;
+    assert!(status.is_success(), "{status} {body}");
+    let (_, runs) = api.get(&format!("/api/v1/readers/{w6}/automations")).await;
+    assert_eq!(runs[0]["state"], "exited", "{runs}");
+    assert_eq!(runs[0]["exit_reason"], "unsubscribed", "{runs}");
+
+    // A day on: still waiting. Two days on: step 3 for the five who stayed.
+    tick_at(&app, Span::days(1)).await;
+    expect_mail_count(&app, 6).await;
+    tick_at(&app, Span::days(2) + Span::minutes(1)).await;
+    expect_mail_count(&app, 11).await;
+    // Running the same instant again (a second scheduler, a retried tick) sends nothing more.
+    tick_at(&app, Span::days(2) + Span::minutes(1)).await;
+    expect_mail_count(&app, 11).await;
+    tick_at(&app, Span::days(5) + Span::minutes(2)).await;
+    expect_mail_count(&app, 16).await;
+
+    let got = inbox(&app).await;
+    for i in 1..=5 {
+        let want = vec![format!("Welcome, W{i}"), "Day two".into(), "Day five".into()];
+        assert_eq!(got[&format!("w{i}@example.com")], want, "reader {i}");
+    }
+    assert_eq!(got["w6@example.com"], vec!["Welcome, W6"]);
+
+    // The report: six entered, five finished, one left; each step's figures.
+    let (_, report) = api.get(&format!("/api/v1/automations/{id}/report")).await;
+    assert_eq!(
+        (report["entered"].as_i64(), report["finished"].as_i64(), report["exited"].as_i64()),
+        (Some(6), Some(5), Some(1)),
+        "{report}"
+    );
+    let entered: Vec<i64> =
+        report["steps"].as_array().expect("steps").iter().map(|s| s["entered"].as_i64().unwrap_or(-1)).collect();
+    assert_eq!(entered, vec![6, 6, 5, 5, 5], "{report}");
+    let sent: Vec<i64> =
+        report["steps"].as_array().expect("steps").iter().map(|s| s["sent"].as_i64().unwrap_or(-1)).collect();
+    assert_eq!(sent, vec![6, 0, 5, 0, 5], "{report}");
+
+    // Re-entry "once": confirming w6 again lets nobody in twice.
+    let (status, body) = api.post(&format!("/api/v1/readers/{w6}/subscriptions"), json!({"lists": [list]})).await;
+    assert!(status.is_success(), "{status} {body}");
+    let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM automation_runs WHERE reader_id = $1")
+        .bind(w6)
+        .fetch_one(&app.owner)
+        .await?;
+    assert_eq!(runs, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_event_lets_a_reader_in_with_its_data_in_the_mail() -> TestResult {
+    let app = spawn_app().await;
+    let (api, _list) = workspace_with_readers(&app, "events@example.com", 2).await;
+    create_live(
+        &api,
+        json!({"name": "Receipt", "trigger": {"kind": "event", "name": "order_placed"},
+               "steps": [email("Order {{ event.order }}", "Thanks for order {{ event.order }} of {{ event.total }}.")]}),
+    )
+    .await;
+    let reader: i64 = sqlx::query_scalar("SELECT id FROM readers WHERE email = 'events-r1@example.com'")
+        .fetch_one(&app.owner)
+        .await?;
+    let path = format!("/api/v1/readers/{reader}/events");
+    let (status, body) = api.post(&path, json!({"name": "order placed"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, body) = api.post(&path, json!({"name": "order_placed", "data": [1, 2]})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, body) = api.post("/api/v1/readers/999999999/events", json!({"name": "order_placed"})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = api.post(&path, json!({"name": "nobody_listens"})).await;
+    assert_eq!((status, body["entered"].as_i64()), (StatusCode::OK, Some(0)), "{body}");
+
+    let (status, body) =
+        api.post(&path, json!({"name": "order_placed", "data": {"order": 1234, "total": "€12.50"}})).await;
+    assert_eq!((status, body["entered"].as_i64()), (StatusCode::OK, Some(1)), "{body}");
+    expect_mail_count(&app, 1).await;
+    let mail = app.sink.messages().await.remove(0).parse();
+    assert_eq!(mail.subject, "Order 1234");
+    assert!(mail.text.unwrap_or_default().contains("Thanks for order 1234 of €12.50."));
+    Ok(())
+}
+
+#[tokio::test]
+async fn re_entry_follows_each_automations_rule() -> TestResult {
+    let app = spawn_app().await;
+    let (api, _list) = workspace_with_readers(&app, "reentry@example.com", 1).await;
+    let reader: i64 = sqlx::query_scalar("SELECT id FROM readers WHERE email = 'reentry-r1@example.com'")
+        .fetch_one(&app.owner)
+        .await?;
+    for rule in ["once", "after_finish", "every_time"] {
+        create_live(
+            &api,
+            json!({"name": rule, "reentry": rule, "trigger": {"kind": "event", "name": format!("go_{rule}")},
+                   "steps": [wait(1, "hours"), email(&format!("{rule} {{{{ event.n }}}}"), "Hi")]}),
+        )
+        .await;
+    }
+    let fire = |rule: &'static str, n: i64| {
+        let api = &api;
+        async move {
+            let (status, body) = api
+                .post(
+                    &format!("/api/v1/readers/{reader}/events"),
+                    json!({"name": format!("go_{rule}"), "data": {"n": n}}),
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            body["entered"].as_i64().unwrap_or(-1)
+        }
+    };
+    // Twice while the first run still waits.
+    assert_eq!((fire("once", 1).await, fire("once", 2).await), (1, 0));
+    assert_eq!((fire("after_finish", 1).await, fire("after_finish", 2).await), (1, 0));
+    assert_eq!((fire("every_time", 1).await, fire("every_time", 2).await), (1, 1));
+    // The hour passes: every run finishes, each with its own mail (and Message-ID).
+    tick_at(&app, Span::hours(1) + Span::minutes(1)).await;
+    expect_mail_count(&app, 4).await;
+    // Again, after they finished.
+    assert_eq!(fire("once", 3).await, 0);
+    assert_eq!(fire("after_finish", 3).await, 1);
+    assert_eq!(fire("every_time", 3).await, 1);
+    tick_at(&app, Span::hours(1) + Span::minutes(1)).await;
+    expect_mail_count(&app, 6).await;
+    let mut subjects: Vec<String> = app.sink.messages().await.iter().map(|m| m.parse().subject).collect();
+    subjects.sort();
+    assert_eq!(
+        subjects,
+        ["after_finish 1", "after_finish 3", "every_time 1", "every_time 2", "every_time 3", "once 1"]
+    );
+    let ids: std::collections::BTreeSet<String> = app
+        .sink
+        .messages()
+        .await
+        .iter()
+        .filter_map(|m| m.parse().headers.into_iter().find(|(k, _)| k.eq_ignore_ascii_case("message-id")).map(|h| h.1))
+        .collect();
+    assert_eq!(ids.len(), 6, "each run's mail has its own Message-ID: {ids:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn editing_a_live_automation_moves_waiting_readers_as_the_author_chose() -> TestResult {
+    let app = spawn_app().await;
+    let (api, _list) = workspace_with_readers(&app, "editing@example.com", 3).await;
+    let body = json!({"name": "Drip", "trigger": {"kind": "event", "name": "joined"},
+                      "steps": [email("One", "1"), wait(1, "days"), email("Two", "2"), wait(1, "days"), email("Three", "3")]});
+    let id = create_live(&api, body).await;
+    let readers: Vec<i64> = sqlx::query_scalar("SELECT id FROM readers WHERE email LIKE 'editing-r%' ORDER BY id")
+        .fetch_all(&app.owner)
+        .await?;
+    for r in &readers {
+        let (status, body) = api.post(&format!("/api/v1/readers/{r}/events"), json!({"name": "joined"})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    expect_mail_count(&app, 3).await;
+    let (_, a) = api.get(&format!("/api/v1/automations/{id}")).await;
+    let steps = a["steps"].as_array().expect("steps").clone();
+    let step = |i: usize, action: Value| json!({"id": steps[i]["id"], "action": action});
+    // Remove the first wait (readers wait there now) and rename "Two": they go on to it at once.
+    let edit = json!({"name": "Drip", "trigger": {"kind": "event", "name": "joined"}, "removed_step_readers": "next",
+                      "steps": [step(0, steps[0]["action"].clone()), step(2, email("Two, edited", "2")["action"].clone()),
+                                step(3, steps[3]["action"].clone()), step(4, steps[4]["action"].clone())]});
+    let (status, edited) = api.put(&format!("/api/v1/automations/{id}"), edit).await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    assert_eq!(edited["steps"].as_array().map(Vec::len), Some(4));
+    assert_eq!(edited["steps"][1]["id"], steps[2]["id"], "step ids stay");
+    tick_at(&app, Span::minutes(1)).await;
+    expect_mail_count(&app, 6).await;
+    // Now they wait at the second wait; remove it and the last email, letting them exit.
+    let edit = json!({"name": "Drip", "trigger": {"kind": "event", "name": "joined"}, "removed_step_readers": "exit",
+                      "steps": [step(0, steps[0]["action"].clone()), step(2, email("Two, edited", "2")["action"].clone())]});
+    let (status, edited) = api.put(&format!("/api/v1/automations/{id}"), edit).await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    tick_at(&app, Span::days(3)).await;
+    expect_mail_count(&app, 6).await;
+    let (_, report) = api.get(&format!("/api/v1/automations/{id}/report")).await;
+    assert_eq!(report["exited"], 3, "{report}");
+    let subjects: Vec<String> = inbox(&app).await.remove("editing-r1@example.com").unwrap_or_default();
+    assert_eq!(subjects, ["One", "Two, edited"]);
+
+    // Archived: it cannot be edited or started again.
+    let (status, _) = api.post(&format!("/api/v1/automations/{id}/archive"), json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = api.post(&format!("/api/v1/automations/{id}/start"), json!({})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    Ok(())
+}
+
+#[tokio::test]
+async fn schedulers_racing_over_the_same_readers_run_each_step_once() -> TestResult {
+    let app = spawn_app().await;
+    let n = 300;
+    let (api, _list) = workspace_with_readers(&app, "racing@example.com", n).await;
+    let id = create_live(
+        &api,
+        json!({"name": "Race", "trigger": {"kind": "event", "name": "race"},
+               "steps": [wait(1, "hours"), email("Once", "Hi"), wait(1, "hours"), email("Twice", "Hi")]}),
+    )
+    .await;
+    sqlx::query(
+        "SELECT automation_enter('event', array_agg(tenant_id), array_agg('race'::text), array_agg(id), NULL)
+         FROM readers WHERE email LIKE 'racing-r%'",
+    )
+    .execute(&app.owner)
+    .await?;
+    // Four schedulers at once, twice over each wait.
+    for hours in [1, 2] {
+        let ticks = (0..4).map(|_| tick_at(&app, Span::hours(hours) + Span::minutes(1)));
+        let moved: u64 = futures::future::join_all(ticks).await.into_iter().sum();
+        assert_eq!(moved, 2 * n as u64, "each run's two due steps ran once, by one scheduler");
+    }
+    expect_mail_count(&app, 2 * n as u64).await;
+    let dup: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT email, campaign_id FROM sends s JOIN campaigns c ON c.id = s.campaign_id
+                               WHERE c.automation_id::text = $1 GROUP BY 1, 2 HAVING count(*) > 1) d",
+    )
+    .bind(&id)
+    .fetch_one(&app.owner)
+    .await?;
+    assert_eq!(dup, 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn automations_stay_in_their_workspace() -> TestResult {
+    let app = spawn_app().await;
+    let (a, _) = workspace_with_readers(&app, "iso-a@example.com", 1).await;
+    let (b, _) = workspace_with_readers(&app, "iso-b@example.com", 1).await;
+    let body = json!({"name": "Mine", "trigger": {"kind": "event", "name": "ping"}, "steps": [email("A's", "Hi")]});
+    let id_a = create_live(&a, body.clone()).await;
+    let id_b = create_live(
+        &b,
+        json!({"name": "B", "trigger": {"kind": "event", "name": "ping"}, "steps": [email("B's", "Hi")]}),
+    )
+    .await;
+    for path in [
+        format!("/api/v1/automations/{id_a}"),
+        format!("/api/v1/automations/{id_a}/report"),
+        format!("/api/v1/automations/{id_a}/runs"),
+    ] {
+        let (status, _) = b.get(&path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+    }
+    for action in ["start", "pause", "archive"] {
+        let (status, _) = b.post(&format!("/api/v1/automations/{id_a}/{action}"), json!({})).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{action}");
+    }
+    let (status, _) = b.put(&format!("/api/v1/automations/{id_a}"), body).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let reader_a: i64 =
+        sqlx::query_scalar("SELECT id FROM readers WHERE email = 'iso-a-r1@example.com'").fetch_one(&app.owner).await?;
+    // B cannot fire an event for A's reader; A's event enters only A's automation.
+    let (status, _) = b.post(&format!("/api/v1/readers/{reader_a}/events"), json!({"name": "ping"})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = a.post(&format!("/api/v1/readers/{reader_a}/events"), json!({"name": "ping"})).await;
+    assert_eq!((status, body["entered"].as_i64()), (StatusCode::OK, Some(1)), "{body}");
+    expect_mail_count(&app, 1).await;
+    assert_eq!(app.sink.messages().await[0].parse().subject, "A's");
+    let (_, report_b) = b.get(&format!("/api/v1/automations/{id_b}/report")).await;
+    assert_eq!(report_b["entered"], 0);
+    // A tag trigger names a tag of the workspace only.
+    let (status, tag) = b.post(&format!("/api/v1/readers/{reader_a}/tags"), json!({"tags": ["x"]})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{tag}");
+    Ok(())
+}

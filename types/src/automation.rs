@@ -1,0 +1,442 @@
+//! Automations (issue 33): a trigger, then steps each reader walks in order — an email, a wait,
+//! a tag added or removed, an exit. Each reader's place is a row (a *run*); each step runs once
+//! per run, and an email step is a send-log row of the step's own campaign, so it is sent
+//! exactly once through the same claim / fence / acknowledgement machinery as a campaign.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::campaign::{BodyFormat, MAX_BODY_BYTES};
+use crate::invalid::{Invalid, Problems};
+use crate::{AutomationId, AutomationStepId, CampaignId, ListId, TagId};
+
+/// The longest automation name.
+pub const MAX_NAME_CHARS: usize = 200;
+/// Steps in one automation.
+pub const MAX_STEPS: usize = 50;
+/// The longest wait: a year.
+pub const MAX_WAIT_MINUTES: u64 = 366 * 24 * 60;
+/// The longest event name (`POST /api/v1/readers/{id}/events`).
+pub const MAX_EVENT_NAME_CHARS: usize = 100;
+/// The most event data kept for a run (its JSON, in bytes).
+pub const MAX_EVENT_DATA_BYTES: usize = 16 * 1024;
+
+string_enum!(
+    /// Where an automation is in its life. Only a live one lets readers in and moves them on.
+    AutomationStatus, invalid = "Unknown state: use draft, live, paused or archived.", default = Draft {
+        Draft = "draft",
+        Live = "live",
+        /// Nobody enters and nobody moves on; waiting readers keep their place.
+        Paused = "paused",
+        /// Ended for good: waiting readers left it.
+        Archived = "archived",
+    }
+);
+
+string_enum!(
+    /// Whether a reader can go through an automation more than once.
+    Reentry, invalid = "Choose once, after_finish or every_time.", default = Once {
+        /// One run per reader, ever.
+        Once = "once",
+        /// Again once the earlier run ended.
+        AfterFinish = "after_finish",
+        /// Every time the trigger fires, even while an earlier run is under way.
+        EveryTime = "every_time",
+    }
+);
+
+string_enum!(
+    /// A wait's unit.
+    WaitUnit, invalid = "Wait minutes, hours or days.", default = Days {
+        Minutes = "minutes",
+        Hours = "hours",
+        Days = "days",
+    }
+);
+
+string_enum!(
+    /// What happens to readers waiting at a step that an edit removes.
+    RemovedStepReaders, invalid = "Move them to the next step, or let them exit.", default = Next {
+        /// They go on with the step that followed it.
+        Next = "next",
+        /// They leave the automation.
+        Exit = "exit",
+    }
+);
+
+string_enum!(
+    /// Where a reader's run is.
+    RunState, invalid = "Unknown run state.", default = Waiting {
+        /// At a step, waiting for its time.
+        Waiting = "waiting",
+        /// Went through every step (or reached an exit step).
+        Finished = "finished",
+        /// Left early: unsubscribed, suppressed, the automation archived, a step removed.
+        Exited = "exited",
+    }
+);
+
+/// What lets a reader in.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Trigger {
+    /// The reader is confirmed on the list (single opt-in, the confirmation link, an import, the API).
+    ListConfirmed { list_id: ListId },
+    /// The tag is added to the reader (by hand, in bulk, by an import or the API).
+    TagAdded { tag_id: TagId },
+    /// `POST /api/v1/readers/{id}/events` with this name; its `data` is `{{ event.* }}` in the mail.
+    Event { name: String },
+}
+
+impl Trigger {
+    /// The stored kind and key (`automations.trigger_kind`, `trigger_key`).
+    pub fn kind_and_key(&self) -> (&'static str, String) {
+        match self {
+            Trigger::ListConfirmed { list_id } => ("list_confirmed", list_id.to_string()),
+            Trigger::TagAdded { tag_id } => ("tag_added", tag_id.to_string()),
+            Trigger::Event { name } => ("event", name.trim().to_string()),
+        }
+    }
+
+    /// The inverse of [`Trigger::kind_and_key`]; `None` for what no version ever stored.
+    pub fn from_kind_and_key(kind: &str, key: &str) -> Option<Self> {
+        Some(match kind {
+            "list_confirmed" => Trigger::ListConfirmed { list_id: key.parse().ok()? },
+            "tag_added" => Trigger::TagAdded { tag_id: key.parse().ok()? },
+            "event" => Trigger::Event { name: key.to_string() },
+            _ => return None,
+        })
+    }
+}
+
+/// What a step does.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StepAction {
+    /// Sends a mail: the same template language as campaigns, plus `{{ event.* }}`, the data of
+    /// the event that let the reader in.
+    Email {
+        subject: String,
+        #[serde(default)]
+        preheader: String,
+        #[serde(default)]
+        body_format: BodyFormat,
+        #[serde(default)]
+        body: String,
+    },
+    /// Waits this long before the next step.
+    Wait {
+        amount: u32,
+        unit: WaitUnit,
+    },
+    AddTag {
+        tag_id: TagId,
+    },
+    RemoveTag {
+        tag_id: TagId,
+    },
+    /// Ends the run here.
+    Exit,
+}
+
+impl StepAction {
+    /// The wait's length in minutes (0 for every other step).
+    pub fn wait_minutes(&self) -> u64 {
+        match self {
+            StepAction::Wait { amount, unit } => {
+                let per = match unit {
+                    WaitUnit::Minutes => 1,
+                    WaitUnit::Hours => 60,
+                    WaitUnit::Days => 24 * 60,
+                };
+                u64::from(*amount) * per
+            }
+            _ => 0,
+        }
+    }
+
+    /// A few words for the flow and the audit log: "Email “Welcome”", "Wait 2 days".
+    pub fn summary(&self) -> String {
+        match self {
+            StepAction::Email { subject, .. } => format!("Email “{subject}”"),
+            StepAction::Wait { amount, unit } => {
+                let unit = unit.as_str();
+                let unit = if *amount == 1 { unit.trim_end_matches('s') } else { unit };
+                format!("Wait {amount} {unit}")
+            }
+            StepAction::AddTag { .. } => "Add a tag".into(),
+            StepAction::RemoveTag { .. } => "Remove a tag".into(),
+            StepAction::Exit => "Exit".into(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), Invalid> {
+        let mut problems = Problems::default();
+        match self {
+            StepAction::Email { subject, body, .. } => {
+                if subject.trim().is_empty() {
+                    problems.add("subject", "Write a subject.");
+                } else if subject.chars().count() > 500 || subject.chars().any(char::is_control) {
+                    problems.add("subject", "A subject is one line of at most 500 characters.");
+                }
+                if body.len() > MAX_BODY_BYTES {
+                    problems.add("body", "The body is larger than 1 MiB.");
+                }
+            }
+            StepAction::Wait { amount, .. } => {
+                if *amount == 0 {
+                    problems.add("amount", "Wait at least 1.");
+                } else if self.wait_minutes() > MAX_WAIT_MINUTES {
+                    problems.add("amount", "Wait at most a year.");
+                }
+            }
+            StepAction::AddTag { .. } | StepAction::RemoveTag { .. } | StepAction::Exit => {}
+        }
+        problems.into_result()
+    }
+}
+
+/// A step as saved: its id stays the same through edits, so readers waiting at it keep their place.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Step {
+    pub id: AutomationStepId,
+    pub action: StepAction,
+    /// An email step's campaign: its send log, report and tracking.
+    #[serde(default)]
+    pub campaign_id: Option<CampaignId>,
+}
+
+/// A step as the editor sends it: no id for a new one.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct StepInput {
+    #[serde(default)]
+    pub id: Option<AutomationStepId>,
+    pub action: StepAction,
+}
+
+/// What `POST /api/v1/automations` and `PUT /api/v1/automations/{id}` take.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct AutomationInput {
+    pub name: String,
+    pub trigger: Trigger,
+    #[serde(default)]
+    pub reentry: Reentry,
+    /// Its mail goes out whatever the workspace's frequency cap says (a welcome mail).
+    #[serde(default)]
+    pub cap_exempt: bool,
+    #[serde(default)]
+    pub steps: Vec<StepInput>,
+    /// On a live automation: what happens to readers waiting at a step this edit removes.
+    #[serde(default)]
+    pub removed_step_readers: RemovedStepReaders,
+}
+
+impl AutomationInput {
+    /// Every problem at once, keyed `name`, `trigger.name`, `steps` or `steps.<i>.<field>`.
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let mut problems = Problems::default();
+        let name = self.name.trim();
+        if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
+            problems
+                .add("name", format!("Give the automation a name of one line, at most {MAX_NAME_CHARS} characters."));
+        }
+        if let Trigger::Event { name } = &self.trigger {
+            problems.check(check_event_name(name).map(drop).map_err(|e| e.at("trigger.name")));
+        }
+        if self.steps.len() > MAX_STEPS {
+            problems.add("steps", format!("An automation has at most {MAX_STEPS} steps."));
+        }
+        let mut seen = Vec::new();
+        for (i, step) in self.steps.iter().enumerate() {
+            if let Some(id) = step.id {
+                if seen.contains(&id) {
+                    problems.add(&format!("steps.{i}"), "Two steps have the same id.");
+                }
+                seen.push(id);
+            }
+            if let Err(e) = step.action.validate() {
+                for fe in e.errors {
+                    let field = match fe.field {
+                        Some(f) => format!("steps.{i}.{f}"),
+                        None => format!("steps.{i}"),
+                    };
+                    problems.add(&field, fe.message);
+                }
+            }
+        }
+        problems.into_result()
+    }
+}
+
+/// An event name as stored: trimmed, 1–100 characters of letters, digits, `_`, `-`, `.`.
+pub fn check_event_name(name: &str) -> Result<String, Invalid> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > MAX_EVENT_NAME_CHARS {
+        return Err(Invalid::new(format!("An event name has 1 to {MAX_EVENT_NAME_CHARS} characters.")));
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
+        return Err(Invalid::new("An event name is letters, digits, “_”, “-” and “.”: “order_placed”."));
+    }
+    Ok(name.to_string())
+}
+
+/// A stored automation.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Automation {
+    pub id: AutomationId,
+    pub name: String,
+    pub status: AutomationStatus,
+    pub trigger: Trigger,
+    pub reentry: Reentry,
+    pub cap_exempt: bool,
+    /// Why the engine paused it (a step's template broke, its mail kept failing).
+    pub pause_reason: Option<String>,
+    pub steps: Vec<Step>,
+    /// Readers in it now (waiting at a step).
+    pub active: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One step's figures: how many readers reached it, wait at it now, and — for an email — what
+/// its campaign's log and tracking say.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct StepStats {
+    pub step_id: AutomationStepId,
+    /// Runs that reached it (done or waiting at it).
+    pub entered: i64,
+    pub waiting: i64,
+    pub sent: i64,
+    pub opened: i64,
+    pub clicked: i64,
+}
+
+/// The automation's report: runs by state, and each step's figures in step order.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct AutomationReport {
+    pub entered: i64,
+    pub active: i64,
+    pub finished: i64,
+    pub exited: i64,
+    pub steps: Vec<StepStats>,
+}
+
+/// A reader's run, as the "readers at this step" list and the reader's page show it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct Run {
+    pub automation_id: AutomationId,
+    pub automation_name: String,
+    pub reader_id: i64,
+    pub email: String,
+    /// 1 for the reader's first run through this automation, 2 for the next…
+    pub entry: i32,
+    pub state: RunState,
+    /// The step it waits at (waiting runs only).
+    pub step_id: Option<AutomationStepId>,
+    /// When that step runs.
+    pub due_at: Option<DateTime<Utc>>,
+    pub entered_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Why it left early.
+    pub exit_reason: Option<String>,
+    /// The steps it went through, in order.
+    #[cfg_attr(feature = "sqlx", sqlx(json))]
+    pub path: Vec<RunStep>,
+}
+
+/// A step a run went through.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct RunStep {
+    pub step_id: AutomationStepId,
+    pub at: DateTime<Utc>,
+    /// "queued", "waited", "tagged", "untagged", "exit".
+    pub outcome: String,
+}
+
+/// What `POST /api/v1/readers/{id}/events` takes.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct ReaderEventInput {
+    /// Automations triggered by this name let the reader in.
+    pub name: String,
+    /// A JSON object, `{{ event.* }}` in their mail (at most 16 KiB).
+    #[serde(default)]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Object))]
+    pub data: serde_json::Value,
+}
+
+/// How many automations an event let the reader into.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct EventAccepted {
+    pub entered: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(steps: Vec<StepAction>) -> AutomationInput {
+        AutomationInput {
+            name: "Welcome".into(),
+            trigger: Trigger::Event { name: "signed_up".into() },
+            reentry: Reentry::Once,
+            cap_exempt: false,
+            steps: steps.into_iter().map(|action| StepInput { id: None, action }).collect(),
+            removed_step_readers: RemovedStepReaders::Next,
+        }
+    }
+
+    #[test]
+    fn problems_are_keyed_by_the_step_and_field() {
+        let bad = input(vec![
+            StepAction::Wait { amount: 2, unit: WaitUnit::Days },
+            StepAction::Email {
+                subject: " ".into(),
+                preheader: String::new(),
+                body_format: BodyFormat::Markdown,
+                body: String::new(),
+            },
+            StepAction::Wait { amount: 400, unit: WaitUnit::Days },
+        ]);
+        let e = bad.validate().unwrap_err();
+        assert!(e.message_for("steps.1.subject").is_some());
+        assert!(e.message_for("steps.2.amount").is_some());
+        assert!(e.message_for("steps.0.amount").is_none());
+        assert!(input(vec![StepAction::Exit]).validate().is_ok());
+    }
+
+    #[test]
+    fn event_names_are_plain_words() {
+        assert_eq!(check_event_name(" order_placed ").as_deref(), Ok("order_placed"));
+        assert!(check_event_name("").is_err());
+        assert!(check_event_name("order placed").is_err());
+        assert!(check_event_name("x'; drop").is_err());
+    }
+
+    #[test]
+    fn triggers_round_trip_through_kind_and_key() {
+        for t in [
+            Trigger::ListConfirmed { list_id: ListId(uuid::Uuid::from_u128(7)) },
+            Trigger::TagAdded { tag_id: TagId(uuid::Uuid::from_u128(8)) },
+            Trigger::Event { name: "paid".into() },
+        ] {
+            let (kind, key) = t.kind_and_key();
+            assert_eq!(Trigger::from_kind_and_key(kind, &key), Some(t));
+        }
+        assert_eq!(StepAction::Wait { amount: 1, unit: WaitUnit::Days }.summary(), "Wait 1 day");
+        assert_eq!(StepAction::Wait { amount: 90, unit: WaitUnit::Minutes }.wait_minutes(), 90);
+    }
+}
