@@ -306,7 +306,7 @@ pub struct Automation {
 
 /// One step's figures: how many readers reached it, wait at it now, and — for an email — what
 /// its campaign's log and tracking say.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct StepStats {
@@ -411,7 +411,7 @@ mod tests {
             },
             StepAction::Wait { amount: 400, unit: WaitUnit::Days },
         ]);
-        let e = bad.validate().unwrap_err();
+        let e = bad.validate().expect_err("three problems");
         assert!(e.message_for("steps.1.subject").is_some());
         assert!(e.message_for("steps.2.amount").is_some());
         assert!(e.message_for("steps.0.amount").is_none());
