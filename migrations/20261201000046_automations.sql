@@ -252,6 +252,7 @@ DECLARE
     starts uuid[];
     at_step bigint[];
     done bigint[];
+    mail_campaigns uuid[];
     v_handled int := 0;
     v_queued int := 0;
 BEGIN
@@ -287,12 +288,25 @@ BEGIN
     WHERE r.tenant_id = p_tenant AND r.id = ANY(ids) AND r.state = 'waiting'
       AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(a.steps) s WHERE (s->>'id')::uuid = r.step_id);
 
+    -- In order: a run whose last mail of this entry is still queued or being sent waits for it
+    -- (a retry backing off, a slow server) before its next step, so a sequence's mails never
+    -- overtake each other.
+    SELECT array_agg((s->>'campaign_id')::uuid) INTO mail_campaigns
+    FROM jsonb_array_elements(a.steps) s WHERE s->>'campaign_id' IS NOT NULL;
+    IF mail_campaigns IS NOT NULL THEN
+        UPDATE automation_runs r SET due_at = p_now + interval '10 seconds'
+        WHERE r.tenant_id = p_tenant AND r.id = ANY(ids) AND r.state = 'waiting'
+          AND EXISTS (SELECT 1 FROM sends s
+                      WHERE s.reader_id = r.reader_id AND s.campaign_id = ANY(mail_campaigns) AND s.entry = r.entry
+                        AND s.status IN ('queued', 'sending'));
+    END IF;
+
     FOR i IN 0 .. jsonb_array_length(a.steps) - 1 LOOP
         step := a.steps->i;
         next_step := a.steps->(i + 1);
         SELECT array_agg(r.id) INTO at_step
         FROM unnest(ids, starts) AS b(id, start) JOIN automation_runs r ON r.tenant_id = p_tenant AND r.id = b.id
-        WHERE b.start = (step->>'id')::uuid AND r.state = 'waiting' AND r.step_id = b.start;
+        WHERE b.start = (step->>'id')::uuid AND r.state = 'waiting' AND r.step_id = b.start AND r.due_at <= p_now;
         CONTINUE WHEN at_step IS NULL;
 
         -- The claim: runs whose log row this statement writes do the step; the others did it

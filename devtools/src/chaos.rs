@@ -29,6 +29,7 @@ use herald_engine::audience::segments;
 use herald_engine::campaigns::store::{self, CampaignInput};
 use herald_engine::jobs::Jobs;
 use herald_engine::{CampaignId, Db, Role, TenantId};
+use herald_types::AutomationId;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sqlx::PgPool;
@@ -417,6 +418,9 @@ struct SceneCampaign {
     readers: Vec<String>,
     /// Cancelled mid-send: at most one copy each, nothing left queued.
     cancelled: bool,
+    /// An automation's email step: it stays `sending` (the automation is live), and its
+    /// readers are those the automation let in.
+    automation_step: bool,
 }
 
 struct Scene {
@@ -659,23 +663,43 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let recurring = create_campaign(&db, main_tenant, "Daily", &[edition_list]).await?;
     let (segment, segment_readers) = segment_campaign(&owner, &db, main_tenant).await?;
     let (ab, ab_readers) = ab_campaign(&owner, &db, main_tenant, rng.gen_range(10..=60)).await?;
+    // An automation of two mails (issue 33), live from the start; its readers enter in batches
+    // during the faults.
+    let (_, auto_readers) = insert_list(&owner, main_tenant, "auto", 300).await?;
+    let (automation, auto_steps) = welcome_automation(&db, &jobs, main_tenant).await?;
     let mut scene = Scene {
         campaigns: vec![
-            SceneCampaign { id: main, tenant: main_tenant, name: "Main", readers: main_readers, cancelled: false },
+            SceneCampaign {
+                id: main,
+                tenant: main_tenant,
+                name: "Main",
+                readers: main_readers,
+                cancelled: false,
+                automation_step: false,
+            },
             SceneCampaign {
                 id: spread,
                 tenant: main_tenant,
                 name: "Spread",
                 readers: spread_readers,
                 cancelled: false,
+                automation_step: false,
             },
-            SceneCampaign { id: paused, tenant: main_tenant, name: "Paused", readers: pause_readers, cancelled: false },
+            SceneCampaign {
+                id: paused,
+                tenant: main_tenant,
+                name: "Paused",
+                readers: pause_readers,
+                cancelled: false,
+                automation_step: false,
+            },
             SceneCampaign {
                 id: cancelled,
                 tenant: main_tenant,
                 name: "Cancelled",
                 readers: cancel_readers,
                 cancelled: true,
+                automation_step: false,
             },
             SceneCampaign {
                 id: cap_a,
@@ -683,16 +707,32 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
                 name: "Cap A",
                 readers: cap_readers.clone(),
                 cancelled: false,
+                automation_step: false,
             },
-            SceneCampaign { id: cap_b, tenant: capped_tenant, name: "Cap B", readers: cap_readers, cancelled: false },
+            SceneCampaign {
+                id: cap_b,
+                tenant: capped_tenant,
+                name: "Cap B",
+                readers: cap_readers,
+                cancelled: false,
+                automation_step: false,
+            },
             SceneCampaign {
                 id: segment,
                 tenant: main_tenant,
                 name: "Segment",
                 readers: segment_readers,
                 cancelled: false,
+                automation_step: false,
             },
-            SceneCampaign { id: ab, tenant: main_tenant, name: "A/B", readers: ab_readers, cancelled: false },
+            SceneCampaign {
+                id: ab,
+                tenant: main_tenant,
+                name: "A/B",
+                readers: ab_readers,
+                cancelled: false,
+                automation_step: false,
+            },
         ],
         capped: (4, 5),
         messages: HashMap::new(),
@@ -760,6 +800,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         name: "Scheduled",
         readers: sched_readers,
         cancelled: false,
+        automation_step: false,
     });
     // Started as `recurring::start` leaves it (set directly for the same reason as above).
     let slot_time = (Utc::now() - chrono::Duration::minutes(2)).format("%H:%M").to_string();
@@ -803,6 +844,15 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let ab_pick_at = Instant::now() + Duration::from_millis(rng.gen_range(1_000..10_000));
     let ab_by_hand = rng.gen_bool(0.5);
     let mut ab_done = false;
+    // The automation's readers enter in six batches at random moments (as six imports would),
+    // and ten of them opt out at another.
+    let mut enter_at: Vec<Instant> = (0..6)
+        .map(|_| Instant::now() + Duration::from_millis(rng.gen_range(200..args.fault_seconds.max(4) * 700)))
+        .collect();
+    enter_at.sort();
+    let mut entered_batches = 0usize;
+    let auto_opt_out_at = Instant::now() + Duration::from_millis(rng.gen_range(1_000..5_000));
+    let mut auto_opt_out_done = false;
     let mut slow_until: Option<Instant> = None;
     let mut next_fault = Instant::now() + Duration::from_millis(rng.gen_range(500..2_000));
     while Instant::now() < fault_until {
@@ -849,6 +899,22 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
             ab_done = end_ab_test(&db, &jobs, &owner, main_tenant, ab, ab_by_hand).await;
             if ab_done {
                 *report.faults.entry(if ab_by_hand { "winner by hand" } else { "winner by window" }).or_default() += 1;
+            }
+        }
+        if entered_batches < enter_at.len() && now >= enter_at[entered_batches] {
+            let batch: Vec<&String> = auto_readers.iter().skip(entered_batches * 50).take(50).collect();
+            entered_batches += 1;
+            // Through Postgres restarts a batch may fail (or commit unseen): who entered is read
+            // back from the runs at the end.
+            if enter_automation(&db, main_tenant, &batch).await.is_ok() {
+                *report.faults.entry("automation entries").or_default() += 1;
+            }
+        }
+        if !auto_opt_out_done && now >= auto_opt_out_at {
+            auto_opt_out_done = true;
+            for (i, address) in auto_readers.iter().step_by(30).take(10).enumerate() {
+                let at = opt_out(&owner, main_tenant, address, i % 2 == 0).await?;
+                scene.opted_out.insert(address.clone(), at);
             }
         }
         if !opt_out_done && now >= opt_out_at {
@@ -936,6 +1002,11 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     if !cancel_done {
         store::cancel(&db, main_tenant, Role::Owner, cancelled).await?;
     }
+    while entered_batches < enter_at.len() {
+        let batch: Vec<&String> = auto_readers.iter().skip(entered_batches * 50).take(50).collect();
+        entered_batches += 1;
+        let _ = enter_automation(&db, main_tenant, &batch).await;
+    }
 
     if !cap_cancel_done && store::cancel(&db, capped_tenant, Role::Owner, cap_a).await.is_ok() {
         scene.campaigns[scene.capped.0].cancelled = true;
@@ -995,11 +1066,31 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
             name: "Daily edition",
             readers: edition_readers,
             cancelled: false,
+            automation_step: false,
         }),
         _ => report.violations.push(format!("{} editions for the recurring campaign's one due slot", editions.len())),
     }
+    // The automation's two mails: their audience is whoever it let in, by its runs.
+    let entered: Vec<String> = sqlx::query_scalar(
+        "SELECT lower(r.email) FROM automation_runs a JOIN readers r ON r.id = a.reader_id WHERE a.automation_id = $1",
+    )
+    .bind(automation)
+    .fetch_all(&owner)
+    .await?;
+    eprintln!("chaos: {} of {} readers entered the automation", entered.len(), auto_readers.len());
+    for (step, name) in auto_steps.iter().zip(["Automation step 1", "Automation step 2"]) {
+        scene.campaigns.push(SceneCampaign {
+            id: *step,
+            tenant: main_tenant,
+            name,
+            readers: entered.clone(),
+            cancelled: false,
+            automation_step: true,
+        });
+    }
     if report.violations.is_empty() {
         check(&owner, &sink, &scene, &mut report).await?;
+        check_automation_order(&sink, &auto_steps, &mut report.violations).await;
     }
     report.elapsed = started.elapsed();
     if !report.violations.is_empty() {
@@ -1074,6 +1165,62 @@ async fn opt_out(owner: &PgPool, tenant: TenantId, address: &str, suppress: bool
     Ok(sqlx::query_scalar("SELECT clock_timestamp()").fetch_one(owner).await?)
 }
 
+/// A live automation: an event lets readers in; it mails them twice, one step after the other
+/// (no wait: a wait's logic is the API tests' with their own clock; here the faults are what
+/// matters). Returns it and its two steps' campaigns.
+async fn welcome_automation(db: &Db, jobs: &Jobs, tenant: TenantId) -> anyhow::Result<(AutomationId, [CampaignId; 2])> {
+    use herald_engine::automations::store as automations;
+    let input: herald_types::AutomationInput = serde_json::from_value(serde_json::json!({
+        "name": "Chaos welcome", "trigger": {"kind": "event", "name": "chaos"},
+        "steps": [
+            {"action": {"kind": "email", "subject": "Automation one", "body": "Hello {{ reader.email }}"}},
+            {"action": {"kind": "email", "subject": "Automation two", "body": "Again, {{ reader.email }}"}}
+        ]
+    }))?;
+    let a = automations::create(db, tenant, Role::Owner, &input).await?;
+    automations::start(db, jobs, tenant, Role::Owner, a.id).await?;
+    let step = |i: usize| a.steps.get(i).and_then(|s| s.campaign_id).context("an email step without a campaign");
+    Ok((a.id, [step(0)?, step(1)?]))
+}
+
+/// Lets `addresses` into the chaos automation, as the API's event does for each.
+async fn enter_automation(db: &Db, tenant: TenantId, addresses: &[&String]) -> anyhow::Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    sqlx::query(
+        "SELECT automation_enter('event', array_agg(tenant_id), array_agg('chaos'::text), array_agg(id), NULL)
+         FROM readers WHERE tenant_id = $1 AND lower(email) = ANY($2)",
+    )
+    .bind(tenant)
+    .bind(addresses.iter().map(|a| a.as_str()).collect::<Vec<_>>())
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The automation's second mail never reached a reader before its first (a sequence's order):
+/// a run's next step waits until its last mail is out.
+async fn check_automation_order(sink: &MailSink, steps: &[CampaignId; 2], v: &mut Vec<String>) {
+    let mut first: HashMap<(usize, String), DateTime<Utc>> = HashMap::new();
+    for d in sink.deliveries().await {
+        let mid = d.message_id.clone().unwrap_or_default();
+        let Some(step) = steps.iter().position(|c| mid.contains(&c.to_string())) else { continue };
+        let at = first.entry((step, d.rcpt_to.clone())).or_insert(d.data_end_at);
+        *at = (*at).min(d.data_end_at);
+    }
+    for ((step, rcpt), second) in &first {
+        if *step == 1
+            && let Some(one) = first.get(&(0, rcpt.clone()))
+            && second < one
+        {
+            v.push(format!("automation: {rcpt} got step 2 at {second}, before step 1 at {one}"));
+        }
+        if *step == 1 && !first.contains_key(&(0, rcpt.clone())) {
+            v.push(format!("automation: {rcpt} got step 2 without step 1"));
+        }
+    }
+}
+
 /// A queued transactional message, as `POST /api/v1/messages` leaves it.
 async fn insert_message(owner: &PgPool, tenant: TenantId, to: &str) -> anyhow::Result<Uuid> {
     let id = Uuid::new_v4();
@@ -1117,7 +1264,9 @@ async fn end_ab_test(db: &Db, jobs: &Jobs, owner: &PgPool, tenant: TenantId, ab:
 /// Every campaign sent or cancelled with nothing queued or in flight, every message final.
 async fn settled(owner: &PgPool) -> anyhow::Result<bool> {
     let open: i64 = sqlx::query_scalar(
-        "SELECT (SELECT count(*) FROM campaigns WHERE status NOT IN ('sent', 'cancelled', 'recurring'))
+        "SELECT (SELECT count(*) FROM campaigns WHERE status NOT IN ('sent', 'cancelled', 'recurring')
+                                                AND automation_id IS NULL)
+              + (SELECT count(*) FROM automation_runs WHERE state = 'waiting')
               + (SELECT count(*) FROM sends WHERE status IN ('queued', 'sending'))
               + (SELECT count(*) FROM messages WHERE status IN ('queued', 'sending'))",
     )
@@ -1266,7 +1415,13 @@ async fn check(owner: &PgPool, sink: &MailSink, scene: &Scene, report: &mut Roun
         .bind(c.id)
         .fetch_one(owner)
         .await?;
-        let want = if c.cancelled { "cancelled" } else { "sent" };
+        let want = if c.cancelled {
+            "cancelled"
+        } else if c.automation_step {
+            "sending"
+        } else {
+            "sent"
+        };
         if status != want || open != 0 {
             v.push(format!("{}: ended {status} with {open} rows queued or in flight (expected {want}, none)", c.name));
         }

@@ -25,6 +25,8 @@ const LAYERS: &[&[&str]] = &[
     // Invitations need a confirmed address (`accounts`).
     &["campaigns", "transactional", "two_factor", "invites"],
     &["feedback", "suspension"],
+    // Automations send through campaigns' delivery (issue 33).
+    &["automations"],
     // Registers the job handlers; nothing imports it.
     &["worker"],
 ];

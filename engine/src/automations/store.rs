@@ -566,41 +566,6 @@ pub async fn pause(db: &Db, tenant: TenantId, role: Role, id: AutomationId) -> R
     Ok(a)
 }
 
-/// A step's campaign paused itself (its template broke, its mail kept failing, the bounce rate):
-/// the whole automation pauses, saying why, so nobody moves on towards mail that cannot go out.
-/// False when `campaign` is not an automation's step.
-pub(crate) async fn pause_for_step(db: &Db, tenant: TenantId, campaign: CampaignId, reason: &str) -> Result<bool> {
-    let mut tx = db.tenant_tx(tenant).await?;
-    let automation: Option<Option<AutomationId>> =
-        sqlx::query_scalar("SELECT automation_id FROM campaigns WHERE tenant_id = $1 AND id = $2")
-            .bind(tenant)
-            .bind(campaign)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let Some(Some(automation)) = automation else { return Ok(false) };
-    sqlx::query(
-        "UPDATE automations SET status = 'paused', pause_reason = $3, updated_at = now()
-         WHERE tenant_id = $1 AND id = $2 AND status = 'live'",
-    )
-    .bind(tenant)
-    .bind(automation)
-    .bind(reason)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "UPDATE campaigns SET status = 'paused', pause_reason = $3, updated_at = now()
-         WHERE tenant_id = $1 AND automation_id = $2 AND status = 'sending'",
-    )
-    .bind(tenant)
-    .bind(automation)
-    .bind(reason)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    tracing::warn!(%automation, reason, "automation paused itself");
-    Ok(true)
-}
-
 /// → archived, for good: waiting readers leave, queued mail is cancelled, the record stays.
 #[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn archive(db: &Db, tenant: TenantId, role: Role, id: AutomationId) -> Result<Automation> {

@@ -1347,7 +1347,7 @@ impl Sender<'_> {
 
 async fn auto_pause(cx: &DeliveryContext, tenant: TenantId, campaign: CampaignId, reason: &str) -> Result<()> {
     tracing::warn!(%campaign, reason, "campaign paused itself");
-    if crate::automations::store::pause_for_step(&cx.db, tenant, campaign, reason).await? {
+    if store::pause_automation_of(&cx.db, tenant, campaign, reason).await? {
         return Ok(());
     }
     match store::pause(&cx.db, tenant, crate::domain::Role::Owner, campaign, reason).await {

@@ -568,6 +568,41 @@ async fn lock_in(tx: &mut Tx, tenant: TenantId, id: CampaignId) -> Result<()> {
     Ok(())
 }
 
+/// A step's campaign paused itself (its template broke, its mail kept failing, the bounce rate):
+/// the whole automation pauses, saying why, so nobody moves on towards mail that cannot go out.
+/// False when `campaign` is not an automation's step.
+pub(crate) async fn pause_automation_of(db: &Db, tenant: TenantId, campaign: CampaignId, reason: &str) -> Result<bool> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let automation: Option<Option<herald_types::AutomationId>> =
+        sqlx::query_scalar("SELECT automation_id FROM campaigns WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
+            .bind(campaign)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let Some(Some(automation)) = automation else { return Ok(false) };
+    sqlx::query(
+        "UPDATE automations SET status = 'paused', pause_reason = $3, updated_at = now()
+         WHERE tenant_id = $1 AND id = $2 AND status = 'live'",
+    )
+    .bind(tenant)
+    .bind(automation)
+    .bind(reason)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE campaigns SET status = 'paused', pause_reason = $3, updated_at = now()
+         WHERE tenant_id = $1 AND automation_id = $2 AND status = 'sending'",
+    )
+    .bind(tenant)
+    .bind(automation)
+    .bind(reason)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    tracing::warn!(%automation, reason, "automation paused itself");
+    Ok(true)
+}
+
 /// sending → sent, once the fan-out finished and no row is queued, held for an A/B test's
 /// winner, or in flight. "Done" is this
 /// condition, never "the last claim came back empty" (listmonk #1931).
