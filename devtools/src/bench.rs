@@ -125,7 +125,7 @@ fn peak_rss_mib() -> f64 {
 }
 
 /// A ~2 KB Markdown body with the usual merge tags.
-fn two_kb_body() -> String {
+pub(crate) fn two_kb_body() -> String {
     let mut body = String::from("Hello {{ reader.name | default(\"friend\") }},\n\n");
     let paragraph = "This week in Herald: the quick brown fox jumps over the lazy dog, and the \
                      newsletter reaches every reader exactly once, however often the workers fall over.\n\n";
@@ -137,7 +137,7 @@ fn two_kb_body() -> String {
 }
 
 /// The sink as a child process on a free port; killed when dropped.
-async fn start_sink() -> anyhow::Result<(tokio::process::Child, String)> {
+pub(crate) async fn start_sink() -> anyhow::Result<(tokio::process::Child, String)> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let child = tokio::process::Command::new(std::env::current_exe()?)
         .args(["dev", "smtp-sink", "--listen", &format!("127.0.0.1:{port}")])
@@ -349,43 +349,8 @@ async fn measure(
     }
 
     // 3. End to end through the apalis workers of this process.
-    let identity = SmtpIdentity {
-        bucket: format!("identity:bench:{tenant}"),
-        server: SmtpServer::parse(smtp_url)?,
-        max_connections: connections,
-        rate_per_second: 1_000_000.0,
-        burst: 10_000,
-        dkim: options.dkim.clone(),
-    };
-    let mut delivery = herald_engine::campaigns::delivery::DeliveryConfig::new(
-        jobs::unique_worker_name("bench"),
-        env.base_url.clone(),
-        identity,
-    );
-    delivery.batch_size = env.send_batch_size;
-    delivery.ack_batch = options.ack_batch.unwrap_or(env.send_ack_batch);
-    println!("end to end:  {} 250s per statement, DKIM {}", delivery.ack_batch, options.dkim_label);
-    let setup = WorkerSetup {
-        db: db.clone(),
-        mailer: Mailer::from_url(smtp_url, &env.mail_from)?,
-        signer: Signer::new(&env.secret_key),
-        base_url: env.base_url.clone(),
-        delivery,
-        send_concurrency: connections as usize,
-        transactional: herald_engine::transactional::delivery::TxDeliveryConfig::new(
-            jobs::unique_worker_name("bench-transactional"),
-            herald_engine::sending::identities::SmtpIdentity {
-                bucket: format!("identity:bench-tx:{tenant}"),
-                server: SmtpServer::parse(smtp_url)?,
-                max_connections: 1,
-                rate_per_second: 1_000.0,
-                burst: 100,
-                dkim: None,
-            },
-        ),
-        transactional_wake: std::sync::Arc::new(tokio::sync::Notify::new()),
-        system_mail_limits: Default::default(),
-    };
+    let setup = worker_setup(db, env, tenant, smtp_url, connections, options.dkim.clone(), options.ack_batch)?;
+    println!("end to end:  {} 250s per statement, DKIM {}", setup.delivery.ack_batch, options.dkim_label);
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let mut children = Vec::new();
     let workers = if options.processes == 0 {
@@ -444,6 +409,55 @@ async fn measure(
     println!("peak RSS:    {:.0} MiB (this process, end to end)", peak_rss_mib());
     let ceiling = without_database(db, tenant, campaign.id, smtp_url, env, options).await?;
     Ok(Measured { end_to_end: rate, without_database: ceiling })
+}
+
+/// Workers as `herald worker` runs them, sending through `smtp_url` with `connections` SMTP
+/// connections and no rate limit (the sink is the limit).
+pub(crate) fn worker_setup(
+    db: &Db,
+    env: &BenchEnv,
+    tenant: TenantId,
+    smtp_url: &str,
+    connections: u32,
+    dkim: Option<herald_engine::sending::identities::DkimKey>,
+    ack_batch: Option<usize>,
+) -> anyhow::Result<WorkerSetup> {
+    let identity = SmtpIdentity {
+        bucket: format!("identity:bench:{tenant}"),
+        server: SmtpServer::parse(smtp_url)?,
+        max_connections: connections,
+        rate_per_second: 1_000_000.0,
+        burst: 10_000,
+        dkim,
+    };
+    let mut delivery = herald_engine::campaigns::delivery::DeliveryConfig::new(
+        jobs::unique_worker_name("bench"),
+        env.base_url.clone(),
+        identity,
+    );
+    delivery.batch_size = env.send_batch_size;
+    delivery.ack_batch = ack_batch.unwrap_or(env.send_ack_batch);
+    Ok(WorkerSetup {
+        db: db.clone(),
+        mailer: Mailer::from_url(smtp_url, &env.mail_from)?,
+        signer: Signer::new(&env.secret_key),
+        base_url: env.base_url.clone(),
+        delivery,
+        send_concurrency: connections as usize,
+        transactional: herald_engine::transactional::delivery::TxDeliveryConfig::new(
+            jobs::unique_worker_name("bench-transactional"),
+            herald_engine::sending::identities::SmtpIdentity {
+                bucket: format!("identity:bench-tx:{tenant}"),
+                server: SmtpServer::parse(smtp_url)?,
+                max_connections: 1,
+                rate_per_second: 1_000.0,
+                burst: 100,
+                dkim: None,
+            },
+        ),
+        transactional_wake: std::sync::Arc::new(tokio::sync::Notify::new()),
+        system_mail_limits: Default::default(),
+    })
 }
 
 /// The send's two figures.

@@ -15,6 +15,7 @@ use herald_engine::tracking::HitCounters;
 use sqlx::postgres::PgPoolOptions;
 
 pub mod bench;
+pub mod bench_automations;
 pub mod bench_messages;
 pub mod bench_scans;
 pub mod bench_segments;

@@ -56,6 +56,9 @@ enum Bench {
     /// Segment counts (each fast condition alone and two by two) and a segment's fan-out
     /// against a list's, at a large audience.
     Segments(herald_devtools::bench_segments::SegmentsBench),
+    /// An automation's first mail to every reader against a campaign's send, and the
+    /// scheduler's cost while they wait.
+    Automations(herald_devtools::bench_automations::AutomationsBench),
 }
 
 #[derive(Subcommand, Debug)]
@@ -318,6 +321,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
                 Bench::Messages(args) => herald_devtools::bench_messages::run(args, &env).await,
                 Bench::Scans(args) => herald_devtools::bench_scans::run(args, &env).await,
                 Bench::Segments(args) => herald_devtools::bench_segments::run(args, &env).await,
+                Bench::Automations(args) => herald_devtools::bench_automations::run(args, &env).await,
             }
         }
         Command::Dev(dev) => run_dev(dev).await,

@@ -99,6 +99,9 @@ fn ListsBody(v: ListsView, save: ServerAction<SaveList>, delete: ServerAction<De
                                     <td>{unsubscribed}</td>
                                     <td class="text-right">
                                         {can_edit.then(|| view! {
+                                            // A welcome automation in one click: a starter mail to each reader who confirms.
+                                            <a href=format!("/automations/new?list={id}") class="mr-3 text-xs text-indigo-600 hover:underline"
+                                                aria-label=format!("Welcome mail for {}", l.name)>"Welcome mail"</a>
                                             <button type="button" class="text-xs text-indigo-600 hover:underline" on:click=move |_| editing.set(Some(row.clone()))>"Edit"</button>
                                             <ActionForm action=delete attr:class="inline">
                                                 <input type="hidden" name="id" value=id.clone()/>

@@ -25,6 +25,8 @@ pub struct ReaderView {
     pub tags: Vec<String>,
     pub consent: Vec<ConsentEvent>,
     pub activity: Vec<ReaderEvent>,
+    /// Their runs through automations, each with its path.
+    pub automations: Vec<herald_types::Run>,
     pub export_json: String,
     pub can_edit: bool,
     pub can_erase: bool,
@@ -39,6 +41,7 @@ pub async fn get_reader(id: i64) -> Result<ReaderView, AppError> {
     let export = readers::export(&m.state.db, m.tenant, id).await?;
     let activity = herald_engine::campaigns::stats::reader_events(&m.state.db, m.tenant, id).await?;
     let tags = herald_engine::audience::tags::of_reader(&m.state.db, m.tenant, id).await?;
+    let automations = herald_engine::automations::report::reader_runs(&m.state.db, m.tenant, id).await?;
     let defined = herald_engine::audience::fields::list(&m.state.db, m.tenant).await?;
     let mut others = d.reader.attributes.as_object().cloned().unwrap_or_default();
     let fields = defined
@@ -60,6 +63,7 @@ pub async fn get_reader(id: i64) -> Result<ReaderView, AppError> {
         tags,
         consent: d.consent,
         activity,
+        automations,
         export_json: serde_json::to_string_pretty(&export).unwrap_or_default(),
         can_edit: m.role.can_author(),
         can_erase: m.role.can_administer(),
@@ -253,6 +257,27 @@ fn ReaderBody(
                 }}
             </Card>
         </div>
+        {(!r.automations.is_empty()).then(|| view! {
+            <Card title="Automations">
+                <ul class="divide-y divide-slate-100 text-sm" data-testid="reader-automations">
+                    {r.automations.clone().into_iter().map(|run| {
+                        let state = match run.state {
+                            herald_types::RunState::Waiting => run.due_at.map_or_else(|| "in it".to_string(), |d| format!("next step {}", short_time_of(&d))),
+                            herald_types::RunState::Finished => "finished".to_string(),
+                            herald_types::RunState::Exited => format!("left: {}", run.exit_reason.clone().unwrap_or_default()),
+                        };
+                        let path = run.path.iter().map(|p| format!("{} {}", p.outcome, short_time_of(&p.at))).collect::<Vec<_>>().join(" → ");
+                        view! {
+                            <li class="py-2">
+                                <a href=format!("/automations/{}", run.automation_id) class="font-medium text-indigo-700 hover:underline">{run.automation_name.clone()}</a>
+                                <span class="ml-2 text-slate-600">{format!("(time {}) {state}", run.entry)}</span>
+                                <p class="text-xs text-slate-500 break-words">{if path.is_empty() { "entered, no step done yet".to_string() } else { path }}</p>
+                            </li>
+                        }
+                    }).collect_view()}
+                </ul>
+            </Card>
+        })}
         <Card title="Activity">
             {if r.activity.is_empty() {
                 view! { <p class="text-sm text-slate-500">"No messages or events yet."</p> }.into_any()
