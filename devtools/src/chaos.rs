@@ -903,10 +903,10 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         }
         if entered_batches < enter_at.len() && now >= enter_at[entered_batches] {
             let batch: Vec<&String> = auto_readers.iter().skip(entered_batches * 50).take(50).collect();
-            entered_batches += 1;
-            // Through Postgres restarts a batch may fail (or commit unseen): who entered is read
-            // back from the runs at the end.
+            // Through Postgres restarts a batch may fail, and is tried again (one that committed
+            // unseen lets nobody in twice: the re-entry rule is "once").
             if enter_automation(&db, main_tenant, &batch).await.is_ok() {
+                entered_batches += 1;
                 *report.faults.entry("automation entries").or_default() += 1;
             }
         }
@@ -1002,10 +1002,13 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     if !cancel_done {
         store::cancel(&db, main_tenant, Role::Owner, cancelled).await?;
     }
-    while entered_batches < enter_at.len() {
+    let entering_by = Instant::now() + Duration::from_secs(60);
+    while entered_batches < enter_at.len() && Instant::now() < entering_by {
         let batch: Vec<&String> = auto_readers.iter().skip(entered_batches * 50).take(50).collect();
-        entered_batches += 1;
-        let _ = enter_automation(&db, main_tenant, &batch).await;
+        match enter_automation(&db, main_tenant, &batch).await {
+            Ok(()) => entered_batches += 1,
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
     }
 
     if !cap_cancel_done && store::cancel(&db, capped_tenant, Role::Owner, cap_a).await.is_ok() {
@@ -1078,6 +1081,9 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     .fetch_all(&owner)
     .await?;
     eprintln!("chaos: {} of {} readers entered the automation", entered.len(), auto_readers.len());
+    if entered.len() != auto_readers.len() {
+        report.violations.push(format!("{} of {} readers entered the automation", entered.len(), auto_readers.len()));
+    }
     for (step, name) in auto_steps.iter().zip(["Automation step 1", "Automation step 2"]) {
         scene.campaigns.push(SceneCampaign {
             id: *step,
