@@ -200,19 +200,7 @@ pub async fn run(args: SendBench, env: &BenchEnv) -> anyhow::Result<()> {
         blast.per_second
     );
 
-    // Seeding goes through the owner role: it is set-up, not what is measured.
-    let tenant = TenantId::new();
-    let owner = crate::owner_in_workspace(&env.database_url, tenant).await?;
-    let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
-    sqlx::query(
-        "INSERT INTO tenants (id, name, slug, postal_address, default_from_name, default_from_email, campaign_mail_per_day)
-         VALUES ($1, 'Bench Co', $2, '1 Bench Street, Lyon', 'Bench Co', 'news@bench.test', NULL)",
-    )
-    .bind(tenant)
-    .bind(&slug)
-    .execute(&owner)
-    .await?;
-    herald_engine::sending::domains::mark_verified(&db, &Signer::new(&env.secret_key), tenant, "bench.test").await?;
+    let (tenant, owner, slug) = bench_workspace(&db, env).await?;
     let dkim_label = dkim.map_or("off", DkimAlgorithm::label);
     let dkim = match dkim {
         Some(algorithm) => Some(bench_dkim_key(algorithm).await?),
@@ -242,6 +230,25 @@ pub async fn run(args: SendBench, env: &BenchEnv) -> anyhow::Result<()> {
         sqlx::query("DELETE FROM tenants WHERE id = $1").bind(tenant).execute(&owner).await?;
     }
     outcome
+}
+
+/// A fresh workspace "Bench Co" sending From the verified `bench.test`, with the owner role's
+/// pool for set-up (seeding goes through the owner: it is set-up, not what is measured); returns
+/// it, that pool and its slug.
+pub(crate) async fn bench_workspace(db: &Db, env: &BenchEnv) -> anyhow::Result<(TenantId, sqlx::PgPool, String)> {
+    let tenant = TenantId::new();
+    let owner = crate::owner_in_workspace(&env.database_url, tenant).await?;
+    let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
+    sqlx::query(
+        "INSERT INTO tenants (id, name, slug, postal_address, default_from_name, default_from_email, campaign_mail_per_day)
+         VALUES ($1, 'Bench Co', $2, '1 Bench Street, Lyon', 'Bench Co', 'news@bench.test', NULL)",
+    )
+    .bind(tenant)
+    .bind(&slug)
+    .execute(&owner)
+    .await?;
+    herald_engine::sending::domains::mark_verified(db, &Signer::new(&env.secret_key), tenant, "bench.test").await?;
+    Ok((tenant, owner, slug))
 }
 
 /// What the end-to-end measurement varies.

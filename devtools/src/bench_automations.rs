@@ -23,7 +23,8 @@ use uuid::Uuid;
 
 use crate::BenchEnv;
 use crate::bench::{
-    cpu_seconds, postgres_cpu_seconds, render_sandbox_cpu_seconds, start_sink, two_kb_body, worker_setup,
+    bench_workspace, cpu_seconds, postgres_cpu_seconds, render_sandbox_cpu_seconds, start_sink, two_kb_body,
+    worker_setup,
 };
 
 #[derive(clap::Args, Debug, Clone)]
@@ -48,19 +49,7 @@ pub async fn run(args: AutomationsBench, env: &BenchEnv) -> anyhow::Result<()> {
     herald_engine::infra::migrate::check_runtime_role(&db).await?;
     println!("herald bench automations: {} readers, {} connections", args.readers, args.connections);
     let (_sink, smtp_url) = start_sink().await?;
-    let tenant = TenantId::new();
-    let owner = crate::owner_in_workspace(&env.database_url, tenant).await?;
-    let slug = format!("bench-{}", &Uuid::new_v4().simple().to_string()[..8]);
-    sqlx::query(
-        "INSERT INTO tenants (id, name, slug, postal_address, default_from_name, default_from_email, campaign_mail_per_day)
-         VALUES ($1, 'Bench Co', $2, '1 Bench Street, Lyon', 'Bench Co', 'news@bench.test', NULL)",
-    )
-    .bind(tenant)
-    .bind(&slug)
-    .execute(&owner)
-    .await?;
-    let signer = herald_engine::infra::tokens::Signer::new(&env.secret_key);
-    herald_engine::sending::domains::mark_verified(&db, &signer, tenant, "bench.test").await?;
+    let (tenant, owner, slug) = bench_workspace(&db, env).await?;
     let outcome = measure(&db, &owner, tenant, &smtp_url, env, &args).await;
     if args.keep {
         println!("kept workspace {slug} ({tenant})");
