@@ -86,6 +86,23 @@ test("a welcome automation greets a reader who subscribes on the hosted page", a
   await expect(page.getByTestId("automation-runs")).toContainText(reader);
   await expect(page.getByTestId("automation-runs")).toContainText("Waiting at 2. Wait 1 day");
 
+  // Try it: both mails to one address at once, marked as tests.
+  const tester = uniqueEmail("tester");
+  await page.getByTestId("test-address").fill(tester);
+  await page.getByTestId("test-automation").click();
+  await expect(page.getByTestId("test-results")).toContainText("Step 1: sent to");
+  await expect(page.getByTestId("test-results")).toContainText("Step 3: sent to");
+  await expect
+    .poll(
+      async () => {
+        const res = await page.request.get("/dev/inbox/messages.json");
+        const all = (await res.json()) as Caught[];
+        return all.filter((m) => m.to.includes(tester) && m.subject.startsWith("[Test]")).length;
+      },
+      { timeout: 20_000 },
+    )
+    .toBe(2);
+
   // Paused, it says so; the list shows it with one reader in it.
   await page.getByTestId("pause-automation").click();
   await expect(page.getByTestId("automation-state")).toHaveText("Paused");

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::campaign::{BodyFormat, MAX_BODY_BYTES};
 use crate::invalid::{Invalid, Problems};
-use crate::{AutomationId, AutomationStepId, CampaignId, ListId, TagId};
+use crate::{AutomationId, AutomationStepId, CampaignId, ListId, SegmentId, TagId};
 
 /// The longest automation name.
 pub const MAX_NAME_CHARS: usize = 200;
@@ -87,6 +87,12 @@ pub enum Trigger {
     TagAdded { tag_id: TagId },
     /// `POST /api/v1/readers/{id}/events` with this name; its `data` is `{{ event.* }}` in the mail.
     Event { name: String },
+    /// The reader comes to match the segment (checked every minute; who matched when the
+    /// automation went live does not count).
+    SegmentEntered { segment_id: SegmentId },
+    /// The month and day of the reader's date field are today's (UTC): birthdays, renewals.
+    /// With re-entry "every time", each year.
+    DateAnniversary { field: String },
 }
 
 impl Trigger {
@@ -96,6 +102,8 @@ impl Trigger {
             Trigger::ListConfirmed { list_id } => ("list_confirmed", list_id.to_string()),
             Trigger::TagAdded { tag_id } => ("tag_added", tag_id.to_string()),
             Trigger::Event { name } => ("event", name.trim().to_string()),
+            Trigger::SegmentEntered { segment_id } => ("segment_entered", segment_id.to_string()),
+            Trigger::DateAnniversary { field } => ("date_anniversary", field.trim().to_string()),
         }
     }
 
@@ -105,8 +113,56 @@ impl Trigger {
             "list_confirmed" => Trigger::ListConfirmed { list_id: key.parse().ok()? },
             "tag_added" => Trigger::TagAdded { tag_id: key.parse().ok()? },
             "event" => Trigger::Event { name: key.to_string() },
+            "segment_entered" => Trigger::SegmentEntered { segment_id: key.parse().ok()? },
+            "date_anniversary" => Trigger::DateAnniversary { field: key.to_string() },
             _ => return None,
         })
+    }
+}
+
+/// What a branch tests, for each reader at it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BranchCondition {
+    /// Opened the mail of an earlier email step (by its place, 0 first) in this run; a privacy
+    /// proxy's open does not count.
+    Opened {
+        step: usize,
+    },
+    /// Clicked a link in the mail of an earlier email step in this run.
+    Clicked {
+        step: usize,
+    },
+    HasTag {
+        tag_id: TagId,
+    },
+    /// Matches a saved segment now (lists, tags, field values, engagement…).
+    InSegment {
+        segment_id: SegmentId,
+    },
+}
+
+/// Where a branch sends a reader.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BranchTarget {
+    /// The step after the branch.
+    Next,
+    /// A later step, by its place (0 first): the branches rejoin there.
+    Step { index: usize },
+    /// The run ends here.
+    Exit,
+}
+
+impl BranchTarget {
+    fn describe(self) -> String {
+        match self {
+            BranchTarget::Next => "go on".into(),
+            BranchTarget::Step { index } => format!("go to step {}", index + 1),
+            BranchTarget::Exit => "exit".into(),
+        }
     }
 }
 
@@ -139,6 +195,13 @@ pub enum StepAction {
     },
     /// Ends the run here.
     Exit,
+    /// Sends each reader on by a condition: `if_yes` where it holds, `if_no` where it does not
+    /// (only forward, so a run always ends).
+    Branch {
+        condition: BranchCondition,
+        if_yes: BranchTarget,
+        if_no: BranchTarget,
+    },
 }
 
 impl StepAction {
@@ -169,6 +232,15 @@ impl StepAction {
             StepAction::AddTag { .. } => "Add a tag".into(),
             StepAction::RemoveTag { .. } => "Remove a tag".into(),
             StepAction::Exit => "Exit".into(),
+            StepAction::Branch { condition, if_yes, if_no } => {
+                let test = match condition {
+                    BranchCondition::Opened { step } => format!("opened step {}", step + 1),
+                    BranchCondition::Clicked { step } => format!("clicked in step {}", step + 1),
+                    BranchCondition::HasTag { .. } => "has the tag".into(),
+                    BranchCondition::InSegment { .. } => "is in the segment".into(),
+                };
+                format!("If the reader {test}: {}; if not: {}", if_yes.describe(), if_no.describe())
+            }
         }
     }
 
@@ -192,7 +264,29 @@ impl StepAction {
                     problems.add("amount", "Wait at most a year.");
                 }
             }
-            StepAction::AddTag { .. } | StepAction::RemoveTag { .. } | StepAction::Exit => {}
+            StepAction::AddTag { .. } | StepAction::RemoveTag { .. } | StepAction::Exit | StepAction::Branch { .. } => {
+            }
+        }
+        problems.into_result()
+    }
+
+    /// A branch's references, checked against the steps around it (`at` is its place): the
+    /// mail it tests is an earlier email step, and it only sends readers forward.
+    fn validate_branch(&self, at: usize, steps: &[StepInput]) -> Result<(), Invalid> {
+        let StepAction::Branch { condition, if_yes, if_no } = self else { return Ok(()) };
+        let mut problems = Problems::default();
+        if let BranchCondition::Opened { step } | BranchCondition::Clicked { step } = condition {
+            let is_email = steps.get(*step).is_some_and(|s| matches!(s.action, StepAction::Email { .. }));
+            if *step >= at || !is_email {
+                problems.add("condition", "Test an email step before this branch.");
+            }
+        }
+        for (field, target) in [("if_yes", if_yes), ("if_no", if_no)] {
+            if let BranchTarget::Step { index } = target
+                && (*index <= at || *index >= steps.len())
+            {
+                problems.add(field, "Go to a step after this branch.");
+            }
         }
         problems.into_result()
     }
@@ -259,7 +353,7 @@ impl AutomationInput {
                 }
                 seen.push(id);
             }
-            if let Err(e) = step.action.validate() {
+            if let Err(e) = step.action.validate().and_then(|()| step.action.validate_branch(i, &self.steps)) {
                 for fe in e.errors {
                     let field = match fe.field {
                         Some(f) => format!("steps.{i}.{f}"),
@@ -419,6 +513,38 @@ mod tests {
     }
 
     #[test]
+    fn a_branch_tests_an_earlier_mail_and_only_goes_forward() {
+        let mail = StepAction::Email {
+            subject: "Hi".into(),
+            preheader: String::new(),
+            body_format: BodyFormat::Markdown,
+            body: String::new(),
+        };
+        let branch = |condition, if_no| StepAction::Branch { condition, if_yes: BranchTarget::Next, if_no };
+        let wait = StepAction::Wait { amount: 1, unit: WaitUnit::Days };
+        let ok = input(vec![
+            mail.clone(),
+            wait.clone(),
+            branch(BranchCondition::Opened { step: 0 }, BranchTarget::Step { index: 3 }),
+            mail.clone(),
+        ]);
+        assert!(ok.validate().is_ok());
+        let bad = input(vec![
+            mail.clone(),
+            branch(BranchCondition::Clicked { step: 2 }, BranchTarget::Step { index: 0 }),
+            wait,
+        ]);
+        let e = bad.validate().expect_err("a mail after it, a target before it");
+        assert!(e.message_for("steps.1.condition").is_some());
+        assert!(e.message_for("steps.1.if_no").is_some());
+        assert!(input(vec![branch(BranchCondition::Opened { step: 0 }, BranchTarget::Exit)]).validate().is_err());
+        assert_eq!(
+            branch(BranchCondition::Opened { step: 0 }, BranchTarget::Exit).summary(),
+            "If the reader opened step 1: go on; if not: exit"
+        );
+    }
+
+    #[test]
     fn event_names_are_plain_words() {
         assert_eq!(check_event_name(" order_placed ").as_deref(), Ok("order_placed"));
         assert!(check_event_name("").is_err());
@@ -432,6 +558,8 @@ mod tests {
             Trigger::ListConfirmed { list_id: ListId(uuid::Uuid::from_u128(7)) },
             Trigger::TagAdded { tag_id: TagId(uuid::Uuid::from_u128(8)) },
             Trigger::Event { name: "paid".into() },
+            Trigger::SegmentEntered { segment_id: SegmentId(uuid::Uuid::from_u128(9)) },
+            Trigger::DateAnniversary { field: "birthday".into() },
         ] {
             let (kind, key) = t.kind_and_key();
             assert_eq!(Trigger::from_kind_and_key(kind, &key), Some(t));

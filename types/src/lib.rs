@@ -40,8 +40,9 @@ pub use account::{LoginSession, TwoFactorEnrolment, TwoFactorStatus};
 pub use api_key::ApiKey;
 pub use audit::{ActorKind, AuditAction, AuditEntry};
 pub use automation::{
-    Automation, AutomationInput, AutomationReport, AutomationStatus, EventAccepted, ReaderEventInput, Reentry,
-    RemovedStepReaders, Run, RunState, RunStep, Step, StepAction, StepInput, StepStats, Trigger, WaitUnit,
+    Automation, AutomationInput, AutomationReport, AutomationStatus, BranchCondition, BranchTarget, EventAccepted,
+    ReaderEventInput, Reentry, RemovedStepReaders, Run, RunState, RunStep, Step, StepAction, StepInput, StepStats,
+    Trigger, WaitUnit,
 };
 pub use campaign::{
     ApprovalRequest, ApprovalState, AudienceCount, BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition,

@@ -133,6 +133,20 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: SegmentId) -> Res
     if let Some(name) = user {
         return Err(Error::Conflict(format!("The campaign “{name}” uses this segment: change its audience first.")));
     }
+    let automation: Option<String> = sqlx::query_scalar(
+        "SELECT name FROM automations WHERE tenant_id = $1 AND status <> 'archived'
+           AND steps @> jsonb_build_array(jsonb_build_object('action',
+                 jsonb_build_object('condition', jsonb_build_object('segment_id', $2::text)))) LIMIT 1",
+    )
+    .bind(tenant)
+    .bind(id.to_string())
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(name) = automation {
+        return Err(Error::Conflict(format!(
+            "The automation “{name}” branches on this segment: change that step first."
+        )));
+    }
     sqlx::query("DELETE FROM segments WHERE tenant_id = $1 AND id = $2")
         .bind(tenant)
         .bind(id)

@@ -37,6 +37,26 @@ pub async fn run(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bool
 /// One pass at the clock `now` (tests pass a later one to skip waits): every due step of every
 /// live automation, until none is due. Returns the steps run.
 pub async fn tick(db: &Db, jobs: &Jobs, now: DateTime<Utc>) -> Result<u64> {
+    // Periodic triggers first (a segment's new members, today's anniversaries): the readers they
+    // let in are due at once, in the same pass.
+    let to_check: Vec<(TenantId, AutomationId)> =
+        sqlx::query_as("SELECT tenant_id, automation_id FROM automations_to_check($1)")
+            .bind(now)
+            .fetch_all(db.pool())
+            .await?;
+    for (tenant, automation) in to_check {
+        let mut tx = db.tenant_tx(tenant).await?;
+        let entered: i64 = sqlx::query_scalar("SELECT automation_check_trigger($1, $2, $3)")
+            .bind(tenant)
+            .bind(automation)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        if entered > 0 {
+            tracing::info!(%tenant, %automation, entered, "readers entered an automation by its periodic trigger");
+        }
+    }
     let due: Vec<(TenantId, AutomationId)> = sqlx::query_as("SELECT tenant_id, automation_id FROM due_automations($1)")
         .bind(now)
         .fetch_all(db.pool())

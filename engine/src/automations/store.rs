@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 
 use herald_types::{
-    Automation, AutomationId, AutomationInput, AutomationStatus, AutomationStepId, BodyFormat, CampaignId,
-    CampaignStatus, Reentry, RemovedStepReaders, Step, StepAction, Trigger,
+    Automation, AutomationId, AutomationInput, AutomationStatus, AutomationStepId, BodyFormat, BranchCondition,
+    CampaignId, CampaignStatus, Reentry, RemovedStepReaders, Step, StepAction, Trigger,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -145,7 +145,9 @@ pub async fn get(db: &Db, tenant: TenantId, id: AutomationId) -> Result<Automati
     Ok(a)
 }
 
-/// The trigger's list or tag, and every tag a step names, must be the workspace's: said beside
+const TAG_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM tags WHERE tenant_id = $1 AND id = $2)";
+
+/// The trigger's list or tag, and every tag or segment a step names, must be the workspace's: said beside
 /// the field that names them.
 async fn check_references(tx: &mut Tx, tenant: TenantId, input: &AutomationInput) -> Result<()> {
     let mut problems = herald_types::Problems::default();
@@ -160,23 +162,51 @@ async fn check_references(tx: &mut Tx, tenant: TenantId, input: &AutomationInput
             }
         }
         Trigger::TagAdded { tag_id } => {
-            let known = exists("SELECT EXISTS (SELECT 1 FROM tags WHERE tenant_id = $1 AND id = $2)", tag_id.0)
-                .fetch_one(&mut **tx)
-                .await?;
+            let known = exists(TAG_EXISTS, tag_id.0).fetch_one(&mut **tx).await?;
             if !known {
                 problems.add("trigger.tag_id", "Choose a tag of this workspace.");
             }
         }
         Trigger::Event { .. } => {}
-    }
-    for (i, step) in input.steps.iter().enumerate() {
-        if let StepAction::AddTag { tag_id } | StepAction::RemoveTag { tag_id } = &step.action {
-            let known = exists("SELECT EXISTS (SELECT 1 FROM tags WHERE tenant_id = $1 AND id = $2)", tag_id.0)
+        Trigger::SegmentEntered { segment_id } => {
+            let known = exists("SELECT EXISTS (SELECT 1 FROM segments WHERE tenant_id = $1 AND id = $2)", segment_id.0)
                 .fetch_one(&mut **tx)
                 .await?;
             if !known {
-                problems.add(&format!("steps.{i}.tag_id"), "Choose a tag of this workspace.");
+                problems.add("trigger.segment_id", "Choose a segment of this workspace.");
             }
+        }
+        Trigger::DateAnniversary { field } => {
+            let date: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM fields WHERE tenant_id = $1 AND key = $2 AND kind = 'date')",
+            )
+            .bind(tenant)
+            .bind(field.trim())
+            .fetch_one(&mut **tx)
+            .await?;
+            if !date {
+                problems.add("trigger.field", "Choose a date field of this workspace.");
+            }
+        }
+    }
+    for (i, step) in input.steps.iter().enumerate() {
+        let (sql, id, field, message): (&'static str, uuid::Uuid, &str, &str) = match &step.action {
+            StepAction::AddTag { tag_id } | StepAction::RemoveTag { tag_id } => {
+                (TAG_EXISTS, tag_id.0, "tag_id", "Choose a tag of this workspace.")
+            }
+            StepAction::Branch { condition: BranchCondition::HasTag { tag_id }, .. } => {
+                (TAG_EXISTS, tag_id.0, "condition", "Choose a tag of this workspace.")
+            }
+            StepAction::Branch { condition: BranchCondition::InSegment { segment_id }, .. } => (
+                "SELECT EXISTS (SELECT 1 FROM segments WHERE tenant_id = $1 AND id = $2)",
+                segment_id.0,
+                "condition",
+                "Choose a segment of this workspace.",
+            ),
+            _ => continue,
+        };
+        if !exists(sql, id).fetch_one(&mut **tx).await? {
+            problems.add(&format!("steps.{i}.{field}"), message);
         }
     }
     Ok(problems.into_result()?)
@@ -246,6 +276,19 @@ pub async fn update(
     check_references(&mut tx, tenant, input).await?;
     let old = get_in(&mut tx, tenant, id).await?;
     let (kind, key) = input.trigger.kind_and_key();
+    if old.trigger != input.trigger {
+        // A new segment is seen afresh: whoever is in it at its first check does not count.
+        sqlx::query("UPDATE automations SET checked_at = NULL WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM automation_segment_members WHERE tenant_id = $1 AND automation_id = $2")
+            .bind(tenant)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+    }
     sqlx::query(
         "UPDATE automations SET name = $3, trigger_kind = $4, trigger_key = $5, reentry = $6, cap_exempt = $7,
                 updated_at = now()

@@ -362,3 +362,169 @@ async fn automations_stay_in_their_workspace() -> TestResult {
     assert_eq!(status, StatusCode::NOT_FOUND, "{tag}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_branch_sends_openers_and_the_others_their_own_way() -> TestResult {
+    let app = spawn_app().await;
+    let (api, _list) = workspace_with_readers(&app, "branch@example.com", 4).await;
+    let reader = |i: usize| format!("branch-r{i}@example.com");
+    let id_of = |i: usize| {
+        let (pool, email) = (app.owner.clone(), reader(i));
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT id FROM readers WHERE email = $1")
+                .bind(email)
+                .fetch_one(&pool)
+                .await
+                .expect("reader")
+        }
+    };
+    for i in [1, 3] {
+        let (status, body) =
+            api.post(&format!("/api/v1/readers/{}/tags", id_of(i).await), json!({"tags": ["VIP"]})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let (_, tags) = api.get("/api/v1/tags").await;
+    let vip = tags[0]["id"].clone();
+    let branch = |condition: Value, if_yes: Value, if_no: Value| json!({"action": {"kind": "branch", "condition": condition, "if_yes": if_yes, "if_no": if_no}});
+    let steps = json!([
+        email("First", "Hi"),
+        wait(1, "days"),
+        branch(json!({"kind": "opened", "step": 0}), json!({"kind": "step", "index": 4}), json!({"kind": "next"})),
+        email("Did you see this?", "Reminder"),
+        email("Thanks for reading", "Thanks"),
+        branch(json!({"kind": "has_tag", "tag_id": vip}), json!({"kind": "next"}), json!({"kind": "exit"})),
+        email("VIP only", "Hello VIP"),
+    ]);
+    // A branch may only test an earlier mail and go forward.
+    let (status, bad) = api
+        .post("/api/v1/automations", json!({"name": "Bad", "trigger": {"kind": "event", "name": "b"},
+            "steps": [branch(json!({"kind": "opened", "step": 1}), json!({"kind": "next"}), json!({"kind": "step", "index": 0})), email("x", "y")]}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    assert!(bad["fields"]["steps.0.condition"].is_string() && bad["fields"]["steps.0.if_no"].is_string(), "{bad}");
+
+    let id =
+        create_live(&api, json!({"name": "Nudge", "trigger": {"kind": "event", "name": "joined"}, "steps": steps}))
+            .await;
+    for i in 1..=4 {
+        let (status, body) =
+            api.post(&format!("/api/v1/readers/{}/events", id_of(i).await), json!({"name": "joined"})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    expect_mail_count(&app, 4).await;
+    // r1 and r2 open "First"; r3's only open is a privacy proxy's, which does not count.
+    let (_, a) = api.get(&format!("/api/v1/automations/{id}")).await;
+    let first = a["steps"][0]["campaign_id"].as_str().expect("campaign").to_string();
+    for (i, prefetch) in [(1, false), (2, false), (3, true)] {
+        sqlx::query(
+            "INSERT INTO events (tenant_id, campaign_id, reader_id, kind, prefetch)
+             SELECT tenant_id, $1::uuid, id, 'open', $3 FROM readers WHERE email = $2",
+        )
+        .bind(&first)
+        .bind(reader(i))
+        .bind(prefetch)
+        .execute(&app.owner)
+        .await?;
+    }
+    // A day on, a minute at a time until every run ended (a run's next step waits until its
+    // last mail is out, so each pass moves a run at most past one mail).
+    for minute in 1..=40 {
+        tick_at(&app, Span::days(1) + Span::minutes(minute)).await;
+        let waiting: i64 = sqlx::query_scalar("SELECT count(*) FROM automation_runs WHERE state = 'waiting'")
+            .fetch_one(&app.owner)
+            .await?;
+        if waiting == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    expect_mail_count(&app, 12).await;
+    let got = inbox(&app).await;
+    assert_eq!(got[&reader(1)], ["First", "Thanks for reading", "VIP only"]);
+    assert_eq!(got[&reader(2)], ["First", "Thanks for reading"]);
+    assert_eq!(got[&reader(3)], ["First", "Did you see this?", "Thanks for reading", "VIP only"]);
+    assert_eq!(got[&reader(4)], ["First", "Did you see this?", "Thanks for reading"]);
+    let (_, report) = api.get(&format!("/api/v1/automations/{id}/report")).await;
+    let entered: Vec<i64> =
+        report["steps"].as_array().expect("steps").iter().map(|s| s["entered"].as_i64().unwrap_or(-1)).collect();
+    assert_eq!(entered, vec![4, 4, 4, 2, 4, 4, 2], "{report}");
+    assert_eq!(report["finished"], 4, "{report}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn periodic_triggers_let_in_new_segment_members_and_todays_anniversaries() -> TestResult {
+    let app = spawn_app().await;
+    let (api, _list) = workspace_with_readers(&app, "periodic@example.com", 3).await;
+    let reader = |i: usize| format!("periodic-r{i}@example.com");
+    let id_of = |i: usize| {
+        let (pool, email) = (app.owner.clone(), reader(i));
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT id FROM readers WHERE email = $1")
+                .bind(email)
+                .fetch_one(&pool)
+                .await
+                .expect("reader")
+        }
+    };
+    // A segment of VIPs, r1 in it from the start.
+    let tag = |i: usize| {
+        let api = &api;
+        async move {
+            let (status, body) =
+                api.post(&format!("/api/v1/readers/{}/tags", id_of(i).await), json!({"tags": ["VIP"]})).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+    };
+    tag(1).await;
+    let (_, tags) = api.get("/api/v1/tags").await;
+    let (status, segment) = api
+        .post("/api/v1/segments", json!({"name": "VIPs", "definition": {"match": "all", "rules": [{"kind": "tag", "tag_id": tags[0]["id"], "has": true}]}}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{segment}");
+    // Birthdays: r2's is today (another year), r3's tomorrow.
+    let (status, body) =
+        api.post("/api/v1/fields", json!({"key": "birthday", "label": "Birthday", "kind": "date"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let today = Utc::now().date_naive();
+    for (i, day) in [(2, today), (3, today + Span::days(1))] {
+        let date = format!("1990-{}", day.format("%m-%d"));
+        let (status, body) = api
+            .send(
+                reqwest::Method::PATCH,
+                &format!("/api/v1/readers/{}", id_of(i).await),
+                Some(json!({"attributes": {"birthday": date}})),
+            )
+            .await;
+        assert!(status.is_success(), "{status} {body}");
+    }
+    let (status, bad) = api
+        .post(
+            "/api/v1/automations",
+            json!({"name": "x", "trigger": {"kind": "date_anniversary", "field": "nope"}, "steps": [email("x", "y")]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    create_live(
+        &api,
+        json!({"name": "VIP welcome", "trigger": {"kind": "segment_entered", "segment_id": segment["id"]},
+                             "steps": [email("Welcome to the VIPs", "Hi")]}),
+    )
+    .await;
+    create_live(&api, json!({"name": "Birthday", "reentry": "every_time", "trigger": {"kind": "date_anniversary", "field": "birthday"},
+                             "steps": [email("Happy birthday", "Hi")]}))
+    .await;
+    // The first check: the birthday today; r1, a VIP already, does not count as entering.
+    tick_at(&app, Span::zero()).await;
+    expect_mail_count(&app, 1).await;
+    // r2 becomes a VIP: the next check (a minute on) lets them in; the birthday is not sent twice.
+    tag(2).await;
+    tick_at(&app, Span::seconds(61)).await;
+    expect_mail_count(&app, 2).await;
+    tick_at(&app, Span::seconds(125)).await;
+    expect_mail_count(&app, 2).await;
+    let got = inbox(&app).await;
+    assert_eq!(got[&reader(2)], ["Happy birthday", "Welcome to the VIPs"]);
+    assert!(!got.contains_key(&reader(1)) && !got.contains_key(&reader(3)), "{got:?}");
+    Ok(())
+}

@@ -4,8 +4,9 @@
 //! A new one starts as a welcome mail (`?list=` picks the list that triggers it).
 
 use herald_types::{
-    Automation, AutomationId, AutomationInput, AutomationReport, AutomationStatus, BodyFormat, FieldError, ListId,
-    Reentry, RemovedStepReaders, Run, RunState, StepAction, StepInput, TagId, Trigger, WaitUnit,
+    Automation, AutomationId, AutomationInput, AutomationReport, AutomationStatus, BodyFormat, BranchCondition,
+    BranchTarget, FieldError, ListId, Reentry, RemovedStepReaders, Run, RunState, SegmentId, StepAction, StepInput,
+    TagId, Trigger, WaitUnit,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
@@ -22,6 +23,9 @@ pub struct AutomationEditorData {
     pub runs: Vec<Run>,
     pub lists: Vec<(ListId, String)>,
     pub tags: Vec<(TagId, String)>,
+    pub segments: Vec<(SegmentId, String)>,
+    /// Date fields, by key and label (the anniversary trigger).
+    pub date_fields: Vec<(String, String)>,
     pub can_edit: bool,
 }
 
@@ -39,6 +43,17 @@ pub async fn automation_edit_view(id: String) -> Result<AutomationEditorData, Ap
         runs: Vec::new(),
         lists: lists::with_counts(db, m.tenant).await?.into_iter().map(|l| (l.list.id, l.list.name)).collect(),
         tags: tags::list(db, m.tenant).await?.into_iter().map(|t| (t.id, t.name)).collect(),
+        segments: herald_engine::audience::segments::list(db, m.tenant)
+            .await?
+            .into_iter()
+            .map(|s| (s.id, s.name))
+            .collect(),
+        date_fields: herald_engine::audience::fields::list(db, m.tenant)
+            .await?
+            .into_iter()
+            .filter(|f| f.kind == herald_types::FieldKind::Date)
+            .map(|f| (f.key, f.label))
+            .collect(),
         can_edit: m.role.can_author(),
     };
     if id != "new" {
@@ -95,6 +110,44 @@ pub async fn change_automation(id: AutomationId, action: String) -> Result<bool,
     Ok(false)
 }
 
+/// Test mode: each email step's mail, in order, to one address, at once (waits skipped; tags
+/// and branches are not applied: nobody's data changes). Marked `[Test]`, rendered for a sample
+/// reader; counted against the test allowance like a campaign's test. One line per mail.
+#[server(prefix = "/rpc", endpoint = "test_automation")]
+pub async fn test_automation(id: AutomationId, address: String) -> Result<Vec<String>, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, automations::store, campaigns::preview};
+    let m = require_role(Role::Author).await?;
+    let automation = store::get(&m.state.db, m.tenant, id).await?;
+    let mut out = Vec::new();
+    for (i, step) in automation.steps.iter().enumerate() {
+        let Some(campaign) = step.campaign_id else { continue };
+        let results = preview::test_send(
+            &m.state.db,
+            &m.state.signer,
+            &m.state.base_url,
+            &m.state.default_identity,
+            &m.state.egress,
+            m.tenant,
+            m.user,
+            m.role,
+            campaign,
+            std::slice::from_ref(&address),
+        )
+        .await?;
+        for (to, r) in results {
+            out.push(match r {
+                Ok(_) => format!("Step {}: sent to {to}.", i + 1),
+                Err(why) => format!("Step {}: {why}", i + 1),
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(AppError::Invalid(herald_types::Invalid::new("Add an email step first.")));
+    }
+    Ok(out)
+}
+
 /// The mail a new automation starts with.
 fn starter_mail() -> StepAction {
     StepAction::Email {
@@ -105,8 +158,10 @@ fn starter_mail() -> StepAction {
     }
 }
 
-fn new_step(kind: &str, tags: &[(TagId, String)]) -> Option<StepAction> {
+/// A new step of `kind` at the end of `steps`.
+fn new_step(kind: &str, tags: &[(TagId, String)], steps: &[StepInput]) -> Option<StepAction> {
     let first_tag = || tags.first().map(|(id, _)| *id).unwrap_or(TagId::NIL);
+    let last_mail = steps.iter().rposition(|s| matches!(s.action, StepAction::Email { .. })).unwrap_or(0);
     Some(match kind {
         "email" => StepAction::Email {
             subject: String::new(),
@@ -118,13 +173,19 @@ fn new_step(kind: &str, tags: &[(TagId, String)]) -> Option<StepAction> {
         "add_tag" => StepAction::AddTag { tag_id: first_tag() },
         "remove_tag" => StepAction::RemoveTag { tag_id: first_tag() },
         "exit" => StepAction::Exit,
+        "branch" => StepAction::Branch {
+            condition: BranchCondition::Opened { step: last_mail },
+            if_yes: BranchTarget::Next,
+            if_no: BranchTarget::Exit,
+        },
         _ => return None,
     })
 }
 
-const STEP_KINDS: [(&str, &str); 5] = [
+const STEP_KINDS: [(&str, &str); 6] = [
     ("email", "Send an email"),
     ("wait", "Wait"),
+    ("branch", "Branch (if… / if not…)"),
     ("add_tag", "Add a tag"),
     ("remove_tag", "Remove a tag"),
     ("exit", "Exit"),
@@ -155,9 +216,11 @@ fn Editor(
     data: Resource<Result<AutomationEditorData, AppError>>,
 ) -> impl IntoView {
     let query = use_query_map();
-    let AutomationEditorData { automation, report, runs, lists, tags, can_edit } = v;
+    let AutomationEditorData { automation, report, runs, lists, tags, segments, date_fields, can_edit } = v;
+    let date_fields = StoredValue::new(date_fields);
     let lists = StoredValue::new(lists);
     let tags = StoredValue::new(tags);
+    let segments = StoredValue::new(segments);
     let status = automation.as_ref().map(|a| a.status);
     let editable = can_edit && status != Some(AutomationStatus::Archived);
     let first_list = lists.with_value(|l| l.first().map(|(id, _)| *id).unwrap_or(ListId::NIL));
@@ -233,6 +296,8 @@ fn Editor(
         Trigger::ListConfirmed { .. } => "list_confirmed",
         Trigger::TagAdded { .. } => "tag_added",
         Trigger::Event { .. } => "event",
+        Trigger::SegmentEntered { .. } => "segment_entered",
+        Trigger::DateAnniversary { .. } => "date_anniversary",
     };
     view! {
         <div class="mb-6 flex flex-wrap items-center justify-between gap-3">
@@ -275,11 +340,15 @@ fn Editor(
                             on:change=move |ev| trigger.set(match event_target_value(&ev).as_str() {
                                 "tag_added" => Trigger::TagAdded { tag_id: tags.with_value(|t| t.first().map(|(id, _)| *id).unwrap_or(TagId::NIL)) },
                                 "event" => Trigger::Event { name: String::new() },
+                                "segment_entered" => Trigger::SegmentEntered { segment_id: segments.with_value(|s| s.first().map(|(id, _)| *id).unwrap_or(SegmentId::NIL)) },
+                                "date_anniversary" => Trigger::DateAnniversary { field: date_fields.with_value(|f| f.first().map(|(k, _)| k.clone()).unwrap_or_default()) },
                                 _ => Trigger::ListConfirmed { list_id: first_list },
                             })>
                             <option value="list_confirmed" selected=move || trigger_kind() == "list_confirmed">"A reader is confirmed on a list"</option>
                             <option value="tag_added" selected=move || trigger_kind() == "tag_added">"A reader gets a tag"</option>
                             <option value="event" selected=move || trigger_kind() == "event">"Your app reports an event (API)"</option>
+                            <option value="segment_entered" selected=move || trigger_kind() == "segment_entered">"A reader comes into a segment"</option>
+                            <option value="date_anniversary" selected=move || trigger_kind() == "date_anniversary">"A date field's anniversary (birthday, renewal)"</option>
                         </select>
                     </div>
                     <div>
@@ -303,6 +372,28 @@ fn Editor(
                                 <input id="automation-event" class="input" placeholder="order_placed" disabled=!editable prop:value=event
                                     on:change=move |ev| trigger.set(Trigger::Event { name: event_target_value(&ev) })/>
                                 <p class="mt-1 text-xs text-slate-500">"POST /api/v1/readers/{id}/events with this name; its data is {{ event.* }} in the mail."</p>
+                            }.into_any(),
+                            Trigger::SegmentEntered { segment_id } => view! {
+                                <label for="automation-segment" class="label">"Segment"</label>
+                                <select id="automation-segment" class="input" disabled=!editable
+                                    on:change=move |ev| trigger.set(Trigger::SegmentEntered { segment_id: event_target_value(&ev).parse().unwrap_or(SegmentId::NIL) })>
+                                    {segments.with_value(|s| s.is_empty()).then(|| view! { <option value="">"No segments yet: make one on Audience → Segments"</option> })}
+                                    {segments.with_value(|s| s.iter().map(|(id, n)| view! {
+                                        <option value=id.to_string() selected=*id == segment_id>{n.clone()}</option>
+                                    }).collect_view())}
+                                </select>
+                                <p class="mt-1 text-xs text-slate-500">"Checked every minute; who is in it when you turn the automation on does not count."</p>
+                            }.into_any(),
+                            Trigger::DateAnniversary { field } => view! {
+                                <label for="automation-field" class="label">"Date field"</label>
+                                <select id="automation-field" class="input" disabled=!editable
+                                    on:change=move |ev| trigger.set(Trigger::DateAnniversary { field: event_target_value(&ev) })>
+                                    {date_fields.with_value(|f| f.is_empty()).then(|| view! { <option value="">"No date fields yet: add one on Audience → Fields"</option> })}
+                                    {date_fields.with_value(|f| f.iter().map(|(k, l)| view! {
+                                        <option value=k.clone() selected=*k == field>{l.clone()}</option>
+                                    }).collect_view())}
+                                </select>
+                                <p class="mt-1 text-xs text-slate-500">"On the day (UTC). Choose “Every time it starts” below to send it each year."</p>
                             }.into_any(),
                         }}
                         <p class="mt-1 text-xs text-red-600" role="alert">{problem_at("trigger".into())}</p>
@@ -337,7 +428,7 @@ fn Editor(
                                             on:click=move |_| steps.update(|s| { s.remove(i); })>"Remove"</button>
                                     })}
                                 </div>
-                                <StepEditor i=i action=step.action steps=steps tags=tags editable=editable error=problem_at(format!("steps.{i}"))/>
+                                <StepEditor i=i action=step.action steps=steps tags=tags segments=segments editable=editable error=problem_at(format!("steps.{i}"))/>
                                 {stats.map(|s| view! {
                                     <p class="mt-2 text-xs text-slate-600" data-testid="step-figures">
                                         {format!("{} reached · {} waiting here", s.entered, s.waiting)}
@@ -354,7 +445,8 @@ fn Editor(
                         <label for="add-step" class="sr-only">"Add a step"</label>
                         <select id="add-step" class="input w-auto" data-testid="add-step"
                             on:change=move |ev| {
-                                if let Some(action) = tags.with_value(|t| new_step(&event_target_value(&ev), t)) {
+                                let kind = event_target_value(&ev);
+                                if let Some(action) = tags.with_value(|t| steps.with_untracked(|s| new_step(&kind, t, s))) {
                                     steps.update(|s| s.push(StepInput { id: None, action }));
                                 }
                                 added.update(|n| *n += 1);
@@ -388,7 +480,39 @@ fn Editor(
                 </div>
             })}
         </form>
+        {automation_id.filter(|_| can_edit).map(|id| view! { <TestRun id=id/> })}
         {(!is_new).then(|| view! { <Runs runs=runs steps=steps/> })}
+    }
+}
+
+/// Sends every mail of the automation to one address, now.
+#[component]
+fn TestRun(id: AutomationId) -> impl IntoView {
+    let test = ServerAction::<TestAutomation>::new();
+    let address = RwSignal::new(String::new());
+    view! {
+        <Card title="Try it">
+            <p class="mb-3 text-sm text-slate-600">"Each mail of the saved automation, in order, to one address, right away (waits skipped, tags and branches not applied)."</p>
+            <form class="flex flex-wrap items-end gap-2" on:submit=move |ev| {
+                ev.prevent_default();
+                test.dispatch(TestAutomation { id, address: address.get_untracked() });
+            }>
+                <div class="min-w-60 flex-1">
+                    <label for="test-address" class="label">"Send to"</label>
+                    <input id="test-address" type="email" class="input" placeholder="you@example.com" data-testid="test-address"
+                        prop:value=address on:input=move |ev| address.set(event_target_value(&ev))/>
+                </div>
+                <button type="submit" class="btn-secondary" data-testid="test-automation" disabled=move || test.pending().get()>"Send the mails"</button>
+            </form>
+            {move || test.value().get().map(|r| match r {
+                Ok(lines) => view! {
+                    <ul class="mt-3 text-sm text-slate-700" role="status" data-testid="test-results">
+                        {lines.into_iter().map(|l| view! { <li>{l}</li> }).collect_view()}
+                    </ul>
+                }.into_any(),
+                Err(e) => view! { <p class="mt-3 text-sm text-red-700" role="alert">{e.to_string()}</p> }.into_any(),
+            })}
+        </Card>
     }
 }
 
@@ -462,6 +586,7 @@ fn StepEditor(
     action: StepAction,
     steps: RwSignal<Vec<StepInput>>,
     tags: StoredValue<Vec<(TagId, String)>>,
+    segments: StoredValue<Vec<(SegmentId, String)>>,
     editable: bool,
     error: impl Fn() -> String + Send + Sync + 'static,
 ) -> impl IntoView {
@@ -518,10 +643,141 @@ fn StepEditor(
             }.into_any()
         }
         StepAction::Exit => view! { <p class="text-sm text-slate-500">"The reader's run ends here."</p> }.into_any(),
+        StepAction::Branch { condition, if_yes, if_no } => view! {
+            <BranchEditor i=i condition=condition if_yes=if_yes if_no=if_no steps=steps tags=tags segments=segments editable=editable/>
+        }.into_any(),
     };
     view! {
         {inputs}
         <p class="mt-1 text-xs text-red-600" role="alert">{error}</p>
+    }
+}
+
+/// A step's place in the list and its words ("step 2: Wait 1 day").
+type Place = (usize, String);
+
+/// A branch's condition and where each answer leads. Mails are named by their place ("step 1:
+/// Welcome"), and only earlier ones can be tested; targets are later steps only.
+#[component]
+fn BranchEditor(
+    i: usize,
+    condition: BranchCondition,
+    if_yes: BranchTarget,
+    if_no: BranchTarget,
+    steps: RwSignal<Vec<StepInput>>,
+    tags: StoredValue<Vec<(TagId, String)>>,
+    segments: StoredValue<Vec<(SegmentId, String)>>,
+    editable: bool,
+) -> impl IntoView {
+    let set = move |f: &dyn Fn(&mut BranchCondition, &mut BranchTarget, &mut BranchTarget)| {
+        steps.update(|s| {
+            if let Some(StepAction::Branch { condition, if_yes, if_no }) = s.get_mut(i).map(|s| &mut s.action) {
+                f(condition, if_yes, if_no);
+            }
+        })
+    };
+    let (mails, later): (Vec<Place>, Vec<Place>) = steps.with_untracked(|s| {
+        let label = |n: usize, a: &StepAction| format!("step {}: {}", n + 1, a.summary());
+        (
+            s.iter()
+                .enumerate()
+                .take(i)
+                .filter(|(_, x)| matches!(x.action, StepAction::Email { .. }))
+                .map(|(n, x)| (n, label(n, &x.action)))
+                .collect(),
+            s.iter().enumerate().skip(i + 2).map(|(n, x)| (n, label(n, &x.action))).collect(),
+        )
+    });
+    let kind = match condition {
+        BranchCondition::Opened { .. } => "opened",
+        BranchCondition::Clicked { .. } => "clicked",
+        BranchCondition::HasTag { .. } => "has_tag",
+        BranchCondition::InSegment { .. } => "in_segment",
+    };
+    let first_mail = mails.first().map_or(0, |(n, _)| *n);
+    let target_select = move |id: String, label: &'static str, current: BranchTarget, yes: bool| {
+        let later = later.clone();
+        view! {
+            <div>
+                <label for=id.clone() class="label">{label}</label>
+                <select id=id class="input" disabled=!editable
+                    on:change=move |ev| {
+                        let v = event_target_value(&ev);
+                        let t = match v.as_str() {
+                            "next" => BranchTarget::Next,
+                            "exit" => BranchTarget::Exit,
+                            n => BranchTarget::Step { index: n.parse().unwrap_or(0) },
+                        };
+                        set(&|_, y, n| if yes { *y = t } else { *n = t });
+                    }>
+                    <option value="next" selected=current == BranchTarget::Next>"go on to the next step"</option>
+                    {later.into_iter().map(|(n, l)| view! {
+                        <option value=n.to_string() selected=current == BranchTarget::Step { index: n }>{format!("go to {l}")}</option>
+                    }).collect_view()}
+                    <option value="exit" selected=current == BranchTarget::Exit>"exit the automation"</option>
+                </select>
+            </div>
+        }
+    };
+    view! {
+        <div class="grid gap-3 sm:grid-cols-2">
+            <div>
+                <label for=format!("step-{i}-condition") class="label">"If the reader"</label>
+                <select id=format!("step-{i}-condition") class="input" disabled=!editable data-testid="branch-condition"
+                    on:change=move |ev| {
+                        let c = match event_target_value(&ev).as_str() {
+                            "clicked" => BranchCondition::Clicked { step: first_mail },
+                            "has_tag" => BranchCondition::HasTag { tag_id: tags.with_value(|t| t.first().map(|(id, _)| *id).unwrap_or(TagId::NIL)) },
+                            "in_segment" => BranchCondition::InSegment { segment_id: segments.with_value(|s| s.first().map(|(id, _)| *id).unwrap_or(SegmentId::NIL)) },
+                            _ => BranchCondition::Opened { step: first_mail },
+                        };
+                        set(&|cond, _, _| *cond = c.clone());
+                    }>
+                    <option value="opened" selected=kind == "opened">"opened a mail"</option>
+                    <option value="clicked" selected=kind == "clicked">"clicked in a mail"</option>
+                    <option value="has_tag" selected=kind == "has_tag">"has a tag"</option>
+                    <option value="in_segment" selected=kind == "in_segment">"is in a segment"</option>
+                </select>
+            </div>
+            <div>
+                {match condition {
+                    BranchCondition::Opened { step } | BranchCondition::Clicked { step } => view! {
+                        <label for=format!("step-{i}-mail") class="label">"Which mail"</label>
+                        <select id=format!("step-{i}-mail") class="input" disabled=!editable
+                            on:change=move |ev| {
+                                let n: usize = event_target_value(&ev).parse().unwrap_or(0);
+                                set(&|cond, _, _| match cond {
+                                    BranchCondition::Opened { step } | BranchCondition::Clicked { step } => *step = n,
+                                    _ => {}
+                                });
+                            }>
+                            {mails.is_empty().then(|| view! { <option value="">"Add an email step before this branch"</option> })}
+                            {mails.into_iter().map(|(n, l)| view! { <option value=n.to_string() selected=n == step>{l}</option> }).collect_view()}
+                        </select>
+                    }.into_any(),
+                    BranchCondition::HasTag { tag_id } => view! {
+                        <label for=format!("step-{i}-branch-tag") class="label">"Tag"</label>
+                        <TagSelect id=format!("step-{i}-branch-tag") tags=tags selected=tag_id disabled=!editable
+                            on_pick=Callback::new(move |t| set(&|cond, _, _| *cond = BranchCondition::HasTag { tag_id: t }))/>
+                    }.into_any(),
+                    BranchCondition::InSegment { segment_id } => view! {
+                        <label for=format!("step-{i}-segment") class="label">"Segment"</label>
+                        <select id=format!("step-{i}-segment") class="input" disabled=!editable
+                            on:change=move |ev| {
+                                let id: SegmentId = event_target_value(&ev).parse().unwrap_or(SegmentId::NIL);
+                                set(&|cond, _, _| *cond = BranchCondition::InSegment { segment_id: id });
+                            }>
+                            {segments.with_value(|s| s.is_empty()).then(|| view! { <option value="">"No segments yet: make one on Audience → Segments"</option> })}
+                            {segments.with_value(|s| s.iter().map(|(id, n)| view! {
+                                <option value=id.to_string() selected=*id == segment_id>{n.clone()}</option>
+                            }).collect_view())}
+                        </select>
+                    }.into_any(),
+                }}
+            </div>
+            {target_select(format!("step-{i}-if-yes"), "If so", if_yes, true)}
+            {target_select(format!("step-{i}-if-no"), "If not", if_no, false)}
+        </div>
     }
 }
 

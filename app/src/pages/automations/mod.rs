@@ -16,5 +16,7 @@ pub fn trigger_text(t: &Trigger, lists: &[(ListId, String)], tags: &[(TagId, Str
             format!("A reader gets the tag {}", named(tags.iter().find(|(id, _)| id == tag_id).map(|(_, n)| n)))
         }
         Trigger::Event { name } => format!("The API reports the event “{name}”"),
+        Trigger::SegmentEntered { .. } => "A reader comes into a segment".to_string(),
+        Trigger::DateAnniversary { field } => format!("The anniversary of a reader's “{field}”"),
     }
 }
