@@ -266,7 +266,11 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     let welcome = automations::create(&db, tenant, Role::Owner, &welcome).await.map_err(clear)?;
     automations::start(&db, &jobs, tenant, Role::Owner, welcome.id).await.map_err(clear)?;
     for (email, name) in [("new-reader@example.com", "New Reader"), ("another@example.com", "Another Reader")] {
-        readers::add(&db, tenant, Role::Owner, email, name, &[news.id], &origin).await.map_err(clear)?;
+        let id = readers::add(&db, tenant, Role::Owner, email, name, &[news.id], &origin).await.map_err(clear)?;
+        // A reader's page with their path through an automation.
+        if email.starts_with("new") {
+            add("/audience/readers/:id", format!("/audience/readers/{id}"));
+        }
     }
     let receipt =
         automation("Receipt", json!({"kind": "event", "name": "order_placed"}), json!([email("Your order")]))?;
@@ -282,7 +286,10 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     let draft = automation(
         "VIP sequence",
         json!({"kind": "tag_added", "tag_id": vip.id}),
-        json!([wait, email("Thank you"), {"action": {"kind": "remove_tag", "tag_id": vip.id}}, {"action": {"kind": "exit"}}]),
+        json!([wait, email("Thank you"),
+               {"action": {"kind": "branch", "condition": {"kind": "opened", "step": 1},
+                           "if_yes": {"kind": "next"}, "if_no": {"kind": "step", "index": 4}}},
+               {"action": {"kind": "remove_tag", "tag_id": vip.id}}, {"action": {"kind": "exit"}}]),
     )?;
     let draft = automations::create(&db, tenant, Role::Owner, &draft).await.map_err(clear)?;
     for id in [welcome.id, receipt.id, old.id, draft.id] {
