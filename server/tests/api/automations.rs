@@ -50,6 +50,15 @@ async fn expect_mail_count(app: &TestApp, n: u64) {
     assert_eq!(app.sink.messages().await.len() as u64, n, "no more than {n} messages");
 }
 
+/// The id of the reader with this address.
+async fn reader_id(app: &TestApp, email: String) -> i64 {
+    sqlx::query_scalar("SELECT id FROM readers WHERE email = $1")
+        .bind(email)
+        .fetch_one(&app.owner)
+        .await
+        .expect("reader")
+}
+
 async fn create_live(api: &Api, body: Value) -> String {
     let (status, a) = api.post("/api/v1/automations", body).await;
     assert_eq!(status, StatusCode::CREATED, "{a}");
@@ -368,16 +377,7 @@ async fn a_branch_sends_openers_and_the_others_their_own_way() -> TestResult {
     let app = spawn_app().await;
     let (api, _list) = workspace_with_readers(&app, "branch@example.com", 4).await;
     let reader = |i: usize| format!("branch-r{i}@example.com");
-    let id_of = |i: usize| {
-        let (pool, email) = (app.owner.clone(), reader(i));
-        async move {
-            sqlx::query_scalar::<_, i64>("SELECT id FROM readers WHERE email = $1")
-                .bind(email)
-                .fetch_one(&pool)
-                .await
-                .expect("reader")
-        }
-    };
+    let id_of = |i: usize| reader_id(&app, reader(i));
     for i in [1, 3] {
         let (status, body) =
             api.post(&format!("/api/v1/readers/{}/tags", id_of(i).await), json!({"tags": ["VIP"]})).await;
@@ -457,16 +457,7 @@ async fn periodic_triggers_let_in_new_segment_members_and_todays_anniversaries()
     let app = spawn_app().await;
     let (api, _list) = workspace_with_readers(&app, "periodic@example.com", 3).await;
     let reader = |i: usize| format!("periodic-r{i}@example.com");
-    let id_of = |i: usize| {
-        let (pool, email) = (app.owner.clone(), reader(i));
-        async move {
-            sqlx::query_scalar::<_, i64>("SELECT id FROM readers WHERE email = $1")
-                .bind(email)
-                .fetch_one(&pool)
-                .await
-                .expect("reader")
-        }
-    };
+    let id_of = |i: usize| reader_id(&app, reader(i));
     // A segment of VIPs, r1 in it from the start.
     let tag = |i: usize| {
         let api = &api;
