@@ -46,7 +46,7 @@ log "cargo test (DATABASE_URL=${DATABASE_URL%%\?*})"
 mkdir -p "$HERALD_ROOT/.herald"
 test_log="$HERALD_ROOT/.herald/cargo-test.log"
 set +e
-leptos_env timeout -k 30s "${RUST_TESTS_TIMEOUT:-45m}" cargo test -p herald-types -p herald-engine -p herald-devtools -p herald-server 2>&1 | tee "$test_log"
+leptos_env timeout -k 30s "${RUST_TESTS_TIMEOUT:-45m}" cargo test -p herald-types -p herald-engine -p herald-devtools -p herald-server -p herald-app 2>&1 | tee "$test_log"
 status=${PIPESTATUS[0]}
 set -e
 if [[ $status -eq 124 || $status -eq 137 ]]; then
@@ -62,9 +62,14 @@ fi
 # latencies, so it runs alone, after the suite, instead of beside a hundred other tests.
 log "render freeze attack (alone)"
 # The same packages as above, so cargo reuses that build instead of resolving features anew.
-leptos_env timeout -k 30s 5m cargo test -p herald-types -p herald-engine -p herald-devtools -p herald-server \
+leptos_env timeout -k 30s 5m cargo test -p herald-types -p herald-engine -p herald-devtools -p herald-server -p herald-app \
   --test api -- --ignored --exact \
   render_freeze::render_freeze_attack_leaves_health_logins_and_tracking_responsive --nocapture
+# So does the scheduler's precision with 100,000 readers due at once (issue 33).
+log "100,000 automation steps due at once (alone)"
+leptos_env timeout -k 30s 5m cargo test -p herald-types -p herald-engine -p herald-devtools -p herald-server -p herald-app \
+  --test api -- --ignored --exact \
+  automation_steps::a_hundred_thousand_due_steps_run_within_a_minute --nocapture
 fi
 
 if [[ "${SKIP_E2E:-0}" == 1 ]]; then

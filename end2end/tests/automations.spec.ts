@@ -110,3 +110,35 @@ test("a welcome automation greets a reader who subscribes on the hosted page", a
   await expect(page.getByTestId("automation-row")).toContainText("1 reader in it");
   await expect(page.getByTestId("automation-status")).toHaveText("Paused");
 });
+
+test("a wait-until step keeps its days, time and zone, beside a list step", async ({ page }) => {
+  test.setTimeout(90_000);
+  await signUpWithWorkspace(page, uniqueEmail("until"), `Until ${uniqueId()}`);
+  await gotoHydrated(page, "/audience");
+  await page.getByLabel("Name", { exact: true }).fill("Members");
+  await page.getByRole("button", { name: "Create list" }).click();
+  await expect(page.getByTestId("lists-table")).toContainText("Members");
+
+  await gotoHydrated(page, "/automations/new");
+  await page.getByTestId("step-subject").first().fill("Hello");
+  await page.getByTestId("step-subject").first().press("Tab");
+  await page.getByTestId("add-step").selectOption("wait_until");
+  await page.getByTestId("add-step").selectOption("unsubscribe");
+  await expect(page.getByTestId("automation-step")).toHaveCount(3);
+  // Keyboard-friendly: each day is a labelled checkbox.
+  await page.getByLabel("Tue", { exact: true }).check();
+  await page.getByLabel("Thu", { exact: true }).check();
+  await page.getByLabel("At", { exact: true }).fill("07:30");
+  await page.getByLabel("Time zone", { exact: true }).selectOption("Asia/Tokyo");
+  await expect(page.getByLabel("List to take them off")).toHaveValue(/[0-9a-f-]{36}/);
+  await page.getByTestId("save-automation").click();
+  await expect(page).toHaveURL(/\/automations\/[0-9a-f-]{36}$/);
+
+  await page.reload();
+  await waitForHydration(page);
+  await expect(page.getByTestId("automation-step").nth(1)).toContainText("Wait until Tue, Thu at 07:30");
+  await expect(page.getByLabel("Tue", { exact: true })).toBeChecked();
+  await expect(page.getByLabel("Mon", { exact: true })).not.toBeChecked();
+  await expect(page.getByLabel("Time zone", { exact: true })).toHaveValue("Asia/Tokyo");
+  await expect(page.getByTestId("automation-step").nth(2)).toContainText("Leave a list");
+});

@@ -174,7 +174,17 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   await expect(page.getByTestId("stat-opens")).toHaveText("1");
   await expect(page.getByTestId("stat-unique-clicks")).toHaveText("1");
   await expect(page.getByTestId("stat-clicks")).toHaveText("1");
-  for (const chart of ["chart-funnel", "chart-timeline", "chart-links", "chart-domains"]) {
+  // The three figures that matter lead, as rates of what was sent (no delivery reports here,
+  // which the details say plainly rather than as a failure).
+  await expect(page.getByTestId("headline-delivered")).toHaveText("3");
+  await expect(page.getByTestId("stats-headline")).toContainText("33.3 % of sent");
+  await expect(page.getByTestId("headline-clicks")).toHaveText("1");
+  await expect(page.getByTestId("delivery-note")).toBeVisible();
+  await expect(page.getByText("needs a provider webhook")).toHaveCount(0);
+  // One link: a table, not a chart of one bar.
+  await expect(page.getByTestId("links-table")).toContainText("https://weekly.example/november");
+  await expect(page.getByTestId("chart-links")).toHaveCount(0);
+  for (const chart of ["chart-funnel", "chart-timeline", "chart-domains"]) {
     await expect(page.getByTestId(chart)).toHaveAttribute("data-chart-ready", "true", { timeout: 20_000 });
     await expect(page.getByTestId(chart).locator("svg").first()).toBeVisible();
   }
@@ -188,4 +198,33 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   const row = page.getByTestId("campaign-row").filter({ hasText: "November issue" });
   await expect(row.getByTestId("status-badge")).toHaveText("Sent");
   await expect(row).toContainText("3");
+  // One of three opened and clicked.
+  await expect(row.getByTestId("open-rate")).toHaveText("33.3 %");
+  await expect(row.getByTestId("click-rate")).toHaveText("33.3 %");
+
+  // --- Search and filters, kept in the address. ---
+  await page.getByLabel("Campaign name").fill("December draft");
+  await page.getByRole("button", { name: "New campaign" }).click();
+  await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
+  await gotoHydrated(page, "/campaigns");
+  await expect(page.getByTestId("campaign-row")).toHaveCount(2);
+  await page.getByLabel("Search", { exact: true }).fill("novem");
+  await page.getByLabel("Search", { exact: true }).press("Enter");
+  await expect(page).toHaveURL(/[?&]q=novem/);
+  await expect(page.getByTestId("campaign-row")).toHaveCount(1);
+  await expect(page.getByTestId("campaign-row")).toContainText("November issue");
+  await page.getByLabel("Search", { exact: true }).fill("");
+  await page.getByLabel("Status", { exact: true }).selectOption("draft");
+  await page.getByRole("button", { name: "Filter" }).click();
+  await expect(page.getByTestId("campaign-row")).toHaveCount(1);
+  await expect(page.getByTestId("campaign-row")).toContainText("December draft");
+  await page.reload();
+  await waitForHydration(page);
+  await expect(page.getByLabel("Status", { exact: true })).toHaveValue("draft");
+  await expect(page.getByTestId("campaign-row")).toHaveCount(1);
+  // Days before anything was made: nothing matches, and the page says so.
+  await gotoHydrated(page, "/campaigns?to=2020-01-01");
+  await expect(page.getByTestId("campaigns-no-match")).toBeVisible();
+  await page.getByRole("link", { name: "Clear" }).click();
+  await expect(page.getByTestId("campaign-row")).toHaveCount(2);
 });

@@ -91,6 +91,7 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         ("plan", "Plan", herald_types::FieldKind::Choice, vec!["Free".to_string(), "Pro".to_string()]),
         ("birthday", "Birthday", herald_types::FieldKind::Date, vec![]),
         ("seats", "Seats", herald_types::FieldKind::Number, vec![]),
+        ("time_zone", "Time zone", herald_types::FieldKind::Text, vec![]),
     ] {
         let input = herald_types::FieldInput { key: key.into(), label: label.into(), kind, choices };
         herald_engine::audience::fields::create(&db, tenant, Role::Owner, &input).await.map_err(clear)?;
@@ -247,6 +248,10 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     force_campaign(&db, tenant, edition.into(), "sent").await?;
     add("/campaigns/:id", format!("/campaigns/{}", parent.id));
     add("/campaigns/:id", format!("/campaigns/{edition}"));
+    // The campaign list as it is, filtered, and filtered to nothing.
+    add("/campaigns", "/campaigns".to_string());
+    add("/campaigns", "/campaigns?q=e&status=sent&from=2020-01-01".to_string());
+    add("/campaigns", "/campaigns?q=no+such+campaign".to_string());
 
     // Automations in every state: a live welcome with readers in it, a paused receipt, an
     // archived sequence and a draft; and the new-automation page.
@@ -286,10 +291,15 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     let draft = automation(
         "VIP sequence",
         json!({"kind": "tag_added", "tag_id": vip.id}),
-        json!([wait, email("Thank you"),
+        json!([{"action": {"kind": "wait_until", "weekdays": ["tue", "thu"], "time": "09:00",
+                           "zone": "Europe/Berlin", "zone_field": "time_zone"}},
+               email("Thank you"),
                {"action": {"kind": "branch", "condition": {"kind": "opened", "step": 1},
-                           "if_yes": {"kind": "next"}, "if_no": {"kind": "step", "index": 4}}},
-               {"action": {"kind": "remove_tag", "tag_id": vip.id}}, {"action": {"kind": "exit"}}]),
+                           "if_yes": {"kind": "next"}, "if_no": {"kind": "step", "index": 5}}},
+               {"action": {"kind": "branch", "condition": {"kind": "field_is", "field": "plan", "value": "Pro"},
+                           "if_yes": {"kind": "next"}, "if_no": {"kind": "exit"}}},
+               {"action": {"kind": "remove_tag", "tag_id": vip.id}},
+               {"action": {"kind": "subscribe", "list_id": news.id}}, {"action": {"kind": "exit"}}]),
     )?;
     let draft = automations::create(&db, tenant, Role::Owner, &draft).await.map_err(clear)?;
     for id in [welcome.id, receipt.id, old.id, draft.id] {

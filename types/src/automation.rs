@@ -55,6 +55,34 @@ string_enum!(
 );
 
 string_enum!(
+    /// A day of the week, for "wait until Tuesday 09:00" (Postgres's `to_char(…, 'dy')`).
+    Weekday, invalid = "Choose days as mon, tue, wed, thu, fri, sat or sun.", default = Mon {
+        Mon = "mon",
+        Tue = "tue",
+        Wed = "wed",
+        Thu = "thu",
+        Fri = "fri",
+        Sat = "sat",
+        Sun = "sun",
+    }
+);
+
+impl Weekday {
+    /// "Tue".
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Weekday::Mon => "Mon",
+            Weekday::Tue => "Tue",
+            Weekday::Wed => "Wed",
+            Weekday::Thu => "Thu",
+            Weekday::Fri => "Fri",
+            Weekday::Sat => "Sat",
+            Weekday::Sun => "Sun",
+        }
+    }
+}
+
+string_enum!(
     /// What happens to readers waiting at a step that an edit removes.
     RemovedStepReaders, invalid = "Move them to the next step, or let them exit.", default = Next {
         /// They go on with the step that followed it.
@@ -141,6 +169,12 @@ pub enum BranchCondition {
     InSegment {
         segment_id: SegmentId,
     },
+    /// The reader's field (a custom field's key) has this value, ignoring case and the spaces
+    /// around it: "plan is pro".
+    FieldIs {
+        field: String,
+        value: String,
+    },
 }
 
 /// Where a branch sends a reader.
@@ -187,11 +221,31 @@ pub enum StepAction {
         amount: u32,
         unit: WaitUnit,
     },
+    /// Waits until the next of these days (any day when empty) at this time (`HH:MM`), in the
+    /// zone a reader's field names (an IANA name such as `America/New_York`), or in `zone` when
+    /// the step names no field or the reader's value is empty or unknown.
+    WaitUntil {
+        #[serde(default)]
+        weekdays: Vec<Weekday>,
+        time: String,
+        zone: String,
+        #[serde(default)]
+        zone_field: Option<String>,
+    },
     AddTag {
         tag_id: TagId,
     },
     RemoveTag {
         tag_id: TagId,
+    },
+    /// Confirms the reader on a list, unless they have a subscription to it already (one they
+    /// left stays left: consent is theirs to give).
+    Subscribe {
+        list_id: ListId,
+    },
+    /// Takes the reader off a list. Leaving the list that started this automation ends the run.
+    Unsubscribe {
+        list_id: ListId,
     },
     /// Ends the run here.
     Exit,
@@ -229,8 +283,18 @@ impl StepAction {
                 let unit = if *amount == 1 { unit.trim_end_matches('s') } else { unit };
                 format!("Wait {amount} {unit}")
             }
+            StepAction::WaitUntil { weekdays, time, .. } => {
+                let days = if weekdays.is_empty() || weekdays.len() == 7 {
+                    "the next day".to_string()
+                } else {
+                    weekdays.iter().map(|d| d.short_name()).collect::<Vec<_>>().join(", ")
+                };
+                format!("Wait until {days} at {time}")
+            }
             StepAction::AddTag { .. } => "Add a tag".into(),
             StepAction::RemoveTag { .. } => "Remove a tag".into(),
+            StepAction::Subscribe { .. } => "Subscribe to a list".into(),
+            StepAction::Unsubscribe { .. } => "Leave a list".into(),
             StepAction::Exit => "Exit".into(),
             StepAction::Branch { condition, if_yes, if_no } => {
                 let test = match condition {
@@ -238,6 +302,7 @@ impl StepAction {
                     BranchCondition::Clicked { step } => format!("clicked in step {}", step + 1),
                     BranchCondition::HasTag { .. } => "has the tag".into(),
                     BranchCondition::InSegment { .. } => "is in the segment".into(),
+                    BranchCondition::FieldIs { field, value } => format!("has {field} “{value}”"),
                 };
                 format!("If the reader {test}: {}; if not: {}", if_yes.describe(), if_no.describe())
             }
@@ -264,8 +329,30 @@ impl StepAction {
                     problems.add("amount", "Wait at most a year.");
                 }
             }
-            StepAction::AddTag { .. } | StepAction::RemoveTag { .. } | StepAction::Exit | StepAction::Branch { .. } => {
+            StepAction::WaitUntil { time, zone, zone_field, .. } => {
+                if parse_time_of_day(time).is_none() {
+                    problems.add("time", "Write a time of day as HH:MM, such as 09:00.");
+                }
+                if zone.trim().is_empty() {
+                    problems.add("zone", "Choose a time zone such as Europe/Berlin.");
+                }
+                if zone_field.as_deref().is_some_and(|f| f.trim().is_empty()) {
+                    problems.add("zone_field", "Choose a field, or none.");
+                }
             }
+            StepAction::Branch { condition: BranchCondition::FieldIs { field, value }, .. } => {
+                if field.trim().is_empty() {
+                    problems.add("condition", "Choose a field.");
+                } else if value.chars().count() > 500 {
+                    problems.add("condition", "A value has at most 500 characters.");
+                }
+            }
+            StepAction::AddTag { .. }
+            | StepAction::RemoveTag { .. }
+            | StepAction::Subscribe { .. }
+            | StepAction::Unsubscribe { .. }
+            | StepAction::Exit
+            | StepAction::Branch { .. } => {}
         }
         problems.into_result()
     }
@@ -367,6 +454,16 @@ impl AutomationInput {
     }
 }
 
+/// `HH:MM` (24-hour) as hours and minutes.
+pub fn parse_time_of_day(s: &str) -> Option<(u32, u32)> {
+    let (h, m) = s.trim().split_once(':')?;
+    if h.is_empty() || h.len() > 2 || m.len() != 2 {
+        return None;
+    }
+    let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+    (h < 24 && m < 60).then_some((h, m))
+}
+
 /// An event name as stored: trimmed, 1–100 characters of letters, digits, `_`, `-`, `.`.
 pub fn check_event_name(name: &str) -> Result<String, Invalid> {
     let name = name.trim();
@@ -391,6 +488,10 @@ pub struct Automation {
     pub cap_exempt: bool,
     /// Why the engine paused it (a step's template broke, its mail kept failing).
     pub pause_reason: Option<String>,
+    /// The workspace's daily warm-up limit, when its mail today has reached it: this
+    /// automation's mail waits (readers keep their place) until the limit allows more.
+    #[serde(default)]
+    pub warmup_limit_reached: Option<i64>,
     pub steps: Vec<Step>,
     /// Readers in it now (waiting at a step).
     pub active: i64,
@@ -455,7 +556,7 @@ pub struct Run {
 pub struct RunStep {
     pub step_id: AutomationStepId,
     pub at: DateTime<Utc>,
-    /// "queued", "waited", "tagged", "untagged", "exit".
+    /// "queued", "waited", "tagged", "untagged", "subscribed", "unsubscribed", "yes", "no", "exit".
     pub outcome: String,
 }
 
@@ -566,5 +667,30 @@ mod tests {
         }
         assert_eq!(StepAction::Wait { amount: 1, unit: WaitUnit::Days }.summary(), "Wait 1 day");
         assert_eq!(StepAction::Wait { amount: 90, unit: WaitUnit::Minutes }.wait_minutes(), 90);
+    }
+
+    #[test]
+    fn a_wait_until_names_a_time_of_day_and_a_zone() {
+        let until = |time: &str, zone: &str| StepAction::WaitUntil {
+            weekdays: vec![Weekday::Tue, Weekday::Thu],
+            time: time.into(),
+            zone: zone.into(),
+            zone_field: None,
+        };
+        assert!(input(vec![until("09:00", "Europe/Berlin")]).validate().is_ok());
+        let e = input(vec![until("25:00", " ")]).validate().expect_err("a bad time and no zone");
+        assert!(e.message_for("steps.0.time").is_some());
+        assert!(e.message_for("steps.0.zone").is_some());
+        assert!(input(vec![until("9:5", "UTC")]).validate().is_err());
+        assert_eq!(parse_time_of_day("7:30"), Some((7, 30)));
+        assert_eq!(until("09:00", "UTC").summary(), "Wait until Tue, Thu at 09:00");
+        let json = serde_json::to_value(until("09:00", "UTC")).expect("json");
+        assert_eq!(json["weekdays"], serde_json::json!(["tue", "thu"]));
+        let field = StepAction::Branch {
+            condition: BranchCondition::FieldIs { field: String::new(), value: "pro".into() },
+            if_yes: BranchTarget::Next,
+            if_no: BranchTarget::Exit,
+        };
+        assert!(input(vec![field]).validate().expect_err("no field").message_for("steps.0.condition").is_some());
     }
 }

@@ -349,6 +349,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_campaign_filter_is_checked_field_by_field() {
+        let f = |q: &str, status: &str, from: &str, to: &str| CampaignFilter {
+            q: q.into(),
+            status: status.into(),
+            from: from.into(),
+            to: to.into(),
+            limit: None,
+        };
+        let all = f("", "", "", "").parse().expect("no filter");
+        assert_eq!((all.status, all.from, all.limit), (None, None, 200));
+        let some = f(" spring ", "sent", "2026-11-01", "2026-11-30").parse().expect("a filter");
+        assert_eq!((some.words.as_str(), some.status), ("spring", Some(CampaignStatus::Sent)));
+        let e = f("", "shipped", "11/01/2026", "").parse().expect_err("two problems");
+        assert!(e.message_for("status").is_some() && e.message_for("from").is_some());
+        assert!(f("", "", "2026-12-01", "2026-11-01").parse().expect_err("backwards").message_for("to").is_some());
+        assert!(f("x", "", "", "").is_set() && !f(" ", "", "", "").is_set());
+    }
+
+    #[test]
     fn states_round_trip_through_text() {
         for s in CampaignStatus::ALL {
             assert_eq!(s.as_str().parse::<CampaignStatus>().ok(), Some(*s));
@@ -437,6 +456,77 @@ impl RecentCampaign {
 
     pub fn click_rate(&self) -> Option<f64> {
         rate(self.unique_clicks, self.sent)
+    }
+}
+
+/// Which campaigns `GET /api/v1/campaigns` and the campaigns page list: every field may be left
+/// empty (no filter). Strings, so a form's empty field and the API's absent parameter mean the
+/// same; [`CampaignFilter::parse`] says what is wrong, keyed by field.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::IntoParams), into_params(parameter_in = Query))]
+pub struct CampaignFilter {
+    /// Words in the name or subject, ignoring case.
+    #[serde(default)]
+    pub q: String,
+    /// One status: draft, scheduled, sending, paused, sent, cancelled or recurring.
+    #[serde(default)]
+    pub status: String,
+    /// On or after this day (`2026-11-01`, UTC): the day it was sent or started, else the day it
+    /// is scheduled for, else the day it was made.
+    #[serde(default)]
+    pub from: String,
+    /// On or before this day.
+    #[serde(default)]
+    pub to: String,
+    /// At most this many, newest first: 1 to 500, 200 when absent.
+    #[serde(default)]
+    pub limit: Option<i64>,
+}
+
+/// A [`CampaignFilter`] checked.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CampaignQuery {
+    pub words: String,
+    pub status: Option<CampaignStatus>,
+    pub from: Option<chrono::NaiveDate>,
+    pub to: Option<chrono::NaiveDate>,
+    pub limit: i64,
+}
+
+impl CampaignFilter {
+    pub fn parse(&self) -> Result<CampaignQuery, Invalid> {
+        let mut problems = Problems::default();
+        let mut day = |field: &str, s: &str| {
+            let s = s.trim();
+            if s.is_empty() {
+                return None;
+            }
+            let parsed = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok();
+            if parsed.is_none() {
+                problems.add(field, "Write a day as YYYY-MM-DD, such as 2026-11-01.");
+            }
+            parsed
+        };
+        let (from, to) = (day("from", &self.from), day("to", &self.to));
+        if let (Some(f), Some(t)) = (from, to)
+            && f > t
+        {
+            problems.add("to", "The last day comes after the first.");
+        }
+        let status = problems.take(CampaignStatus::parse_optional(&self.status).map_err(|e| e.at("status"))).flatten();
+        if self.q.chars().count() > 200 {
+            problems.add("q", "Search for at most 200 characters.");
+        }
+        if self.limit.is_some_and(|l| !(1..=500).contains(&l)) {
+            problems.add("limit", "Ask for 1 to 500 campaigns.");
+        }
+        problems.into_result()?;
+        Ok(CampaignQuery { words: self.q.trim().to_string(), status, from, to, limit: self.limit.unwrap_or(200) })
+    }
+
+    /// Any filter is set (the page then says "no campaign matches" rather than "no campaigns yet").
+    pub fn is_set(&self) -> bool {
+        [&self.q, &self.status, &self.from, &self.to].iter().any(|s| !s.trim().is_empty())
     }
 }
 

@@ -42,11 +42,12 @@ pub use audit::{ActorKind, AuditAction, AuditEntry};
 pub use automation::{
     Automation, AutomationInput, AutomationReport, AutomationStatus, BranchCondition, BranchTarget, EventAccepted,
     ReaderEventInput, Reentry, RemovedStepReaders, Run, RunState, RunStep, Step, StepAction, StepInput, StepStats,
-    Trigger, WaitUnit,
+    Trigger, WaitUnit, Weekday,
 };
 pub use campaign::{
-    ApprovalRequest, ApprovalState, AudienceCount, BodyFormat, Campaign, CampaignInput, CampaignStatus, Edition,
-    FeedItem, FeedResult, FeedSource, RecentCampaign, Recurrence, ResendInput, ScheduleInput, TrackingMode,
+    ApprovalRequest, ApprovalState, AudienceCount, BodyFormat, Campaign, CampaignFilter, CampaignInput, CampaignQuery,
+    CampaignStatus, Edition, FeedItem, FeedResult, FeedSource, RecentCampaign, Recurrence, ResendInput, ScheduleInput,
+    TrackingMode,
 };
 pub use field::{Field, FieldInput, FieldKind};
 pub use identity::{Identity, IdentityInput};

@@ -21,7 +21,7 @@ pub fn AppShell() -> impl IntoView {
     let info = Resource::new(|| (), |_| get_session_info());
     let location = use_location();
     view! {
-        <Suspense fallback=|| view! { <div class="p-8 text-slate-400">"Loading…"</div> }>
+        <Suspense fallback=|| view! { <div class="p-8 text-slate-500">"Loading…"</div> }>
             {move || Suspend::new(async move {
                 match info.await {
                     Ok(Some(info)) if info.current.is_some() => {
@@ -87,16 +87,19 @@ fn Frame(info: SessionInfo) -> impl IntoView {
                 <div class="px-5 py-5 text-xl font-bold tracking-tight text-indigo-600">"Herald"</div>
                 <div class="px-3">
                     <ActionForm action=switch attr:class="space-y-1" attr:aria-label="Switch workspace">
-                        <label for="workspace-switcher" class="px-2 text-xs font-medium uppercase text-slate-400">"Workspace"</label>
+                        <label for="workspace-switcher" class="px-2 text-xs font-medium uppercase text-slate-500">"Workspace"</label>
                         <div class="flex gap-1">
+                            // Choosing is switching (the button is for a browser without scripts,
+                            // and shows when reached by keyboard).
                             <select id="workspace-switcher" name="workspace_id" data-testid="workspace-switcher"
-                                class="w-full rounded-md border-slate-300 text-sm">
+                                class="input min-h-11 w-full"
+                                on:change=move |ev| { switch.dispatch(SwitchWorkspace { workspace_id: event_target_value(&ev) }); }>
                                 {info.workspaces.iter().map(|w| {
                                     let selected = w.id == current_id;
                                     view! { <option value=w.id.clone() selected=selected>{w.name.clone()}</option> }
                                 }).collect_view()}
                             </select>
-                            <button type="submit" class="btn-secondary px-2 text-xs" title="Switch workspace">"Go"</button>
+                            <button type="submit" class="btn-secondary sr-only px-2 text-xs focus:not-sr-only">"Switch"</button>
                         </div>
                     </ActionForm>
                     <a href="/workspaces/new" class="mt-1 block px-2 text-xs text-indigo-600 hover:underline">"+ New workspace"</a>
@@ -112,7 +115,7 @@ fn Frame(info: SessionInfo) -> impl IntoView {
                 <div class="border-t border-slate-200 p-4 text-sm">
                     <a href="/account" class="block truncate font-medium text-slate-700 hover:text-indigo-700" data-testid="current-user"
                         title="Your account">{info.email.clone()}</a>
-                    <div class="text-xs text-slate-400">{current.name.clone()} " · " {current.role.as_str()}</div>
+                    <div class="text-xs text-slate-500">{current.name.clone()} " · " {current.role.as_str()}</div>
                     <ActionForm action=logout attr:class="mt-2">
                         <button type="submit" class="text-sm text-slate-500 hover:text-slate-900">"Log out"</button>
                     </ActionForm>

@@ -268,7 +268,7 @@ mod tests {
 
     #[test]
     fn local_and_rfc3339() {
-        let t = parse_local("2026-12-01T09:00").unwrap();
+        let t = parse_local("2026-12-01T09:00").expect("parses");
         assert_eq!(format_utc(t), "2026-12-01T09:00:00Z");
         assert_eq!(format_local(t), "2026-12-01T09:00");
         assert_eq!(parse_rfc3339("2026-12-01T09:00:00Z"), Some(t));

@@ -35,7 +35,7 @@ pub fn EmptyState(
     #[prop(into, optional)] action_label: String,
 ) -> impl IntoView {
     view! {
-        <div class="rounded-xl border-2 border-dashed border-slate-200 bg-white px-6 py-12 text-center">
+        <div class="my-6 rounded-xl border-2 border-dashed border-slate-200 bg-white px-6 py-12 text-center">
             <h2 class="text-lg font-medium text-slate-900">{title}</h2>
             <p class="mx-auto mt-2 max-w-md text-sm text-slate-500">{body}</p>
             {(!action_href.is_empty()).then(|| view! {

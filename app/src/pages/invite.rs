@@ -59,7 +59,7 @@ pub fn InvitePage() -> impl IntoView {
     let invite = Resource::new(token, get_invite);
     view! {
         <AuthCard title="Join a workspace">
-            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match invite.await {
                         Ok(v) => view! { <InviteBody v=v token=token()/> }.into_any(),

@@ -39,7 +39,12 @@ pub fn NewWorkspacePage() -> impl IntoView {
                         <input id="ws-slug" name="slug" type="text" maxlength="48" pattern="[a-z0-9][a-z0-9-]*[a-z0-9]"
                             class="input" placeholder=suggested/>
                     </div>
-                    <p class="mt-1 text-xs text-slate-500">"Used in your public subscribe page. Leave empty to use the suggestion."</p>
+                    <p class="mt-1 text-xs text-slate-600" data-testid="slug-suggestion">
+                        {move || match suggested() {
+                            s if s.is_empty() => "Used in your public subscribe page; made from the name unless you write one.".to_string(),
+                            s => format!("Used in your public subscribe page. Leave it empty for /s/{s}"),
+                        }}
+                    </p>
                 </div>
                 <button type="submit" class="btn-primary w-full" disabled=move || action.pending().get()>"Create workspace"</button>
                 <ActionError value=action.value()/>

@@ -53,7 +53,7 @@ pub fn SignupFinishPage() -> impl IntoView {
     let link = Resource::new(token, read_signup_link);
     view! {
         <AuthCard title="Choose your password">
-            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match link.await {
                         Ok(v) => view! { <FinishForm v=v token=token()/> }.into_any(),

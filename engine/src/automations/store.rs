@@ -39,6 +39,7 @@ struct Row {
     reentry: Reentry,
     cap_exempt: bool,
     pause_reason: Option<String>,
+    warmup_limit_reached: Option<i64>,
     steps: sqlx::types::Json<Vec<StoredStep>>,
     active: i64,
     created_at: chrono::DateTime<chrono::Utc>,
@@ -47,6 +48,8 @@ struct Row {
 
 const COLUMNS: &str =
     "a.id, a.name, a.status, a.trigger_kind, a.trigger_key, a.reentry, a.cap_exempt, a.pause_reason, a.steps,
+    CASE WHEN a.status = 'live' AND automation_mail_allowance(a.tenant_id) <= 0
+         THEN (SELECT t.campaign_mail_per_day::bigint FROM tenants t WHERE t.id = a.tenant_id) END AS warmup_limit_reached,
     (SELECT count(*) FROM automation_runs r WHERE r.tenant_id = a.tenant_id AND r.automation_id = a.id
        AND r.state = 'waiting') AS active,
     a.created_at, a.updated_at";
@@ -103,6 +106,7 @@ async fn load(tx: &mut Tx, tenant: TenantId, rows: Vec<Row>) -> Result<Vec<Autom
                 reentry: r.reentry,
                 cap_exempt: r.cap_exempt,
                 pause_reason: r.pause_reason,
+                warmup_limit_reached: r.warmup_limit_reached,
                 steps,
                 active: r.active,
                 created_at: r.created_at,
@@ -145,68 +149,99 @@ pub async fn get(db: &Db, tenant: TenantId, id: AutomationId) -> Result<Automati
     Ok(a)
 }
 
-const TAG_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM tags WHERE tenant_id = $1 AND id = $2)";
+/// Something an automation names that must exist in the workspace (or, for a zone, in Postgres).
+enum Reference<'a> {
+    List(uuid::Uuid),
+    Tag(uuid::Uuid),
+    Segment(uuid::Uuid),
+    /// A custom field, of this kind when one is given.
+    Field(&'a str, Option<&'static str>),
+    /// An IANA time zone.
+    Zone(&'a str),
+}
 
-/// The trigger's list or tag, and every tag or segment a step names, must be the workspace's: said beside
-/// the field that names them.
+impl Reference<'_> {
+    async fn exists(&self, tx: &mut Tx, tenant: TenantId) -> Result<bool> {
+        let (sql, id): (&'static str, Option<uuid::Uuid>) = match self {
+            Reference::List(id) => ("SELECT EXISTS (SELECT 1 FROM lists WHERE tenant_id = $1 AND id = $2)", Some(*id)),
+            Reference::Tag(id) => ("SELECT EXISTS (SELECT 1 FROM tags WHERE tenant_id = $1 AND id = $2)", Some(*id)),
+            Reference::Segment(id) => {
+                ("SELECT EXISTS (SELECT 1 FROM segments WHERE tenant_id = $1 AND id = $2)", Some(*id))
+            }
+            Reference::Field(key, kind) => {
+                return Ok(sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM fields WHERE tenant_id = $1 AND key = $2 AND ($3::text IS NULL OR kind = $3))",
+                )
+                .bind(tenant)
+                .bind(key.trim())
+                .bind(*kind)
+                .fetch_one(&mut **tx)
+                .await?);
+            }
+            Reference::Zone(zone) => {
+                return Ok(sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)")
+                    .bind(zone.trim())
+                    .fetch_one(&mut **tx)
+                    .await?);
+            }
+        };
+        Ok(sqlx::query_scalar(sql).bind(tenant).bind(id).fetch_one(&mut **tx).await?)
+    }
+}
+
+/// The trigger's list, tag, segment or field, and every list, tag, segment, field or zone a step
+/// names, must be the workspace's (or Postgres's): said beside the field that names them.
 async fn check_references(tx: &mut Tx, tenant: TenantId, input: &AutomationInput) -> Result<()> {
-    let mut problems = herald_types::Problems::default();
-    let exists = |sql: &'static str, id: uuid::Uuid| sqlx::query_scalar::<_, bool>(sql).bind(tenant).bind(id);
-    match &input.trigger {
+    let mut wanted: Vec<(String, Reference<'_>, &str)> = Vec::new();
+    let trigger = match &input.trigger {
         Trigger::ListConfirmed { list_id } => {
-            let known = exists("SELECT EXISTS (SELECT 1 FROM lists WHERE tenant_id = $1 AND id = $2)", list_id.0)
-                .fetch_one(&mut **tx)
-                .await?;
-            if !known {
-                problems.add("trigger.list_id", "Choose a list of this workspace.");
-            }
+            Some(("list_id", Reference::List(list_id.0), "Choose a list of this workspace."))
         }
-        Trigger::TagAdded { tag_id } => {
-            let known = exists(TAG_EXISTS, tag_id.0).fetch_one(&mut **tx).await?;
-            if !known {
-                problems.add("trigger.tag_id", "Choose a tag of this workspace.");
-            }
-        }
-        Trigger::Event { .. } => {}
+        Trigger::TagAdded { tag_id } => Some(("tag_id", Reference::Tag(tag_id.0), "Choose a tag of this workspace.")),
+        Trigger::Event { .. } => None,
         Trigger::SegmentEntered { segment_id } => {
-            let known = exists("SELECT EXISTS (SELECT 1 FROM segments WHERE tenant_id = $1 AND id = $2)", segment_id.0)
-                .fetch_one(&mut **tx)
-                .await?;
-            if !known {
-                problems.add("trigger.segment_id", "Choose a segment of this workspace.");
-            }
+            Some(("segment_id", Reference::Segment(segment_id.0), "Choose a segment of this workspace."))
         }
         Trigger::DateAnniversary { field } => {
-            let date: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM fields WHERE tenant_id = $1 AND key = $2 AND kind = 'date')",
-            )
-            .bind(tenant)
-            .bind(field.trim())
-            .fetch_one(&mut **tx)
-            .await?;
-            if !date {
-                problems.add("trigger.field", "Choose a date field of this workspace.");
+            Some(("field", Reference::Field(field, Some("date")), "Choose a date field of this workspace."))
+        }
+    };
+    wanted.extend(trigger.map(|(field, r, message)| (format!("trigger.{field}"), r, message)));
+    for (i, step) in input.steps.iter().enumerate() {
+        let at = |field: &str| format!("steps.{i}.{field}");
+        match &step.action {
+            StepAction::AddTag { tag_id } | StepAction::RemoveTag { tag_id } => {
+                wanted.push((at("tag_id"), Reference::Tag(tag_id.0), "Choose a tag of this workspace."))
             }
+            StepAction::Subscribe { list_id } | StepAction::Unsubscribe { list_id } => {
+                wanted.push((at("list_id"), Reference::List(list_id.0), "Choose a list of this workspace."))
+            }
+            StepAction::WaitUntil { zone, zone_field, .. } => {
+                wanted.push((at("zone"), Reference::Zone(zone), "Choose a time zone such as Europe/Berlin."));
+                if let Some(field) = zone_field {
+                    wanted.push((at("zone_field"), Reference::Field(field, None), "Choose a field of this workspace."));
+                }
+            }
+            StepAction::Branch { condition, .. } => {
+                let reference = match condition {
+                    BranchCondition::HasTag { tag_id } => (Reference::Tag(tag_id.0), "Choose a tag of this workspace."),
+                    BranchCondition::InSegment { segment_id } => {
+                        (Reference::Segment(segment_id.0), "Choose a segment of this workspace.")
+                    }
+                    BranchCondition::FieldIs { field, .. } => {
+                        (Reference::Field(field, None), "Choose a field of this workspace.")
+                    }
+                    BranchCondition::Opened { .. } | BranchCondition::Clicked { .. } => continue,
+                };
+                wanted.push((at("condition"), reference.0, reference.1));
+            }
+            StepAction::Email { .. } | StepAction::Wait { .. } | StepAction::Exit => {}
         }
     }
-    for (i, step) in input.steps.iter().enumerate() {
-        let (sql, id, field, message): (&'static str, uuid::Uuid, &str, &str) = match &step.action {
-            StepAction::AddTag { tag_id } | StepAction::RemoveTag { tag_id } => {
-                (TAG_EXISTS, tag_id.0, "tag_id", "Choose a tag of this workspace.")
-            }
-            StepAction::Branch { condition: BranchCondition::HasTag { tag_id }, .. } => {
-                (TAG_EXISTS, tag_id.0, "condition", "Choose a tag of this workspace.")
-            }
-            StepAction::Branch { condition: BranchCondition::InSegment { segment_id }, .. } => (
-                "SELECT EXISTS (SELECT 1 FROM segments WHERE tenant_id = $1 AND id = $2)",
-                segment_id.0,
-                "condition",
-                "Choose a segment of this workspace.",
-            ),
-            _ => continue,
-        };
-        if !exists(sql, id).fetch_one(&mut **tx).await? {
-            problems.add(&format!("steps.{i}.{field}"), message);
+    let mut problems = herald_types::Problems::default();
+    for (key, reference, message) in wanted {
+        if !reference.exists(tx, tenant).await? {
+            problems.add(&key, message);
         }
     }
     Ok(problems.into_result()?)
@@ -363,7 +398,7 @@ async fn write_steps(
             (RemovedStepReaders::Next, Some(next)) => {
                 let next_step = &stored[kept.iter().position(|k| *k == next).unwrap_or_default()];
                 sqlx::query(
-                    "UPDATE automation_runs SET step_id = $4, due_at = automation_step_due($5, now())
+                    "UPDATE automation_runs SET step_id = $4, due_at = automation_step_due($5, now(), tenant_id, reader_id)
                      WHERE tenant_id = $1 AND automation_id = $2 AND step_id = $3 AND state = 'waiting'",
                 )
                 .bind(tenant)

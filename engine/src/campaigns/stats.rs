@@ -162,6 +162,12 @@ pub struct Dashboard {
     pub sent_30d: i64,
     pub bounces_30d: i64,
     pub complaints_30d: i64,
+    /// Readers who may be mailed (active), and subscriptions by state over every list (the
+    /// lists' kept counts: the same cost at ten readers or ten million).
+    pub readers: i64,
+    pub confirmed: i64,
+    pub unconfirmed: i64,
+    pub lists: i64,
 }
 
 #[tracing::instrument(skip_all, fields(%tenant))]
@@ -192,8 +198,39 @@ pub async fn dashboard(db: &Db, tenant: TenantId) -> Result<Dashboard> {
     .bind(tenant)
     .fetch_one(&mut *tx)
     .await?;
+    let (readers, confirmed, unconfirmed, lists): (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM readers WHERE tenant_id = $1 AND status = 'active'),
+                coalesce((SELECT sum(c.n) FROM lists l JOIN list_counts c ON c.list_id = l.id
+                          WHERE l.tenant_id = $1 AND c.status = 'confirmed'), 0)::bigint,
+                coalesce((SELECT sum(c.n) FROM lists l JOIN list_counts c ON c.list_id = l.id
+                          WHERE l.tenant_id = $1 AND c.status = 'unconfirmed'), 0)::bigint,
+                (SELECT count(*) FROM lists WHERE tenant_id = $1)",
+    )
+    .bind(tenant)
+    .fetch_one(&mut *tx)
+    .await?;
     tx.commit().await?;
-    Ok(Dashboard { growth, recent, sent_30d, bounces_30d, complaints_30d })
+    Ok(Dashboard { growth, recent, sent_30d, bounces_30d, complaints_30d, readers, confirmed, unconfirmed, lists })
+}
+
+/// Messages sent, unique opens and unique clicks of each of `campaigns` that has counts (one
+/// query for a list page, not one per row).
+pub async fn engagement(
+    db: &Db,
+    tenant: TenantId,
+    campaigns: &[CampaignId],
+) -> Result<std::collections::HashMap<CampaignId, (i64, i64, i64)>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows: Vec<(CampaignId, i64, i64, i64)> = sqlx::query_as(
+        "SELECT campaign_id, sent, unique_opens, unique_clicks FROM campaign_stats
+         WHERE tenant_id = $1 AND campaign_id = ANY($2)",
+    )
+    .bind(tenant)
+    .bind(campaigns)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows.into_iter().map(|(id, sent, opens, clicks)| (id, (sent, opens, clicks))).collect())
 }
 
 pub use herald_types::ReaderEvent;

@@ -221,12 +221,30 @@ pub async fn get(db: &Db, tenant: TenantId, id: CampaignId) -> Result<Campaign> 
 
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<Campaign>> {
+    search(db, tenant, &herald_types::CampaignQuery { limit, ..Default::default() }).await
+}
+
+/// The campaigns a filter lets through, newest first: words in the name or subject (a `%` or
+/// `_` in them is a plain character), a status, and a range of days — the day a campaign was
+/// sent or started, else the day it is scheduled for, else the day it was made (UTC).
+pub async fn search(db: &Db, tenant: TenantId, q: &herald_types::CampaignQuery) -> Result<Vec<Campaign>> {
     let mut tx = db.tenant_tx(tenant).await?;
+    let words = q.words.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
     let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM campaigns WHERE tenant_id = $1 AND automation_id IS NULL ORDER BY created_at DESC LIMIT $2"
+        "SELECT {COLUMNS} FROM campaigns
+         WHERE tenant_id = $1 AND automation_id IS NULL
+           AND ($3 = '' OR name ILIKE '%' || $3 || '%' OR subject ILIKE '%' || $3 || '%')
+           AND ($4::text IS NULL OR status = $4)
+           AND ($5::date IS NULL OR coalesce(started_at, scheduled_at, created_at) >= $5::date::timestamp AT TIME ZONE 'UTC')
+           AND ($6::date IS NULL OR coalesce(started_at, scheduled_at, created_at) < ($6::date + 1)::timestamp AT TIME ZONE 'UTC')
+         ORDER BY created_at DESC LIMIT $2"
     )))
     .bind(tenant)
-    .bind(limit.clamp(1, 500))
+    .bind(q.limit.clamp(1, 500))
+    .bind(words)
+    .bind(q.status.map(CampaignStatus::as_str))
+    .bind(q.from)
+    .bind(q.to)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

@@ -2,11 +2,12 @@
 //! any 24 hours (10,000 unless an operator changed it; NULL for no limit), so a fresh sign-up
 //! cannot turn the installation's reputation into a spam cannon on its first day.
 //!
-//! Counted as the recipients of the campaigns started in the last 24 hours. Checked twice: an
-//! estimate when a send is asked for (a 422 that says what to do), and exactly as the fan-out
-//! writes each chunk, in the chunk's own transaction, so a scheduled send or a recurring edition
-//! that would go over is paused before delivery can claim a row of it. Resuming is refused while
-//! the campaign would still go over.
+//! Counted as the recipients of the campaigns started in the last 24 hours, plus the mail
+//! automations queued (`automation_mail_hours`; automations hold their own mail back at the
+//! limit, in the scheduler's batch). Checked twice: an estimate when a send is asked for (a 422
+//! that says what to do), and exactly as the fan-out writes each chunk, in the chunk's own
+//! transaction, so a scheduled send or a recurring edition that would go over is paused before
+//! delivery can claim a row of it. Resuming is refused while the campaign would still go over.
 
 use crate::domain::{CampaignId, TenantId};
 use crate::error::{Error, Result};
@@ -19,6 +20,8 @@ async fn usage(tx: &mut Tx, tenant: TenantId, except: CampaignId) -> Result<Opti
         "SELECT t.campaign_mail_per_day,
                 (SELECT coalesce(sum(c.recipients), 0)::bigint FROM campaigns c
                  WHERE c.tenant_id = $1 AND c.started_at > now() - interval '1 day' AND c.id <> $2)
+                + (SELECT coalesce(sum(h.mails), 0)::bigint FROM automation_mail_hours h
+                   WHERE h.tenant_id = $1 AND h.hour > now() - interval '25 hours')
          FROM tenants t WHERE t.id = $1",
     )
     .bind(tenant)

@@ -41,8 +41,10 @@ pub const RENEW_EVERY: Duration = Duration::from_millis(500);
 pub enum LeaseFor<'a> {
     /// A delivery loop's slot on a campaign (0 … connections − 1), and one of the slots of the
     /// identity it sends through (`identity`, its rate-bucket name; `connections` of them), so
-    /// the identity's connection limit holds across all its campaigns.
-    Delivery { tenant: TenantId, campaign: CampaignId, slot: i32, identity: &'a str, connections: u32 },
+    /// the identity's connection limit holds across all its campaigns. Priority mail (an
+    /// automation's step) takes the highest free identity slot, campaigns the lowest, so the
+    /// slots a campaign gives up for it are the ones it takes (see `rate::bulk_connections`).
+    Delivery { tenant: TenantId, campaign: CampaignId, slot: i32, identity: &'a str, connections: u32, priority: bool },
     /// A campaign's fan-out.
     Fanout { tenant: TenantId, campaign: CampaignId },
     /// A transactional sending loop.
@@ -161,6 +163,8 @@ impl Fence {
 #[derive(Debug)]
 pub struct Lease {
     pub token: i64,
+    /// The identity connection slot it holds (delivery leases).
+    pub identity_slot: Option<i32>,
     fence: Fence,
     renewals: Arc<Renewals>,
     db: Db,
@@ -190,27 +194,27 @@ fn fence_span(lease: Duration) -> Duration {
 impl Lease {
     /// Takes a lease, or `None` when the slot is held by a live loop.
     pub async fn acquire(db: &Db, what: LeaseFor<'_>, owner: &str, lease: Duration) -> Result<Option<Lease>> {
-        let (campaign, slot, identity, connections) = match what {
-            LeaseFor::Delivery { campaign, slot, identity, connections, .. } => {
-                (Some(campaign), Some(slot), Some(identity), connections.max(1))
+        let (campaign, slot, identity, connections, priority) = match what {
+            LeaseFor::Delivery { campaign, slot, identity, connections, priority, .. } => {
+                (Some(campaign), Some(slot), Some(identity), connections.max(1), priority)
             }
-            LeaseFor::Fanout { campaign, .. } => (Some(campaign), Some(-1), None, 1),
-            LeaseFor::Transactional => (None, None, None, 1),
+            LeaseFor::Fanout { campaign, .. } => (Some(campaign), Some(-1), None, 1, false),
+            LeaseFor::Transactional => (None, None, None, 1, false),
         };
         let asked = Instant::now();
         // An expired lease on the slot is taken over only by the reaper (it must give the rows
         // back first), so a conflict is always "someone holds it" or "not reaped yet". A
         // delivery lease takes the lowest free slot of its identity too; two loops racing for
         // one conflict on the unique index, and the loser ends as if every slot were held.
-        let token: Option<i64> = sqlx::query_scalar(
+        let taken: Option<(i64, Option<i32>)> = sqlx::query_as(
             "INSERT INTO leases (owner, campaign_id, slot, identity_key, identity_slot, expires_at)
              SELECT $1, $2, $3, $5, CASE WHEN $5::text IS NOT NULL THEN g END, now() + make_interval(secs => $4)
              FROM generate_series(0, $6 - 1) g
              WHERE $5::text IS NULL
                 OR NOT EXISTS (SELECT 1 FROM leases l WHERE l.identity_key = $5 AND l.identity_slot = g)
-             ORDER BY g LIMIT 1
+             ORDER BY CASE WHEN $7 THEN -g ELSE g END LIMIT 1
              ON CONFLICT DO NOTHING
-             RETURNING token",
+             RETURNING token, identity_slot",
         )
         .bind(owner)
         .bind(campaign)
@@ -218,13 +222,14 @@ impl Lease {
         .bind(lease.as_secs_f64())
         .bind(identity)
         .bind(connections as i32)
+        .bind(priority)
         .fetch_optional(db.pool())
         .await?;
-        let Some(token) = token else { return Ok(None) };
+        let Some((token, identity_slot)) = taken else { return Ok(None) };
         let fence = Fence::new(asked + fence_span(lease));
         let renewals = db.shared::<Renewals>();
         renewals.hold(db, token, fence.clone(), lease);
-        Ok(Some(Lease { token, fence, renewals, db: db.clone() }))
+        Ok(Some(Lease { token, identity_slot, fence, renewals, db: db.clone() }))
     }
 
     pub fn fence(&self) -> &Fence {

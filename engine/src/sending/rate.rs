@@ -69,3 +69,122 @@ pub async fn try_take(db: &Db, key: &str, n: u32, per_second: f64, burst: u32) -
     .unwrap_or(0.0);
     Ok(Some(Duration::from_secs_f64(wait_seconds.max(1.0))))
 }
+
+/// The share of an identity's rate, and of its connections, that campaigns keep while mail a
+/// reader waits for (an automation step, a transactional message) has work: the rest is that
+/// mail's, so a welcome never waits behind a million-reader campaign on a slow identity.
+pub const BULK_SHARE: f64 = 0.8;
+
+/// How long one sign of such work keeps its share reserved: longer than the supervisor takes to
+/// start an unattended campaign again (15 s), so a campaign that stepped aside is not back on
+/// the connection before the priority mail that asked for it.
+const PRIORITY_DEMAND_SECONDS: f64 = 30.0;
+
+/// The connections of `connections` a campaign may hold while priority mail waits for one: four
+/// fifths, rounded down (with one connection, none: the campaign steps aside until the
+/// priority mail is out).
+pub fn bulk_connections(connections: u32) -> u32 {
+    (f64::from(connections) * BULK_SHARE).floor() as u32
+}
+
+/// The demand row of an identity's connections (its rate's is the bucket's own name):
+/// transactional mail needs no connection slot, so only an automation's loop asks for one.
+fn connections_key(key: &str) -> String {
+    format!("{key}#connections")
+}
+
+async fn note_demand(db: &Db, demand_key: &str) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO priority_demand (identity_key, until) VALUES ($1, now() + make_interval(secs => $2))
+         ON CONFLICT (identity_key) DO UPDATE SET until = EXCLUDED.until",
+    )
+    .bind(demand_key)
+    .bind(PRIORITY_DEMAND_SECONDS)
+    .execute(db.pool())
+    .await?;
+    Ok(())
+}
+
+/// Notes that priority mail found every connection of the identity `key` taken, so a campaign
+/// above its share gives one up.
+pub async fn note_connection_demand(db: &Db, key: &str) -> Result<()> {
+    note_demand(db, &connections_key(key)).await
+}
+
+/// Whether priority mail waits for a connection of the identity `key` now.
+pub async fn connections_wanted(db: &Db, key: &str) -> Result<bool> {
+    Ok(sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM priority_demand WHERE identity_key = $1 AND until > now())")
+        .bind(connections_key(key))
+        .fetch_one(db.pool())
+        .await?)
+}
+
+/// [`reserve`] for priority mail: the same bucket, and its demand noted in the same statement.
+pub async fn reserve_priority(db: &Db, key: &str, n: u32, per_second: f64, burst: u32) -> Result<Duration> {
+    if n == 0 || per_second.is_nan() || per_second <= 0.0 {
+        note_demand(db, key).await?;
+        return Ok(Duration::ZERO);
+    }
+    let wait_seconds: f64 = sqlx::query_scalar(
+        "WITH demand AS (
+             INSERT INTO priority_demand (identity_key, until) VALUES ($1, now() + make_interval(secs => $5))
+             ON CONFLICT (identity_key) DO UPDATE SET until = EXCLUDED.until
+         )
+         INSERT INTO rate_buckets AS b (key, tat) VALUES ($1, now() + make_interval(secs => $2 * $3))
+         ON CONFLICT (key) DO UPDATE SET tat = greatest(b.tat, now()) + make_interval(secs => $2 * $3)
+         RETURNING greatest(0, extract(epoch FROM (b.tat - make_interval(secs => $2 * $4) - now())))::float8",
+    )
+    .bind(key)
+    .bind(1.0 / per_second)
+    .bind(n as f64)
+    .bind(burst.max(1) as f64)
+    .bind(PRIORITY_DEMAND_SECONDS)
+    .fetch_one(db.pool())
+    .await?;
+    Ok(Duration::from_secs_f64(wait_seconds.max(0.0)))
+}
+
+/// A campaign's tokens: how long to wait for them, and whether priority mail waits for one of
+/// the identity's connections.
+#[derive(Clone, Copy, Debug)]
+pub struct BulkReservation {
+    pub wait: Duration,
+    pub connections_wanted: bool,
+}
+
+/// [`reserve`] for a campaign: while priority mail has work on the identity, the tokens also
+/// come from a second bucket (`<key>:bulk`) at [`BULK_SHARE`] of the rate, so the identity's
+/// bucket keeps the rest free for that mail.
+pub async fn reserve_bulk(db: &Db, key: &str, n: u32, per_second: f64, burst: u32) -> Result<BulkReservation> {
+    if n == 0 || per_second.is_nan() || per_second <= 0.0 {
+        return Ok(BulkReservation { wait: Duration::ZERO, connections_wanted: connections_wanted(db, key).await? });
+    }
+    let interval = 1.0 / per_second;
+    let (wait_seconds, connections_wanted): (f64, bool) = sqlx::query_as(
+        "WITH demand AS (
+             SELECT EXISTS (SELECT 1 FROM priority_demand WHERE identity_key = $1 AND until > now()) AS wanted
+         ),
+         whole AS (
+             INSERT INTO rate_buckets AS b (key, tat) VALUES ($1, now() + make_interval(secs => $2 * $3))
+             ON CONFLICT (key) DO UPDATE SET tat = greatest(b.tat, now()) + make_interval(secs => $2 * $3)
+             RETURNING greatest(0, extract(epoch FROM (b.tat - make_interval(secs => $2 * $4) - now())))::float8 AS wait
+         ),
+         share AS (
+             INSERT INTO rate_buckets AS b (key, tat)
+             SELECT $1 || ':bulk', now() + make_interval(secs => $5 * $3) FROM demand WHERE demand.wanted
+             ON CONFLICT (key) DO UPDATE SET tat = greatest(b.tat, now()) + make_interval(secs => $5 * $3)
+             RETURNING greatest(0, extract(epoch FROM (b.tat - make_interval(secs => $5 * $4) - now())))::float8 AS wait
+         )
+         SELECT greatest((SELECT wait FROM whole), coalesce((SELECT wait FROM share), 0))::float8,
+                EXISTS (SELECT 1 FROM priority_demand WHERE identity_key = $6 AND until > now())",
+    )
+    .bind(key)
+    .bind(interval)
+    .bind(n as f64)
+    .bind(burst.max(1) as f64)
+    .bind(interval / BULK_SHARE)
+    .bind(connections_key(key))
+    .fetch_one(db.pool())
+    .await?;
+    Ok(BulkReservation { wait: Duration::from_secs_f64(wait_seconds.max(0.0)), connections_wanted })
+}

@@ -300,7 +300,8 @@ impl<'a> Sender<'a> {
             Some(l) => l.fence().clone(),
             None => return Err(Error::Unexpected(anyhow::anyhow!("no transactional lease"))),
         };
-        let wait = rate::reserve(&self.cx.db, &bucket, 1, rate_per_second, burst).await?;
+        // Priority mail: while it has work, campaigns on the same identity keep to their share.
+        let wait = rate::reserve_priority(&self.cx.db, &bucket, 1, rate_per_second, burst).await?;
         if !wait.is_zero() && fence.sleep(wait).await.is_some() {
             return self.release(m).await;
         }

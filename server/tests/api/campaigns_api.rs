@@ -332,3 +332,47 @@ async fn a_worker_process_killed_with_sigkill_mid_send_loses_nothing() -> TestRe
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn campaigns_are_searched_and_filtered_by_status_and_day() -> TestResult {
+    let app = spawn_app().await;
+    let (api, list) = workspace_with_readers(&app, "filter-owner@example.com", 1).await;
+    for (name, subject) in [("Spring issue", "Tulips"), ("Summer issue", "Sun"), ("100%_off", "Sale")] {
+        let (status, c) =
+            api.post("/api/v1/campaigns", json!({"name": name, "subject": subject, "list_ids": [list]})).await;
+        assert_eq!(status, StatusCode::CREATED, "{c}");
+    }
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| a.iter().filter_map(|c| c["name"].as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    };
+    let (_, all) = api.get("/api/v1/campaigns").await;
+    assert_eq!(names(&all).len(), 3);
+    // Name or subject, ignoring case; `%` and `_` are plain characters.
+    let (_, found) = api.get("/api/v1/campaigns?q=TULIP").await;
+    assert_eq!(names(&found), ["Spring issue"]);
+    let (_, found) = api.get("/api/v1/campaigns?q=%25_").await;
+    assert_eq!(names(&found), ["100%_off"]);
+    let (_, found) = api.get("/api/v1/campaigns?q=issue&status=draft&limit=1").await;
+    assert_eq!(names(&found).len(), 1);
+    let (_, none) = api.get("/api/v1/campaigns?status=sent").await;
+    assert_eq!(names(&none).len(), 0);
+    let today = chrono::Utc::now().date_naive();
+    let (_, found) = api.get(&format!("/api/v1/campaigns?from={today}&to={today}")).await;
+    assert_eq!(names(&found).len(), 3);
+    let (_, none) = api.get(&format!("/api/v1/campaigns?to={}", today - chrono::Duration::days(1))).await;
+    assert_eq!(names(&none).len(), 0);
+    // Bad values are named.
+    let (status, bad) = api.get("/api/v1/campaigns?status=shipped&from=yesterday").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    assert!(bad["fields"]["status"].is_string() && bad["fields"]["from"].is_string(), "{bad}");
+    // In the document, with its parameters.
+    let (_, doc) = api.get("/api/v1/openapi.json").await;
+    let op = &doc["paths"]["/api/v1/campaigns"]["get"];
+    assert_eq!(op["operationId"], "listCampaigns");
+    let params: Vec<&str> =
+        op["parameters"].as_array().map(|a| a.iter().filter_map(|p| p["name"].as_str()).collect()).unwrap_or_default();
+    assert_eq!(params, ["q", "status", "from", "to", "limit"]);
+    Ok(())
+}

@@ -14,6 +14,7 @@ mod api_keys;
 mod audience;
 mod audience_api;
 mod audit_log;
+mod automation_steps;
 mod automations;
 mod bench_import;
 mod campaigns_api;

@@ -30,7 +30,7 @@ async fn each_role_can_do_exactly_what_it_should() {
         // Everyone in the workspace can read.
         let r = b.run(GetWorkspaceSettings {}).await;
         assert!(r.ok(), "{who} reading workspace_settings: {:?} {}", r.status, r.message());
-        let r = b.run(GetDashboardSummary {}).await;
+        let r = b.run(GetDashboardSummary { days: 90 }).await;
         assert!(r.ok(), "{who} reading dashboard_summary: {:?} {}", r.status, r.message());
         let r = b.run(ListMembers {}).await;
         assert!(r.ok(), "{who} reading list_members: {:?} {}", r.status, r.message());
@@ -80,7 +80,11 @@ async fn logged_out_callers_get_401() {
     assert_eq!(anon.run(ListMembers {}).await.error(), AppError::Unauthenticated, "list_members");
     assert_eq!(anon.run(GetWorkspaceSettings {}).await.error(), AppError::Unauthenticated, "workspace_settings");
     assert_eq!(anon.run(ListApiKeys {}).await.error(), AppError::Unauthenticated, "list_api_keys");
-    assert_eq!(anon.run(GetDashboardSummary {}).await.error(), AppError::Unauthenticated, "dashboard_summary");
+    assert_eq!(
+        anon.run(GetDashboardSummary { days: 90 }).await.error(),
+        AppError::Unauthenticated,
+        "dashboard_summary"
+    );
 }
 
 /// A webhook URL lets whoever holds it report on the workspace's mail: admins see it and can
@@ -133,10 +137,14 @@ async fn members_leave_a_workspace_but_its_only_owner_cannot() -> TestResult {
     assert!(matches!(r.result, Err(AppError::Invalid(_))), "{} {:?}", r.status, r.result);
     assert!(r.message().contains("only owner"), "{:?}", r.result);
 
-    assert!(author.run(ListCampaigns {}).await.ok());
+    assert!(author.run(ListCampaigns { filter: Default::default() }).await.ok());
     let r = author.run(LeaveWorkspace {}).await;
     assert!(r.ok(), "{:?}", r.result);
-    assert_eq!(author.run(ListCampaigns {}).await.status, StatusCode::FORBIDDEN, "no longer a member");
+    assert_eq!(
+        author.run(ListCampaigns { filter: Default::default() }).await.status,
+        StatusCode::FORBIDDEN,
+        "no longer a member"
+    );
     assert!(author.session().await.expect("logged in").workspaces.is_empty());
     let members = owner.run(ListMembers {}).await.value();
     assert_eq!(members.members.len(), 1);

@@ -58,7 +58,7 @@ async fn authors_ask_and_only_owners_or_admins_approve_or_turn_down() -> TestRes
             "{text}"
         );
     }
-    let campaigns = owner.run(ListCampaigns {}).await.value();
+    let campaigns = owner.run(ListCampaigns { filter: Default::default() }).await.value();
     let row = campaigns.campaigns.iter().find(|r| r.id == first).cloned();
     assert_eq!(row.map(|r| r.awaiting_approval), Some(true));
     // The author cannot approve it, nor go around the rule through the engine's send.

@@ -248,6 +248,37 @@ async fn a_fresh_rate_bucket_releases_its_burst_and_not_more() -> TestResult {
     Ok(())
 }
 
+/// While priority mail (an automation step, a transactional message) has work on an identity,
+/// a campaign's tokens come at four fifths of the identity's rate; without it, at the full rate.
+#[tokio::test]
+async fn campaigns_keep_to_four_fifths_of_the_rate_while_priority_mail_has_work() -> TestResult {
+    let h = SendHarness::new(1).await?;
+    let db = &h.app.app.db;
+    // 10 a second, burst 10: each further batch of 10 waits a second more, or 1.25 s at 8 a second.
+    let last_wait = |key: String| async move {
+        let mut wait = Duration::ZERO;
+        for _ in 0..8 {
+            wait = rate::reserve_bulk(db, &key, 10, 10.0, 10).await.expect("reserve").wait;
+        }
+        wait
+    };
+    let alone = last_wait(format!("test:{}", Uuid::new_v4())).await;
+    assert!(alone >= Duration::from_millis(6_800) && alone <= Duration::from_millis(7_200), "{alone:?}");
+    let shared = format!("test:{}", Uuid::new_v4());
+    rate::reserve_priority(db, &shared, 1, 10.0, 10).await?;
+    let beside_priority = last_wait(shared.clone()).await;
+    assert!(
+        beside_priority >= Duration::from_millis(8_550) && beside_priority <= Duration::from_millis(9_000),
+        "{beside_priority:?}"
+    );
+    // Only an automation waiting for a connection makes a campaign give one up.
+    assert!(!rate::reserve_bulk(db, &shared, 1, 10.0, 10).await?.connections_wanted);
+    rate::note_connection_demand(db, &shared).await?;
+    assert!(rate::reserve_bulk(db, &shared, 1, 10.0, 10).await?.connections_wanted);
+    assert_eq!((rate::bulk_connections(1), rate::bulk_connections(2), rate::bulk_connections(10)), (0, 1, 8));
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_spread_send_does_not_expire_its_own_tail() -> TestResult {
     let h = SendHarness::new(20).await?;

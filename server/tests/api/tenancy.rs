@@ -256,7 +256,7 @@ async fn no_campaign_or_identity_function_reaches_another_workspace() {
     let export = t.a.get(&format!("/campaigns/{c}/events.csv")).await;
     assert_eq!(export.status(), StatusCode::NOT_FOUND);
     // A's lists show none of B's; B's are untouched.
-    assert_eq!(t.a.run(ListCampaigns {}).await.value().campaigns.len(), 0);
+    assert_eq!(t.a.run(ListCampaigns { filter: Default::default() }).await.value().campaigns.len(), 0);
     assert_eq!(t.a.run(ListWebhooks {}).await.value().rows.len(), 0);
     assert_eq!(t.a.run(ListIdentities {}).await.value().identities.len(), 0);
     let theirs = t.b.run(GetCampaign { id: c }).await.value();

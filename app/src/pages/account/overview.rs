@@ -99,7 +99,7 @@ pub fn AccountPage() -> impl IntoView {
         <TwoFactorCard status=two_factor start=start confirm=confirm disable=disable/>
         <Card title="Where you are logged in">
             <ActionError value=end_one.value()/>
-            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match sessions.await {
                         Ok(list) => view! { <SessionList list=list end_one=end_one end_others=end_others/> }.into_any(),

@@ -64,7 +64,7 @@ pub fn TwoFactorCard(
                 Some(Ok(codes)) => view! { <RecoveryCodes codes=codes/> }.into_any(),
                 _ => ().into_any(),
             }}
-            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match status.await {
                         Ok(TwoFactorStatus { enabled_at: Some(since), recovery_codes_left }) => view! {

@@ -91,7 +91,7 @@ pub fn FieldsPage() -> impl IntoView {
     view! {
         <AudienceTabs active="/audience/fields"/>
         <NewField create=create/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match fields.await {
                     Ok(list) if list.is_empty() => view! {

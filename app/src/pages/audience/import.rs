@@ -1,5 +1,5 @@
 //! `/audience/imports/:id`: map the columns, choose lists and mode, start; then a live progress
-//! bar (polling, so it survives a reload) with counts, rows per second and the error report.
+//! bar (polling, so it survives a reload) with counts and the error report.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
@@ -81,7 +81,7 @@ pub fn ImportPage() -> impl IntoView {
     });
     view! {
         <AudienceTabs active="/audience/imports"/>
-        <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Transition fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match detail.await {
                     // A failed import that read nothing can be mapped afresh; one that did resumes.
@@ -224,13 +224,12 @@ fn Progress(d: Import, start: ServerAction<StartImport>, discard: ServerAction<D
             <div class="h-3 w-full rounded-full bg-slate-100" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow=percent>
                 <div class="h-3 rounded-full transition-all" class:bg-indigo-500=!failed class:bg-red-500=failed style=format!("width: {percent}%")></div>
             </div>
-            <dl class="mt-6 grid grid-cols-6 gap-4 text-center text-sm">
+            <dl class="mt-6 grid grid-cols-2 gap-4 text-center text-sm sm:grid-cols-5">
                 <div><dt class="text-slate-500">"Rows read"</dt><dd class="text-lg font-semibold" data-testid="rows-read">{d.rows_read}</dd></div>
                 <div><dt class="text-slate-500">"Imported"</dt><dd class="text-lg font-semibold" data-testid="rows-created">{d.created}</dd></div>
                 <div><dt class="text-slate-500">"Updated"</dt><dd class="text-lg font-semibold">{d.updated}</dd></div>
                 <div><dt class="text-slate-500">"Skipped"</dt><dd class="text-lg font-semibold">{d.skipped}</dd></div>
                 <div><dt class="text-slate-500">"Invalid"</dt><dd class="text-lg font-semibold" data-testid="rows-invalid">{d.invalid}</dd></div>
-                <div><dt class="text-slate-500">"Rows/s"</dt><dd class="text-lg font-semibold">{format!("{:.0}", d.rows_per_second)}</dd></div>
             </dl>
             {(d.invalid > 0).then(|| view! {
                 <p class="mt-4 text-sm">

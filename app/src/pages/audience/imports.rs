@@ -32,13 +32,13 @@ pub fn ImportsPage() -> impl IntoView {
             </form>
         </Card>
         <Card title="Recent imports">
-            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match imports.await {
                         Ok(list) if list.is_empty() => view! { <p class="text-sm text-slate-500">"No imports yet."</p> }.into_any(),
                         Ok(list) => view! {
                             <table class="w-full text-left text-sm">
-                                <thead class="text-xs uppercase text-slate-400"><tr><th class="py-2">"File"</th><th>"Status"</th><th>"Rows"</th><th>"Invalid"</th><th>"Uploaded"</th></tr></thead>
+                                <thead class="text-xs uppercase text-slate-500"><tr><th class="py-2">"File"</th><th>"Status"</th><th>"Rows"</th><th>"Invalid"</th><th>"Uploaded"</th></tr></thead>
                                 <tbody class="divide-y divide-slate-100">
                                     {list.into_iter().map(|i| view! {
                                         <tr>

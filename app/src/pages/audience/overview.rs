@@ -48,7 +48,7 @@ pub fn AudiencePage() -> impl IntoView {
     let data = Resource::new(move || (save.version().get(), delete.version().get()), |_| list_lists());
     view! {
         <AudienceTabs active="/audience"/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(v) => view! { <ListsBody v=v save=save delete=delete/> }.into_any(),
@@ -78,7 +78,7 @@ fn ListsBody(v: ListsView, save: ServerAction<SaveList>, delete: ServerAction<De
         {(!empty).then(|| view! {
             <Card>
                 <table class="w-full text-left text-sm" data-testid="lists-table">
-                    <thead class="text-xs uppercase text-slate-400">
+                    <thead class="text-xs uppercase text-slate-500">
                         <tr><th class="py-2">"List"</th><th>"Opt-in"</th><th>"Confirmed"</th><th>"Unconfirmed"</th><th>"Unsubscribed"</th><th></th></tr>
                     </thead>
                     <tbody class="divide-y divide-slate-100">
@@ -188,14 +188,22 @@ fn EmbedSnippet(hosted: String, lists: Vec<ListWithCounts>) -> impl IntoView {
             )
         })
         .collect();
+    // Styled by its own class, so it looks like a sign-up form wherever it is pasted (and the
+    // page's own styles win where they are more specific).
     let snippet = format!(
-        "<form method=\"post\" action=\"{hosted}\">\n  <input type=\"email\" name=\"email\" placeholder=\"you@example.com\" required>\n  <input type=\"text\" name=\"name\" placeholder=\"Your name\">\n{boxes}  <input type=\"text\" name=\"website\" tabindex=\"-1\" autocomplete=\"off\" style=\"position:absolute;left:-10000px\" aria-hidden=\"true\">\n  <button type=\"submit\">Subscribe</button>\n</form>"
+        "<form class=\"herald-signup\" method=\"post\" action=\"{hosted}\">\n  <input type=\"email\" name=\"email\" placeholder=\"you@example.com\" aria-label=\"Email\" required>\n  <input type=\"text\" name=\"name\" placeholder=\"Your name\" aria-label=\"Name\">\n{boxes}  <input type=\"text\" name=\"website\" tabindex=\"-1\" autocomplete=\"off\" style=\"position:absolute;left:-10000px\" aria-hidden=\"true\">\n  <button type=\"submit\">Subscribe</button>\n</form>\n<style>\n.herald-signup {{ display: flex; flex-wrap: wrap; gap: 8px; max-width: 480px; font: 14px/1.4 system-ui, sans-serif; }}\n.herald-signup input[type=email], .herald-signup input[name=name] {{ flex: 1 1 180px; padding: 8px 10px; border: 1px solid #cbd5e1; border-radius: 8px; }}\n.herald-signup label {{ flex-basis: 100%; }}\n.herald-signup button {{ padding: 8px 16px; border: 0; border-radius: 8px; background: #4f46e5; color: #fff; font-weight: 600; cursor: pointer; }}\n</style>"
     );
     let to_copy = snippet.clone();
+    // The preview cannot submit or run anything (an empty sandbox).
+    let preview = format!("<!doctype html><body style=\"margin:16px\">{snippet}</body>");
     view! {
         <Card title="Embed a sign-up form">
-            <p class="mb-3 text-sm text-slate-500">"Paste this into any web page. It posts to your hosted page, with the same spam protection."</p>
-            <pre class="overflow-x-auto rounded-md bg-slate-900 p-4 text-xs text-slate-100" data-testid="embed-snippet">{snippet}</pre>
+            <p class="mb-3 text-sm text-slate-600">"Paste this into any web page. It posts to your hosted page, with the same spam protection."</p>
+            <p class="label">"Preview"</p>
+            <iframe title="Preview of the embedded sign-up form" sandbox="" srcdoc=preview data-testid="embed-preview"
+                class="mb-4 h-40 w-full rounded-md border border-slate-200 bg-white"></iframe>
+            <p class="label">"Code"</p>
+            <pre class="max-h-64 overflow-auto whitespace-pre-wrap break-all rounded-md bg-slate-900 p-4 text-xs text-slate-100" data-testid="embed-snippet">{snippet}</pre>
             <CopyButton text=to_copy label="Copy snippet" class="btn-secondary mt-3"/>
         </Card>
     }

@@ -157,7 +157,7 @@ pub fn ReaderPage() -> impl IntoView {
     let known_tags = Resource::new(move || tag.version().get(), |_| crate::pages::audience::tags::list_tags());
     view! {
         <AudienceTabs active="/audience/readers"/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(r) => view! { <ReaderBody r=r save=save erase=erase tag=tag untag=untag known_tags=known_tags/> }.into_any(),
@@ -220,7 +220,7 @@ fn ReaderBody(
                                     <ActionForm action=untag attr:class="inline">
                                         <input type="hidden" name="id" value=id/>
                                         <input type="hidden" name="tag" value=t/>
-                                        <button type="submit" class="ml-1 text-slate-400 hover:text-red-600" aria-label=label>"×"</button>
+                                        <button type="submit" class="ml-1 text-slate-500 hover:text-red-600" aria-label=label>"×"</button>
                                     </ActionForm>
                                 })}
                             </li>
@@ -250,7 +250,7 @@ fn ReaderBody(
                         <ul class="divide-y divide-slate-100 text-sm" data-testid="subscriptions">
                             {r.subscriptions.into_iter().map(|s| view! {
                                 <li class="flex justify-between py-2"><span>{s.list_name.clone()}</span>
-                                    <span><span class="badge">{s.status.as_str()}</span><span class="ml-2 text-xs text-slate-400">{short_time_of(&s.since())}</span></span></li>
+                                    <span><span class="badge">{s.status.as_str()}</span><span class="ml-2 text-xs text-slate-500">{short_time_of(&s.since())}</span></span></li>
                             }).collect_view()}
                         </ul>
                     }.into_any()
@@ -284,7 +284,7 @@ fn ReaderBody(
             } else {
                 view! {
                     <table class="w-full text-left text-xs" data-testid="reader-activity">
-                        <thead class="uppercase text-slate-400"><tr><th class="py-1">"When"</th><th>"Event"</th><th>"Campaign"</th><th>"Detail"</th></tr></thead>
+                        <thead class="uppercase text-slate-500"><tr><th class="py-1">"When"</th><th>"Event"</th><th>"Campaign"</th><th>"Detail"</th></tr></thead>
                         <tbody class="divide-y divide-slate-100">
                             {r.activity.into_iter().map(|e| view! {
                                 <tr>
@@ -292,7 +292,7 @@ fn ReaderBody(
                                     <td>{e.kind.clone()}</td>
                                     <td>{match (e.campaign_id, e.campaign_name.clone()) {
                                         (Some(id), Some(name)) => view! { <a class="text-indigo-600 hover:underline" href=format!("/campaigns/{id}/stats")>{name}</a> }.into_any(),
-                                        _ => view! { <span class="text-slate-400">"—"</span> }.into_any(),
+                                        _ => view! { <span class="text-slate-500">"—"</span> }.into_any(),
                                     }}</td>
                                     <td class="max-w-xs truncate" title=e.summary().to_string()>{e.summary().to_string()}</td>
                                 </tr>
@@ -304,7 +304,7 @@ fn ReaderBody(
         </Card>
         <Card title="Consent history">
             <table class="w-full text-left text-xs">
-                <thead class="uppercase text-slate-400"><tr><th class="py-1">"When"</th><th>"What"</th><th>"List"</th><th>"Source"</th><th>"IP"</th></tr></thead>
+                <thead class="uppercase text-slate-500"><tr><th class="py-1">"When"</th><th>"What"</th><th>"List"</th><th>"Source"</th><th>"IP"</th></tr></thead>
                 <tbody class="divide-y divide-slate-100">
                     {r.consent.into_iter().map(|e| view! {
                         <tr title=e.wording.clone().unwrap_or_default()>

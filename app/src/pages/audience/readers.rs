@@ -174,7 +174,7 @@ pub fn ReadersPage() -> impl IntoView {
                     prop:value=move || param("attribute") aria-label="Attribute condition"/>
             </form>
         </Card>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match readers.await {
                     Ok(v) => view! { <ReaderTable v=v selected=selected/> }.into_any(),
@@ -258,7 +258,7 @@ fn ReaderTable(v: ReaderPage, selected: RwSignal<Vec<i64>>) -> impl IntoView {
     view! {
         <Card>
             <table class="w-full text-left text-sm" data-testid="readers-table">
-                <thead class="text-xs uppercase text-slate-400"><tr><th class="w-8"></th><th class="py-2">"Reader"</th><th>"Status"</th><th>"Added"</th></tr></thead>
+                <thead class="text-xs uppercase text-slate-500"><tr><th class="w-8"></th><th class="py-2">"Reader"</th><th>"Status"</th><th>"Added"</th></tr></thead>
                 <tbody class="divide-y divide-slate-100">
                     {v.readers.into_iter().map(|r| view! {
                         <tr>

@@ -343,7 +343,7 @@ pub fn SegmentPage() -> impl IntoView {
     let preview = Resource::new(move || (id(), edited.get()), |(id, edited)| preview_segment(id, edited));
     view! {
         <AudienceTabs active="/audience/segments"/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(v) => view! { <Editor v=v id=id() edited=edited preview=preview/> }.into_any(),
@@ -536,8 +536,8 @@ fn LivePreview(preview: Resource<Result<SegmentPreview, AppError>>) -> impl Into
     view! {
         <aside class="lg:col-span-1">
             <Card title="Matching readers">
-                <p class="h-4 text-xs text-slate-400" role="status">{move || (hydrated.get() && pending.get()).then_some("Counting…")}</p>
-                <Transition fallback=|| view! { <p class="text-slate-400">"Counting…"</p> } set_pending=pending.write_only()>
+                <p class="h-4 text-xs text-slate-500" role="status">{move || (hydrated.get() && pending.get()).then_some("Counting…")}</p>
+                <Transition fallback=|| view! { <p class="text-slate-500">"Counting…"</p> } set_pending=pending.write_only()>
                     {move || Suspend::new(async move {
                         match preview.await {
                             Ok(p) => view! {

@@ -53,7 +53,7 @@ pub fn SegmentsPage() -> impl IntoView {
         <div class="mb-4 flex justify-end">
             <a href="/audience/segments/new" class="btn-primary" data-testid="new-segment">"New segment"</a>
         </div>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match segments.await {
                     Ok(list) if list.is_empty() => view! {

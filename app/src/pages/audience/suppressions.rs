@@ -88,7 +88,7 @@ pub fn SuppressionsPage() -> impl IntoView {
                 <button type="submit" class="btn-secondary">"Search"</button>
             </form>
             <ActionError value=remove.value()/>
-            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match data.await {
                         Ok(v) if v.rows.is_empty() => view! {
@@ -108,7 +108,7 @@ fn SuppressionTable(v: SuppressionsView, remove: ServerAction<RemoveSuppression>
     let can_remove = v.can_remove;
     view! {
         <table class="w-full text-left text-sm" data-testid="suppressions-table">
-            <thead class="text-xs uppercase text-slate-400"><tr><th class="py-2">"Address"</th><th>"Reason"</th><th>"Source"</th><th>"Since"</th><th></th></tr></thead>
+            <thead class="text-xs uppercase text-slate-500"><tr><th class="py-2">"Address"</th><th>"Reason"</th><th>"Source"</th><th>"Since"</th><th></th></tr></thead>
             <tbody class="divide-y divide-slate-100">
                 {v.rows.into_iter().map(|s| view! {
                     <tr>

@@ -41,7 +41,7 @@ pub fn TagsPage() -> impl IntoView {
     let tags = Resource::new(move || (rename.version().get(), delete.version().get()), |_| list_tags());
     view! {
         <AudienceTabs active="/audience/tags"/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match tags.await {
                     Ok(list) if list.is_empty() => view! {

@@ -6,7 +6,7 @@
 use herald_types::{
     Automation, AutomationId, AutomationInput, AutomationReport, AutomationStatus, BodyFormat, BranchCondition,
     BranchTarget, FieldError, ListId, Reentry, RemovedStepReaders, Run, RunState, SegmentId, StepAction, StepInput,
-    TagId, Trigger, WaitUnit,
+    TagId, Trigger, WaitUnit, Weekday,
 };
 use leptos::prelude::*;
 use leptos::server_fn::codec::Json;
@@ -26,6 +26,8 @@ pub struct AutomationEditorData {
     pub segments: Vec<(SegmentId, String)>,
     /// Date fields, by key and label (the anniversary trigger).
     pub date_fields: Vec<(String, String)>,
+    /// Every custom field, by key and label (a reader's time zone, a branch on a value).
+    pub fields: Vec<(String, String)>,
     pub can_edit: bool,
 }
 
@@ -48,14 +50,16 @@ pub async fn automation_edit_view(id: String) -> Result<AutomationEditorData, Ap
             .into_iter()
             .map(|s| (s.id, s.name))
             .collect(),
-        date_fields: herald_engine::audience::fields::list(db, m.tenant)
-            .await?
-            .into_iter()
-            .filter(|f| f.kind == herald_types::FieldKind::Date)
-            .map(|f| (f.key, f.label))
-            .collect(),
+        date_fields: Vec::new(),
+        fields: Vec::new(),
         can_edit: m.role.can_author(),
     };
+    for f in herald_engine::audience::fields::list(db, m.tenant).await? {
+        if f.kind == herald_types::FieldKind::Date {
+            data.date_fields.push((f.key.clone(), f.label.clone()));
+        }
+        data.fields.push((f.key, f.label));
+    }
     if id != "new" {
         let id: AutomationId = id.parse().map_err(|_| AppError::NotFound.respond())?;
         data.automation = Some(store::get(db, m.tenant, id).await?);
@@ -159,8 +163,14 @@ fn starter_mail() -> StepAction {
 }
 
 /// A new step of `kind` at the end of `steps`.
-fn new_step(kind: &str, tags: &[(TagId, String)], steps: &[StepInput]) -> Option<StepAction> {
+fn new_step(
+    kind: &str,
+    tags: &[(TagId, String)],
+    lists: &[(ListId, String)],
+    steps: &[StepInput],
+) -> Option<StepAction> {
     let first_tag = || tags.first().map(|(id, _)| *id).unwrap_or(TagId::NIL);
+    let first_list = || lists.first().map(|(id, _)| *id).unwrap_or(ListId::NIL);
     let last_mail = steps.iter().rposition(|s| matches!(s.action, StepAction::Email { .. })).unwrap_or(0);
     Some(match kind {
         "email" => StepAction::Email {
@@ -170,8 +180,16 @@ fn new_step(kind: &str, tags: &[(TagId, String)], steps: &[StepInput]) -> Option
             body: String::new(),
         },
         "wait" => StepAction::Wait { amount: 1, unit: WaitUnit::Days },
+        "wait_until" => StepAction::WaitUntil {
+            weekdays: Vec::new(),
+            time: "09:00".into(),
+            zone: browser_time_zone(),
+            zone_field: None,
+        },
         "add_tag" => StepAction::AddTag { tag_id: first_tag() },
         "remove_tag" => StepAction::RemoveTag { tag_id: first_tag() },
+        "subscribe" => StepAction::Subscribe { list_id: first_list() },
+        "unsubscribe" => StepAction::Unsubscribe { list_id: first_list() },
         "exit" => StepAction::Exit,
         "branch" => StepAction::Branch {
             condition: BranchCondition::Opened { step: last_mail },
@@ -182,14 +200,23 @@ fn new_step(kind: &str, tags: &[(TagId, String)], steps: &[StepInput]) -> Option
     })
 }
 
-const STEP_KINDS: [(&str, &str); 6] = [
+const STEP_KINDS: [(&str, &str); 9] = [
     ("email", "Send an email"),
     ("wait", "Wait"),
+    ("wait_until", "Wait until a day and time"),
     ("branch", "Branch (if… / if not…)"),
     ("add_tag", "Add a tag"),
     ("remove_tag", "Remove a tag"),
+    ("subscribe", "Subscribe to a list"),
+    ("unsubscribe", "Leave a list"),
     ("exit", "Exit"),
 ];
+
+/// The author's browser's zone, the default for a new "wait until" (UTC while rendering on
+/// the server, where no zone database is loaded).
+fn browser_time_zone() -> String {
+    crate::components::timezone::browser_time_zone().unwrap_or_else(|| "UTC".into())
+}
 
 #[component]
 pub fn AutomationPage() -> impl IntoView {
@@ -198,7 +225,7 @@ pub fn AutomationPage() -> impl IntoView {
     let data = Resource::new(id, automation_edit_view);
     view! {
         <div class="mb-4 text-sm"><a href="/automations" class="text-indigo-700 hover:underline">"← Automations"</a></div>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(v) => view! { <Editor v=v id=id() data=data/> }.into_any(),
@@ -216,7 +243,8 @@ fn Editor(
     data: Resource<Result<AutomationEditorData, AppError>>,
 ) -> impl IntoView {
     let query = use_query_map();
-    let AutomationEditorData { automation, report, runs, lists, tags, segments, date_fields, can_edit } = v;
+    let AutomationEditorData { automation, report, runs, lists, tags, segments, date_fields, fields, can_edit } = v;
+    let fields = StoredValue::new(fields);
     let date_fields = StoredValue::new(date_fields);
     let lists = StoredValue::new(lists);
     let tags = StoredValue::new(tags);
@@ -315,6 +343,12 @@ fn Editor(
         </div>
         {automation.as_ref().and_then(|a| a.pause_reason.clone()).map(|why| view! {
             <p role="status" class="mb-4 rounded-md bg-amber-50 px-3 py-2 text-sm text-amber-800" data-testid="automation-pause-reason">{why}</p>
+        })}
+        {automation.as_ref().and_then(|a| a.warmup_limit_reached).map(|limit| view! {
+            <p role="status" class="mb-4 rounded-md bg-amber-50 px-3 py-2 text-sm text-amber-800" data-testid="automation-warmup">
+                {format!("This workspace is warming up: its mail may reach {limit} readers a day, and today's are used. \
+                          Readers keep their place, and their mail goes out as the limit allows; an operator can raise it.")}
+            </p>
         })}
         {move || change.value().get().and_then(|r| r.err()).map(|e| view! {
             <p role="alert" class="mb-4 rounded-md bg-red-50 px-3 py-2 text-sm text-red-700" data-testid="automation-error">{e.to_string()}</p>
@@ -428,7 +462,7 @@ fn Editor(
                                             on:click=move |_| steps.update(|s| { s.remove(i); })>"Remove"</button>
                                     })}
                                 </div>
-                                <StepEditor i=i action=step.action steps=steps tags=tags segments=segments editable=editable error=problem_at(format!("steps.{i}"))/>
+                                <StepEditor i=i action=step.action steps=steps lists=lists tags=tags segments=segments fields=fields editable=editable error=problem_at(format!("steps.{i}"))/>
                                 {stats.map(|s| view! {
                                     <p class="mt-2 text-xs text-slate-600" data-testid="step-figures">
                                         {format!("{} reached · {} waiting here", s.entered, s.waiting)}
@@ -446,7 +480,7 @@ fn Editor(
                         <select id="add-step" class="input w-auto" data-testid="add-step"
                             on:change=move |ev| {
                                 let kind = event_target_value(&ev);
-                                if let Some(action) = tags.with_value(|t| steps.with_untracked(|s| new_step(&kind, t, s))) {
+                                if let Some(action) = tags.with_value(|t| lists.with_value(|l| steps.with_untracked(|s| new_step(&kind, t, l, s)))) {
                                     steps.update(|s| s.push(StepInput { id: None, action }));
                                 }
                                 added.update(|n| *n += 1);
@@ -585,8 +619,10 @@ fn StepEditor(
     i: usize,
     action: StepAction,
     steps: RwSignal<Vec<StepInput>>,
+    lists: StoredValue<Vec<(ListId, String)>>,
     tags: StoredValue<Vec<(TagId, String)>>,
     segments: StoredValue<Vec<(SegmentId, String)>>,
+    fields: StoredValue<Vec<(String, String)>>,
     editable: bool,
     error: impl Fn() -> String + Send + Sync + 'static,
 ) -> impl IntoView {
@@ -642,14 +678,122 @@ fn StepEditor(
                     on_pick=Callback::new(move |t| set(if adding { StepAction::AddTag { tag_id: t } } else { StepAction::RemoveTag { tag_id: t } }))/>
             }.into_any()
         }
+        StepAction::WaitUntil { weekdays, time, zone, zone_field } => view! {
+            <WaitUntilEditor i=i weekdays=weekdays time=time zone=zone zone_field=zone_field steps=steps fields=fields editable=editable/>
+        }.into_any(),
+        StepAction::Subscribe { list_id } | StepAction::Unsubscribe { list_id } => {
+            let joining = matches!(action, StepAction::Subscribe { .. });
+            view! {
+                <label for=format!("step-{i}-list") class="label">{if joining { "List to subscribe them to" } else { "List to take them off" }}</label>
+                <select id=format!("step-{i}-list") class="input" disabled=!editable
+                    on:change=move |ev| {
+                        let list_id: ListId = event_target_value(&ev).parse().unwrap_or(ListId::NIL);
+                        set(if joining { StepAction::Subscribe { list_id } } else { StepAction::Unsubscribe { list_id } });
+                    }>
+                    {lists.with_value(|l| l.iter().map(|(id, n)| view! {
+                        <option value=id.to_string() selected=*id == list_id>{n.clone()}</option>
+                    }).collect_view())}
+                </select>
+                <p class="mt-1 text-xs text-slate-500">{if joining {
+                    "Confirmed at once, unless they already have a subscription to it: someone who left the list stays off it."
+                } else {
+                    "Leaving the list that starts this automation also ends their run."
+                }}</p>
+            }.into_any()
+        }
         StepAction::Exit => view! { <p class="text-sm text-slate-500">"The reader's run ends here."</p> }.into_any(),
         StepAction::Branch { condition, if_yes, if_no } => view! {
-            <BranchEditor i=i condition=condition if_yes=if_yes if_no=if_no steps=steps tags=tags segments=segments editable=editable/>
+            <BranchEditor i=i condition=condition if_yes=if_yes if_no=if_no steps=steps tags=tags segments=segments fields=fields editable=editable/>
         }.into_any(),
     };
     view! {
         {inputs}
         <p class="mt-1 text-xs text-red-600" role="alert">{error}</p>
+    }
+}
+
+/// A change to a "wait until" step: its days, time, zone and zone field.
+type EditWaitUntil<'a> = dyn Fn(&mut Vec<Weekday>, &mut String, &mut String, &mut Option<String>) + 'a;
+
+/// "Wait until": which days (none ticked: the next day), the time, and whose zone.
+#[component]
+fn WaitUntilEditor(
+    i: usize,
+    weekdays: Vec<Weekday>,
+    time: String,
+    zone: String,
+    zone_field: Option<String>,
+    steps: RwSignal<Vec<StepInput>>,
+    fields: StoredValue<Vec<(String, String)>>,
+    editable: bool,
+) -> impl IntoView {
+    let set = move |f: &EditWaitUntil<'_>| {
+        steps.update(|s| {
+            if let Some(StepAction::WaitUntil { weekdays, time, zone, zone_field }) =
+                s.get_mut(i).map(|s| &mut s.action)
+            {
+                f(weekdays, time, zone, zone_field);
+            }
+        })
+    };
+    let mut zones = crate::components::timezone::common_time_zones();
+    if !zones.contains(&zone) {
+        zones.insert(0, zone.clone());
+    }
+    view! {
+        <fieldset class="grid gap-3 sm:grid-cols-2">
+            <legend class="label">"On"</legend>
+            <div class="flex flex-wrap gap-1 sm:col-span-2" role="group" aria-label="Days of the week">
+                {Weekday::ALL.iter().map(|d| {
+                    let d = *d;
+                    let id = format!("step-{i}-day-{}", d.as_str());
+                    let label_for = id.clone();
+                    view! {
+                        <label for=label_for class="inline-flex min-h-11 min-w-11 items-center justify-center gap-1 rounded-md border border-slate-300 px-2 text-sm">
+                            <input id=id type="checkbox" disabled=!editable checked=weekdays.contains(&d)
+                                on:change=move |ev| {
+                                    let on = event_target_checked(&ev);
+                                    set(&|days, _, _, _| {
+                                        days.retain(|x| *x != d);
+                                        if on {
+                                            days.push(d);
+                                            days.sort_by_key(|x| Weekday::ALL.iter().position(|y| y == x));
+                                        }
+                                    });
+                                }/>
+                            {d.short_name()}
+                        </label>
+                    }
+                }).collect_view()}
+                <p class="w-full text-xs text-slate-500">"None ticked: the next day at that time."</p>
+            </div>
+            <div>
+                <label for=format!("step-{i}-time") class="label">"At"</label>
+                <input id=format!("step-{i}-time") type="time" class="input" disabled=!editable prop:value=time
+                    on:change=move |ev| { let t = event_target_value(&ev); set(&|_, time, _, _| *time = t.clone()); }/>
+            </div>
+            <div>
+                <label for=format!("step-{i}-zone") class="label">"Time zone"</label>
+                <select id=format!("step-{i}-zone") class="input" disabled=!editable
+                    on:change=move |ev| { let z = event_target_value(&ev); set(&|_, _, zone, _| *zone = z.clone()); }>
+                    {zones.into_iter().map(|z| { let selected = z == zone; view! { <option value=z.clone() selected=selected>{z.clone()}</option> } }).collect_view()}
+                </select>
+            </div>
+            <div class="sm:col-span-2">
+                <label for=format!("step-{i}-zone-field") class="label">"Or the reader's own zone, from the field"</label>
+                <select id=format!("step-{i}-zone-field") class="input" disabled=!editable
+                    on:change=move |ev| {
+                        let f = event_target_value(&ev);
+                        set(&|_, _, _, field| *field = (!f.is_empty()).then(|| f.clone()));
+                    }>
+                    <option value="" selected=zone_field.is_none()>"— none: everyone in the zone above —"</option>
+                    {fields.with_value(|fs| fs.iter().map(|(key, label)| view! {
+                        <option value=key.clone() selected=zone_field.as_deref() == Some(key.as_str())>{label.clone()}</option>
+                    }).collect_view())}
+                </select>
+                <p class="mt-1 text-xs text-slate-500">"A reader whose field is empty or not a zone such as America/New_York waits in the zone above."</p>
+            </div>
+        </fieldset>
     }
 }
 
@@ -667,6 +811,7 @@ fn BranchEditor(
     steps: RwSignal<Vec<StepInput>>,
     tags: StoredValue<Vec<(TagId, String)>>,
     segments: StoredValue<Vec<(SegmentId, String)>>,
+    fields: StoredValue<Vec<(String, String)>>,
     editable: bool,
 ) -> impl IntoView {
     let set = move |f: &dyn Fn(&mut BranchCondition, &mut BranchTarget, &mut BranchTarget)| {
@@ -693,6 +838,7 @@ fn BranchEditor(
         BranchCondition::Clicked { .. } => "clicked",
         BranchCondition::HasTag { .. } => "has_tag",
         BranchCondition::InSegment { .. } => "in_segment",
+        BranchCondition::FieldIs { .. } => "field_is",
     };
     let first_mail = mails.first().map_or(0, |(n, _)| *n);
     let target_select = move |id: String, label: &'static str, current: BranchTarget, yes: bool| {
@@ -729,6 +875,7 @@ fn BranchEditor(
                             "clicked" => BranchCondition::Clicked { step: first_mail },
                             "has_tag" => BranchCondition::HasTag { tag_id: tags.with_value(|t| t.first().map(|(id, _)| *id).unwrap_or(TagId::NIL)) },
                             "in_segment" => BranchCondition::InSegment { segment_id: segments.with_value(|s| s.first().map(|(id, _)| *id).unwrap_or(SegmentId::NIL)) },
+                            "field_is" => BranchCondition::FieldIs { field: fields.with_value(|f| f.first().map(|(k, _)| k.clone()).unwrap_or_default()), value: String::new() },
                             _ => BranchCondition::Opened { step: first_mail },
                         };
                         set(&|cond, _, _| *cond = c.clone());
@@ -737,6 +884,7 @@ fn BranchEditor(
                     <option value="clicked" selected=kind == "clicked">"clicked in a mail"</option>
                     <option value="has_tag" selected=kind == "has_tag">"has a tag"</option>
                     <option value="in_segment" selected=kind == "in_segment">"is in a segment"</option>
+                    <option value="field_is" selected=kind == "field_is">"has a field value"</option>
                 </select>
             </div>
             <div>
@@ -772,6 +920,31 @@ fn BranchEditor(
                                 <option value=id.to_string() selected=*id == segment_id>{n.clone()}</option>
                             }).collect_view())}
                         </select>
+                    }.into_any(),
+                    BranchCondition::FieldIs { field, value } => view! {
+                        <div class="grid gap-2 sm:grid-cols-2">
+                            <div>
+                                <label for=format!("step-{i}-field") class="label">"Field"</label>
+                                <select id=format!("step-{i}-field") class="input" disabled=!editable
+                                    on:change=move |ev| {
+                                        let f = event_target_value(&ev);
+                                        set(&|cond, _, _| if let BranchCondition::FieldIs { field, .. } = cond { *field = f.clone() });
+                                    }>
+                                    {fields.with_value(|f| f.is_empty()).then(|| view! { <option value="">"No fields yet: add one on Audience → Fields"</option> })}
+                                    {fields.with_value(|fs| fs.iter().map(|(key, label)| view! {
+                                        <option value=key.clone() selected=*key == field>{label.clone()}</option>
+                                    }).collect_view())}
+                                </select>
+                            </div>
+                            <div>
+                                <label for=format!("step-{i}-field-value") class="label">"Is (ignoring case)"</label>
+                                <input id=format!("step-{i}-field-value") class="input" disabled=!editable prop:value=value
+                                    on:change=move |ev| {
+                                        let v = event_target_value(&ev);
+                                        set(&|cond, _, _| if let BranchCondition::FieldIs { value, .. } = cond { *value = v.clone() });
+                                    }/>
+                            </div>
+                        </div>
                     }.into_any(),
                 }}
             </div>

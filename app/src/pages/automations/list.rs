@@ -53,7 +53,7 @@ pub fn AutomationsPage() -> impl IntoView {
     let view_data = Resource::new(|| (), |_| list_automations());
     view! {
         <PageHeader title="Automations" subtitle="Mail that goes out on its own: a welcome when someone joins, a sequence over days, a receipt when your app reports an event."/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match view_data.await {
                     Ok(v) if v.rows.is_empty() => view! {

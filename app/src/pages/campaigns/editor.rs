@@ -146,7 +146,7 @@ pub fn CampaignPage() -> impl IntoView {
         <div class="mb-4">
             <a href="/campaigns" class="text-sm text-slate-500 hover:text-slate-800">"← Campaigns"</a>
         </div>
-        <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Transition fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match campaign.await {
                     Ok(c) if c.campaign.status.is_editable() => view! { <Editor c=c refresh=refresh res=res/> }.into_any(),

@@ -266,7 +266,7 @@ pub fn AudienceFields(form: Form, lists: Resource<Result<ListsView, AppError>>) 
             })}
             <fieldset class:hidden=form.resend_of.is_some()>
                 <legend class="label">"Send to these lists"</legend>
-                <Suspense fallback=|| view! { <p class="text-sm text-slate-400">"Loading lists…"</p> }>
+                <Suspense fallback=|| view! { <p class="text-sm text-slate-500">"Loading lists…"</p> }>
                     {move || Suspend::new(async move {
                         match lists.await {
                             Ok(v) if v.lists.is_empty() => view! {

@@ -1,12 +1,15 @@
-//! `/campaigns`: every campaign, newest first, with its status, audience size and how far its
-//! send got; and the button that starts a new draft.
+//! `/campaigns`: every campaign, newest first, with its status, audience size, how far its send
+//! got and its open and click rates; a search box and filters by status and date (in the
+//! address, `?q=&status=&from=&to=`, so a filtered list survives a reload and can be shared);
+//! and the button that starts a new draft.
 
 use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
+use crate::components::ui::{ActionError, Card, LoadError, PageHeader, percent_label, short_time};
 use crate::error::AppError;
-use herald_types::{CampaignId, CampaignStatus};
+use herald_types::{CampaignFilter, CampaignId, CampaignStatus};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CampaignRow {
@@ -27,6 +30,9 @@ pub struct CampaignRow {
     pub finished_at: Option<String>,
     /// An author asked for it to be sent; an owner or admin has not answered yet.
     pub awaiting_approval: bool,
+    /// Unique opens and clicks over messages sent (`None` before anything was sent).
+    pub open_rate: Option<f64>,
+    pub click_rate: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -36,13 +42,16 @@ pub struct CampaignsView {
 }
 
 #[server(prefix = "/rpc", endpoint = "list_campaigns")]
-pub async fn list_campaigns() -> Result<CampaignsView, AppError> {
+pub async fn list_campaigns(filter: CampaignFilter) -> Result<CampaignsView, AppError> {
     use crate::ssr::require_role;
     use herald_engine::Role;
-    use herald_engine::campaigns::{progress, store};
+    use herald_engine::campaigns::{progress, stats, store};
     let m = require_role(Role::Viewer).await?;
-    let list = store::list(&m.state.db, m.tenant, 200).await?;
+    let query = filter.parse()?;
+    let list = store::search(&m.state.db, m.tenant, &query).await?;
     let awaiting = herald_engine::campaigns::approval::pending_campaigns(&m.state.db, m.tenant).await?;
+    let ids: Vec<CampaignId> = list.iter().map(|c| c.id).collect();
+    let engagement = stats::engagement(&m.state.db, m.tenant, &ids).await?;
     let mut campaigns = Vec::with_capacity(list.len());
     for c in list {
         // Counts exist once a send started; drafts and scheduled campaigns have none.
@@ -53,8 +62,11 @@ pub async fn list_campaigns() -> Result<CampaignsView, AppError> {
             let percent = matches!(c.status, CampaignStatus::Sending | CampaignStatus::Paused).then(|| p.percent());
             (Some(p.sent), percent)
         };
+        let (delivered, opens, clicks) = engagement.get(&c.id).copied().unwrap_or_default();
         campaigns.push(CampaignRow {
             awaiting_approval: awaiting.contains(&c.id),
+            open_rate: herald_types::campaign::rate(opens, delivered),
+            click_rate: herald_types::campaign::rate(clicks, delivered),
             id: c.id,
             name: c.name,
             subject: c.subject,
@@ -114,10 +126,25 @@ pub fn CampaignStatusBadge(status: CampaignStatus, #[prop(optional)] percent: Op
     }
 }
 
+/// The filter in the page's address.
+fn filter_from_query() -> impl Fn() -> CampaignFilter + Copy {
+    let query = use_query_map();
+    move || {
+        query.with(|q| CampaignFilter {
+            q: q.get("q").unwrap_or_default(),
+            status: q.get("status").unwrap_or_default(),
+            from: q.get("from").unwrap_or_default(),
+            to: q.get("to").unwrap_or_default(),
+            limit: None,
+        })
+    }
+}
+
 #[component]
 pub fn CampaignsPage() -> impl IntoView {
     let create = ServerAction::<CreateCampaign>::new();
-    let data = Resource::new(|| (), |_| list_campaigns());
+    let filter = filter_from_query();
+    let data = Resource::new(filter, list_campaigns);
     view! {
         <div class="flex items-start justify-between gap-6">
             <PageHeader title="Campaigns" subtitle="Write, schedule and send"/>
@@ -128,15 +155,69 @@ pub fn CampaignsPage() -> impl IntoView {
             </Suspense>
         </div>
         <ActionError value=create.value()/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Filters filter=filter/>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
+                    Ok(v) if v.campaigns.is_empty() && filter().is_set() => view! { <NoMatch/> }.into_any(),
                     Ok(v) if v.campaigns.is_empty() => view! { <NoCampaigns can_create=v.can_create/> }.into_any(),
                     Ok(v) => view! { <CampaignTable rows=v.campaigns/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
             })}
         </Suspense>
+    }
+}
+
+/// Search and filters: a plain GET form, so the choice lands in the address (reload-proof).
+#[component]
+fn Filters(filter: impl Fn() -> CampaignFilter + Copy + Send + Sync + 'static) -> impl IntoView {
+    let current = filter();
+    view! {
+        <form method="get" action="/campaigns" role="search" aria-label="Filter campaigns" data-testid="campaign-filters"
+            class="mb-4 grid gap-3 rounded-xl border border-slate-200 bg-white p-4 sm:grid-cols-2 lg:grid-cols-[2fr_1fr_1fr_1fr_auto] lg:items-end">
+            <div>
+                <label for="campaign-search" class="label">"Search"</label>
+                <input id="campaign-search" name="q" type="search" class="input w-full" value=current.q.clone()
+                    placeholder="Name or subject" autocomplete="off"/>
+            </div>
+            <div>
+                <label for="campaign-status" class="label">"Status"</label>
+                <select id="campaign-status" name="status" class="input w-full">
+                    <option value="" selected=current.status.is_empty()>"Any status"</option>
+                    {CampaignStatus::ALL.iter().map(|s| view! {
+                        <option value=s.as_str() selected=current.status == s.as_str()>{s.label()}</option>
+                    }).collect_view()}
+                </select>
+            </div>
+            <div>
+                <label for="campaign-from" class="label">"From"</label>
+                <input id="campaign-from" name="from" type="date" class="input w-full" value=current.from.clone()/>
+            </div>
+            <div>
+                <label for="campaign-to" class="label">"To"</label>
+                <input id="campaign-to" name="to" type="date" class="input w-full" value=current.to.clone()/>
+            </div>
+            <div class="flex items-center gap-2">
+                <button type="submit" class="btn-secondary min-h-11">"Filter"</button>
+                {current.is_set().then(|| view! {
+                    <a href="/campaigns" class="inline-flex min-h-11 items-center px-2 text-sm text-indigo-600 hover:underline">"Clear"</a>
+                })}
+            </div>
+        </form>
+    }
+}
+
+#[component]
+fn NoMatch() -> impl IntoView {
+    view! {
+        <div class="rounded-xl border-2 border-dashed border-slate-200 bg-white px-6 py-12 text-center" data-testid="campaigns-no-match">
+            <h2 class="text-lg font-medium text-slate-900">"No campaign matches"</h2>
+            <p class="mx-auto mt-2 max-w-md text-sm text-slate-500">
+                "Try other words or a wider range of days, or "
+                <a href="/campaigns" class="text-indigo-600 hover:underline">"see every campaign"</a>"."
+            </p>
+        </div>
     }
 }
 
@@ -168,7 +249,7 @@ fn NoCampaigns(can_create: bool) -> impl IntoView {
             <h2 class="text-lg font-medium text-slate-900">"No campaigns yet"</h2>
             <p class="mx-auto mt-2 max-w-md text-sm text-slate-500">{body}</p>
             {can_create.then(|| view! {
-                <p class="mt-4 text-xs text-slate-400">
+                <p class="mt-4 text-xs text-slate-500">
                     "Before the first send: add your postal address in "
                     <a href="/settings" class="text-indigo-600 hover:underline">"Settings"</a>
                     " and readers to a list in "
@@ -201,13 +282,15 @@ fn CampaignTable(rows: Vec<CampaignRow>) -> impl IntoView {
     view! {
         <Card>
             <table class="w-full text-left text-sm" data-testid="campaigns-table">
-                <thead class="text-xs uppercase text-slate-400">
+                <thead class="text-xs uppercase text-slate-500">
                     <tr>
                         <th class="py-2">"Campaign"</th>
                         <th>"Status"</th>
-                        <th class="text-right">"Recipients"</th>
-                        <th class="text-right">"Sent"</th>
-                        <th class="pl-6">"Date"</th>
+                        <th class="hidden text-right sm:table-cell">"Recipients"</th>
+                        <th class="hidden text-right sm:table-cell">"Sent"</th>
+                        <th class="hidden text-right md:table-cell">"Opened"</th>
+                        <th class="hidden text-right md:table-cell">"Clicked"</th>
+                        <th class="hidden pl-6 sm:table-cell">"Date"</th>
                     </tr>
                 </thead>
                 <tbody class="divide-y divide-slate-100">
@@ -234,10 +317,12 @@ fn CampaignTable(rows: Vec<CampaignRow>) -> impl IntoView {
                                         </div>
                                     })}
                                 </td>
-                                <td class="text-right tabular-nums">{recipients}</td>
-                                <td class="text-right tabular-nums">{sent}</td>
-                                <td class="pl-6 text-slate-500">
-                                    <span class="text-xs text-slate-400">{when_label}" "</span>{when_value}
+                                <td class="hidden text-right tabular-nums sm:table-cell">{recipients}</td>
+                                <td class="hidden text-right tabular-nums sm:table-cell">{sent}</td>
+                                <td class="hidden text-right tabular-nums md:table-cell" data-testid="open-rate">{percent_label(r.open_rate)}</td>
+                                <td class="hidden text-right tabular-nums md:table-cell" data-testid="click-rate">{percent_label(r.click_rate)}</td>
+                                <td class="hidden pl-6 text-slate-500 sm:table-cell">
+                                    <span class="text-xs text-slate-500">{when_label}" "</span>{when_value}
                                 </td>
                             </tr>
                         }

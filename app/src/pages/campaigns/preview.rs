@@ -175,7 +175,7 @@ pub fn PreviewPanel(
                     </Transition>
                 </span>
             </div>
-            <Transition fallback=|| view! { <p class="text-sm text-slate-400">"Rendering…"</p> }>
+            <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Rendering…"</p> }>
                 {move || Suspend::new(async move {
                     match preview.await {
                         Ok(p) => view! { <PreviewBody p=p plain=plain/> }.into_any(),

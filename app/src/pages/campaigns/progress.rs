@@ -138,7 +138,7 @@ pub fn CampaignProgress(
     });
     let buttons = Buttons { pause, resume, pick, confirm_cancel, confirm_retry, id };
     view! {
-        <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Transition fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || {
                 let c = c.clone();
                 Suspend::new(async move {
@@ -310,7 +310,7 @@ fn ReportTables(r: ReportView) -> impl IntoView {
                 view! {
                     <div class="overflow-x-auto">
                     <table class="w-full text-left text-sm" data-testid="failures-table">
-                        <thead class="text-xs uppercase text-slate-400">
+                        <thead class="text-xs uppercase text-slate-500">
                             <tr><th class="py-2">"Reader"</th><th>"Reason"</th><th class="text-right">"Attempts"</th><th class="pl-4">"When"</th></tr>
                         </thead>
                         <tbody class="divide-y divide-slate-100">

@@ -202,7 +202,7 @@ pub fn RecurringCampaign(
     });
     view! {
         <PageHeader title=name subtitle="Recurring campaign"/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(v) => view! {
@@ -218,7 +218,7 @@ pub fn RecurringCampaign(
                             } else {
                                 view! {
                                     <table class="w-full text-left text-sm" data-testid="editions-table">
-                                        <thead class="text-xs uppercase text-slate-400"><tr><th class="py-2">"Slot"</th><th>"Status"</th><th>"Sent"</th><th>"No data"</th><th>"Failed"</th></tr></thead>
+                                        <thead class="text-xs uppercase text-slate-500"><tr><th class="py-2">"Slot"</th><th>"Status"</th><th>"Sent"</th><th>"No data"</th><th>"Failed"</th></tr></thead>
                                         <tbody class="divide-y divide-slate-100">
                                             {v.editions.into_iter().map(|e| view! {
                                                 <tr><td class="py-2"><a class="text-indigo-600 hover:underline" href=format!("/campaigns/{}", e.id)>{short_time_of(&e.slot)}</a></td>

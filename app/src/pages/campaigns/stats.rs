@@ -1,7 +1,9 @@
-//! `/campaigns/:id/stats`: what happened after the send. Every figure comes from rollups kept as
-//! events arrive (never a scan of the event log), so the page is as quick at a million
-//! recipients as at ten. Charts: opens and clicks over time, the delivery funnel, top links and
-//! results by recipient domain. Refreshes every 10 seconds while the page is open.
+//! `/campaigns/:id/stats`: what happened after the send. First the three figures that matter —
+//! delivered (or sent, without delivery reports), unique opens and unique clicks, each as a
+//! rate — then the details. Every figure comes from rollups kept as events arrive (never a scan
+//! of the event log), so the page is as quick at a million recipients as at ten. Charts: opens
+//! and clicks over time, the funnel, top links (a table for one) and results by recipient
+//! domain. Refreshes every 10 seconds while the page is open.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
@@ -32,15 +34,27 @@ pub struct DomainRow {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkRow {
+    pub url: String,
+    pub clicks: i64,
+    pub unique_clicks: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatsView {
     pub name: String,
     pub status: CampaignStatus,
     pub tracking: TrackingMode,
+    /// Delivered (or sent), unique opens, unique clicks.
+    pub headline: Vec<Figure>,
     pub figures: Vec<Figure>,
+    /// Delivery reports arrive (a provider webhook): "delivered" is known.
+    pub delivery_reports: bool,
     pub prefetch_opens: i64,
     pub timeline_chart: Option<String>,
     pub funnel_chart: String,
     pub links_chart: Option<String>,
+    pub links: Vec<LinkRow>,
     pub domains_chart: Option<String>,
     pub domains: Vec<DomainRow>,
     /// The A/B test's versions side by side, when the campaign has one.
@@ -74,15 +88,26 @@ pub async fn campaign_stats(id: CampaignId) -> Result<StatsView, AppError> {
         rate,
         testid: testid.into(),
     };
-    let figures = vec![
+    let delivery_reports = c.delivered > 0;
+    let opened = if anonymous { c.opens } else { c.unique_opens };
+    let clicked = if anonymous { c.clicks } else { c.unique_clicks };
+    let headline = vec![
+        if delivery_reports {
+            fig("Delivered", c.delivered, format!("{} of sent", percent(c.delivered, c.sent)), "headline-delivered")
+        } else {
+            fig("Sent", c.sent, format!("{} of recipients", percent(c.sent, s.recipients)), "headline-delivered")
+        },
+        fig("Unique opens", opened, unique(c.unique_opens), "headline-opens"),
+        fig("Unique clicks", clicked, unique(c.unique_clicks), "headline-clicks"),
+    ];
+    let mut figures = vec![
         fig("Recipients", s.recipients, String::new(), "stat-recipients"),
         fig("Sent", c.sent, percent(c.sent, s.recipients), "stat-sent"),
-        fig(
-            "Delivered",
-            c.delivered,
-            if c.delivered > 0 { percent(c.delivered, c.sent) } else { "needs a provider webhook".into() },
-            "stat-delivered",
-        ),
+    ];
+    if delivery_reports {
+        figures.push(fig("Delivered", c.delivered, percent(c.delivered, c.sent), "stat-delivered"));
+    }
+    figures.extend([
         fig("Hard bounces", c.hard_bounces, percent(c.hard_bounces, c.sent + c.failed), "stat-hard-bounces"),
         fig("Soft bounces", c.soft_bounces, percent(c.soft_bounces, c.sent), "stat-soft-bounces"),
         fig("Complaints", c.complaints, percent(c.complaints, c.sent), "stat-complaints"),
@@ -101,18 +126,8 @@ pub async fn campaign_stats(id: CampaignId) -> Result<StatsView, AppError> {
             "stat-unique-clicks",
         ),
         fig("Total clicks", c.clicks, String::new(), "stat-clicks"),
-    ];
-    let timeline_chart = (!s.timeline.is_empty()).then(|| {
-        charts::lines(
-            s.timeline.iter().map(|p| p.hour.format("%b %d %H:00").to_string()).collect(),
-            vec![
-                ("Opens", s.timeline.iter().map(|p| p.opens).collect()),
-                ("Clicks", s.timeline.iter().map(|p| p.clicks).collect()),
-            ],
-        )
-    });
-    let opened = if anonymous { c.opens } else { c.unique_opens };
-    let clicked = if anonymous { c.clicks } else { c.unique_clicks };
+    ]);
+    let timeline_chart = charts::timeline(&s.timeline.iter().map(|p| (p.hour, p.opens, p.clicks)).collect::<Vec<_>>());
     let mut steps = vec![("Sent", c.sent)];
     if c.delivered > 0 {
         steps.push(("Delivered", c.delivered));
@@ -120,7 +135,8 @@ pub async fn campaign_stats(id: CampaignId) -> Result<StatsView, AppError> {
     steps.push(("Opened", opened));
     steps.push(("Clicked", clicked));
     let funnel_chart = charts::funnel(steps);
-    let links_chart = (!s.top_links.is_empty()).then(|| {
+    // One link is a row of a table, not a chart of one bar.
+    let links_chart = (s.top_links.len() > 1).then(|| {
         charts::bars(
             s.top_links.iter().map(|l| l.url.clone()).collect(),
             vec![
@@ -151,11 +167,19 @@ pub async fn campaign_stats(id: CampaignId) -> Result<StatsView, AppError> {
             click_rate: if anonymous { "—".into() } else { percent(d.unique_clicks, d.sent) },
         })
         .collect();
+    let links = s
+        .top_links
+        .iter()
+        .map(|l| LinkRow { url: l.url.clone(), clicks: l.clicks, unique_clicks: l.unique_clicks })
+        .collect();
     Ok(StatsView {
         name: s.name,
         status: s.status,
         tracking: s.tracking,
+        headline,
         figures,
+        delivery_reports,
+        links,
         prefetch_opens: c.prefetch_opens,
         timeline_chart,
         funnel_chart,
@@ -181,7 +205,7 @@ pub fn CampaignStatsPage() -> impl IntoView {
         }
     });
     view! {
-        <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Transition fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match stats.await {
                     Ok(s) => view! { <StatsBody s=s id=id()/> }.into_any(),
@@ -197,6 +221,9 @@ fn StatsBody(s: StatsView, id: CampaignId) -> impl IntoView {
     let back = format!("/campaigns/{id}");
     let export = format!("/campaigns/{id}/events.csv");
     let nothing_sent = s.figures.get(1).is_some_and(|f| f.value == 0);
+    let delivery_note = (!s.delivery_reports).then_some(
+        "Delivered is shown once a provider reports deliveries (Settings → Sending, a provider webhook); until then the rates are of messages sent.",
+    );
     view! {
         <PageHeader title=s.name.clone() subtitle="Campaign stats"/>
         <div class="mb-4 flex flex-wrap items-center gap-4 text-sm">
@@ -212,15 +239,29 @@ fn StatsBody(s: StatsView, id: CampaignId) -> impl IntoView {
         {nothing_sent.then(|| view! {
             <EmptyState title="Nothing sent yet" body="Figures appear here as soon as the first messages go out."/>
         })}
-        <div class="mb-6 grid grid-cols-2 gap-3 sm:grid-cols-3 lg:grid-cols-4">
-            {s.figures.into_iter().map(|f| view! {
+        <div class="mb-4 grid gap-3 sm:grid-cols-3" data-testid="stats-headline">
+            {s.headline.into_iter().map(|f| view! {
                 <div class="rounded-lg border border-slate-200 bg-white p-4">
-                    <p class="text-xs font-medium uppercase tracking-wide text-slate-500">{f.label}</p>
-                    <p class="mt-1 text-2xl font-semibold text-slate-900" data-testid=f.testid>{f.value}</p>
-                    <p class="text-xs text-slate-500">{f.rate}</p>
+                    <p class="text-sm font-medium text-slate-600">{f.label}</p>
+                    <p class="mt-1 text-3xl font-semibold tabular-nums text-slate-900" data-testid=f.testid>{f.value}</p>
+                    <p class="text-sm text-slate-600">{f.rate}</p>
                 </div>
             }).collect_view()}
         </div>
+        <details class="mb-6 rounded-lg border border-slate-200 bg-white p-4" open data-testid="stats-details">
+            <summary class="cursor-pointer select-none text-sm font-medium text-slate-700">"Details"</summary>
+            <dl class="mt-3 grid grid-cols-2 gap-x-6 gap-y-2 text-sm sm:grid-cols-3 lg:grid-cols-5">
+                {s.figures.into_iter().map(|f| view! {
+                    <div class="flex flex-col">
+                        <dt class="text-xs text-slate-600">{f.label}</dt>
+                        <dd class="tabular-nums"><span class="font-semibold text-slate-900" data-testid=f.testid>{f.value}</span>
+                            {(!f.rate.is_empty()).then(|| view! { <span class="ml-1 text-xs text-slate-600">{format!("· {}", f.rate)}</span> })}
+                        </dd>
+                    </div>
+                }).collect_view()}
+            </dl>
+            {delivery_note.map(|n| view! { <p class="mt-3 text-xs text-slate-600" data-testid="delivery-note">{n}</p> })}
+        </details>
         {s.ab.map(|results| view! { <div class="mb-6"><AbResultsCard results=results id=id/></div> })}
         <p class="mb-6 text-xs text-slate-500">
             {format!("{} opens by privacy proxies are not counted above. ", s.prefetch_opens)}
@@ -237,9 +278,26 @@ fn StatsBody(s: StatsView, id: CampaignId) -> impl IntoView {
                 <Chart option=s.funnel_chart label="Sent, delivered, opened and clicked" testid="chart-funnel"/>
             </Card>
             <Card title="Top links">
-                {match s.links_chart {
-                    Some(o) => view! { <Chart option=o label="Clicks per link" testid="chart-links"/> }.into_any(),
-                    None => view! { <p class="text-sm text-slate-500">"No tracked links in this campaign."</p> }.into_any(),
+                {s.links_chart.map(|o| view! { <Chart option=o label="Clicks per link" testid="chart-links"/> })}
+                {if s.links.is_empty() {
+                    view! { <p class="text-sm text-slate-500">"No clicks on tracked links yet."</p> }.into_any()
+                } else {
+                    view! {
+                        <table class="mt-2 w-full table-fixed text-left text-sm" data-testid="links-table">
+                            <thead class="text-xs uppercase text-slate-500">
+                                <tr><th class="w-3/5 py-1">"Link"</th><th class="text-right">"Clicks"</th><th class="text-right">"Unique"</th></tr>
+                            </thead>
+                            <tbody class="divide-y divide-slate-100">
+                                {s.links.into_iter().map(|l| view! {
+                                    <tr>
+                                        <td class="truncate py-1" title=l.url.clone()>{l.url.clone()}</td>
+                                        <td class="text-right tabular-nums">{l.clicks}</td>
+                                        <td class="text-right tabular-nums">{l.unique_clicks}</td>
+                                    </tr>
+                                }).collect_view()}
+                            </tbody>
+                        </table>
+                    }.into_any()
                 }}
             </Card>
             <Card title="By recipient domain">

@@ -85,7 +85,7 @@ pub fn ApiKeysPage() -> impl IntoView {
         </Card>
         <Card title="Keys">
             <ActionError value=revoke.value()/>
-            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match keys.await {
                         Ok(list) if list.is_empty() => view! {
@@ -104,7 +104,7 @@ pub fn ApiKeysPage() -> impl IntoView {
 fn KeyTable(list: Vec<ApiKey>, revoke: ServerAction<RevokeApiKey>) -> impl IntoView {
     view! {
         <table class="w-full text-left text-sm">
-            <thead class="text-xs uppercase text-slate-400">
+            <thead class="text-xs uppercase text-slate-500">
                 <tr><th class="py-2">"Name"</th><th>"Key"</th><th>"Role"</th><th>"Made by"</th><th>"Created"</th><th>"Last used"</th><th></th></tr>
             </thead>
             <tbody class="divide-y divide-slate-100">

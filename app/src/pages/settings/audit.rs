@@ -52,7 +52,7 @@ pub fn AuditLogPage() -> impl IntoView {
     view! {
         <SettingsTabs active="/settings/audit"/>
         <Card>
-            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match data.await {
                         Ok(v) => view! { <AuditBody v=v action=param("action") actor=param("actor")/> }.into_any(),

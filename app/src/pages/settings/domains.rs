@@ -121,7 +121,7 @@ pub fn SendingDomainsPage() -> impl IntoView {
     );
     view! {
         <SettingsTabs active="/settings/domains"/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(d) => view! { <DomainsView data=d add=add check=check delete=delete/> }.into_any(),
@@ -210,7 +210,7 @@ fn DomainCard(
                 <h2 class="break-all text-lg font-medium text-slate-900">{d.domain.clone()}</h2>
                 {verified_badge}
                 {signing_badge}
-                <span class="text-xs text-slate-400">
+                <span class="text-xs text-slate-500">
                     {d.checked_at.as_deref().map(|t| format!("Checked {} UTC", short_time(t))).unwrap_or_else(|| "Not checked yet".into())}
                 </span>
             </div>

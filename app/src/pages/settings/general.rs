@@ -60,7 +60,7 @@ pub fn SettingsPage() -> impl IntoView {
     let settings = Resource::new(move || save.version().get(), |_| get_workspace_settings());
     view! {
         <SettingsTabs active="/settings"/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match settings.await {
                     Ok(s) => view! { <SettingsForm s=s save=save/> }.into_any(),

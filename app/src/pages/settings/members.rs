@@ -148,7 +148,7 @@ pub fn MembersPage() -> impl IntoView {
     );
     view! {
         <SettingsTabs active="/settings/members"/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(v) => view! {
@@ -260,7 +260,7 @@ fn MembersBody(
             <ActionError value=change.value()/>
             <ActionError value=remove.value()/>
             <table class="w-full text-left text-sm" data-testid="members-table">
-                <thead class="text-xs uppercase text-slate-400">
+                <thead class="text-xs uppercase text-slate-500">
                     <tr><th class="py-2">"Member"</th><th>"Role"</th><th>"Joined"</th><th></th></tr>
                 </thead>
                 <tbody class="divide-y divide-slate-100">
@@ -318,7 +318,7 @@ fn MembersBody(
                     {v.invites.into_iter().map(|i| view! {
                         <li class="flex items-center justify-between py-2">
                             <span>{i.email} " · " <span class="badge">{i.role.as_str()}</span>
-                                <span class="ml-2 text-xs text-slate-400">"expires " {short_time(&i.expires_at.to_rfc3339())}</span></span>
+                                <span class="ml-2 text-xs text-slate-500">"expires " {short_time(&i.expires_at.to_rfc3339())}</span></span>
                             <ActionForm action=revoke>
                                 <input type="hidden" name="invite_id" value=i.id.to_string()/>
                                 <button type="submit" class="text-xs text-red-600 hover:underline">"Withdraw"</button>

@@ -122,7 +122,7 @@ pub fn SendingPage() -> impl IntoView {
     let identities_changed = Signal::derive(move || save_identity.version().get() + delete_identity.version().get());
     view! {
         <SettingsTabs active="/settings/sending"/>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match policy.await {
                     Ok(p) => view! { <PolicyForm p=p save=save_policy/> }.into_any(),
@@ -207,7 +207,7 @@ fn Identities(save: ServerAction<SaveIdentity>, delete: ServerAction<DeleteIdent
             </p>
             <ActionError value=delete.value()/>
             <ActionError value=test.value()/>
-            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match data.await {
                         Ok(v) => view! { <IdentityTable v=v test=test delete=delete editing=editing/> }.into_any(),
@@ -276,7 +276,7 @@ fn IdentityTable(
     let confirm_delete = RwSignal::new(None::<IdentityId>);
     view! {
         <table class="w-full text-left text-sm" data-testid="identities-table">
-            <thead class="text-xs uppercase text-slate-400">
+            <thead class="text-xs uppercase text-slate-500">
                 <tr><th class="py-2">"Name"</th><th>"Server"</th><th>"Limits"</th><th>"DKIM"</th><th></th></tr>
             </thead>
             <tbody class="divide-y divide-slate-100">
@@ -299,7 +299,7 @@ fn IdentityTable(
                         <tr data-testid="identity-row">
                             <td class="py-3 align-top">
                                 <div class="font-medium">{i.name.clone()}</div>
-                                <div class="text-xs text-slate-400">"Added " {short_time(&i.created_at.to_rfc3339())}</div>
+                                <div class="text-xs text-slate-500">"Added " {short_time(&i.created_at.to_rfc3339())}</div>
                             </td>
                             <td class="py-3 align-top">
                                 <code class="break-all text-xs">{i.smtp_display.clone()}</code>

@@ -98,7 +98,7 @@ pub fn WebhookSettings(
             </p>
             <ActionError value=save.value()/>
             <ActionError value=rotate.value()/>
-            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match data.await {
                         Ok(v) if v.rows.is_empty() => view! {

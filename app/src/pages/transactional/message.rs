@@ -54,7 +54,7 @@ pub fn TransactionalMessagePage() -> impl IntoView {
         }
     });
     view! {
-        <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Transition fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(v) => view! { <MessageBody v=v cancel=cancel/> }.into_any(),
@@ -108,7 +108,7 @@ fn MessageBody(v: MessagePage, cancel: ServerAction<CancelMessage>) -> impl Into
                     }).collect_view()}
                 </dl>
                 {metadata.map(|metadata| view! {
-                    <p class="mt-3 text-xs font-medium uppercase text-slate-400">"Metadata"</p>
+                    <p class="mt-3 text-xs font-medium uppercase text-slate-500">"Metadata"</p>
                     <pre class="mt-1 overflow-x-auto rounded bg-slate-50 p-2 text-xs">{metadata}</pre>
                 })}
             </Card>

@@ -123,7 +123,7 @@ pub fn TransactionalPage() -> impl IntoView {
                 </select>
                 <button type="submit" class="btn-secondary">"Search"</button>
             </form>
-            <Transition fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Transition fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match data.await {
                         Ok(v) => view! { <Messages v=v searching=!q().is_empty() || !status().is_empty()/> }.into_any(),
@@ -165,7 +165,7 @@ fn Messages(v: MessagesView, searching: bool) -> impl IntoView {
             {v.counts.into_iter().map(|(s, n)| view! { <span class="badge">{format!("{n} {s}")}</span> }).collect_view()}
         </div>
         <table class="w-full text-left text-sm" data-testid="messages-table">
-            <thead class="text-xs uppercase text-slate-400">
+            <thead class="text-xs uppercase text-slate-500">
                 <tr><th class="py-2">"Recipient"</th><th>"Subject"</th><th>"Status"</th><th>"Events"</th><th>"Template"</th><th>"Queued"</th></tr>
             </thead>
             <tbody class="divide-y divide-slate-100">
@@ -175,7 +175,7 @@ fn Messages(v: MessagesView, searching: bool) -> impl IntoView {
                     view! {
                         <tr data-testid="message-row">
                             <td class="py-2"><a href=href class="text-indigo-600 hover:underline">{r.to_email}</a>
-                                <div class="font-mono text-[11px] text-slate-400" title="Idempotency key">{r.idempotency_key}</div></td>
+                                <div class="font-mono text-[11px] text-slate-500" title="Idempotency key">{r.idempotency_key}</div></td>
                             <td class="max-w-xs truncate">{r.subject}</td>
                             <td><StatusBadge status=r.status/></td>
                             <td class="text-slate-600" data-testid="message-outcome">{outcome}</td>
@@ -197,7 +197,7 @@ fn SettingsCard() -> impl IntoView {
     let data = Resource::new(move || (save.version().get(), resume.version().get()), |_| transactional_settings());
     view! {
         <Card title="Sending">
-            <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+            <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match data.await {
                         Ok(s) => view! {

@@ -92,7 +92,7 @@ pub fn TxTemplatePage() -> impl IntoView {
     let id = move || params.read().get("id").unwrap_or_default();
     let data = Resource::new(id, tx_template_view);
     view! {
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(v) => view! { <Editor v=v id=id()/> }.into_any(),

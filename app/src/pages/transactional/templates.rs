@@ -24,7 +24,7 @@ pub fn TxTemplatesPage() -> impl IntoView {
         <TabbedHeader title="Transactional" subtitle="Templates: named, versioned, with variables from each API request."
             tabs=TABS active="/transactional/templates"/>
         <div class="mb-4 text-right"><a href="/transactional/templates/new" class="btn-primary" data-testid="new-template">"New template"</a></div>
-        <Suspense fallback=|| view! { <p class="text-slate-400">"Loading…"</p> }>
+        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(rows) if rows.is_empty() => view! {
@@ -45,7 +45,7 @@ fn TemplateTable(rows: Vec<Template>) -> impl IntoView {
     view! {
         <Card>
             <table class="w-full text-left text-sm" data-testid="templates-table">
-                <thead class="text-xs uppercase text-slate-400">
+                <thead class="text-xs uppercase text-slate-500">
                     <tr><th class="py-2">"Name"</th><th>"Subject"</th><th>"Version"</th><th>"Updated"</th></tr>
                 </thead>
                 <tbody class="divide-y divide-slate-100">

@@ -3,7 +3,7 @@
 //! gets 409).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::campaigns::progress::{self, Progress, Report};
@@ -22,10 +22,17 @@ pub struct RetryResult {
     pub requeued: u64,
 }
 
-#[utoipa::path(get, path = "/api/v1/campaigns", security(("api_key" = [])),
-    responses((status = 200, description = "Campaigns, newest first")))]
-pub async fn index(State(s): State<ServerState>, caller: ApiCaller) -> Result<Json<Vec<Campaign>>, ApiFailure> {
-    Ok(Json(store::list(&s.app.db, caller.tenant, 500).await?))
+#[utoipa::path(get, path = "/api/v1/campaigns", operation_id = "listCampaigns", security(("api_key" = [])),
+    params(herald_types::CampaignFilter),
+    responses((status = 200, description = "Campaigns, newest first, that match the filter", body = Vec<Campaign>),
+              (status = 422, body = ApiError)))]
+pub async fn index(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Query(filter): Query<herald_types::CampaignFilter>,
+) -> Result<Json<Vec<Campaign>>, ApiFailure> {
+    let query = filter.parse().map_err(herald_engine::Error::Invalid)?;
+    Ok(Json(store::search(&s.app.db, caller.tenant, &query).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/campaigns", security(("api_key" = [])), request_body = CampaignInput,

@@ -174,7 +174,7 @@ impl Modify for BearerAuth {
         herald_types::segment::DateOp, herald_types::segment::SignupSource, herald_types::segment::SegmentCount,
         herald_types::Automation, herald_types::AutomationInput, herald_types::AutomationId, herald_types::AutomationStepId,
         herald_types::AutomationStatus, herald_types::Trigger, herald_types::Reentry, herald_types::RemovedStepReaders,
-        herald_types::Step, herald_types::StepInput, herald_types::StepAction, herald_types::WaitUnit,
+        herald_types::Step, herald_types::StepInput, herald_types::StepAction, herald_types::WaitUnit, herald_types::Weekday,
         herald_types::AutomationReport, herald_types::StepStats, herald_types::Run, herald_types::RunStep,
         herald_types::RunState, herald_types::ReaderEventInput, herald_types::EventAccepted,
         herald_types::AudienceCount, herald_types::AbTest, herald_types::Variant, herald_types::AbMetric,
