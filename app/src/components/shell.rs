@@ -43,6 +43,16 @@ pub fn AppShell() -> impl IntoView {
 #[component]
 fn Frame(info: SessionInfo) -> impl IntoView {
     let switch = ServerAction::<SwitchWorkspace>::new();
+    // Every page shows the workspace's data: once switched, load the dashboard afresh (a client
+    // route change to "/" from "/" would keep the old workspace's page).
+    Effect::new(move |_| {
+        if let Some(Ok(())) = switch.value().get() {
+            #[cfg(feature = "hydrate")]
+            {
+                let _ = leptos::prelude::window().location().set_href("/");
+            }
+        }
+    });
     let logout = ServerAction::<Logout>::new();
     let current = info.current.clone().unwrap_or_else(unreachable_workspace);
     let current_id = current.id.clone();
