@@ -8,21 +8,13 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+use crate::automations::{create_live, expect_mail_count};
 use crate::campaigns_api::workspace_with_readers;
 use crate::helpers::*;
 use herald_engine::automations::scheduler;
 
 fn email(subject: &str) -> Value {
     json!({"action": {"kind": "email", "subject": subject, "body": "Hello {{ reader.name }}"}})
-}
-
-async fn create_live(api: &Api, body: Value) -> String {
-    let (status, a) = api.post("/api/v1/automations", body).await;
-    assert_eq!(status, StatusCode::CREATED, "{a}");
-    let id = a["id"].as_str().expect("id").to_string();
-    let (status, live) = api.post(&format!("/api/v1/automations/{id}/start"), json!({})).await;
-    assert_eq!(status, StatusCode::OK, "{live}");
-    id
 }
 
 async fn reader(app: &TestApp, email: &str) -> i64 {
@@ -54,11 +46,14 @@ async fn field(api: &Api, key: &str, kind: &str, choices: Value) {
     assert_eq!(status, StatusCode::CREATED, "{body}");
 }
 
-/// Waits until `n` messages were caught, then a little more to see that no extra copy follows.
-async fn expect_mail_count(app: &TestApp, n: u64) {
-    assert!(app.sink.wait_for_count(n, Duration::from_secs(30)).await, "expected {n} messages");
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    assert_eq!(app.sink.messages().await.len() as u64, n, "no more than {n} messages");
+/// The state of `reader`'s subscription to `list`.
+async fn subscription(app: &TestApp, reader: i64, list: &str) -> String {
+    sqlx::query_scalar("SELECT status FROM subscriptions WHERE reader_id = $1 AND list_id = $2::uuid")
+        .bind(reader)
+        .bind(list)
+        .fetch_one(&app.owner)
+        .await
+        .expect("subscription")
 }
 
 #[tokio::test]
@@ -188,23 +183,11 @@ async fn steps_join_and_leave_lists_and_branch_on_a_field() -> TestResult {
     );
     let (_, report) = api.get(&format!("/api/v1/automations/{bounce}/report")).await;
     assert_eq!((report["entered"].as_i64(), report["exited"].as_i64()), (Some(1), Some(1)), "{report}");
-    let status: String =
-        sqlx::query_scalar("SELECT status FROM subscriptions WHERE reader_id = $1 AND list_id = $2::uuid")
-            .bind(pro)
-            .bind(&paid)
-            .fetch_one(&app.owner)
-            .await?;
-    assert_eq!(status, "unsubscribed");
+    assert_eq!(subscription(&app, pro, &paid).await, "unsubscribed");
     // Someone who left a list is not put back on it by a step (their second run still mails them).
     fire(&api, pro, "upgraded").await;
     expect_mail_count(&app, 2).await;
-    let status: String =
-        sqlx::query_scalar("SELECT status FROM subscriptions WHERE reader_id = $1 AND list_id = $2::uuid")
-            .bind(pro)
-            .bind(&paid)
-            .fetch_one(&app.owner)
-            .await?;
-    assert_eq!(status, "unsubscribed", "a left list stays left");
+    assert_eq!(subscription(&app, pro, &paid).await, "unsubscribed", "a left list stays left");
     let (_, report) = api.get(&format!("/api/v1/automations/{bounce}/report")).await;
     assert_eq!(report["entered"].as_i64(), Some(1), "{report}");
     Ok(())

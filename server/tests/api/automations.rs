@@ -44,7 +44,7 @@ async fn inbox(app: &TestApp) -> BTreeMap<String, Vec<String>> {
 }
 
 /// Waits until `n` messages were caught, then a little more to see that no extra copy follows.
-async fn expect_mail_count(app: &TestApp, n: u64) {
+pub(crate) async fn expect_mail_count(app: &TestApp, n: u64) {
     assert!(app.sink.wait_for_count(n, Duration::from_secs(30)).await, "expected {n} messages");
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(app.sink.messages().await.len() as u64, n, "no more than {n} messages");
@@ -59,7 +59,7 @@ async fn reader_id(app: &TestApp, email: String) -> i64 {
         .expect("reader")
 }
 
-async fn create_live(api: &Api, body: Value) -> String {
+pub(crate) async fn create_live(api: &Api, body: Value) -> String {
     let (status, a) = api.post("/api/v1/automations", body).await;
     assert_eq!(status, StatusCode::CREATED, "{a}");
     let id = a["id"].as_str().expect("id").to_string();
