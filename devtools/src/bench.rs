@@ -585,22 +585,47 @@ async fn without_database(
 
 /// Where Herald's CPU goes per message, stage by stage, on this process's core (no database,
 /// no SMTP): the same calls the delivery loop makes for a 2 KB personalised Markdown campaign
-/// with tracked links.
+/// with tracked links, then for a block campaign with the same text (issue 34: its blocks are
+/// rendered to HTML once, in `compile`, so per message it should cost what the Markdown does).
 pub async fn stage_breakdown(dkim: Option<&herald_engine::sending::identities::DkimKey>) -> anyhow::Result<()> {
-    use herald_engine::sending::message::{
-        self, BodyFormat, CampaignContent, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, Workspace,
-    };
-    use herald_engine::tracking::links;
-    const N: usize = 5_000;
-    let content = CampaignContent {
+    use herald_engine::sending::message::{BodyFormat, CampaignContent};
+    let markdown = CampaignContent {
         subject: "Issue 42 for {{ reader.name }}".into(),
         preheader: String::new(),
         format: BodyFormat::Markdown,
         body: two_kb_body(),
     };
+    let blocks = CampaignContent { format: BodyFormat::Blocks, body: two_kb_blocks(), ..markdown.clone() };
+    stage_costs("", &markdown, dkim).await?;
+    stage_costs(" (blocks)", &blocks, dkim).await
+}
+
+/// The two-kilobyte Markdown body as a block document: a heading, its paragraphs as paragraph
+/// blocks, a button and the footer.
+fn two_kb_blocks() -> String {
+    use herald_types::{Block, BlockDocument};
+    let mut blocks = vec![Block::Heading { text: "Issue 42 for {{ reader.name }}".into(), level: 1 }];
+    blocks.extend(
+        two_kb_body().split("\n\n").filter(|p| !p.trim().is_empty()).map(|p| Block::Paragraph { text: p.to_string() }),
+    );
+    blocks.push(Block::Button { label: "Read it online".into(), href: "https://example.com/issue/42".into() });
+    blocks.extend(Block::new("footer"));
+    BlockDocument { version: herald_types::blocks::CURRENT_VERSION, blocks }.to_json()
+}
+
+async fn stage_costs(
+    label: &str,
+    content: &herald_engine::sending::message::CampaignContent,
+    dkim: Option<&herald_engine::sending::identities::DkimKey>,
+) -> anyhow::Result<()> {
+    use herald_engine::sending::message::{
+        self, CompiledCampaign, DkimSigner, Envelope, MessageContext, Recipient, Workspace,
+    };
+    use herald_engine::tracking::links;
+    const N: usize = 5_000;
     let workspace = Workspace { name: "Bench Co".into(), postal_address: "1 Bench Street, Lyon".into() };
     let turn = herald_engine::sending::template_sandbox::Turn::background(herald_types::TenantId::new());
-    let compiled = CompiledCampaign::compile(&content, &workspace, turn).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let compiled = CompiledCampaign::compile(content, &workspace, turn).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
     let signer = match dkim {
         Some(k) => Some(DkimSigner::new(&k.selector, &k.domain, &k.private_key_pem)?),
         None => None,
@@ -643,7 +668,7 @@ pub async fn stage_breakdown(dkim: Option<&herald_engine::sending::identities::D
     }
     let us = |t: f64| t * 1e6 / N as f64;
     println!(
-        "per message: render (minijinja + Markdown) {:.0} µs, link rewriting {:.0} µs, layout + text version {:.0} µs, \
+        "per message{label}: render (minijinja + Markdown) {:.0} µs, link rewriting {:.0} µs, layout + text version {:.0} µs, \
          MIME{} {:.0} µs; {:.0} µs in all",
         us(t_render),
         us(t_links),

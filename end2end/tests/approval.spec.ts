@@ -66,6 +66,7 @@ test("an author asks, the owner approves, the audit log tells it", async ({ page
     await waitForHydration(a);
     await a.getByLabel("Subject", { exact: true }).fill("Hello {{ reader.name | default(\"friend\") }}");
     await a.getByRole("checkbox", { name: /Weekly/ }).check();
+    await a.getByRole("radio", { name: "Markdown" }).check();
     await a.getByLabel("Body", { exact: true }).fill("An issue an owner has to approve.");
     await expect(a.getByTestId("save-status")).toContainText("Saved at", { timeout: 15_000 });
     await a.getByRole("button", { name: "Ask for approval to send" }).click();

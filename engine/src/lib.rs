@@ -17,6 +17,7 @@ pub mod feedback;
 pub mod infra;
 pub mod invites;
 pub mod jobs;
+pub mod media;
 pub mod sending;
 pub mod suspension;
 pub mod tracking;

@@ -35,6 +35,10 @@ pub struct Config {
     pub import_storage_per_workspace: i64,
     /// The same across every workspace one account made (`HERALD_IMPORT_STORAGE_PER_ACCOUNT`).
     pub import_storage_per_account: i64,
+    /// What one workspace's images may take (`HERALD_MEDIA_STORAGE_PER_WORKSPACE`, default
+    /// 100 MiB), and every workspace of one account together (`HERALD_MEDIA_STORAGE_PER_ACCOUNT`,
+    /// 500 MiB).
+    pub media_quota: herald_engine::media::MediaQuota,
     /// `herald serve` also runs the job workers (`HERALD_RUN_WORKERS=false` to serve only).
     pub run_workers: bool,
     pub send: SendSettings,
@@ -316,6 +320,10 @@ impl Config {
             import_max_bytes,
             import_storage_per_workspace: number(&get, "HERALD_IMPORT_STORAGE_PER_WORKSPACE", 1i64 << 30)?,
             import_storage_per_account: number(&get, "HERALD_IMPORT_STORAGE_PER_ACCOUNT", 2i64 << 30)?,
+            media_quota: herald_engine::media::MediaQuota {
+                per_workspace: number(&get, "HERALD_MEDIA_STORAGE_PER_WORKSPACE", 100i64 << 20)?,
+                per_account: number(&get, "HERALD_MEDIA_STORAGE_PER_ACCOUNT", 500i64 << 20)?,
+            },
             database_url,
             app_database_url,
             bind,

@@ -189,6 +189,12 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         add("/campaigns/:id", format!("/campaigns/{id}"));
         add("/campaigns/:id/stats", format!("/campaigns/{id}/stats"));
     }
+    // A block draft (issue 34) with every kind of block, so the crawler walks the block editor.
+    let mut blocks = draft("Block issue")?;
+    blocks.body_format = herald_types::BodyFormat::Blocks;
+    blocks.body = include_str!("../../types/tests/fixtures/blocks_v1.json").to_string();
+    let block_draft = store::create(&db, tenant, Role::Owner, &blocks).await.map_err(clear)?;
+    add("/campaigns/:id", format!("/campaigns/{}", block_draft.id));
     // An A/B test part-way: its test share sent or queued with versions, the rest held for the
     // winner (chosen in three hours), and a draft of one (the editor's A/B card filled in).
     let mut ab = draft("Subject test")?;

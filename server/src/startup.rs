@@ -236,6 +236,8 @@ impl Application {
                 wake: transactional_wake,
             },
             domains: herald_engine::sending::domains::DomainChecker::new(config.dns_server, &config.spf_include)?,
+            media_storage: herald_engine::media::MediaStorage::Postgres,
+            media_quota: config.media_quota,
         };
         let (recorder, flusher) = HitRecorder::start(db.clone(), config.tracking_buffer);
         let hit_counters = recorder.counters.clone();
@@ -366,6 +368,8 @@ fn router(
         .route_layer(from_fn_with_state(server_state.metrics.clone(), crate::metrics::track))
         .fallback(leptos_axum::file_and_error_handler_with_context::<ServerState, _>(context, shell))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
+        // After the general body limit: image uploads have their own, larger one.
+        .merge(crate::routes::media::router())
         // After the general body limit: CSV uploads have their own, much larger one.
         .merge(crate::routes::imports::router(
             config.import_max_bytes,

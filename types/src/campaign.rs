@@ -51,9 +51,12 @@ impl CampaignStatus {
 
 string_enum!(
     /// How the body is written.
-    BodyFormat, invalid = "Choose Markdown or HTML.", default = Markdown {
+    BodyFormat, invalid = "Choose blocks, Markdown or HTML.", default = Markdown {
         Markdown = "markdown",
         Html = "html",
+        /// A [`crate::BlockDocument`] as JSON, built in the block editor (the app's default for
+        /// new campaigns; the API's stays Markdown so existing clients keep working).
+        Blocks = "blocks",
     }
 );
 
@@ -254,6 +257,8 @@ impl CampaignInput {
         }
         if self.body.len() > MAX_BODY_BYTES {
             problems.add("body", "The body may be at most 1 MB.");
+        } else if self.body_format == BodyFormat::Blocks {
+            problems.check(crate::BlockDocument::parse(&self.body).and_then(|doc| doc.validate()));
         }
         if let Some(h) = self.spread_hours
             && !(h > 0.0 && h <= 168.0)

@@ -127,6 +127,10 @@ id_type!(
     /// A step of an automation: stable through edits, so readers waiting at it keep their place.
     AutomationStepId
 );
+id_type!(
+    /// An image in a workspace's media library (issue 34).
+    MediaId
+);
 
 #[cfg(test)]
 mod tests {

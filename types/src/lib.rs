@@ -17,6 +17,7 @@ pub mod account;
 pub mod api_key;
 pub mod audit;
 pub mod automation;
+pub mod blocks;
 pub mod campaign;
 pub mod field;
 pub mod html;
@@ -25,6 +26,7 @@ pub mod ids;
 pub mod import;
 pub mod invalid;
 pub mod list;
+pub mod media;
 pub mod member;
 pub mod message;
 pub mod progress;
@@ -44,6 +46,7 @@ pub use automation::{
     ReaderEventInput, Reentry, RemovedStepReaders, Run, RunState, RunStep, Step, StepAction, StepInput, StepStats,
     Trigger, WaitUnit, Weekday,
 };
+pub use blocks::{Block, BlockDocument, CONTENT_WIDTH, Column, SocialLink};
 pub use campaign::{
     ApprovalRequest, ApprovalState, AudienceCount, BodyFormat, Campaign, CampaignFilter, CampaignInput, CampaignQuery,
     CampaignStatus, Edition, FeedItem, FeedResult, FeedSource, RecentCampaign, Recurrence, ResendInput, ScheduleInput,
@@ -52,12 +55,13 @@ pub use campaign::{
 pub use field::{Field, FieldInput, FieldKind};
 pub use identity::{Identity, IdentityInput};
 pub use ids::{
-    ApiKeyId, AutomationId, AutomationStepId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MessageId,
-    SegmentId, TagId, TemplateId, TenantId, UserId,
+    ApiKeyId, AutomationId, AutomationStepId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MediaId,
+    MessageId, SegmentId, TagId, TemplateId, TenantId, UserId,
 };
 pub use import::{Import, ImportMode, ImportStatus, ImportSummary};
 pub use invalid::{FieldError, Invalid, Problems, Rejected};
 pub use list::{List, ListInput, ListWithCounts, OptIn, Visibility};
+pub use media::{Media, MediaLibrary};
 pub use member::{Member, PendingInvite};
 pub use message::{Message, MessageDetail, MessageEvent, MessageStatus, SendRequest};
 pub use progress::{Failure, Progress, Report, SendStatus, SkipCount};

@@ -3,6 +3,7 @@ pub mod dev_inbox;
 pub mod export;
 pub mod health;
 pub mod imports;
+pub mod media;
 pub mod public;
 pub mod session_auth;
 pub mod tracking;

@@ -62,12 +62,15 @@ pub struct SaveOutcome {
 /// can be a megabyte) and a From address whose domain is not verified yet (issue 35).
 #[cfg(feature = "ssr")]
 async fn campaign_warnings(m: &crate::ssr::Member, c: &Campaign) -> Result<Vec<FieldError>, AppError> {
-    let (subject, preheader, body) = (c.subject.clone(), c.preheader.clone(), c.body.clone());
+    let (subject, preheader, body, format) = (c.subject.clone(), c.preheader.clone(), c.body.clone(), c.body_format);
     let has_feed = (c.recurrence.is_some() || c.parent_id.is_some()) && c.feed != herald_types::FeedSource::None;
     let field_keys: Vec<String> =
         herald_engine::audience::fields::list(&m.state.db, m.tenant).await?.into_iter().map(|f| f.key).collect();
     let mut warnings = tokio::task::spawn_blocking(move || {
-        herald_engine::sending::message::unknown_merge_tags(&subject, &preheader, &body, has_feed, &field_keys)
+        use herald_engine::sending::message::{body_template, unknown_merge_tags};
+        // A block document's tags are read from its HTML template (its JSON escapes quotes).
+        let body = body_template(format, &body).map(|b| b.into_owned()).unwrap_or_default();
+        unknown_merge_tags(&subject, &preheader, &body, has_feed, &field_keys)
     })
     .await
     .unwrap_or_default();

@@ -3,13 +3,14 @@
 
 use leptos::prelude::*;
 
+use super::block_editor::BlockEditor;
 use crate::components::ui::{Card, LoadError};
 use crate::error::AppError;
 use crate::pages::audience::ListsView;
 use crate::pages::campaigns::ab_test::AbForm;
 use crate::pages::campaigns::repeat::RepeatForm;
 use crate::pages::settings::IdentitiesView;
-use herald_types::{CampaignInput, FieldError, Invalid};
+use herald_types::{Block, BlockDocument, BodyFormat, CampaignInput, FieldError, Invalid};
 
 /// The editor's state, shared by its sections. Every field is a signal; `changed` (re)starts
 /// the autosave countdown.
@@ -383,49 +384,129 @@ pub fn AudienceFields(form: Form, lists: Resource<Result<ListsView, AppError>>) 
     }
 }
 
+/// A block document as the email HTML it becomes (merge tags still in it), for an author who
+/// switches a block campaign to HTML.
+#[server(prefix = "/rpc", endpoint = "blocks_to_html")]
+pub async fn blocks_to_html(body: String) -> Result<String, AppError> {
+    use herald_engine::Role;
+    crate::ssr::require_role(Role::Author).await?;
+    let doc = BlockDocument::parse(&body).map_err(AppError::Invalid)?;
+    herald_engine::sending::message::blocks_to_template(&doc)
+        .map_err(|e| AppError::Invalid(Invalid::field("body", e.to_string())))
+}
+
+/// Moves the body to another format, keeping what was written: text goes into a paragraph (or
+/// an HTML block), blocks become Markdown here or HTML on the server. Blocks that were edited
+/// are only turned into something else when the author agrees (their layout is lost).
+fn switch_format(form: Form, to: BodyFormat) {
+    let from: BodyFormat = form.body_format.get_untracked().parse().unwrap_or_default();
+    if from == to {
+        return;
+    }
+    let body = form.body.get_untracked();
+    let apply = move |body: String| {
+        form.body.set(body);
+        form.body_format.set(to.as_str().to_string());
+        form.changed.run(());
+    };
+    match (from, to) {
+        (_, BodyFormat::Blocks) => {
+            let mut doc = BlockDocument::default();
+            if !body.trim().is_empty() {
+                let kept =
+                    if from == BodyFormat::Html { Block::Html { html: body } } else { Block::Paragraph { text: body } };
+                doc.blocks = vec![kept];
+            }
+            apply(doc.to_json());
+        }
+        (BodyFormat::Blocks, _) => {
+            let untouched = BlockDocument::parse(&body).is_ok_and(|d| d == BlockDocument::default());
+            if !untouched && !confirm_lossy(to) {
+                // The radio goes back to blocks.
+                form.body_format.set(String::new());
+                form.body_format.set(from.as_str().to_string());
+                return;
+            }
+            if to == BodyFormat::Markdown {
+                apply(BlockDocument::parse(&body).map(|d| d.to_markdown()).unwrap_or(body));
+            } else {
+                leptos::task::spawn_local(async move {
+                    match blocks_to_html(body.clone()).await {
+                        Ok(html) => apply(html),
+                        Err(e) => {
+                            form.errors.set(vec![FieldError { field: Some("body".into()), message: e.to_string() }])
+                        }
+                    }
+                });
+            }
+        }
+        _ => apply(body),
+    }
+}
+
+#[cfg(feature = "hydrate")]
+fn confirm_lossy(to: BodyFormat) -> bool {
+    let name = if to == BodyFormat::Html { "HTML" } else { "Markdown" };
+    let message = format!(
+        "Turn the blocks into {name}? Columns, buttons and spacing become plain {name} and cannot be turned back into blocks."
+    );
+    window().confirm_with_message(&message).unwrap_or(false)
+}
+
+#[cfg(not(feature = "hydrate"))]
+fn confirm_lossy(_: BodyFormat) -> bool {
+    false
+}
+
 #[component]
 pub fn ContentFields(form: Form) -> impl IntoView {
     let body_error = form.error("body");
-    let format_radio = move |value: &'static str, label: &'static str| {
+    let format_radio = move |format: BodyFormat, label: &'static str| {
         view! {
-            <label class="flex items-center gap-2 text-sm">
-                <input type="radio" name="campaign-body-format" value=value
-                    checked=form.body_format.get_untracked() == value
-                    on:change=move |_| {
-                        form.body_format.set(value.to_string());
-                        form.changed.run(());
-                    }/>
+            <label class="flex min-h-11 items-center gap-2 text-sm">
+                <input type="radio" name="campaign-body-format" value=format.as_str()
+                    checked=form.body_format.get_untracked() == format.as_str()
+                    prop:checked=move || form.body_format.get() == format.as_str()
+                    on:change=move |_| switch_format(form, format)/>
                 {label}
             </label>
         }
     };
+    let is_blocks = move || form.body_format.get() == BodyFormat::Blocks.as_str();
     view! {
         <Card title="Content">
-            <fieldset class="mb-4 flex items-center gap-6">
+            <fieldset class="mb-4 flex flex-wrap items-center gap-x-6">
                 <legend class="sr-only">"Body format"</legend>
                 <span class="text-sm font-medium text-slate-700" aria-hidden="true">"Format"</span>
-                {format_radio("markdown", "Markdown")}
-                {format_radio("html", "HTML")}
+                {format_radio(BodyFormat::Blocks, "Blocks")}
+                {format_radio(BodyFormat::Markdown, "Markdown")}
+                {format_radio(BodyFormat::Html, "HTML")}
             </fieldset>
-            <label for="campaign-body" class="label">"Body"</label>
-            <textarea id="campaign-body" rows="24" spellcheck="false"
-                class=move || input_class(body_error(), "min-h-96 font-mono text-xs leading-5")
-                aria-describedby="campaign-body-hint campaign-body-error"
-                aria-invalid=move || body_error().is_some().to_string()
-                placeholder="# Hello {{ reader.name }}\n\nWhat happened this week…"
-                on:input=move |ev| {
-                    form.body.set(event_target_value(&ev));
-                    form.changed.run(());
-                }>{form.body.get_untracked()}</textarea>
-            <p id="campaign-body-hint" class="mt-1 text-xs text-slate-500">
-                "Variables: " <code class="rounded bg-slate-100 px-1">"{{ reader.name }}"</code>", "
-                <code class="rounded bg-slate-100 px-1">"{{ reader.email }}"</code>", "
-                <code class="rounded bg-slate-100 px-1">"{{ reader.attributes.city | default(\"\") }}"</code>", "
-                <code class="rounded bg-slate-100 px-1">"{{ workspace.name }}"</code>", "
-                <code class="rounded bg-slate-100 px-1">"{{ unsubscribe_url }}"</code>
-                ". An unsubscribe link and your postal address are added at the bottom when the body has none."
-            </p>
-            <p id="campaign-body-error" class="mt-1 text-xs text-red-600" role="alert">{body_error}</p>
+            {move || if is_blocks() {
+                view! { <BlockEditor form=form/> }.into_any()
+            } else {
+                view! {
+                    <label for="campaign-body" class="label">"Body"</label>
+                    <textarea id="campaign-body" rows="24" spellcheck="false"
+                        class=move || input_class(body_error(), "min-h-96 font-mono text-xs leading-5")
+                        aria-describedby="campaign-body-hint campaign-body-error"
+                        aria-invalid=move || body_error().is_some().to_string()
+                        placeholder="# Hello {{ reader.name }}\n\nWhat happened this week…"
+                        on:input=move |ev| {
+                            form.body.set(event_target_value(&ev));
+                            form.changed.run(());
+                        }>{form.body.get_untracked()}</textarea>
+                    <p id="campaign-body-hint" class="mt-1 text-xs text-slate-500">
+                        "Variables: " <code class="rounded bg-slate-100 px-1">"{{ reader.name }}"</code>", "
+                        <code class="rounded bg-slate-100 px-1">"{{ reader.email }}"</code>", "
+                        <code class="rounded bg-slate-100 px-1">"{{ reader.attributes.city | default(\"\") }}"</code>", "
+                        <code class="rounded bg-slate-100 px-1">"{{ workspace.name }}"</code>", "
+                        <code class="rounded bg-slate-100 px-1">"{{ unsubscribe_url }}"</code>
+                        ". An unsubscribe link and your postal address are added at the bottom when the body has none."
+                    </p>
+                    <p id="campaign-body-error" class="mt-1 text-xs text-red-600" role="alert">{body_error}</p>
+                }.into_any()
+            }}
             <FieldWarnings form=form field="body"/>
         </Card>
     }

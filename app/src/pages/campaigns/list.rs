@@ -93,7 +93,14 @@ pub async fn create_campaign(name: String) -> Result<CampaignId, AppError> {
     use herald_engine::campaigns::store::{self, CampaignInput};
     let m = require_role(Role::Author).await?;
     let name = if name.trim().is_empty() { "Untitled campaign".to_string() } else { name };
-    let input = CampaignInput { name, ..Default::default() };
+    // New campaigns start in the block editor with a starter document (issue 34); the API's
+    // default stays Markdown.
+    let input = CampaignInput {
+        name,
+        body_format: herald_types::BodyFormat::Blocks,
+        body: herald_types::BlockDocument::default().to_json(),
+        ..Default::default()
+    };
     let c = store::create(&m.state.db, m.tenant, m.role, &input).await?;
     leptos_axum::redirect(&format!("/campaigns/{}", c.id));
     Ok(c.id)

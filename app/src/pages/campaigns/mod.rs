@@ -4,6 +4,7 @@
 pub mod ab_results;
 pub mod ab_test;
 pub mod approval;
+pub mod block_editor;
 pub mod editor;
 pub mod fields;
 pub mod list;

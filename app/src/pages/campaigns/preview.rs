@@ -127,22 +127,22 @@ pub fn PreviewPanel(
     reader: RwSignal<Option<ReaderPick>>,
 ) -> impl IntoView {
     let query = RwSignal::new(String::new());
-    let plain = RwSignal::new(false);
+    let mode = RwSignal::new(PreviewMode::Desktop);
     let find = ServerAction::<FindReader>::new();
     Effect::new(move |_| {
         if let Some(Ok(pick)) = find.value().get() {
             reader.set(Some(pick));
         }
     });
-    let tab = move |is_plain: bool, label: &'static str| {
+    let tab = move |this: PreviewMode, label: &'static str| {
         view! {
-            <button type="button" aria-pressed=move || (plain.get() == is_plain).to_string()
-                class=move || if plain.get() == is_plain {
-                    "rounded-md bg-white px-3 py-1 text-xs font-medium text-slate-900 shadow-xs"
+            <button type="button" aria-pressed=move || (mode.get() == this).to_string()
+                class=move || if mode.get() == this {
+                    "min-h-11 rounded-md bg-white px-3 py-1 text-xs font-medium text-slate-900 shadow-xs"
                 } else {
-                    "rounded-md px-3 py-1 text-xs font-medium text-slate-500 hover:text-slate-800"
+                    "min-h-11 rounded-md px-3 py-1 text-xs font-medium text-slate-500 hover:text-slate-800"
                 }
-                on:click=move |_| plain.set(is_plain)>{label}</button>
+                on:click=move |_| mode.set(this)>{label}</button>
         }
     };
     view! {
@@ -164,8 +164,9 @@ pub fn PreviewPanel(
             <ActionError value=find.value()/>
             <div class="mb-3 flex items-center justify-between gap-3">
                 <div class="inline-flex rounded-lg bg-slate-100 p-0.5" role="group" aria-label="Preview format">
-                    {tab(false, "HTML")}
-                    {tab(true, "Plain text")}
+                    {tab(PreviewMode::Desktop, "Desktop")}
+                    {tab(PreviewMode::Phone, "Phone")}
+                    {tab(PreviewMode::Plain, "Plain text")}
                 </div>
                 <span class="truncate text-xs text-slate-500" data-testid="preview-as">
                     <Transition>
@@ -178,7 +179,7 @@ pub fn PreviewPanel(
             <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Rendering…"</p> }>
                 {move || Suspend::new(async move {
                     match preview.await {
-                        Ok(p) => view! { <PreviewBody p=p plain=plain/> }.into_any(),
+                        Ok(p) => view! { <PreviewBody p=p mode=mode/> }.into_any(),
                         Err(e) => view! { <LoadError error=e/> }.into_any(),
                     }
                 })}
@@ -187,8 +188,16 @@ pub fn PreviewPanel(
     }
 }
 
+/// How the preview shows the mail: at desktop width, at a phone's 390 px, or as its text part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PreviewMode {
+    Desktop,
+    Phone,
+    Plain,
+}
+
 #[component]
-pub fn PreviewBody(p: PreviewView, plain: RwSignal<bool>) -> impl IntoView {
+pub fn PreviewBody(p: PreviewView, mode: RwSignal<PreviewMode>) -> impl IntoView {
     if let Some(error) = p.error {
         return view! {
             <div role="alert" class="rounded-md border border-red-200 bg-red-50 px-3 py-2 text-sm text-red-700" data-testid="template-error">
@@ -206,16 +215,22 @@ pub fn PreviewBody(p: PreviewView, plain: RwSignal<bool>) -> impl IntoView {
                 <span class="text-slate-500">"Subject: "</span>
                 <span class="font-medium text-slate-900" data-testid="preview-subject">{p.subject}</span>
             </div>
-            {move || if plain.get() {
+            {move || if mode.get() == PreviewMode::Plain {
                 view! {
                     <pre class="h-[36rem] overflow-auto p-4 font-mono text-xs whitespace-pre-wrap text-slate-800" data-testid="preview-text">{text.clone()}</pre>
                 }.into_any()
             } else {
                 // The tenant's HTML stays in a sandboxed frame (no scripts, no same-origin
                 // access): never in the app's own DOM.
+                // A phone is 390 CSS pixels wide: the frame is too, so the mail's own media
+                // queries (columns stacking) apply as on the phone.
+                let phone = mode.get() == PreviewMode::Phone;
                 view! {
-                    <iframe sandbox="" srcdoc=html.clone() title="Email preview" data-testid="preview-frame"
-                        class="block h-[36rem] w-full rounded-b-lg bg-white"></iframe>
+                    <div class=if phone { "flex justify-center bg-slate-100 py-3" } else { "" }>
+                        <iframe sandbox="" srcdoc=html.clone() title="Email preview" data-testid="preview-frame"
+                            data-width=if phone { "phone" } else { "desktop" }
+                            class=if phone { "block h-[36rem] w-[390px] max-w-full bg-white shadow" } else { "block h-[36rem] w-full rounded-b-lg bg-white" }></iframe>
+                    </div>
                 }.into_any()
             }}
         </div>

@@ -13,6 +13,7 @@
 //! collapsed to one line, and [`build_message`] refuses line breaks and control characters in
 //! every other header value, so no data can inject a header.
 
+mod blocks;
 mod content;
 mod dkim;
 mod escape;
@@ -24,6 +25,7 @@ mod template;
 mod tests;
 mod text;
 
+pub use blocks::{blocks_to_template, body_template};
 pub use content::*;
 pub use dkim::*;
 pub(crate) use escape::*;

@@ -39,13 +39,14 @@ impl CompiledCampaign {
         workspace: &Workspace,
         turn: Turn,
     ) -> Result<Result<Self, TemplateError>, Busy> {
+        // A block document becomes its HTML template here, once per campaign.
+        let body = match body_template(content.format, &content.body) {
+            Ok(body) => body.into_owned(),
+            Err(e) => return Ok(Err(e)),
+        };
         let parsed = TemplateSet::parse(
             Dialect::Campaign { markdown: content.format == BodyFormat::Markdown },
-            vec![
-                (SUBJECT, content.subject.clone()),
-                (PREHEADER, content.preheader.clone()),
-                (BODY, content.body.clone()),
-            ],
+            vec![(SUBJECT, content.subject.clone()), (PREHEADER, content.preheader.clone()), (BODY, body)],
         );
         let templates = match parsed {
             Ok(t) => Arc::new(t),
@@ -144,7 +145,7 @@ impl CompiledCampaign {
         let rendered = next()?;
         let body = match self.format {
             BodyFormat::Markdown => markdown_to_html(&rendered),
-            BodyFormat::Html => rendered,
+            BodyFormat::Html | BodyFormat::Blocks => rendered,
         };
         if body.len() > MAX_BODY_BYTES {
             return Err(TemplateError {

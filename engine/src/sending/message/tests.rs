@@ -618,3 +618,28 @@ fn throughput() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A block campaign (issue 34): rendered to its HTML once, then per reader like an HTML body.
+#[test]
+fn a_block_campaign_renders_merge_tags_inside_blocks_and_a_text_part() -> anyhow::Result<()> {
+    let doc = include_str!("../../../../types/tests/fixtures/blocks_v1.json");
+    let c = content(BodyFormat::Blocks, "Spring for {{ reader.name }}", doc);
+    let r = render(&c, "Ada <script>", serde_json::json!({}))?;
+    assert_eq!(r.subject, "Spring for Ada <script>");
+    // The reader's name is escaped like in any HTML body; the tag with quotes still works.
+    assert!(r.html.contains("Hi Ada &lt;script&gt;, <strong>bold</strong>"), "{}", r.html);
+    assert!(r.html.contains("https://example.com/story?r=ada@example.org"), "a merge tag inside a button's link");
+    // The footer block links this reader's unsubscribe URL, so Herald adds no second link; the
+    // postal address is still added.
+    assert_eq!(r.html.matches("/u/abc123").count(), 1, "{}", r.html);
+    assert!(r.html.contains("Springfield, IL 62701"));
+    assert!(r.text.contains("Spring issue") && r.text.contains("Hi Ada <script>, bold"), "{}", r.text);
+    assert!(r.text.contains("Read the story (https://example.com/story?r=ada@example.org)"), "{}", r.text);
+    assert!(!r.text.contains("mso") && !r.text.contains("{{"), "no head or template left: {}", r.text);
+
+    // A broken document is the body's error, found when compiling, not per reader.
+    let broken = content(BodyFormat::Blocks, "x", r#"{"version": 1, "blocks": [{"type": "heading"}]}"#);
+    let e = compile(&broken).expect_err("refused");
+    assert_eq!(e.field, "body");
+    Ok(())
+}

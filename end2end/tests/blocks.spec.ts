@@ -1,0 +1,140 @@
+// The block editor (issue 34): a new campaign opens with a starter document of blocks. The
+// author edits a heading, adds an image, reorders blocks with the keyboard (Alt+↑/↓) and with
+// the mouse (dragging a handle), undoes and redoes, sees a field's problem beside it, previews
+// at phone width, sends a test to the dev inbox and sees the image load there; a reload keeps
+// every block.
+import type { Locator, Page } from "@playwright/test";
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, setUpSender, waitForHydration, gotoHydrated } from "./helpers";
+
+async function kinds(page: Page): Promise<string[]> {
+  return page.getByTestId("block").evaluateAll((els) => els.map((e) => e.getAttribute("data-kind") ?? ""));
+}
+
+function block(page: Page, kind: string): Locator {
+  return page.locator(`[data-testid="block"][data-kind="${kind}"]`);
+}
+
+async function saved(page: Page): Promise<void> {
+  await expect(page.getByTestId("save-status")).toContainText("Saved at", { timeout: 15_000 });
+}
+
+test("build a campaign from blocks: edit, add an image, reorder by keyboard and mouse, undo, preview on a phone, test-send", async ({
+  page,
+  baseURL,
+}) => {
+  test.setTimeout(150_000);
+  await signUpWithWorkspace(page, uniqueEmail("blocks"), `Blocks ${uniqueId()}`);
+  await setUpSender(page);
+
+  await gotoHydrated(page, "/campaigns");
+  await page.getByLabel("Campaign name", { exact: true }).fill("Spring issue");
+  await page.getByRole("button", { name: "New campaign" }).click();
+  await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
+  await waitForHydration(page);
+
+  // --- The starter document: blocks are the default for a new campaign. ---
+  await expect(page.getByRole("radio", { name: "Blocks" })).toBeChecked();
+  await expect.poll(() => kinds(page)).toEqual(["heading", "paragraph", "button", "footer"]);
+  await page.getByLabel("Subject", { exact: true }).fill("Spring is here");
+  await block(page, "heading").getByLabel("Heading", { exact: true }).fill("Spring for {{ reader.name | default(\"you\") }}");
+
+  // --- Add an image: it lands above the footer, its handle takes the focus. ---
+  await page.getByLabel("Add a block", { exact: true }).selectOption({ label: "Image" });
+  await page.getByRole("button", { name: "Add block" }).click();
+  await expect.poll(() => kinds(page)).toEqual(["heading", "paragraph", "button", "image", "footer"]);
+  const image = block(page, "image");
+  await image.getByLabel("Image address", { exact: true }).fill(`${baseURL}/favicon.svg`);
+  await image.getByLabel("Description (alt text)", { exact: true }).fill("The Herald logo");
+  await image.getByLabel("Width (px)", { exact: true }).fill("120");
+
+  // --- Keyboard: Alt+↑ twice from inside the image block moves it above the paragraph. ---
+  await image.getByLabel("Description (alt text)", { exact: true }).focus();
+  await page.keyboard.press("Alt+ArrowUp");
+  await expect.poll(() => kinds(page)).toEqual(["heading", "paragraph", "image", "button", "footer"]);
+  await page.keyboard.press("Alt+ArrowUp");
+  await expect.poll(() => kinds(page)).toEqual(["heading", "image", "paragraph", "button", "footer"]);
+  // The moved block keeps its content (its inputs were moved, not rebuilt).
+  await expect(block(page, "image").getByLabel("Description (alt text)", { exact: true })).toHaveValue("The Herald logo");
+
+  // --- Mouse: drag the button's handle onto the heading. ---
+  await block(page, "button")
+    .getByRole("button", { name: /Move the button block: drag it/ })
+    .dragTo(block(page, "heading"));
+  await expect.poll(() => kinds(page)).toEqual(["button", "heading", "image", "paragraph", "footer"]);
+
+  // --- Undo puts the button back; redo moves it again. ---
+  await page.getByRole("button", { name: "Undo", exact: true }).click();
+  await expect.poll(() => kinds(page)).toEqual(["heading", "image", "paragraph", "button", "footer"]);
+  await page.getByRole("button", { name: "Redo", exact: true }).click();
+  await expect.poll(() => kinds(page)).toEqual(["button", "heading", "image", "paragraph", "footer"]);
+  await page.getByRole("button", { name: "Undo", exact: true }).click();
+
+  // --- Duplicate and delete. ---
+  await block(page, "paragraph").getByRole("button", { name: "Duplicate" }).click();
+  await expect(block(page, "paragraph")).toHaveCount(2);
+  await block(page, "paragraph").nth(1).getByRole("button", { name: "Delete" }).click();
+  await expect(block(page, "paragraph")).toHaveCount(1);
+
+  // --- A problem is shown beside its field, and goes once fixed. ---
+  const link = block(page, "button").getByLabel("Link", { exact: true });
+  await link.fill("example.com/spring");
+  await expect(block(page, "button").getByText("Give the button a full link")).toBeVisible({ timeout: 15_000 });
+  await link.fill("https://example.com/spring");
+  await saved(page);
+  await expect(block(page, "button").getByText("Give the button a full link")).toBeHidden();
+
+  // --- The preview shows the blocks, at desktop width and at a phone's 390 px. ---
+  const frame = page.frameLocator('[data-testid="preview-frame"]');
+  await expect(frame.getByRole("heading", { name: "Spring for Sample Reader" })).toBeVisible({ timeout: 15_000 });
+  await expect(frame.getByRole("img", { name: "The Herald logo" })).toBeVisible();
+  await expect(frame.getByRole("link", { name: "Read more" })).toHaveAttribute("href", /example\.com\/spring/);
+  await page.getByRole("button", { name: "Phone", exact: true }).click();
+  const phone = page.getByTestId("preview-frame");
+  await expect(phone).toHaveAttribute("data-width", "phone");
+  expect(Math.round((await phone.boundingBox())?.width ?? 0)).toBe(390);
+  await page.getByRole("button", { name: "Desktop", exact: true }).click();
+  expect((await page.getByTestId("preview-frame").boundingBox())?.width ?? 0).toBeGreaterThan(400);
+
+  // --- A reload keeps every block, in order. ---
+  await page.reload();
+  await waitForHydration(page);
+  await expect.poll(() => kinds(page)).toEqual(["heading", "image", "paragraph", "button", "footer"]);
+  await expect(block(page, "heading").getByLabel("Heading", { exact: true })).toHaveValue('Spring for {{ reader.name | default("you") }}');
+
+  // --- A test send reaches the dev inbox, where the image loads. ---
+  const tester = uniqueEmail("blocks-tester");
+  await page.getByLabel("Send a test to", { exact: true }).fill(tester);
+  await page.getByRole("button", { name: "Send test" }).click();
+  await expect(page.getByTestId("test-result")).toContainText("accepted", { timeout: 20_000 });
+  await gotoHydrated(page, "/dev/inbox");
+  await page.getByRole("link", { name: /\[Test\] Spring is here/ }).first().click();
+  const mail = page.frameLocator('[data-testid="html-part"]');
+  const img = mail.getByRole("img", { name: "The Herald logo" });
+  await expect(img).toBeVisible({ timeout: 15_000 });
+  await expect(img).toHaveAttribute("width", "120");
+  await expect.poll(() => img.evaluate((el) => (el as HTMLImageElement).naturalWidth)).toBeGreaterThan(0);
+  await expect(mail.getByRole("heading", { name: "Spring for Sample Reader" })).toBeVisible();
+});
+
+test("switching an untouched starter to Markdown asks nothing; edited blocks ask first", async ({ page }) => {
+  await signUpWithWorkspace(page, uniqueEmail("blocks-switch"), `Switch ${uniqueId()}`);
+  await gotoHydrated(page, "/campaigns");
+  await page.getByLabel("Campaign name", { exact: true }).fill("Switcher");
+  await page.getByRole("button", { name: "New campaign" }).click();
+  await waitForHydration(page);
+  // Edited: a dismissed confirmation keeps the blocks.
+  await block(page, "paragraph").getByLabel("Text", { exact: true }).fill("Kept as written.");
+  page.once("dialog", (d) => d.dismiss());
+  await page.getByRole("radio", { name: "Markdown" }).check();
+  await expect(page.getByRole("radio", { name: "Blocks" })).toBeChecked();
+  await expect(page.getByTestId("block-editor")).toBeVisible();
+  // Accepted: the blocks become Markdown.
+  page.once("dialog", (d) => d.accept());
+  await page.getByRole("radio", { name: "Markdown" }).check();
+  await expect(page.getByLabel("Body", { exact: true })).toHaveValue(/Kept as written\./);
+  await expect(page.getByLabel("Body", { exact: true })).toHaveValue(/\[Read more\]\(https:\/\/example\.com\)/);
+  // And back: the Markdown becomes one paragraph block.
+  await page.getByRole("radio", { name: "Blocks" }).check();
+  await expect.poll(() => kinds(page)).toEqual(["paragraph"]);
+  await expect(page.getByTestId("save-status")).toContainText("Saved at", { timeout: 15_000 });
+});

@@ -1,0 +1,325 @@
+//! The media library (issue 34): images a workspace uploads for its campaigns.
+//!
+//! An upload is decoded with the `image` crate under [`image::Limits`] (dimensions and memory
+//! bounded before any pixel is allocated), off the async threads ([`prepare`] runs in
+//! `spawn_blocking`), turned upright by its EXIF orientation, scaled to at most
+//! [`MAX_STORED_WIDTH`] wide and re-encoded, which drops EXIF and every other piece of metadata.
+//! The format is read from the bytes, never from the file name or the browser's content type, so
+//! a script renamed `photo.png` is refused. SVG is refused: it can carry script.
+//!
+//! The stored bytes are named by their SHA-256: `/media/{workspace}/{sha256}.{ext}` never changes
+//! and never serves anything else, so it is served `immutable` ([`storage`] holds the bytes,
+//! [`serve`] the hot path with its cache). A row exists only once its bytes are stored, and
+//! serving looks the row up first, so an unfinished upload is never served.
+
+pub mod serve;
+pub mod storage;
+
+use std::io::Cursor;
+
+use herald_types::Invalid;
+pub use herald_types::media::MAX_STORED_WIDTH;
+pub use herald_types::{Media, MediaId, MediaLibrary};
+use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader};
+use sha2::{Digest, Sha256};
+
+use crate::domain::{Role, TenantId, UserId};
+use crate::error::{Error, Result};
+use crate::infra::db::Db;
+pub use storage::MediaStorage;
+
+/// The largest file accepted.
+pub const MAX_UPLOAD_BYTES: usize = 10 * 1024 * 1024;
+/// The largest image accepted, each way, in pixels.
+pub const MAX_DIMENSION: u32 = 8_000;
+/// The most memory one decode may take.
+const MAX_DECODE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// What a workspace's images may take together, and its account's (issue 34, sign-ups issue).
+#[derive(Clone, Copy, Debug)]
+pub struct MediaQuota {
+    pub per_workspace: i64,
+    pub per_account: i64,
+}
+
+impl Default for MediaQuota {
+    fn default() -> Self {
+        MediaQuota { per_workspace: 100 << 20, per_account: 500 << 20 }
+    }
+}
+
+/// An upload made ready to store: re-encoded bytes, their kind and their name.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub bytes: Vec<u8>,
+    pub kind: ImageKind,
+    pub width: u32,
+    pub height: u32,
+    /// SHA-256 of `bytes`, lowercase hex: the name in the URL.
+    pub hash: String,
+}
+
+/// The formats Herald stores. WebP uploads are stored as PNG or JPEG: many mail clients
+/// (Outlook among them) show no WebP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageKind {
+    Png,
+    Jpeg,
+    Gif,
+}
+
+impl ImageKind {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            ImageKind::Png => "image/png",
+            ImageKind::Jpeg => "image/jpeg",
+            ImageKind::Gif => "image/gif",
+        }
+    }
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            ImageKind::Png => "png",
+            ImageKind::Jpeg => "jpg",
+            ImageKind::Gif => "gif",
+        }
+    }
+
+    pub fn from_content_type(s: &str) -> Option<Self> {
+        [ImageKind::Png, ImageKind::Jpeg, ImageKind::Gif].into_iter().find(|k| k.content_type() == s)
+    }
+}
+
+fn refused(message: impl Into<String>) -> Error {
+    Error::Invalid(Invalid::field("file", message))
+}
+
+/// Decodes, checks and re-encodes an upload. CPU-bound: call [`prepare_off_thread`] from async
+/// code.
+pub fn prepare(upload: &[u8]) -> Result<Prepared> {
+    if upload.is_empty() {
+        return Err(refused("The file is empty."));
+    }
+    if upload.len() > MAX_UPLOAD_BYTES {
+        return Err(refused(format!("Images may be at most {} MB.", MAX_UPLOAD_BYTES >> 20)));
+    }
+    let reader = ImageReader::new(Cursor::new(upload))
+        .with_guessed_format()
+        .map_err(|_| refused("The file could not be read."))?;
+    let format = reader.format();
+    if !matches!(format, Some(ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::Gif | ImageFormat::WebP)) {
+        return Err(refused("Upload a PNG, JPEG, GIF or WebP image (SVG is not accepted: it can carry script)."));
+    }
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(MAX_DIMENSION);
+    limits.max_image_height = Some(MAX_DIMENSION);
+    limits.max_alloc = Some(MAX_DECODE_BYTES);
+    let mut reader = reader;
+    reader.limits(limits);
+    let too_large = || refused(format!("Images may be at most {MAX_DIMENSION} × {MAX_DIMENSION} pixels."));
+    let mut decoder = reader.into_decoder().map_err(|e| match e {
+        image::ImageError::Limits(_) => too_large(),
+        _ => refused("The file is not a valid image."),
+    })?;
+    let orientation = decoder.orientation().unwrap_or(image::metadata::Orientation::NoTransforms);
+    let mut image = DynamicImage::from_decoder(decoder).map_err(|e| match e {
+        image::ImageError::Limits(_) => too_large(),
+        _ => refused("The file is not a valid image."),
+    })?;
+    image.apply_orientation(orientation);
+
+    // A GIF within the width is kept as it is, so animations keep playing (a GIF carries no
+    // EXIF); decoding it above checked it is one.
+    if format == Some(ImageFormat::Gif) && image.width() <= MAX_STORED_WIDTH {
+        return Ok(finish(upload.to_vec(), ImageKind::Gif, image.width(), image.height()));
+    }
+    if image.width() > MAX_STORED_WIDTH {
+        let height = (u64::from(image.height()) * u64::from(MAX_STORED_WIDTH) / u64::from(image.width())).max(1);
+        image = image.resize_exact(MAX_STORED_WIDTH, height as u32, image::imageops::FilterType::Lanczos3);
+    }
+    // Photographs stay JPEG; anything with transparency, or drawn (PNG, GIF), becomes PNG.
+    let kind = if format == Some(ImageFormat::Jpeg) || (format == Some(ImageFormat::WebP) && !image.color().has_alpha())
+    {
+        ImageKind::Jpeg
+    } else {
+        ImageKind::Png
+    };
+    let mut out = Vec::new();
+    let encoded = match kind {
+        ImageKind::Jpeg => {
+            let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85);
+            DynamicImage::ImageRgb8(image.to_rgb8()).write_with_encoder(encoder)
+        }
+        _ => image.write_to(&mut Cursor::new(&mut out), ImageFormat::Png),
+    };
+    encoded.map_err(|_| refused("The image could not be re-encoded."))?;
+    let (width, height) = (image.width(), image.height());
+    Ok(finish(out, kind, width, height))
+}
+
+fn finish(bytes: Vec<u8>, kind: ImageKind, width: u32, height: u32) -> Prepared {
+    let hash = hex::encode(Sha256::digest(&bytes));
+    Prepared { bytes, kind, width, height, hash }
+}
+
+/// [`prepare`] on a blocking thread: a large image takes a second of CPU to decode.
+pub async fn prepare_off_thread(upload: Vec<u8>) -> Result<Prepared> {
+    tokio::task::spawn_blocking(move || prepare(&upload))
+        .await
+        .map_err(|e| Error::Unexpected(anyhow::anyhow!("image preparation failed: {e}")))?
+}
+
+/// The address an image is served at.
+pub fn url(base_url: &str, tenant: TenantId, hash: &str, kind: ImageKind) -> String {
+    format!("{}/media/{tenant}/{hash}.{}", base_url.trim_end_matches('/'), kind.extension())
+}
+
+#[derive(sqlx::FromRow)]
+struct Row {
+    id: MediaId,
+    hash: String,
+    file_name: String,
+    content_type: String,
+    width: i32,
+    height: i32,
+    bytes: i64,
+    created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Row {
+    fn into_media(self, base_url: &str, tenant: TenantId) -> Media {
+        let kind = ImageKind::from_content_type(&self.content_type).unwrap_or(ImageKind::Png);
+        Media {
+            id: self.id,
+            url: url(base_url, tenant, &self.hash, kind),
+            file_name: self.file_name,
+            content_type: self.content_type,
+            width: self.width,
+            height: self.height,
+            bytes: self.bytes,
+            created_at: self.created_at,
+        }
+    }
+}
+
+/// Stores a prepared upload, unless the workspace's or its account's images would then take
+/// more than `quota`. The same image uploaded twice is stored once (its hash is its name): the
+/// second upload answers the first one's entry.
+#[tracing::instrument(skip_all, fields(%tenant))]
+#[allow(clippy::too_many_arguments)]
+pub async fn save(
+    db: &Db,
+    storage: &MediaStorage,
+    base_url: &str,
+    tenant: TenantId,
+    user: Option<UserId>,
+    role: Role,
+    file_name: &str,
+    image: Prepared,
+    quota: MediaQuota,
+) -> Result<Media> {
+    if !role.can_author() {
+        return Err(Error::Forbidden);
+    }
+    let file_name: String = file_name.trim().chars().filter(|c| !c.is_control()).take(200).collect();
+    let file_name = if file_name.is_empty() { format!("image.{}", image.kind.extension()) } else { file_name };
+    let mut tx = db.tenant_tx(tenant).await?;
+    if let Some(row) = sqlx::query_as::<_, Row>(
+        "SELECT id, hash, file_name, content_type, width, height, bytes::bigint AS bytes, created_at
+         FROM media WHERE tenant_id = $1 AND hash = $2",
+    )
+    .bind(tenant)
+    .bind(&image.hash)
+    .fetch_optional(&mut *tx)
+    .await?
+    {
+        tx.commit().await?;
+        return Ok(row.into_media(base_url, tenant));
+    }
+    // One quota check at a time per account, so two uploads cannot both take the last megabytes.
+    let account = crate::account_limits::account_of(&mut tx, tenant).await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('media-storage:' || $1::text, 0))")
+        .bind(account.map_or_else(|| tenant.to_string(), |a| format!("account:{a}")))
+        .execute(&mut *tx)
+        .await?;
+    let (used, account_used): (i64, i64) = sqlx::query_as(
+        "SELECT coalesce(sum(bytes), 0)::bigint, account_media_bytes($1) FROM media WHERE tenant_id = $1",
+    )
+    .bind(tenant)
+    .fetch_one(&mut *tx)
+    .await?;
+    let size = image.bytes.len() as i64;
+    if used + size > quota.per_workspace {
+        return Err(refused(format!(
+            "The media library is full ({} of {} MB used). Delete images you no longer need first.",
+            used >> 20,
+            quota.per_workspace >> 20
+        )));
+    }
+    if account_used + size > quota.per_account {
+        return Err(refused(format!(
+            "Your account's workspaces use their {} MB of image storage. Delete images you no longer need first.",
+            quota.per_account >> 20
+        )));
+    }
+    // The bytes first, then the row that makes them servable.
+    storage.put(&mut tx, tenant, &image.hash, &image.bytes).await?;
+    let row: Row = sqlx::query_as(
+        "INSERT INTO media (tenant_id, id, hash, content_type, width, height, bytes, file_name, created_by)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         RETURNING id, hash, file_name, content_type, width, height, bytes::bigint AS bytes, created_at",
+    )
+    .bind(tenant)
+    .bind(MediaId::new())
+    .bind(&image.hash)
+    .bind(image.kind.content_type())
+    .bind(image.width as i32)
+    .bind(image.height as i32)
+    .bind(size as i32)
+    .bind(&file_name)
+    .bind(user)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(row.into_media(base_url, tenant))
+}
+
+/// The workspace's images, newest first, with the storage they use.
+pub async fn library(db: &Db, base_url: &str, tenant: TenantId, quota: MediaQuota) -> Result<MediaLibrary> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT id, hash, file_name, content_type, width, height, bytes::bigint AS bytes, created_at
+             FROM media WHERE tenant_id = $1 ORDER BY created_at DESC, id",
+    )
+    .bind(tenant)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    let used_bytes = rows.iter().map(|r| r.bytes).sum();
+    Ok(MediaLibrary {
+        items: rows.into_iter().map(|r| r.into_media(base_url, tenant)).collect(),
+        used_bytes,
+        quota_bytes: quota.per_workspace,
+    })
+}
+
+/// Deletes an image: its address answers 404 from now on (mail already sent shows it broken).
+pub async fn delete(db: &Db, storage: &MediaStorage, tenant: TenantId, role: Role, id: MediaId) -> Result<()> {
+    if !role.can_author() {
+        return Err(Error::Forbidden);
+    }
+    let mut tx = db.tenant_tx(tenant).await?;
+    let hash: Option<String> = sqlx::query_scalar("DELETE FROM media WHERE tenant_id = $1 AND id = $2 RETURNING hash")
+        .bind(tenant)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(hash) = hash else { return Err(Error::NotFound) };
+    storage.remove(&mut tx, tenant, &hash).await?;
+    tx.commit().await?;
+    serve::forget(db, tenant, &hash);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,414 @@
+//! Block documents (issue 34) to email-safe HTML, once per campaign.
+//!
+//! [`blocks_to_template`] writes the document as MJML and renders it with `mrml` (tables with
+//! width attributes, Outlook's conditional comments, columns that stack on phones: the layout
+//! rules of every mail client live in MJML, not here). What comes out is an HTML *template*:
+//! the campaign is then compiled as an HTML body, so the sandbox evaluates only the merge tags
+//! per reader and a block campaign costs per message what an HTML one does.
+//!
+//! Merge tags and the HTML block's markup never go through Markdown or MJML: each is swapped for
+//! a private-use placeholder first and put back after, so nothing escapes `{{ "x" }}` into
+//! `{{ &quot;x&quot; }}` and `mrml`'s parser never sees an author's half-closed tag.
+//! `mrml` is built without its filesystem and HTTP include loaders and parses with the loader
+//! that loads nothing, so an `<mj-include>` in a document cannot read a file or fetch a URL.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use herald_types::{Block, BlockDocument, CONTENT_WIDTH};
+use mrml::prelude::parser::ParserOptions;
+use mrml::prelude::parser::noop_loader::NoopIncludeLoader;
+use mrml::prelude::render::RenderOptions;
+
+use super::{BODY, BodyFormat, TemplateError};
+
+const TEXT_COLOR: &str = "#1f2937";
+const MUTED_COLOR: &str = "#6b7280";
+const LINK_COLOR: &str = "#2563eb";
+const FONT_STACK: &str = "-apple-system, BlinkMacSystemFont, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif";
+
+/// The verbatim pieces set aside while the document goes through Markdown and MJML, each
+/// replaced by a placeholder `HRLD{nonce}N{index}E`. Placeholders are letters and digits only,
+/// so no escaping touches them: not HTML's, not a URL's percent-encoding (pulldown-cmark encodes
+/// link targets, mrml escapes attributes), not Markdown's. The nonce is chosen so the document
+/// itself contains no `HRLD{nonce}N`, so no author text can pass for a placeholder.
+struct SetAside {
+    prefix: String,
+    pieces: Vec<String>,
+}
+
+impl SetAside {
+    fn for_document(doc: &BlockDocument) -> SetAside {
+        let json = doc.to_json();
+        let mut nonce = json.len() as u64;
+        loop {
+            let prefix = format!("HRLD{nonce:x}N");
+            if !json.contains(&prefix) {
+                return SetAside { prefix, pieces: Vec::new() };
+            }
+            nonce = nonce.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        }
+    }
+
+    fn placeholder(&mut self, verbatim: String) -> String {
+        self.pieces.push(verbatim);
+        format!("{}{}E", self.prefix, self.pieces.len() - 1)
+    }
+
+    /// `text` with every `{{ … }}`, `{% … %}` and `{# … #}` replaced by a placeholder. A tag
+    /// with double quotes and no single ones gets single ones (MiniJinja reads both), so it can
+    /// stand in an attribute. An unclosed tag is left as it is: compiling reports it.
+    fn tags(&mut self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(start) = rest.find('{') {
+            let close = match rest.as_bytes().get(start + 1) {
+                Some(b'{') => "}}",
+                Some(b'%') => "%}",
+                Some(b'#') => "#}",
+                _ => {
+                    out.push_str(&rest[..=start]);
+                    rest = &rest[start + 1..];
+                    continue;
+                }
+            };
+            let Some(len) = rest[start + 2..].find(close) else { break };
+            let end = start + 2 + len + 2;
+            out.push_str(&rest[..start]);
+            let tag = &rest[start..end];
+            let tag = if tag.contains('"') && !tag.contains('\'') { tag.replace('"', "'") } else { tag.to_string() };
+            out.push_str(&self.placeholder(tag));
+            rest = &rest[end..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// Puts every piece back.
+    fn restore(&self, html: &str) -> String {
+        let mut out = String::with_capacity(html.len() + self.pieces.iter().map(String::len).sum::<usize>());
+        let mut rest = html;
+        while let Some(at) = rest.find(&self.prefix) {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + self.prefix.len()..];
+            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+            let piece = after[..digits].parse::<usize>().ok().and_then(|i| self.pieces.get(i));
+            match piece {
+                Some(piece) if after[digits..].starts_with('E') => {
+                    out.push_str(piece);
+                    rest = &after[digits + 1..];
+                }
+                _ => {
+                    out.push_str(&self.prefix);
+                    rest = after;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    fn leftover(&self, html: &str) -> bool {
+        html.contains(&self.prefix)
+    }
+}
+
+/// The body as the template sandbox reads it: a block document rendered to its HTML template,
+/// any other format as written.
+pub fn body_template(format: BodyFormat, body: &str) -> Result<Cow<'_, str>, TemplateError> {
+    if format != BodyFormat::Blocks {
+        return Ok(Cow::Borrowed(body));
+    }
+    let doc = BlockDocument::parse(body).map_err(|e| TemplateError {
+        field: BODY,
+        line: None,
+        column: None,
+        message: e.to_string(),
+    })?;
+    blocks_to_template(&doc).map(Cow::Owned)
+}
+
+/// The document as an HTML template: a whole `<html>` document whose merge tags are still to be
+/// evaluated per reader. Errors are the document's (`mrml` refusing what was written).
+pub fn blocks_to_template(doc: &BlockDocument) -> Result<String, TemplateError> {
+    let mut aside = SetAside::for_document(doc);
+    let mut mjml = String::with_capacity(4096);
+    let _ = write!(
+        mjml,
+        "<mjml><mj-head><mj-attributes>\
+         <mj-all font-family=\"{FONT_STACK}\" />\
+         <mj-text font-size=\"16px\" line-height=\"1.6\" color=\"{TEXT_COLOR}\" padding=\"8px 24px\" />\
+         <mj-image padding=\"8px 0\" />\
+         <mj-button background-color=\"{LINK_COLOR}\" color=\"#ffffff\" font-size=\"16px\" font-weight=\"600\" border-radius=\"6px\" inner-padding=\"12px 24px\" padding=\"12px 24px\" />\
+         <mj-divider border-color=\"#e5e7eb\" border-width=\"1px\" padding=\"12px 24px\" />\
+         </mj-attributes><mj-style>a {{ color: {LINK_COLOR}; }} p {{ margin: 0 0 12px 0; }} h1, h2, h3 {{ margin: 0; line-height: 1.3; }}</mj-style></mj-head>\
+         <mj-body width=\"{CONTENT_WIDTH}px\" background-color=\"#f4f4f5\">\
+         <mj-wrapper padding=\"24px 0\"><mj-section background-color=\"#ffffff\" padding=\"16px 0\"><mj-column>"
+    );
+    for block in &doc.blocks {
+        match block {
+            Block::Columns { columns } => {
+                // Columns need a section of their own: close the running one and open another.
+                mjml.push_str("</mj-column></mj-section><mj-section background-color=\"#ffffff\" padding=\"0\">");
+                for column in columns {
+                    mjml.push_str("<mj-column>");
+                    for inner in &column.blocks {
+                        write_block(&mut mjml, &mut aside, inner);
+                    }
+                    mjml.push_str("</mj-column>");
+                }
+                mjml.push_str("</mj-section><mj-section background-color=\"#ffffff\" padding=\"0\"><mj-column>");
+            }
+            other => write_block(&mut mjml, &mut aside, other),
+        }
+    }
+    mjml.push_str("</mj-column></mj-section></mj-wrapper></mj-body></mjml>");
+
+    let options = ParserOptions { include_loader: Box::new(NoopIncludeLoader) };
+    let failed = |stage: &str, e: &dyn std::fmt::Display| TemplateError {
+        field: BODY,
+        line: None,
+        column: None,
+        message: format!("the blocks could not be {stage}: {e}"),
+    };
+    let parsed = mrml::parse_with_options(&mjml, &options).map_err(|e| failed("read", &e))?;
+    let render = RenderOptions { disable_comments: true, social_icon_origin: None, fonts: Default::default() };
+    let html = parsed.element.render(&render).map_err(|e| failed("laid out", &e))?;
+    let html = aside.restore(&html);
+    if aside.leftover(&html) {
+        // A placeholder was changed on its way through (it never should be): sending it would
+        // show readers a code instead of their name.
+        return Err(failed("put together", &"a merge tag was lost"));
+    }
+    Ok(html)
+}
+
+fn write_block(mjml: &mut String, aside: &mut SetAside, block: &Block) {
+    match block {
+        Block::Heading { text, level } => {
+            let level = (*level).clamp(1, 3);
+            let size = [28, 22, 18][usize::from(level - 1)];
+            let _ = write!(
+                mjml,
+                "<mj-text><h{level} style=\"font-size:{size}px;font-weight:700;margin:0;\">{}</h{level}></mj-text>",
+                escape(&aside.tags(text))
+            );
+        }
+        Block::Paragraph { text } => {
+            let _ = write!(mjml, "<mj-text>{}</mj-text>", markdown(aside, text));
+        }
+        Block::Quote { text } => {
+            let _ = write!(
+                mjml,
+                "<mj-text><blockquote style=\"margin:0;border-left:3px solid #e5e7eb;padding-left:12px;color:#4b5563;\">{}</blockquote></mj-text>",
+                markdown(aside, text)
+            );
+        }
+        Block::Footer { text } => {
+            let _ = write!(
+                mjml,
+                "<mj-text font-size=\"12px\" line-height=\"1.5\" color=\"{MUTED_COLOR}\" align=\"center\" padding=\"16px 24px 8px 24px\">{}</mj-text>",
+                markdown(aside, text)
+            );
+        }
+        Block::Code { text } => {
+            let _ = write!(
+                mjml,
+                "<mj-text><pre style=\"margin:0;background:#f3f4f6;padding:12px;white-space:pre-wrap;font-family:Menlo,Consolas,monospace;font-size:13px;\">{}</pre></mj-text>",
+                escape(&aside.tags(text))
+            );
+        }
+        Block::Image { src, alt, href, width } => {
+            let width = (*width).clamp(16, CONTENT_WIDTH);
+            let _ = write!(
+                mjml,
+                "<mj-image src=\"{}\" alt=\"{}\" width=\"{width}px\"",
+                attribute(&aside.tags(src)),
+                attribute(&aside.tags(alt))
+            );
+            if !href.trim().is_empty() {
+                let _ = write!(mjml, " href=\"{}\"", attribute(&aside.tags(href.trim())));
+            }
+            mjml.push_str(" />");
+        }
+        Block::Button { label, href } => {
+            let _ = write!(
+                mjml,
+                "<mj-button href=\"{}\">{}</mj-button>",
+                attribute(&aside.tags(href.trim())),
+                escape(&aside.tags(label))
+            );
+        }
+        Block::Divider => mjml.push_str("<mj-divider />"),
+        Block::Spacer { height } => {
+            let _ = write!(mjml, "<mj-spacer height=\"{}px\" />", (*height).clamp(4, 120));
+        }
+        Block::Social { links } => {
+            // Text links, not mj-social's icons: those load from Mailjet's servers.
+            mjml.push_str("<mj-text align=\"center\">");
+            for (i, link) in links.iter().enumerate() {
+                if i > 0 {
+                    mjml.push_str(" &middot; ");
+                }
+                let _ = write!(
+                    mjml,
+                    "<a href=\"{}\" style=\"color:{LINK_COLOR};font-weight:600;text-decoration:none;\">{}</a>",
+                    attribute(&aside.tags(link.url.trim())),
+                    escape(&aside.tags(&link.label))
+                );
+            }
+            mjml.push_str("</mj-text>");
+        }
+        Block::Html { html } => {
+            let _ = write!(mjml, "<mj-text>{}</mj-text>", aside.placeholder(html.clone()));
+        }
+        // Columns inside columns are refused on save; rendered flat should one get here.
+        Block::Columns { columns } => {
+            for inner in columns.iter().flat_map(|c| &c.blocks) {
+                write_block(mjml, aside, inner);
+            }
+        }
+    }
+}
+
+/// Markdown to HTML, with raw HTML shown as text: formatting comes from Markdown here, markup
+/// from the HTML block.
+fn markdown(aside: &mut SetAside, text: &str) -> String {
+    use pulldown_cmark::{Event, Options, Parser, html};
+    let protected = aside.tags(text);
+    let parser = Parser::new_ext(&protected, Options::ENABLE_STRIKETHROUGH).map(|event| match event {
+        Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
+        other => other,
+    });
+    let mut out = String::with_capacity(protected.len() + protected.len() / 2);
+    html::push_html(&mut out, parser);
+    out
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+fn attribute(text: &str) -> String {
+    escape(text).replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_types::{Column, SocialLink};
+
+    fn fixture() -> BlockDocument {
+        BlockDocument::parse(include_str!("../../../../types/tests/fixtures/blocks_v1.json")).expect("fixture")
+    }
+
+    /// Each `<tag …>` opening tag in `html`.
+    fn tags<'a>(html: &'a str, name: &str) -> Vec<&'a str> {
+        let open = format!("<{name}");
+        let mut found = Vec::new();
+        let mut at = 0;
+        while let Some(i) = html[at..].find(&open).map(|i| i + at) {
+            let end = html[i..].find('>').map_or(html.len(), |e| i + e + 1);
+            let next = html.as_bytes().get(i + open.len()).copied().unwrap_or(b' ');
+            if next == b' ' || next == b'>' || next == b'/' {
+                found.push(&html[i..end]);
+            }
+            at = end;
+        }
+        found
+    }
+
+    fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+        let key = format!(" {name}=\"");
+        let start = tag.find(&key)? + key.len();
+        Some(&tag[start..start + tag[start..].find('"')?])
+    }
+
+    #[test]
+    fn the_layout_is_tables_with_widths_no_wider_than_600() {
+        let html = blocks_to_template(&fixture()).expect("renders");
+        let tables = tags(&html, "table");
+        assert!(tables.len() >= 5, "the layout is built from tables: {}", tables.len());
+        assert!(tables.iter().any(|t| attr(t, "width") == Some("600")), "a 600-wide table holds the content");
+        for tag in tags(&html, "table").iter().chain(&tags(&html, "td")).chain(&tags(&html, "img")) {
+            if let Some(width) = attr(tag, "width").and_then(|w| w.trim_end_matches("px").parse::<u32>().ok()) {
+                assert!(width <= 600, "wider than 600 px: {tag}");
+            }
+        }
+        assert!(!html.contains("max-width:601") && !html.contains("width:700"), "nothing is laid out wider");
+    }
+
+    #[test]
+    fn images_have_alt_text_and_explicit_widths() {
+        let html = blocks_to_template(&fixture()).expect("renders");
+        let images = tags(&html, "img");
+        assert_eq!(images.len(), 2, "{images:?}");
+        for img in &images {
+            assert!(attr(img, "alt").is_some_and(|a| !a.is_empty()), "no alt: {img}");
+            let width: u32 = attr(img, "width").and_then(|w| w.parse().ok()).unwrap_or(0);
+            assert!((16..=600).contains(&width), "no explicit width: {img}");
+        }
+        assert!(images.iter().any(|i| attr(i, "alt") == Some("A tulip field") && attr(i, "width") == Some("560")));
+        // A linked image is wrapped in its link.
+        assert!(html.contains("href=\"https://example.com/tulips\""), "the image's link");
+    }
+
+    #[test]
+    fn buttons_and_social_links_are_links() {
+        let html = blocks_to_template(&fixture()).expect("renders");
+        let links = tags(&html, "a");
+        let button = links
+            .iter()
+            .find(|a| attr(a, "href").is_some_and(|h| h.starts_with("https://example.com/story")))
+            .expect("the button is an <a>");
+        assert_eq!(attr(button, "href"), Some("https://example.com/story?r={{ reader.email }}"));
+        let after = &html[html.find(button).unwrap_or(0)..];
+        assert!(after[..after.find("</a>").unwrap_or(0)].contains("Read the story"), "the label is the link's text");
+        assert!(links.iter().any(|a| attr(a, "href") == Some("https://mastodon.example/@herald")));
+        assert!(!html.contains("mailjet.com"), "no icons from someone else's server");
+    }
+
+    #[test]
+    fn merge_tags_markdown_and_raw_html_survive_as_written() {
+        let html = blocks_to_template(&fixture()).expect("renders");
+        // Double quotes became single ones, so the tag can stand anywhere; nothing was escaped.
+        assert!(
+            html.contains("Hi {{ reader.name | default('there') }}, <strong>bold</strong>, <em>italic</em>"),
+            "{html}"
+        );
+        assert!(html.contains("<a href=\"https://example.com/a?b=1&amp;c=2\">link</a>"), "{html}");
+        assert!(html.contains("<li>one</li>"));
+        assert!(
+            html.contains("<p style=\"color:#b91c1c\">Raw <b>HTML</b></p>"),
+            "the HTML block is kept byte for byte"
+        );
+        assert!(html.contains("let x = 1 &lt; 2;"), "code is escaped");
+        assert!(html.contains("<a href=\"{{ unsubscribe_url }}\">Unsubscribe</a>"), "{html}");
+        assert!(!html.contains("HRLD"), "every placeholder is put back");
+    }
+
+    #[test]
+    fn raw_html_in_a_paragraph_is_text_and_includes_load_nothing() {
+        let doc = BlockDocument {
+            version: 1,
+            blocks: vec![
+                Block::Paragraph { text: "<script>alert(1)</script> <mj-include path=\"/etc/passwd\" />".into() },
+                Block::Columns { columns: vec![Column::default(), Column { blocks: vec![Block::Divider] }] },
+                Block::Social {
+                    links: vec![SocialLink {
+                        label: "A \"quoted\" <b>".into(),
+                        url: "https://x.example/?a=\"b\"".into(),
+                    }],
+                },
+            ],
+        };
+        let html = blocks_to_template(&doc).expect("renders");
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{html}");
+        assert!(!html.contains("<script>") && !html.contains("root:"), "{html}");
+        assert!(html.contains("A &quot;quoted&quot; &lt;b&gt;") || html.contains("A \"quoted\" &lt;b&gt;"), "{html}");
+        // An include written straight into MJML by someone who got past the blocks loads nothing.
+        let options = ParserOptions { include_loader: Box::new(NoopIncludeLoader) };
+        let include = "<mjml><mj-body><mj-include path=\"/etc/passwd\" /></mj-body></mjml>";
+        assert!(mrml::parse_with_options(include, &options).is_err());
+    }
+}
