@@ -26,6 +26,7 @@ mod email_verification;
 mod fields;
 mod imports;
 mod invites;
+mod media;
 mod operability;
 mod owner_role;
 mod recurring;

@@ -1,0 +1,216 @@
+//! Issue 34, the media library: an upload of each format (through the API and the editor's
+//! session route), disguised, SVG and oversized files refused, the same image stored once, the
+//! quota per workspace and per account, and serving: the right headers, never another
+//! workspace's image, and a deleted one gone.
+
+use image::{ExtendedColorType, ImageEncoder, Rgba, RgbaImage};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use sha2::Digest as _;
+
+use crate::helpers::*;
+
+/// A PNG of noise (it does not compress): about `side² × 4` bytes, different per `seed`.
+fn noise_png(side: u32, seed: u32) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    let img = RgbaImage::from_fn(side, side, |_, _| {
+        state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        let [a, b, c, d] = state.to_le_bytes();
+        Rgba([a, b, c, d | 1])
+    });
+    let mut out = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut out)
+        .write_image(img.as_raw(), side, side, ExtendedColorType::Rgba8)
+        .expect("png");
+    out
+}
+
+fn encoded(format: image::ImageFormat) -> Vec<u8> {
+    let img = image::DynamicImage::ImageRgb8(image::RgbImage::from_fn(64, 32, |x, y| {
+        image::Rgb([x as u8 * 4, y as u8 * 8, 90])
+    }));
+    let mut out = Vec::new();
+    img.write_to(&mut std::io::Cursor::new(&mut out), format).expect("encode");
+    out
+}
+
+async fn upload_api(api: &Api, name: &str, mime: &str, bytes: Vec<u8>) -> (StatusCode, Value) {
+    let part = reqwest::multipart::Part::bytes(bytes).file_name(name.to_string()).mime_str(mime).expect("mime");
+    let res = api
+        .client
+        .post(format!("{}/api/v1/media", api.base))
+        .bearer_auth(&api.key)
+        .multipart(reqwest::multipart::Form::new().part("file", part))
+        .send()
+        .await
+        .expect("upload");
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+/// The editor's route: a member's session, same origin.
+async fn upload_session(b: &Browser, name: &str, bytes: Vec<u8>) -> (StatusCode, Value) {
+    let part = reqwest::multipart::Part::bytes(bytes).file_name(name.to_string());
+    let res = b
+        .client
+        .post(format!("{}/media/upload", b.base))
+        .header("Origin", &b.base)
+        .multipart(reqwest::multipart::Form::new().part("file", part))
+        .send()
+        .await
+        .expect("upload");
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+fn url(v: &Value) -> String {
+    v["url"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn images_are_uploaded_re_encoded_served_immutably_and_never_across_workspaces() -> TestResult {
+    let app = spawn_app().await;
+    let (owner, workspace) = app.owner_with_workspace("media@example.com", "Media").await;
+    let api = Api::for_owner(&app, &owner).await;
+    let (other, other_workspace) = app.owner_with_workspace("other-media@example.com", "Other").await;
+    let other_api = Api::for_owner(&app, &other).await;
+
+    // A PNG through the API.
+    let png = noise_png(40, 1);
+    let (status, stored) = upload_api(&api, "noise.png", "image/png", png.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{stored}");
+    let png_url = url(&stored);
+    let prefix = format!("{}/media/{workspace}/", app.base);
+    assert!(png_url.starts_with(&prefix) && png_url.ends_with(".png"), "{png_url}");
+    let hash = png_url[prefix.len()..png_url.len() - 4].to_string();
+    assert_eq!(hash.len(), 64);
+    assert_eq!((stored["width"].as_i64(), stored["height"].as_i64()), (Some(40), Some(40)));
+
+    // Served to anyone, with headers that let every cache keep it forever and no browser
+    // guess another type.
+    let public = reqwest::Client::new();
+    for _ in 0..2 {
+        // The second answer comes from the cache: the same bytes and headers.
+        let res = public.get(&png_url).send().await?;
+        assert_eq!(res.status(), StatusCode::OK);
+        let headers = res.headers().clone();
+        assert_eq!(headers["content-type"], "image/png");
+        assert_eq!(headers["cache-control"], "public, max-age=31536000, immutable");
+        assert_eq!(headers["x-content-type-options"], "nosniff");
+        let body = res.bytes().await?;
+        assert_eq!(hex::encode(sha2::Sha256::digest(&body)), hash, "the name is the hash of what is served");
+        assert_eq!(image::load_from_memory(&body)?.width(), 40);
+    }
+    // Never under another workspace's id, another extension, or a name that is not a hash.
+    for wrong in [
+        format!("{}/media/{other_workspace}/{hash}.png", app.base),
+        format!("{}/media/{workspace}/{hash}.jpg", app.base),
+        format!("{}/media/{workspace}/{}.png", app.base, hash.to_uppercase()),
+        format!("{}/media/{workspace}/{}.png", app.base, &hash[..63]),
+        format!("{}/media/not-a-workspace/{hash}.png", app.base),
+        format!("{}/media/{workspace}/{hash}", app.base),
+    ] {
+        assert_eq!(public.get(&wrong).send().await?.status(), StatusCode::NOT_FOUND, "{wrong}");
+    }
+
+    // JPEG, GIF and WebP through the editor's session route; WebP is stored as JPEG (mail
+    // clients show no WebP).
+    for (name, format, want) in [
+        ("photo.jpg", image::ImageFormat::Jpeg, "image/jpeg"),
+        ("anim.gif", image::ImageFormat::Gif, "image/gif"),
+        ("modern.webp", image::ImageFormat::WebP, "image/jpeg"),
+    ] {
+        let (status, stored) = upload_session(&owner, name, encoded(format)).await;
+        assert_eq!(status, StatusCode::CREATED, "{name}: {stored}");
+        assert_eq!(stored["content_type"], want, "{name}");
+        assert_eq!(stored["file_name"], name);
+        let res = public.get(url(&stored)).send().await?;
+        assert_eq!(res.headers()["content-type"], want);
+    }
+    // The same image again is the same entry.
+    let (status, again) = upload_api(&api, "copy.png", "image/png", png).await;
+    assert_eq!((status, url(&again)), (StatusCode::CREATED, png_url.clone()));
+
+    // Refused, with the reason beside the field: a script named .png, an SVG, a broken file,
+    // one over 10 MB.
+    let refusals = [
+        ("shell.png", b"<?php system($_GET['c']); ?>".to_vec(), "PNG, JPEG, GIF or WebP"),
+        ("logo.svg", br#"<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>"#.to_vec(), "SVG"),
+        ("half.png", noise_png(30, 2)[..200].to_vec(), "not a valid image"),
+        ("huge.png", vec![0u8; 10 * 1024 * 1024 + 1], "at most 10 MB"),
+    ];
+    for (name, bytes, why) in refusals {
+        let (status, body) = upload_api(&api, name, "image/png", bytes).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{name}: {body}");
+        assert!(body["fields"]["file"].as_str().is_some_and(|m| m.contains(why)), "{name}: {body}");
+    }
+
+    // The library lists four images; the other workspace sees none of them and cannot delete one.
+    let (status, library) = api.get("/api/v1/media").await;
+    assert_eq!(status, StatusCode::OK, "{library}");
+    assert_eq!(library["items"].as_array().map(Vec::len), Some(4), "{library}");
+    assert!(library["used_bytes"].as_i64().unwrap_or(0) > 0);
+    let (_, theirs) = other_api.get("/api/v1/media").await;
+    assert_eq!(theirs["items"].as_array().map(Vec::len), Some(0), "{theirs}");
+    let id = stored["id"].as_str().unwrap_or_default().to_string();
+    let (status, _) = other_api.send(Method::DELETE, &format!("/api/v1/media/{id}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(public.get(&png_url).send().await?.status(), StatusCode::OK);
+
+    // Deleted: the address answers 404 at once (the cache forgets it too).
+    let (status, _) = api.send(Method::DELETE, &format!("/api/v1/media/{id}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(public.get(&png_url).send().await?.status(), StatusCode::NOT_FOUND);
+    let (status, _) = api.send(Method::DELETE, &format!("/api/v1/media/{id}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // A viewer may look but not upload.
+    let (status, _) = upload_session(&app.browser(), "anon.png", noise_png(8, 3)).await;
+    assert!(status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN, "{status}");
+
+    // Documented, with their own operation ids.
+    let doc: Value = reqwest::get(format!("{}/api/v1/openapi.json", app.base)).await?.json().await?;
+    let ops: Vec<&str> = [("/api/v1/media", "get"), ("/api/v1/media", "post"), ("/api/v1/media/{id}", "delete")]
+        .iter()
+        .map(|(p, m)| doc["paths"][*p][*m]["operationId"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(ops, ["listMedia", "uploadMedia", "deleteMedia"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_media_quota_holds_per_workspace_and_per_account() -> TestResult {
+    // Each noise image is about 6.5 KB: one fits a workspace, two do not; the account's two
+    // workspaces share 12 KB.
+    let app = spawn_app_with(&[
+        ("HERALD_MEDIA_STORAGE_PER_WORKSPACE", "10000"),
+        ("HERALD_MEDIA_STORAGE_PER_ACCOUNT", "12000"),
+    ])
+    .await;
+    let (owner, _) = app.owner_with_workspace("quota@example.com", "First").await;
+    let first = Api::for_owner(&app, &owner).await;
+    let (status, body) = upload_api(&first, "a.png", "image/png", noise_png(40, 10)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let size = body["bytes"].as_i64().unwrap_or(0);
+    assert!((6_000..10_000).contains(&size), "a noise image is about 6.5 KB: {size}");
+    let (status, body) = upload_api(&first, "b.png", "image/png", noise_png(40, 11)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["fields"]["file"].as_str().is_some_and(|m| m.contains("media library is full")), "{body}");
+
+    // A second workspace of the same account: its own library is empty, but the account's
+    // images would pass 12 KB.
+    owner.run(herald_app::auth::CreateWorkspace { name: "Second".into(), slug: String::new() }).await.value();
+    let second = Api::for_owner(&app, &owner).await;
+    let (_, library) = second.get("/api/v1/media").await;
+    assert_eq!(library["items"].as_array().map(Vec::len), Some(0), "a new workspace: {library}");
+    let (status, body) = upload_api(&second, "c.png", "image/png", noise_png(40, 12)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["fields"]["file"].as_str().is_some_and(|m| m.contains("account")), "{body}");
+    // Deleting the first workspace's image makes room.
+    let (_, library) = first.get("/api/v1/media").await;
+    let id = library["items"][0]["id"].as_str().unwrap_or_default().to_string();
+    assert_eq!(first.send(Method::DELETE, &format!("/api/v1/media/{id}"), None).await.0, StatusCode::NO_CONTENT);
+    let (status, body) = upload_api(&second, "c.png", "image/png", noise_png(40, 12)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    Ok(())
+}
