@@ -26,11 +26,11 @@ use pages::{
     audience::suppressions::SuppressionsPage, audience::tags::TagsPage, automations::editor::AutomationPage,
     automations::list::AutomationsPage, campaigns::editor::CampaignPage, campaigns::list::CampaignsPage,
     campaigns::stats::CampaignStatsPage, dashboard::DashboardPage, forgot_password::ForgotPasswordPage,
-    invite::InvitePage, login::LoginPage, login_two_factor::LoginTwoFactorPage, new_workspace::NewWorkspacePage,
-    not_found::NotFoundPage, reset_password::ResetPasswordPage, settings::api_keys::ApiKeysPage,
-    settings::audit::AuditLogPage, settings::domains::SendingDomainsPage, settings::general::SettingsPage,
-    settings::members::MembersPage, settings::sending::SendingPage, signup::SignupPage,
-    signup_finish::SignupFinishPage, transactional::message::TransactionalMessagePage,
+    invite::InvitePage, login::LoginPage, login_two_factor::LoginTwoFactorPage, media::MediaPage,
+    new_workspace::NewWorkspacePage, not_found::NotFoundPage, reset_password::ResetPasswordPage,
+    settings::api_keys::ApiKeysPage, settings::audit::AuditLogPage, settings::domains::SendingDomainsPage,
+    settings::general::SettingsPage, settings::members::MembersPage, settings::sending::SendingPage,
+    signup::SignupPage, signup_finish::SignupFinishPage, transactional::message::TransactionalMessagePage,
     transactional::overview::TransactionalPage, transactional::template::TxTemplatePage,
     transactional::templates::TxTemplatesPage, verify_email::VerifyEmailPage,
 };
@@ -89,6 +89,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/automations") view=AutomationsPage/>
                     <Route path=path!("/automations/:id") view=AutomationPage/>
                     <Route path=path!("/campaigns") view=CampaignsPage/>
+                    <Route path=path!("/media") view=MediaPage/>
                     <Route path=path!("/campaigns/:id") view=CampaignPage/>
                     <Route path=path!("/campaigns/:id/stats") view=CampaignStatsPage/>
                     <Route path=path!("/transactional") view=TransactionalPage/>

@@ -4,7 +4,7 @@
 // at phone width, sends a test to the dev inbox and sees the image load there; a reload keeps
 // every block.
 import type { Locator, Page } from "@playwright/test";
-import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, setUpSender, waitForHydration, gotoHydrated } from "./helpers";
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, setUpSender, waitForHydration, gotoHydrated, dropImage } from "./helpers";
 
 async function kinds(page: Page): Promise<string[]> {
   return page.getByTestId("block").evaluateAll((els) => els.map((e) => e.getAttribute("data-kind") ?? ""));
@@ -38,14 +38,19 @@ test("build a campaign from blocks: edit, add an image, reorder by keyboard and 
   await page.getByLabel("Subject", { exact: true }).fill("Spring is here");
   await block(page, "heading").getByLabel("Heading", { exact: true }).fill("Spring for {{ reader.name | default(\"you\") }}");
 
-  // --- Add an image: it lands above the footer, its handle takes the focus. ---
-  await page.getByLabel("Add a block", { exact: true }).selectOption({ label: "Image" });
-  await page.getByRole("button", { name: "Add block" }).click();
+  // --- Drag an image file in: it is uploaded to the media library and becomes an image block
+  // above the footer, served from Herald's own content-hashed address. ---
+  await dropImage(page, page.getByTestId("block-editor"));
+  await expect(page.getByTestId("uploads")).toContainText("✓ tulips.png (320 × 160)", { timeout: 20_000 });
   await expect.poll(() => kinds(page)).toEqual(["heading", "paragraph", "button", "image", "footer"]);
   const image = block(page, "image");
-  await image.getByLabel("Image address", { exact: true }).fill(`${baseURL}/favicon.svg`);
-  await image.getByLabel("Description (alt text)", { exact: true }).fill("The Herald logo");
-  await image.getByLabel("Width (px)", { exact: true }).fill("120");
+  await expect(image.getByLabel("Image address", { exact: true })).toHaveValue(
+    new RegExp(`^${baseURL}/media/[0-9a-f-]{36}/[0-9a-f]{64}\\.png$`),
+  );
+  // Without a description it is not saved: the field says why.
+  await expect(image.getByText("Write the image description")).toBeVisible({ timeout: 15_000 });
+  await image.getByLabel("Description (alt text)", { exact: true }).fill("A field of tulips");
+  await image.getByLabel("Width (px)", { exact: true }).fill("300");
 
   // --- Keyboard: Alt+↑ twice from inside the image block moves it above the paragraph. ---
   await image.getByLabel("Description (alt text)", { exact: true }).focus();
@@ -54,7 +59,7 @@ test("build a campaign from blocks: edit, add an image, reorder by keyboard and 
   await page.keyboard.press("Alt+ArrowUp");
   await expect.poll(() => kinds(page)).toEqual(["heading", "image", "paragraph", "button", "footer"]);
   // The moved block keeps its content (its inputs were moved, not rebuilt).
-  await expect(block(page, "image").getByLabel("Description (alt text)", { exact: true })).toHaveValue("The Herald logo");
+  await expect(block(page, "image").getByLabel("Description (alt text)", { exact: true })).toHaveValue("A field of tulips");
 
   // --- Mouse: drag the button's handle onto the heading. ---
   await block(page, "button")
@@ -86,7 +91,7 @@ test("build a campaign from blocks: edit, add an image, reorder by keyboard and 
   // --- The preview shows the blocks, at desktop width and at a phone's 390 px. ---
   const frame = page.frameLocator('[data-testid="preview-frame"]');
   await expect(frame.getByRole("heading", { name: "Spring for Sample Reader" })).toBeVisible({ timeout: 15_000 });
-  await expect(frame.getByRole("img", { name: "The Herald logo" })).toBeVisible();
+  await expect(frame.getByRole("img", { name: "A field of tulips" })).toBeVisible();
   await expect(frame.getByRole("link", { name: "Read more" })).toHaveAttribute("href", /example\.com\/spring/);
   await page.getByRole("button", { name: "Phone", exact: true }).click();
   const phone = page.getByTestId("preview-frame");
@@ -109,9 +114,10 @@ test("build a campaign from blocks: edit, add an image, reorder by keyboard and 
   await gotoHydrated(page, "/dev/inbox");
   await page.getByRole("link", { name: /\[Test\] Spring is here/ }).first().click();
   const mail = page.frameLocator('[data-testid="html-part"]');
-  const img = mail.getByRole("img", { name: "The Herald logo" });
+  const img = mail.getByRole("img", { name: "A field of tulips" });
   await expect(img).toBeVisible({ timeout: 15_000 });
-  await expect(img).toHaveAttribute("width", "120");
+  await expect(img).toHaveAttribute("width", "300");
+  await expect(img).toHaveAttribute("src", new RegExp(`^${baseURL}/media/`));
   await expect.poll(() => img.evaluate((el) => (el as HTMLImageElement).naturalWidth)).toBeGreaterThan(0);
   await expect(mail.getByRole("heading", { name: "Spring for Sample Reader" })).toBeVisible();
 });

@@ -1,7 +1,9 @@
 // Shared steps and fixtures for Herald's browser tests.
 import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { createHmac } from "node:crypto";
-import { test as base, expect, type Browser, type BrowserContext, type Page } from "@playwright/test";
+import { test as base, expect, type Browser, type BrowserContext, type Locator, type Page } from "@playwright/test";
 
 export { expect };
 
@@ -223,4 +225,20 @@ export async function verifySendingDomain(page: Page, domain: string): Promise<v
   herald("admin", "verify-domain", "--workspace", slug, "--domain", domain);
   await gotoHydrated(page, "/settings/domains");
   await expect(card.getByText("Verified by an operator")).toBeVisible();
+}
+
+/** Drops `tulips.png` from the test fixtures onto `target`, as a file dragged from the desktop. */
+export async function dropImage(page: Page, target: Locator, name = "tulips.png"): Promise<void> {
+  const base64 = readFileSync(join(__dirname, "../fixtures/tulips.png")).toString("base64");
+  const dataTransfer = await page.evaluateHandle(
+    ({ base64, name }) => {
+      const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+      const transfer = new DataTransfer();
+      transfer.items.add(new File([bytes], name, { type: "image/png" }));
+      return transfer;
+    },
+    { base64, name },
+  );
+  await target.dispatchEvent("dragover", { dataTransfer });
+  await target.dispatchEvent("drop", { dataTransfer });
 }

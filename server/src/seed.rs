@@ -189,10 +189,27 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         add("/campaigns/:id", format!("/campaigns/{id}"));
         add("/campaigns/:id/stats", format!("/campaigns/{id}/stats"));
     }
-    // A block draft (issue 34) with every kind of block, so the crawler walks the block editor.
+    // An image in the media library (issue 34), and a block draft with every kind of block
+    // showing it, so the crawler walks the media page and the block editor with data.
+    let image = herald_engine::media::prepare(include_bytes!("../../end2end/fixtures/tulips.png")).map_err(clear)?;
+    let image = herald_engine::media::save(
+        &db,
+        &herald_engine::media::MediaStorage::Postgres,
+        &config.base_url,
+        tenant,
+        Some(user.id),
+        Role::Owner,
+        "tulips.png",
+        image,
+        herald_engine::media::MediaQuota::default(),
+    )
+    .await
+    .map_err(clear)?;
     let mut blocks = draft("Block issue")?;
     blocks.body_format = herald_types::BodyFormat::Blocks;
-    blocks.body = include_str!("../../types/tests/fixtures/blocks_v1.json").to_string();
+    blocks.body = include_str!("../../types/tests/fixtures/blocks_v1.json")
+        .replace("https://example.com/tulips.jpg", &image.url)
+        .replace("https://example.com/right.png", &image.url);
     let block_draft = store::create(&db, tenant, Role::Owner, &blocks).await.map_err(clear)?;
     add("/campaigns/:id", format!("/campaigns/{}", block_draft.id));
     // An A/B test part-way: its test share sent or queued with versions, the rest held for the

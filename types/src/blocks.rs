@@ -401,13 +401,13 @@ mod tests {
 
     #[test]
     fn newer_and_unversioned_documents_are_refused_clearly() {
-        let newer = BlockDocument::parse(r#"{"version": 99, "blocks": []}"#).unwrap_err();
+        let newer = BlockDocument::parse(r#"{"version": 99, "blocks": []}"#).expect_err("refused");
         assert!(newer.message_for("body").is_some_and(|m| m.contains("newer Herald")), "{newer:?}");
-        let none = BlockDocument::parse(r#"{"blocks": []}"#).unwrap_err();
+        let none = BlockDocument::parse(r#"{"blocks": []}"#).expect_err("refused");
         assert!(none.message_for("body").is_some(), "{none:?}");
-        let garbage = BlockDocument::parse("# Markdown").unwrap_err();
+        let garbage = BlockDocument::parse("# Markdown").expect_err("refused");
         assert!(garbage.message_for("body").is_some_and(|m| m.contains("cannot be read")), "{garbage:?}");
-        let unknown = BlockDocument::parse(r#"{"version": 1, "blocks": [{"type": "marquee"}]}"#).unwrap_err();
+        let unknown = BlockDocument::parse(r#"{"version": 1, "blocks": [{"type": "marquee"}]}"#).expect_err("refused");
         assert!(unknown.message_for("body").is_some(), "{unknown:?}");
     }
 
@@ -438,7 +438,7 @@ mod tests {
                 },
             ],
         };
-        let e = doc.validate().unwrap_err();
+        let e = doc.validate().expect_err("refused");
         let fields: Vec<&str> = e.errors.iter().filter_map(|e| e.field.as_deref()).collect();
         assert_eq!(
             fields,
@@ -473,7 +473,7 @@ mod tests {
 
     #[test]
     fn markdown_keeps_every_block() {
-        let md = BlockDocument::parse(include_str!("../tests/fixtures/blocks_v1.json")).unwrap().to_markdown();
+        let md = BlockDocument::parse(include_str!("../tests/fixtures/blocks_v1.json")).expect("fixture").to_markdown();
         for expected in ["# Spring issue", "![A tulip field](https://", "[Read the story](https://", "---", "> ", "```"]
         {
             assert!(md.contains(expected), "{expected} missing from {md}");

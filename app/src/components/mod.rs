@@ -2,3 +2,4 @@ pub mod chart;
 pub mod shell;
 pub mod timezone;
 pub mod ui;
+pub mod upload;

@@ -62,6 +62,7 @@ fn Frame(info: SessionInfo) -> impl IntoView {
         ("/audience", "Audience"),
         ("/campaigns", "Campaigns"),
         ("/automations", "Automations"),
+        ("/media", "Media"),
         ("/transactional", "Transactional"),
         ("/settings", "Settings"),
     ];

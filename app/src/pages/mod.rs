@@ -22,6 +22,7 @@ pub mod forgot_password;
 pub mod invite;
 pub mod login;
 pub mod login_two_factor;
+pub mod media;
 pub mod new_workspace;
 pub mod not_found;
 pub mod reset_password;

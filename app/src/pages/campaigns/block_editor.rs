@@ -15,8 +15,10 @@ use leptos::html;
 use leptos::prelude::*;
 
 use super::fields::Form;
+use crate::components::upload::{UploadList, UploadState, drags_files, upload_chosen, upload_dropped};
+use crate::pages::media::list_media;
 use herald_types::blocks::{BLOCK_KINDS, CONTENT_WIDTH, CURRENT_VERSION};
-use herald_types::{Block, BlockDocument, Column, SocialLink};
+use herald_types::{Block, BlockDocument, Column, Media, MediaLibrary, SocialLink};
 
 /// A block in the editor: a key that survives reordering (so its inputs keep their DOM nodes)
 /// and its content.
@@ -160,14 +162,15 @@ impl Doc {
     }
 
     /// Adds a block at the end, above the footer when there is one.
-    fn add(&self, kind: &str) -> Option<u64> {
-        let entry = self.entry(Block::new(kind)?);
+    fn add(&self, block: Block) -> u64 {
+        let is_footer = matches!(block, Block::Footer { .. });
+        let entry = self.entry(block);
         self.edit(|e| {
             let footer_last = e.last().is_some_and(|x| x.block.with_untracked(|b| matches!(b, Block::Footer { .. })));
-            let at = if footer_last && kind != "footer" { e.len() - 1 } else { e.len() };
+            let at = if footer_last && !is_footer { e.len() - 1 } else { e.len() };
             e.insert(at, entry);
         });
-        Some(entry.key)
+        entry.key
     }
 }
 
@@ -195,8 +198,22 @@ pub fn BlockEditor(form: Form) -> impl IntoView {
     let kind = RwSignal::new("paragraph".to_string());
     let (undo_steps, redo_steps) = (move || doc.history.get().0, move || doc.history.get().1);
     let body_error = form.error("body");
+    // Image files dropped anywhere on the editor are uploaded, each becoming an image block.
+    let uploads = RwSignal::new(Vec::<UploadState>::new());
+    let uploaded = Callback::new(move |m: Media| {
+        let width = u32::try_from(m.width).unwrap_or(CONTENT_WIDTH).min(CONTENT_WIDTH);
+        let key = doc.add(Block::Image { src: m.url, alt: String::new(), href: String::new(), width });
+        focus_soon(format!("block-{key}-alt"));
+    });
     view! {
-        <div data-testid="block-editor" on:focusin=move |_| doc.checkpoint()>
+        <div data-testid="block-editor" on:focusin=move |_| doc.checkpoint()
+            on:dragover=move |ev| if drags_files(&ev) { ev.prevent_default(); }
+            on:drop=move |ev| {
+                if drags_files(&ev) {
+                    ev.prevent_default();
+                    upload_dropped(&ev, uploads, uploaded);
+                }
+            }>
             {problem.map(|p| view! {
                 <p class="mb-3 rounded-md bg-red-50 px-3 py-2 text-sm text-red-700" role="alert">{p}</p>
             })}
@@ -228,11 +245,13 @@ pub fn BlockEditor(form: Form) -> impl IntoView {
                     </select>
                 </div>
                 <button type="button" class="btn-secondary" on:click=move |_| {
-                    if let Some(key) = doc.add(&kind.get_untracked()) {
-                        focus_soon(handle_id(key));
+                    if let Some(block) = Block::new(&kind.get_untracked()) {
+                        focus_soon(handle_id(doc.add(block)));
                     }
                 }>"Add block"</button>
             </div>
+            <p class="mt-2 text-xs text-slate-500">"Drop image files here to upload them as image blocks."</p>
+            <UploadList states=uploads/>
         </div>
     }
 }
@@ -422,26 +441,44 @@ fn BlockFields(
                 set=Callback::new(move |v| set(edit(move |b| if let Block::Html { html } = b { *html = v })))/>
         }
         .into_any(),
-        Block::Image { src, alt, href, width } => view! {
-            <BlockInput id=input_id("src") label="Image address" initial=src error=err("src") input_type="url"
-                placeholder="https://…"
-                set=Callback::new(move |v| set(edit(move |b| if let Block::Image { src, .. } = b { *src = v })))/>
-            <BlockInput id=input_id("alt") label="Description (alt text)" initial=alt error=err("alt")
-                hint="What the image shows, for readers who cannot see it."
-                set=Callback::new(move |v| set(edit(move |b| if let Block::Image { alt, .. } = b { *alt = v })))/>
-            <div class="grid grid-cols-1 gap-3 sm:grid-cols-[1fr_8rem]">
-                <BlockInput id=input_id("href") label="Link (optional)" initial=href error=err("href") input_type="url"
-                    placeholder="https://…"
-                    set=Callback::new(move |v| set(edit(move |b| if let Block::Image { href, .. } = b { *href = v })))/>
-                <BlockInput id=input_id("width") label="Width (px)" initial=width.to_string() error=err("width") input_type="number"
-                    set=Callback::new(move |v: String| {
-                        let w = v.trim().parse().unwrap_or(0);
-                        set(edit(move |b| if let Block::Image { width, .. } = b { *width = w }))
-                    })/>
-            </div>
-            <p class="text-xs text-slate-500">{format!("At most {CONTENT_WIDTH} px, the width of the mail.")}</p>
+        Block::Image { src, alt, href, width } => {
+            // The address is also set by an upload or a pick from the library: bound to a signal.
+            let src_value = RwSignal::new(src);
+            let set_src = Callback::new(move |v: String| {
+                src_value.set(v.clone());
+                set(edit(move |b| if let Block::Image { src, .. } = b { *src = v }));
+            });
+            let uploads = RwSignal::new(Vec::<UploadState>::new());
+            let picked = Callback::new(move |m: Media| set_src.run(m.url));
+            view! {
+                <BlockInput id=input_id("src") label="Image address" initial=String::new() bind=src_value error=err("src") input_type="url"
+                    placeholder="https://…" set=set_src/>
+                <div class="flex flex-wrap items-center gap-2">
+                    <label class="btn-secondary cursor-pointer">
+                        "Upload an image"
+                        <input type="file" class="sr-only" accept="image/png,image/jpeg,image/gif,image/webp"
+                            aria-label="Upload an image for this block" on:change=move |ev| upload_chosen(&ev, uploads, picked)/>
+                    </label>
+                    <LibraryPicker id=input_id("library") on_pick=picked/>
+                </div>
+                <UploadList states=uploads/>
+                <BlockInput id=input_id("alt") label="Description (alt text)" initial=alt error=err("alt")
+                    hint="What the image shows, for readers who cannot see it."
+                    set=Callback::new(move |v| set(edit(move |b| if let Block::Image { alt, .. } = b { *alt = v })))/>
+                <div class="grid grid-cols-1 gap-3 sm:grid-cols-[1fr_8rem]">
+                    <BlockInput id=input_id("href") label="Link (optional)" initial=href error=err("href") input_type="url"
+                        placeholder="https://…"
+                        set=Callback::new(move |v| set(edit(move |b| if let Block::Image { href, .. } = b { *href = v })))/>
+                    <BlockInput id=input_id("width") label="Width (px)" initial=width.to_string() error=err("width") input_type="number"
+                        set=Callback::new(move |v: String| {
+                            let w = v.trim().parse().unwrap_or(0);
+                            set(edit(move |b| if let Block::Image { width, .. } = b { *width = w }))
+                        })/>
+                </div>
+                <p class="text-xs text-slate-500">{format!("At most {CONTENT_WIDTH} px, the width of the mail.")}</p>
+            }
+            .into_any()
         }
-        .into_any(),
         Block::Button { label, href } => view! {
             <div class="grid grid-cols-1 gap-3 sm:grid-cols-2">
                 <BlockInput id=input_id("label") label="Button text" initial=label error=err("label")
@@ -482,8 +519,14 @@ fn BlockInput(
     #[prop(optional)] input_type: &'static str,
     #[prop(optional)] placeholder: &'static str,
     #[prop(optional)] hint: &'static str,
+    /// Set when something other than typing changes the value (an upload): the input follows it.
+    #[prop(optional)]
+    bind: Option<RwSignal<String>>,
 ) -> impl IntoView {
     let error_id = format!("{id}-error");
+    // A one-line input follows its signal (`value` for the server's HTML, `prop:value` after);
+    // a textarea is left to the browser once filled.
+    let value = bind.unwrap_or_else(|| RwSignal::new(initial.clone()));
     let class = move || {
         let base = if error.get().is_some() { "input border-red-400" } else { "input" };
         if mono { format!("{base} font-mono text-xs") } else { base.to_string() }
@@ -497,10 +540,14 @@ fn BlockInput(
         .into_any()
     } else {
         view! {
-            <input id=id.clone() type=if input_type.is_empty() { "text" } else { input_type } class=class value=initial
-                placeholder=placeholder autocomplete="off"
+            <input id=id.clone() type=if input_type.is_empty() { "text" } else { input_type } class=class
+                value=value.get_untracked() prop:value=value placeholder=placeholder autocomplete="off"
                 aria-describedby=error_id.clone() aria-invalid=move || error.get().is_some().to_string()
-                on:input=move |ev| set.run(event_target_value(&ev))/>
+                on:input=move |ev| {
+                    let v = event_target_value(&ev);
+                    value.set(v.clone());
+                    set.run(v);
+                }/>
         }
         .into_any()
     };
@@ -636,6 +683,9 @@ fn SocialFields(
     }
 }
 
+/// A change to the columns of a columns block (adding or removing one of their blocks).
+type ColumnsEdit = Box<dyn FnOnce(&mut Vec<Column>)>;
+
 /// The blocks a column can hold.
 const COLUMN_KINDS: &[(&str, &str)] = &[
     ("paragraph", "Paragraph"),
@@ -660,7 +710,7 @@ fn ColumnsFields(
     // the columns block. Adding or removing one rebuilds the columns (a click, not a keystroke).
     let shape = RwSignal::new(0u32);
     let count = columns.len();
-    let structure = move |edit: Box<dyn FnOnce(&mut Vec<Column>)>| {
+    let structure = move |edit: ColumnsEdit| {
         doc.checkpoint();
         block.update(|b| {
             if let Block::Columns { columns } = b {
@@ -726,6 +776,53 @@ fn ColumnsFields(
                         </div>
                     }
                 }).collect_view()
+            }}
+        </div>
+    }
+}
+
+/// "Choose from the library": the workspace's images as thumbnails; a click picks one.
+#[component]
+fn LibraryPicker(id: String, on_pick: Callback<Media>) -> impl IntoView {
+    let open = RwSignal::new(false);
+    let library = RwSignal::new(None::<Result<MediaLibrary, String>>);
+    let toggle = move |_| {
+        let opening = !open.get_untracked();
+        open.set(opening);
+        if opening {
+            leptos::task::spawn_local(async move {
+                library.set(Some(list_media().await.map_err(|e| e.to_string())));
+            });
+        }
+    };
+    let panel_id = format!("{id}-panel");
+    view! {
+        <button type="button" class="btn-secondary" aria-expanded=move || open.get().to_string() aria-controls=panel_id.clone()
+            on:click=toggle>"Choose from the library"</button>
+        <div id=panel_id class="w-full" hidden=move || !open.get()>
+            {move || match library.get() {
+                None => view! { <p class="text-sm text-slate-500">"Loading…"</p> }.into_any(),
+                Some(Err(e)) => view! { <p class="text-sm text-red-600" role="alert">{e}</p> }.into_any(),
+                Some(Ok(l)) if l.items.is_empty() => view! {
+                    <p class="text-sm text-slate-500">"No images yet: upload one, or add some on the Media page."</p>
+                }.into_any(),
+                Some(Ok(l)) => view! {
+                    <ul class="mt-2 grid grid-cols-3 gap-2 sm:grid-cols-4" data-testid="library-picker">
+                        {l.items.into_iter().map(|m| {
+                            let name = m.file_name.clone();
+                            let url = m.url.clone();
+                            view! {
+                                <li>
+                                    <button type="button" class="block h-20 w-full overflow-hidden rounded-md border border-slate-200 bg-slate-50 hover:border-indigo-400"
+                                        aria-label=format!("Use {name}")
+                                        on:click=move |_| { on_pick.run(m.clone()); open.set(false); }>
+                                        <img src=url alt="" class="h-full w-full object-contain"/>
+                                    </button>
+                                </li>
+                            }
+                        }).collect_view()}
+                    </ul>
+                }.into_any(),
             }}
         </div>
     }

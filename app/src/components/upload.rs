@@ -1,0 +1,141 @@
+//! Image uploads from the browser (issue 34): files dropped on the block editor or the media
+//! page, or chosen with a file input, go to `POST /media/upload` as multipart form data (a
+//! server function cannot take them: its body limit is far below an image's).
+//!
+//! Only the browser build uploads; the server renders the same views with handlers that do
+//! nothing, so the event handlers below have an inert twin for `ssr`.
+
+use herald_types::Media;
+use leptos::prelude::*;
+
+/// What happened to one file: the view lists these under the drop zone.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UploadState {
+    Uploading(String),
+    Done(Media),
+    Failed { file_name: String, reason: String },
+}
+
+/// The image files of a drop (none when it carries no files, e.g. a block being moved).
+#[cfg(feature = "hydrate")]
+pub fn dropped_files(ev: &leptos::ev::DragEvent) -> Vec<web_sys::File> {
+    let Some(list) = ev.data_transfer().and_then(|d| d.files()) else { return Vec::new() };
+    (0..list.length()).filter_map(|i| list.get(i)).collect()
+}
+
+/// Whether a drag carries files (so the drop zone accepts it).
+#[cfg(feature = "hydrate")]
+pub fn drags_files(ev: &leptos::ev::DragEvent) -> bool {
+    ev.data_transfer().is_some_and(|d| d.types().includes(&"Files".into(), 0))
+}
+
+#[cfg(not(feature = "hydrate"))]
+pub fn drags_files(_: &leptos::ev::DragEvent) -> bool {
+    false
+}
+
+/// The files chosen in a file input.
+#[cfg(feature = "hydrate")]
+pub fn chosen_files(ev: &leptos::ev::Event) -> Vec<web_sys::File> {
+    use leptos::wasm_bindgen::JsCast;
+    let Some(input) = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok()) else {
+        return Vec::new();
+    };
+    let files: Vec<web_sys::File> =
+        input.files().map(|list| (0..list.length()).filter_map(|i| list.get(i)).collect()).unwrap_or_default();
+    // The same file can be chosen again after this.
+    input.set_value("");
+    files
+}
+
+/// Uploads each file of a drop, reporting every state change to `report` (by position in
+/// `states`, which this appends to).
+#[cfg(feature = "hydrate")]
+pub fn upload_dropped(ev: &leptos::ev::DragEvent, states: RwSignal<Vec<UploadState>>, done: Callback<Media>) {
+    upload_all(dropped_files(ev), states, done);
+}
+
+#[cfg(not(feature = "hydrate"))]
+pub fn upload_dropped(_: &leptos::ev::DragEvent, _: RwSignal<Vec<UploadState>>, _: Callback<Media>) {}
+
+#[cfg(feature = "hydrate")]
+pub fn upload_chosen(ev: &leptos::ev::Event, states: RwSignal<Vec<UploadState>>, done: Callback<Media>) {
+    upload_all(chosen_files(ev), states, done);
+}
+
+#[cfg(not(feature = "hydrate"))]
+pub fn upload_chosen(_: &leptos::ev::Event, _: RwSignal<Vec<UploadState>>, _: Callback<Media>) {}
+
+#[cfg(feature = "hydrate")]
+fn upload_all(files: Vec<web_sys::File>, states: RwSignal<Vec<UploadState>>, done: Callback<Media>) {
+    for file in files {
+        let name = file.name();
+        let at = states.with_untracked(Vec::len);
+        states.update(|s| s.push(UploadState::Uploading(name.clone())));
+        leptos::task::spawn_local(async move {
+            let state = match upload_image(&file).await {
+                Ok(media) => {
+                    done.run(media.clone());
+                    UploadState::Done(media)
+                }
+                Err(reason) => UploadState::Failed { file_name: name, reason },
+            };
+            states.update(|s| {
+                if let Some(slot) = s.get_mut(at) {
+                    *slot = state;
+                }
+            });
+        });
+    }
+}
+
+/// `POST /media/upload`: the stored image, or the reason it was refused (the server's words).
+#[cfg(feature = "hydrate")]
+async fn upload_image(file: &web_sys::File) -> Result<Media, String> {
+    use leptos::wasm_bindgen::JsCast;
+    use wasm_bindgen_futures::JsFuture;
+    let failed = || "The upload failed; check your connection and try again.".to_string();
+    let form = web_sys::FormData::new().map_err(|_| failed())?;
+    form.append_with_blob_and_filename("file", file, &file.name()).map_err(|_| failed())?;
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_body(&form);
+    let window = web_sys::window().ok_or_else(failed)?;
+    let response: web_sys::Response = JsFuture::from(window.fetch_with_str_and_init("/media/upload", &init))
+        .await
+        .map_err(|_| failed())?
+        .dyn_into()
+        .map_err(|_| failed())?;
+    let text = JsFuture::from(response.text().map_err(|_| failed())?)
+        .await
+        .ok()
+        .and_then(|t| t.as_string())
+        .unwrap_or_default();
+    if response.ok() {
+        return serde_json::from_str(&text).map_err(|_| failed());
+    }
+    // The API's error shape: the field's message when there is one.
+    let error: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    let reason = error["fields"]["file"].as_str().or_else(|| error["message"].as_str()).map(str::to_string);
+    Err(reason.unwrap_or_else(|| format!("The upload was refused ({}).", response.status())))
+}
+
+/// The uploads under a drop zone, one line each.
+#[component]
+pub fn UploadList(states: RwSignal<Vec<UploadState>>) -> impl IntoView {
+    view! {
+        <ul class="mt-2 space-y-1 text-sm" data-testid="uploads" aria-live="polite">
+            {move || states.get().into_iter().map(|s| match s {
+                UploadState::Uploading(name) => view! {
+                    <li class="text-slate-600">{format!("Uploading {name}…")}</li>
+                }.into_any(),
+                UploadState::Done(m) => view! {
+                    <li class="text-emerald-700">{format!("✓ {} ({} × {})", m.file_name, m.width, m.height)}</li>
+                }.into_any(),
+                UploadState::Failed { file_name, reason } => view! {
+                    <li class="text-red-700" role="alert">{format!("✗ {file_name}: {reason}")}</li>
+                }.into_any(),
+            }).collect_view()}
+        </ul>
+    }
+}
