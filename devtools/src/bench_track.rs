@@ -102,31 +102,7 @@ async fn measure(args: &TrackBench, env: &BenchEnv, owner: &sqlx::PgPool, tenant
     );
     let pg_before = crate::bench::postgres_cpu_seconds();
     let me_before = crate::bench::cpu_seconds("self");
-    let running = Arc::new(AtomicBool::new(true));
-    let started = Instant::now();
-    let clients: Vec<_> = (0..args.connections)
-        .map(|c| {
-            let (paths, running) = (paths.clone(), running.clone());
-            let base = base.clone();
-            let request = move |client: &reqwest::Client, i: usize| {
-                client
-                    .get(format!("{base}{}", paths[i % paths.len()]))
-                    .header("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) bench")
-            };
-            tokio::spawn(async move { crate::load::client(request, c * 7919, &[200, 302], running).await })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
-    running.store(false, Ordering::Relaxed);
-    let mut latencies: Vec<u32> = Vec::new();
-    let (mut ok, mut errors) = (0u64, 0u64);
-    for c in clients {
-        let (l, e) = c.await?;
-        ok += l.len() as u64;
-        errors += e;
-        latencies.extend(l);
-    }
-    let elapsed = started.elapsed().as_secs_f64();
+    let (ok, errors, latencies, elapsed) = hammer(&base, paths, args.connections, args.seconds, &[200, 302]).await?;
     // The books: wait until everything accepted is written (or counted lost).
     let drain_start = Instant::now();
     let get = HitCounters::get;
@@ -138,28 +114,17 @@ async fn measure(args: &TrackBench, env: &BenchEnv, owner: &sqlx::PgPool, tenant
     let drained_in = drain_start.elapsed().as_secs_f64();
     let pg_cpu = crate::bench::postgres_cpu_seconds() - pg_before;
     let me_cpu = crate::bench::cpu_seconds("self") - me_before;
+    let images = serve_images(args, env, tenant, &base).await?;
     served.stop.await?;
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM events WHERE campaign_id = $1")
         .bind(campaign)
         .fetch_one(owner)
         .await?;
-    latencies.sort_unstable();
-    let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or(0)
-    };
     println!(
         "load:        {ok} responses in {elapsed:.1} s = {:.0} hits/s ({errors} connection errors)",
         ok as f64 / elapsed
     );
-    println!(
-        "latency:     p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        pct(0.50) as f64 / 1000.0,
-        pct(0.99) as f64 / 1000.0,
-        latencies.last().copied().unwrap_or(0) as f64 / 1000.0
-    );
+    println!("latency:     {}", percentiles(latencies));
     println!(
         "books:       accepted {}, stored {}, dropped {}, discarded {}, lost {}; event rows {rows}; buffer drained {drained_in:.2} s after the load",
         get(&counters.accepted),
@@ -183,5 +148,86 @@ async fn measure(args: &TrackBench, env: &BenchEnv, owner: &sqlx::PgPool, tenant
         anyhow::bail!("{ok} hits answered but {accounted} accounted for (rows + drops)");
     }
     println!("check:       every hit accounted for (responses == rows stored + counted drops)");
+    println!("{images}");
     Ok(())
+}
+
+/// The image a campaign shows, fetched as Apple Mail Privacy Protection fetches it (every
+/// image of every message on arrival), on the same server right after the tracking load: the
+/// first request fills the cache, the rest are answered from it (issue 34).
+async fn serve_images(args: &TrackBench, env: &BenchEnv, tenant: TenantId, base: &str) -> anyhow::Result<String> {
+    use herald_engine::media;
+    let db = herald_engine::Db::connect(&env.app_database_url, 2).await?;
+    let image = media::prepare(include_bytes!("../../end2end/fixtures/tulips.png")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let bytes = image.bytes.len();
+    let stored = media::save(
+        &db,
+        &media::MediaStorage::Postgres,
+        base,
+        tenant,
+        None,
+        herald_engine::Role::Owner,
+        "bench.png",
+        image,
+        media::MediaQuota::default(),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let path = stored.url.strip_prefix(base).unwrap_or(&stored.url).to_string();
+    let (ok, errors, latencies, elapsed) = hammer(base, Arc::new(vec![path]), args.connections, args.seconds, &[200]).await?;
+    Ok(format!(
+        "images:      {ok} responses in {elapsed:.1} s = {:.0} image hits/s of a {bytes}-byte PNG from the cache ({errors} connection errors); latency {}",
+        ok as f64 / elapsed,
+        percentiles(latencies)
+    ))
+}
+
+/// `connections` keep-alive clients requesting `paths` in turn for `seconds`: the responses
+/// with an expected status, connection errors, their latencies (µs) and the time taken.
+async fn hammer(
+    base: &str,
+    paths: Arc<Vec<String>>,
+    connections: usize,
+    seconds: u64,
+    expected: &'static [u16],
+) -> anyhow::Result<(u64, u64, Vec<u32>, f64)> {
+    let running = Arc::new(AtomicBool::new(true));
+    let started = Instant::now();
+    let clients: Vec<_> = (0..connections)
+        .map(|c| {
+            let (paths, running) = (paths.clone(), running.clone());
+            let base = base.to_string();
+            let request = move |client: &reqwest::Client, i: usize| {
+                client
+                    .get(format!("{base}{}", paths[i % paths.len()]))
+                    .header("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) bench")
+            };
+            tokio::spawn(async move { crate::load::client(request, c * 7919, expected, running).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    running.store(false, Ordering::Relaxed);
+    let mut latencies: Vec<u32> = Vec::new();
+    let (mut ok, mut errors) = (0u64, 0u64);
+    for c in clients {
+        let (l, e) = c.await?;
+        ok += l.len() as u64;
+        errors += e;
+        latencies.extend(l);
+    }
+    Ok((ok, errors, latencies, started.elapsed().as_secs_f64()))
+}
+
+/// "p50 0.41 ms, p99 2.10 ms, max 9.80 ms" of latencies in µs.
+fn percentiles(mut latencies: Vec<u32>) -> String {
+    latencies.sort_unstable();
+    let at = |p: f64| {
+        latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1))).copied().unwrap_or(0)
+    };
+    format!(
+        "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        at(0.50) as f64 / 1000.0,
+        at(0.99) as f64 / 1000.0,
+        latencies.last().copied().unwrap_or(0) as f64 / 1000.0
+    )
 }

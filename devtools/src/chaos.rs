@@ -476,8 +476,17 @@ async fn create_campaign(db: &Db, tenant: TenantId, name: &str, lists: &[Uuid]) 
         from_email: "news@chaos.test".into(),
         from_name: "Chaos".into(),
         list_ids: lists.iter().map(|&l| l.into()).collect(),
-        body: "Hello {{ reader.name }}! A [link](https://example.com/a).\n\n[Unsubscribe]({{ unsubscribe_url }})"
-            .into(),
+        // Written in blocks (issue 34): the main campaign of every round goes through the MJML
+        // render, so the faults are survived by block campaigns too.
+        body_format: herald_types::BodyFormat::Blocks,
+        body: herald_types::BlockDocument {
+            version: herald_types::blocks::CURRENT_VERSION,
+            blocks: vec![
+                herald_types::Block::Paragraph { text: "Hello {{ reader.name }}! A [link](https://example.com/a).".into() },
+                herald_types::Block::Footer { text: "[Unsubscribe]({{ unsubscribe_url }})".into() },
+            ],
+        }
+        .to_json(),
         ..Default::default()
     };
     Ok(store::create(db, tenant, Role::Owner, &input).await?.id)

@@ -41,7 +41,8 @@ test("build a campaign from blocks: edit, add an image, reorder by keyboard and 
   // --- Drag an image file in: it is uploaded to the media library and becomes an image block
   // above the footer, served from Herald's own content-hashed address. ---
   await dropImage(page, page.getByTestId("block-editor"));
-  await expect(page.getByTestId("uploads")).toContainText("✓ tulips.png (320 × 160)", { timeout: 20_000 });
+  // The editor's own upload list is its last (each image block has one too).
+  await expect(page.getByTestId("uploads").last()).toContainText("✓ tulips.png (320 × 160)", { timeout: 20_000 });
   await expect.poll(() => kinds(page)).toEqual(["heading", "paragraph", "button", "image", "footer"]);
   const image = block(page, "image");
   await expect(image.getByLabel("Image address", { exact: true })).toHaveValue(
@@ -131,7 +132,8 @@ test("switching an untouched starter to Markdown asks nothing; edited blocks ask
   // Edited: a dismissed confirmation keeps the blocks.
   await block(page, "paragraph").getByLabel("Text", { exact: true }).fill("Kept as written.");
   page.once("dialog", (d) => d.dismiss());
-  await page.getByRole("radio", { name: "Markdown" }).check();
+  // `click`, not `check`: the radio is meant to stay unchecked.
+  await page.getByRole("radio", { name: "Markdown" }).click();
   await expect(page.getByRole("radio", { name: "Blocks" })).toBeChecked();
   await expect(page.getByTestId("block-editor")).toBeVisible();
   // Accepted: the blocks become Markdown.

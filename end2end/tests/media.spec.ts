@@ -1,6 +1,7 @@
 // The media library page (issue 34): upload images with the file picker and by dropping them,
 // see each with its size and permanent address, a refused file with the reason, the storage
 // used, and delete one after a confirmation; the image's address stops answering.
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, dropImage } from "./helpers";
 
@@ -11,7 +12,7 @@ test("upload, list and delete images in the media library", async ({ page }) => 
 
   // The file picker: one image, and one file that is not an image.
   await page.getByLabel("Upload images").setInputFiles([
-    join(__dirname, "../fixtures/tulips.png"),
+    { name: "tulips.png", mimeType: "image/png", buffer: readFileSync(join(__dirname, "../fixtures/tulips.png")) },
     { name: "notes.png", mimeType: "image/png", buffer: Buffer.from("not an image at all") },
   ]);
   const uploads = page.getByTestId("uploads");

@@ -298,7 +298,8 @@ fn BlockCard(doc: Doc, entry: Entry) -> impl IntoView {
                 }
             }>
             <div class="flex items-center gap-1 border-b border-slate-100 px-1 py-1">
-                <button type="button" id=handle_id(key) draggable="true"
+                // A focusable element, not a <button>: browsers do not start a drag from a form control.
+                <div id=handle_id(key) draggable="true" role="button" tabindex="0"
                     class="inline-flex h-11 w-11 cursor-grab items-center justify-center rounded-md text-lg text-slate-500 hover:bg-slate-100 active:cursor-grabbing"
                     aria-label=format!("Move the {} block: drag it, or press Alt+Up or Alt+Down", label.to_lowercase())
                     title="Drag to move (or Alt+↑/↓)"
@@ -308,7 +309,7 @@ fn BlockCard(doc: Doc, entry: Entry) -> impl IntoView {
                     }
                     on:dragend=move |_| doc.dragging.set(None)>
                     <span aria-hidden="true">"⠿"</span>
-                </button>
+                </div>
                 <span class="text-xs font-semibold tracking-wide text-slate-500 uppercase">{label}</span>
                 <span class="ml-auto"></span>
                 <button type="button" class="inline-flex h-11 w-11 items-center justify-center rounded-md text-slate-600 hover:bg-slate-100 disabled:opacity-40"
