@@ -638,7 +638,8 @@ async fn stage_costs(
         let name = format!("Reader {i}");
         let unsubscribe = format!("https://bench.herald.test/u/{i:075}");
         let recipient = Recipient { email: &email, name: &name, attributes: &attributes };
-        let ctx = MessageContext { unsubscribe_url: &unsubscribe };
+        let web = format!("https://bench.herald.test/v/{i:0140}");
+        let ctx = MessageContext { unsubscribe_url: &unsubscribe, web_version_url: &web };
         let t = Instant::now();
         let mut parts = compiled.render_body(&recipient, &ctx).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
         t_render += t.elapsed().as_secs_f64();

@@ -158,7 +158,8 @@ async fn measure(args: &TrackBench, env: &BenchEnv, owner: &sqlx::PgPool, tenant
 async fn serve_images(args: &TrackBench, env: &BenchEnv, tenant: TenantId, base: &str) -> anyhow::Result<String> {
     use herald_engine::media;
     let db = herald_engine::Db::connect(&env.app_database_url, 2).await?;
-    let image = media::prepare(include_bytes!("../../end2end/fixtures/tulips.png")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let image =
+        media::prepare(include_bytes!("../../end2end/fixtures/tulips.png")).map_err(|e| anyhow::anyhow!("{e}"))?;
     let bytes = image.bytes.len();
     let stored = media::save(
         &db,
@@ -174,7 +175,8 @@ async fn serve_images(args: &TrackBench, env: &BenchEnv, tenant: TenantId, base:
     .await
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let path = stored.url.strip_prefix(base).unwrap_or(&stored.url).to_string();
-    let (ok, errors, latencies, elapsed) = hammer(base, Arc::new(vec![path]), args.connections, args.seconds, &[200]).await?;
+    let (ok, errors, latencies, elapsed) =
+        hammer(base, Arc::new(vec![path]), args.connections, args.seconds, &[200]).await?;
     Ok(format!(
         "images:      {ok} responses in {elapsed:.1} s = {:.0} image hits/s of a {bytes}-byte PNG from the cache ({errors} connection errors); latency {}",
         ok as f64 / elapsed,
@@ -222,7 +224,10 @@ async fn hammer(
 fn percentiles(mut latencies: Vec<u32>) -> String {
     latencies.sort_unstable();
     let at = |p: f64| {
-        latencies.get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1))).copied().unwrap_or(0)
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
     };
     format!(
         "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",

@@ -482,7 +482,9 @@ async fn create_campaign(db: &Db, tenant: TenantId, name: &str, lists: &[Uuid]) 
         body: herald_types::BlockDocument {
             version: herald_types::blocks::CURRENT_VERSION,
             blocks: vec![
-                herald_types::Block::Paragraph { text: "Hello {{ reader.name }}! A [link](https://example.com/a).".into() },
+                herald_types::Block::Paragraph {
+                    text: "Hello {{ reader.name }}! A [link](https://example.com/a).".into(),
+                },
                 herald_types::Block::Footer { text: "[Unsubscribe]({{ unsubscribe_url }})".into() },
             ],
         }

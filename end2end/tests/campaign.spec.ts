@@ -147,8 +147,10 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   }
 
   // --- The progress view links to the stats page. ---
-  const statsPath = `${new URL(page.url()).pathname}/stats`;
+  const sentPath = new URL(page.url()).pathname;
+  const statsPath = `${sentPath}/stats`;
   await expect(page.getByTestId("stats-link")).toHaveAttribute("href", statsPath);
+
 
   // --- Ada reads her copy (as caught in the dev inbox): her mail client loads the pixel, and
   // she follows the link. Requested directly rather than through the inbox page's preview
@@ -230,4 +232,12 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   await expect(page.getByTestId("campaigns-no-match")).toBeVisible();
   await page.getByRole("link", { name: "Clear" }).click();
   await expect(page.getByTestId("campaign-row")).toHaveCount(2);
+
+  // --- A sent campaign can be duplicated into a new draft with what was written (issue 34). ---
+  await gotoHydrated(page, sentPath);
+  await page.getByTestId("duplicate-button").click();
+  await expect(page).not.toHaveURL(new RegExp(`${sentPath}$`));
+  await expect(page.getByRole("heading", { level: 1, name: "November issue (copy)" })).toBeVisible();
+  await expect(page.getByLabel("Body", { exact: true })).toHaveValue(/This is the November issue of the Weekly\./);
+  await expect(page.getByRole("checkbox", { name: /Weekly/ })).toBeChecked();
 });

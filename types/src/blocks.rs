@@ -157,9 +157,9 @@ impl Block {
             "social" => Block::Social { links: vec![SocialLink { label: "Website".into(), url: "https://".into() }] },
             "html" => Block::Html { html: "<p></p>".into() },
             "footer" => Block::Footer {
-                text:
-                    "You get this because you subscribed to {{ workspace.name }}. [Unsubscribe]({{ unsubscribe_url }})"
-                        .into(),
+                text: "You get this because you subscribed to {{ workspace.name }}. \
+                       [View in your browser]({{ web_version_url }}) · [Unsubscribe]({{ unsubscribe_url }})"
+                    .into(),
             },
             _ => return None,
         })

@@ -112,13 +112,27 @@ impl Composer {
         campaign_unsubscribe_url(&self.signer, &self.base_url, self.tenant, reader, self.list, Some(self.campaign.id))
     }
 
+    /// This reader's web version, when the mail links it (signing a token per message costs
+    /// nothing otherwise).
+    pub fn web_version_url(&self, reader: i64) -> String {
+        if self.compiled.uses_web_version() {
+            super::web_version::url(&self.signer, &self.base_url, self.tenant, self.campaign.id, reader)
+        } else {
+            String::new()
+        }
+    }
+
     /// Renders every reader of a batch in one round trip to the template sandbox, in order.
     /// `unsubscribe[i]` is reader i's [`Self::unsubscribe_url`].
     pub async fn render(&self, readers: &[Reader<'_>], unsubscribe: &[String]) -> crate::Result<Vec<RenderedParts>> {
         let recipients: Vec<Recipient<'_>> =
             readers.iter().map(|r| Recipient { email: r.email, name: r.name, attributes: r.attributes }).collect();
-        let contexts: Vec<MessageContext<'_>> =
-            unsubscribe.iter().map(|u| MessageContext { unsubscribe_url: u }).collect();
+        let web: Vec<String> = readers.iter().map(|r| self.web_version_url(r.id)).collect();
+        let contexts: Vec<MessageContext<'_>> = unsubscribe
+            .iter()
+            .zip(&web)
+            .map(|(u, w)| MessageContext { unsubscribe_url: u, web_version_url: w })
+            .collect();
         let batch: Vec<_> = readers.iter().enumerate().map(|(i, r)| (&recipients[i], &contexts[i], r.feed)).collect();
         Ok(self.compiled.render_bodies(&batch).await?)
     }
@@ -142,7 +156,8 @@ impl Composer {
         link_id: impl Fn(&str) -> Option<i64>,
     ) -> Result<Vec<u8>> {
         let c = &self.campaign;
-        let ctx = MessageContext { unsubscribe_url: &unsubscribe };
+        // Rendering is done: the layout only needs the unsubscribe link (for the footer).
+        let ctx = MessageContext { unsubscribe_url: &unsubscribe, web_version_url: "" };
         let rendered = match &self.tracking {
             None => self.compiled.assemble(parts, &ctx, None),
             Some(t) => {

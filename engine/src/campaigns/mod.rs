@@ -16,3 +16,4 @@ pub mod stats;
 pub mod store;
 pub mod tally;
 pub mod warmup;
+pub mod web_version;

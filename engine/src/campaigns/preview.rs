@@ -18,6 +18,14 @@ use crate::sending::smtp::SmtpConnection;
 use crate::sending::template_sandbox::Turn;
 
 pub const MAX_TEST_ADDRESSES: usize = 5;
+
+/// Where `{{ web_version_url }}` points in a preview or a test: no reader's copy, a page that
+/// says what the link does.
+pub fn preview_web_version_url(base_url: &str) -> String {
+    format!("{}/v/{PREVIEW_WEB_VERSION_TOKEN}", base_url.trim_end_matches('/'))
+}
+
+pub const PREVIEW_WEB_VERSION_TOKEN: &str = "preview";
 /// Test emails one workspace may send per hour (in bursts of up to [`TEST_SEND_BURST`]): enough
 /// to check a newsletter many times, too few to make "send test" a way around campaigns.
 pub const TEST_SENDS_PER_HOUR: f64 = 60.0;
@@ -41,13 +49,17 @@ pub struct PreviewMessage {
 }
 
 /// A stand-in reader when the workspace has none yet (or the author picks none).
-struct Sample {
+pub(super) struct Sample {
     email: String,
     name: String,
     attributes: Value,
 }
 
-async fn load_context(db: &Db, tenant: TenantId, reader: Option<i64>) -> Result<(message::Workspace, Sample)> {
+pub(super) async fn load_context(
+    db: &Db,
+    tenant: TenantId,
+    reader: Option<i64>,
+) -> Result<(message::Workspace, Sample)> {
     let mut tx = db.tenant_tx(tenant).await?;
     let (name, postal_address): (String, String) =
         sqlx::query_as("SELECT name, postal_address FROM tenants WHERE id = $1")
@@ -76,12 +88,13 @@ async fn load_context(db: &Db, tenant: TenantId, reader: Option<i64>) -> Result<
     Ok((message::Workspace { name, postal_address }, sample))
 }
 
-async fn render_as(
+pub(super) async fn render_as(
     tenant: TenantId,
     campaign: &Campaign,
     workspace: &message::Workspace,
     reader: &Sample,
     unsubscribe: &str,
+    web_version: &str,
 ) -> Result<Result<Rendered, String>> {
     let turn = Turn::request(tenant);
     let compiled = match CompiledCampaign::compile(&super::store::content(campaign), workspace, turn).await? {
@@ -89,7 +102,8 @@ async fn render_as(
         Err(e) => return Ok(Err(e.to_string())),
     };
     let recipient = Recipient { email: &reader.email, name: &reader.name, attributes: &reader.attributes };
-    let rendered = compiled.render(&recipient, &MessageContext { unsubscribe_url: unsubscribe }).await?;
+    let ctx = MessageContext { unsubscribe_url: unsubscribe, web_version_url: web_version };
+    let rendered = compiled.render(&recipient, &ctx).await?;
     Ok(rendered.map_err(|e| e.to_string()))
 }
 
@@ -107,7 +121,7 @@ pub async fn preview(
     let unsubscribe = preview_unsubscribe_url(base_url);
     let as_reader =
         if sample.name.is_empty() { sample.email.clone() } else { format!("{} <{}>", sample.name, sample.email) };
-    Ok(match render_as(tenant, &c, &workspace, &sample, &unsubscribe).await? {
+    Ok(match render_as(tenant, &c, &workspace, &sample, &unsubscribe, &preview_web_version_url(base_url)).await? {
         Ok(r) => PreviewOutcome {
             rendered: Some(PreviewMessage { subject: r.subject, html: r.html, text: r.text }),
             error: None,
@@ -203,8 +217,9 @@ pub async fn test_send(
     tokio::time::sleep(wait.min(Duration::from_secs(10))).await;
     let dkim = crate::sending::domains::dkim_signer(db, signer, tenant, &identity, &c.from_email).await?;
     let unsubscribe = preview_unsubscribe_url(base_url);
-    let rendered =
-        render_as(tenant, &c, &workspace, &sample, &unsubscribe).await?.map_err(|e| Error::invalid(e.to_string()))?;
+    let rendered = render_as(tenant, &c, &workspace, &sample, &unsubscribe, &preview_web_version_url(base_url))
+        .await?
+        .map_err(|e| Error::invalid(e.to_string()))?;
     let rendered = Rendered { subject: format!("[Test] {}", rendered.subject), ..rendered };
     let domain = c.from_email.rsplit_once('@').map(|(_, d)| d.to_string()).unwrap_or_default();
     let mut conn: Option<SmtpConnection> = None;

@@ -219,6 +219,40 @@ pub async fn get(db: &Db, tenant: TenantId, id: CampaignId) -> Result<Campaign> 
     Ok(c)
 }
 
+/// A new draft with what the author wrote in `id`, in any state (a sent campaign is the usual
+/// one, issue 34): its content, sender, audience, tracking and A/B versions, named "… (copy)";
+/// not its schedule, repetition, feed or history. An automation's mail is not a campaign to copy.
+pub async fn duplicate(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
+    role.require(Role::Author)?;
+    let original = get(db, tenant, id).await?;
+    if original.automation_id.is_some() {
+        return Err(Error::NotFound);
+    }
+    let name: String = format!("{} (copy)", original.name.trim()).chars().take(200).collect();
+    let input = CampaignInput {
+        name,
+        subject: original.subject,
+        preheader: original.preheader,
+        identity_id: original.identity_id,
+        from_name: original.from_name,
+        from_email: original.from_email,
+        reply_to: original.reply_to,
+        list_ids: original.list_ids,
+        attribute_filter: original.attribute_filter,
+        segment_ids: original.segment_ids,
+        exclude_segment_id: original.exclude_segment_id,
+        body_format: original.body_format,
+        body: original.body,
+        spread_hours: original.spread_hours,
+        tracking: original.tracking,
+        recurrence: None,
+        feed: FeedSource::None,
+        feed_url: String::new(),
+        ab_test: original.ab_test,
+    };
+    create(db, tenant, role, &input).await
+}
+
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<Campaign>> {
     search(db, tenant, &herald_types::CampaignQuery { limit, ..Default::default() }).await

@@ -48,4 +48,5 @@ mod tracking;
 mod transactional;
 mod two_factor;
 mod warmup;
+mod web_version;
 mod webhooks;

@@ -104,3 +104,46 @@ async fn a_resend_reaches_exactly_the_readers_who_did_not_open() -> TestResult {
     assert_eq!(status, StatusCode::OK);
     Ok(())
 }
+
+/// Issue 34: a sent block campaign duplicated into a draft with what was written (its blocks,
+/// sender, lists, tracking), not its history; another workspace's id is a 404.
+#[tokio::test]
+async fn a_sent_campaign_is_duplicated_into_a_draft() -> TestResult {
+    let app = spawn_app().await;
+    let (api, list) = workspace_with_readers(&app, "duplicate@example.com", 2).await;
+    let blocks = herald_types::BlockDocument::default().to_json();
+    let (status, original) = api
+        .post(
+            "/api/v1/campaigns",
+            json!({"name": "Spring", "subject": "Spring for {{ reader.name }}", "list_ids": [list],
+                   "body_format": "blocks", "body": blocks, "tracking": "anonymous"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{original}");
+    let id = original["id"].as_str().expect("id").to_string();
+    let (status, body) = api.post(&format!("/api/v1/campaigns/{id}/send"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    wait_for_status(&api, &id, "sent", Duration::from_secs(60)).await;
+
+    let (status, copy) = api.post(&format!("/api/v1/campaigns/{id}/duplicate"), json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{copy}");
+    assert_ne!(copy["id"], original["id"]);
+    assert_eq!(copy["name"], "Spring (copy)");
+    assert_eq!(copy["status"], "draft");
+    for field in ["subject", "body_format", "body", "list_ids", "tracking", "from_email"] {
+        assert_eq!(copy[field], original[field], "{field}");
+    }
+    assert_eq!((copy["recipients"].as_i64(), copy["started_at"].is_null()), (Some(0), true), "no history: {copy}");
+    // The copy sends like any draft.
+    let copy_id = copy["id"].as_str().expect("id").to_string();
+    let (status, body) = api.post(&format!("/api/v1/campaigns/{copy_id}/send"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    wait_for_status(&api, &copy_id, "sent", Duration::from_secs(60)).await;
+    assert!(app.sink.wait_for_count(4, Duration::from_secs(10)).await, "two readers, twice");
+
+    let (other, _) = app.owner_with_workspace("other-duplicate@example.com", "Other").await;
+    let other = Api::for_owner(&app, &other).await;
+    let (status, _) = other.post(&format!("/api/v1/campaigns/{id}/duplicate"), json!({})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    Ok(())
+}

@@ -3,7 +3,7 @@
 //! [`herald_types::BlockDocument`] and writes it, as JSON, into the form's `body` after every
 //! change, so the editor's autosave, preview and test send work unchanged.
 //!
-//! Blocks are reordered by dragging their handle (HTML drag and drop) or, with the keyboard, by
+//! Blocks are reordered by dragging their handle (pointer events, so touch works too) or, with the keyboard, by
 //! Alt+↑/↓ anywhere inside a block. Undo and redo keep whole-document snapshots: one before each
 //! add, move, duplicate or delete, and one each time a field is entered, so typing in a field
 //! undoes as one step.
@@ -37,8 +37,9 @@ struct Doc {
     redo: StoredValue<Vec<Vec<Block>>>,
     /// How many steps each stack holds, for the buttons.
     history: RwSignal<(usize, usize)>,
-    /// The block being dragged.
+    /// The block being dragged, and the one under the pointer.
     dragging: RwSignal<Option<u64>>,
+    drop_target: RwSignal<Option<u64>>,
     form: Form,
 }
 
@@ -51,6 +52,7 @@ impl Doc {
             redo: StoredValue::new(Vec::new()),
             history: RwSignal::new((0, 0)),
             dragging: RwSignal::new(None),
+            drop_target: RwSignal::new(None),
             form,
         };
         let entries = blocks.into_iter().map(|b| doc.entry(b)).collect();
@@ -128,6 +130,10 @@ impl Doc {
 
     fn position(&self, key: u64) -> Option<usize> {
         self.entries.with(|e| e.iter().position(|x| x.key == key))
+    }
+
+    fn position_untracked(&self, key: u64) -> Option<usize> {
+        self.entries.with_untracked(|e| e.iter().position(|x| x.key == key))
     }
 
     fn move_to(&self, key: u64, to: usize) {
@@ -263,7 +269,8 @@ fn BlockCard(doc: Doc, entry: Entry) -> impl IntoView {
     let last = Memo::new(move |_| doc.entries.with(Vec::len).saturating_sub(1));
     let label = entry.block.with_untracked(Block::label);
     let kind = entry.block.with_untracked(kind_of);
-    let drop_here = RwSignal::new(false);
+    let drop_here = move || doc.drop_target.get() == Some(key);
+    let handle = NodeRef::<html::Div>::new();
     let path = Signal::derive(move || format!("body.blocks.{}", index.get()));
     let moved = move |up: bool| {
         doc.move_by(key, up);
@@ -271,7 +278,7 @@ fn BlockCard(doc: Doc, entry: Entry) -> impl IntoView {
     };
     view! {
         <li data-testid="block" data-kind=kind
-            class=move || if drop_here.get() {
+            class=move || if drop_here() {
                 "rounded-lg border-2 border-indigo-400 bg-white"
             } else {
                 "rounded-lg border border-slate-200 bg-white"
@@ -282,32 +289,45 @@ fn BlockCard(doc: Doc, entry: Entry) -> impl IntoView {
                     moved(ev.key() == "ArrowUp");
                 }
             }
-            on:dragover=move |ev| {
-                if doc.dragging.get_untracked().is_some_and(|k| k != key) {
-                    ev.prevent_default();
-                    drop_here.set(true);
-                }
-            }
-            on:dragleave=move |_| drop_here.set(false)
-            on:drop=move |ev| {
-                ev.prevent_default();
-                drop_here.set(false);
-                if let Some(from) = doc.dragging.get_untracked() {
-                    doc.dragging.set(None);
-                    doc.move_to(from, index.get_untracked());
-                }
-            }>
+            data-block-key=key.to_string()>
             <div class="flex items-center gap-1 border-b border-slate-100 px-1 py-1">
-                // A focusable element, not a <button>: browsers do not start a drag from a form control.
-                <div id=handle_id(key) draggable="true" role="button" tabindex="0"
-                    class="inline-flex h-11 w-11 cursor-grab items-center justify-center rounded-md text-lg text-slate-500 hover:bg-slate-100 active:cursor-grabbing"
+                // Dragged with pointer events (mouse, pen and touch alike; HTML drag and drop
+                // does not work on phones): the handle captures the pointer, the block under it
+                // is the drop target, releasing moves the block there.
+                <div id=handle_id(key) node_ref=handle role="button" tabindex="0"
+                    class="inline-flex h-11 w-11 cursor-grab touch-none items-center justify-center rounded-md text-lg text-slate-500 select-none hover:bg-slate-100 active:cursor-grabbing"
                     aria-label=format!("Move the {} block: drag it, or press Alt+Up or Alt+Down", label.to_lowercase())
                     title="Drag to move (or Alt+↑/↓)"
-                    on:dragstart=move |ev| {
+                    on:pointerdown=move |ev| {
+                        if ev.button() != 0 {
+                            return;
+                        }
+                        ev.prevent_default();
+                        if let Some(el) = handle.get_untracked() {
+                            let _ = el.set_pointer_capture(ev.pointer_id());
+                        }
                         doc.dragging.set(Some(key));
-                        set_drag_data(&ev);
                     }
-                    on:dragend=move |_| doc.dragging.set(None)>
+                    on:pointermove=move |ev| {
+                        if doc.dragging.get_untracked() == Some(key) {
+                            doc.drop_target.set(block_under(ev.client_x(), ev.client_y()).filter(|k| *k != key));
+                        }
+                    }
+                    on:pointerup=move |ev| {
+                        if doc.dragging.get_untracked() != Some(key) {
+                            return;
+                        }
+                        let target = block_under(ev.client_x(), ev.client_y());
+                        doc.dragging.set(None);
+                        doc.drop_target.set(None);
+                        if let Some(to) = target.filter(|k| *k != key).and_then(|k| doc.position_untracked(k)) {
+                            doc.move_to(key, to);
+                        }
+                    }
+                    on:pointercancel=move |_| {
+                        doc.dragging.set(None);
+                        doc.drop_target.set(None);
+                    }>
                     <span aria-hidden="true">"⠿"</span>
                 </div>
                 <span class="text-xs font-semibold tracking-wide text-slate-500 uppercase">{label}</span>
@@ -330,17 +350,12 @@ fn BlockCard(doc: Doc, entry: Entry) -> impl IntoView {
     }
 }
 
-/// Firefox starts a drag only when it carries data; Chromium and Safari need nothing.
-#[cfg(feature = "hydrate")]
-fn set_drag_data(ev: &leptos::ev::DragEvent) {
-    if let Some(data) = ev.data_transfer() {
-        let _ = data.set_data("text/plain", "block");
-        data.set_effect_allowed("move");
-    }
+/// The key of the block at a point of the window, if any.
+fn block_under(x: i32, y: i32) -> Option<u64> {
+    let element = document().element_from_point(x as f32, y as f32)?;
+    let block = element.closest("[data-block-key]").ok()??;
+    block.get_attribute("data-block-key")?.parse().ok()
 }
-
-#[cfg(not(feature = "hydrate"))]
-fn set_drag_data(_: &leptos::ev::DragEvent) {}
 
 /// The serialized `type` of a block (for tests and styling).
 fn kind_of(b: &Block) -> &'static str {

@@ -209,27 +209,32 @@ pub fn PreviewBody(p: PreviewView, mode: RwSignal<PreviewMode>) -> impl IntoView
     }
     let html = p.html;
     let text = p.text;
+    let plain = Memo::new(move |_| mode.get() == PreviewMode::Plain);
     view! {
         <div class="rounded-lg border border-slate-200">
             <div class="border-b border-slate-200 bg-slate-50 px-3 py-2 text-sm">
                 <span class="text-slate-500">"Subject: "</span>
                 <span class="font-medium text-slate-900" data-testid="preview-subject">{p.subject}</span>
             </div>
-            {move || if mode.get() == PreviewMode::Plain {
+            {move || if plain.get() {
                 view! {
                     <pre class="h-[36rem] overflow-auto p-4 font-mono text-xs whitespace-pre-wrap text-slate-800" data-testid="preview-text">{text.clone()}</pre>
                 }.into_any()
             } else {
                 // The tenant's HTML stays in a sandboxed frame (no scripts, no same-origin
-                // access): never in the app's own DOM.
-                // A phone is 390 CSS pixels wide: the frame is too, so the mail's own media
-                // queries (columns stacking) apply as on the phone.
-                let phone = mode.get() == PreviewMode::Phone;
+                // access): never in the app's own DOM. A phone is 390 CSS pixels wide: the frame
+                // is too, so the mail's own media queries (columns stacking) apply as on a phone.
+                // Switching width restyles the same frame rather than loading it again.
+                let phone = move || mode.get() == PreviewMode::Phone;
                 view! {
-                    <div class=if phone { "flex justify-center bg-slate-100 py-3" } else { "" }>
+                    <div class=move || if phone() { "flex justify-center bg-slate-100 py-3" } else { "" }>
                         <iframe sandbox="" srcdoc=html.clone() title="Email preview" data-testid="preview-frame"
-                            data-width=if phone { "phone" } else { "desktop" }
-                            class=if phone { "block h-[36rem] w-[390px] max-w-full bg-white shadow" } else { "block h-[36rem] w-full rounded-b-lg bg-white" }></iframe>
+                            data-width=move || if phone() { "phone" } else { "desktop" }
+                            class=move || if phone() {
+                                "block h-[36rem] w-[390px] max-w-full bg-white shadow"
+                            } else {
+                                "block h-[36rem] w-full rounded-b-lg bg-white"
+                            }></iframe>
                     </div>
                 }.into_any()
             }}

@@ -1,6 +1,6 @@
-//! Resend to non-openers on the campaign page: on a sent campaign, "Send again to readers who
-//! did not open" makes a new draft (optionally with a new subject) and opens it; both campaigns
-//! link to each other.
+//! New drafts from a campaign, on its page: on a sent campaign, "Send again to readers who did
+//! not open" makes a resend draft (optionally with a new subject) and opens it, and both
+//! campaigns link to each other; "Duplicate" copies any campaign into a new draft (issue 34).
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_navigate;
@@ -23,8 +23,17 @@ pub async fn resend_to_non_openers(
     Ok(resend::create(&m.state.db, m.tenant, m.role, id, &input).await?.id)
 }
 
-/// Links between a resend and its original, and (for authors, on a sent campaign that tracked
-/// readers) the button that makes a resend.
+/// Makes a draft copy of `id`; returns the new campaign's id.
+#[server(prefix = "/rpc", endpoint = "duplicate_campaign")]
+pub async fn duplicate_campaign(id: CampaignId) -> Result<CampaignId, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, campaigns::store};
+    let m = require_role(Role::Author).await?;
+    Ok(store::duplicate(&m.state.db, m.tenant, m.role, id).await?.id)
+}
+
+/// Links between a resend and its original, and for authors the buttons that make a new draft
+/// from this campaign (a resend needs it sent with per-reader tracking).
 #[component]
 pub fn ResendLinks(c: Campaign, can_act: bool) -> impl IntoView {
     let offer = can_act && c.status == CampaignStatus::Sent && c.tracking == TrackingMode::On;
@@ -48,6 +57,7 @@ pub fn ResendLinks(c: Campaign, can_act: bool) -> impl IntoView {
                 }).collect_view()}
             })}
             {offer.then(|| view! { <ResendButton id=id subject=c.subject.clone()/> })}
+            {can_act.then(|| view! { <DuplicateButton id=id/> })}
         </div>
     }
 }
@@ -82,5 +92,24 @@ fn ResendButton(id: CampaignId, subject: String) -> impl IntoView {
                 "Count opens by privacy proxies as opens (leave those readers out too)"
             </label>
         </ConfirmDialog>
+    }
+}
+
+#[component]
+fn DuplicateButton(id: CampaignId) -> impl IntoView {
+    let duplicate = ServerAction::<DuplicateCampaign>::new();
+    let navigate = use_navigate();
+    Effect::new(move |_| {
+        if let Some(Ok(made)) = duplicate.value().get() {
+            navigate(&format!("/campaigns/{made}"), Default::default());
+        }
+    });
+    view! {
+        <button type="button" class="btn-secondary" data-testid="duplicate-button"
+            disabled=move || duplicate.pending().get()
+            on:click=move |_| { duplicate.dispatch(DuplicateCampaign { id }); }>
+            "Duplicate as a new draft"
+        </button>
+        <ActionError value=duplicate.value()/>
     }
 }

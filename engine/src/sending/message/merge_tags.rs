@@ -12,8 +12,14 @@ use minijinja::Environment;
 use super::template::{BODY, PREHEADER, SUBJECT};
 
 /// Every name a campaign can use, as `{{ … }}` writes it.
-pub const KNOWN_NAMES: &[&str] =
-    &["reader.email", "reader.name", "unsubscribe_url", "workspace.name", "workspace.postal_address"];
+pub const KNOWN_NAMES: &[&str] = &[
+    "reader.email",
+    "reader.name",
+    "unsubscribe_url",
+    "web_version_url",
+    "workspace.name",
+    "workspace.postal_address",
+];
 
 /// Names under which any key may exist: a reader's attributes differ per reader, and a
 /// recurring edition's feed is whatever the feed returns.

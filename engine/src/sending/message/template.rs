@@ -16,6 +16,8 @@ pub struct CompiledCampaign {
     turn: Turn,
     format: BodyFormat,
     has_preheader: bool,
+    /// A template mentions `web_version_url`: only then is each reader's link made.
+    uses_web_version: bool,
     /// `{ name, postal_address }`, built once.
     workspace: Value,
     /// Non-empty address lines, raw and HTML-escaped, to check whether the body already has them.
@@ -44,6 +46,8 @@ impl CompiledCampaign {
             Ok(body) => body.into_owned(),
             Err(e) => return Ok(Err(e)),
         };
+        let uses_web_version =
+            [&content.subject, &content.preheader, &body].iter().any(|t| t.contains("web_version_url"));
         let parsed = TemplateSet::parse(
             Dialect::Campaign { markdown: content.format == BodyFormat::Markdown },
             vec![(SUBJECT, content.subject.clone()), (PREHEADER, content.preheader.clone()), (BODY, body)],
@@ -67,6 +71,7 @@ impl CompiledCampaign {
             turn,
             format: content.format,
             has_preheader: !content.preheader.trim().is_empty(),
+            uses_web_version,
             workspace: Value::from_serialize(workspace),
             address_lines,
             address_html,
@@ -77,7 +82,13 @@ impl CompiledCampaign {
         // attribute) only fail the readers they concern.
         let sample_attributes = serde_json::Value::Object(serde_json::Map::new());
         let sample = Recipient { email: "reader@example.com", name: "", attributes: &sample_attributes };
-        let vars = compiled.vars(&sample, &MessageContext { unsubscribe_url: "https://example.com/unsubscribe" });
+        let vars = compiled.vars(
+            &sample,
+            &MessageContext {
+                unsubscribe_url: "https://example.com/unsubscribe",
+                web_version_url: "https://example.com/v/sample",
+            },
+        );
         for outcome in compiled.templates.render(turn, &[SUBJECT, PREHEADER, BODY], &vars).await? {
             if let Err(RenderFailure { error, mistake: true }) = outcome {
                 return Ok(Err(error));
@@ -88,6 +99,11 @@ impl CompiledCampaign {
 
     pub fn format(&self) -> BodyFormat {
         self.format
+    }
+
+    /// Whether the mail links each reader's web version (so the sender must make the links).
+    pub fn uses_web_version(&self) -> bool {
+        self.uses_web_version
     }
 
     /// Renders the message for one reader.
@@ -193,6 +209,7 @@ impl CompiledCampaign {
                 fields: Attributes(recipient.attributes),
             },
             unsubscribe_url => ctx.unsubscribe_url,
+            web_version_url => ctx.web_version_url,
             workspace => self.workspace.clone(),
         }
     }

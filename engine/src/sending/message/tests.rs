@@ -11,6 +11,7 @@ fn content(format: BodyFormat, subject: &str, body: &str) -> CampaignContent {
 }
 
 const UNSUB: &str = "https://herald.example/u/abc123?l=9&x=1";
+const WEB: &str = "https://herald.example/v/web123";
 
 /// Runs a render on a runtime of its own: these tests are synchronous, renders are not.
 fn block<T>(f: impl std::future::Future<Output = Result<T, Busy>>) -> T {
@@ -25,7 +26,7 @@ fn compile(c: &CampaignContent) -> Result<CompiledCampaign, TemplateError> {
 fn render(c: &CampaignContent, name: &str, attrs: serde_json::Value) -> anyhow::Result<Rendered> {
     let r = Recipient { email: "ada@example.org", name, attributes: &attrs };
     let compiled = compile(c)?;
-    Ok(block(compiled.render(&r, &MessageContext { unsubscribe_url: UNSUB }))?)
+    Ok(block(compiled.render(&r, &MessageContext { unsubscribe_url: UNSUB, web_version_url: WEB }))?)
 }
 
 fn envelope() -> Envelope {
@@ -272,7 +273,7 @@ fn template_errors_have_field_line_and_column() -> anyhow::Result<()> {
     let c = content(BodyFormat::Html, "x", "{{ reader.attributes.tags | length }} tags");
     let compiled = compile(&c)?;
     let attrs = serde_json::json!({ "tags": ["a", "b"] });
-    let ctx = MessageContext { unsubscribe_url: UNSUB };
+    let ctx = MessageContext { unsubscribe_url: UNSUB, web_version_url: WEB };
     let r = block(compiled.render(&Recipient { email: "a@b.example", name: "", attributes: &attrs }, &ctx))?;
     assert!(r.html.contains("2 tags"));
     let none = serde_json::json!({});
@@ -594,7 +595,7 @@ fn throughput() -> anyhow::Result<()> {
     let compiled = compile(&c)?;
     let attrs = serde_json::json!({ "city": "London", "plan": "pro" });
     let recipient = Recipient { email: "ada@example.org", name: "Ada", attributes: &attrs };
-    let ctx = MessageContext { unsubscribe_url: UNSUB };
+    let ctx = MessageContext { unsubscribe_url: UNSUB, web_version_url: WEB };
     let rsa = DkimSigner::new("herald", "acme.example", TEST_RSA_PKCS8)?;
     let ed = DkimSigner::new("herald", "acme.example", TEST_ED25519_PKCS8)?;
     for (label, signer, n) in [("no DKIM", None, 10_000u32), ("Ed25519", Some(&ed), 10_000), ("RSA", Some(&rsa), 2_000)]

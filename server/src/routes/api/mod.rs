@@ -154,7 +154,7 @@ impl Modify for BearerAuth {
         automations::index, automations::create, automations::show, automations::update, automations::delete,
         automations::start, automations::pause, automations::archive, automations::show_report, automations::runs,
         automations::reader_runs, automations::record_event,
-        campaigns::audience, ab_tests::results, ab_tests::pick_winner, resends::create,
+        campaigns::audience, ab_tests::results, ab_tests::pick_winner, resends::create, resends::duplicate,
         suppressions::index, suppressions::add, suppressions::remove,
         campaigns::index, campaigns::create, campaigns::show, campaigns::update, campaigns::delete,
         campaigns::send, campaigns::schedule, campaigns::unschedule, campaigns::pause, campaigns::resume,
@@ -232,6 +232,7 @@ pub fn router() -> Router<ServerState> {
         .route("/api/v1/campaigns/{id}/ab-test", get(ab_tests::results))
         .route("/api/v1/campaigns/{id}/pick-winner", post(ab_tests::pick_winner))
         .route("/api/v1/campaigns/{id}/resend", post(resends::create))
+        .route("/api/v1/campaigns/{id}/duplicate", post(resends::duplicate))
         .route("/api/v1/readers/{id}/subscriptions/{list_id}", delete(readers::unsubscribe))
         .route("/api/v1/suppressions", get(suppressions::index).post(suppressions::add))
         .route("/api/v1/suppressions/{email}", delete(suppressions::remove))

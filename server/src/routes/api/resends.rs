@@ -1,4 +1,5 @@
-//! Resend to non-openers: a new draft to the readers of a sent campaign who did not open it.
+//! New drafts from a campaign: a resend to the readers of a sent campaign who did not open it,
+//! and a plain copy (issue 34).
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -24,4 +25,17 @@ pub async fn create(
     ApiJson(body): ApiJson<ResendInput>,
 ) -> Result<(StatusCode, Json<Campaign>), ApiFailure> {
     Ok((StatusCode::CREATED, Json(resend::create(&s.app.db, caller.tenant, caller.role, id, &body).await?)))
+}
+
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/duplicate", operation_id = "duplicateCampaign", security(("api_key" = [])),
+    params(("id" = CampaignId, Path, description = "The campaign to copy, in any state")),
+    responses((status = 201, description = "A new draft with the original's content, sender, audience, tracking and A/B versions, named \"… (copy)\"; not its schedule, repetition or history", body = Campaign),
+              (status = 404, body = ApiError)))]
+pub async fn duplicate(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+    Path(id): Path<CampaignId>,
+) -> Result<(StatusCode, Json<Campaign>), ApiFailure> {
+    let copy = herald_engine::campaigns::store::duplicate(&s.app.db, caller.tenant, caller.role, id).await?;
+    Ok((StatusCode::CREATED, Json(copy)))
 }

@@ -1,10 +1,11 @@
 //! Pages for readers, not authors: the hosted subscribe page, double opt-in confirmation and
-//! unsubscribing. Plain HTML forms, so they work without JavaScript and from any mail client.
+//! unsubscribing, and a campaign's web version. Plain HTML forms, so they work without JavaScript and from any mail client.
 
 pub mod confirm_page;
 pub mod html;
 pub mod subscribe_page;
 pub mod unsubscribe_page;
+pub mod web_version;
 
 use axum::Router;
 use axum::routing::get;
@@ -21,5 +22,6 @@ pub fn router() -> Router<ServerState> {
         .route("/s/{workspace}/{list}", get(subscribe_page::show))
         .route("/confirm/{token}", get(confirm_page::show).post(confirm_page::confirm))
         .route("/u/{token}", get(unsubscribe_page::show).post(unsubscribe_page::submit))
+        .route("/v/{token}", get(web_version::show))
         .layer(RequestBodyLimitLayer::new(PUBLIC_BODY_LIMIT))
 }

@@ -1,0 +1,54 @@
+//! A campaign's web version (issue 34): `{{ web_version_url }}` in a mail ("View in your
+//! browser", in the block editor's starter footer) is a signed link to that reader's own copy,
+//! rendered again from the campaign as stored, with their name, fields and unsubscribe link.
+//!
+//! The token names the workspace, the campaign and the reader, signed with the server's key for
+//! this purpose only, so it cannot be forged or used as another kind of link. A reader erased
+//! since, or a campaign deleted, is a 404. An A/B test's reader sees the main version.
+
+use serde::{Deserialize, Serialize};
+
+use super::preview::{load_context, render_as};
+use super::store;
+use crate::audience::subscribe::campaign_unsubscribe_url;
+use crate::domain::{CampaignId, TenantId};
+use crate::error::{Error, Result};
+use crate::infra::db::Db;
+use crate::infra::tokens::Signer;
+
+const PURPOSE: &str = "web-version";
+
+#[derive(Serialize, Deserialize)]
+struct Claim {
+    t: TenantId,
+    c: CampaignId,
+    r: i64,
+}
+
+/// The reader's web version of the campaign.
+pub fn url(signer: &Signer, base_url: &str, tenant: TenantId, campaign: CampaignId, reader: i64) -> String {
+    let token = signer.sign(PURPOSE, None, &Claim { t: tenant, c: campaign, r: reader });
+    format!("{}/v/{token}", base_url.trim_end_matches('/'))
+}
+
+/// The HTML of the copy `token` names, or `NotFound` for a token that is not one (forged,
+/// truncated, another kind) or names what no longer exists.
+pub async fn render(db: &Db, signer: &Signer, base_url: &str, token: &str) -> Result<String> {
+    let claim: Claim = signer.verify(PURPOSE, token).map_err(|_| Error::NotFound)?;
+    let campaign = store::get(db, claim.t, claim.c).await?;
+    let (workspace, reader) = load_context(db, claim.t, Some(claim.r)).await?;
+    // One list: leaving that list, as the mail's own link does; several: leaving them all.
+    let list = if campaign.list_ids.len() == 1 && campaign.segment_ids.is_empty() {
+        campaign.list_ids.first().copied()
+    } else {
+        None
+    };
+    let unsubscribe = campaign_unsubscribe_url(signer, base_url, claim.t, claim.r, list, Some(campaign.id));
+    let this = url(signer, base_url, claim.t, campaign.id, claim.r);
+    match render_as(claim.t, &campaign, &workspace, &reader, &unsubscribe, &this).await? {
+        Ok(rendered) => Ok(rendered.html),
+        Err(e) => {
+            Err(Error::Unexpected(anyhow::anyhow!("the web version of campaign {} did not render: {e}", campaign.id)))
+        }
+    }
+}
