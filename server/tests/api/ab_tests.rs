@@ -164,8 +164,9 @@ async fn the_window_ends_with_the_best_version_by_its_metric() -> TestResult {
         event(1, "open", false, 1000).await;
         event(2, "click", false, 1000).await;
         event(2, "click", false, 1000).await;
+        // The window still open: the app's own supervisor must not decide before the check below.
         sqlx::query(
-            "UPDATE campaigns SET status = 'sending', ab_decide_at = now() - interval '1 second' WHERE id = $1::uuid",
+            "UPDATE campaigns SET status = 'sending', ab_decide_at = now() + interval '1 hour' WHERE id = $1::uuid",
         )
         .bind(id)
         .execute(&app.owner)
@@ -177,6 +178,13 @@ async fn the_window_ends_with_the_best_version_by_its_metric() -> TestResult {
     assert!(before["winner"].is_null(), "{before}");
     assert_eq!(before["variants"].as_array().map(Vec::len), Some(3), "{before}");
     assert_eq!(before["variants"][0]["unique_opens"], 0, "machine opens do not count: {before}");
+    // Now the window ends.
+    for id in [&by_opens, &by_clicks] {
+        sqlx::query("UPDATE campaigns SET ab_decide_at = now() - interval '1 second' WHERE id = $1::uuid")
+            .bind(id)
+            .execute(&app.owner)
+            .await?;
+    }
     herald_engine::worker::supervise_once(&app.app.db, &app.app.jobs).await?;
     for (id, want) in [(&by_opens, 1), (&by_clicks, 2)] {
         let (_, r) = api.get(&format!("/api/v1/campaigns/{id}/ab-test")).await;

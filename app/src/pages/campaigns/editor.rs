@@ -156,7 +156,9 @@ pub fn CampaignPage() -> impl IntoView {
                     Ok(c) if c.campaign.status == CampaignStatus::Recurring => view! {
                         <RecurringCampaign id=c.campaign.id name=c.campaign.name refresh=refresh data=res.recurring/>
                     }.into_any(),
-                    Ok(c) => view! { <CampaignProgress c=c report=res.report tick=res.report_tick/> }.into_any(),
+                    Ok(c) => view! {
+                        <CampaignProgress c=c report=res.report tick=res.report_tick preview=res.preview reader=res.preview_as/>
+                    }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
             })}
@@ -175,8 +177,8 @@ pub struct CampaignResources {
     /// Bumped by each save of the editor: the preview renders again.
     saved_version: RwSignal<u32>,
     /// The reader the preview is rendered for (a sample reader when `None`).
-    preview_as: RwSignal<Option<ReaderPick>>,
-    preview: Resource<Result<PreviewView, AppError>>,
+    pub preview_as: RwSignal<Option<ReaderPick>>,
+    pub preview: Resource<Result<PreviewView, AppError>>,
     /// Bumped by the progress view's polling and after its actions.
     pub report_tick: RwSignal<u32>,
     pub report: Resource<Result<ReportView, AppError>>,

@@ -10,6 +10,7 @@ use crate::error::AppError;
 use crate::pages::campaigns::ab_results::{AbResultsCard, PickAbWinner};
 use crate::pages::campaigns::editor::CampaignDetail;
 use crate::pages::campaigns::list::CampaignStatusBadge;
+use crate::pages::campaigns::preview::{PreviewPanel, PreviewView, ReaderPick};
 use crate::pages::campaigns::resend::ResendLinks;
 use herald_types::{CampaignId, CampaignStatus, Report};
 
@@ -98,6 +99,9 @@ pub fn CampaignProgress(
     c: CampaignDetail,
     report: Resource<Result<ReportView, AppError>>,
     tick: RwSignal<u32>,
+    /// The mail as it went out, rendered as a sample reader or a chosen one (issue 34).
+    preview: Resource<Result<PreviewView, AppError>>,
+    reader: RwSignal<Option<ReaderPick>>,
 ) -> impl IntoView {
     let id = StoredValue::new(c.campaign.id);
     let pause = ServerAction::<PauseCampaign>::new();
@@ -148,6 +152,10 @@ pub fn CampaignProgress(
                 }
             })}}
         </Transition>
+        // Outside the polled view: the preview renders once, not on every tick.
+        <div class="mt-6 max-w-3xl" data-testid="sent-mail">
+            <PreviewPanel preview=preview reader=reader/>
+        </div>
         <ActionError value=pause.value()/>
         <ActionError value=resume.value()/>
         <ActionError value=cancel.value()/>
