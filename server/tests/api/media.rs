@@ -34,33 +34,23 @@ fn encoded(format: image::ImageFormat) -> Vec<u8> {
     out
 }
 
-async fn upload_api(api: &Api, name: &str, mime: &str, bytes: Vec<u8>) -> (StatusCode, Value) {
+/// Sends `bytes` as the multipart field `file` with `request`; the status and JSON answer.
+async fn send_upload(request: reqwest::RequestBuilder, name: &str, mime: &str, bytes: Vec<u8>) -> (StatusCode, Value) {
     let part = reqwest::multipart::Part::bytes(bytes).file_name(name.to_string()).mime_str(mime).expect("mime");
-    let res = api
-        .client
-        .post(format!("{}/api/v1/media", api.base))
-        .bearer_auth(&api.key)
-        .multipart(reqwest::multipart::Form::new().part("file", part))
-        .send()
-        .await
-        .expect("upload");
+    let res = request.multipart(reqwest::multipart::Form::new().part("file", part)).send().await.expect("upload");
     let status = res.status();
     (status, res.json().await.unwrap_or(Value::Null))
 }
 
+async fn upload_api(api: &Api, name: &str, mime: &str, bytes: Vec<u8>) -> (StatusCode, Value) {
+    let request = api.client.post(format!("{}/api/v1/media", api.base)).bearer_auth(&api.key);
+    send_upload(request, name, mime, bytes).await
+}
+
 /// The editor's route: a member's session, same origin.
 async fn upload_session(b: &Browser, name: &str, bytes: Vec<u8>) -> (StatusCode, Value) {
-    let part = reqwest::multipart::Part::bytes(bytes).file_name(name.to_string());
-    let res = b
-        .client
-        .post(format!("{}/media/upload", b.base))
-        .header("Origin", &b.base)
-        .multipart(reqwest::multipart::Form::new().part("file", part))
-        .send()
-        .await
-        .expect("upload");
-    let status = res.status();
-    (status, res.json().await.unwrap_or(Value::Null))
+    let request = b.client.post(format!("{}/media/upload", b.base)).header("Origin", &b.base);
+    send_upload(request, name, "application/octet-stream", bytes).await
 }
 
 fn url(v: &Value) -> String {
