@@ -72,15 +72,17 @@ fn upload_all(files: Vec<web_sys::File>, states: RwSignal<Vec<UploadState>>, don
         let name = file.name();
         let at = states.with_untracked(Vec::len);
         states.update(|s| s.push(UploadState::Uploading(name.clone())));
+        // The view that asked may be gone when the upload ends (its block deleted, undone):
+        // then nobody is told, rather than a panic on a disposed callback.
         leptos::task::spawn_local(async move {
             let state = match upload_image(&file).await {
                 Ok(media) => {
-                    done.run(media.clone());
+                    let _ = done.try_run(media.clone());
                     UploadState::Done(media)
                 }
                 Err(reason) => UploadState::Failed { file_name: name, reason },
             };
-            states.update(|s| {
+            states.try_update(|s| {
                 if let Some(slot) = s.get_mut(at) {
                     *slot = state;
                 }

@@ -50,9 +50,9 @@ pub struct PreviewMessage {
 
 /// A stand-in reader when the workspace has none yet (or the author picks none).
 pub(super) struct Sample {
-    email: String,
-    name: String,
-    attributes: Value,
+    pub(super) email: String,
+    pub(super) name: String,
+    pub(super) attributes: Value,
 }
 
 pub(super) async fn load_context(

@@ -5,16 +5,34 @@
 //! The token names the workspace, the campaign and the reader, signed with the server's key for
 //! this purpose only, so it cannot be forged or used as another kind of link. A reader erased
 //! since, or a campaign deleted, is a 404. An A/B test's reader sees the main version.
+//!
+//! Link scanners (Safe Links, Mimecast) open every link of every message, so a campaign to a
+//! company is opened here thousands of times in minutes: the compiled campaign (the MJML
+//! render and the template parse) is kept per campaign version, and each hit only renders.
 
 use serde::{Deserialize, Serialize};
 
-use super::preview::{load_context, render_as};
+use std::sync::Arc;
+
+use super::preview::load_context;
 use super::store;
 use crate::audience::subscribe::campaign_unsubscribe_url;
 use crate::domain::{CampaignId, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::Db;
 use crate::infra::tokens::Signer;
+use crate::sending::message::{CompiledCampaign, MessageContext, Recipient};
+use crate::sending::template_sandbox::Turn;
+
+/// Compiled campaigns by (campaign, last change): a sent campaign does not change, and an edit
+/// makes a new key.
+pub struct CompiledCache(quick_cache::sync::Cache<(CampaignId, chrono::DateTime<chrono::Utc>), Arc<CompiledCampaign>>);
+
+impl Default for CompiledCache {
+    fn default() -> Self {
+        CompiledCache(quick_cache::sync::Cache::new(64))
+    }
+}
 
 const PURPOSE: &str = "web-version";
 
@@ -45,10 +63,22 @@ pub async fn render(db: &Db, signer: &Signer, base_url: &str, token: &str) -> Re
     };
     let unsubscribe = campaign_unsubscribe_url(signer, base_url, claim.t, claim.r, list, Some(campaign.id));
     let this = url(signer, base_url, claim.t, campaign.id, claim.r);
-    match render_as(claim.t, &campaign, &workspace, &reader, &unsubscribe, &this).await? {
-        Ok(rendered) => Ok(rendered.html),
-        Err(e) => {
-            Err(Error::Unexpected(anyhow::anyhow!("the web version of campaign {} did not render: {e}", campaign.id)))
+    let cache = db.shared::<CompiledCache>();
+    let key = (campaign.id, campaign.updated_at);
+    let compiled = match cache.0.get(&key) {
+        Some(compiled) => compiled,
+        None => {
+            let compiled = CompiledCampaign::compile(&store::content(&campaign), &workspace, Turn::request(claim.t))
+                .await?
+                .map_err(|e| Error::Unexpected(anyhow::anyhow!("campaign {} does not compile: {e}", campaign.id)))?;
+            let compiled = Arc::new(compiled);
+            cache.0.insert(key, compiled.clone());
+            compiled
         }
-    }
+    };
+    let recipient = Recipient { email: &reader.email, name: &reader.name, attributes: &reader.attributes };
+    let ctx = MessageContext { unsubscribe_url: &unsubscribe, web_version_url: &this };
+    compiled.render(&recipient, &ctx).await?.map(|rendered| rendered.html).map_err(|e| {
+        Error::Unexpected(anyhow::anyhow!("the web version of campaign {} did not render: {e}", campaign.id))
+    })
 }

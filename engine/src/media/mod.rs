@@ -2,8 +2,9 @@
 //!
 //! An upload is decoded with the `image` crate under [`image::Limits`] (dimensions and memory
 //! bounded before any pixel is allocated), off the async threads ([`prepare`] runs in
-//! `spawn_blocking`), turned upright by its EXIF orientation, scaled to at most
-//! [`MAX_STORED_WIDTH`] wide and re-encoded, which drops EXIF and every other piece of metadata.
+//! `spawn_blocking`, two at a time), turned upright by its EXIF orientation, scaled to at most
+//! [`MAX_STORED_WIDTH`] wide and re-encoded, which drops EXIF and every other piece of metadata
+//! (an animated GIF frame by frame, its frames and pixels counted).
 //! The format is read from the bytes, never from the file name or the browser's content type, so
 //! a script renamed `photo.png` is refused. SVG is refused: it can carry script.
 //!
@@ -32,8 +33,8 @@ pub use storage::MediaStorage;
 pub const MAX_UPLOAD_BYTES: usize = 10 * 1024 * 1024;
 /// The largest image accepted, each way, in pixels.
 pub const MAX_DIMENSION: u32 = 8_000;
-/// The most memory one decode may take.
-const MAX_DECODE_BYTES: u64 = 256 * 1024 * 1024;
+/// The most memory one decode's pixels may take (an 8000 × 4000 RGBA image).
+const MAX_DECODE_BYTES: u64 = 128 * 1024 * 1024;
 
 /// What a workspace's images may take together, and its account's (issue 34, sign-ups issue).
 #[derive(Clone, Copy, Debug)]
@@ -114,25 +115,30 @@ pub fn prepare(upload: &[u8]) -> Result<Prepared> {
     limits.max_image_width = Some(MAX_DIMENSION);
     limits.max_image_height = Some(MAX_DIMENSION);
     limits.max_alloc = Some(MAX_DECODE_BYTES);
+    let too_large = || {
+        refused(format!(
+            "Images may be at most {MAX_DIMENSION} × {MAX_DIMENSION} pixels and {} MB once opened.",
+            MAX_DECODE_BYTES >> 20
+        ))
+    };
+    let invalid = |e: image::ImageError| match e {
+        image::ImageError::Limits(_) => too_large(),
+        _ => refused("The file is not a valid image."),
+    };
+    if format == Some(ImageFormat::Gif) {
+        return prepare_gif(upload, limits).map_err(invalid)?;
+    }
     let mut reader = reader;
     reader.limits(limits);
-    let too_large = || refused(format!("Images may be at most {MAX_DIMENSION} × {MAX_DIMENSION} pixels."));
-    let mut decoder = reader.into_decoder().map_err(|e| match e {
-        image::ImageError::Limits(_) => too_large(),
-        _ => refused("The file is not a valid image."),
-    })?;
-    let orientation = decoder.orientation().unwrap_or(image::metadata::Orientation::NoTransforms);
-    let mut image = DynamicImage::from_decoder(decoder).map_err(|e| match e {
-        image::ImageError::Limits(_) => too_large(),
-        _ => refused("The file is not a valid image."),
-    })?;
-    image.apply_orientation(orientation);
-
-    // A GIF within the width is kept as it is, so animations keep playing (a GIF carries no
-    // EXIF); decoding it above checked it is one.
-    if format == Some(ImageFormat::Gif) && image.width() <= MAX_STORED_WIDTH {
-        return Ok(finish(upload.to_vec(), ImageKind::Gif, image.width(), image.height()));
+    let mut decoder = reader.into_decoder().map_err(invalid)?;
+    // `from_decoder` checks the dimensions but not the memory the pixels take (a 16-bit RGBA
+    // image needs 8 bytes a pixel): the decoder says how much before anything is allocated.
+    if decoder.total_bytes() > MAX_DECODE_BYTES {
+        return Err(too_large());
     }
+    let orientation = decoder.orientation().unwrap_or(image::metadata::Orientation::NoTransforms);
+    let mut image = DynamicImage::from_decoder(decoder).map_err(invalid)?;
+    image.apply_orientation(orientation);
     if image.width() > MAX_STORED_WIDTH {
         let height = (u64::from(image.height()) * u64::from(MAX_STORED_WIDTH) / u64::from(image.width())).max(1);
         image = image.resize_exact(MAX_STORED_WIDTH, height as u32, image::imageops::FilterType::Lanczos3);
@@ -157,13 +163,68 @@ pub fn prepare(upload: &[u8]) -> Result<Prepared> {
     Ok(finish(out, kind, width, height))
 }
 
+/// The most frames an animated GIF may have, and the most pixels all its frames together.
+const MAX_GIF_FRAMES: usize = 500;
+const MAX_GIF_PIXELS: u64 = 50_000_000;
+
+/// A GIF, re-encoded frame by frame so animations keep playing while comments, XMP and other
+/// extensions are dropped; one frame is in memory at a time, and the frames and their pixels
+/// are counted so a small file cannot unpack into a bomb. Wider than [`MAX_STORED_WIDTH`]: its
+/// first frame, scaled, as a PNG.
+fn prepare_gif(upload: &[u8], limits: image::Limits) -> std::result::Result<Result<Prepared>, image::ImageError> {
+    use image::codecs::gif::{GifDecoder, GifEncoder, Repeat};
+    use image::{AnimationDecoder, ImageDecoder as _};
+    let mut decoder = GifDecoder::new(Cursor::new(upload))?;
+    decoder.set_limits(limits)?;
+    let (width, height) = decoder.dimensions();
+    // Each frame is decoded onto a whole canvas.
+    if decoder.total_bytes() > MAX_DECODE_BYTES {
+        return Err(image::ImageError::Limits(image::error::LimitError::from_kind(
+            image::error::LimitErrorKind::InsufficientMemory,
+        )));
+    }
+    if width > MAX_STORED_WIDTH {
+        let first = DynamicImage::from_decoder(decoder)?;
+        let scaled_height = (u64::from(height) * u64::from(MAX_STORED_WIDTH) / u64::from(width)).max(1) as u32;
+        let image = first.resize_exact(MAX_STORED_WIDTH, scaled_height, image::imageops::FilterType::Lanczos3);
+        let mut out = Vec::new();
+        image.write_to(&mut Cursor::new(&mut out), ImageFormat::Png)?;
+        return Ok(Ok(finish(out, ImageKind::Png, image.width(), image.height())));
+    }
+    let mut out = Vec::new();
+    {
+        let mut encoder = GifEncoder::new_with_speed(&mut out, 10);
+        encoder.set_repeat(Repeat::Infinite)?;
+        let mut pixels = 0u64;
+        for (i, frame) in decoder.into_frames().enumerate() {
+            let frame = frame?;
+            pixels += u64::from(frame.buffer().width()) * u64::from(frame.buffer().height());
+            if i >= MAX_GIF_FRAMES || pixels > MAX_GIF_PIXELS {
+                return Ok(Err(refused(format!(
+                    "Animated GIFs may have at most {MAX_GIF_FRAMES} frames and {} million pixels in all.",
+                    MAX_GIF_PIXELS / 1_000_000
+                ))));
+            }
+            encoder.encode_frame(frame)?;
+        }
+    }
+    Ok(Ok(finish(out, ImageKind::Gif, width, height)))
+}
+
 fn finish(bytes: Vec<u8>, kind: ImageKind, width: u32, height: u32) -> Prepared {
     let hash = hex::encode(Sha256::digest(&bytes));
     Prepared { bytes, kind, width, height, hash }
 }
 
-/// [`prepare`] on a blocking thread: a large image takes a second of CPU to decode.
+/// Uploads being decoded at once, in the whole process: each may hold up to
+/// [`MAX_DECODE_BYTES`] of pixels and again as much while it is turned and scaled, so the
+/// memory images can take is bounded whatever number arrive together.
+static PREPARING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// [`prepare`] on a blocking thread (a large image takes a second of CPU), two at a time.
 pub async fn prepare_off_thread(upload: Vec<u8>) -> Result<Prepared> {
+    let _turn =
+        PREPARING.acquire().await.map_err(|e| Error::Unexpected(anyhow::anyhow!("image preparation stopped: {e}")))?;
     tokio::task::spawn_blocking(move || prepare(&upload))
         .await
         .map_err(|e| Error::Unexpected(anyhow::anyhow!("image preparation failed: {e}")))?
@@ -224,6 +285,13 @@ pub async fn save(
     let file_name: String = file_name.trim().chars().filter(|c| !c.is_control()).take(200).collect();
     let file_name = if file_name.is_empty() { format!("image.{}", image.kind.extension()) } else { file_name };
     let mut tx = db.tenant_tx(tenant).await?;
+    // One quota check at a time per account, so two uploads cannot both take the last megabytes;
+    // the same image sent twice at once is then found by the second (not a unique violation).
+    let account = crate::account_limits::account_of(&mut tx, tenant).await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('media-storage:' || $1::text, 0))")
+        .bind(account.map_or_else(|| tenant.to_string(), |a| format!("account:{a}")))
+        .execute(&mut *tx)
+        .await?;
     if let Some(row) = sqlx::query_as::<_, Row>(
         "SELECT id, hash, file_name, content_type, width, height, bytes::bigint AS bytes, created_at
          FROM media WHERE tenant_id = $1 AND hash = $2",
@@ -236,12 +304,6 @@ pub async fn save(
         tx.commit().await?;
         return Ok(row.into_media(base_url, tenant));
     }
-    // One quota check at a time per account, so two uploads cannot both take the last megabytes.
-    let account = crate::account_limits::account_of(&mut tx, tenant).await?;
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('media-storage:' || $1::text, 0))")
-        .bind(account.map_or_else(|| tenant.to_string(), |a| format!("account:{a}")))
-        .execute(&mut *tx)
-        .await?;
     let (used, account_used): (i64, i64) = sqlx::query_as(
         "SELECT coalesce(sum(bytes), 0)::bigint, account_media_bytes($1) FROM media WHERE tenant_id = $1",
     )

@@ -57,13 +57,28 @@ fn wide_images_are_scaled_to_twice_the_mail_width() {
 }
 
 #[test]
-fn a_gif_is_kept_as_uploaded_and_a_webp_becomes_jpeg_or_png() {
-    let frame = RgbaImage::from_pixel(8, 8, Rgba([10, 200, 30, 255]));
+fn a_gif_keeps_its_frames_but_not_its_comments_and_a_webp_becomes_jpeg_or_png() {
+    let frames = [Rgba([10, 200, 30, 255]), Rgba([200, 10, 30, 255])];
     let mut gif = Vec::new();
-    image::codecs::gif::GifEncoder::new(&mut gif).encode(frame.as_raw(), 8, 8, ExtendedColorType::Rgba8).expect("gif");
+    {
+        let mut encoder = image::codecs::gif::GifEncoder::new(&mut gif);
+        for colour in frames {
+            let frame = image::Frame::new(RgbaImage::from_pixel(8, 8, colour));
+            encoder.encode_frame(frame).expect("frame");
+        }
+    }
+    // A comment extension before the trailer: metadata a reader should not get.
+    let trailer = gif.pop();
+    assert_eq!(trailer, Some(0x3B));
+    gif.extend_from_slice(&[0x21, 0xFE, 11]);
+    gif.extend_from_slice(b"SecretNotes");
+    gif.extend_from_slice(&[0x00, 0x3B]);
     let p = prepare(&gif).expect("accepted");
-    assert_eq!((p.kind, p.width), (ImageKind::Gif, 8));
-    assert_eq!(p.bytes, gif, "kept byte for byte (animations keep playing)");
+    assert_eq!((p.kind, p.width, p.height), (ImageKind::Gif, 8, 8));
+    assert!(!contains(&p.bytes, b"SecretNotes"), "the comment is gone");
+    use image::AnimationDecoder as _;
+    let kept = image::codecs::gif::GifDecoder::new(Cursor::new(&p.bytes)).expect("a gif").into_frames().count();
+    assert_eq!(kept, 2, "it still moves");
 
     let opaque = image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(16, 16, image::Rgb([1, 2, 3])));
     let mut webp = Vec::new();
@@ -94,6 +109,36 @@ fn disguised_svg_oversized_and_broken_files_are_refused_clearly() {
     assert!(refusal(&truncated).contains("not a valid image"));
     assert!(refusal(&vec![0u8; MAX_UPLOAD_BYTES + 1]).contains("at most 10 MB"));
     assert!(refusal(b"").contains("empty"));
+}
+
+/// A PNG whose header claims 8000 × 8000 16-bit RGBA pixels (512 MB once decoded) in a few
+/// bytes: refused before anything is allocated.
+#[test]
+fn a_small_file_that_would_open_into_half_a_gigabyte_is_refused() {
+    fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        let start = out.len();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        // CRC-32 (IEEE) of the type and data.
+        let mut crc = 0xFFFF_FFFFu32;
+        for byte in &out[start..] {
+            crc ^= u32::from(*byte);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            }
+        }
+        out.extend_from_slice(&(!crc).to_be_bytes());
+    }
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut header = Vec::new();
+    header.extend_from_slice(&8000u32.to_be_bytes());
+    header.extend_from_slice(&8000u32.to_be_bytes());
+    header.extend_from_slice(&[16, 6, 0, 0, 0]);
+    chunk(&mut png, b"IHDR", &header);
+    chunk(&mut png, b"IDAT", &[0x78, 0x9C, 0x03, 0x00]);
+    chunk(&mut png, b"IEND", &[]);
+    assert!(refusal(&png).contains("MB once opened"), "{}", refusal(&png));
 }
 
 #[test]

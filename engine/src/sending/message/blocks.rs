@@ -39,14 +39,13 @@ struct SetAside {
 
 impl SetAside {
     fn for_document(doc: &BlockDocument) -> SetAside {
+        // Random, so an author cannot write one (Markdown decodes `&#72;RLD…` into the letters).
         let json = doc.to_json();
-        let mut nonce = json.len() as u64;
         loop {
-            let prefix = format!("HRLD{nonce:x}N");
+            let prefix = format!("HRLD{:016x}N", rand::random::<u64>());
             if !json.contains(&prefix) {
                 return SetAside { prefix, pieces: Vec::new() };
             }
-            nonce = nonce.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         }
     }
 
@@ -55,9 +54,9 @@ impl SetAside {
         format!("{}{}E", self.prefix, self.pieces.len() - 1)
     }
 
-    /// `text` with every `{{ … }}`, `{% … %}` and `{# … #}` replaced by a placeholder. A tag
-    /// with double quotes and no single ones gets single ones (MiniJinja reads both), so it can
-    /// stand in an attribute. An unclosed tag is left as it is: compiling reports it.
+    /// `text` with every `{{ … }}`, `{% … %}` and `{# … #}` replaced by a placeholder. Put back,
+    /// a tag is replaced by its value when the template runs, so its own quotes never reach the
+    /// HTML (even inside an attribute). An unclosed tag is left as it is: compiling reports it.
     fn tags(&mut self, text: &str) -> String {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
@@ -75,9 +74,7 @@ impl SetAside {
             let Some(len) = rest[start + 2..].find(close) else { break };
             let end = start + 2 + len + 2;
             out.push_str(&rest[..start]);
-            let tag = &rest[start..end];
-            let tag = if tag.contains('"') && !tag.contains('\'') { tag.replace('"', "'") } else { tag.to_string() };
-            out.push_str(&self.placeholder(tag));
+            out.push_str(&self.placeholder(rest[start..end].to_string()));
             rest = &rest[end..];
         }
         out.push_str(rest);
@@ -212,10 +209,11 @@ fn write_block(mjml: &mut String, aside: &mut SetAside, block: &Block) {
             );
         }
         Block::Code { text } => {
+            // Shown as written: its braces become entities, so `{{ … }}` in code is not a tag.
             let _ = write!(
                 mjml,
                 "<mj-text><pre style=\"margin:0;background:#f3f4f6;padding:12px;white-space:pre-wrap;font-family:Menlo,Consolas,monospace;font-size:13px;\">{}</pre></mj-text>",
-                escape(&aside.tags(text))
+                escape(text).replace('{', "&#123;").replace('}', "&#125;")
             );
         }
         Block::Image { src, alt, href, width } => {
@@ -371,9 +369,9 @@ mod tests {
     #[test]
     fn merge_tags_markdown_and_raw_html_survive_as_written() {
         let html = blocks_to_template(&fixture()).expect("renders");
-        // Double quotes became single ones, so the tag can stand anywhere; nothing was escaped.
+        // Tags come back exactly as written; nothing was escaped.
         assert!(
-            html.contains("Hi {{ reader.name | default('there') }}, <strong>bold</strong>, <em>italic</em>"),
+            html.contains("Hi {{ reader.name | default(\"there\") }}, <strong>bold</strong>, <em>italic</em>"),
             "{html}"
         );
         assert!(html.contains("<a href=\"https://example.com/a?b=1&amp;c=2\">link</a>"), "{html}");
@@ -383,6 +381,13 @@ mod tests {
             "the HTML block is kept byte for byte"
         );
         assert!(html.contains("let x = 1 &lt; 2;"), "code is escaped");
+        let code = BlockDocument { version: 1, blocks: vec![Block::Code { text: "println!(\"{{}}\", x);".into() }] };
+        let code = blocks_to_template(&code).expect("renders");
+        assert!(
+            code.contains("println!(&quot;&#123;&#123;&#125;&#125;&quot;, x);")
+                || code.contains("println!(\"&#123;&#123;&#125;&#125;\", x);"),
+            "{code}"
+        );
         assert!(html.contains("<a href=\"{{ unsubscribe_url }}\">Unsubscribe</a>"), "{html}");
         assert!(!html.contains("HRLD"), "every placeholder is put back");
     }
