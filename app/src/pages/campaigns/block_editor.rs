@@ -290,7 +290,7 @@ fn BlockCard(doc: Doc, entry: Entry) -> impl IntoView {
                 }
             }
             data-block-key=key.to_string()>
-            <div class="flex items-center gap-1 border-b border-slate-100 px-1 py-1">
+            <div class="flex flex-wrap items-center gap-1 border-b border-slate-100 px-1 py-1">
                 // Dragged with pointer events (mouse, pen and touch alike; HTML drag and drop
                 // does not work on phones): the handle captures the pointer, the block under it
                 // is the drop target, releasing moves the block there.
