@@ -5,6 +5,7 @@
 #                    Chromium. Idempotent: each step is skipped when already satisfied.
 #   ensure_postgres  Exports a reachable DATABASE_URL: the caller's if it works, otherwise a
 #                    private cluster under .herald/pg (created once, started if stopped).
+#   ensure_moto      Exports HERALD_MOTO_SERVER: moto's S3 server for the media tests.
 #   leptos_env CMD   Runs CMD with the compile-time settings `cargo leptos build` uses, so plain
 #                    cargo commands share its build artifacts instead of invalidating them.
 
@@ -120,6 +121,23 @@ ensure_tools() {
     log "Installing Chromium (Debian package) for the browser tests"
     apt_install chromium
   fi
+}
+
+# moto's S3 server, for the media tests' bucket (issue 34: images can live in an S3-compatible
+# bucket, and the tests start one). A venv in the cache beside the target dir, made once: pip
+# takes ~30 s. Exports HERALD_MOTO_SERVER, which the tests start on a free port.
+HERALD_MOTO_VERSION=5.2.5
+ensure_moto() {
+  local venv="$HOME/.cache/herald/moto-$HERALD_MOTO_VERSION"
+  if [[ ! -x "$venv/bin/moto_server" ]]; then
+    command -v python3 >/dev/null 2>&1 || die "python3 not found: the media tests' S3 server (moto) needs Python 3"
+    log "Installing moto $HERALD_MOTO_VERSION (a local S3 server for the media tests) in $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$HERALD_MOTO_VERSION" ||
+      die "pip could not install moto[server]==$HERALD_MOTO_VERSION"
+  fi
+  export HERALD_MOTO_SERVER="$venv/bin/moto_server"
 }
 
 # Browser libraries the app serves itself (never from a CDN), copied from node_modules into the

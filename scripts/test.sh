@@ -39,6 +39,7 @@ log "clippy (wasm32: herald-frontend)"
 leptos_env cargo clippy -p herald-frontend --target wasm32-unknown-unknown \
   --target-dir "$CARGO_TARGET_DIR/front" -- -D warnings
 
+ensure_moto
 log "cargo test (DATABASE_URL=${DATABASE_URL%%\?*})"
 # A test that hangs would run on into CI's own limit, and the tail of its output would not say
 # which test it was. Cap the step, and on a timeout name the tests libtest reported as running

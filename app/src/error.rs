@@ -110,6 +110,7 @@ impl From<herald_engine::Error> for AppError {
             E::NotFound => AppError::NotFound,
             E::RateLimited => AppError::RateLimited,
             E::Busy { message, retry_after_secs } => AppError::Busy { message, retry_after: retry_after_secs },
+            E::Unavailable(message) => AppError::Busy { message, retry_after: 30 },
             E::Unexpected(e) => {
                 // The whole cause chain goes to the log; the browser gets an opaque message.
                 tracing::error!(error = ?e, "unexpected error in a server function");

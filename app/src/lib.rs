@@ -25,14 +25,14 @@ use pages::{
     audience::readers::ReadersPage, audience::segment::SegmentPage, audience::segments::SegmentsPage,
     audience::suppressions::SuppressionsPage, audience::tags::TagsPage, automations::editor::AutomationPage,
     automations::list::AutomationsPage, campaigns::editor::CampaignPage, campaigns::list::CampaignsPage,
-    campaigns::stats::CampaignStatsPage, dashboard::DashboardPage, forgot_password::ForgotPasswordPage,
-    invite::InvitePage, login::LoginPage, login_two_factor::LoginTwoFactorPage, media::MediaPage,
-    new_workspace::NewWorkspacePage, not_found::NotFoundPage, reset_password::ResetPasswordPage,
-    settings::api_keys::ApiKeysPage, settings::audit::AuditLogPage, settings::domains::SendingDomainsPage,
-    settings::general::SettingsPage, settings::members::MembersPage, settings::sending::SendingPage,
-    signup::SignupPage, signup_finish::SignupFinishPage, transactional::message::TransactionalMessagePage,
-    transactional::overview::TransactionalPage, transactional::template::TxTemplatePage,
-    transactional::templates::TxTemplatesPage, verify_email::VerifyEmailPage,
+    campaigns::stats::CampaignStatsPage, campaigns::templates::CampaignTemplatesPage, dashboard::DashboardPage,
+    forgot_password::ForgotPasswordPage, invite::InvitePage, login::LoginPage, login_two_factor::LoginTwoFactorPage,
+    media::MediaPage, new_workspace::NewWorkspacePage, not_found::NotFoundPage, reset_password::ResetPasswordPage,
+    settings::api_keys::ApiKeysPage, settings::audit::AuditLogPage, settings::brand::BrandPage,
+    settings::domains::SendingDomainsPage, settings::general::SettingsPage, settings::members::MembersPage,
+    settings::sending::SendingPage, signup::SignupPage, signup_finish::SignupFinishPage,
+    transactional::message::TransactionalMessagePage, transactional::overview::TransactionalPage,
+    transactional::template::TxTemplatePage, transactional::templates::TxTemplatesPage, verify_email::VerifyEmailPage,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -90,6 +90,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/automations/:id") view=AutomationPage/>
                     <Route path=path!("/campaigns") view=CampaignsPage/>
                     <Route path=path!("/media") view=MediaPage/>
+                    // Before `/campaigns/:id`: the first route that matches wins.
+                    <Route path=path!("/campaigns/templates") view=CampaignTemplatesPage/>
                     <Route path=path!("/campaigns/:id") view=CampaignPage/>
                     <Route path=path!("/campaigns/:id/stats") view=CampaignStatsPage/>
                     <Route path=path!("/transactional") view=TransactionalPage/>
@@ -99,6 +101,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/settings") view=SettingsPage/>
                     <Route path=path!("/settings/sending") view=SendingPage/>
                     <Route path=path!("/settings/domains") view=SendingDomainsPage/>
+                    <Route path=path!("/settings/brand") view=BrandPage/>
                     <Route path=path!("/settings/members") view=MembersPage/>
                     <Route path=path!("/settings/api-keys") view=ApiKeysPage/>
                     <Route path=path!("/settings/audit") view=AuditLogPage/>

@@ -610,7 +610,7 @@ fn two_kb_blocks() -> String {
     );
     blocks.push(Block::Button { label: "Read it online".into(), href: "https://example.com/issue/42".into() });
     blocks.extend(Block::new("footer"));
-    BlockDocument { version: herald_types::blocks::CURRENT_VERSION, blocks }.to_json()
+    BlockDocument { version: herald_types::blocks::CURRENT_VERSION, theme: Default::default(), blocks }.to_json()
 }
 
 async fn stage_costs(

@@ -481,6 +481,7 @@ async fn create_campaign(db: &Db, tenant: TenantId, name: &str, lists: &[Uuid]) 
         body_format: herald_types::BodyFormat::Blocks,
         body: herald_types::BlockDocument {
             version: herald_types::blocks::CURRENT_VERSION,
+            theme: Default::default(),
             blocks: vec![
                 herald_types::Block::Paragraph {
                     text: "Hello {{ reader.name }}! A [link](https://example.com/a).".into(),

@@ -29,6 +29,10 @@ pub enum Error {
     /// show, and the caller should answer 429 with `Retry-After`.
     #[error("{message}")]
     Busy { message: String, retry_after_secs: u64 },
+    /// Something Herald stores into cannot be reached (the media bucket); the message is safe
+    /// to show, and the caller should answer 503 with `Retry-After`.
+    #[error("{0}")]
+    Unavailable(String),
     #[error(transparent)]
     Unexpected(#[from] anyhow::Error),
 }

@@ -39,6 +39,10 @@ pub struct Config {
     /// 100 MiB), and every workspace of one account together (`HERALD_MEDIA_STORAGE_PER_ACCOUNT`,
     /// 500 MiB).
     pub media_quota: herald_engine::media::MediaQuota,
+    /// Where images are stored: Postgres unless `HERALD_MEDIA_STORE=s3`, then the bucket
+    /// `HERALD_MEDIA_S3_BUCKET` (with `HERALD_MEDIA_S3_ENDPOINT`, `_REGION`, `_ACCESS_KEY_ID`,
+    /// `_SECRET_ACCESS_KEY`): what deployments with several machines use.
+    pub media_s3: Option<herald_engine::media::S3Config>,
     /// `herald serve` also runs the job workers (`HERALD_RUN_WORKERS=false` to serve only).
     pub run_workers: bool,
     pub send: SendSettings,
@@ -156,6 +160,20 @@ impl Config {
         let app_database_url =
             herald_engine::infra::db::runtime_url(&database_url, get("HERALD_APP_DATABASE_URL").as_deref())
                 .map_err(|e| format!("DATABASE_URL: {e}"))?;
+        let media_s3 = match get("HERALD_MEDIA_STORE").as_deref() {
+            None | Some("postgres") => None,
+            Some("s3") => {
+                let need = |key: &str| get(key).ok_or(format!("HERALD_MEDIA_STORE=s3 needs {key}"));
+                Some(herald_engine::media::S3Config {
+                    endpoint: get("HERALD_MEDIA_S3_ENDPOINT"),
+                    bucket: need("HERALD_MEDIA_S3_BUCKET")?,
+                    region: get("HERALD_MEDIA_S3_REGION").unwrap_or_else(|| "us-east-1".into()),
+                    access_key_id: need("HERALD_MEDIA_S3_ACCESS_KEY_ID")?,
+                    secret_access_key: need("HERALD_MEDIA_S3_SECRET_ACCESS_KEY")?,
+                })
+            }
+            Some(other) => return Err(format!("HERALD_MEDIA_STORE must be `postgres` or `s3`, not `{other}`")),
+        };
         let bind_raw = get("HERALD_BIND").unwrap_or_else(|| "127.0.0.1:3000".into());
         let bind: SocketAddr = bind_raw
             .parse()
@@ -324,6 +342,7 @@ impl Config {
                 per_workspace: number(&get, "HERALD_MEDIA_STORAGE_PER_WORKSPACE", 100i64 << 20)?,
                 per_account: number(&get, "HERALD_MEDIA_STORAGE_PER_ACCOUNT", 500i64 << 20)?,
             },
+            media_s3,
             database_url,
             app_database_url,
             bind,

@@ -212,6 +212,26 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         .replace("https://example.com/right.png", &image.url);
     let block_draft = store::create(&db, tenant, Role::Owner, &blocks).await.map_err(clear)?;
     add("/campaigns/:id", format!("/campaigns/{}", block_draft.id));
+    // A brand with that image as the logo, and a saved template from the block draft, so the
+    // brand and templates pages are walked with data.
+    let brand = herald_types::Brand {
+        theme: herald_types::Theme {
+            accent: herald_types::Colour::parse("#be123c").map_err(clear)?,
+            ..herald_types::Theme::default()
+        },
+        logo_src: image.url.clone(),
+        logo_width: 120,
+        footer_text: "Tulip Weekly: notes for people who grow things.".into(),
+    };
+    herald_engine::campaigns::brand::update(&db, tenant, Role::Owner, &brand).await.map_err(clear)?;
+    let template = herald_types::CampaignTemplateInput {
+        name: "Block issue".into(),
+        subject: blocks.subject.clone(),
+        preheader: blocks.preheader.clone(),
+        body_format: blocks.body_format,
+        body: blocks.body.clone(),
+    };
+    herald_engine::campaigns::brand::create_template(&db, tenant, Role::Owner, &template).await.map_err(clear)?;
     // An A/B test part-way: its test share sent or queued with versions, the rest held for the
     // winner (chosen in three hours), and a draft of one (the editor's A/B card filled in).
     let mut ab = draft("Subject test")?;

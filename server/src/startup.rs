@@ -236,7 +236,10 @@ impl Application {
                 wake: transactional_wake,
             },
             domains: herald_engine::sending::domains::DomainChecker::new(config.dns_server, &config.spf_include)?,
-            media_storage: herald_engine::media::MediaStorage::Postgres,
+            media_storage: match &config.media_s3 {
+                None => herald_engine::media::MediaStorage::Postgres,
+                Some(bucket) => herald_engine::media::MediaStorage::S3(herald_engine::media::S3Bucket::new(bucket)?),
+            },
             media_quota: config.media_quota,
         };
         let (recorder, flusher) = HitRecorder::start(db.clone(), config.tracking_buffer);

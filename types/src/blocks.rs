@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::brand::Theme;
 use crate::{Invalid, Problems};
 
 /// The shape [`BlockDocument`] has now. Raise it (and add an upgrade in [`BlockDocument::parse`])
@@ -28,6 +29,10 @@ pub const CONTENT_WIDTH: u32 = 600;
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct BlockDocument {
     pub version: u32,
+    /// Colours and typeface. Documents saved before themes existed read as the default theme,
+    /// which is how they always looked, so this needed no new version.
+    #[serde(default)]
+    pub theme: Theme,
     pub blocks: Vec<Block>,
 }
 
@@ -97,6 +102,9 @@ pub enum Block {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct Column {
+    /// Blocks hold columns and columns hold blocks: the schema stops there (utoipa would
+    /// otherwise recurse until the stack runs out).
+    #[cfg_attr(feature = "utoipa", schema(no_recursion))]
     pub blocks: Vec<Block>,
 }
 
@@ -198,6 +206,7 @@ impl Default for BlockDocument {
     fn default() -> Self {
         BlockDocument {
             version: CURRENT_VERSION,
+            theme: Theme::default(),
             blocks: vec![
                 Block::Heading { text: "Hello {{ reader.name | default('there') }}".into(), level: 1 },
                 Block::Paragraph {
@@ -415,6 +424,7 @@ mod tests {
     fn problems_are_keyed_by_block_and_field() {
         let doc = BlockDocument {
             version: CURRENT_VERSION,
+            theme: Default::default(),
             blocks: vec![
                 Block::Heading { text: " ".into(), level: 7 },
                 Block::Image {
@@ -465,7 +475,7 @@ mod tests {
             let block = Block::new(kind).expect(kind);
             assert_eq!(block.label(), *label);
             if !matches!(block, Block::Image { .. } | Block::Button { .. } | Block::Social { .. }) {
-                let doc = BlockDocument { version: CURRENT_VERSION, blocks: vec![block] };
+                let doc = BlockDocument { version: CURRENT_VERSION, theme: Theme::default(), blocks: vec![block] };
                 assert_eq!(doc.validate(), Ok(()), "{kind}");
             }
         }

@@ -60,6 +60,17 @@ string_enum!(
     }
 );
 
+impl BodyFormat {
+    /// For people: "Blocks", "Markdown", "HTML".
+    pub fn label(self) -> &'static str {
+        match self {
+            BodyFormat::Markdown => "Markdown",
+            BodyFormat::Html => "HTML",
+            BodyFormat::Blocks => "Blocks",
+        }
+    }
+}
+
 string_enum!(
     /// Open and click tracking.
     TrackingMode, invalid = "Tracking is on, anonymous or off.", default = On {

@@ -131,6 +131,10 @@ id_type!(
     /// An image in a workspace's media library (issue 34).
     MediaId
 );
+id_type!(
+    /// An author's saved campaign template (issue 34).
+    CampaignTemplateId
+);
 
 #[cfg(test)]
 mod tests {

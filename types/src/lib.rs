@@ -18,6 +18,7 @@ pub mod api_key;
 pub mod audit;
 pub mod automation;
 pub mod blocks;
+pub mod brand;
 pub mod campaign;
 pub mod field;
 pub mod html;
@@ -47,6 +48,7 @@ pub use automation::{
     Trigger, WaitUnit, Weekday,
 };
 pub use blocks::{Block, BlockDocument, CONTENT_WIDTH, Column, SocialLink};
+pub use brand::{Brand, CampaignTemplate, CampaignTemplateInput, Colour, Font, Layout, LayoutView, Theme};
 pub use campaign::{
     ApprovalRequest, ApprovalState, AudienceCount, BodyFormat, Campaign, CampaignFilter, CampaignInput, CampaignQuery,
     CampaignStatus, Edition, FeedItem, FeedResult, FeedSource, RecentCampaign, Recurrence, ResendInput, ScheduleInput,
@@ -55,8 +57,8 @@ pub use campaign::{
 pub use field::{Field, FieldInput, FieldKind};
 pub use identity::{Identity, IdentityInput};
 pub use ids::{
-    ApiKeyId, AutomationId, AutomationStepId, BadId, CampaignId, IdentityId, ImportId, InviteId, ListId, MediaId,
-    MessageId, SegmentId, TagId, TemplateId, TenantId, UserId,
+    ApiKeyId, AutomationId, AutomationStepId, BadId, CampaignId, CampaignTemplateId, IdentityId, ImportId, InviteId,
+    ListId, MediaId, MessageId, SegmentId, TagId, TemplateId, TenantId, UserId,
 };
 pub use import::{Import, ImportMode, ImportStatus, ImportSummary};
 pub use invalid::{FieldError, Invalid, Problems, Rejected};

@@ -5,8 +5,10 @@
 //! Only the browser build uploads; the server renders the same views with handlers that do
 //! nothing, so the event handlers below have an inert twin for `ssr`.
 
-use herald_types::Media;
+use herald_types::{Media, MediaLibrary};
 use leptos::prelude::*;
+
+use crate::pages::media::list_media;
 
 /// What happened to one file: the view lists these under the drop zone.
 #[derive(Clone, Debug, PartialEq)]
@@ -139,5 +141,52 @@ pub fn UploadList(states: RwSignal<Vec<UploadState>>) -> impl IntoView {
                 }.into_any(),
             }).collect_view()}
         </ul>
+    }
+}
+
+/// "Choose from the library": the workspace's images as thumbnails; a click picks one.
+#[component]
+pub fn LibraryPicker(id: String, on_pick: Callback<Media>) -> impl IntoView {
+    let open = RwSignal::new(false);
+    let library = RwSignal::new(None::<Result<MediaLibrary, String>>);
+    let toggle = move |_| {
+        let opening = !open.get_untracked();
+        open.set(opening);
+        if opening {
+            leptos::task::spawn_local(async move {
+                library.set(Some(list_media().await.map_err(|e| e.to_string())));
+            });
+        }
+    };
+    let panel_id = format!("{id}-panel");
+    view! {
+        <button type="button" class="btn-secondary" aria-expanded=move || open.get().to_string() aria-controls=panel_id.clone()
+            on:click=toggle>"Choose from the library"</button>
+        <div id=panel_id class="w-full" hidden=move || !open.get()>
+            {move || match library.get() {
+                None => view! { <p class="text-sm text-slate-500">"Loading…"</p> }.into_any(),
+                Some(Err(e)) => view! { <p class="text-sm text-red-600" role="alert">{e}</p> }.into_any(),
+                Some(Ok(l)) if l.items.is_empty() => view! {
+                    <p class="text-sm text-slate-500">"No images yet: upload one, or add some on the Media page."</p>
+                }.into_any(),
+                Some(Ok(l)) => view! {
+                    <ul class="mt-2 grid grid-cols-3 gap-2 sm:grid-cols-4" data-testid="library-picker">
+                        {l.items.into_iter().map(|m| {
+                            let name = m.file_name.clone();
+                            let url = m.url.clone();
+                            view! {
+                                <li>
+                                    <button type="button" class="block h-20 w-full overflow-hidden rounded-md border border-slate-200 bg-slate-50 hover:border-indigo-400"
+                                        aria-label=format!("Use {name}")
+                                        on:click=move |_| { on_pick.run(m.clone()); open.set(false); }>
+                                        <img src=url alt="" class="h-full w-full object-contain"/>
+                                    </button>
+                                </li>
+                            }
+                        }).collect_view()}
+                    </ul>
+                }.into_any(),
+            }}
+        </div>
     }
 }

@@ -3,6 +3,7 @@
 pub mod ab_test;
 pub mod approval;
 pub mod audience;
+pub mod brand;
 pub mod compose;
 pub mod delivery;
 pub mod fair_share;

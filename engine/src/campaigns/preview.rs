@@ -131,6 +131,31 @@ pub async fn preview(
     })
 }
 
+/// A block document (a starter layout, a template, the brand) as a sample reader sees it: the
+/// HTML, or the reason it cannot render.
+pub async fn preview_document(
+    db: &Db,
+    base_url: &str,
+    tenant: TenantId,
+    doc: &herald_types::BlockDocument,
+) -> Result<std::result::Result<String, String>> {
+    let (workspace, sample) = load_context(db, tenant, None).await?;
+    let content = message::CampaignContent {
+        subject: String::new(),
+        preheader: String::new(),
+        format: herald_types::BodyFormat::Blocks,
+        body: doc.to_json(),
+    };
+    let compiled = match CompiledCampaign::compile(&content, &workspace, Turn::request(tenant)).await? {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let recipient = Recipient { email: &sample.email, name: &sample.name, attributes: &sample.attributes };
+    let (unsubscribe, web_version) = (preview_unsubscribe_url(base_url), preview_web_version_url(base_url));
+    let ctx = MessageContext { unsubscribe_url: &unsubscribe, web_version_url: &web_version };
+    Ok(compiled.render(&recipient, &ctx).await?.map(|r| r.html).map_err(|e| e.to_string()))
+}
+
 /// Sends the campaign, rendered as a sample reader, to up to five addresses through the
 /// campaign's identity. Returns the server's reply per address (or the error).
 /// (lowercased address, reason) for those of `addresses` the workspace has suppressed.

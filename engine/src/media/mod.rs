@@ -26,8 +26,8 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::{Role, TenantId, UserId};
 use crate::error::{Error, Result};
-use crate::infra::db::Db;
-pub use storage::MediaStorage;
+use crate::infra::db::{Db, Tx};
+pub use storage::{MediaStorage, S3Bucket, S3Config};
 
 /// The largest file accepted.
 pub const MAX_UPLOAD_BYTES: usize = 10 * 1024 * 1024;
@@ -263,6 +263,18 @@ impl Row {
     }
 }
 
+/// One quota check at a time per account, so two uploads cannot both take the last megabytes;
+/// the same image sent twice at once is then found by the second (not a unique violation); and
+/// a bucket's object is not deleted while the same image is being uploaded again.
+pub(crate) async fn lock_storage(tx: &mut Tx, tenant: TenantId) -> Result<()> {
+    let account = crate::account_limits::account_of(tx, tenant).await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('media-storage:' || $1::text, 0))")
+        .bind(account.map_or_else(|| tenant.to_string(), |a| format!("account:{a}")))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// Stores a prepared upload, unless the workspace's or its account's images would then take
 /// more than `quota`. The same image uploaded twice is stored once (its hash is its name): the
 /// second upload answers the first one's entry.
@@ -285,13 +297,7 @@ pub async fn save(
     let file_name: String = file_name.trim().chars().filter(|c| !c.is_control()).take(200).collect();
     let file_name = if file_name.is_empty() { format!("image.{}", image.kind.extension()) } else { file_name };
     let mut tx = db.tenant_tx(tenant).await?;
-    // One quota check at a time per account, so two uploads cannot both take the last megabytes;
-    // the same image sent twice at once is then found by the second (not a unique violation).
-    let account = crate::account_limits::account_of(&mut tx, tenant).await?;
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('media-storage:' || $1::text, 0))")
-        .bind(account.map_or_else(|| tenant.to_string(), |a| format!("account:{a}")))
-        .execute(&mut *tx)
-        .await?;
+    lock_storage(&mut tx, tenant).await?;
     if let Some(row) = sqlx::query_as::<_, Row>(
         "SELECT id, hash, file_name, content_type, width, height, bytes::bigint AS bytes, created_at
          FROM media WHERE tenant_id = $1 AND hash = $2",
@@ -380,6 +386,11 @@ pub async fn delete(db: &Db, storage: &MediaStorage, tenant: TenantId, role: Rol
     storage.remove(&mut tx, tenant, &hash).await?;
     tx.commit().await?;
     serve::forget(db, tenant, &hash);
+    // The row is gone, so nothing serves it: a bucket that fails here keeps an unreferenced
+    // object, which costs storage but breaks nothing.
+    if let Err(e) = storage.release(db, tenant, &hash).await {
+        tracing::warn!(%tenant, %hash, error = %e, "a deleted image's object stays in the bucket");
+    }
     Ok(())
 }
 

@@ -652,3 +652,83 @@ impl Api {
         (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
 }
+
+/// moto's S3 server on a free port, for the tests of images kept in a bucket. `scripts/test.sh`
+/// installs it and names it in `HERALD_MOTO_SERVER`; stopped when dropped.
+pub struct Moto {
+    pub endpoint: String,
+    child: std::process::Child,
+}
+
+impl Moto {
+    pub async fn start() -> Moto {
+        let server = std::env::var("HERALD_MOTO_SERVER").unwrap_or_else(|_| {
+            format!("{}/.cache/herald/moto-5.2.5/bin/moto_server", std::env::var("HOME").unwrap_or_default())
+        });
+        assert!(
+            std::path::Path::new(&server).exists(),
+            "moto_server not found at {server}: `scripts/test.sh` installs it (scripts/lib.sh, ensure_moto)"
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+        let child = std::process::Command::new(&server)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("moto_server starts");
+        let moto = Moto { endpoint: format!("http://127.0.0.1:{port}"), child };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            assert!(tokio::time::Instant::now() < deadline, "moto_server did not listen on {port} within 30 s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        moto
+    }
+
+    /// Makes a bucket (moto takes an unsigned CreateBucket).
+    pub async fn create_bucket(&self, name: &str) {
+        reqwest::Client::new()
+            .put(format!("{}/{name}", self.endpoint))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .expect("bucket created");
+    }
+
+    /// The same client the engine stores with, to look inside the bucket.
+    pub fn client(&self, bucket: &str) -> object_store::aws::AmazonS3 {
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .with_bucket_name(bucket)
+            .with_region("us-east-1")
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .with_retry(object_store::RetryConfig { max_retries: 0, ..Default::default() })
+            .build()
+            .expect("client")
+    }
+
+    /// What `spawn_app_with` needs to store images in `bucket`.
+    pub fn settings<'a>(&'a self, bucket: &'a str) -> [(&'a str, &'a str); 6] {
+        [
+            ("HERALD_MEDIA_STORE", "s3"),
+            ("HERALD_MEDIA_S3_ENDPOINT", &self.endpoint),
+            ("HERALD_MEDIA_S3_BUCKET", bucket),
+            ("HERALD_MEDIA_S3_REGION", "us-east-1"),
+            ("HERALD_MEDIA_S3_ACCESS_KEY_ID", "test"),
+            ("HERALD_MEDIA_S3_SECRET_ACCESS_KEY", "test"),
+        ]
+    }
+
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -17,6 +17,7 @@ mod audit_log;
 mod automation_steps;
 mod automations;
 mod bench_import;
+mod brand;
 mod campaigns_api;
 mod chaos;
 mod cli;

@@ -204,3 +204,54 @@ async fn the_media_quota_holds_per_workspace_and_per_account() -> TestResult {
     assert_eq!(status, StatusCode::CREATED, "{body}");
     Ok(())
 }
+
+#[tokio::test]
+async fn images_live_in_an_s3_bucket_when_one_is_configured() -> TestResult {
+    use object_store::ObjectStoreExt as _;
+    let mut moto = Moto::start().await;
+    moto.create_bucket("herald-media").await;
+    let app = spawn_app_with(&moto.settings("herald-media")).await;
+    let (owner, workspace) = app.owner_with_workspace("s3-media@example.com", "Bucket").await;
+    let api = Api::for_owner(&app, &owner).await;
+    let bucket = moto.client("herald-media");
+
+    let png = noise_png(32, 7);
+    let (status, stored) = upload_api(&api, "noise.png", "image/png", png).await;
+    assert_eq!(status, StatusCode::CREATED, "{stored}");
+    let image_url = url(&stored);
+    let hash = image_url.rsplit('/').next().and_then(|f| f.strip_suffix(".png")).expect("a hash").to_string();
+    // The bytes are the bucket's object, not a row in Postgres.
+    let object = object_store::path::Path::from(format!("media/{workspace}/{hash}"));
+    let in_bucket = bucket.get(&object).await?.bytes().await?;
+    assert_eq!(hex::encode(sha2::Sha256::digest(&in_bucket)), hash);
+    let blobs: i64 = sqlx::query_scalar("SELECT count(*) FROM media_blobs").fetch_one(&app.owner).await?;
+    assert_eq!(blobs, 0, "nothing stored in Postgres");
+    // Served from there, with the same headers as ever.
+    let public = reqwest::Client::new();
+    let res = public.get(&image_url).send().await?;
+    assert_eq!(
+        (res.status(), res.headers()["cache-control"].clone()),
+        (StatusCode::OK, "public, max-age=31536000, immutable".parse()?)
+    );
+    assert_eq!(res.bytes().await?, in_bucket);
+
+    // Deleted: the address answers 404 and the object leaves the bucket.
+    let id = stored["id"].as_str().expect("an id").to_string();
+    let (status, _) = api.send(Method::DELETE, &format!("/api/v1/media/{id}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(public.get(&image_url).send().await?.status(), StatusCode::NOT_FOUND);
+    assert!(matches!(bucket.get(&object).await, Err(object_store::Error::NotFound { .. })), "the object is gone");
+
+    // The bucket unreachable: the upload is refused with a message that says so (no host, no
+    // key), promptly, and leaves no row that would serve nothing.
+    moto.stop();
+    let started = std::time::Instant::now();
+    let (status, body) = upload_api(&api, "later.png", "image/png", noise_png(32, 8)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("Image storage cannot be reached")), "{body}");
+    assert!(!body.to_string().contains("127.0.0.1"), "no address reaches the author: {body}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "gave up after {:?}", started.elapsed());
+    let (_, library) = api.get("/api/v1/media").await;
+    assert_eq!(library["items"].as_array().map(Vec::len), Some(0), "{library}");
+    Ok(())
+}

@@ -15,10 +15,9 @@ use leptos::html;
 use leptos::prelude::*;
 
 use super::fields::Form;
-use crate::components::upload::{UploadList, UploadState, drags_files, upload_chosen, upload_dropped};
-use crate::pages::media::list_media;
+use crate::components::upload::{LibraryPicker, UploadList, UploadState, drags_files, upload_chosen, upload_dropped};
 use herald_types::blocks::{BLOCK_KINDS, CONTENT_WIDTH, CURRENT_VERSION};
-use herald_types::{Block, BlockDocument, Column, Media, MediaLibrary, SocialLink};
+use herald_types::{Block, BlockDocument, Column, Font, Media, SocialLink, Theme};
 
 /// A block in the editor: a key that survives reordering (so its inputs keep their DOM nodes)
 /// and its content.
@@ -40,11 +39,13 @@ struct Doc {
     /// The block being dragged, and the one under the pointer.
     dragging: RwSignal<Option<u64>>,
     drop_target: RwSignal<Option<u64>>,
+    /// Colours and font (not part of undo: the style panel sets them directly).
+    theme: RwSignal<Theme>,
     form: Form,
 }
 
 impl Doc {
-    fn new(form: Form, blocks: Vec<Block>) -> Self {
+    fn new(form: Form, document: BlockDocument) -> Self {
         let doc = Doc {
             entries: RwSignal::new(Vec::new()),
             next_key: StoredValue::new(0),
@@ -53,9 +54,10 @@ impl Doc {
             history: RwSignal::new((0, 0)),
             dragging: RwSignal::new(None),
             drop_target: RwSignal::new(None),
+            theme: RwSignal::new(document.theme),
             form,
         };
-        let entries = blocks.into_iter().map(|b| doc.entry(b)).collect();
+        let entries = document.blocks.into_iter().map(|b| doc.entry(b)).collect();
         doc.entries.set(entries);
         doc
     }
@@ -72,7 +74,7 @@ impl Doc {
 
     /// Writes the document into the form and starts the autosave countdown.
     fn save(&self) {
-        let doc = BlockDocument { version: CURRENT_VERSION, blocks: self.blocks() };
+        let doc = BlockDocument { version: CURRENT_VERSION, theme: self.theme.get_untracked(), blocks: self.blocks() };
         self.form.body.set(doc.to_json());
         self.form.changed.run(());
         self.history.set((self.undo.with_value(Vec::len), self.redo.with_value(Vec::len)));
@@ -200,7 +202,8 @@ fn handle_id(key: u64) -> String {
 pub fn BlockEditor(form: Form) -> impl IntoView {
     let parsed = BlockDocument::parse(&form.body.get_untracked());
     let problem = parsed.as_ref().err().map(ToString::to_string);
-    let doc = Doc::new(form, parsed.map(|d| d.blocks).unwrap_or_default());
+    let doc =
+        Doc::new(form, parsed.unwrap_or_else(|_| BlockDocument { blocks: Vec::new(), ..BlockDocument::default() }));
     let kind = RwSignal::new("paragraph".to_string());
     let (undo_steps, redo_steps) = (move || doc.history.get().0, move || doc.history.get().1);
     let body_error = form.error("body");
@@ -258,7 +261,68 @@ pub fn BlockEditor(form: Form) -> impl IntoView {
             </div>
             <p class="mt-2 text-xs text-slate-500">"Drop image files here to upload them as image blocks."</p>
             <UploadList states=uploads/>
+            <StylePanel doc=doc/>
         </div>
+    }
+}
+
+/// The document's colours and font, and a way back to the workspace's brand.
+#[component]
+fn StylePanel(doc: Doc) -> impl IntoView {
+    let set = move |change: Box<dyn FnOnce(&mut Theme)>| {
+        doc.theme.update(|t| change(t));
+        doc.changed();
+    };
+    let colour = move |id: &'static str,
+                       label: &'static str,
+                       get: fn(&Theme) -> String,
+                       put: fn(&mut Theme, herald_types::Colour)| {
+        view! {
+            <div>
+                <label for=id class="label">{label}</label>
+                <input id=id type="color" class="h-11 w-full min-w-[120px] cursor-pointer rounded-md border border-slate-300 bg-white p-1"
+                    prop:value=move || doc.theme.with(get)
+                    on:input=move |ev| {
+                        if let Ok(c) = herald_types::Colour::parse(&event_target_value(&ev)) {
+                            set(Box::new(move |t| put(t, c)));
+                        }
+                    }/>
+            </div>
+        }
+    };
+    let use_brand = Action::new(|_: &()| crate::pages::settings::brand::get_brand());
+    Effect::new(move |_| {
+        if let Some(Ok(view)) = use_brand.value().get() {
+            doc.theme.set(view.brand.theme);
+            doc.changed();
+        }
+    });
+    view! {
+        <details class="mt-6 rounded-lg border border-slate-200 bg-white" data-testid="block-style">
+            <summary class="cursor-pointer px-4 py-3 text-sm font-medium text-slate-700">"Style: colours and font"</summary>
+            <div class="grid grid-cols-1 gap-3 px-4 pb-4 sm:grid-cols-2 lg:grid-cols-4">
+                {colour("style-accent", "Links and buttons", |t| t.accent.to_string(), |t, c| t.accent = c)}
+                {colour("style-background", "Background", |t| t.background.to_string(), |t, c| t.background = c)}
+                {colour("style-text", "Text", |t| t.text.to_string(), |t, c| t.text = c)}
+                <div>
+                    <label for="style-font" class="label">"Font"</label>
+                    <select id="style-font" class="input" on:change=move |ev| {
+                        if let Ok(font) = event_target_value(&ev).parse::<Font>() {
+                            set(Box::new(move |t| t.font = font));
+                        }
+                    }>
+                        {Font::ALL.iter().map(|f| view! {
+                            <option value=f.as_str() selected=move || doc.theme.with(|t| t.font == *f)>{f.label()}</option>
+                        }).collect_view()}
+                    </select>
+                </div>
+            </div>
+            <div class="flex flex-wrap items-center gap-3 px-4 pb-4">
+                <button type="button" class="btn-secondary" on:click=move |_| { use_brand.dispatch(()); }
+                    disabled=move || use_brand.pending().get()>"Use the workspace’s brand colours"</button>
+                <a href="/settings/brand" class="text-sm text-indigo-600 hover:underline">"Edit the brand"</a>
+            </div>
+        </details>
     }
 }
 
@@ -792,53 +856,6 @@ fn ColumnsFields(
                         </div>
                     }
                 }).collect_view()
-            }}
-        </div>
-    }
-}
-
-/// "Choose from the library": the workspace's images as thumbnails; a click picks one.
-#[component]
-fn LibraryPicker(id: String, on_pick: Callback<Media>) -> impl IntoView {
-    let open = RwSignal::new(false);
-    let library = RwSignal::new(None::<Result<MediaLibrary, String>>);
-    let toggle = move |_| {
-        let opening = !open.get_untracked();
-        open.set(opening);
-        if opening {
-            leptos::task::spawn_local(async move {
-                library.set(Some(list_media().await.map_err(|e| e.to_string())));
-            });
-        }
-    };
-    let panel_id = format!("{id}-panel");
-    view! {
-        <button type="button" class="btn-secondary" aria-expanded=move || open.get().to_string() aria-controls=panel_id.clone()
-            on:click=toggle>"Choose from the library"</button>
-        <div id=panel_id class="w-full" hidden=move || !open.get()>
-            {move || match library.get() {
-                None => view! { <p class="text-sm text-slate-500">"Loading…"</p> }.into_any(),
-                Some(Err(e)) => view! { <p class="text-sm text-red-600" role="alert">{e}</p> }.into_any(),
-                Some(Ok(l)) if l.items.is_empty() => view! {
-                    <p class="text-sm text-slate-500">"No images yet: upload one, or add some on the Media page."</p>
-                }.into_any(),
-                Some(Ok(l)) => view! {
-                    <ul class="mt-2 grid grid-cols-3 gap-2 sm:grid-cols-4" data-testid="library-picker">
-                        {l.items.into_iter().map(|m| {
-                            let name = m.file_name.clone();
-                            let url = m.url.clone();
-                            view! {
-                                <li>
-                                    <button type="button" class="block h-20 w-full overflow-hidden rounded-md border border-slate-200 bg-slate-50 hover:border-indigo-400"
-                                        aria-label=format!("Use {name}")
-                                        on:click=move |_| { on_pick.run(m.clone()); open.set(false); }>
-                                        <img src=url alt="" class="h-full w-full object-contain"/>
-                                    </button>
-                                </li>
-                            }
-                        }).collect_view()}
-                    </ul>
-                }.into_any(),
             }}
         </div>
     }

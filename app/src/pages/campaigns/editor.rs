@@ -524,6 +524,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
             {view! { <div class="min-w-0 lg:sticky lg:top-6 lg:self-start">
                 <PreviewPanel preview=preview reader=preview_as/>
                 {can_edit.then(|| view! { <TestSendPanel test=test after_save=after_save/> })}
+                {can_edit.then(|| view! { <super::templates::SaveAsTemplatePanel form=form/> })}
                 {can_edit.then(|| view! {
                     <SendPanel c=c.clone() form=form lists=lists after_save=after_save actions=lifecycle refresh=refresh/>
                 })}

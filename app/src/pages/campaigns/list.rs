@@ -93,14 +93,12 @@ pub async fn create_campaign(name: String) -> Result<CampaignId, AppError> {
     use herald_engine::campaigns::store::{self, CampaignInput};
     let m = require_role(Role::Author).await?;
     let name = if name.trim().is_empty() { "Untitled campaign".to_string() } else { name };
-    // New campaigns start in the block editor with a starter document (issue 34); the API's
-    // default stays Markdown.
-    let input = CampaignInput {
-        name,
-        body_format: herald_types::BodyFormat::Blocks,
-        body: herald_types::BlockDocument::default().to_json(),
-        ..Default::default()
-    };
+    // New campaigns start in the block editor with a starter document in the workspace's brand
+    // (issue 34); the API's default stays Markdown.
+    let start = herald_engine::campaigns::brand::Start::Blank;
+    let (_, _, body_format, body) =
+        herald_engine::campaigns::brand::start_document(&m.state.db, m.tenant, start).await?;
+    let input = CampaignInput { name, body_format, body, ..Default::default() };
     let c = store::create(&m.state.db, m.tenant, m.role, &input).await?;
     leptos_axum::redirect(&format!("/campaigns/{}", c.id));
     Ok(c.id)
@@ -157,7 +155,12 @@ pub fn CampaignsPage() -> impl IntoView {
             <PageHeader title="Campaigns" subtitle="Write, schedule and send"/>
             <Suspense>
                 {move || Suspend::new(async move {
-                    data.await.ok().filter(|v| v.can_create).map(|_| view! { <NewCampaignForm create=create/> })
+                    data.await.ok().filter(|v| v.can_create).map(|_| view! {
+                        <div class="flex flex-wrap items-end justify-end gap-2">
+                            <a href="/campaigns/templates" class="btn-secondary min-h-11 inline-flex items-center">"Start from a template"</a>
+                            <NewCampaignForm create=create/>
+                        </div>
+                    })
                 })}
             </Suspense>
         </div>

@@ -14,3 +14,4 @@ pub mod repeat;
 pub mod resend;
 pub mod send_panel;
 pub mod stats;
+pub mod templates;

@@ -9,6 +9,7 @@ use herald_types::Identity;
 
 pub mod api_keys;
 pub mod audit;
+pub mod brand;
 pub mod domains;
 pub mod general;
 pub mod members;
@@ -22,6 +23,7 @@ pub fn SettingsTabs(active: &'static str) -> impl IntoView {
         ("/settings", "General"),
         ("/settings/sending", "Sending"),
         ("/settings/domains", "Domains"),
+        ("/settings/brand", "Brand"),
         ("/settings/members", "Members"),
         ("/settings/api-keys", "API keys"),
         ("/settings/audit", "Audit log"),

@@ -4,6 +4,8 @@
 pub mod ab_tests;
 pub mod audit;
 pub mod automations;
+pub mod brand;
+pub mod campaign_templates;
 pub mod campaigns;
 pub mod fields;
 pub mod lists;
@@ -48,7 +50,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 
 #[derive(Serialize, ToSchema)]
 pub struct ApiError {
-    /// Stable, machine-readable: `unauthenticated`, `forbidden`, `not_found`, `invalid`, `conflict`, `rate_limited`, `internal`.
+    /// Stable, machine-readable: `unauthenticated`, `forbidden`, `not_found`, `invalid`, `conflict`, `rate_limited`, `busy`, `unavailable`, `internal`.
     pub code: &'static str,
     pub message: String,
     /// With `invalid`: the message for each input field that is wrong, keyed by its name.
@@ -88,6 +90,10 @@ impl IntoResponse for ApiFailure {
             E::Busy { message, retry_after_secs } => {
                 retry_after = Some(retry_after_secs);
                 (StatusCode::TOO_MANY_REQUESTS, "busy", message)
+            }
+            E::Unavailable(message) => {
+                retry_after = Some(30);
+                (StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
             }
             E::Unexpected(e) => {
                 tracing::error!(error = ?e, "unexpected error in the API");
@@ -148,6 +154,9 @@ impl Modify for BearerAuth {
         readers::bulk_upsert, readers::subscribe, readers::unsubscribe,
         tags::index, tags::rename, tags::delete, tags::of_reader, tags::add, tags::remove,
         crate::routes::media::index, crate::routes::media::upload_from_api, crate::routes::media::remove,
+        brand::show, brand::update, brand::layouts,
+        campaign_templates::index, campaign_templates::create, campaign_templates::show, campaign_templates::update,
+        campaign_templates::delete,
         fields::index, fields::create, fields::update, fields::delete,
         segments::index, segments::create, segments::show, segments::update, segments::delete, segments::count,
         segments::count_definition,
@@ -169,6 +178,10 @@ impl Modify for BearerAuth {
         herald_types::BulkUpsert, herald_types::BulkOutcome, herald_types::Rejected, herald_types::Existing, herald_types::ListChoice,
         herald_types::Tag, herald_types::TagNames, herald_types::TagId, tags::TagRename,
         herald_types::Media, herald_types::MediaLibrary, herald_types::MediaId,
+        herald_types::Brand, herald_types::Theme, herald_types::Colour, herald_types::Font, herald_types::Layout,
+        herald_types::LayoutView, herald_types::CampaignTemplate, herald_types::CampaignTemplateInput,
+        herald_types::CampaignTemplateId, herald_types::BlockDocument, herald_types::Block, herald_types::Column,
+        herald_types::SocialLink,
         herald_types::Field, herald_types::FieldInput, herald_types::FieldKind,
         herald_types::Segment, herald_types::SegmentInput, herald_types::SegmentId, herald_types::segment::Definition,
         herald_types::segment::Rule, herald_types::segment::Group, herald_types::segment::Condition,
@@ -212,6 +225,13 @@ pub fn router() -> Router<ServerState> {
         .route("/api/v1/readers/{id}/subscriptions", post(readers::subscribe))
         .route("/api/v1/readers/{id}/tags", get(tags::of_reader).post(tags::add).delete(tags::remove))
         .route("/api/v1/tags", get(tags::index))
+        .route("/api/v1/brand", get(brand::show).put(brand::update))
+        .route("/api/v1/layouts", get(brand::layouts))
+        .route("/api/v1/campaign-templates", get(campaign_templates::index).post(campaign_templates::create))
+        .route(
+            "/api/v1/campaign-templates/{id}",
+            get(campaign_templates::show).put(campaign_templates::update).delete(campaign_templates::delete),
+        )
         .route("/api/v1/fields", get(fields::index).post(fields::create))
         .route("/api/v1/fields/{key}", patch(fields::update).delete(fields::delete))
         .route("/api/v1/tags/{id}", patch(tags::rename).delete(tags::delete))

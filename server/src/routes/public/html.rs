@@ -65,6 +65,7 @@ pub fn error_page(e: herald_engine::Error) -> Response {
             message_page(StatusCode::TOO_MANY_REQUESTS, "Slow down", "Too many requests. Wait a minute and try again.")
         }
         E::Busy { message, .. } => message_page(StatusCode::TOO_MANY_REQUESTS, "Slow down", &message),
+        E::Unavailable(message) => message_page(StatusCode::SERVICE_UNAVAILABLE, "Try again soon", &message),
         E::Unexpected(err) => {
             tracing::error!(error = ?err, "public page failed");
             message_page(
