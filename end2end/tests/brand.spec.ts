@@ -49,7 +49,7 @@ test("brand a workspace, start from a layout, save a template and start again fr
   await waitForHydration(page);
   const kinds = () => page.getByTestId("block").evaluateAll((els) => els.map((e) => e.getAttribute("data-kind") ?? ""));
   await expect.poll(kinds).toEqual(["image", "spacer", "heading", "paragraph", "button", "spacer", "footer"]);
-  await expect(page.locator('[data-testid="block"][data-kind="footer"]').getByLabel("Footer text")).toHaveValue(/^Tulip Weekly/);
+  await expect(page.locator('[data-testid="block"][data-kind="footer"]').getByRole("textbox", { name: "Footer text" })).toHaveValue(/^Tulip Weekly/);
 
   // --- Restyle this one campaign: the style panel's colour reaches the preview. ---
   await page.getByTestId("block-style").locator("summary").click();

@@ -58,18 +58,27 @@ pub async fn brand_preview() -> Result<String, AppError> {
 
 #[component]
 pub fn BrandPage() -> impl IntoView {
+    // Saving refreshes the preview only: the form already shows what was saved.
     let saved = RwSignal::new(0u32);
-    let brand = Resource::new(move || saved.get(), |_| get_brand());
+    let brand = Resource::new(|| (), |_| get_brand());
+    // The preview is a sibling of the form, not inside its suspense: each has its own resource.
     view! {
         <SettingsTabs active="/settings/brand"/>
-        <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
-            {move || Suspend::new(async move {
-                match brand.await {
-                    Ok(v) => view! { <BrandForm view=v saved=saved/> }.into_any(),
-                    Err(e) => view! { <LoadError error=e/> }.into_any(),
-                }
-            })}
-        </Suspense>
+        <div class="grid gap-6 xl:grid-cols-[minmax(0,1fr)_minmax(0,1fr)]">
+            <div class="min-w-0">
+                <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
+                    {move || Suspend::new(async move {
+                        match brand.await {
+                            Ok(v) => view! { <BrandForm view=v saved=saved/> }.into_any(),
+                            Err(e) => view! { <LoadError error=e/> }.into_any(),
+                        }
+                    })}
+                </Suspense>
+            </div>
+            <div class="min-w-0">
+                <BrandPreview saved=saved/>
+            </div>
+        </div>
     }
 }
 
@@ -143,7 +152,7 @@ fn BrandForm(view: BrandView, saved: RwSignal<u32>) -> impl IntoView {
                     <input id=id type="color" disabled=ro
                         class="h-11 w-16 shrink-0 cursor-pointer rounded-md border border-slate-300 bg-white p-1"
                         prop:value=move || value.get() on:input=move |ev| value.set(event_target_value(&ev))/>
-                    <input type="text" class="input min-w-[120px] font-mono" disabled=ro aria-label=format!("{label} (hex)")
+                    <input type="text" class="input min-w-[120px] flex-1 font-mono" disabled=ro aria-label=format!("{label} (hex)")
                         prop:value=move || value.get() on:input=move |ev| value.set(event_target_value(&ev))/>
                 </div>
                 <p class="mt-1 text-xs text-red-600" role="alert">{error(id)}</p>
@@ -151,7 +160,6 @@ fn BrandForm(view: BrandView, saved: RwSignal<u32>) -> impl IntoView {
         }
     };
     view! {
-        <div class="grid gap-6 xl:grid-cols-[minmax(0,1fr)_minmax(0,1fr)]">
             <Card title="Brand">
                 <p class="mb-4 text-sm text-slate-600">
                     "New campaigns and the starter layouts use these. Campaigns you have already started keep their own look; "
@@ -192,7 +200,7 @@ fn BrandForm(view: BrandView, saved: RwSignal<u32>) -> impl IntoView {
                             <p class="mt-1 text-xs text-red-600" role="alert">{error("logo_width")}</p>
                         </div>
                     </fieldset>
-                    <div class="grid grid-cols-1 gap-4 sm:grid-cols-3">
+                    <div class="grid max-w-sm grid-cols-1 gap-4">
                         {colour_input("accent", "Links and buttons", accent)}
                         {colour_input("background", "Background", background)}
                         {colour_input("text", "Text", text)}
@@ -212,9 +220,7 @@ fn BrandForm(view: BrandView, saved: RwSignal<u32>) -> impl IntoView {
                         <label for="footer_text" class="label">"Footer text"</label>
                         <textarea id="footer_text" rows="3" maxlength="1000" class="input" disabled=ro
                             placeholder="Tulip Weekly: notes for people who grow things."
-                            prop:value=move || footer_text.get() on:input=move |ev| footer_text.set(event_target_value(&ev))>
-                            {b.footer_text.clone()}
-                        </textarea>
+                            prop:value=move || footer_text.get() on:input=move |ev| footer_text.set(event_target_value(&ev))>{b.footer_text.clone()}</textarea>
                         <p class="mt-1 text-xs text-slate-500">
                             "Markdown, above the unsubscribe link. The postal address from "
                             <a href="/settings" class="text-indigo-600 hover:underline">"General"</a>" is added below it."
@@ -230,8 +236,6 @@ fn BrandForm(view: BrandView, saved: RwSignal<u32>) -> impl IntoView {
                     <p class="text-sm text-red-600" role="alert">{general}</p>
                 </form>
             </Card>
-            <BrandPreview saved=saved/>
-        </div>
     }
 }
 

@@ -481,4 +481,35 @@ mod tests {
         let plain = blocks_to_template(&fixture()).expect("renders");
         assert!(!plain.contains("#fde047") && plain.contains("#2563eb") && !plain.contains("Georgia"));
     }
+
+    #[test]
+    fn a_run_of_text_blocks_is_one_cell() {
+        let doc = |blocks: Vec<Block>| BlockDocument { blocks, ..BlockDocument::default() };
+        let cells = |html: &str| html.matches("word-break:break-word").count();
+        let paragraph = |t: &str| Block::Paragraph { text: t.into() };
+        let one = blocks_to_template(&doc(vec![paragraph("First")])).expect("renders");
+        let run = vec![
+            Block::Heading { text: "Title".into(), level: 1 },
+            paragraph("First"),
+            Block::Quote { text: "Said".into() },
+            paragraph("Second"),
+            Block::Code { text: "x = 1".into() },
+            Block::Html { html: "<p>Raw</p>".into() },
+        ];
+        let many = blocks_to_template(&doc(run)).expect("renders");
+        assert_eq!(cells(&many), cells(&one), "{many}");
+        // In order, each spaced like a paragraph.
+        let at = |needle: &str| many.find(needle).unwrap_or_else(|| panic!("{needle} missing: {many}"));
+        assert!(at("Title") < at("First") && at("First") < at("Said") && at("Said") < at("Second"));
+        assert!(at("Second") < at("x = 1") && at("x = 1") < at("<p>Raw</p>"));
+        assert!(many.contains("margin:0 0 12px 0"));
+        // A button between two runs makes two text cells and its own.
+        let split = blocks_to_template(&doc(vec![
+            paragraph("First"),
+            Block::Button { label: "Go".into(), href: "https://example.com".into() },
+            paragraph("Second"),
+        ]))
+        .expect("renders");
+        assert!(cells(&split) > cells(&one), "{split}");
+    }
 }
