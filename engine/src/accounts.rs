@@ -362,7 +362,11 @@ pub async fn change_password(
 /// Deletes an account, which needs its password. Workspaces where the user is the only member
 /// are deleted with it (their names are returned); a workspace with other members whose only
 /// owner is this user stops the deletion, as leaving it would (make someone else owner first).
-pub async fn delete_account(db: &Db, user: UserId, current_password: &str) -> Result<Vec<String>> {
+pub async fn delete_account(
+    db: &Db,
+    user: UserId,
+    current_password: &str,
+) -> Result<Vec<(crate::domain::TenantId, String)>> {
     let hash: Option<String> = sqlx::query_scalar("SELECT password_hash FROM users WHERE id = $1")
         .bind(user)
         .fetch_optional(db.pool())
@@ -419,7 +423,7 @@ pub async fn delete_account(db: &Db, user: UserId, current_password: &str) -> Re
         .await?;
     sqlx::query("DELETE FROM users WHERE id = $1").bind(user).execute(&mut *tx).await?;
     tx.commit().await?;
-    Ok(alone_in.into_iter().map(|(_, name)| name).collect())
+    Ok(alone_in)
 }
 
 /// The sessions of user `$1`: logged in, or past the password and waiting for the second factor

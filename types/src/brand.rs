@@ -192,12 +192,14 @@ impl Brand {
 
     /// `blocks` dressed in the brand: the theme, the logo on top (when there is one) and the
     /// footer text at the start of the footer block (added when `blocks` has none).
-    pub fn dress(&self, workspace_name: &str, blocks: Vec<Block>) -> BlockDocument {
+    pub fn dress(&self, blocks: Vec<Block>) -> BlockDocument {
         let mut out = Vec::with_capacity(blocks.len() + 2);
         if !self.logo_src.trim().is_empty() {
             out.push(Block::Image {
                 src: self.logo_src.trim().to_string(),
-                alt: if workspace_name.trim().is_empty() { "Logo".into() } else { workspace_name.trim().to_string() },
+                // A merge tag, not the name itself: a name is data, and `{{` in one would be
+                // read as template source.
+                alt: "{{ workspace.name }}".into(),
                 href: String::new(),
                 width: self.logo_width.clamp(16, CONTENT_WIDTH),
             });
@@ -283,8 +285,8 @@ impl Layout {
     }
 
     /// The layout dressed in `brand`.
-    pub fn document(self, brand: &Brand, workspace_name: &str) -> BlockDocument {
-        let mut doc = brand.dress(workspace_name, self.blocks());
+    pub fn document(self, brand: &Brand) -> BlockDocument {
+        let mut doc = brand.dress(self.blocks());
         if self == Layout::Letter {
             // A letter looks like one: no logo banner, a serif face unless the brand chose one.
             doc.blocks.retain(|b| !matches!(b, Block::Image { .. }));
@@ -321,6 +323,18 @@ pub struct CampaignTemplate {
     pub body_format: BodyFormat,
     pub body: String,
     pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A template as listed: what the list shows, not its body (up to 1 MB each).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
+pub struct CampaignTemplateSummary {
+    pub id: CampaignTemplateId,
+    pub name: String,
+    pub subject: String,
+    pub body_format: BodyFormat,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -399,7 +413,7 @@ mod tests {
             footer_text: "Tulip Weekly, for people who grow things.".into(),
         };
         for layout in Layout::ALL {
-            let doc = layout.document(&brand, "Tulips");
+            let doc = layout.document(&brand);
             doc.validate().unwrap_or_else(|e| panic!("{layout}: {e}"));
             assert_eq!(doc.theme.accent, brand.theme.accent, "{layout}");
             let Some(Block::Footer { text }) = doc.blocks.last() else { panic!("{layout} has no footer last") };
@@ -411,7 +425,7 @@ mod tests {
             assert_eq!(BlockDocument::parse(&doc.to_json()).expect("parses"), doc);
         }
         // Without a brand: no logo block, the standard footer.
-        let plain = Layout::Announcement.document(&Brand::default(), "Tulips");
+        let plain = Layout::Announcement.document(&Brand::default());
         assert!(!plain.blocks.iter().any(|b| matches!(b, Block::Image { .. })));
     }
 

@@ -48,7 +48,9 @@ pub use automation::{
     Trigger, WaitUnit, Weekday,
 };
 pub use blocks::{Block, BlockDocument, CONTENT_WIDTH, Column, SocialLink};
-pub use brand::{Brand, CampaignTemplate, CampaignTemplateInput, Colour, Font, Layout, LayoutView, Theme};
+pub use brand::{
+    Brand, CampaignTemplate, CampaignTemplateInput, CampaignTemplateSummary, Colour, Font, Layout, LayoutView, Theme,
+};
 pub use campaign::{
     ApprovalRequest, ApprovalState, AudienceCount, BodyFormat, Campaign, CampaignFilter, CampaignInput, CampaignQuery,
     CampaignStatus, Edition, FeedItem, FeedResult, FeedSource, RecentCampaign, Recurrence, ResendInput, ScheduleInput,

@@ -5,8 +5,8 @@
 //! block document, taken when it starts ([`start_document`]).
 
 use herald_types::{
-    BlockDocument, BodyFormat, Brand, CampaignTemplate, CampaignTemplateId, CampaignTemplateInput, Colour, Font,
-    Invalid, Layout, LayoutView, Theme,
+    BlockDocument, BodyFormat, Brand, CampaignTemplate, CampaignTemplateId, CampaignTemplateInput,
+    CampaignTemplateSummary, Colour, Font, Invalid, Layout, LayoutView, Theme,
 };
 
 use crate::domain::{Role, TenantId};
@@ -67,6 +67,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, brand: &Brand) -> Res
         return Err(Error::Forbidden);
     }
     brand.validate()?;
+    check_footer(tenant, brand).await?;
     let mut tx = db.tenant_tx(tenant).await?;
     sqlx::query(
         "INSERT INTO workspace_brands (tenant_id, accent, background, text_colour, font, logo_src, logo_width, footer_text)
@@ -88,17 +89,37 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, brand: &Brand) -> Res
     get(db, tenant).await
 }
 
+/// The footer text is copied into every campaign started from now on: a merge-tag mistake in it
+/// is refused here, beside its field, not found later in each of them.
+async fn check_footer(tenant: TenantId, brand: &Brand) -> Result<()> {
+    use crate::sending::message::{CampaignContent, CompiledCampaign, Workspace};
+    let content = CampaignContent {
+        subject: String::new(),
+        preheader: String::new(),
+        format: BodyFormat::Blocks,
+        body: brand.dress(BlockDocument::default().blocks).to_json(),
+    };
+    let workspace = Workspace { name: String::new(), postal_address: String::new() };
+    let turn = crate::sending::template_sandbox::Turn::request(tenant);
+    match CompiledCampaign::compile(&content, &workspace, turn).await? {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Error::Invalid(Invalid::field(
+            "footer_text",
+            format!("The footer text has a merge-tag mistake: {}", e.message),
+        ))),
+    }
+}
+
 /// Every starter layout, dressed in the workspace's brand.
 pub async fn layouts(db: &Db, tenant: TenantId) -> Result<Vec<LayoutView>> {
     let brand = get(db, tenant).await?;
-    let name = crate::workspaces::get(db, tenant).await?.name;
     Ok(Layout::ALL
         .iter()
         .map(|&layout| LayoutView {
             layout,
             name: layout.name().into(),
             description: layout.description().into(),
-            body: layout.document(&brand, &name),
+            body: layout.document(&brand),
         })
         .collect())
 }
@@ -116,16 +137,8 @@ pub enum Start {
 pub async fn start_document(db: &Db, tenant: TenantId, start: Start) -> Result<(String, String, BodyFormat, String)> {
     let blocks = |doc: BlockDocument| Ok((String::new(), String::new(), BodyFormat::Blocks, doc.to_json()));
     match start {
-        Start::Blank => {
-            let brand = get(db, tenant).await?;
-            let name = crate::workspaces::get(db, tenant).await?.name;
-            blocks(brand.dress(&name, BlockDocument::default().blocks))
-        }
-        Start::Layout(layout) => {
-            let brand = get(db, tenant).await?;
-            let name = crate::workspaces::get(db, tenant).await?.name;
-            blocks(layout.document(&brand, &name))
-        }
+        Start::Blank => blocks(get(db, tenant).await?.dress(BlockDocument::default().blocks)),
+        Start::Layout(layout) => blocks(layout.document(&get(db, tenant).await?)),
         Start::Template(id) => {
             let t = get_template(db, tenant, id).await?;
             Ok((t.subject, t.preheader, t.body_format, t.body))
@@ -135,12 +148,13 @@ pub async fn start_document(db: &Db, tenant: TenantId, start: Start) -> Result<(
 
 const TEMPLATE_COLUMNS: &str = "id, name, subject, preheader, body_format, body, created_at, updated_at";
 
-/// The workspace's saved templates, by name.
-pub async fn list_templates(db: &Db, tenant: TenantId) -> Result<Vec<CampaignTemplate>> {
+/// The workspace's saved templates, by name, without their bodies.
+pub async fn list_templates(db: &Db, tenant: TenantId) -> Result<Vec<CampaignTemplateSummary>> {
     let mut tx = db.tenant_tx(tenant).await?;
-    let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {TEMPLATE_COLUMNS} FROM campaign_templates WHERE tenant_id = $1 ORDER BY lower(name), id"
-    )))
+    let rows = sqlx::query_as(
+        "SELECT id, name, subject, body_format, updated_at FROM campaign_templates
+         WHERE tenant_id = $1 ORDER BY lower(name), id",
+    )
     .bind(tenant)
     .fetch_all(&mut *tx)
     .await?;

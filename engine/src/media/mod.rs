@@ -263,10 +263,9 @@ impl Row {
     }
 }
 
-/// One quota check at a time per account, so two uploads cannot both take the last megabytes;
-/// the same image sent twice at once is then found by the second (not a unique violation); and
-/// a bucket's object is not deleted while the same image is being uploaded again.
-pub(crate) async fn lock_storage(tx: &mut Tx, tenant: TenantId) -> Result<()> {
+/// One quota check at a time per account, so two uploads cannot both take the last megabytes,
+/// and the same image sent twice at once is found by the second (not a unique violation).
+async fn lock_storage(tx: &mut Tx, tenant: TenantId) -> Result<()> {
     let account = crate::account_limits::account_of(tx, tenant).await?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('media-storage:' || $1::text, 0))")
         .bind(account.map_or_else(|| tenant.to_string(), |a| format!("account:{a}")))
@@ -296,27 +295,84 @@ pub async fn save(
     }
     let file_name: String = file_name.trim().chars().filter(|c| !c.is_control()).take(200).collect();
     let file_name = if file_name.is_empty() { format!("image.{}", image.kind.extension()) } else { file_name };
+    let size = image.bytes.len() as i64;
+    // A re-upload answers the stored entry, and a full library is refused, before any bytes move.
     let mut tx = db.tenant_tx(tenant).await?;
-    lock_storage(&mut tx, tenant).await?;
-    if let Some(row) = sqlx::query_as::<_, Row>(
+    if let Some(row) = stored_as(&mut tx, tenant, &image.hash).await? {
+        tx.commit().await?;
+        return Ok(row.into_media(base_url, tenant));
+    }
+    check_quota(&mut tx, tenant, size, quota).await?;
+    tx.commit().await?;
+    // A bucket's object first, outside any transaction or lock (see `storage`).
+    let id = MediaId::new();
+    storage.put_object(tenant, &image.hash, id, &image.bytes).await?;
+    let inserted = async {
+        let mut tx = db.tenant_tx(tenant).await?;
+        lock_storage(&mut tx, tenant).await?;
+        // The same image may have been stored meanwhile, or the quota used up: checked again
+        // under the lock.
+        if let Some(row) = stored_as(&mut tx, tenant, &image.hash).await? {
+            tx.commit().await?;
+            return Ok((row, false));
+        }
+        check_quota(&mut tx, tenant, size, quota).await?;
+        storage.put_in(&mut tx, tenant, &image.hash, &image.bytes).await?;
+        let row: Row = sqlx::query_as(
+            "INSERT INTO media (tenant_id, id, hash, content_type, width, height, bytes, file_name, created_by)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             RETURNING id, hash, file_name, content_type, width, height, bytes::bigint AS bytes, created_at",
+        )
+        .bind(tenant)
+        .bind(id)
+        .bind(&image.hash)
+        .bind(image.kind.content_type())
+        .bind(image.width as i32)
+        .bind(image.height as i32)
+        .bind(size as i32)
+        .bind(&file_name)
+        .bind(user)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok::<_, Error>((row, true))
+    }
+    .await;
+    match inserted {
+        Ok((row, true)) => Ok(row.into_media(base_url, tenant)),
+        // Our object is no row's: it goes.
+        Ok((row, false)) => {
+            storage.discard_object(tenant, &image.hash, id, || {});
+            Ok(row.into_media(base_url, tenant))
+        }
+        Err(e) => {
+            storage.discard_object(tenant, &image.hash, id, || {});
+            Err(e)
+        }
+    }
+}
+
+/// The row that already stores `hash`, if one does.
+async fn stored_as(tx: &mut Tx, tenant: TenantId, hash: &str) -> Result<Option<Row>> {
+    Ok(sqlx::query_as::<_, Row>(
         "SELECT id, hash, file_name, content_type, width, height, bytes::bigint AS bytes, created_at
          FROM media WHERE tenant_id = $1 AND hash = $2",
     )
     .bind(tenant)
-    .bind(&image.hash)
-    .fetch_optional(&mut *tx)
-    .await?
-    {
-        tx.commit().await?;
-        return Ok(row.into_media(base_url, tenant));
-    }
+    .bind(hash)
+    .fetch_optional(&mut **tx)
+    .await?)
+}
+
+/// Refuses `size` more bytes when the workspace's or its account's images would then take more
+/// than `quota`.
+async fn check_quota(tx: &mut Tx, tenant: TenantId, size: i64, quota: MediaQuota) -> Result<()> {
     let (used, account_used): (i64, i64) = sqlx::query_as(
         "SELECT coalesce(sum(bytes), 0)::bigint, account_media_bytes($1) FROM media WHERE tenant_id = $1",
     )
     .bind(tenant)
-    .fetch_one(&mut *tx)
+    .fetch_one(&mut **tx)
     .await?;
-    let size = image.bytes.len() as i64;
     if used + size > quota.per_workspace {
         return Err(refused(format!(
             "The media library is full ({} of {} MB used). Delete images you no longer need first.",
@@ -330,26 +386,7 @@ pub async fn save(
             quota.per_account >> 20
         )));
     }
-    // The bytes first, then the row that makes them servable.
-    storage.put(&mut tx, tenant, &image.hash, &image.bytes).await?;
-    let row: Row = sqlx::query_as(
-        "INSERT INTO media (tenant_id, id, hash, content_type, width, height, bytes, file_name, created_by)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-         RETURNING id, hash, file_name, content_type, width, height, bytes::bigint AS bytes, created_at",
-    )
-    .bind(tenant)
-    .bind(MediaId::new())
-    .bind(&image.hash)
-    .bind(image.kind.content_type())
-    .bind(image.width as i32)
-    .bind(image.height as i32)
-    .bind(size as i32)
-    .bind(&file_name)
-    .bind(user)
-    .fetch_one(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(row.into_media(base_url, tenant))
+    Ok(())
 }
 
 /// The workspace's images, newest first, with the storage they use.
@@ -383,14 +420,13 @@ pub async fn delete(db: &Db, storage: &MediaStorage, tenant: TenantId, role: Rol
         .fetch_optional(&mut *tx)
         .await?;
     let Some(hash) = hash else { return Err(Error::NotFound) };
-    storage.remove(&mut tx, tenant, &hash).await?;
+    storage.remove_in(&mut tx, tenant, &hash).await?;
     tx.commit().await?;
     serve::forget(db, tenant, &hash);
-    // The row is gone, so nothing serves it: a bucket that fails here keeps an unreferenced
-    // object, which costs storage but breaks nothing.
-    if let Err(e) = storage.release(db, tenant, &hash).await {
-        tracing::warn!(%tenant, %hash, error = %e, "a deleted image's object stays in the bucket");
-    }
+    // The row is gone, so nothing serves it any more; its object goes after. A fetch that read
+    // the row just before the delete may have cached the bytes since: forgotten again then.
+    let (db, forget_hash) = (db.clone(), hash.clone());
+    storage.discard_object(tenant, &hash, id, move || serve::forget(&db, tenant, &forget_hash));
     Ok(())
 }
 

@@ -72,15 +72,16 @@ pub async fn fetch(
         Some(served) => served,
         None => {
             let mut tx = db.tenant_tx(tenant).await?;
-            let content_type: Option<String> =
-                sqlx::query_scalar("SELECT content_type FROM media WHERE tenant_id = $1 AND hash = $2")
+            let row: Option<(herald_types::MediaId, String)> =
+                sqlx::query_as("SELECT id, content_type FROM media WHERE tenant_id = $1 AND hash = $2")
                     .bind(tenant)
                     .bind(hash)
                     .fetch_optional(&mut *tx)
                     .await?;
             tx.commit().await?;
-            let Some(kind) = content_type.as_deref().and_then(ImageKind::from_content_type) else { return Ok(None) };
-            let Some(bytes) = storage.get(db, tenant, hash).await? else { return Ok(None) };
+            let Some((id, content_type)) = row else { return Ok(None) };
+            let Some(kind) = ImageKind::from_content_type(&content_type) else { return Ok(None) };
+            let Some(bytes) = storage.get(db, tenant, hash, id).await? else { return Ok(None) };
             let served = Served { bytes: bytes::Bytes::from(bytes), kind };
             cache.0.insert((tenant, key), served.clone());
             served

@@ -3,29 +3,32 @@
 //! S3-compatible bucket is the other, for deployments with several machines (and images that
 //! should not live in the database's backups).
 //!
-//! With a bucket, the order of writes keeps the rule "a row exists only once its bytes do":
-//! saving puts the object first and inserts the row after, under the workspace's storage lock;
-//! deleting removes the row first and the object only after that commits, under the same lock
-//! and only when no row names the hash again ([`MediaStorage::release`]). A failure in between
-//! leaves an unreferenced object (content-addressed, harmless), never a row without bytes.
+//! A bucket keeps one object per `media` row, `media/{workspace}/{sha256}/{media id}`, written
+//! before the row is inserted and deleted after the row is gone. So a row never exists without
+//! its bytes, whatever fails in between (a failure leaves an unreferenced object, which costs
+//! storage and breaks nothing), no bucket call runs inside a transaction or under a lock, and a
+//! late delete can only ever remove its own row's object, never the one an upload of the same
+//! image made after it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::TryStreamExt as _;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path;
-use object_store::{ClientOptions, ObjectStoreExt, PutPayload, RetryConfig};
+use object_store::{ClientOptions, ObjectStore as _, ObjectStoreExt as _, PutPayload, RetryConfig};
 
 use crate::domain::TenantId;
 use crate::error::{Error, Result};
 use crate::infra::db::{Db, Tx};
+use herald_types::MediaId;
 
 #[derive(Clone, Debug, Default)]
 pub enum MediaStorage {
     /// `media_blobs`, beside the `media` rows.
     #[default]
     Postgres,
-    /// Objects `media/{workspace}/{sha256}` in a bucket.
+    /// One object per row in a bucket.
     S3(S3Bucket),
 }
 
@@ -89,29 +92,39 @@ impl S3Bucket {
         Ok(S3Bucket { store: Arc::new(store), bucket: config.bucket.clone() })
     }
 
-    fn path(tenant: TenantId, hash: &str) -> Path {
-        Path::from(format!("media/{tenant}/{hash}"))
+    /// The object of one `media` row.
+    pub fn object(tenant: TenantId, hash: &str, id: MediaId) -> Path {
+        Path::from(format!("media/{tenant}/{hash}/{id}"))
     }
 
-    async fn put(&self, tenant: TenantId, hash: &str, bytes: &[u8]) -> Result<()> {
-        // Content-addressed: writing the same bytes again is harmless.
-        self.store.put(&Self::path(tenant, hash), PutPayload::from(bytes.to_vec())).await.map_err(unavailable)?;
+    async fn put(&self, path: &Path, bytes: &[u8]) -> Result<()> {
+        self.store.put(path, PutPayload::from(bytes.to_vec())).await.map_err(unavailable)?;
         Ok(())
     }
 
-    async fn get(&self, tenant: TenantId, hash: &str) -> Result<Option<Vec<u8>>> {
-        match self.store.get(&Self::path(tenant, hash)).await {
+    async fn get(&self, path: &Path) -> Result<Option<Vec<u8>>> {
+        match self.store.get(path).await {
             Ok(found) => Ok(Some(found.bytes().await.map_err(unavailable)?.to_vec())),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(unavailable(e)),
         }
     }
 
-    async fn delete(&self, tenant: TenantId, hash: &str) -> Result<()> {
-        match self.store.delete(&Self::path(tenant, hash)).await {
+    async fn delete(&self, path: &Path) -> Result<()> {
+        match self.store.delete(path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(unavailable(e)),
         }
+    }
+
+    /// Every object of a deleted workspace.
+    async fn purge(&self, tenant: TenantId) -> Result<u64> {
+        let prefix = Path::from(format!("media/{tenant}"));
+        let objects: Vec<_> = self.store.list(Some(&prefix)).try_collect().await.map_err(unavailable)?;
+        for meta in &objects {
+            self.delete(&meta.location).await?;
+        }
+        Ok(objects.len() as u64)
     }
 }
 
@@ -123,76 +136,90 @@ fn unavailable(e: object_store::Error) -> Error {
 }
 
 impl MediaStorage {
-    /// Stores `bytes` under `hash`, in `tx` (the caller inserts the row after, in the same one,
-    /// holding the workspace's storage lock).
-    pub(crate) async fn put(&self, tx: &mut Tx, tenant: TenantId, hash: &str, bytes: &[u8]) -> Result<()> {
+    /// Before the row's transaction: a bucket's object for row `id`. (The client's futures are
+    /// large: boxed, so they are not inlined into every caller's.)
+    pub(crate) async fn put_object(&self, tenant: TenantId, hash: &str, id: MediaId, bytes: &[u8]) -> Result<()> {
         match self {
-            MediaStorage::Postgres => {
-                sqlx::query(
-                    "INSERT INTO media_blobs (tenant_id, hash, data) VALUES ($1, $2, $3)
-                     ON CONFLICT (tenant_id, hash) DO NOTHING",
-                )
-                .bind(tenant)
-                .bind(hash)
-                .bind(bytes)
-                .execute(&mut **tx)
-                .await?;
-            }
-            // Boxed: the client's futures are large, and would be inlined into every caller's.
-            MediaStorage::S3(bucket) => Box::pin(bucket.put(tenant, hash, bytes)).await?,
-        }
-        Ok(())
-    }
-
-    /// The bytes stored under `hash`, if any.
-    pub(crate) async fn get(&self, db: &Db, tenant: TenantId, hash: &str) -> Result<Option<Vec<u8>>> {
-        match self {
-            MediaStorage::Postgres => {
-                let mut tx = db.tenant_tx(tenant).await?;
-                let data = sqlx::query_scalar("SELECT data FROM media_blobs WHERE tenant_id = $1 AND hash = $2")
-                    .bind(tenant)
-                    .bind(hash)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(data)
-            }
-            MediaStorage::S3(bucket) => Box::pin(bucket.get(tenant, hash)).await,
+            MediaStorage::Postgres => Ok(()),
+            MediaStorage::S3(bucket) => Box::pin(bucket.put(&S3Bucket::object(tenant, hash, id), bytes)).await,
         }
     }
 
-    /// Forgets the bytes under `hash`, in the transaction that deletes their row (Postgres). A
-    /// bucket's object goes after that commits: [`MediaStorage::release`].
-    pub(crate) async fn remove(&self, tx: &mut Tx, tenant: TenantId, hash: &str) -> Result<()> {
-        match self {
-            MediaStorage::Postgres => {
-                sqlx::query("DELETE FROM media_blobs WHERE tenant_id = $1 AND hash = $2")
-                    .bind(tenant)
-                    .bind(hash)
-                    .execute(&mut **tx)
-                    .await?;
-            }
-            MediaStorage::S3(_) => {}
-        }
-        Ok(())
-    }
-
-    /// After a deleted row committed: deletes the bucket's object, unless the same image was
-    /// uploaded again meanwhile (under the storage lock that uploads take, so none can slip in
-    /// between the check and the delete).
-    pub(crate) async fn release(&self, db: &Db, tenant: TenantId, hash: &str) -> Result<()> {
-        let MediaStorage::S3(bucket) = self else { return Ok(()) };
-        let mut tx = db.tenant_tx(tenant).await?;
-        super::lock_storage(&mut tx, tenant).await?;
-        let again: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM media WHERE tenant_id = $1 AND hash = $2)")
+    /// Inside the row's transaction: Postgres's copy of the bytes (the caller inserts the row
+    /// after, in the same transaction).
+    pub(crate) async fn put_in(&self, tx: &mut Tx, tenant: TenantId, hash: &str, bytes: &[u8]) -> Result<()> {
+        if let MediaStorage::Postgres = self {
+            sqlx::query(
+                "INSERT INTO media_blobs (tenant_id, hash, data) VALUES ($1, $2, $3)
+                 ON CONFLICT (tenant_id, hash) DO NOTHING",
+            )
             .bind(tenant)
             .bind(hash)
-            .fetch_one(&mut *tx)
+            .bind(bytes)
+            .execute(&mut **tx)
             .await?;
-        if !again {
-            Box::pin(bucket.delete(tenant, hash)).await?;
         }
-        tx.commit().await?;
         Ok(())
+    }
+
+    /// The bytes of row `id` (`hash`), if any. A bucket that lacks them falls back to Postgres:
+    /// images stored before a switch to a bucket keep being served.
+    pub(crate) async fn get(&self, db: &Db, tenant: TenantId, hash: &str, id: MediaId) -> Result<Option<Vec<u8>>> {
+        if let MediaStorage::S3(bucket) = self
+            && let Some(bytes) = Box::pin(bucket.get(&S3Bucket::object(tenant, hash, id))).await?
+        {
+            return Ok(Some(bytes));
+        }
+        let mut tx = db.tenant_tx(tenant).await?;
+        let data = sqlx::query_scalar("SELECT data FROM media_blobs WHERE tenant_id = $1 AND hash = $2")
+            .bind(tenant)
+            .bind(hash)
+            .fetch_optional(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(data)
+    }
+
+    /// Inside the transaction that deletes the row: Postgres's copy of the bytes.
+    pub(crate) async fn remove_in(&self, tx: &mut Tx, tenant: TenantId, hash: &str) -> Result<()> {
+        // Also with a bucket: bytes stored before the switch go with their row.
+        sqlx::query("DELETE FROM media_blobs WHERE tenant_id = $1 AND hash = $2")
+            .bind(tenant)
+            .bind(hash)
+            .execute(&mut **tx)
+            .await?;
+        Ok(())
+    }
+
+    /// After the row is gone (or was never inserted): its object, in a task of its own, so a
+    /// request that is dropped half-way still finishes it. `then` runs once it is done.
+    pub(crate) fn discard_object(
+        &self,
+        tenant: TenantId,
+        hash: &str,
+        id: MediaId,
+        then: impl FnOnce() + Send + 'static,
+    ) {
+        let MediaStorage::S3(bucket) = self else {
+            then();
+            return;
+        };
+        let (bucket, path, hash) = (bucket.clone(), S3Bucket::object(tenant, hash, id), hash.to_string());
+        tokio::spawn(async move {
+            if let Err(e) = bucket.delete(&path).await {
+                tracing::warn!(%tenant, %hash, error = %e, "an unreferenced image stays in the bucket");
+            }
+            then();
+        });
+    }
+
+    /// After a workspace is deleted (its rows went with it): every object it had.
+    pub async fn purge_workspace(&self, tenant: TenantId) {
+        if let MediaStorage::S3(bucket) = self {
+            match Box::pin(bucket.purge(tenant)).await {
+                Ok(n) => tracing::info!(%tenant, objects = n, "a deleted workspace's images left the bucket"),
+                Err(e) => tracing::error!(%tenant, error = %e, "a deleted workspace's images stay in the bucket"),
+            }
+        }
     }
 }

@@ -43,6 +43,13 @@ async fn the_brand_is_checked_and_dresses_every_layout_and_new_campaign() -> Tes
     let (status, body) = api.put("/api/v1/brand", bad).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert!(body["fields"]["logo_src"].is_string() && body["fields"]["logo_width"].is_string(), "{body}");
+    // Footer text is copied into every campaign started after: a merge-tag mistake is refused
+    // now, beside its field, rather than found in each of them.
+    let mut broken = brand("#be123c", "");
+    broken["footer_text"] = json!("Hi {{ reader.name");
+    let (status, body) = api.put("/api/v1/brand", broken).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["fields"]["footer_text"].as_str().is_some_and(|m| m.contains("merge-tag mistake")), "{body}");
     assert_eq!(api.get("/api/v1/brand").await.1, start, "nothing was saved");
 
     let logo = format!("{}/media/logo.png", app.base);

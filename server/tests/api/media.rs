@@ -220,8 +220,9 @@ async fn images_live_in_an_s3_bucket_when_one_is_configured() -> TestResult {
     assert_eq!(status, StatusCode::CREATED, "{stored}");
     let image_url = url(&stored);
     let hash = image_url.rsplit('/').next().and_then(|f| f.strip_suffix(".png")).expect("a hash").to_string();
-    // The bytes are the bucket's object, not a row in Postgres.
-    let object = object_store::path::Path::from(format!("media/{workspace}/{hash}"));
+    let id = stored["id"].as_str().expect("an id").to_string();
+    // The bytes are the row's object in the bucket, not a row in Postgres.
+    let object = object_store::path::Path::from(format!("media/{workspace}/{hash}/{id}"));
     let in_bucket = bucket.get(&object).await?.bytes().await?;
     assert_eq!(hex::encode(sha2::Sha256::digest(&in_bucket)), hash);
     let blobs: i64 = sqlx::query_scalar("SELECT count(*) FROM media_blobs").fetch_one(&app.owner).await?;
@@ -235,12 +236,35 @@ async fn images_live_in_an_s3_bucket_when_one_is_configured() -> TestResult {
     );
     assert_eq!(res.bytes().await?, in_bucket);
 
-    // Deleted: the address answers 404 and the object leaves the bucket.
-    let id = stored["id"].as_str().expect("an id").to_string();
+    // Deleted: the address answers 404 and the object leaves the bucket (in a task of its own,
+    // so a dropped request still finishes it: waited for here).
     let (status, _) = api.send(Method::DELETE, &format!("/api/v1/media/{id}"), None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     assert_eq!(public.get(&image_url).send().await?.status(), StatusCode::NOT_FOUND);
-    assert!(matches!(bucket.get(&object).await, Err(object_store::Error::NotFound { .. })), "the object is gone");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while bucket.get(&object).await.is_ok() {
+        assert!(std::time::Instant::now() < deadline, "the deleted image's object stayed in the bucket");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Uploaded again: a new row with an object of its own, served.
+    let (status, again) = upload_api(&api, "noise.png", "image/png", noise_png(32, 7)).await;
+    assert_eq!(status, StatusCode::CREATED, "{again}");
+    assert_ne!(again["id"], stored["id"]);
+    assert_eq!(public.get(&image_url).send().await?.status(), StatusCode::OK);
+
+    // An account deleted with its workspace: the workspace's objects leave the bucket too.
+    let (leaving, leaving_workspace) = app.owner_with_workspace("s3-leaving@example.com", "Leaving").await;
+    let leaving_api = Api::for_owner(&app, &leaving).await;
+    let (status, _) = upload_api(&leaving_api, "mine.png", "image/png", noise_png(24, 9)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let leaving_prefix = format!("media/{leaving_workspace}");
+    assert_eq!(listed_len(&bucket, &leaving_prefix).await, 1);
+    let gone = leaving
+        .run(herald_app::pages::account::overview::DeleteAccount { current_password: "correct horse battery".into() })
+        .await;
+    assert!(gone.ok(), "{}", gone.message());
+    assert_eq!(listed_len(&bucket, &leaving_prefix).await, 0, "the deleted workspace's images are gone");
+    assert_eq!(listed_len(&bucket, &format!("media/{workspace}")).await, 1, "another workspace's stay");
 
     // The bucket unreachable: the upload is refused with a message that says so (no host, no
     // key), promptly, and leaves no row that would serve nothing.
@@ -252,6 +276,13 @@ async fn images_live_in_an_s3_bucket_when_one_is_configured() -> TestResult {
     assert!(!body.to_string().contains("127.0.0.1"), "no address reaches the author: {body}");
     assert!(started.elapsed() < std::time::Duration::from_secs(60), "gave up after {:?}", started.elapsed());
     let (_, library) = api.get("/api/v1/media").await;
-    assert_eq!(library["items"].as_array().map(Vec::len), Some(0), "{library}");
+    assert_eq!(library["items"].as_array().map(Vec::len), Some(1), "{library}");
     Ok(())
+}
+
+async fn listed_len(bucket: &object_store::aws::AmazonS3, prefix: &str) -> usize {
+    use futures::TryStreamExt as _;
+    use object_store::ObjectStore as _;
+    let prefix = object_store::path::Path::from(prefix);
+    bucket.list(Some(&prefix)).try_collect::<Vec<_>>().await.map(|v| v.len()).unwrap_or(usize::MAX)
 }

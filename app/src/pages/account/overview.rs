@@ -55,6 +55,10 @@ pub async fn delete_account(current_password: String) -> Result<(), AppError> {
     }
     let gone = herald_engine::accounts::delete_account(&state.db, user, &current_password).await?;
     tracing::info!(%user, workspaces_deleted = gone.len(), "account deleted");
+    // Their rows went with the workspaces; a bucket's objects do not.
+    for (tenant, _) in &gone {
+        state.media_storage.purge_workspace(*tenant).await;
+    }
     log_out(&session).await?;
     leptos_axum::redirect("/login?deleted=1");
     Ok(())

@@ -3,7 +3,9 @@
 //! preview, and the author's saved templates ("Save as template" in the editor makes them).
 //! Starting one makes a new draft with its content and opens it.
 
-use herald_types::{CampaignId, CampaignTemplate, CampaignTemplateId, CampaignTemplateInput, Layout};
+use herald_types::{
+    CampaignId, CampaignTemplate, CampaignTemplateId, CampaignTemplateInput, CampaignTemplateSummary, Layout,
+};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -15,14 +17,15 @@ pub struct LayoutCard {
     pub layout: Layout,
     pub name: String,
     pub description: String,
-    /// The layout as a sample reader sees it, for the preview frame.
-    pub html: String,
+    /// The layout as a sample reader sees it, for the preview frame, or why it cannot render
+    /// (a mistake in the brand's footer text).
+    pub html: Result<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TemplatesView {
     pub layouts: Vec<LayoutCard>,
-    pub templates: Vec<CampaignTemplate>,
+    pub templates: Vec<CampaignTemplateSummary>,
     pub can_create: bool,
 }
 
@@ -34,8 +37,7 @@ pub async fn campaign_templates() -> Result<TemplatesView, AppError> {
     let m = require_role(Role::Viewer).await?;
     let mut layouts = Vec::new();
     for l in brand::layouts(&m.state.db, m.tenant).await? {
-        let html =
-            preview::preview_document(&m.state.db, &m.state.base_url, m.tenant, &l.body).await?.unwrap_or_default();
+        let html = preview::preview_document(&m.state.db, &m.state.base_url, m.tenant, &l.body).await?;
         layouts.push(LayoutCard { layout: l.layout, name: l.name, description: l.description, html });
     }
     Ok(TemplatesView {
@@ -121,9 +123,18 @@ fn Layouts(
         <ul class="mb-10 grid gap-4 md:grid-cols-2 xl:grid-cols-3" data-testid="layouts">
             {v.layouts.into_iter().map(|l| view! {
                 <li class="flex flex-col overflow-hidden rounded-xl border border-slate-200 bg-white">
-                    // The frame is a picture of the mail: it takes no focus and no clicks.
-                    <iframe title=format!("{} preview", l.name) srcdoc=l.html sandbox="" tabindex="-1"
-                        class="pointer-events-none h-72 w-full border-b border-slate-200 bg-slate-50"></iframe>
+                    {match l.html {
+                        // The frame is a picture of the mail: it takes no focus and no clicks.
+                        Ok(html) => view! {
+                            <iframe title=format!("{} preview", l.name) srcdoc=html sandbox="" tabindex="-1"
+                                class="pointer-events-none h-72 w-full border-b border-slate-200 bg-slate-50"></iframe>
+                        }.into_any(),
+                        Err(problem) => view! {
+                            <p class="h-72 border-b border-slate-200 bg-red-50 p-4 text-sm text-red-700" role="alert">
+                                {problem}" Fix it in "<a href="/settings/brand" class="underline">"the brand"</a>"."
+                            </p>
+                        }.into_any(),
+                    }}
                     <div class="flex flex-1 flex-col gap-2 p-4">
                         <h3 class="font-medium text-slate-900">{l.name.clone()}</h3>
                         <p class="flex-1 text-sm text-slate-600">{l.description}</p>
@@ -156,7 +167,7 @@ fn Layouts(
 
 #[component]
 fn TemplateRow(
-    t: CampaignTemplate,
+    t: CampaignTemplateSummary,
     can_create: bool,
     start: ServerAction<StartCampaign>,
     delete: ServerAction<DeleteCampaignTemplate>,

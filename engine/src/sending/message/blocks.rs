@@ -139,7 +139,7 @@ pub fn blocks_to_template(doc: &BlockDocument) -> Result<String, TemplateError> 
          <mj-image padding=\"8px 0\" />\
          <mj-button background-color=\"{accent}\" color=\"{on_accent}\" font-size=\"16px\" font-weight=\"600\" border-radius=\"6px\" inner-padding=\"12px 24px\" padding=\"12px 24px\" />\
          <mj-divider border-color=\"#e5e7eb\" border-width=\"1px\" padding=\"12px 24px\" />\
-         </mj-attributes><mj-style>a {{ color: {accent}; }} p {{ margin: 0 0 12px 0; }} h1, h2, h3 {{ line-height: 1.3; }}</mj-style></mj-head>\
+         </mj-attributes><mj-style>a {{ color: {accent}; }} p {{ margin: 0 0 12px 0; }} h1, h2, h3 {{ margin: 0; line-height: 1.3; }}</mj-style></mj-head>\
          <mj-body width=\"{CONTENT_WIDTH}px\" background-color=\"{background}\">\
          <mj-wrapper padding=\"24px 0\"><mj-section background-color=\"#ffffff\" padding=\"16px 0\"><mj-column>"
     );
@@ -168,12 +168,11 @@ pub fn blocks_to_template(doc: &BlockDocument) -> Result<String, TemplateError> 
 /// Blocks that are only text: a run of them shares one `<mj-text>` cell. Every cell is a table
 /// row with the font and colours written out again, about 250 bytes in every message sent, and
 /// a message's bytes are what link rewriting, the text version, MIME and DKIM cost per reader:
-/// a document of ten paragraphs costs as much per message as the same text in Markdown.
+/// a document of ten paragraphs costs as much per message as the same text in Markdown. Not the
+/// HTML block: its markup is the author's, and an unclosed `<a>` or a stray `</div>` must spoil
+/// only its own cell, never the blocks around it.
 fn is_text(block: &Block) -> bool {
-    matches!(
-        block,
-        Block::Heading { .. } | Block::Paragraph { .. } | Block::Quote { .. } | Block::Code { .. } | Block::Html { .. }
-    )
+    matches!(block, Block::Heading { .. } | Block::Paragraph { .. } | Block::Quote { .. } | Block::Code { .. })
 }
 
 /// `blocks` inside the running `<mj-column>`: runs of text in one cell each, columns (`top`
@@ -235,7 +234,6 @@ fn write_text(mjml: &mut String, aside: &mut SetAside, block: &Block) {
                 escape(text).replace('{', "&#123;").replace('}', "&#125;")
             );
         }
-        Block::Html { html } => mjml.push_str(&aside.placeholder(html.clone())),
         // Not text: written by `write_block`.
         _ => {}
     }
@@ -297,12 +295,11 @@ fn write_block(mjml: &mut String, aside: &mut SetAside, accent: &Colour, block: 
             let inner: Vec<Block> = columns.iter().flat_map(|c| c.blocks.iter().cloned()).collect();
             write_blocks(mjml, aside, accent, &inner, false);
         }
+        Block::Html { html } => {
+            let _ = write!(mjml, "<mj-text>{}</mj-text>", aside.placeholder(html.clone()));
+        }
         // Text: written by `write_text`, in a shared cell.
-        Block::Heading { .. }
-        | Block::Paragraph { .. }
-        | Block::Quote { .. }
-        | Block::Code { .. }
-        | Block::Html { .. } => {
+        Block::Heading { .. } | Block::Paragraph { .. } | Block::Quote { .. } | Block::Code { .. } => {
             mjml.push_str("<mj-text>");
             write_text(mjml, aside, block);
             mjml.push_str("</mj-text>");
@@ -494,15 +491,14 @@ mod tests {
             Block::Quote { text: "Said".into() },
             paragraph("Second"),
             Block::Code { text: "x = 1".into() },
-            Block::Html { html: "<p>Raw</p>".into() },
         ];
         let many = blocks_to_template(&doc(run)).expect("renders");
         assert_eq!(cells(&many), cells(&one), "{many}");
         // In order, each spaced like a paragraph.
         let at = |needle: &str| many.find(needle).unwrap_or_else(|| panic!("{needle} missing: {many}"));
         assert!(at("Title") < at("First") && at("First") < at("Said") && at("Said") < at("Second"));
-        assert!(at("Second") < at("x = 1") && at("x = 1") < at("<p>Raw</p>"));
-        assert!(many.contains("margin:0 0 12px 0"));
+        assert!(at("Second") < at("x = 1"));
+        assert!(many.contains("<h1 style=\"font-size:28px;font-weight:700;margin:0 0 12px 0;\">Title</h1>"), "{many}");
         // A button between two runs makes two text cells and its own.
         let split = blocks_to_template(&doc(vec![
             paragraph("First"),
@@ -511,5 +507,16 @@ mod tests {
         ]))
         .expect("renders");
         assert!(cells(&split) > cells(&one), "{split}");
+        // Unbalanced author HTML keeps to its own cell: the paragraphs around it are cells of
+        // their own, outside its reach.
+        for raw in ["<a href=\"https://example.com\"><b>", "</div></td>", "<div style=\"display:none\">"] {
+            let html = blocks_to_template(&doc(vec![
+                paragraph("Before"),
+                Block::Html { html: raw.into() },
+                paragraph("After"),
+            ]))
+            .expect("renders");
+            assert_eq!(cells(&html), 3 * cells(&one), "{raw}: {html}");
+        }
     }
 }

@@ -109,15 +109,11 @@ pub(super) fn assemble_html(subject: &str, preheader: &str, body: &str, footer: 
 /// Finds ASCII `needle` (lowercase) in `haystack`, ignoring ASCII case, from byte `from`.
 pub(super) fn find_ascii_ci(haystack: &str, needle: &str, from: usize) -> Option<usize> {
     let (h, n) = (haystack.as_bytes(), needle.as_bytes());
-    let first = *n.first()?;
-    let mut i = from;
-    while i + n.len() <= h.len() {
-        if h[i].to_ascii_lowercase() == first && h[i..i + n.len()].eq_ignore_ascii_case(n) {
-            return Some(i);
-        }
-        i += 1;
-    }
-    None
+    let (&first, _) = n.split_first()?;
+    // From one occurrence of the first byte to the next (`memchr`), not byte by byte.
+    memchr::memchr2_iter(first.to_ascii_lowercase(), first.to_ascii_uppercase(), h.get(from..)?)
+        .map(|i| from + i)
+        .find(|&i| h.get(i..i + n.len()).is_some_and(|w| w.eq_ignore_ascii_case(n)))
 }
 
 pub(super) fn rfind_ascii_ci(haystack: &str, needle: &str) -> Option<usize> {

@@ -100,7 +100,13 @@ impl TextConverter {
                 .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == ':'))
                 .map_or(bytes.len(), |p| name_start + p);
             let tag_end = find_tag_end(bytes, name_end);
-            let name = html[name_start..name_end].to_ascii_lowercase();
+            // Lowercase already, as nearly every tag is: no allocation per tag.
+            let raw_name = &html[name_start..name_end];
+            let name: std::borrow::Cow<'_, str> = if raw_name.bytes().any(|b| b.is_ascii_uppercase()) {
+                std::borrow::Cow::Owned(raw_name.to_ascii_lowercase())
+            } else {
+                std::borrow::Cow::Borrowed(raw_name)
+            };
             let attrs = &html[name_end..tag_end.saturating_sub(1).max(name_end)];
             i = tag_end;
             if closing {
@@ -108,7 +114,7 @@ impl TextConverter {
             } else {
                 let self_closing = attrs.trim_end().ends_with('/');
                 self.start_tag(&name, attrs);
-                if SKIPPED.contains(&name.as_str()) && !self_closing {
+                if SKIPPED.contains(&name.as_ref()) && !self_closing {
                     // Raw text: skip to the matching end tag.
                     let close = format!("</{name}");
                     let end = find_ascii_ci(html, &close, i).unwrap_or(bytes.len());

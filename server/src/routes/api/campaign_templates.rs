@@ -7,14 +7,17 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::campaigns::brand;
-use herald_types::{CampaignTemplate, CampaignTemplateId, CampaignTemplateInput};
+use herald_types::{CampaignTemplate, CampaignTemplateId, CampaignTemplateInput, CampaignTemplateSummary};
 
 use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
 #[utoipa::path(get, path = "/api/v1/campaign-templates", operation_id = "listCampaignTemplates", security(("api_key" = [])),
-    responses((status = 200, description = "The workspace's saved campaign templates, by name", body = Vec<CampaignTemplate>)))]
-pub async fn index(State(s): State<ServerState>, caller: ApiCaller) -> Result<Json<Vec<CampaignTemplate>>, ApiFailure> {
+    responses((status = 200, description = "The workspace's saved campaign templates, by name, without their bodies (`GET /api/v1/campaign-templates/{id}` has the body)", body = Vec<CampaignTemplateSummary>)))]
+pub async fn index(
+    State(s): State<ServerState>,
+    caller: ApiCaller,
+) -> Result<Json<Vec<CampaignTemplateSummary>>, ApiFailure> {
     Ok(Json(brand::list_templates(&s.app.db, caller.tenant).await?))
 }
 

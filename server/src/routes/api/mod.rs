@@ -179,7 +179,7 @@ impl Modify for BearerAuth {
         herald_types::Tag, herald_types::TagNames, herald_types::TagId, tags::TagRename,
         herald_types::Media, herald_types::MediaLibrary, herald_types::MediaId,
         herald_types::Brand, herald_types::Theme, herald_types::Colour, herald_types::Font, herald_types::Layout,
-        herald_types::LayoutView, herald_types::CampaignTemplate, herald_types::CampaignTemplateInput,
+        herald_types::LayoutView, herald_types::CampaignTemplate, herald_types::CampaignTemplateInput, herald_types::CampaignTemplateSummary,
         herald_types::CampaignTemplateId, herald_types::BlockDocument, herald_types::Block, herald_types::Column,
         herald_types::SocialLink,
         herald_types::Field, herald_types::FieldInput, herald_types::FieldKind,
