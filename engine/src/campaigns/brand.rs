@@ -133,17 +133,29 @@ pub enum Start {
     Template(CampaignTemplateId),
 }
 
-/// The content a campaign starting from `start` gets: `(subject, preheader, format, body)`.
-pub async fn start_document(db: &Db, tenant: TenantId, start: Start) -> Result<(String, String, BodyFormat, String)> {
-    let blocks = |doc: BlockDocument| Ok((String::new(), String::new(), BodyFormat::Blocks, doc.to_json()));
-    match start {
-        Start::Blank => blocks(get(db, tenant).await?.dress(BlockDocument::default().blocks)),
-        Start::Layout(layout) => blocks(layout.document(&get(db, tenant).await?)),
+/// The name and content a campaign starting from `start` gets (one read of the template).
+pub async fn start_document(db: &Db, tenant: TenantId, start: Start) -> Result<CampaignTemplateInput> {
+    let blocks = |name: &str, doc: BlockDocument| CampaignTemplateInput {
+        name: name.into(),
+        subject: String::new(),
+        preheader: String::new(),
+        body_format: BodyFormat::Blocks,
+        body: doc.to_json(),
+    };
+    Ok(match start {
+        Start::Blank => blocks("Untitled campaign", get(db, tenant).await?.dress(BlockDocument::default().blocks)),
+        Start::Layout(layout) => blocks(layout.name(), layout.document(&get(db, tenant).await?)),
         Start::Template(id) => {
             let t = get_template(db, tenant, id).await?;
-            Ok((t.subject, t.preheader, t.body_format, t.body))
+            CampaignTemplateInput {
+                name: t.name,
+                subject: t.subject,
+                preheader: t.preheader,
+                body_format: t.body_format,
+                body: t.body,
+            }
         }
-    }
+    })
 }
 
 const TEMPLATE_COLUMNS: &str = "id, name, subject, preheader, body_format, body, created_at, updated_at";

@@ -96,9 +96,8 @@ pub async fn create_campaign(name: String) -> Result<CampaignId, AppError> {
     // New campaigns start in the block editor with a starter document in the workspace's brand
     // (issue 34); the API's default stays Markdown.
     let start = herald_engine::campaigns::brand::Start::Blank;
-    let (_, _, body_format, body) =
-        herald_engine::campaigns::brand::start_document(&m.state.db, m.tenant, start).await?;
-    let input = CampaignInput { name, body_format, body, ..Default::default() };
+    let start = herald_engine::campaigns::brand::start_document(&m.state.db, m.tenant, start).await?;
+    let input = CampaignInput { name, body_format: start.body_format, body: start.body, ..Default::default() };
     let c = store::create(&m.state.db, m.tenant, m.role, &input).await?;
     leptos_axum::redirect(&format!("/campaigns/{}", c.id));
     Ok(c.id)

@@ -58,13 +58,20 @@ pub async fn start_campaign(
     use herald_engine::campaigns::brand::{self, Start};
     use herald_engine::campaigns::store::{self, CampaignInput};
     let m = require_role(Role::Author).await?;
-    let (start, name) = match (template, layout) {
-        (Some(id), _) => (Start::Template(id), brand::get_template(&m.state.db, m.tenant, id).await?.name),
-        (None, Some(layout)) => (Start::Layout(layout), layout.name().to_string()),
-        (None, None) => (Start::Blank, "Untitled campaign".to_string()),
+    let start = match (template, layout) {
+        (Some(id), _) => Start::Template(id),
+        (None, Some(layout)) => Start::Layout(layout),
+        (None, None) => Start::Blank,
     };
-    let (subject, preheader, body_format, body) = brand::start_document(&m.state.db, m.tenant, start).await?;
-    let input = CampaignInput { name, subject, preheader, body_format, body, ..Default::default() };
+    let s = brand::start_document(&m.state.db, m.tenant, start).await?;
+    let input = CampaignInput {
+        name: s.name,
+        subject: s.subject,
+        preheader: s.preheader,
+        body_format: s.body_format,
+        body: s.body,
+        ..Default::default()
+    };
     let c = store::create(&m.state.db, m.tenant, m.role, &input).await?;
     leptos_axum::redirect(&format!("/campaigns/{}", c.id));
     Ok(c.id)
