@@ -34,3 +34,38 @@ test("switching workspaces, the address suggestion, the embed preview", async ({
   const fits = await snippet.evaluate((el) => el.scrollWidth <= el.clientWidth + 1);
   expect(fits, "the snippet wraps instead of overflowing").toBe(true);
 });
+
+// Content first (issue 35): the campaign page was one long form with the body last, and the
+// preview scrolled away while the author typed. Now the message and its content lead, the
+// settings follow under their own heading, and the preview stays beside the text being written.
+test("the campaign page puts the content first, with the preview in view while typing", async ({ page }) => {
+  test.setTimeout(90_000);
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await signUpWithWorkspace(page, uniqueEmail("content-first"), `Content ${uniqueId()}`);
+  await gotoHydrated(page, "/campaigns");
+  await page.getByLabel("Campaign name").fill("Content first");
+  await page.getByRole("button", { name: "New campaign" }).click();
+  await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
+  await waitForHydration(page);
+
+  const top = async (name: string) => (await page.getByRole("heading", { level: 2, name, exact: true }).boundingBox())?.y ?? -1;
+  const [message, content, settings, sender, audience] = await Promise.all(
+    ["Message", "Content", "Settings", "Sender", "Audience"].map(top),
+  );
+  expect(message).toBeGreaterThan(0);
+  expect(content, "the content follows the subject").toBeGreaterThan(message);
+  expect(settings, "the settings come after the content").toBeGreaterThan(content);
+  expect(sender).toBeGreaterThan(settings);
+  expect(audience).toBeGreaterThan(settings);
+  // The body is on the first screen, not 2,500 px down.
+  expect(content).toBeLessThan(900);
+
+  // Typing in the last block leaves the preview in view.
+  const paragraph = page.getByTestId("block-editor").getByRole("textbox").last();
+  await paragraph.scrollIntoViewIfNeeded();
+  await paragraph.fill("Typed while the preview watches");
+  const frame = await page.getByTestId("preview-frame").boundingBox();
+  expect(frame, "the preview is on the page").not.toBeNull();
+  expect(frame!.y, "the preview's top is on screen").toBeLessThan(900);
+  expect(frame!.y + frame!.height, "the preview is not scrolled away above").toBeGreaterThan(0);
+});

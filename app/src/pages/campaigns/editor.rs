@@ -512,13 +512,19 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
                         flush.run(());
                     }
                 }>
+                // Content first (issue 35): what the author came to write sits at the top, the
+                // preview beside it stays in view while typing, and the settings that are set
+                // once (sender, audience, schedule, A/B test) follow under their own heading.
                 <fieldset disabled=!can_edit class="min-w-0">
                     <MessageFields form=form/>
-                    <SenderFields form=form identities=identities/>
-                    <AudienceFields form=form lists=lists/>
-                    <RepeatFields form=form.repeat changed=form.changed error=form.section_error(&["recurrence", "feed", "feed_url"])/>
                     <ContentFields form=form/>
-                    <AbTestFields form=form/>
+                    <section aria-labelledby="campaign-settings-heading" data-testid="campaign-settings">
+                        <h2 id="campaign-settings-heading" class="mb-3 mt-8 text-lg font-semibold text-slate-900">"Settings"</h2>
+                        <SenderFields form=form identities=identities/>
+                        <AudienceFields form=form lists=lists/>
+                        <RepeatFields form=form.repeat changed=form.changed error=form.section_error(&["recurrence", "feed", "feed_url"])/>
+                        <AbTestFields form=form/>
+                    </section>
                 </fieldset>
             </div> }.into_any()}
             {view! { <div class="min-w-0 lg:sticky lg:top-6 lg:self-start">

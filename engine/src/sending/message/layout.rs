@@ -40,9 +40,22 @@ color:#6b7280;text-align:center;";
 
 pub(super) const OUTER_END: &str = "</td></tr>\n</table>\n</td></tr>\n</table>\n</body>\n</html>\n";
 
-/// The final HTML document. A body that is already a full document (it has a `<body>` tag)
-/// keeps its own layout and gets the preheader and footer inserted into it.
-pub(super) fn assemble_html(subject: &str, preheader: &str, body: &str, footer: &str) -> String {
+/// A reader's body as [`assemble_html`] puts it together.
+pub(super) struct Body<'a> {
+    /// The unchanging start of a block body (its head and outer tables), or empty.
+    pub frame: &'a str,
+    /// The rest, rendered for this reader.
+    pub rest: &'a str,
+    /// The open-tracking image, at the end of the body.
+    pub pixel: Option<&'a str>,
+}
+
+/// The final HTML document. A body that is already a full document (it has a `<body>` tag, in
+/// its frame when it has one) keeps its own layout and gets the preheader, the pixel and the
+/// footer inserted into it.
+pub(super) fn assemble_html(subject: &str, preheader: &str, body: Body<'_>, footer: &str) -> String {
+    let Body { frame, rest, pixel } = body;
+    let pixel = pixel.unwrap_or("");
     let mut preheader_html = String::new();
     if !preheader.is_empty() {
         preheader_html.reserve(PREHEADER_START.len() + preheader.len() + PREHEADER_PAD.len() + 16);
@@ -52,16 +65,22 @@ pub(super) fn assemble_html(subject: &str, preheader: &str, body: &str, footer: 
         preheader_html.push_str("</span>\n");
     }
 
-    if let Some(open) = find_ascii_ci(body, "<body", 0)
-        && let Some(gt) = body[open..].find('>')
-    {
-        let after_open = open + gt + 1;
-        let close = rfind_ascii_ci(body, "</body").filter(|&c| c >= after_open).unwrap_or(body.len());
-        let mut html = String::with_capacity(body.len() + preheader_html.len() + footer.len() + 128);
-        html.push_str(&body[..after_open]);
+    // Where the `<body …>` tag ends: in the frame, or in the rest when there is no frame.
+    let body_open = |html: &str| find_ascii_ci(html, "<body", 0).and_then(|o| html[o..].find('>').map(|gt| o + gt + 1));
+    let opened = if frame.is_empty() { body_open(rest).map(|at| ("", rest.split_at(at))) } else { body_open(frame).map(|at| (rest, frame.split_at(at))) };
+    if let Some((after_frame, (before_open, after_open))) = opened {
+        // `after_open` runs on into `after_frame`; `</body` is in the last of them.
+        let (mid, last) = if frame.is_empty() { ("", after_open) } else { (after_open, after_frame) };
+        let close = rfind_ascii_ci(last, "</body").unwrap_or(last.len());
+        let mut html = String::with_capacity(
+            frame.len() + rest.len() + preheader_html.len() + pixel.len() + footer.len() + FONT.len() + 160,
+        );
+        html.push_str(before_open);
         html.push('\n');
         html.push_str(&preheader_html);
-        html.push_str(&body[after_open..close]);
+        html.push_str(mid);
+        html.push_str(&last[..close]);
+        html.push_str(pixel);
         if !footer.is_empty() {
             html.push_str("<div style=\"padding:16px;font-size:12px;line-height:1.5;color:#6b7280;text-align:center;");
             html.push_str(FONT);
@@ -69,9 +88,10 @@ pub(super) fn assemble_html(subject: &str, preheader: &str, body: &str, footer: 
             html.push_str(footer);
             html.push_str("</div>\n");
         }
-        html.push_str(&body[close..]);
+        html.push_str(&last[close..]);
         return html;
     }
+    let body = rest;
 
     let mut html = String::with_capacity(
         HEAD_START.len()
@@ -83,6 +103,7 @@ pub(super) fn assemble_html(subject: &str, preheader: &str, body: &str, footer: 
             + subject.len()
             + preheader_html.len()
             + body.len()
+            + pixel.len()
             + footer.len()
             + 64,
     );
@@ -94,6 +115,7 @@ pub(super) fn assemble_html(subject: &str, preheader: &str, body: &str, footer: 
     html.push_str(FONT);
     html.push_str("\">\n");
     html.push_str(body);
+    html.push_str(pixel);
     html.push('\n');
     if !footer.is_empty() {
         html.push_str(FOOTER_START);

@@ -24,6 +24,65 @@ pub struct CompiledCampaign {
     address_lines: Vec<(String, String)>,
     /// The escaped address with `<br>` between lines, for the footer.
     address_html: String,
+    /// A block body's unchanging start, kept out of the per-reader work (see [`Frame`]).
+    frame: Option<Frame>,
+}
+
+/// The start of a block body that is the same for every reader: the head, its style sheets and
+/// the outer tables, up to the first merge tag or link (about 4 KB of a typical 6 KB block
+/// mail). It is set aside when the campaign is compiled, so per reader the template sandbox
+/// renders, link tracking scans and the text version reads only what follows it, as they do
+/// for a Markdown body, whose layout is added at the end in the same way. Issue 34: a block
+/// campaign must cost no more per message than a Markdown one.
+struct Frame {
+    prefix: String,
+    /// The text converter after reading `prefix` (which gives no text: the head is dropped).
+    text: TextConverter,
+    /// Which of the postal address's lines the prefix already shows.
+    address_in_prefix: Vec<bool>,
+    /// Lines and characters before the end of the prefix, to place a template error from the
+    /// rest where it is in the whole body.
+    lines: usize,
+    last_line_chars: usize,
+}
+
+impl Frame {
+    /// The frame of `body`, a whole HTML document, or `None` where none can be set aside.
+    /// The prefix ends at a tag before the first merge tag (`{{`, `{%`, `{#`) and before any
+    /// `href`, so it renders as itself, holds nothing link tracking rewrites, and the `<body>`
+    /// tag the preheader follows; the text converter confirms that the cut falls between tags.
+    fn of(body: &str, address_lines: &[(String, String)]) -> Option<Frame> {
+        let first_tag = ["{{", "{%", "{#"].iter().filter_map(|t| body.find(t)).min().unwrap_or(body.len());
+        let first_href = find_ascii_ci(body, "href", 0).unwrap_or(body.len());
+        let interesting = first_tag.min(first_href);
+        let cut = body[..interesting].rfind('<')?;
+        let prefix = &body[..cut];
+        // The preheader follows the `<body>` tag: the prefix must hold all of it.
+        find_ascii_ci(prefix, "<body", 0).and_then(|o| prefix[o..].find('>'))?;
+        let mut text = TextConverter::default();
+        if !text.feed_until(body, cut) {
+            return None;
+        }
+        let last_line = prefix.rfind('\n').map_or(prefix, |n| &prefix[n + 1..]);
+        Some(Frame {
+            prefix: prefix.to_string(),
+            text,
+            address_in_prefix: address_lines.iter().map(|(raw, esc)| prefix.contains(esc) || prefix.contains(raw)).collect(),
+            lines: prefix.matches('\n').count(),
+            last_line_chars: last_line.chars().count(),
+        })
+    }
+
+    /// An error in the rest of the body, placed in the whole body.
+    fn place(&self, mut error: TemplateError) -> TemplateError {
+        if error.field == BODY {
+            if error.line == Some(1) {
+                error.column = error.column.map(|c| c + self.last_line_chars);
+            }
+            error.line = error.line.map(|l| l + self.lines);
+        }
+        error
+    }
 }
 
 impl fmt::Debug for CompiledCampaign {
@@ -48,15 +107,6 @@ impl CompiledCampaign {
         };
         let uses_web_version =
             [&content.subject, &content.preheader, &body].iter().any(|t| t.contains("web_version_url"));
-        let parsed = TemplateSet::parse(
-            Dialect::Campaign { markdown: content.format == BodyFormat::Markdown },
-            vec![(SUBJECT, content.subject.clone()), (PREHEADER, content.preheader.clone()), (BODY, body)],
-        );
-        let templates = match parsed {
-            Ok(t) => Arc::new(t),
-            Err(e) => return Ok(Err(e)),
-        };
-
         let address_lines: Vec<(String, String)> = workspace
             .postal_address
             .lines()
@@ -64,6 +114,22 @@ impl CompiledCampaign {
             .filter(|l| !l.is_empty())
             .map(|l| (l.to_string(), escape_html(l)))
             .collect();
+        // Only block bodies: Herald wrote their HTML, so their frame is found the same way in
+        // every campaign; an author's own HTML document is rendered whole, as written.
+        let frame = (content.format == BodyFormat::Blocks).then(|| Frame::of(&body, &address_lines)).flatten();
+        let rest = match &frame {
+            Some(f) => body[f.prefix.len()..].to_string(),
+            None => body,
+        };
+        let parsed = TemplateSet::parse(
+            Dialect::Campaign { markdown: content.format == BodyFormat::Markdown },
+            vec![(SUBJECT, content.subject.clone()), (PREHEADER, content.preheader.clone()), (BODY, rest)],
+        );
+        let templates = match parsed {
+            Ok(t) => Arc::new(t),
+            Err(e) => return Ok(Err(frame.as_ref().map_or(e.clone(), |f| f.place(e)))),
+        };
+
         let address_html = address_lines.iter().map(|(_, e)| e.as_str()).collect::<Vec<_>>().join("<br>");
 
         let compiled = CompiledCampaign {
@@ -75,6 +141,7 @@ impl CompiledCampaign {
             workspace: Value::from_serialize(workspace),
             address_lines,
             address_html,
+            frame,
         };
         // Test-render for a reader without name or attributes. Mistakes in the template itself
         // (an unknown filter, function or test, wrong arguments, a runaway loop, a template that
@@ -91,7 +158,7 @@ impl CompiledCampaign {
         );
         for outcome in compiled.templates.render(turn, &[SUBJECT, PREHEADER, BODY], &vars).await? {
             if let Err(RenderFailure { error, mistake: true }) = outcome {
-                return Ok(Err(error));
+                return Ok(Err(compiled.place(error)));
             }
         }
         Ok(Ok(compiled))
@@ -153,9 +220,17 @@ impl CompiledCampaign {
         Ok(outcomes.into_iter().map(|outcomes| self.body_from(outcomes)).collect())
     }
 
+    /// A template error placed in the body as the author's template has it.
+    fn place(&self, error: TemplateError) -> TemplateError {
+        match &self.frame {
+            Some(frame) => frame.place(error),
+            None => error,
+        }
+    }
+
     fn body_from(&self, outcomes: Vec<Result<String, RenderFailure>>) -> Result<RenderedBody, TemplateError> {
         let mut outcomes = outcomes.into_iter();
-        let mut next = || outcomes.next().unwrap_or_else(|| Ok(String::new())).map_err(|f| f.error);
+        let mut next = || outcomes.next().unwrap_or_else(|| Ok(String::new())).map_err(|f| self.place(f.error));
         let subject = single_line(&next()?);
         let preheader = if self.has_preheader { single_line(&next()?) } else { String::new() };
         let rendered = next()?;
@@ -163,7 +238,7 @@ impl CompiledCampaign {
             BodyFormat::Markdown => markdown_to_html(&rendered),
             BodyFormat::Html | BodyFormat::Blocks => rendered,
         };
-        if body.len() > MAX_BODY_BYTES {
+        if body.len() + self.frame.as_ref().map_or(0, |f| f.prefix.len()) > MAX_BODY_BYTES {
             return Err(TemplateError {
                 field: BODY,
                 line: None,
@@ -179,22 +254,18 @@ impl CompiledCampaign {
     pub fn assemble(&self, parts: RenderedBody, ctx: &MessageContext<'_>, open_pixel_url: Option<&str>) -> Rendered {
         let RenderedBody { subject, preheader, body } = parts;
         let footer = self.footer(&body, ctx.unsubscribe_url);
-        let mut text = TextConverter::default();
+        let mut text = self.frame.as_ref().map(|f| f.text.clone()).unwrap_or_default();
         text.feed(&body);
         text.break_lines(2);
         text.feed(&footer);
-        let html = match open_pixel_url {
-            Some(url) => {
-                let mut with_pixel = body;
-                with_pixel.push_str("<img src=\"");
-                with_pixel.push_str(&escape_html(url));
-                with_pixel.push_str(
-                    "\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;width:1px;height:1px;border:0;\">",
-                );
-                assemble_html(&subject, &preheader, &with_pixel, &footer)
-            }
-            None => assemble_html(&subject, &preheader, &body, &footer),
-        };
+        let pixel = open_pixel_url.map(|url| {
+            format!(
+                "<img src=\"{}\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;width:1px;height:1px;border:0;\">",
+                escape_html(url)
+            )
+        });
+        let frame = self.frame.as_ref().map_or("", |f| f.prefix.as_str());
+        let html = assemble_html(&subject, &preheader, Body { frame, rest: &body, pixel: pixel.as_deref() }, &footer);
         Rendered { subject, html, text: text.finish() }
     }
 
@@ -226,7 +297,12 @@ impl CompiledCampaign {
                 footer.push_str("\" style=\"color:#6b7280;text-decoration:underline;\">Unsubscribe</a></p>");
             }
         }
-        let has_address = self.address_lines.iter().all(|(raw, esc)| body.contains(esc) || body.contains(raw));
+        let in_frame = |i: usize| self.frame.as_ref().is_some_and(|f| f.address_in_prefix[i]);
+        let has_address = self
+            .address_lines
+            .iter()
+            .enumerate()
+            .all(|(i, (raw, esc))| in_frame(i) || body.contains(esc) || body.contains(raw));
         if !has_address {
             footer.push_str("<p style=\"margin:0;\">");
             footer.push_str(&self.address_html);

@@ -644,3 +644,41 @@ fn a_block_campaign_renders_merge_tags_inside_blocks_and_a_text_part() -> anyhow
     assert_eq!(e.field, "body");
     Ok(())
 }
+
+/// A block body's unchanging start is set aside once per campaign (issue 34: per message a block
+/// campaign costs what a Markdown one does), and nothing a reader gets changes for it: the same
+/// HTML rendered whole, as an HTML body, gives the same mail, text part and errors.
+#[test]
+fn a_block_body_set_aside_in_part_renders_as_if_whole() -> anyhow::Result<()> {
+    let doc = include_str!("../../../../types/tests/fixtures/blocks_v1.json");
+    let whole = blocks_to_template(&herald_types::BlockDocument::parse(doc)?)?;
+    let mut framed = content(BodyFormat::Blocks, "Spring for {{ reader.name }}", doc);
+    framed.preheader = "This week: {{ reader.email }}".into();
+    let plain = CampaignContent { format: BodyFormat::Html, body: whole.clone(), ..framed.clone() };
+    let recipient = Recipient { email: "ada@example.org", name: "Ada <script>", attributes: &serde_json::Value::Null };
+    let ctx = MessageContext { unsubscribe_url: UNSUB, web_version_url: WEB };
+    let (framed, plain) = (compile(&framed)?, compile(&plain)?);
+    let parts = block(framed.render_body(&recipient, &ctx))?;
+    assert!(parts.body.len() + 3000 < whole.len(), "the head and outer tables are rendered per reader");
+    assert!(!parts.body.to_ascii_lowercase().contains("<head"), "{}", parts.body);
+    for pixel in [None, Some("https://herald.example/o/pixel")] {
+        let a = framed.assemble(parts.clone(), &ctx, pixel);
+        let b = plain.assemble(block(plain.render_body(&recipient, &ctx))?, &ctx, pixel);
+        assert_eq!(a, b);
+        // The pixel and the footer are inside the document's body.
+        let close = a.html.rfind("</body>").context("a body")?;
+        assert!(a.html.find("/o/pixel").is_none_or(|at| at < close), "{}", &a.html[close - 200..]);
+        assert!(a.html.find("Springfield").is_some_and(|at| at < close));
+        assert!(a.html.find("This week: ada@example.org").is_some_and(|at| at > a.html.find("<body").unwrap_or(0)));
+    }
+
+    // A mistake in a block is placed where it is in the whole body.
+    let bad_doc = doc.replacen("{{ reader.name", "{{ reader.name | nosuchfilter", 1);
+    let bad = |format, body: String| content(format, "x", &body);
+    let framed_error = compile(&bad(BodyFormat::Blocks, bad_doc.clone())).expect_err("an unknown filter");
+    let whole_bad = blocks_to_template(&herald_types::BlockDocument::parse(&bad_doc)?)?;
+    let plain_error = compile(&bad(BodyFormat::Html, whole_bad)).expect_err("an unknown filter");
+    assert_eq!(framed_error, plain_error);
+    assert!(framed_error.line.is_some() && framed_error.column > Some(1), "{framed_error}");
+    Ok(())
+}

@@ -48,7 +48,7 @@ pub(super) const LINES: &[&str] = &[
 /// text renderer) costs several times the ≈ 20 µs this single pass does, and the text part
 /// needs rules that crate does not have: `display:none` content (the preheader) dropped, and
 /// links as `label (url)` with the tracked URL kept whole on one line.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct TextConverter {
     out: String,
     /// Line breaks owed before the next text (at most 2).
@@ -68,17 +68,36 @@ pub(super) struct TextConverter {
 impl TextConverter {
     /// Converts one fragment; fragments fed in sequence behave as one document.
     pub(super) fn feed(&mut self, html: &str) {
+        self.feed_until(html, html.len());
+    }
+
+    /// Reads `html` as far as byte `stop`, the way reading all of it would, and says whether
+    /// `stop` is where that reading starts a tag or a comment. Only then is the converter now
+    /// exactly as it would be at `stop` in the whole of `html` (every lookahead while reading is
+    /// forward, within the element it reads), so it can be cloned and fed whatever follows:
+    /// a block body's unchanging start is read once per campaign this way, not per reader.
+    /// `false` when `stop` falls inside text, a tag, a comment or a style sheet.
+    pub(super) fn feed_until(&mut self, html: &str, stop: usize) -> bool {
         let bytes = html.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
-            let Some(lt) = html[i..].find('<').map(|p| p + i) else {
-                self.text(&html[i..]);
-                break;
-            };
+            if i >= stop {
+                return i == stop;
+            }
+            let lt = html[i..].find('<').map_or(bytes.len(), |p| p + i);
+            if lt > stop {
+                return false;
+            }
             if lt > i {
                 self.text(&html[i..lt]);
             }
+            if lt == bytes.len() {
+                break;
+            }
             i = lt;
+            if i == stop {
+                return true;
+            }
             let rest = &html[i..];
             if rest.starts_with("<!--") {
                 i = rest.find("-->").map_or(bytes.len(), |p| i + p + 3);
@@ -123,6 +142,7 @@ impl TextConverter {
                 }
             }
         }
+        stop >= bytes.len()
     }
 
     fn start_tag(&mut self, name: &str, attrs: &str) {
