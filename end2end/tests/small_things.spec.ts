@@ -69,3 +69,20 @@ test("the campaign page puts the content first, with the preview in view while t
   expect(frame!.y, "the preview's top is on screen").toBeLessThan(900);
   expect(frame!.y + frame!.height, "the preview is not scrolled away above").toBeGreaterThan(0);
 });
+
+// A form reset after a successful create (issue 35): the Add reader form empties for the next
+// reader, and its required Email field, touched and now empty, is not outlined red as invalid.
+test("adding a reader resets the form without marking it invalid", async ({ page }) => {
+  test.setTimeout(60_000);
+  await signUpWithWorkspace(page, uniqueEmail("reset"), `Reset ${uniqueId()}`);
+  await gotoHydrated(page, "/audience/readers");
+  const email = page.getByLabel("Email", { exact: true });
+  const added = uniqueEmail("added");
+  await email.fill(added);
+  await page.getByRole("button", { name: "Add reader" }).click();
+  await expect(page.getByTestId("readers-table")).toContainText(added);
+  await expect(email).toHaveValue("");
+  await expect(page.locator("#new-email:user-invalid")).toHaveCount(0);
+  const border = await email.evaluate((el) => getComputedStyle(el).borderColor);
+  expect(border, "a neutral border, not the invalid red").not.toMatch(/rgb\((2[0-9]{2}), ([0-9]{1,2}|1[0-4][0-9]), /);
+});

@@ -652,3 +652,28 @@ async fn every_cascade_from_readers_is_served_by_an_index() {
     .expect("catalog query");
     assert!(unindexed.is_empty(), "cascades from readers without a leading index: {unindexed:?}");
 }
+
+/// The preference center of a workspace without public lists says so in a box of its own,
+/// instead of ending at the unsubscribe buttons (issue 35).
+#[tokio::test]
+async fn the_preference_center_says_when_there_is_nothing_to_choose() {
+    let app = spawn_app().await;
+    let (owner, _) = app.owner_with_workspace("prefs@example.com", "Quiet Shop").await;
+    let list = create_list(&owner, "Internal", "internal", "single", "private").await;
+    let r = owner.run(AddReader { email: "quiet@example.com".into(), name: String::new(), list: list.clone() }).await;
+    assert!(r.ok(), "{:?}", r.result);
+    let (tenant, reader): (herald_types::TenantId, i64) = sqlx::query_as(
+        "SELECT w.id, r.id FROM workspaces w JOIN readers r ON r.tenant_id = w.id \
+         WHERE w.name = 'Quiet Shop' AND r.email = 'quiet@example.com'",
+    )
+    .fetch_one(&app.owner)
+    .await
+    .expect("the reader");
+    let list_id: ListId = list.parse().expect("a list id");
+    let url =
+        herald_engine::audience::subscribe::unsubscribe_url(&app.app.signer, &app.base, tenant, reader, Some(list_id));
+    let page = reqwest::get(url).await.expect("get").text().await.unwrap_or_default();
+    assert!(page.contains("Unsubscribe from Internal"), "{page}");
+    assert!(page.contains("Quiet Shop has no other lists to choose from."), "{page}");
+    assert!(!page.contains("Choose what you receive"));
+}

@@ -121,7 +121,9 @@ fn Mapping(
                 <input type="hidden" name="id" value=d.id.to_string()/>
                 <input type="hidden" name="lists" prop:value=move || chosen.get().join(",")/>
                 <div class="overflow-x-auto">
-                    <table class="w-full text-left text-sm" data-testid="import-preview">
+                    // A spreadsheet with a choice per column: on a phone it scrolls sideways
+                    // (`wide-table`) instead of becoming cards, which would hide the choices.
+                    <table class="wide-table w-full text-left text-sm" data-testid="import-preview">
                         <thead>
                             <tr>
                                 {columns.iter().enumerate().map(|(i, c)| {
@@ -130,7 +132,7 @@ fn Mapping(
                                     view! {
                                         <th class="p-2 align-top">
                                             <div class="text-xs font-medium text-slate-700">{c.clone()}</div>
-                                            <select name=format!("mapping[{i}]") class="input mt-1 text-xs" aria-label=format!("Column {c}")>
+                                            <select name=format!("mapping[{i}]") class="input mt-1 min-w-36 text-xs" aria-label=format!("Column {c}")>
                                                 {ROLES.iter().map(|(v, label)| view! { <option value=*v selected=guess == *v>{*label}</option> }).collect_view()}
                                                 <option value=attr.clone() selected=guess.starts_with("attributes.")>{format!("Attribute {}", attr.trim_start_matches("attributes."))}</option>
                                                 // Typed: each cell is checked against the field (a bad one lands in the report).
@@ -221,7 +223,7 @@ fn Progress(d: Import, start: ServerAction<StartImport>, discard: ServerAction<D
                 <span><span class="badge" data-testid="import-status">{d.status.as_str()}</span></span>
                 <span class="font-medium" data-testid="import-percent">{format!("{percent}%")}</span>
             </div>
-            <div class="h-3 w-full rounded-full bg-slate-100" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow=percent>
+            <div class="h-3 w-full rounded-full bg-slate-100" role="progressbar" aria-label="Import progress" aria-valuemin="0" aria-valuemax="100" aria-valuenow=percent>
                 <div class="h-3 rounded-full transition-all" class:bg-indigo-500=!failed class:bg-red-500=failed style=format!("width: {percent}%")></div>
             </div>
             <dl class="mt-6 grid grid-cols-2 gap-4 text-center text-sm sm:grid-cols-5">

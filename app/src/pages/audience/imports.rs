@@ -27,7 +27,7 @@ pub fn ImportsPage() -> impl IntoView {
             </p>
             <form method="post" action="/audience/imports/upload" enctype="multipart/form-data" class="flex items-center gap-3">
                 <label for="csv-file" class="sr-only">"CSV file"</label>
-                <input id="csv-file" type="file" name="file" accept=".csv,text/csv,text/plain" required class="text-sm"/>
+                <input id="csv-file" type="file" name="file" accept=".csv,text/csv,text/plain" required class="min-h-11 text-sm"/>
                 <button type="submit" class="btn-primary">"Upload"</button>
             </form>
         </Card>

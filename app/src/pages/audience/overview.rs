@@ -93,19 +93,20 @@ fn ListsBody(v: ListsView, save: ServerAction<SaveList>, delete: ServerAction<De
                                         <span class="badge ml-2">{l.visibility.as_str()}</span>
                                         <div class="text-xs text-slate-500">{l.description.clone()}</div>
                                     </td>
-                                    <td>{l.opt_in.as_str()}</td>
-                                    <td data-testid="confirmed-count">{confirmed}</td>
-                                    <td>{unconfirmed}</td>
-                                    <td>{unsubscribed}</td>
+                                    // `data-label` names each figure on a phone, where the header row is hidden.
+                                    <td data-label="Opt-in">{l.opt_in.as_str()}</td>
+                                    <td data-label="Confirmed" data-testid="confirmed-count">{confirmed}</td>
+                                    <td data-label="Unconfirmed">{unconfirmed}</td>
+                                    <td data-label="Unsubscribed">{unsubscribed}</td>
                                     <td class="text-right">
                                         {can_edit.then(|| view! {
                                             // A welcome automation in one click: a starter mail to each reader who confirms.
                                             <a href=format!("/automations/new?list={id}") class="mr-3 text-xs text-indigo-600 hover:underline"
                                                 aria-label=format!("Welcome mail for {}", l.name)>"Welcome mail"</a>
-                                            <button type="button" class="text-xs text-indigo-600 hover:underline" on:click=move |_| editing.set(Some(row.clone()))>"Edit"</button>
+                                            <button type="button" class="link-button text-indigo-600" on:click=move |_| editing.set(Some(row.clone()))>"Edit"</button>
                                             <ActionForm action=delete attr:class="inline">
                                                 <input type="hidden" name="id" value=id.clone()/>
-                                                <button type="submit" class="ml-3 text-xs text-red-600 hover:underline">"Delete"</button>
+                                                <button type="submit" class="link-button ml-1 text-red-600">"Delete"</button>
                                             </ActionForm>
                                         })}
                                     </td>
@@ -133,7 +134,7 @@ fn ListForm(save: ServerAction<SaveList>, editing: RwSignal<Option<List>>) -> im
             <h2 class="mb-4 text-lg font-medium text-slate-900">
                 {move || if editing.with(Option::is_some) { "Edit list" } else { "Create a list" }}
             </h2>
-            <ActionForm action=save attr:class="grid grid-cols-2 gap-4">
+            <ActionForm action=save attr:class="grid grid-cols-1 gap-4 sm:grid-cols-2">
                 <input type="hidden" name="id" prop:value=move || get(|l| l.id.to_string())/>
                 <div>
                     <label for="list-name" class="label">"Name"</label>
@@ -143,7 +144,7 @@ fn ListForm(save: ServerAction<SaveList>, editing: RwSignal<Option<List>>) -> im
                     <label for="list-slug" class="label">"Address (slug)"</label>
                     <input id="list-slug" name="slug" maxlength="48" class="input" placeholder="from the name" prop:value=move || get(|l| l.slug.clone())/>
                 </div>
-                <div class="col-span-2">
+                <div class="sm:col-span-2">
                     <label for="list-description" class="label">"Description"</label>
                     <input id="list-description" name="description" maxlength="1000" class="input" prop:value=move || get(|l| l.description.clone())/>
                 </div>
@@ -161,7 +162,7 @@ fn ListForm(save: ServerAction<SaveList>, editing: RwSignal<Option<List>>) -> im
                         <option value="private">"Private: import and API only"</option>
                     </select>
                 </div>
-                <div class="col-span-2 flex items-center gap-3">
+                <div class="flex items-center gap-3 sm:col-span-2">
                     <button type="submit" class="btn-primary" disabled=move || save.pending().get()>
                         {move || if editing.with(Option::is_some) { "Save list" } else { "Create list" }}
                     </button>
@@ -203,7 +204,7 @@ fn EmbedSnippet(hosted: String, lists: Vec<ListWithCounts>) -> impl IntoView {
             <iframe title="Preview of the embedded sign-up form" sandbox="" srcdoc=preview data-testid="embed-preview"
                 class="mb-4 h-40 w-full rounded-md border border-slate-200 bg-white"></iframe>
             <p class="label">"Code"</p>
-            <pre class="max-h-64 overflow-auto whitespace-pre-wrap break-all rounded-md bg-slate-900 p-4 text-xs text-slate-100" data-testid="embed-snippet">{snippet}</pre>
+            <pre tabindex="0" class="max-h-64 overflow-auto whitespace-pre-wrap break-all rounded-md bg-slate-900 p-4 text-xs text-slate-100" data-testid="embed-snippet">{snippet}</pre>
             <CopyButton text=to_copy label="Copy snippet" class="btn-secondary mt-3"/>
         </Card>
     }

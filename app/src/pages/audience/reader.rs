@@ -220,7 +220,7 @@ fn ReaderBody(
                                     <ActionForm action=untag attr:class="inline">
                                         <input type="hidden" name="id" value=id/>
                                         <input type="hidden" name="tag" value=t/>
-                                        <button type="submit" class="ml-1 text-slate-500 hover:text-red-600" aria-label=label>"×"</button>
+                                        <button type="submit" class="-my-2 -mr-2 inline-flex w-11 items-center justify-center text-slate-500 hover:text-red-600" aria-label=label>"×"</button>
                                     </ActionForm>
                                 })}
                             </li>

@@ -122,6 +122,17 @@ pub fn ReadersPage() -> impl IntoView {
     let query = use_query_map();
     let param = move |k: &str| query.with(|q| q.get(k)).unwrap_or_default();
     let add = ServerAction::<AddReader>::new();
+    // Once a reader is added, the form is reset for the next one. A reset (not clearing the
+    // values one by one) also forgets that the fields were touched, so the empty required
+    // Email field is not outlined red as invalid (issue 35).
+    let add_form = NodeRef::<leptos::html::Form>::new();
+    Effect::new(move |_| {
+        if matches!(add.value().get(), Some(Ok(_)))
+            && let Some(form) = add_form.get()
+        {
+            form.reset();
+        }
+    });
     let bulk = ServerAction::<BulkReaders>::new();
     let selected = RwSignal::new(Vec::<i64>::new());
     let selected_ids =
@@ -156,7 +167,8 @@ pub fn ReadersPage() -> impl IntoView {
             <a href=export_href class="btn-secondary" rel="external" download="readers.csv">"Export CSV"</a>
         </div>
         <Card>
-            <form method="get" class="grid grid-cols-5 gap-3" role="search">
+            // Two columns on a phone (each field keeps a usable width), five from `sm` up.
+            <form method="get" class="grid grid-cols-2 gap-3 sm:grid-cols-5" role="search">
                 <input name="q" class="input col-span-2" placeholder="Search email or name" prop:value=move || param("q") aria-label="Search"/>
                 <select name="list" class="input" aria-label="List" prop:value=move || param("list")>
                     <option value="">"All lists"</option>
@@ -170,7 +182,7 @@ pub fn ReadersPage() -> impl IntoView {
                 <input name="tag" class="input" placeholder="Tag" list="filter-tags" autocomplete="off"
                     prop:value=move || param("tag") aria-label="Filter by tag"/>
                 <TagOptions id="filter-tags" tags=known_tags/>
-                <input name="attribute" class="input col-span-3 font-mono text-xs" placeholder="Attribute condition, e.g. city = \"Lyon\" or plan in [\"pro\", \"team\"]"
+                <input name="attribute" class="input col-span-2 font-mono text-xs sm:col-span-3" placeholder="Attribute condition, e.g. city = \"Lyon\" or plan in [\"pro\", \"team\"]"
                     prop:value=move || param("attribute") aria-label="Attribute condition"/>
             </form>
         </Card>
@@ -222,7 +234,7 @@ pub fn ReadersPage() -> impl IntoView {
             <ActionError value=bulk.value()/>
         </Card>
         <Card title="Add a reader">
-            <ActionForm action=add attr:class="flex flex-wrap items-end gap-3">
+            <ActionForm action=add node_ref=add_form attr:class="flex flex-wrap items-end gap-3">
                 <div class="min-w-56 flex-1"><label for="new-email" class="label">"Email"</label><input id="new-email" name="email" type="email" required class="input"/></div>
                 <div class="min-w-40 flex-1"><label for="new-name" class="label">"Name"</label><input id="new-name" name="name" class="input"/></div>
                 <div>
@@ -263,19 +275,22 @@ fn ReaderTable(v: ReaderPage, selected: RwSignal<Vec<i64>>) -> impl IntoView {
                     {v.readers.into_iter().map(|r| view! {
                         <tr>
                             <td>
-                                <input type="checkbox" aria-label=format!("Select {}", r.email)
-                                    prop:checked=move || selected.with(|s| s.contains(&r.id))
-                                    on:change=move |ev| {
-                                        let on = event_target_checked(&ev);
-                                        selected.update(|s| { s.retain(|x| *x != r.id); if on { s.push(r.id); } });
-                                    }/>
+                                // The label is the 44 px target a finger needs around a 13 px box.
+                                <label class="-ml-3 flex h-11 w-11 cursor-pointer items-center justify-center">
+                                    <input type="checkbox" aria-label=format!("Select {}", r.email)
+                                        prop:checked=move || selected.with(|s| s.contains(&r.id))
+                                        on:change=move |ev| {
+                                            let on = event_target_checked(&ev);
+                                            selected.update(|s| { s.retain(|x| *x != r.id); if on { s.push(r.id); } });
+                                        }/>
+                                </label>
                             </td>
                             <td class="py-2">
                                 <a href=format!("/audience/readers/{}", r.id) class="font-medium text-slate-800 hover:text-indigo-600">{r.email}</a>
                                 <div class="text-xs text-slate-500">{r.name}</div>
                             </td>
                             <td><span class="badge">{r.status.as_str()}</span></td>
-                            <td class="text-slate-500">{short_time(&r.created_at.to_rfc3339())}</td>
+                            <td class="text-slate-500" data-label="Added">{short_time(&r.created_at.to_rfc3339())}</td>
                         </tr>
                     }).collect_view()}
                 </tbody>

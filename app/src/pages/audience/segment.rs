@@ -438,7 +438,7 @@ fn Editor(
                     <p class="mt-1 text-xs text-red-600" role="alert">{name_error}</p>
                     <div class="mt-4 flex flex-wrap items-center gap-2 text-sm text-slate-700">
                         <label for="segment-match">"Readers who match"</label>
-                        <select id="segment-match" class="input w-auto" on:change=move |ev| match_.set(event_target_value(&ev).parse().unwrap_or_default())>
+                        <select id="segment-match" class="input w-32" on:change=move |ev| match_.set(event_target_value(&ev).parse().unwrap_or_default())>
                             <option value="all" selected=move || match_.get() == Match::All>"all"</option>
                             <option value="any" selected=move || match_.get() == Match::Any>"any"</option>
                         </select>
@@ -456,7 +456,7 @@ fn Editor(
                                 <li class="rounded border border-indigo-200 bg-indigo-50/40 p-3" data-testid="segment-group">
                                     <div class="mb-2 flex flex-wrap items-center gap-2 text-sm text-slate-700">
                                         <label for=format!("group-match-{i}")>"Any reader matching"</label>
-                                        <select id=format!("group-match-{i}") class="input w-auto" on:change=move |ev| {
+                                        <select id=format!("group-match-{i}") class="input w-32" on:change=move |ev| {
                                             let m: Match = event_target_value(&ev).parse().unwrap_or_default();
                                             items.update(|list| if let Some(Item::Group(gm, _)) = list.get_mut(i) { *gm = m });
                                         }>

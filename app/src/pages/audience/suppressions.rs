@@ -123,7 +123,7 @@ fn SuppressionTable(v: SuppressionsView, remove: ServerAction<RemoveSuppression>
                                     {s.reason.protects_reputation().then(|| view! {
                                         <label class="text-xs text-slate-500"><input type="checkbox" name="confirmed" value="yes"/>" I know this "{s.reason.label()}" hurts deliverability"</label>
                                     })}
-                                    <button type="submit" class="text-xs text-red-600 hover:underline">"Remove"</button>
+                                    <button type="submit" class="link-button text-red-600">"Remove"</button>
                                 </ActionForm>
                             })}
                         </td>

@@ -44,7 +44,7 @@ pub fn status_badge(s: AutomationStatus) -> (&'static str, &'static str) {
         AutomationStatus::Draft => ("Draft", "bg-slate-100 text-slate-700"),
         AutomationStatus::Live => ("Live", "bg-green-100 text-green-800"),
         AutomationStatus::Paused => ("Paused", "bg-amber-100 text-amber-800"),
-        AutomationStatus::Archived => ("Archived", "bg-slate-100 text-slate-500"),
+        AutomationStatus::Archived => ("Archived", "bg-slate-100 text-slate-600"),
     }
 }
 

@@ -171,7 +171,7 @@ pub fn AbTestFields(form: Form) -> impl IntoView {
                         </div>
                         <div>
                             <label for="campaign-ab-metric" class="label">"Winner by"</label>
-                            <select id="campaign-ab-metric" class="input"
+                            <select id="campaign-ab-metric" class="input min-w-40"
                                 on:change=move |ev| {
                                     ab.metric.set(event_target_value(&ev).parse().unwrap_or_default());
                                     changed.run(());

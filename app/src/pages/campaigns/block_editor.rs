@@ -477,7 +477,7 @@ fn BlockFields(
     };
     match block.get_untracked() {
         Block::Heading { text, level } => view! {
-            <div class="grid grid-cols-1 gap-3 sm:grid-cols-[1fr_8rem]">
+            <div class="grid grid-cols-1 gap-3 sm:grid-cols-[1fr_10rem]">
                 <BlockInput id=input_id("text") label="Heading" initial=text error=err("text")
                     set=Callback::new(move |v| set(edit(move |b| if let Block::Heading { text, .. } = b { *text = v })))/>
                 <div>
@@ -842,8 +842,8 @@ fn ColumnsFields(
                         <div class="min-w-0 space-y-2 rounded-md bg-slate-50 p-2" data-testid="column">
                             <p class="text-xs font-medium text-slate-600">{format!("Column {}", c + 1)}</p>
                             {inner}
-                            <div class="flex items-end gap-1">
-                                <select class="input" aria-label=format!("Block to add to column {}", c + 1)
+                            <div class="flex flex-wrap items-end gap-1">
+                                <select class="input min-w-36 flex-1" aria-label=format!("Block to add to column {}", c + 1)
                                     on:change=move |ev| kind.set(event_target_value(&ev))>
                                     {COLUMN_KINDS.iter().map(|(v, l)| view! { <option value=*v>{*l}</option> }).collect_view()}
                                 </select>

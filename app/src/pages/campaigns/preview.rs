@@ -140,7 +140,7 @@ pub fn PreviewPanel(
                 class=move || if mode.get() == this {
                     "min-h-11 rounded-md bg-white px-3 py-1 text-xs font-medium text-slate-900 shadow-xs"
                 } else {
-                    "min-h-11 rounded-md px-3 py-1 text-xs font-medium text-slate-500 hover:text-slate-800"
+                    "min-h-11 rounded-md px-3 py-1 text-xs font-medium text-slate-600 hover:text-slate-800"
                 }
                 on:click=move |_| mode.set(this)>{label}</button>
         }
@@ -218,7 +218,7 @@ pub fn PreviewBody(p: PreviewView, mode: RwSignal<PreviewMode>) -> impl IntoView
             </div>
             {move || if plain.get() {
                 view! {
-                    <pre class="h-[36rem] overflow-auto p-4 font-mono text-xs whitespace-pre-wrap text-slate-800" data-testid="preview-text">{text.clone()}</pre>
+                    <pre tabindex="0" class="h-[36rem] overflow-auto p-4 font-mono text-xs whitespace-pre-wrap text-slate-800" data-testid="preview-text">{text.clone()}</pre>
                 }.into_any()
             } else {
                 // The tenant's HTML stays in a sandboxed frame (no scripts, no same-origin

@@ -236,7 +236,9 @@ pub fn SendPanel(
                             prop:value=move || local.get()
                             on:input=move |ev| { local.set(event_target_value(&ev)); schedule_error.set(None); }/>
                     </div>
-                    <div class="min-w-0 flex-1">
+                    // At least 10 rem, so a phone wraps the time zone onto its own line
+                    // instead of squeezing it past the card's edge.
+                    <div class="min-w-40 flex-1">
                         <label for="schedule-tz" class="sr-only">"Time zone"</label>
                         <select id="schedule-tz" class="input" on:change=move |ev| zone.set(event_target_value(&ev))>
                             {move || zones.get().into_iter().map(|z| {

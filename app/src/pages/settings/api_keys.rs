@@ -128,7 +128,7 @@ fn KeyTable(list: Vec<ApiKey>, revoke: ServerAction<RevokeApiKey>) -> impl IntoV
                                 view! {
                                     <ActionForm action=revoke>
                                         <input type="hidden" name="key_id" value=k.id.to_string()/>
-                                        <button type="submit" class="text-xs text-red-600 hover:underline">"Revoke"</button>
+                                        <button type="submit" class="link-button text-red-600">"Revoke"</button>
                                     </ActionForm>
                                 }.into_any()
                             }}

@@ -260,12 +260,12 @@ fn RecordRow(r: RecordView) -> impl IntoView {
                 <dt class="text-slate-500">"Host"</dt>
                 <dd class="flex items-start justify-between gap-2">
                     <code class="break-all font-mono text-slate-800">{r.host.clone()}</code>
-                    <CopyButton text=r.host.clone() label="Copy" class="shrink-0 text-indigo-600 hover:underline"/>
+                    <CopyButton text=r.host.clone() label="Copy" class="link-button shrink-0 text-indigo-600"/>
                 </dd>
                 <dt class="text-slate-500">"Value"</dt>
                 <dd class="flex items-start justify-between gap-2">
                     <code class="break-all font-mono text-slate-800">{r.value.clone()}</code>
-                    <CopyButton text=r.value.clone() label="Copy" class="shrink-0 text-indigo-600 hover:underline"/>
+                    <CopyButton text=r.value.clone() label="Copy" class="link-button shrink-0 text-indigo-600"/>
                 </dd>
             </dl>
             {detail}

@@ -289,7 +289,7 @@ fn MembersBody(
                                                 <select name="role" class="rounded-md border-slate-300 text-sm" aria-label=format!("Role of {}", m.email)>
                                                     {roles.iter().map(|r| view! { <option value=*r selected=*r == current_role>{*r}</option> }).collect_view()}
                                                 </select>
-                                                <button type="submit" class="text-xs text-indigo-600 hover:underline">"Change"</button>
+                                                <button type="submit" class="link-button text-indigo-600">"Change"</button>
                                             </ActionForm>
                                         }.into_any()
                                     } else {
@@ -301,7 +301,7 @@ fn MembersBody(
                                     {(editable && !is_me).then(|| view! {
                                         <ActionForm action=remove>
                                             <input type="hidden" name="user_id" value=uid2/>
-                                            <button type="submit" class="text-xs text-red-600 hover:underline">"Remove"</button>
+                                            <button type="submit" class="link-button text-red-600">"Remove"</button>
                                         </ActionForm>
                                     })}
                                 </td>
@@ -321,7 +321,7 @@ fn MembersBody(
                                 <span class="ml-2 text-xs text-slate-500">"expires " {short_time(&i.expires_at.to_rfc3339())}</span></span>
                             <ActionForm action=revoke>
                                 <input type="hidden" name="invite_id" value=i.id.to_string()/>
-                                <button type="submit" class="text-xs text-red-600 hover:underline">"Withdraw"</button>
+                                <button type="submit" class="link-button text-red-600">"Withdraw"</button>
                             </ActionForm>
                         </li>
                     }).collect_view()}

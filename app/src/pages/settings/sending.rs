@@ -310,9 +310,9 @@ fn IdentityTable(
                             <td class="space-x-3 py-3 text-right align-top whitespace-nowrap">
                                 <TestButton test=test id=id.clone() label=i.name.clone()/>
                                 {can_edit.then(|| view! {
-                                    <button type="button" class="text-xs text-indigo-600 hover:underline"
+                                    <button type="button" class="link-button text-indigo-600"
                                         on:click=move |_| editing.set(Some(row.clone()))>"Edit"</button>
-                                    <button type="button" class="text-xs text-red-600 hover:underline"
+                                    <button type="button" class="link-button text-red-600"
                                         on:click=move |_| confirm_delete.set(Some(id_for_delete))>"Delete"</button>
                                 })}
                                 {

@@ -109,7 +109,7 @@ fn MessageBody(v: MessagePage, cancel: ServerAction<CancelMessage>) -> impl Into
                 </dl>
                 {metadata.map(|metadata| view! {
                     <p class="mt-3 text-xs font-medium uppercase text-slate-500">"Metadata"</p>
-                    <pre class="mt-1 overflow-x-auto rounded bg-slate-50 p-2 text-xs">{metadata}</pre>
+                    <pre tabindex="0" class="mt-1 overflow-x-auto rounded bg-slate-50 p-2 text-xs">{metadata}</pre>
                 })}
             </Card>
             <Card title="Events">

@@ -135,7 +135,7 @@ pub fn TransactionalPage() -> impl IntoView {
         <SettingsCard/>
         <Card title="Send from your application">
             <p class="mb-2 text-sm text-slate-600">"Create an API key in Settings → API keys, then:"</p>
-            <pre class="overflow-x-auto rounded-md bg-slate-900 p-4 text-xs text-slate-100">{r#"curl -X POST https://your-herald/api/v1/messages \
+            <pre tabindex="0" class="overflow-x-auto rounded-md bg-slate-900 p-4 text-xs text-slate-100">{r#"curl -X POST https://your-herald/api/v1/messages \
     -H "Authorization: Bearer $HERALD_KEY" \
     -H "Idempotency-Key: order-1234-receipt" \
     -H "Content-Type: application/json" \

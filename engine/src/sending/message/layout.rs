@@ -67,7 +67,11 @@ pub(super) fn assemble_html(subject: &str, preheader: &str, body: Body<'_>, foot
 
     // Where the `<body …>` tag ends: in the frame, or in the rest when there is no frame.
     let body_open = |html: &str| find_ascii_ci(html, "<body", 0).and_then(|o| html[o..].find('>').map(|gt| o + gt + 1));
-    let opened = if frame.is_empty() { body_open(rest).map(|at| ("", rest.split_at(at))) } else { body_open(frame).map(|at| (rest, frame.split_at(at))) };
+    let opened = if frame.is_empty() {
+        body_open(rest).map(|at| ("", rest.split_at(at)))
+    } else {
+        body_open(frame).map(|at| (rest, frame.split_at(at)))
+    };
     if let Some((after_frame, (before_open, after_open))) = opened {
         // `after_open` runs on into `after_frame`; `</body` is in the last of them.
         let (mid, last) = if frame.is_empty() { ("", after_open) } else { (after_open, after_frame) };
@@ -91,6 +95,7 @@ pub(super) fn assemble_html(subject: &str, preheader: &str, body: Body<'_>, foot
         html.push_str(&last[close..]);
         return html;
     }
+    debug_assert!(frame.is_empty(), "a frame always holds the <body> tag (Frame::of checks it)");
     let body = rest;
 
     let mut html = String::with_capacity(

@@ -28,6 +28,15 @@ pub struct CompiledCampaign {
     frame: Option<Frame>,
 }
 
+fn too_large() -> TemplateError {
+    TemplateError {
+        field: BODY,
+        line: None,
+        column: None,
+        message: format!("the rendered body is larger than {} MB", MAX_BODY_BYTES / (1024 * 1024)),
+    }
+}
+
 /// The start of a block body that is the same for every reader: the head, its style sheets and
 /// the outer tables, up to the first merge tag or link (about 4 KB of a typical 6 KB block
 /// mail). It is set aside when the campaign is compiled, so per reader the template sandbox
@@ -48,17 +57,30 @@ struct Frame {
 
 impl Frame {
     /// The frame of `body`, a whole HTML document, or `None` where none can be set aside.
-    /// The prefix ends at a tag before the first merge tag (`{{`, `{%`, `{#`) and before any
-    /// `href`, so it renders as itself, holds nothing link tracking rewrites, and the `<body>`
+    /// The prefix ends at a tag before the first merge tag (`{{`, `{%`, `{#`), `href` and `<a`
+    /// tag, so it renders as itself, holds nothing link tracking reads, and the `<body>`
     /// tag the preheader follows; the text converter confirms that the cut falls between tags.
     fn of(body: &str, address_lines: &[(String, String)]) -> Option<Frame> {
         let first_tag = ["{{", "{%", "{#"].iter().filter_map(|t| body.find(t)).min().unwrap_or(body.len());
         let first_href = find_ascii_ci(body, "href", 0).unwrap_or(body.len());
-        let interesting = first_tag.min(first_href);
+        // Link tracking reads from `<a ` to its closing `>` honouring quotes, even in a comment:
+        // with no `<a` tag in the prefix, its reading of the rest is its reading of the whole.
+        let first_anchor = (0..)
+            .scan(0, |from, _| {
+                let at = find_ascii_ci(body, "<a", *from)?;
+                *from = at + 2;
+                Some(at)
+            })
+            .find(|&at| body.as_bytes().get(at + 2).is_some_and(|b| b.is_ascii_whitespace() || *b == b'>'))
+            .unwrap_or(body.len());
+        let interesting = first_tag.min(first_href).min(first_anchor);
         let cut = body[..interesting].rfind('<')?;
         let prefix = &body[..cut];
-        // The preheader follows the `<body>` tag: the prefix must hold all of it.
+        // The preheader follows the `<body>` tag, so the prefix must hold all of it; the footer
+        // and the open pixel go before `</body>`, so the rest must hold that (a document with
+        // no merge tag or link would otherwise be all prefix).
         find_ascii_ci(prefix, "<body", 0).and_then(|o| prefix[o..].find('>'))?;
+        find_ascii_ci(body, "</body", cut)?;
         let mut text = TextConverter::default();
         if !text.feed_until(body, cut) {
             return None;
@@ -67,7 +89,10 @@ impl Frame {
         Some(Frame {
             prefix: prefix.to_string(),
             text,
-            address_in_prefix: address_lines.iter().map(|(raw, esc)| prefix.contains(esc) || prefix.contains(raw)).collect(),
+            address_in_prefix: address_lines
+                .iter()
+                .map(|(raw, esc)| prefix.contains(esc) || prefix.contains(raw))
+                .collect(),
             lines: prefix.matches('\n').count(),
             last_line_chars: last_line.chars().count(),
         })
@@ -156,12 +181,25 @@ impl CompiledCampaign {
                 web_version_url: "https://example.com/v/sample",
             },
         );
-        for outcome in compiled.templates.render(turn, &[SUBJECT, PREHEADER, BODY], &vars).await? {
+        let outcomes = compiled.templates.render(turn, &[SUBJECT, PREHEADER, BODY], &vars).await?;
+        for outcome in &outcomes {
             if let Err(RenderFailure { error, mistake: true }) = outcome {
-                return Ok(Err(compiled.place(error)));
+                return Ok(Err(compiled.place(error.clone())));
             }
         }
+        // The sandbox capped only the rest of a framed body; whole, it is refused now, as a body
+        // rendered whole is refused by the sandbox's cap, not later for every reader.
+        if let Some(Ok(body)) = outcomes.get(2)
+            && compiled.whole_len(body) > MAX_BODY_BYTES
+        {
+            return Ok(Err(too_large()));
+        }
         Ok(Ok(compiled))
+    }
+
+    /// The length of the body whose rest is `rest`: with its frame's prefix, when it has one.
+    fn whole_len(&self, rest: &str) -> usize {
+        rest.len() + self.frame.as_ref().map_or(0, |f| f.prefix.len())
     }
 
     pub fn format(&self) -> BodyFormat {
@@ -238,13 +276,8 @@ impl CompiledCampaign {
             BodyFormat::Markdown => markdown_to_html(&rendered),
             BodyFormat::Html | BodyFormat::Blocks => rendered,
         };
-        if body.len() + self.frame.as_ref().map_or(0, |f| f.prefix.len()) > MAX_BODY_BYTES {
-            return Err(TemplateError {
-                field: BODY,
-                line: None,
-                column: None,
-                message: format!("the rendered body is larger than {} MB", MAX_BODY_BYTES / (1024 * 1024)),
-            });
+        if self.whole_len(&body) > MAX_BODY_BYTES {
+            return Err(too_large());
         }
         Ok(RenderedBody { subject, preheader, body })
     }

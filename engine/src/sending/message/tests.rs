@@ -672,6 +672,38 @@ fn a_block_body_set_aside_in_part_renders_as_if_whole() -> anyhow::Result<()> {
         assert!(a.html.find("This week: ada@example.org").is_some_and(|at| at > a.html.find("<body").unwrap_or(0)));
     }
 
+    // A document without merge tags or links has no frame to set aside, and its footer still
+    // lands inside its body.
+    let quiet = r#"{"version": 1, "blocks": [{"type": "paragraph", "text": "Nothing to fill in."}]}"#;
+    let quiet_whole = blocks_to_template(&herald_types::BlockDocument::parse(quiet)?)?;
+    let a = render(&content(BodyFormat::Blocks, "x", quiet), "", serde_json::json!({}))?;
+    let b = render(&content(BodyFormat::Html, "x", &quiet_whole), "", serde_json::json!({}))?;
+    assert_eq!(a, b);
+    assert!(a.html.find("Springfield").is_some_and(|at| at < a.html.rfind("</body>").unwrap_or(0)), "{}", a.html);
+
+    // An `<a` with an open quote in a comment before the first merge tag: link tracking reads
+    // past the comment in the whole body, so it must read the same in the framed one.
+    let tricky = r#"{"version": 1, "blocks": [{"type": "html", "html": "<!-- <a title='draft -->"},
+        {"type": "paragraph", "text": "Hi {{ reader.name }}, [read](https://example.com/x) it's here"}]}"#;
+    let tricky_whole = blocks_to_template(&herald_types::BlockDocument::parse(tricky)?)?;
+    let (framed_tricky, plain_tricky) =
+        (compile(&content(BodyFormat::Blocks, "x", tricky))?, compile(&content(BodyFormat::Html, "x", &tricky_whole))?);
+    let framed_parts = block(framed_tricky.render_body(&recipient, &ctx))?;
+    let plain_parts = block(plain_tricky.render_body(&recipient, &ctx))?;
+    let own = "https://herald.example/";
+    assert_eq!(
+        crate::tracking::links::trackable_urls(&framed_parts.body, own),
+        crate::tracking::links::trackable_urls(&plain_parts.body, own)
+    );
+
+    // The size limit counts the set-aside start too, and is found when compiling.
+    let filler = "x".repeat(1000);
+    let huge = format!(
+        r#"{{"version": 1, "blocks": [{{"type": "paragraph", "text": "Hi {{{{ reader.email }}}}{{% for i in range(2094) %}}{filler}{{% endfor %}}"}}]}}"#
+    );
+    let e = compile(&content(BodyFormat::Blocks, "x", &huge)).expect_err("over 2 MB whole");
+    assert!(e.message.contains("larger than 2 MB"), "{e}");
+
     // A mistake in a block is placed where it is in the whole body.
     let bad_doc = doc.replacen("{{ reader.name", "{{ reader.name | nosuchfilter", 1);
     let bad = |format, body: String| content(format, "x", &body);
