@@ -690,11 +690,11 @@ fn a_block_body_set_aside_in_part_renders_as_if_whole() -> anyhow::Result<()> {
         (compile(&content(BodyFormat::Blocks, "x", tricky))?, compile(&content(BodyFormat::Html, "x", &tricky_whole))?);
     let framed_parts = block(framed_tricky.render_body(&recipient, &ctx))?;
     let plain_parts = block(plain_tricky.render_body(&recipient, &ctx))?;
-    let own = "https://herald.example/";
-    assert_eq!(
-        crate::tracking::links::trackable_urls(&framed_parts.body, own),
-        crate::tracking::links::trackable_urls(&plain_parts.body, own)
-    );
+    // Tracking sits above this layer; what makes its reading the same is that the part set
+    // aside (the whole less the rest) holds no `<a` tag at all.
+    assert!(plain_parts.body.ends_with(&framed_parts.body));
+    let prefix = &plain_parts.body[..plain_parts.body.len() - framed_parts.body.len()];
+    assert!(!prefix.contains("<a ") && prefix.contains("<body"), "{prefix}");
 
     // The size limit counts the set-aside start too, and is found when compiling.
     let filler = "x".repeat(1000);
