@@ -663,7 +663,7 @@ async fn the_preference_center_says_when_there_is_nothing_to_choose() {
     let r = owner.run(AddReader { email: "quiet@example.com".into(), name: String::new(), list: list.clone() }).await;
     assert!(r.ok(), "{:?}", r.result);
     let (tenant, reader): (herald_types::TenantId, i64) = sqlx::query_as(
-        "SELECT w.id, r.id FROM workspaces w JOIN readers r ON r.tenant_id = w.id \
+        "SELECT w.id, r.id FROM tenants w JOIN readers r ON r.tenant_id = w.id \
          WHERE w.name = 'Quiet Shop' AND r.email = 'quiet@example.com'",
     )
     .fetch_one(&app.owner)

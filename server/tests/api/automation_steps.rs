@@ -167,13 +167,22 @@ async fn steps_join_and_leave_lists_and_branch_on_a_field() -> TestResult {
     );
 
     // The subscription and its undoing are in the consent ledger, marked as the automations'.
-    let ledger: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT action, source, wording FROM consent_events WHERE reader_id = $1 AND list_id = $2::uuid ORDER BY id",
-    )
-    .bind(pro)
-    .bind(&paid)
-    .fetch_all(&app.owner)
-    .await?;
+    // "Leave at once" runs beside "Upgrade", whose mail can reach the sink before the other's
+    // first step has run: wait (up to 10 s) for both entries rather than race it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let ledger = loop {
+        let ledger: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT action, source, wording FROM consent_events WHERE reader_id = $1 AND list_id = $2::uuid ORDER BY id",
+        )
+        .bind(pro)
+        .bind(&paid)
+        .fetch_all(&app.owner)
+        .await?;
+        if ledger.len() >= 2 || tokio::time::Instant::now() > deadline {
+            break ledger;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(
         ledger,
         vec![
@@ -181,7 +190,13 @@ async fn steps_join_and_leave_lists_and_branch_on_a_field() -> TestResult {
             ("unsubscribe".into(), "automation".into(), "Leave at once".into())
         ]
     );
-    let (_, report) = api.get(&format!("/api/v1/automations/{bounce}/report")).await;
+    let report = loop {
+        let (_, report) = api.get(&format!("/api/v1/automations/{bounce}/report")).await;
+        if report["exited"].as_i64() == Some(1) || tokio::time::Instant::now() > deadline {
+            break report;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!((report["entered"].as_i64(), report["exited"].as_i64()), (Some(1), Some(1)), "{report}");
     assert_eq!(subscription(&app, pro, &paid).await, "unsubscribed");
     // Someone who left a list is not put back on it by a step (their second run still mails them).
