@@ -20,6 +20,7 @@ test("test two subjects on half the audience and send the winner to the rest", a
   const campaignPath = new URL(page.url()).pathname;
   await waitForHydration(page);
   await page.getByLabel("Subject", { exact: true }).fill("Subject A");
+  await page.getByRole("tab", { name: "Settings" }).click();
   await page.getByTestId("campaign-lists").getByLabel("Weekly").check();
   // The test: an empty version B is refused beside its field; a share of half.
   await page.getByTestId("ab-test-on").check();
@@ -87,6 +88,7 @@ test("test two subjects on half the audience and send the winner to the rest", a
   await dialog.getByRole("button", { name: "Make the draft" }).click();
   await expect(page).not.toHaveURL(new RegExp(`${campaignPath}$`));
   await waitForHydration(page);
+  await page.getByRole("tab", { name: "Settings" }).click();
   await expect(page.getByTestId("resend-audience")).toBeVisible();
   await expect(page.getByLabel("Subject", { exact: true })).toHaveValue("In case you missed it");
   await expect(page.getByTestId("eligible-count")).toContainText("12 readers would get this now", { timeout: 20_000 });

@@ -65,7 +65,9 @@ test("an author asks, the owner approves, the audit log tells it", async ({ page
     await expect(a).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
     await waitForHydration(a);
     await a.getByLabel("Subject", { exact: true }).fill("Hello {{ reader.name | default(\"friend\") }}");
+    await a.getByRole("tab", { name: "Settings" }).click();
     await a.getByRole("checkbox", { name: /Weekly/ }).check();
+    await a.getByRole("tab", { name: "Content" }).click();
     await a.getByRole("radio", { name: "Markdown" }).check();
     await a.getByLabel("Body", { exact: true }).fill("An issue an owner has to approve.");
     await expect(a.getByTestId("save-status")).toContainText("Saved at", { timeout: 15_000 });
@@ -93,6 +95,11 @@ test("an author asks, the owner approves, the audit log tells it", async ({ page
   // Sentences with the campaign's name, not its id.
   const log = page.getByTestId("audit-log");
   await expect(log.getByTestId("audit-sentence").filter({ hasText: "approved sending “Needs a yes”" })).toContainText(owner);
+  // A member with a name is named ("Owner approved …"), the address kept for screen readers and
+  // in the tooltip.
+  await expect(log.getByTestId("audit-sentence").filter({ hasText: "approved sending “Needs a yes”" })).toContainText(
+    `Owner (${owner}) approved sending`,
+  );
   await expect(log.getByTestId("audit-sentence").filter({ hasText: "asked for approval to send “Needs a yes”" })).toContainText(author);
   await page.getByLabel("Action").selectOption({ label: "Asked for approval to send" });
   await page.getByRole("button", { name: "Filter" }).click();

@@ -118,6 +118,13 @@ test("a wait-until step keeps its days, time and zone, beside a list step", asyn
   await page.getByLabel("Name", { exact: true }).fill("Members");
   await page.getByRole("button", { name: "Create list" }).click();
   await expect(page.getByTestId("lists-table")).toContainText("Members");
+  // The workspace's own zone (Settings), where a "wait until" naming none falls.
+  await gotoHydrated(page, "/settings");
+  await page.getByLabel("Time zone", { exact: true }).selectOption("Europe/Lisbon");
+  await page.getByRole("button", { name: "Save changes" }).click();
+  await expect(page.getByText("Saved", { exact: true })).toBeVisible();
+  await gotoHydrated(page, "/settings");
+  await expect(page.getByLabel("Time zone", { exact: true })).toHaveValue("Europe/Lisbon");
 
   await gotoHydrated(page, "/automations/new");
   await page.getByTestId("step-subject").first().fill("Hello");
@@ -125,6 +132,9 @@ test("a wait-until step keeps its days, time and zone, beside a list step", asyn
   await page.getByTestId("add-step").selectOption("wait_until");
   await page.getByTestId("add-step").selectOption("unsubscribe");
   await expect(page.getByTestId("automation-step")).toHaveCount(3);
+  // A new step waits in the workspace's zone unless another is chosen.
+  await expect(page.getByLabel("Time zone", { exact: true })).toHaveValue("");
+  await expect(page.getByLabel("Time zone", { exact: true }).locator("option:checked")).toHaveText("The workspace's (Europe/Lisbon)");
   // Keyboard-friendly: each day is a labelled checkbox.
   await page.getByLabel("Tue", { exact: true }).check();
   await page.getByLabel("Thu", { exact: true }).check();

@@ -55,15 +55,10 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
   await waitForHydration(page);
   await expect(page.getByRole("heading", { level: 1, name: "November issue" })).toBeVisible();
-  // The workspace's default sender filled in the draft's.
+  // --- Its settings, a view of their own: the workspace's default sender filled in the
+  // draft's. ---
+  await page.getByRole("tab", { name: "Settings" }).click();
   await expect(page.getByLabel("From email")).toHaveValue("weekly@example.com");
-
-  // --- Write it; it saves by itself. A merge-tag typo would render as nothing: it is named
-  // beside the field as it is typed, with the name meant, and goes once it is fixed. ---
-  await page.getByLabel("Subject", { exact: true }).fill("Hello {{ reader.nmae }}");
-  await expect(page.getByTestId("subject-warnings")).toContainText("Did you mean “reader.name”?", { timeout: 15_000 });
-  await page.getByLabel("Subject", { exact: true }).fill("Hello {{ reader.name }}");
-  await expect(page.getByTestId("subject-warnings")).toBeHidden({ timeout: 15_000 });
   // A From address on a domain the workspace has not verified is named as it is typed, with
   // the way to fix it, not only when sending.
   await page.getByLabel("From email").fill("news@unverified.example");
@@ -73,13 +68,21 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   await page.getByLabel("From email").fill("weekly@example.com");
   await expect(fromWarnings).toBeHidden({ timeout: 15_000 });
   await page.getByRole("checkbox", { name: /Weekly/ }).check();
+  await expect(page.getByTestId("audience-estimate")).toContainText("Up to 3 confirmed readers on 1 list");
+
+  // --- Write it; it saves by itself. A merge-tag typo would render as nothing: it is named
+  // beside the field as it is typed, with the name meant, and goes once it is fixed. ---
+  await page.getByRole("tab", { name: "Content" }).click();
+  await page.getByLabel("Subject", { exact: true }).fill("Hello {{ reader.nmae }}");
+  await expect(page.getByTestId("subject-warnings")).toContainText("Did you mean “reader.name”?", { timeout: 15_000 });
+  await page.getByLabel("Subject", { exact: true }).fill("Hello {{ reader.name }}");
+  await expect(page.getByTestId("subject-warnings")).toBeHidden({ timeout: 15_000 });
   // New campaigns open in the block editor; this one is written in Markdown (the starter
   // blocks are untouched, so switching asks nothing).
   await page.getByRole("radio", { name: "Markdown" }).check();
   await page
     .getByLabel("Body", { exact: true })
     .fill("# Hi {{ reader.name }}\n\nThis is the November issue of the Weekly.\n\n[Read it online](https://weekly.example/november)");
-  await expect(page.getByTestId("audience-estimate")).toContainText("Up to 3 confirmed readers on 1 list");
   await expect(page.getByTestId("save-status")).toContainText("Saved at", { timeout: 15_000 });
 
   // --- The preview renders the saved draft, in a sandboxed frame. ---
@@ -193,6 +196,15 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
     await expect(page.getByTestId(chart)).toHaveAttribute("data-chart-ready", "true", { timeout: 20_000 });
     await expect(page.getByTestId(chart).locator("svg").first()).toBeVisible();
   }
+  // On a phone the three figures sit side by side and the first chart follows on the first
+  // screen; the other figures come after the charts, not before them.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  const timeline = await page.getByTestId("chart-timeline").boundingBox();
+  expect(timeline!.y, "the first chart starts on the first screen").toBeLessThan(844);
+  const details = await page.getByTestId("stats-details").boundingBox();
+  expect(details!.y, "the other figures follow the charts").toBeGreaterThan(timeline!.y);
+  await page.setViewportSize({ width: 1280, height: 720 });
   // ECharts came from this server, not a CDN.
   const scripts = await page.evaluate(() => Array.from(document.scripts).map((s) => s.src));
   expect(scripts.some((src) => src.endsWith("/vendor/echarts.min.js"))).toBe(true);

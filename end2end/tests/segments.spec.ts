@@ -65,6 +65,7 @@ test("build a segment with a tag and an engagement condition, then send to it", 
   await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
   await waitForHydration(page);
   await page.getByLabel("Subject").fill("Just for you");
+  await page.getByRole("tab", { name: "Settings" }).click();
   await page.getByTestId("campaign-segments").getByLabel("VIPs who never opened").check();
   await expect(page.getByTestId("eligible-count")).toContainText("2 readers would get this now", { timeout: 20_000 });
   await page.getByRole("button", { name: "Send now" }).click();

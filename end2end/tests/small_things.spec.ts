@@ -36,8 +36,9 @@ test("switching workspaces, the address suggestion, the embed preview", async ({
 });
 
 // Content first (issue 35): the campaign page was one long form with the body last, and the
-// preview scrolled away while the author typed. Now the message and its content lead, the
-// settings follow under their own heading, and the preview stays beside the text being written.
+// preview scrolled away while the author typed. Now the message and its content are the first
+// view, with the preview beside the text being written; the settings are a view of their own
+// (kept in the address, so a reload opens it again); on a phone the preview is a third view.
 test("the campaign page puts the content first, with the preview in view while typing", async ({ page }) => {
   test.setTimeout(90_000);
   await page.setViewportSize({ width: 1280, height: 900 });
@@ -47,18 +48,17 @@ test("the campaign page puts the content first, with the preview in view while t
   await page.getByRole("button", { name: "New campaign" }).click();
   await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
   await waitForHydration(page);
+  const path = new URL(page.url()).pathname;
 
-  const top = async (name: string) => (await page.getByRole("heading", { level: 2, name, exact: true }).boundingBox())?.y ?? -1;
-  const [message, content, settings, sender, audience] = await Promise.all(
-    ["Message", "Content", "Settings", "Sender", "Audience"].map(top),
-  );
-  expect(message).toBeGreaterThan(0);
-  expect(content, "the content follows the subject").toBeGreaterThan(message);
-  expect(settings, "the settings come after the content").toBeGreaterThan(content);
-  expect(sender).toBeGreaterThan(settings);
-  expect(audience).toBeGreaterThan(settings);
+  const heading = (name: string) => page.getByRole("heading", { level: 2, name, exact: true });
+  await expect(page.getByRole("tab", { name: "Content" })).toHaveAttribute("aria-selected", "true");
+  await expect(heading("Message")).toBeVisible();
+  await expect(heading("Content")).toBeVisible();
+  // The settings are out of the way until asked for.
+  await expect(heading("Sender")).toBeHidden();
+  await expect(heading("Audience")).toBeHidden();
   // The body is on the first screen, not 2,500 px down.
-  expect(content).toBeLessThan(900);
+  expect((await heading("Content").boundingBox())!.y).toBeLessThan(900);
 
   // Typing in the last block leaves the preview in view.
   const paragraph = page.getByTestId("block-editor").getByRole("textbox").last();
@@ -68,6 +68,35 @@ test("the campaign page puts the content first, with the preview in view while t
   expect(frame, "the preview is on the page").not.toBeNull();
   expect(frame!.y, "the preview's top is on screen").toBeLessThan(900);
   expect(frame!.y + frame!.height, "the preview is not scrolled away above").toBeGreaterThan(0);
+
+  // The settings: their own view, with the preview and the send button still beside them.
+  await page.getByRole("tab", { name: "Settings" }).click();
+  await expect(heading("Sender")).toBeVisible();
+  await expect(heading("Audience")).toBeVisible();
+  await expect(heading("Content")).toBeHidden();
+  await expect(page.getByRole("button", { name: "Send now" })).toBeVisible();
+  await expect(page).toHaveURL(`${path}?tab=settings`);
+  // A problem in a setting found while the content is in view marks the Settings tab.
+  await page.getByLabel("From email").fill("not an address");
+  await page.getByRole("tab", { name: "Content" }).click();
+  await expect(page.getByTestId("settings-problems")).toHaveText("1", { timeout: 15_000 });
+  await page.getByRole("tab", { name: "Settings" }).click();
+  await page.getByLabel("From email").fill("");
+  await expect(page.getByTestId("settings-problems")).toHaveCount(0, { timeout: 15_000 });
+  // A reload keeps the view.
+  await gotoHydrated(page, `${path}?tab=settings`);
+  await expect(page.getByRole("tab", { name: "Settings" })).toHaveAttribute("aria-selected", "true");
+  await expect(heading("Sender")).toBeVisible();
+
+  // On a phone the preview, the test and the send button are a view of their own.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.getByRole("tab", { name: "Content" }).click();
+  await expect(page.getByLabel("Subject", { exact: true })).toBeVisible();
+  await expect(page.getByTestId("preview-frame")).toBeHidden();
+  await page.getByRole("tab", { name: "Preview & send" }).click();
+  await expect(page.getByTestId("preview-frame")).toBeVisible();
+  await expect(page.getByRole("button", { name: "Send now" })).toBeVisible();
+  await expect(page.getByLabel("Subject", { exact: true })).toBeHidden();
 });
 
 // A form reset after a successful create (issue 35): the Add reader form empties for the next
@@ -85,4 +114,31 @@ test("adding a reader resets the form without marking it invalid", async ({ page
   await expect(page.locator("#new-email:user-invalid")).toHaveCount(0);
   const border = await email.evaluate((el) => getComputedStyle(el).borderColor);
   expect(border, "a neutral border, not the invalid red").not.toMatch(/rgb\((2[0-9]{2}), ([0-9]{1,2}|1[0-4][0-9]), /);
+});
+
+// Dates in the author's own way of writing them (issue 35): a German author in Berlin reads
+// 28.11.2026, 08:10, not 2026-11-28 07:10 in UTC. The server knows neither; the browser rewrites
+// each date after hydration, and the exact instant stays in `datetime`.
+test.describe("dates in the author's locale", () => {
+  test.use({ locale: "de-DE", timezoneId: "Europe/Berlin" });
+
+  test("the campaign list and the members page write dates as the browser's locale does", async ({ page }) => {
+    test.setTimeout(60_000);
+    await signUpWithWorkspace(page, uniqueEmail("locale"), `Datum ${uniqueId()}`);
+    await gotoHydrated(page, "/campaigns");
+    await page.getByLabel("Campaign name").fill("Dezember");
+    await page.getByRole("button", { name: "New campaign" }).click();
+    await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
+
+    const german = (iso: string) =>
+      new Intl.DateTimeFormat("de-DE", { dateStyle: "medium", timeStyle: "short", timeZone: "Europe/Berlin" }).format(new Date(iso));
+    for (const path of ["/campaigns", "/settings/members"]) {
+      await gotoHydrated(page, path);
+      const time = page.getByTestId("local-time").first();
+      const iso = await time.getAttribute("datetime");
+      expect(iso, `${path} marks the instant`).toBeTruthy();
+      await expect(time, `${path} writes it the German way, in Berlin's time`).toHaveText(german(iso!));
+      await expect(time).toHaveText(/^\d{2}\.\d{2}\.\d{4}, \d{2}:\d{2}$/);
+    }
+  });
 });

@@ -101,12 +101,26 @@ pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entr
     });
     let mut tx = db.tenant_tx(tenant).await?;
     #[allow(clippy::type_complexity)]
-    let rows: Vec<(i64, DateTime<Utc>, ActorKind, String, String, String, Option<String>, serde_json::Value, String)> =
+    let rows: Vec<(
+        i64,
+        DateTime<Utc>,
+        ActorKind,
+        String,
+        Option<String>,
+        String,
+        String,
+        Option<String>,
+        serde_json::Value,
+        String,
+    )> =
         sqlx::query_as(
             // The name of an object kept as an id, while it exists (the log reads as sentences).
             "SELECT a.id, a.at,
                 CASE WHEN a.actor_user_id IS NOT NULL THEN 'user' WHEN a.actor_key_id IS NOT NULL THEN 'api_key' ELSE 'operator' END,
-                a.actor, a.action, a.object,
+                a.actor,
+                (SELECT nullif(u.name, '') FROM memberships m JOIN users u ON u.id = m.user_id
+                  WHERE m.tenant_id = a.tenant_id AND m.user_id = a.actor_user_id),
+                a.action, a.object,
                 CASE WHEN a.action LIKE 'campaign.%' THEN
                          (SELECT c.name FROM campaigns c WHERE c.tenant_id = a.tenant_id AND c.id::text = a.object)
                      WHEN a.action LIKE 'automation.%' THEN
@@ -131,9 +145,10 @@ pub async fn list(db: &Db, tenant: TenantId, filter: &Filter) -> Result<Vec<Entr
     tx.commit().await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(id, at, actor_kind, actor, action, object, object_name, detail, ip)| {
+        .filter_map(|(id, at, actor_kind, actor, actor_name, action, object, object_name, detail, ip)| {
             // An action this build does not know (written by a newer one) is skipped, not a 500.
-            Some(Entry { id, at, actor_kind, actor, action: Action::parse(&action)?, object, object_name, detail, ip })
+            let action = Action::parse(&action)?;
+            Some(Entry { id, at, actor_kind, actor, actor_name, action, object, object_name, detail, ip })
         })
         .collect())
 }

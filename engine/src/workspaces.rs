@@ -23,6 +23,9 @@ pub struct Workspace {
     pub postal_address: String,
     pub default_from_name: String,
     pub default_from_email: String,
+    /// An IANA zone (`Europe/Berlin`): where an automation's "wait until Monday 09:00" falls
+    /// for readers without a zone of their own when the step names none (issue 33).
+    pub time_zone: String,
 }
 
 impl Workspace {
@@ -40,6 +43,8 @@ pub struct SettingsUpdate {
     pub postal_address: String,
     pub default_from_name: String,
     pub default_from_email: String,
+    /// None keeps the workspace's zone.
+    pub time_zone: Option<String>,
 }
 
 fn check_name(name: &str) -> Result<String> {
@@ -194,7 +199,7 @@ pub const TWO_FACTOR_REQUIRED: &str =
 pub async fn get(db: &Db, tenant: TenantId) -> Result<Workspace> {
     let mut tx = db.tenant_tx(tenant).await?;
     let ws = sqlx::query_as(
-        "SELECT id, name, slug, postal_address, default_from_name, default_from_email FROM tenants WHERE id = $1",
+        "SELECT id, name, slug, postal_address, default_from_name, default_from_email, time_zone FROM tenants WHERE id = $1",
     )
     .bind(tenant)
     .fetch_optional(&mut *tx)
@@ -225,18 +230,29 @@ pub async fn update_settings(db: &Db, tenant: TenantId, update: SettingsUpdate) 
         "" => String::new(),
         s => Email::parse(s)?.to_string(),
     };
+    let time_zone = update.time_zone.map(|z| z.trim().to_string());
     let mut tx = db.tenant_tx(tenant).await?;
+    if let Some(zone) = &time_zone {
+        let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_timezone_names WHERE name = $1)")
+            .bind(zone)
+            .fetch_one(&mut *tx)
+            .await?;
+        if !known {
+            return Err(Error::invalid("Choose a time zone such as Europe/Berlin."));
+        }
+    }
     let ws = sqlx::query_as(
         "UPDATE tenants SET name = $2, postal_address = $3, default_from_name = $4, default_from_email = $5,
-                updated_at = now()
+                time_zone = coalesce($6, time_zone), updated_at = now()
          WHERE id = $1
-         RETURNING id, name, slug, postal_address, default_from_name, default_from_email",
+         RETURNING id, name, slug, postal_address, default_from_name, default_from_email, time_zone",
     )
     .bind(tenant)
     .bind(name)
     .bind(postal_address)
     .bind(from_name)
     .bind(from_email)
+    .bind(time_zone)
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(Error::NotFound)?;

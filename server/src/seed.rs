@@ -179,7 +179,8 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     for status in ["draft", "scheduled", "sending", "paused", "sent", "cancelled"] {
         let (id, status) = campaign(status).await?;
         match status {
-            "draft" => {}
+            // The editor's settings view too (issue 35), so the crawler measures its fields.
+            "draft" => add("/campaigns/:id", format!("/campaigns/{id}?tab=settings")),
             "scheduled" => {
                 let at = chrono::Utc::now() + chrono::Duration::days(30);
                 store::schedule(&db, tenant, Role::Owner, id, at, "Europe/Paris").await.map_err(clear)?;
@@ -239,7 +240,7 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         Some(input(json!({"variants": [{"subject": "Version B for {{ reader.name }}"}, {"subject": "Version C"}],
                                    "test_percent": 30, "metric": "clicks", "window_hours": 3}))?);
     let ab_draft = store::create(&db, tenant, Role::Owner, &ab).await.map_err(clear)?;
-    add("/campaigns/:id", format!("/campaigns/{}", ab_draft.id));
+    add("/campaigns/:id", format!("/campaigns/{}?tab=settings", ab_draft.id));
     let ab_sending = store::create(&db, tenant, Role::Owner, &ab).await.map_err(clear)?;
     force_campaign(&db, tenant, ab_sending.id, "sending").await?;
     let mut tx = db.tenant_tx(tenant).await?;

@@ -89,6 +89,10 @@ pub struct AuditEntry {
     pub at: DateTime<Utc>,
     pub actor_kind: ActorKind,
     pub actor: String,
+    /// The actor's name, when they are a member of the workspace with a name: the log says
+    /// "Anna paused …", with the address beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor_name: Option<String>,
     pub action: AuditAction,
     /// What was acted on: a campaign id, an address, a key's name.
     pub object: String,
@@ -255,6 +259,7 @@ mod tests {
             at: DateTime::<Utc>::MIN_UTC,
             actor_kind: ActorKind::User,
             actor: "a@b.example".into(),
+            actor_name: None,
             action: AuditAction::CampaignSent,
             object: String::new(),
             object_name: None,
@@ -272,6 +277,7 @@ mod tests {
             at: DateTime::<Utc>::MIN_UTC,
             actor_kind: ActorKind::User,
             actor: "anna@example.com".into(),
+            actor_name: Some("Anna".into()),
             action,
             object: object.into(),
             object_name: object_name.map(str::to_string),

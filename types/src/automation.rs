@@ -223,11 +223,13 @@ pub enum StepAction {
     },
     /// Waits until the next of these days (any day when empty) at this time (`HH:MM`), in the
     /// zone a reader's field names (an IANA name such as `America/New_York`), or in `zone` when
-    /// the step names no field or the reader's value is empty or unknown.
+    /// the step names no field or the reader's value is empty or unknown, or, when `zone` is
+    /// empty too, in the workspace's time zone (Settings).
     WaitUntil {
         #[serde(default)]
         weekdays: Vec<Weekday>,
         time: String,
+        #[serde(default)]
         zone: String,
         #[serde(default)]
         zone_field: Option<String>,
@@ -333,7 +335,7 @@ impl StepAction {
                 if parse_time_of_day(time).is_none() {
                     problems.add("time", "Write a time of day as HH:MM, such as 09:00.");
                 }
-                if zone.trim().is_empty() {
+                if zone.chars().count() > 64 {
                     problems.add("zone", "Choose a time zone such as Europe/Berlin.");
                 }
                 if zone_field.as_deref().is_some_and(|f| f.trim().is_empty()) {
@@ -678,9 +680,11 @@ mod tests {
             zone_field: None,
         };
         assert!(input(vec![until("09:00", "Europe/Berlin")]).validate().is_ok());
-        let e = input(vec![until("25:00", " ")]).validate().expect_err("a bad time and no zone");
+        let e = input(vec![until("25:00", &"Z".repeat(65))]).validate().expect_err("a bad time and zone");
         assert!(e.message_for("steps.0.time").is_some());
         assert!(e.message_for("steps.0.zone").is_some());
+        // No zone of its own: the workspace's.
+        assert!(input(vec![until("09:00", " ")]).validate().is_ok());
         assert!(input(vec![until("9:5", "UTC")]).validate().is_err());
         assert_eq!(parse_time_of_day("7:30"), Some((7, 30)));
         assert_eq!(until("09:00", "UTC").summary(), "Wait until Tue, Thu at 09:00");

@@ -56,6 +56,9 @@ pub use campaign::{
     CampaignStatus, Edition, FeedItem, FeedResult, FeedSource, RecentCampaign, Recurrence, ResendInput, ScheduleInput,
     TrackingMode,
 };
+/// The date-time type the contract's types hold, for the web app's wasm build (which has no
+/// chrono of its own).
+pub use chrono;
 pub use field::{Field, FieldInput, FieldKind};
 pub use identity::{Identity, IdentityInput};
 pub use ids::{

@@ -74,10 +74,49 @@ pub fn short_time(rfc3339: &str) -> String {
     rfc3339.get(0..16).map(|s| s.replace('T', " ")).unwrap_or_else(|| rfc3339.to_string())
 }
 
-/// [`short_time`] of a time the contract types hold as a date-time (its `Display` is
-/// `2026-11-25 14:03:00 UTC`, which the first sixteen characters shorten the same way).
-pub fn short_time_of(at: &impl std::fmt::Display) -> String {
-    short_time(&at.to_string())
+/// An instant as its author writes dates (issue 35): the server knows neither the author's
+/// locale nor their zone, so it renders `2026-11-22 14:03 UTC`; once in the browser the text
+/// becomes the browser's own way (`Nov 22, 2026, 3:03 PM`, `22.11.2026, 15:03`) in its zone.
+/// The exact instant stays in `datetime`, and in UTC in the tooltip.
+#[component]
+pub fn LocalTime(
+    /// RFC 3339.
+    #[prop(into)]
+    at: String,
+    /// The day alone, without the time.
+    #[prop(optional)]
+    date_only: bool,
+) -> impl IntoView {
+    let utc = if date_only { at.get(0..10).unwrap_or(&at).to_string() } else { format!("{} UTC", short_time(&at)) };
+    let text = RwSignal::new(utc.clone());
+    let iso = at.clone();
+    // Effects run only in the browser, after hydration, so the first render matches the server's.
+    Effect::new(move |_| {
+        if let Some(local) = crate::components::timezone::locale_format(&iso, date_only) {
+            text.set(local);
+        }
+    });
+    view! { <time datetime=at title=utc data-testid="local-time">{move || text.get()}</time> }
+}
+
+/// [`LocalTime`] of a time the contract types hold as a date-time.
+#[component]
+pub fn LocalTimeOf(
+    at: herald_types::chrono::DateTime<herald_types::chrono::Utc>,
+    #[prop(optional)] date_only: bool,
+) -> impl IntoView {
+    view! { <LocalTime at=at.to_rfc3339() date_only=date_only/> }
+}
+
+/// [`LocalTimeOf`] of an instant that may not be there, or `none` in its place.
+pub fn local_time_or(
+    at: Option<herald_types::chrono::DateTime<herald_types::chrono::Utc>>,
+    none: &'static str,
+) -> AnyView {
+    match at {
+        Some(at) => view! { <LocalTimeOf at=at/> }.into_any(),
+        None => none.into_any(),
+    }
 }
 
 /// `12.5 %`, or `—` when there is nothing to divide by.

@@ -217,7 +217,10 @@ async fn check_references(tx: &mut Tx, tenant: TenantId, input: &AutomationInput
                 wanted.push((at("list_id"), Reference::List(list_id.0), "Choose a list of this workspace."))
             }
             StepAction::WaitUntil { zone, zone_field, .. } => {
-                wanted.push((at("zone"), Reference::Zone(zone), "Choose a time zone such as Europe/Berlin."));
+                // No zone: the workspace's, which Settings checked.
+                if !zone.trim().is_empty() {
+                    wanted.push((at("zone"), Reference::Zone(zone), "Choose a time zone such as Europe/Berlin."));
+                }
                 if let Some(field) = zone_field {
                     wanted.push((at("zone_field"), Reference::Field(field, None), "Choose a field of this workspace."));
                 }

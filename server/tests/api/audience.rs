@@ -83,6 +83,7 @@ async fn opt_in_confirmations_come_from_the_workspace() -> TestResult {
             postal_address: "1 Main Street".into(),
             default_from_name: "The Gardener".into(),
             default_from_email: "notes@garden.test".into(),
+            time_zone: None,
         })
         .await;
     assert!(r.ok(), "{:?}", r.result);

@@ -50,6 +50,7 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
             postal_address: "1 Main Street, Lyon".into(),
             default_from_name: "Audited".into(),
             default_from_email: "news@campaign.test".into(),
+            time_zone: None,
         })
         .await;
     assert!(r.ok(), "{:?}", r.result);

@@ -128,6 +128,51 @@ async fn wait_until_a_weekday_and_time_in_each_readers_zone() -> TestResult {
     Ok(())
 }
 
+/// A "wait until" that names no zone falls in the workspace's (Settings) for a reader without a
+/// zone of their own; Settings refuses a zone Postgres does not know and keeps the zone when a
+/// form leaves it out.
+#[tokio::test]
+async fn a_wait_until_naming_no_zone_falls_in_the_workspaces_zone() -> TestResult {
+    use herald_engine::workspaces::{self, SettingsUpdate};
+    let app = spawn_app().await;
+    let (api, _list) = workspace_with_readers(&app, "zoned@example.com", 1).await;
+    let r = reader(&app, "zoned-r1@example.com").await;
+    let tenant: herald_engine::TenantId =
+        sqlx::query_scalar("SELECT tenant_id FROM readers WHERE id = $1").bind(r).fetch_one(&app.owner).await?;
+    let ws = workspaces::get(&app.app.db, tenant).await?;
+    assert_eq!(ws.time_zone, "UTC", "the default");
+    let settings = |zone: Option<&str>| SettingsUpdate {
+        name: ws.name.clone(),
+        postal_address: ws.postal_address.clone(),
+        default_from_name: ws.default_from_name.clone(),
+        default_from_email: ws.default_from_email.clone(),
+        time_zone: zone.map(String::from),
+    };
+    let refused = workspaces::update_settings(&app.app.db, tenant, settings(Some("Mars/Olympus"))).await;
+    assert!(refused.is_err_and(|e| e.to_string().contains("time zone")));
+    workspaces::update_settings(&app.app.db, tenant, settings(Some("Asia/Tokyo"))).await?;
+    assert_eq!(workspaces::update_settings(&app.app.db, tenant, settings(None)).await?.time_zone, "Asia/Tokyo");
+
+    create_live(
+        &api,
+        json!({"name": "Tokyo mornings", "trigger": {"kind": "event", "name": "go"},
+               "steps": [{"action": {"kind": "wait_until", "weekdays": ["wed"], "time": "09:00"}}, email("Ohayo")]}),
+    )
+    .await;
+    fire(&api, r, "go").await;
+    let (at, tokyo_wall): (DateTime<Utc>, String) = sqlx::query_as(
+        "SELECT due_at, to_char(due_at AT TIME ZONE 'Asia/Tokyo', 'Dy HH24:MI') FROM automation_runs WHERE reader_id = $1",
+    )
+    .bind(r)
+    .fetch_one(&app.owner)
+    .await?;
+    assert_eq!(tokyo_wall, "Wed 09:00");
+    assert!(at > Utc::now() && at <= Utc::now() + Span::days(7), "{at}");
+    scheduler::tick(&app.app.db, &app.app.jobs, at + Span::minutes(1)).await?;
+    expect_mail_count(&app, 1).await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn steps_join_and_leave_lists_and_branch_on_a_field() -> TestResult {
     let app = spawn_app().await;

@@ -24,6 +24,7 @@ pub(crate) async fn workspace_with_readers(app: &TestApp, owner_email: &str, n: 
             postal_address: "1 Main Street, Lyon".into(),
             default_from_name: "Campaign Co".into(),
             default_from_email: "news@campaign.test".into(),
+            time_zone: None,
         })
         .await;
     assert!(r.ok(), "{:?}", r.result);
@@ -223,6 +224,7 @@ async fn drafts_take_the_default_sender_and_an_unverified_from_is_named_while_ty
         postal_address: "1 Main Street".into(),
         default_from_name: "Early News".into(),
         default_from_email: from.into(),
+        time_zone: None,
     };
     assert!(owner.run(settings("news@early.test")).await.ok());
     let (_, filled) = api.get(&format!("/api/v1/campaigns/{id}")).await;

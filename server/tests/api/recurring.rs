@@ -24,6 +24,7 @@ async fn workspace(app: &TestApp, owner_email: &str, emails: &[&str]) -> (Api, S
             postal_address: "1 Main Street".into(),
             default_from_name: "Digest".into(),
             default_from_email: "digest@digest.test".into(),
+            time_zone: None,
         })
         .await;
     assert!(r.ok(), "{:?}", r.result);

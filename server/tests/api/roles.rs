@@ -22,6 +22,7 @@ async fn each_role_can_do_exactly_what_it_should() {
         postal_address: "1 Main St".into(),
         default_from_name: "R".into(),
         default_from_email: "r@example.com".into(),
+        time_zone: None,
     };
 
     for (who, b, admin_ok) in

@@ -34,6 +34,7 @@ async fn seed(app: &TestApp, owner_email: &str) -> Audience {
             postal_address: "1 Main Street, Lyon".into(),
             default_from_name: "Segments Co".into(),
             default_from_email: "news@seg.test".into(),
+            time_zone: None,
         })
         .await;
     assert!(r.ok(), "{:?}", r.result);

@@ -38,6 +38,7 @@ async fn workspace(app: &TestApp, email: &str) -> (Browser, String, Api, String)
             postal_address: "1 Main Street".into(),
             default_from_name: "Brand".into(),
             default_from_email: "news@brand.test".into(),
+            time_zone: None,
         })
         .await;
     assert!(r.ok(), "{:?}", r.result);

@@ -302,6 +302,7 @@ async fn a_running_campaign_does_not_delay_transactional_mail() -> TestResult {
             postal_address: "1 Main Street".into(),
             default_from_name: "Busy".into(),
             default_from_email: "news@busy.test".into(),
+            time_zone: None,
         })
         .await;
     assert!(r.ok(), "{:?}", r.result);

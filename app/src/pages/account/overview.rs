@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time_of};
+use crate::components::ui::{ActionError, Card, LoadError, PageHeader, local_time_or};
 use crate::error::AppError;
 use crate::pages::account::two_factor::{
     ConfirmTwoFactor, DisableTwoFactor, StartTwoFactor, TwoFactorCard, load_two_factor_status,
@@ -150,10 +150,8 @@ fn SessionList(
                             {s.current.then(|| view! { <span class="badge ml-2 bg-emerald-100 text-emerald-800">"This device"</span> })}
                         </div>
                         <div class="text-xs text-slate-500">
-                            {format!("{} · started {} · last seen {}",
-                                s.ip,
-                                s.started_at.as_ref().map(short_time_of).unwrap_or_else(|| "—".into()),
-                                s.last_seen.as_ref().map(short_time_of).unwrap_or_else(|| "—".into()))}
+                            {s.ip.clone()}" · started "{local_time_or(s.started_at, "—")}
+                            " · last seen "{local_time_or(s.last_seen, "—")}
                         </div>
                     </div>
                     {(!s.current).then(|| view! {

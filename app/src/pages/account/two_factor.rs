@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use crate::components::ui::{ActionError, Card, CopyButton, LoadError, short_time};
+use crate::components::ui::{ActionError, Card, CopyButton, LoadError, LocalTime};
 use crate::error::AppError;
 use herald_types::{TwoFactorEnrolment, TwoFactorStatus};
 
@@ -143,7 +143,7 @@ fn TwoFactorOn(since: String, codes_left: i64, disable: ServerAction<DisableTwoF
     view! {
         <p class="text-sm text-slate-700" data-testid="two-factor-on">
             <span class="badge bg-emerald-100 text-emerald-800">"On"</span>
-            {format!(" since {}. {codes_left} recovery code{} left.", short_time(&since), if codes_left == 1 { "" } else { "s" })}
+            " since "<LocalTime at=since/>{format!(". {codes_left} recovery code{} left.", if codes_left == 1 { "" } else { "s" })}
         </p>
         <details class="mt-4">
             <summary class="cursor-pointer text-sm text-slate-600">"Turn two-factor authentication off"</summary>

@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use crate::components::ui::{Card, LoadError, short_time};
+use crate::components::ui::{Card, LoadError, LocalTimeOf};
 use crate::error::AppError;
 use crate::pages::audience::AudienceTabs;
 use herald_types::ImportSummary;
@@ -45,7 +45,7 @@ pub fn ImportsPage() -> impl IntoView {
                                             <td class="py-2"><a class="text-indigo-600 hover:underline" href=format!("/audience/imports/{}", i.id)>{i.file_name}</a></td>
                                             <td><span class="badge">{i.status.as_str()}</span></td>
                                             <td>{i.rows_read}</td><td>{i.invalid}</td>
-                                            <td class="text-slate-500">{short_time(&i.created_at.to_rfc3339())}</td>
+                                            <td class="text-slate-500"><LocalTimeOf at=i.created_at/></td>
                                         </tr>
                                     }).collect_view()}
                                 </tbody>

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, short_time_of, url_encode};
+use crate::components::ui::{ActionError, Card, LoadError, LocalTimeOf, url_encode};
 use crate::error::AppError;
 use crate::pages::audience::AudienceTabs;
 use herald_types::{ConsentEvent, ReaderEvent, ReaderStatus, Subscription};
@@ -250,7 +250,7 @@ fn ReaderBody(
                         <ul class="divide-y divide-slate-100 text-sm" data-testid="subscriptions">
                             {r.subscriptions.into_iter().map(|s| view! {
                                 <li class="flex justify-between py-2"><span>{s.list_name.clone()}</span>
-                                    <span><span class="badge">{s.status.as_str()}</span><span class="ml-2 text-xs text-slate-500">{short_time_of(&s.since())}</span></span></li>
+                                    <span><span class="badge">{s.status.as_str()}</span><span class="ml-2 text-xs text-slate-500"><LocalTimeOf at=s.since()/></span></span></li>
                             }).collect_view()}
                         </ul>
                     }.into_any()
@@ -262,16 +262,25 @@ fn ReaderBody(
                 <ul class="divide-y divide-slate-100 text-sm" data-testid="reader-automations">
                     {r.automations.clone().into_iter().map(|run| {
                         let state = match run.state {
-                            herald_types::RunState::Waiting => run.due_at.map_or_else(|| "in it".to_string(), |d| format!("next step {}", short_time_of(&d))),
-                            herald_types::RunState::Finished => "finished".to_string(),
-                            herald_types::RunState::Exited => format!("left: {}", run.exit_reason.clone().unwrap_or_default()),
+                            herald_types::RunState::Waiting => match run.due_at {
+                                Some(due) => view! { "next step " <LocalTimeOf at=due/> }.into_any(),
+                                None => "in it".into_any(),
+                            },
+                            herald_types::RunState::Finished => "finished".into_any(),
+                            herald_types::RunState::Exited => format!("left: {}", run.exit_reason.clone().unwrap_or_default()).into_any(),
                         };
-                        let path = run.path.iter().map(|p| format!("{} {}", p.outcome, short_time_of(&p.at))).collect::<Vec<_>>().join(" → ");
+                        let path = if run.path.is_empty() {
+                            "entered, no step done yet".into_any()
+                        } else {
+                            run.path.iter().enumerate().map(|(i, p)| view! {
+                                {(i > 0).then_some(" → ")}{p.outcome.clone()}" "<LocalTimeOf at=p.at/>
+                            }).collect_view().into_any()
+                        };
                         view! {
                             <li class="py-2">
                                 <a href=format!("/automations/{}", run.automation_id) class="font-medium text-indigo-700 hover:underline">{run.automation_name.clone()}</a>
-                                <span class="ml-2 text-slate-600">{format!("(time {}) {state}", run.entry)}</span>
-                                <p class="text-xs text-slate-500 break-words">{if path.is_empty() { "entered, no step done yet".to_string() } else { path }}</p>
+                                <span class="ml-2 text-slate-600">{format!("(time {}) ", run.entry)}{state}</span>
+                                <p class="text-xs text-slate-500 break-words">{path}</p>
                             </li>
                         }
                     }).collect_view()}
@@ -288,7 +297,7 @@ fn ReaderBody(
                         <tbody class="divide-y divide-slate-100">
                             {r.activity.into_iter().map(|e| view! {
                                 <tr>
-                                    <td class="py-1">{short_time_of(&e.at)}</td>
+                                    <td class="py-1"><LocalTimeOf at=e.at/></td>
                                     <td>{e.kind.clone()}</td>
                                     <td>{match (e.campaign_id, e.campaign_name.clone()) {
                                         (Some(id), Some(name)) => view! { <a class="text-indigo-600 hover:underline" href=format!("/campaigns/{id}/stats")>{name}</a> }.into_any(),
@@ -308,7 +317,7 @@ fn ReaderBody(
                 <tbody class="divide-y divide-slate-100">
                     {r.consent.into_iter().map(|e| view! {
                         <tr title=e.wording.clone().unwrap_or_default()>
-                            <td class="py-1">{short_time_of(&e.created_at)}</td><td>{e.action}</td><td>{e.list_name.unwrap_or_default()}</td>
+                            <td class="py-1"><LocalTimeOf at=e.created_at/></td><td>{e.action}</td><td>{e.list_name.unwrap_or_default()}</td>
                             <td>{e.source}</td><td>{e.ip.unwrap_or_default()}</td>
                         </tr>
                     }).collect_view()}

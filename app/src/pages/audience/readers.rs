@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use crate::components::ui::{ActionError, Card, LoadError, short_time, url_encode};
+use crate::components::ui::{ActionError, Card, LoadError, LocalTimeOf, url_encode};
 use crate::error::AppError;
 use crate::pages::audience::{AudienceTabs, ListsView, TagOptions, list_lists};
 use herald_types::{ReaderPage, ReaderStatus};
@@ -290,7 +290,7 @@ fn ReaderTable(v: ReaderPage, selected: RwSignal<Vec<i64>>) -> impl IntoView {
                                 <div class="text-xs text-slate-500">{r.name}</div>
                             </td>
                             <td><span class="badge">{r.status.as_str()}</span></td>
-                            <td class="text-slate-500" data-label="Added">{short_time(&r.created_at.to_rfc3339())}</td>
+                            <td class="text-slate-500" data-label="Added"><LocalTimeOf at=r.created_at/></td>
                         </tr>
                     }).collect_view()}
                 </tbody>

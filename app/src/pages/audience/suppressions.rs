@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, short_time};
+use crate::components::ui::{ActionError, Card, LoadError, LocalTimeOf};
 use crate::error::AppError;
 use crate::pages::audience::AudienceTabs;
 
@@ -115,7 +115,7 @@ fn SuppressionTable(v: SuppressionsView, remove: ServerAction<RemoveSuppression>
                         <td class="py-2 font-mono text-xs">{s.email_lower.clone()}</td>
                         <td><span class="badge">{s.reason.label()}</span></td>
                         <td class="text-slate-500">{s.source}</td>
-                        <td class="text-slate-500">{short_time(&s.created_at.to_rfc3339())}</td>
+                        <td class="text-slate-500"><LocalTimeOf at=s.created_at/></td>
                         <td class="text-right">
                             {can_remove.then(|| view! {
                                 <ActionForm action=remove attr:class="flex items-center justify-end gap-2">

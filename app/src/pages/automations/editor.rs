@@ -13,7 +13,7 @@ use leptos::server_fn::codec::Json;
 use leptos_router::hooks::{use_navigate, use_params_map, use_query_map};
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{Card, ConfirmDialog, LoadError, short_time_of};
+use crate::components::ui::{Card, ConfirmDialog, LoadError, LocalTimeOf};
 use crate::error::AppError;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -28,8 +28,14 @@ pub struct AutomationEditorData {
     pub date_fields: Vec<(String, String)>,
     /// Every custom field, by key and label (a reader's time zone, a branch on a value).
     pub fields: Vec<(String, String)>,
+    /// The workspace's time zone: where a "wait until" naming no zone falls.
+    pub workspace_zone: String,
     pub can_edit: bool,
 }
+
+/// The workspace's time zone, for the "wait until" steps' zone choice.
+#[derive(Clone)]
+struct WorkspaceZone(String);
 
 #[server(prefix = "/rpc", endpoint = "automation_edit_view")]
 pub async fn automation_edit_view(id: String) -> Result<AutomationEditorData, AppError> {
@@ -52,6 +58,7 @@ pub async fn automation_edit_view(id: String) -> Result<AutomationEditorData, Ap
             .collect(),
         date_fields: Vec::new(),
         fields: Vec::new(),
+        workspace_zone: herald_engine::workspaces::get(db, m.tenant).await?.time_zone,
         can_edit: m.role.can_author(),
     };
     for f in herald_engine::audience::fields::list(db, m.tenant).await? {
@@ -183,7 +190,8 @@ fn new_step(
         "wait_until" => StepAction::WaitUntil {
             weekdays: Vec::new(),
             time: "09:00".into(),
-            zone: browser_time_zone(),
+            // The workspace's zone, unless the author picks another.
+            zone: String::new(),
             zone_field: None,
         },
         "add_tag" => StepAction::AddTag { tag_id: first_tag() },
@@ -212,12 +220,6 @@ const STEP_KINDS: [(&str, &str); 9] = [
     ("exit", "Exit"),
 ];
 
-/// The author's browser's zone, the default for a new "wait until" (UTC while rendering on
-/// the server, where no zone database is loaded).
-fn browser_time_zone() -> String {
-    crate::components::timezone::browser_time_zone().unwrap_or_else(|| "UTC".into())
-}
-
 #[component]
 pub fn AutomationPage() -> impl IntoView {
     let params = use_params_map();
@@ -243,7 +245,19 @@ fn Editor(
     data: Resource<Result<AutomationEditorData, AppError>>,
 ) -> impl IntoView {
     let query = use_query_map();
-    let AutomationEditorData { automation, report, runs, lists, tags, segments, date_fields, fields, can_edit } = v;
+    let AutomationEditorData {
+        automation,
+        report,
+        runs,
+        lists,
+        tags,
+        segments,
+        date_fields,
+        fields,
+        workspace_zone,
+        can_edit,
+    } = v;
+    provide_context(WorkspaceZone(workspace_zone));
     let fields = StoredValue::new(fields);
     let date_fields = StoredValue::new(date_fields);
     let lists = StoredValue::new(lists);
@@ -737,9 +751,10 @@ fn WaitUntilEditor(
         })
     };
     let mut zones = crate::components::timezone::common_time_zones();
-    if !zones.contains(&zone) {
+    if !zone.is_empty() && !zones.contains(&zone) {
         zones.insert(0, zone.clone());
     }
+    let workspace_zone = use_context::<WorkspaceZone>().map(|z| z.0).unwrap_or_else(|| "UTC".into());
     view! {
         <fieldset class="grid gap-3 sm:grid-cols-2">
             <legend class="label">"On"</legend>
@@ -776,8 +791,10 @@ fn WaitUntilEditor(
                 <label for=format!("step-{i}-zone") class="label">"Time zone"</label>
                 <select id=format!("step-{i}-zone") class="input" disabled=!editable
                     on:change=move |ev| { let z = event_target_value(&ev); set(&|_, _, zone, _| *zone = z.clone()); }>
+                    <option value="" selected=zone.is_empty()>{format!("The workspace's ({workspace_zone})")}</option>
                     {zones.into_iter().map(|z| { let selected = z == zone; view! { <option value=z.clone() selected=selected>{z.clone()}</option> } }).collect_view()}
                 </select>
+                <p class="mt-1 text-xs text-slate-500">"The workspace's zone is set in "<a href="/settings" class="text-indigo-700 underline">"Settings"</a>"."</p>
             </div>
             <div class="sm:col-span-2">
                 <label for=format!("step-{i}-zone-field") class="label">"Or the reader's own zone, from the field"</label>
@@ -976,19 +993,19 @@ fn Runs(runs: Vec<Run>, steps: RwSignal<Vec<StepInput>>) -> impl IntoView {
                             <tbody class="divide-y divide-slate-100">
                                 {runs.into_iter().map(|r| {
                                     let at = match r.state {
-                                        RunState::Waiting => format!(
-                                            "Waiting at {}{}",
-                                            r.step_id.and_then(step_name).unwrap_or_else(|| "a step".into()),
-                                            r.due_at.map(|d| format!(" until {}", short_time_of(&d))).unwrap_or_default()
-                                        ),
-                                        RunState::Finished => "Finished".into(),
-                                        RunState::Exited => format!("Left: {}", r.exit_reason.unwrap_or_default()),
+                                        RunState::Waiting => view! {
+                                            {format!("Waiting at {}", r.step_id.and_then(step_name).unwrap_or_else(|| "a step".into()))}
+                                            {r.due_at.map(|due| view! { " until " <LocalTimeOf at=due/> })}
+                                        }
+                                        .into_any(),
+                                        RunState::Finished => "Finished".into_any(),
+                                        RunState::Exited => format!("Left: {}", r.exit_reason.unwrap_or_default()).into_any(),
                                     };
                                     view! {
                                         <tr>
                                             <td class="py-2 pr-3 break-all"><a href=format!("/audience/readers/{}", r.reader_id) class="text-indigo-700 hover:underline">{r.email}</a></td>
                                             <td class="py-2 pr-3">{at}</td>
-                                            <td class="py-2 pr-3 whitespace-nowrap">{short_time_of(&r.entered_at)}</td>
+                                            <td class="py-2 pr-3 whitespace-nowrap"><LocalTimeOf at=r.entered_at/></td>
                                         </tr>
                                     }
                                 }).collect_view()}

@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 
-use crate::components::ui::{Card, percent_label, short_time};
+use crate::components::ui::{Card, LocalTimeOf, percent_label};
 use crate::error::AppError;
 use herald_types::ab_test::variant_label;
 use herald_types::{AbMetric, AbResults, CampaignId};
@@ -46,20 +46,19 @@ pub fn AbResultsCard(
     let decided = results.winner;
     let rate = move |n: i64, sent: i64| percent_label(herald_types::campaign::rate(n, sent));
     let status = match (decided, results.decide_at) {
-        (Some(w), _) => format!(
-            "Version {} won{}; {} went to the rest of the audience.",
-            variant_label(w as usize),
-            results.decided_at.map(|t| format!(" on {} UTC", short_time(&t.to_rfc3339()))).unwrap_or_default(),
-            if results.test_percent >= 100 { "nothing more" } else { "it" }
-        ),
-        (None, Some(at)) => format!(
-            "{} readers wait for the winner, chosen by {} on {} UTC. Version {} leads.",
-            results.held,
-            metric.label().to_lowercase(),
-            short_time(&at.to_rfc3339()),
-            variant_label(leader as usize)
-        ),
-        (None, None) => format!("Starts with the send: {} % of the audience tests the versions.", results.test_percent),
+        (Some(w), _) => view! {
+            {format!("Version {} won", variant_label(w as usize))}
+            {results.decided_at.map(|t| view! { " on " <LocalTimeOf at=t/> })}
+            {format!("; {} went to the rest of the audience.", if results.test_percent >= 100 { "nothing more" } else { "it" })}
+        }
+        .into_any(),
+        (None, Some(at)) => view! {
+            {format!("{} readers wait for the winner, chosen by {} on ", results.held, metric.label().to_lowercase())}
+            <LocalTimeOf at=at/>
+            {format!(". Version {} leads.", variant_label(leader as usize))}
+        }
+        .into_any(),
+        (None, None) => format!("Starts with the send: {} % of the audience tests the versions.", results.test_percent).into_any(),
     };
     view! {
         <Card title="A/B test">

@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use crate::components::ui::{ActionError, short_time_of};
+use crate::components::ui::{ActionError, LocalTimeOf};
 use crate::error::AppError;
 use herald_types::{ApprovalRequest, ApprovalState, CampaignId};
 
@@ -43,11 +43,11 @@ pub fn ApprovalStatus(
             refresh.update(|r| *r += 1);
         }
     });
-    let when = match &request.send_at {
-        Some(at) => format!("to go out at {} UTC", short_time_of(at)),
-        None => "to send as soon as it is approved".to_string(),
+    let when = match request.send_at {
+        Some(at) => view! { " to go out at " <LocalTimeOf at=at/>"." }.into_any(),
+        None => " to send as soon as it is approved.".into_any(),
     };
-    let asked = format!("{} asked on {} {when}.", request.requested_by, short_time_of(&request.requested_at));
+    let asked = view! { {request.requested_by.clone()}" asked on "<LocalTimeOf at=request.requested_at/>{when} };
     match request.state {
         ApprovalState::Pending => view! {
             <div class="mb-4 rounded-md bg-amber-50 px-3 py-3 text-sm text-amber-900" data-testid="approval-pending">

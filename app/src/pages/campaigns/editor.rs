@@ -7,9 +7,10 @@
 use std::time::Duration;
 
 use leptos::prelude::*;
-use leptos_router::hooks::{use_navigate, use_params_map};
+use leptos_router::hooks::{use_navigate, use_params_map, use_query_map};
 use serde::{Deserialize, Serialize};
 
+use super::editor_tabs::{EditorTab, EditorTabBar};
 use super::fields::{AudienceFields, ContentFields, Form, MessageFields, SenderFields};
 use super::preview::{PreviewPanel, PreviewView, ReaderPick, TestSendCampaign, TestSendPanel, preview_campaign};
 use super::send_panel::{DeleteCampaign, Lifecycle, ScheduleCampaign, SendCampaign, SendPanel, UnscheduleCampaign};
@@ -456,6 +457,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
         save_failed: Signal::derive(move || matches!(status.get(), SaveStatus::Failed(_))),
     };
     let CampaignResources { lists, identities, preview, preview_as, .. } = res;
+    let tab = RwSignal::new(EditorTab::from_query(use_query_map().with_untracked(|q| q.get("tab")).as_deref()));
     let status_text = move || match status.get() {
         SaveStatus::Idle => {
             if can_edit {
@@ -512,22 +514,27 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
                         flush.run(());
                     }
                 }>
-                // Content first (issue 35): what the author came to write sits at the top, the
-                // preview beside it stays in view while typing, and the settings that are set
-                // once (sender, audience, schedule, A/B test) follow under their own heading.
+                // Content first (issue 35): what the author came to write opens the page, the
+                // preview beside it stays in view while typing, and the settings set once
+                // (sender, audience, schedule, A/B test) are a view of their own (editor_tabs).
+                <EditorTabBar tab=tab form=form/>
                 <fieldset disabled=!can_edit class="min-w-0">
-                    <MessageFields form=form/>
-                    <ContentFields form=form/>
-                    <section aria-labelledby="campaign-settings-heading" data-testid="campaign-settings">
-                        <h2 id="campaign-settings-heading" class="mb-3 mt-8 text-lg font-semibold text-slate-900">"Settings"</h2>
+                    <div role="tabpanel" id=EditorTab::Content.panel_id() aria-labelledby=EditorTab::Content.labelled_by()
+                        class=move || tab.get().content_class()>
+                        <MessageFields form=form/>
+                        <ContentFields form=form/>
+                    </div>
+                    <div role="tabpanel" id=EditorTab::Settings.panel_id() aria-labelledby=EditorTab::Settings.labelled_by()
+                        class=move || tab.get().settings_class() data-testid="campaign-settings">
                         <SenderFields form=form identities=identities/>
                         <AudienceFields form=form lists=lists/>
                         <RepeatFields form=form.repeat changed=form.changed error=form.section_error(&["recurrence", "feed", "feed_url"])/>
                         <AbTestFields form=form/>
-                    </section>
+                    </div>
                 </fieldset>
             </div> }.into_any()}
-            {view! { <div class="min-w-0 lg:sticky lg:top-6 lg:self-start">
+            {view! { <div role="tabpanel" id=EditorTab::Preview.panel_id() aria-labelledby=EditorTab::Preview.labelled_by()
+                class=move || format!("min-w-0 lg:sticky lg:top-6 lg:self-start {}", tab.get().preview_class())>
                 <PreviewPanel preview=preview reader=preview_as/>
                 {can_edit.then(|| view! { <TestSendPanel test=test after_save=after_save/> })}
                 {can_edit.then(|| view! { <super::templates::SaveAsTemplatePanel form=form/> })}

@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, PageHeader, percent_label, short_time};
+use crate::components::ui::{ActionError, Card, LoadError, LocalTime, PageHeader, percent_label};
 use crate::error::AppError;
 use herald_types::{CampaignFilter, CampaignId, CampaignStatus};
 
@@ -269,20 +269,14 @@ fn NoCampaigns(can_create: bool) -> impl IntoView {
     }
 }
 
-/// The date worth showing for a campaign in its current state.
-fn when(r: &CampaignRow) -> (String, String) {
+/// The date worth showing for a campaign in its current state: what it says, and the instant.
+fn when(r: &CampaignRow) -> (&'static str, Option<String>) {
     match r.status {
-        CampaignStatus::Scheduled => {
-            ("Sends".into(), r.scheduled_at.as_deref().map(short_time).unwrap_or_default() + " UTC")
-        }
-        CampaignStatus::Sending | CampaignStatus::Paused => {
-            ("Started".into(), r.started_at.as_deref().map(short_time).unwrap_or_default())
-        }
-        CampaignStatus::Sent | CampaignStatus::Cancelled => (
-            if r.status == CampaignStatus::Sent { "Sent".into() } else { "Stopped".into() },
-            r.finished_at.as_deref().or(r.started_at.as_deref()).map(short_time).unwrap_or_default(),
-        ),
-        _ => ("Edited".into(), short_time(&r.updated_at)),
+        CampaignStatus::Scheduled => ("Sends", r.scheduled_at.clone()),
+        CampaignStatus::Sending | CampaignStatus::Paused => ("Started", r.started_at.clone()),
+        CampaignStatus::Sent => ("Sent", r.finished_at.clone().or_else(|| r.started_at.clone())),
+        CampaignStatus::Cancelled => ("Stopped", r.finished_at.clone().or_else(|| r.started_at.clone())),
+        _ => ("Edited", Some(r.updated_at.clone())),
     }
 }
 
@@ -331,7 +325,7 @@ fn CampaignTable(rows: Vec<CampaignRow>) -> impl IntoView {
                                 <td class="hidden text-right tabular-nums md:table-cell" data-testid="open-rate">{percent_label(r.open_rate)}</td>
                                 <td class="hidden text-right tabular-nums md:table-cell" data-testid="click-rate">{percent_label(r.click_rate)}</td>
                                 <td class="hidden pl-6 text-slate-500 sm:table-cell">
-                                    <span class="text-xs text-slate-500">{when_label}" "</span>{when_value}
+                                    <span class="text-xs text-slate-500">{when_label}" "</span>{when_value.map(|at| view! { <LocalTime at=at/> })}
                                 </td>
                             </tr>
                         }

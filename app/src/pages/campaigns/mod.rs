@@ -6,6 +6,7 @@ pub mod ab_test;
 pub mod approval;
 pub mod block_editor;
 pub mod editor;
+pub mod editor_tabs;
 pub mod fields;
 pub mod list;
 pub mod preview;

@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, human_duration, short_time};
+use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, LocalTimeOf, human_duration};
 use crate::error::AppError;
 use crate::pages::campaigns::ab_results::{AbResultsCard, PickAbWinner};
 use crate::pages::campaigns::editor::CampaignDetail;
@@ -234,8 +234,8 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
             <div class="mt-1 flex flex-wrap items-center gap-3 text-sm text-slate-500">
                 <span data-testid="campaign-status"><CampaignStatusBadge status=status/></span>
                 <span class="truncate">"Subject: " {subject}</span>
-                {p.started_at.map(|t| view! { <span>"Started " {short_time(&t.to_rfc3339())} " UTC"</span> })}
-                {p.finished_at.map(|t| view! { <span>"Finished " {short_time(&t.to_rfc3339())} " UTC"</span> })}
+                {p.started_at.map(|t| view! { <span>"Started " <LocalTimeOf at=t/></span> })}
+                {p.finished_at.map(|t| view! { <span>"Finished " <LocalTimeOf at=t/></span> })}
                 <a href=format!("/campaigns/{}/stats", id.get_value()) class="font-medium text-indigo-600 hover:underline"
                     data-testid="stats-link">"Opens, clicks and bounces →"</a>
             </div>
@@ -330,7 +330,7 @@ fn ReportTables(r: ReportView) -> impl IntoView {
                                     </td>
                                     <td class="py-2 align-top font-mono text-xs break-all text-slate-600">{f.reason.filter(|r| !r.is_empty()).unwrap_or_else(|| "—".to_string())}</td>
                                     <td class="py-2 text-right align-top tabular-nums">{f.attempts}</td>
-                                    <td class="py-2 pl-4 align-top text-slate-500 whitespace-nowrap">{short_time(&f.updated_at.to_rfc3339())}</td>
+                                    <td class="py-2 pl-4 align-top text-slate-500 whitespace-nowrap"><LocalTimeOf at=f.updated_at/></td>
                                 </tr>
                             }).collect_view()}
                         </tbody>

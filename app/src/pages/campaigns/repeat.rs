@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time_of};
+use crate::components::ui::{ActionError, Card, LoadError, LocalTimeOf, PageHeader};
 use crate::error::AppError;
 use herald_types::{Campaign, CampaignId, Edition, FeedSource, Invalid, Recurrence};
 
@@ -221,7 +221,7 @@ pub fn RecurringCampaign(
                                         <thead class="text-xs uppercase text-slate-500"><tr><th class="py-2">"Slot"</th><th>"Status"</th><th>"Sent"</th><th>"No data"</th><th>"Failed"</th></tr></thead>
                                         <tbody class="divide-y divide-slate-100">
                                             {v.editions.into_iter().map(|e| view! {
-                                                <tr><td class="py-2"><a class="text-indigo-600 hover:underline" href=format!("/campaigns/{}", e.id)>{short_time_of(&e.slot)}</a></td>
+                                                <tr><td class="py-2"><a class="text-indigo-600 hover:underline" href=format!("/campaigns/{}", e.id)><LocalTimeOf at=e.slot/></a></td>
                                                     <td><span class="badge">{e.status.label()}</span></td><td>{e.sent}</td><td>{e.skipped_no_data}</td><td>{e.failed}</td></tr>
                                             }).collect_view()}
                                         </tbody>

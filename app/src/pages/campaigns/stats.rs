@@ -1,6 +1,7 @@
 //! `/campaigns/:id/stats`: what happened after the send. First the three figures that matter —
 //! delivered (or sent, without delivery reports), unique opens and unique clicks, each as a
-//! rate — then the details. Every figure comes from rollups kept as events arrive (never a scan
+//! rate — then the charts, then the other figures (on a phone the first chart is on the first
+//! screen). Every figure comes from rollups kept as events arrive (never a scan
 //! of the event log), so the page is as quick at a million recipients as at ten. Charts: opens
 //! and clicks over time, the funnel, top links (a table for one) and results by recipient
 //! domain. Refreshes every 10 seconds while the page is open.
@@ -239,34 +240,21 @@ fn StatsBody(s: StatsView, id: CampaignId) -> impl IntoView {
         {nothing_sent.then(|| view! {
             <EmptyState title="Nothing sent yet" body="Figures appear here as soon as the first messages go out."/>
         })}
-        <div class="mb-4 grid gap-3 sm:grid-cols-3" data-testid="stats-headline">
+        // The three figures lead; on a phone the charts follow on the first screen and the
+        // details (ten more figures) come after them, not before (issue 35).
+        <div class="mb-6">
+        <div class="grid grid-cols-3 gap-2 sm:gap-3" data-testid="stats-headline">
             {s.headline.into_iter().map(|f| view! {
-                <div class="rounded-lg border border-slate-200 bg-white p-4">
+                <div class="min-w-0 rounded-lg border border-slate-200 bg-white p-3 sm:p-4">
                     <p class="text-sm font-medium text-slate-600">{f.label}</p>
-                    <p class="mt-1 text-3xl font-semibold tabular-nums text-slate-900" data-testid=f.testid>{f.value}</p>
+                    <p class="mt-1 text-2xl font-semibold tabular-nums text-slate-900 sm:text-3xl" data-testid=f.testid>{f.value}</p>
                     <p class="text-sm text-slate-600">{f.rate}</p>
                 </div>
             }).collect_view()}
         </div>
-        <details class="mb-6 rounded-lg border border-slate-200 bg-white p-4" open data-testid="stats-details">
-            <summary class="cursor-pointer select-none text-sm font-medium text-slate-700">"Details"</summary>
-            <dl class="mt-3 grid grid-cols-2 gap-x-6 gap-y-2 text-sm sm:grid-cols-3 lg:grid-cols-5">
-                {s.figures.into_iter().map(|f| view! {
-                    <div class="flex flex-col">
-                        <dt class="text-xs text-slate-600">{f.label}</dt>
-                        <dd class="tabular-nums"><span class="font-semibold text-slate-900" data-testid=f.testid>{f.value}</span>
-                            {(!f.rate.is_empty()).then(|| view! { <span class="ml-1 text-xs text-slate-600">{format!("· {}", f.rate)}</span> })}
-                        </dd>
-                    </div>
-                }).collect_view()}
-            </dl>
-            {delivery_note.map(|n| view! { <p class="mt-3 text-xs text-slate-600" data-testid="delivery-note">{n}</p> })}
-        </details>
+        {delivery_note.map(|n| view! { <p class="mt-2 text-xs text-slate-600" data-testid="delivery-note">{n}</p> })}
+        </div>
         {s.ab.map(|results| view! { <div class="mb-6"><AbResultsCard results=results id=id/></div> })}
-        <p class="mb-6 text-xs text-slate-500">
-            {format!("{} opens by privacy proxies are not counted above. ", s.prefetch_opens)}
-            "Apple Mail Privacy Protection loads every image when a message arrives; Herald sets those opens aside where the request shows it, but other proxies cannot be told apart, so open rates are an upper bound. Clicks are the stronger signal."
-        </p>
         <div class="grid gap-6 lg:grid-cols-2">
             <Card title="Opens and clicks over time">
                 {match s.timeline_chart {
@@ -317,5 +305,22 @@ fn StatsBody(s: StatsView, id: CampaignId) -> impl IntoView {
                 </table>
             </Card>
         </div>
+        <details class="my-6 rounded-lg border border-slate-200 bg-white p-4" open data-testid="stats-details">
+            <summary class="cursor-pointer select-none text-sm font-medium text-slate-700">"Details"</summary>
+            <dl class="mt-3 grid grid-cols-2 gap-x-6 gap-y-2 text-sm sm:grid-cols-3 lg:grid-cols-5">
+                {s.figures.into_iter().map(|f| view! {
+                    <div class="flex flex-col">
+                        <dt class="text-xs text-slate-600">{f.label}</dt>
+                        <dd class="tabular-nums"><span class="font-semibold text-slate-900" data-testid=f.testid>{f.value}</span>
+                            {(!f.rate.is_empty()).then(|| view! { <span class="ml-1 text-xs text-slate-600">{format!("· {}", f.rate)}</span> })}
+                        </dd>
+                    </div>
+                }).collect_view()}
+            </dl>
+        </details>
+        <p class="mb-6 text-xs text-slate-500">
+            {format!("{} opens by privacy proxies are not counted above. ", s.prefetch_opens)}
+            "Apple Mail Privacy Protection loads every image when a message arrives; Herald sets those opens aside where the request shows it, but other proxies cannot be told apart, so open rates are an upper bound. Clicks are the stronger signal."
+        </p>
     }
 }

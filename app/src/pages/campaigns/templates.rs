@@ -9,7 +9,7 @@ use herald_types::{
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, ConfirmDialog, EmptyState, LoadError, PageHeader, short_time_of};
+use crate::components::ui::{ActionError, ConfirmDialog, EmptyState, LoadError, LocalTimeOf, PageHeader};
 use crate::error::AppError;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -189,7 +189,7 @@ fn TemplateRow(
                 <p class="truncate font-medium text-slate-900">{t.name.clone()}</p>
                 <p class="truncate text-sm text-slate-500">
                     {if t.subject.is_empty() { "No subject".to_string() } else { t.subject.clone() }}
-                    " · "{t.body_format.label()}" · saved "{short_time_of(&t.updated_at)}
+                    " · "{t.body_format.label()}" · saved "<LocalTimeOf at=t.updated_at/>
                 </p>
             </div>
             {can_create.then(|| view! {

@@ -3,7 +3,7 @@
 use herald_types::{ApiKey, ApiKeyId, Role};
 use leptos::prelude::*;
 
-use crate::components::ui::{ActionError, Card, LoadError, short_time};
+use crate::components::ui::{ActionError, Card, LoadError, LocalTimeOf, local_time_or};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
 
@@ -119,8 +119,8 @@ fn KeyTable(list: Vec<ApiKey>, revoke: ServerAction<RevokeApiKey>) -> impl IntoV
                                 <span class="badge ml-1" title="Its maker is no longer an admin here: the key answers 403.">"inactive"</span>
                             })}
                         </td>
-                        <td class="text-slate-500">{short_time(&k.created_at.to_rfc3339())}</td>
-                        <td class="text-slate-500">{k.last_used_at.map(|t| short_time(&t.to_rfc3339())).unwrap_or_else(|| "never".into())}</td>
+                        <td class="text-slate-500"><LocalTimeOf at=k.created_at/></td>
+                        <td class="text-slate-500">{local_time_or(k.last_used_at, "never")}</td>
                         <td class="text-right">
                             {if revoked {
                                 view! { <span class="badge">"revoked"</span> }.into_any()

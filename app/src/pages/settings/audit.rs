@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{Card, LoadError, short_time_of};
+use crate::components::ui::{Card, LoadError, LocalTimeOf};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
 use herald_types::{ActorKind, AuditAction, AuditEntry};
@@ -124,10 +124,16 @@ fn AuditRow(r: AuditEntry) -> impl IntoView {
     let raw = !r.object.is_empty() || !detail.is_empty();
     view! {
         <li class="flex flex-col gap-1 py-3 sm:flex-row sm:items-baseline sm:gap-4" data-testid="audit-row" data-action=r.action.as_str()>
-            <time class="shrink-0 text-xs text-slate-500 sm:w-36" datetime=r.at.to_rfc3339() title=r.at.to_rfc3339()>{short_time_of(&r.at)}</time>
+            <span class="shrink-0 text-xs text-slate-500 sm:w-36"><LocalTimeOf at=r.at/></span>
             <div class="min-w-0 flex-1 text-sm">
                 <p class="break-words text-slate-800" data-testid="audit-sentence">
-                    <span class="font-medium">{r.actor.clone()}</span>
+                    {match r.actor_name.clone() {
+                        Some(name) => view! {
+                            <span class="font-medium" title=r.actor.clone()>{name}</span>
+                            <span class="sr-only">{format!(" ({})", r.actor)}</span>
+                        }.into_any(),
+                        None => view! { <span class="font-medium">{r.actor.clone()}</span> }.into_any(),
+                    }}
                     {(r.actor_kind == ActorKind::ApiKey).then(|| view! { <span class="badge ml-1">"API"</span> })}
                     " " {r.sentence()}
                 </p>

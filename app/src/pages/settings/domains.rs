@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, ConfirmDialog, CopyButton, EmptyState, LoadError, short_time};
+use crate::components::ui::{ActionError, Card, ConfirmDialog, CopyButton, EmptyState, LoadError, LocalTime};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
 
@@ -211,7 +211,10 @@ fn DomainCard(
                 {verified_badge}
                 {signing_badge}
                 <span class="text-xs text-slate-500">
-                    {d.checked_at.as_deref().map(|t| format!("Checked {} UTC", short_time(t))).unwrap_or_else(|| "Not checked yet".into())}
+                    {match d.checked_at.clone() {
+                        Some(at) => view! { "Checked " <LocalTime at=at/> }.into_any(),
+                        None => "Not checked yet".into_any(),
+                    }}
                 </span>
             </div>
             <ul class="space-y-3">

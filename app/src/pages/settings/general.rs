@@ -1,4 +1,4 @@
-//! `/settings`: the workspace's name, postal address and default sender.
+//! `/settings`: the workspace's name, postal address, default sender and time zone.
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -14,6 +14,7 @@ pub struct WorkspaceSettings {
     pub postal_address: String,
     pub default_from_name: String,
     pub default_from_email: String,
+    pub time_zone: String,
     pub can_edit: bool,
 }
 
@@ -29,6 +30,7 @@ pub async fn get_workspace_settings() -> Result<WorkspaceSettings, AppError> {
         postal_address: ws.postal_address,
         default_from_name: ws.default_from_name,
         default_from_email: ws.default_from_email,
+        time_zone: ws.time_zone,
         can_edit: m.role.can_administer(),
     })
 }
@@ -39,16 +41,23 @@ pub async fn update_workspace_settings(
     postal_address: String,
     default_from_name: String,
     default_from_email: String,
+    /// Left out (an older form, a script): the workspace keeps its zone.
+    #[server(default)]
+    time_zone: Option<String>,
 ) -> Result<(), AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, workspaces};
     let m = require_role(Role::Admin).await?;
-    let update = workspaces::SettingsUpdate { name, postal_address, default_from_name, default_from_email };
+    let time_zone = time_zone.filter(|z| !z.trim().is_empty());
+    let update = workspaces::SettingsUpdate { name, postal_address, default_from_name, default_from_email, time_zone };
     let ws = workspaces::update_settings(&m.state.db, m.tenant, update).await?;
     m.audit(
         herald_engine::audit::Action::SettingsChanged,
         &ws.name,
-        serde_json::json!({ "default_from": format!("{} <{}>", ws.default_from_name, ws.default_from_email) }),
+        serde_json::json!({
+            "default_from": format!("{} <{}>", ws.default_from_name, ws.default_from_email),
+            "time_zone": ws.time_zone,
+        }),
     )
     .await;
     Ok(())
@@ -75,6 +84,18 @@ pub fn SettingsPage() -> impl IntoView {
 fn SettingsForm(s: WorkspaceSettings, save: ServerAction<UpdateWorkspaceSettings>) -> impl IntoView {
     let ro = !s.can_edit;
     let saved = move || matches!(save.value().get(), Some(Ok(())));
+    // The zones offered: a short list while rendering on the server, every zone the browser
+    // knows once it is here; the saved one is always among them.
+    let zone = s.time_zone.clone();
+    let with_saved = move |mut zones: Vec<String>| {
+        if !zones.contains(&zone) {
+            zones.insert(0, zone.clone());
+        }
+        zones
+    };
+    let zones = RwSignal::new(with_saved.clone()(crate::components::timezone::common_time_zones()));
+    Effect::new(move |_| zones.set(with_saved(crate::components::timezone::known_time_zones())));
+    let saved_zone = s.time_zone.clone();
     view! {
         <Card title="Workspace">
             {ro.then(|| view! {
@@ -92,7 +113,17 @@ fn SettingsForm(s: WorkspaceSettings, save: ServerAction<UpdateWorkspaceSettings
                         placeholder="Acme Ltd, 1 Main Street, Springfield, USA">{s.postal_address.clone()}</textarea>
                     <p class="mt-1 text-xs text-slate-500">"Required before any campaign can be sent: anti-spam law (CAN-SPAM) wants a physical address in every message."</p>
                 </div>
-                <div class="grid grid-cols-2 gap-4">
+                <div>
+                    <label for="time_zone" class="label">"Time zone"</label>
+                    <select id="time_zone" name="time_zone" class="input" disabled=ro>
+                        {move || zones.get().into_iter().map(|z| {
+                            let selected = z == saved_zone;
+                            view! { <option value=z.clone() selected=selected>{z.clone()}</option> }
+                        }).collect_view()}
+                    </select>
+                    <p class="mt-1 text-xs text-slate-500">"Where an automation's “wait until Monday 09:00” falls for readers without a zone of their own."</p>
+                </div>
+                <div class="grid gap-4 sm:grid-cols-2">
                     <div>
                         <label for="default_from_name" class="label">"Default sender name"</label>
                         <input id="default_from_name" name="default_from_name" maxlength="100" class="input" value=s.default_from_name disabled=ro/>

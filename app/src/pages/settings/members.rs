@@ -4,7 +4,7 @@ use herald_types::{InviteId, Member, PendingInvite, Role, UserId};
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, short_time};
+use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, LocalTimeOf};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
 
@@ -296,7 +296,7 @@ fn MembersBody(
                                         view! { <span class="badge">{m.role.as_str()}</span> }.into_any()
                                     }}
                                 </td>
-                                <td class="text-slate-500">{short_time(&m.joined_at.to_rfc3339())}</td>
+                                <td class="text-slate-500"><LocalTimeOf at=m.joined_at/></td>
                                 <td class="text-right">
                                     {(editable && !is_me).then(|| view! {
                                         <ActionForm action=remove>
@@ -318,7 +318,7 @@ fn MembersBody(
                     {v.invites.into_iter().map(|i| view! {
                         <li class="flex items-center justify-between py-2">
                             <span>{i.email} " · " <span class="badge">{i.role.as_str()}</span>
-                                <span class="ml-2 text-xs text-slate-500">"expires " {short_time(&i.expires_at.to_rfc3339())}</span></span>
+                                <span class="ml-2 text-xs text-slate-500">"expires " <LocalTimeOf at=i.expires_at/></span></span>
                             <ActionForm action=revoke>
                                 <input type="hidden" name="invite_id" value=i.id.to_string()/>
                                 <button type="submit" class="link-button text-red-600">"Withdraw"</button>

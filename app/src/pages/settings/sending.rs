@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, short_time};
+use crate::components::ui::{ActionError, Card, LoadError, LocalTimeOf};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
 use crate::pages::settings::{IdentitiesView, list_identities};
@@ -299,7 +299,7 @@ fn IdentityTable(
                         <tr data-testid="identity-row">
                             <td class="py-3 align-top">
                                 <div class="font-medium">{i.name.clone()}</div>
-                                <div class="text-xs text-slate-500">"Added " {short_time(&i.created_at.to_rfc3339())}</div>
+                                <div class="text-xs text-slate-500">"Added " <LocalTimeOf at=i.created_at/></div>
                             </td>
                             <td class="py-3 align-top">
                                 <code class="break-all text-xs">{i.smtp_display.clone()}</code>

@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
+use crate::components::ui::{ActionError, Card, LoadError, LocalTimeOf, PageHeader};
 use crate::error::AppError;
 use crate::pages::transactional::StatusBadge;
 use herald_types::{MessageDetail, MessageId};
@@ -79,7 +79,6 @@ fn MessageBody(v: MessagePage, cancel: ServerAction<CancelMessage>) -> impl Into
         ("Idempotency key", msg.idempotency_key.clone()),
         ("Template", template),
         ("Attempts", msg.attempts.to_string()),
-        ("Next attempt", msg.next_attempt_at.map(|t| short_time(&t.to_rfc3339())).unwrap_or_default()),
         ("Provider id", msg.provider_id.clone().unwrap_or_default()),
         ("Server reply", msg.smtp_reply.clone().unwrap_or_default()),
         ("Last error", msg.last_error.clone().unwrap_or_default()),
@@ -106,6 +105,9 @@ fn MessageBody(v: MessagePage, cancel: ServerAction<CancelMessage>) -> impl Into
                     {facts.into_iter().filter(|(_, v)| !v.is_empty()).map(|(k, val)| view! {
                         <dt class="text-slate-500">{k}</dt><dd class="col-span-2 break-words">{val}</dd>
                     }).collect_view()}
+                    {msg.next_attempt_at.map(|t| view! {
+                        <dt class="text-slate-500">"Next attempt"</dt><dd class="col-span-2"><LocalTimeOf at=t/></dd>
+                    })}
                 </dl>
                 {metadata.map(|metadata| view! {
                     <p class="mt-3 text-xs font-medium uppercase text-slate-500">"Metadata"</p>
@@ -116,7 +118,7 @@ fn MessageBody(v: MessagePage, cancel: ServerAction<CancelMessage>) -> impl Into
                 <ol class="space-y-2 text-sm" data-testid="message-events">
                     {events.into_iter().map(|e| view! {
                         <li class="flex gap-3" data-testid="message-event">
-                            <span class="w-28 shrink-0 text-slate-500">{short_time(&e.occurred_at.to_rfc3339())}</span>
+                            <span class="w-28 shrink-0 text-slate-500"><LocalTimeOf at=e.occurred_at/></span>
                             <span class="badge" data-testid="message-event-kind">{e.kind}</span>
                             <span class="break-words text-slate-600">{e.detail}</span>
                         </li>

@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, EmptyState, LoadError, TabbedHeader, short_time};
+use crate::components::ui::{ActionError, Card, EmptyState, LoadError, LocalTimeOf, TabbedHeader};
 use crate::error::AppError;
 use crate::pages::transactional::{StatusBadge, TABS};
 use herald_types::{Message, MessageStatus};
@@ -180,7 +180,7 @@ fn Messages(v: MessagesView, searching: bool) -> impl IntoView {
                             <td><StatusBadge status=r.status/></td>
                             <td class="text-slate-600" data-testid="message-outcome">{outcome}</td>
                             <td class="text-slate-500">{template}</td>
-                            <td class="text-slate-500">{short_time(&r.created_at.to_rfc3339())}</td>
+                            <td class="text-slate-500"><LocalTimeOf at=r.created_at/></td>
                         </tr>
                     }
                 }).collect_view()}

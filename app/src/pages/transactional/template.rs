@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_navigate, use_params_map};
 use serde::{Deserialize, Serialize};
 
-use crate::components::ui::{ActionError, Card, LoadError, PageHeader, short_time};
+use crate::components::ui::{ActionError, Card, LoadError, LocalTimeOf, PageHeader};
 use crate::error::AppError;
 use herald_types::{RenderedMessage, TemplateId, TemplateInput, TemplateVersion};
 use leptos::server_fn::codec::Json;
@@ -212,7 +212,7 @@ fn Editor(v: TemplateEditView, id: String) -> impl IntoView {
                             {v.versions.iter().map(|version| view! {
                                 <li class="flex gap-3"><span class="w-10 font-mono">{format!("v{}", version.version)}</span>
                                     <span class="flex-1 truncate">{version.subject.clone()}</span>
-                                    <span class="text-slate-500">{short_time(&version.created_at.to_rfc3339())}</span></li>
+                                    <span class="text-slate-500"><LocalTimeOf at=version.created_at/></span></li>
                             }).collect_view()}
                         </ul>
                         <p class="mt-2 text-xs text-slate-500">"Queued messages keep the version they were made from."</p>

@@ -4,7 +4,7 @@
 use herald_types::Template;
 use leptos::prelude::*;
 
-use crate::components::ui::{Card, EmptyState, LoadError, TabbedHeader, short_time};
+use crate::components::ui::{Card, EmptyState, LoadError, LocalTimeOf, TabbedHeader};
 use crate::error::AppError;
 use crate::pages::transactional::TABS;
 
@@ -57,7 +57,7 @@ fn TemplateTable(rows: Vec<Template>) -> impl IntoView {
                                     <div class="text-xs text-slate-500">{t.description}</div></td>
                                 <td class="max-w-xs truncate">{t.subject}</td>
                                 <td>{format!("v{}", t.version)}</td>
-                                <td class="text-slate-500">{short_time(&t.updated_at.to_rfc3339())}</td>
+                                <td class="text-slate-500"><LocalTimeOf at=t.updated_at/></td>
                             </tr>
                         }
                     }).collect_view()}
