@@ -196,6 +196,21 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
     await expect(page.getByTestId(chart)).toHaveAttribute("data-chart-ready", "true", { timeout: 20_000 });
     await expect(page.getByTestId(chart).locator("svg").first()).toBeVisible();
   }
+  // In Herald's palette; the funnel names each step on its axis, with no bar where there is no
+  // figure; this one-day send's timeline is labelled by the hour.
+  const option = async (id: string) => JSON.parse((await page.getByTestId(id).getAttribute("data-chart"))!);
+  type Axis = { data?: string[] };
+  const axis = (a: Axis | Axis[]) => (Array.isArray(a) ? a[0] : a);
+  const funnel = await option("chart-funnel");
+  expect(funnel.color[0]).toBe("#4f46e5");
+  const steps = axis(funnel.yAxis).data as string[];
+  expect(steps).toContain("Sent");
+  expect(funnel.series[0].data[steps.indexOf("Sent")]).toBe(3);
+  const timelineOption = await option("chart-timeline");
+  // (one hour of events is drawn as bars, its hour on the vertical axis)
+  const hours = [timelineOption.xAxis, timelineOption.yAxis].map(axis).find((a) => a?.data)!.data!;
+  expect(hours.length).toBeGreaterThan(0);
+  for (const label of hours) expect(label).toMatch(/^\d{2}:00$/);
   // On a phone the three figures sit side by side and the first chart follows on the first
   // screen; the other figures come after the charts, not before them.
   await page.setViewportSize({ width: 390, height: 844 });
@@ -205,6 +220,9 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   const details = await page.getByTestId("stats-details").boundingBox();
   expect(details!.y, "the other figures follow the charts").toBeGreaterThan(timeline!.y);
   await page.setViewportSize({ width: 1280, height: 720 });
+  // The dashboard's recent campaigns show the same open and click rates.
+  await gotoHydrated(page, "/");
+  await expect(page.getByTestId("recent-campaigns").getByRole("row", { name: /November issue/ })).toContainText("33.3 %");
   // ECharts came from this server, not a CDN.
   const scripts = await page.evaluate(() => Array.from(document.scripts).map((s) => s.src));
   expect(scripts.some((src) => src.endsWith("/vendor/echarts.min.js"))).toBe(true);

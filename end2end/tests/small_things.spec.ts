@@ -97,6 +97,16 @@ test("the campaign page puts the content first, with the preview in view while t
   await expect(page.getByTestId("preview-frame")).toBeVisible();
   await expect(page.getByRole("button", { name: "Send now" })).toBeVisible();
   await expect(page.getByLabel("Subject", { exact: true })).toBeHidden();
+
+  // This draft was made before the workspace had a default sender: setting one fills it in
+  // (it would otherwise stay stuck at "Choose a sender address first").
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await gotoHydrated(page, "/settings");
+  await page.getByLabel("Default sender email").fill("letters@example.com");
+  await page.getByRole("button", { name: "Save changes" }).click();
+  await expect(page.getByText("Saved", { exact: true })).toBeVisible();
+  await gotoHydrated(page, `${path}?tab=settings`);
+  await expect(page.getByLabel("From email")).toHaveValue("letters@example.com");
 });
 
 // A form reset after a successful create (issue 35): the Add reader form empties for the next

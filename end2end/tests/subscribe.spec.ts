@@ -5,7 +5,8 @@ import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, newInstrument
 test("double opt-in from the hosted page to a confirmed reader", async ({ page, browser, baseURL, browserProblems }) => {
   const author = uniqueEmail("author");
   const reader = uniqueEmail("reader");
-  await signUpWithWorkspace(page, author, `News ${uniqueId()}`);
+  const workspace = `News ${uniqueId()}`;
+  await signUpWithWorkspace(page, author, workspace);
 
   // The author creates a double opt-in public list.
   await gotoHydrated(page, "/audience");
@@ -41,6 +42,12 @@ test("double opt-in from the hosted page to a confirmed reader", async ({ page, 
     expect(match).not.toBeNull();
     confirmUrl = match![0];
   }).toPass({ timeout: 20_000 });
+
+  // It comes from the workspace by name (its domain is not verified, so through the system
+  // address: "<workspace> via Herald"), not from a bare noreply@ address.
+  const caught = (await (await page.request.get("/dev/inbox/messages.json")).json()) as { to: string[]; header_from: string }[];
+  const optIn = caught.find((m) => m.to.includes(reader));
+  expect(optIn?.header_from).toContain(`${workspace} via Herald`);
 
   await readerPage.goto(confirmUrl);
   await readerPage.getByRole("button", { name: "Confirm subscription" }).click();

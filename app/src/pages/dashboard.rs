@@ -240,7 +240,7 @@ fn Engagement(s: DashboardSummary) -> impl IntoView {
                 view! { <p class="text-sm text-slate-500">"Nothing sent yet."</p> }.into_any()
             } else {
                 view! {
-                    <table class="w-full text-left text-sm">
+                    <table class="w-full text-left text-sm" data-testid="recent-campaigns">
                         <thead class="text-xs uppercase text-slate-500">
                             <tr><th class="py-1">"Campaign"</th><th>"Sent"</th><th>"Opened"</th><th>"Clicked"</th></tr>
                         </thead>

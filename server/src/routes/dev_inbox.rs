@@ -99,7 +99,10 @@ pub async fn show(State(sink): State<MailSink>, Path(id): Path<String>) -> Respo
 #[derive(Serialize)]
 pub struct MessageJson {
     id: u64,
+    /// The envelope's sender (MAIL FROM).
     from: String,
+    /// The From header as written, display name included.
+    header_from: String,
     to: Vec<String>,
     subject: String,
     text: Option<String>,
@@ -117,6 +120,12 @@ pub async fn list_json(State(sink): State<MailSink>) -> Json<Vec<MessageJson>> {
             MessageJson {
                 id: m.id,
                 from: m.mail_from,
+                header_from: p
+                    .headers
+                    .iter()
+                    .find(|(name, _)| name.eq_ignore_ascii_case("from"))
+                    .map(|(_, value)| value.clone())
+                    .unwrap_or_default(),
                 to: m.rcpt_to,
                 subject: p.subject,
                 text: p.text,

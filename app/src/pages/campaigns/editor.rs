@@ -533,8 +533,14 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
                     </div>
                 </fieldset>
             </div> }.into_any()}
+            // On wide screens the column stays in view as the content scrolls; it is never taller
+            // than the window (it scrolls inside instead), or it could not stay when the content
+            // beside it is the shorter of the two.
             {view! { <div role="tabpanel" id=EditorTab::Preview.panel_id() aria-labelledby=EditorTab::Preview.labelled_by()
-                class=move || format!("min-w-0 lg:sticky lg:top-6 lg:self-start {}", tab.get().preview_class())>
+                class=move || format!(
+                    "min-w-0 lg:sticky lg:top-6 lg:self-start lg:max-h-[calc(100vh-3rem)] lg:overflow-y-auto {}",
+                    tab.get().preview_class()
+                )>
                 <PreviewPanel preview=preview reader=preview_as/>
                 {can_edit.then(|| view! { <TestSendPanel test=test after_save=after_save/> })}
                 {can_edit.then(|| view! { <super::templates::SaveAsTemplatePanel form=form/> })}
