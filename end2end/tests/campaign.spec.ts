@@ -269,5 +269,6 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   await expect(page).not.toHaveURL(new RegExp(`${sentPath}$`));
   await expect(page.getByRole("heading", { level: 1, name: "November issue (copy)" })).toBeVisible();
   await expect(page.getByLabel("Body", { exact: true })).toHaveValue(/This is the November issue of the Weekly\./);
+  await page.getByRole("tab", { name: "Settings" }).click();
   await expect(page.getByRole("checkbox", { name: /Weekly/ })).toBeChecked();
 });

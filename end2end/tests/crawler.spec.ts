@@ -228,6 +228,11 @@ async function probe(page: Page, route: string, path: string): Promise<void> {
     return;
   }
   if (route === "/campaigns/:id" && (await page.getByTestId("save-status").count()) > 0) {
+    // The editor's settings view: its Content tab (a signal) shows the message's fields.
+    if (new URL(page.url()).searchParams.get("tab") === "settings") {
+      await page.getByRole("tab", { name: "Content" }).click();
+      await expect(page.getByLabel("Name", { exact: true })).toBeVisible();
+    }
     // The editor: typing renames the campaign in its heading at once (a signal, not a reload).
     const name = page.getByLabel("Name", { exact: true });
     if (await name.isEditable()) {

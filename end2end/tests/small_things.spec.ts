@@ -79,8 +79,12 @@ test("the campaign page puts the content first, with the preview in view while t
   // A problem in a setting found while the content is in view marks the Settings tab.
   await page.getByLabel("From email").fill("not an address");
   await page.getByRole("tab", { name: "Content" }).click();
-  await expect(page.getByTestId("settings-problems")).toHaveText("1", { timeout: 15_000 });
-  await page.getByRole("tab", { name: "Settings" }).click();
+  await expect(page.getByTestId("settings-problems")).toHaveText("1 problem", { timeout: 15_000 });
+  // The tabs work from the keyboard: the arrow keys move between them.
+  await page.getByRole("tab", { name: /Content/ }).focus();
+  await page.keyboard.press("ArrowRight");
+  await expect(page.getByRole("tab", { name: /Settings/ })).toBeFocused();
+  await expect(page.getByRole("tab", { name: /Settings/ })).toHaveAttribute("aria-selected", "true");
   await page.getByLabel("From email").fill("");
   await expect(page.getByTestId("settings-problems")).toHaveCount(0, { timeout: 15_000 });
   // A reload keeps the view.

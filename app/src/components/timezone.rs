@@ -158,24 +158,22 @@ pub fn utc_to_human(rfc3339: &str, tz: &str) -> Option<String> {
 }
 
 /// An RFC 3339 instant written the way the browser's own locale writes dates, in the browser's
-/// time zone: `Nov 28, 2026, 8:10 AM` (en-US), `28.11.2026, 08:10` (de-DE); the date alone when
-/// `date_only`. Outside the browser there is neither a locale nor a zone to ask: None.
+/// time zone: `Nov 28, 2026, 8:10 AM` (en-US), `28.11.2026, 08:10` (de-DE). Outside the browser
+/// there is neither a locale nor a zone to ask: None.
 #[cfg(feature = "hydrate")]
-pub fn locale_format(rfc3339: &str, date_only: bool) -> Option<String> {
+pub fn locale_format(rfc3339: &str) -> Option<String> {
     use web_sys::js_sys::{Array, Date, Intl, Object, Reflect};
     use web_sys::wasm_bindgen::JsValue;
     let date = Date::new(&JsValue::from_f64(parse_rfc3339(rfc3339)? as f64 * 1000.0));
     let options = Object::new();
     Reflect::set(&options, &JsValue::from_str("dateStyle"), &JsValue::from_str("medium")).ok()?;
-    if !date_only {
-        Reflect::set(&options, &JsValue::from_str("timeStyle"), &JsValue::from_str("short")).ok()?;
-    }
+    Reflect::set(&options, &JsValue::from_str("timeStyle"), &JsValue::from_str("short")).ok()?;
     let format = Intl::DateTimeFormat::new(&Array::new(), &options);
     format.format().call1(&JsValue::NULL, &date).ok()?.as_string()
 }
 
 #[cfg(not(feature = "hydrate"))]
-pub fn locale_format(_rfc3339: &str, _date_only: bool) -> Option<String> {
+pub fn locale_format(_rfc3339: &str) -> Option<String> {
     None
 }
 

@@ -83,29 +83,25 @@ pub fn LocalTime(
     /// RFC 3339.
     #[prop(into)]
     at: String,
-    /// The day alone, without the time.
-    #[prop(optional)]
-    date_only: bool,
 ) -> impl IntoView {
-    let utc = if date_only { at.get(0..10).unwrap_or(&at).to_string() } else { format!("{} UTC", short_time(&at)) };
+    use crate::components::timezone::{format_utc, locale_format, parse_rfc3339};
+    let utc = format!("{} UTC", short_time(&at));
     let text = RwSignal::new(utc.clone());
-    let iso = at.clone();
+    // `datetime` takes at most milliseconds; whole seconds are plenty here.
+    let datetime = parse_rfc3339(&at).map(format_utc).unwrap_or_else(|| at.clone());
     // Effects run only in the browser, after hydration, so the first render matches the server's.
     Effect::new(move |_| {
-        if let Some(local) = crate::components::timezone::locale_format(&iso, date_only) {
+        if let Some(local) = locale_format(&at) {
             text.set(local);
         }
     });
-    view! { <time datetime=at title=utc data-testid="local-time">{move || text.get()}</time> }
+    view! { <time datetime=datetime title=utc data-testid="local-time">{move || text.get()}</time> }
 }
 
 /// [`LocalTime`] of a time the contract types hold as a date-time.
 #[component]
-pub fn LocalTimeOf(
-    at: herald_types::chrono::DateTime<herald_types::chrono::Utc>,
-    #[prop(optional)] date_only: bool,
-) -> impl IntoView {
-    view! { <LocalTime at=at.to_rfc3339() date_only=date_only/> }
+pub fn LocalTimeOf(at: herald_types::chrono::DateTime<herald_types::chrono::Utc>) -> impl IntoView {
+    view! { <LocalTime at=at.to_rfc3339()/> }
 }
 
 /// [`LocalTimeOf`] of an instant that may not be there, or `none` in its place.

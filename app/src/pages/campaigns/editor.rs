@@ -146,6 +146,9 @@ pub fn CampaignPage() -> impl IntoView {
     let refresh = RwSignal::new(0u32);
     let campaign = Resource::new(move || (id(), refresh.get()), |(id, _)| get_campaign(id));
     let res = CampaignResources::new(Signal::derive(id), refresh);
+    // The editor's view, here rather than in the editor: the editor is made anew when the
+    // campaign reloads (after a schedule, say), and the view chosen must survive that.
+    let tab = RwSignal::new(EditorTab::from_query(use_query_map().with_untracked(|q| q.get("tab")).as_deref()));
     view! {
         <div class="mb-4">
             <a href="/campaigns" class="text-sm text-slate-500 hover:text-slate-800">"← Campaigns"</a>
@@ -153,7 +156,7 @@ pub fn CampaignPage() -> impl IntoView {
         <Transition fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match campaign.await {
-                    Ok(c) if c.campaign.status.is_editable() => view! { <Editor c=c refresh=refresh res=res/> }.into_any(),
+                    Ok(c) if c.campaign.status.is_editable() => view! { <Editor c=c refresh=refresh res=res tab=tab/> }.into_any(),
                     Ok(c) if c.campaign.status == CampaignStatus::Recurring => view! {
                         <RecurringCampaign id=c.campaign.id name=c.campaign.name refresh=refresh data=res.recurring/>
                     }.into_any(),
@@ -230,7 +233,12 @@ pub enum AfterSave {
 }
 
 #[component]
-fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> impl IntoView {
+fn Editor(
+    c: CampaignDetail,
+    refresh: RwSignal<u32>,
+    res: CampaignResources,
+    tab: RwSignal<EditorTab>,
+) -> impl IntoView {
     let id = StoredValue::new(c.campaign.id);
     let can_edit = c.can_edit;
     let dirty = RwSignal::new(false);
@@ -457,7 +465,6 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
         save_failed: Signal::derive(move || matches!(status.get(), SaveStatus::Failed(_))),
     };
     let CampaignResources { lists, identities, preview, preview_as, .. } = res;
-    let tab = RwSignal::new(EditorTab::from_query(use_query_map().with_untracked(|q| q.get("tab")).as_deref()));
     let status_text = move || match status.get() {
         SaveStatus::Idle => {
             if can_edit {
@@ -536,7 +543,9 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
             // On wide screens the column stays in view as the content scrolls; it is never taller
             // than the window (it scrolls inside instead), or it could not stay when the content
             // beside it is the shorter of the two.
-            {view! { <div role="tabpanel" id=EditorTab::Preview.panel_id() aria-labelledby=EditorTab::Preview.labelled_by()
+            // Not a tab panel: on wide screens it is always there beside the others, and on a
+            // phone the "Preview & send" tab names it.
+            {view! { <aside id=EditorTab::Preview.panel_id() aria-label="Preview and send"
                 class=move || format!(
                     "min-w-0 lg:sticky lg:top-6 lg:self-start lg:max-h-[calc(100vh-3rem)] lg:overflow-y-auto {}",
                     tab.get().preview_class()
@@ -547,7 +556,7 @@ fn Editor(c: CampaignDetail, refresh: RwSignal<u32>, res: CampaignResources) -> 
                 {can_edit.then(|| view! {
                     <SendPanel c=c.clone() form=form lists=lists after_save=after_save actions=lifecycle refresh=refresh/>
                 })}
-            </div> }.into_any()}
+            </aside> }.into_any()}
         </div>
     }
 }

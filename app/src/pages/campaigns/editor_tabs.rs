@@ -83,50 +83,106 @@ impl EditorTab {
     }
 }
 
-/// The tab row over the editor. A save that finds a problem in a setting while the content is
-/// in view marks the Settings tab with how many there are, so nothing wrong stays out of sight.
+/// The tab row over the editor (the ARIA tabs pattern: one tab in the Tab order, arrow keys,
+/// Home and End move between them). A save that finds a problem in a view not shown marks that
+/// view's tab with how many there are, so nothing wrong stays out of sight.
 #[component]
 pub fn EditorTabBar(tab: RwSignal<EditorTab>, form: Form) -> impl IntoView {
-    let is_setting = |field: &Option<String>| field.as_deref().is_some_and(|f| !CONTENT_FIELDS.contains(&f));
-    let problems = move || form.errors.with(|e| e.iter().filter(|e| is_setting(&e.field)).count());
-    let warnings = move || form.warnings.with(|w| w.iter().filter(|w| is_setting(&w.field)).count());
+    let in_view = |t: EditorTab, field: &Option<String>| match t {
+        EditorTab::Content => field.as_deref().is_some_and(|f| CONTENT_FIELDS.contains(&f)),
+        EditorTab::Settings => field.as_deref().is_some_and(|f| !CONTENT_FIELDS.contains(&f)),
+        EditorTab::Preview => false,
+    };
+    let problems = move |t: EditorTab| form.errors.with(|e| e.iter().filter(|e| in_view(t, &e.field)).count());
+    let warnings = move |t: EditorTab| form.warnings.with(|w| w.iter().filter(|w| in_view(t, &w.field)).count());
     let choose = move |t: EditorTab| {
         tab.set(t);
         remember_in_address(t);
     };
+    let on_keydown = move |ev: leptos::ev::KeyboardEvent| {
+        // The preview's tab is there on phones only; the keys skip it on wide screens too, where
+        // the preview is beside the others anyway.
+        let tabs: Vec<EditorTab> = EditorTab::ALL.into_iter().filter(|t| tab_shown(*t)).collect();
+        let at = tabs.iter().position(|t| *t == tab.get_untracked()).unwrap_or(0);
+        let next = match ev.key().as_str() {
+            "ArrowRight" => tabs[(at + 1) % tabs.len()],
+            "ArrowLeft" => tabs[(at + tabs.len() - 1) % tabs.len()],
+            "Home" => tabs[0],
+            "End" => tabs[tabs.len() - 1],
+            _ => return,
+        };
+        ev.prevent_default();
+        choose(next);
+        focus_tab(next);
+    };
     view! {
-        <div role="tablist" aria-label="Campaign editor" class="mb-4 flex gap-1 border-b border-slate-200" data-testid="editor-tabs">
+        <div role="tablist" aria-label="Campaign editor" class="mb-4 flex gap-1 border-b border-slate-200" data-testid="editor-tabs"
+            on:keydown=on_keydown>
             {EditorTab::ALL.into_iter().map(|t| {
                 let selected = move || tab.get() == t;
                 let base = if t == EditorTab::Preview { "lg:hidden " } else { "" };
+                let badge = move || {
+                    let (p, w) = (problems(t), warnings(t));
+                    let (class, count, kind) = if p > 0 {
+                        ("badge bg-red-100 text-red-700 ring-red-200", p, "problem")
+                    } else if w > 0 {
+                        ("badge bg-amber-100 text-amber-800 ring-amber-200", w, "warning")
+                    } else {
+                        return None;
+                    };
+                    let words = if count == 1 { kind.to_string() } else { format!("{kind}s") };
+                    Some(view! {
+                        <span class=class data-testid=format!("{}-{kind}s", t.key())>
+                            {count}<span class="sr-only">{format!(" {words}")}</span>
+                        </span>
+                    })
+                };
                 view! {
                     <button type="button" role="tab" id=t.tab_id() aria-controls=t.panel_id()
                         aria-selected=move || selected().to_string()
+                        tabindex=move || if selected() { "0" } else { "-1" }
                         class=move || format!("{base}-mb-px inline-flex min-h-11 items-center gap-1.5 border-b-2 px-3 text-sm {}",
                             if selected() { "border-indigo-600 font-medium text-indigo-700" } else { "border-transparent text-slate-600 hover:text-slate-900" })
                         on:click=move |_| choose(t)>
                         {t.label()}
-                        {(t == EditorTab::Settings).then_some(move || {
-                            let (p, w) = (problems(), warnings());
-                            if p > 0 {
-                                Some(view! {
-                                    <span class="badge bg-red-100 text-red-700 ring-red-200" data-testid="settings-problems"
-                                        title="Settings the last save found a problem in">{p}</span>
-                                }.into_any())
-                            } else if w > 0 {
-                                Some(view! {
-                                    <span class="badge bg-amber-100 text-amber-800 ring-amber-200" data-testid="settings-warnings"
-                                        title="Settings with a warning">{w}</span>
-                                }.into_any())
-                            } else {
-                                None
-                            }
-                        })}
+                        {badge}
                     </button>
                 }
             }).collect_view()}
         </div>
     }
+}
+
+/// Whether a tab is on screen (the preview's is hidden on wide screens).
+fn tab_shown(tab: EditorTab) -> bool {
+    #[cfg(feature = "hydrate")]
+    {
+        use web_sys::wasm_bindgen::JsCast;
+        document()
+            .get_element_by_id(&tab.tab_id())
+            .and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok())
+            .is_some_and(|e| e.offset_parent().is_some())
+    }
+    #[cfg(not(feature = "hydrate"))]
+    {
+        let _ = tab;
+        true
+    }
+}
+
+/// Moves the keyboard focus to a tab (after the arrow keys chose it).
+fn focus_tab(tab: EditorTab) {
+    #[cfg(feature = "hydrate")]
+    {
+        use web_sys::wasm_bindgen::JsCast;
+        if let Some(button) =
+            document().get_element_by_id(&tab.tab_id()).and_then(|e| e.dyn_into::<web_sys::HtmlElement>().ok())
+        {
+            let _ = button.focus();
+        }
+    }
+    #[cfg(not(feature = "hydrate"))]
+    let _ = tab;
 }
 
 /// Puts the chosen view in the address without a navigation (which would re-run the page):

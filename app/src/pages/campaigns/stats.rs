@@ -243,12 +243,16 @@ fn StatsBody(s: StatsView, id: CampaignId) -> impl IntoView {
         // The three figures lead; on a phone the charts follow on the first screen and the
         // details (ten more figures) come after them, not before (issue 35).
         <div class="mb-6">
-        <div class="grid grid-cols-3 gap-2 sm:gap-3" data-testid="stats-headline">
+        // On a phone each figure is one compact row (label and rate, the number at the end), so
+        // the three take little height and a seven-digit count still fits.
+        <div class="grid gap-2 sm:grid-cols-3 sm:gap-3" data-testid="stats-headline">
             {s.headline.into_iter().map(|f| view! {
-                <div class="min-w-0 rounded-lg border border-slate-200 bg-white p-3 sm:p-4">
-                    <p class="text-sm font-medium text-slate-600">{f.label}</p>
-                    <p class="mt-1 text-2xl font-semibold tabular-nums text-slate-900 sm:text-3xl" data-testid=f.testid>{f.value}</p>
-                    <p class="text-sm text-slate-600">{f.rate}</p>
+                <div class="flex min-w-0 items-center justify-between gap-3 rounded-lg border border-slate-200 bg-white px-4 py-2 sm:flex-col sm:items-start sm:justify-start sm:gap-0 sm:p-4">
+                    <div class="min-w-0 sm:contents">
+                        <p class="text-sm font-medium text-slate-600">{f.label}</p>
+                        <p class="text-sm text-slate-600 sm:order-last">{f.rate}</p>
+                    </div>
+                    <p class="text-2xl font-semibold tabular-nums text-slate-900 sm:mt-1 sm:text-3xl" data-testid=f.testid>{f.value}</p>
                 </div>
             }).collect_view()}
         </div>

@@ -129,8 +129,8 @@ fn AuditRow(r: AuditEntry) -> impl IntoView {
                 <p class="break-words text-slate-800" data-testid="audit-sentence">
                     {match r.actor_name.clone() {
                         Some(name) => view! {
-                            <span class="font-medium" title=r.actor.clone()>{name}</span>
-                            <span class="sr-only">{format!(" ({})", r.actor)}</span>
+                            <span class="font-medium">{name}</span>
+                            <span class="text-slate-500">{format!(" ({})", r.actor)}</span>
                         }.into_any(),
                         None => view! { <span class="font-medium">{r.actor.clone()}</span> }.into_any(),
                     }}
