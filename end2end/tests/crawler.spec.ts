@@ -241,6 +241,9 @@ async function probe(page: Page, route: string, path: string): Promise<void> {
       // Leaving the field saves it (autosave), and the preview renders.
       await page.getByLabel("Subject", { exact: true }).focus();
       await expect(page.getByTestId("save-status")).toContainText("Saved");
+      // On a phone the preview is a view of its own.
+      const previewTab = page.getByRole("tab", { name: "Preview & send" });
+      if (await previewTab.isVisible()) await previewTab.click();
       await expect(page.getByTestId("preview-frame")).toBeVisible();
       return;
     }
