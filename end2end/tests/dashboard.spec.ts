@@ -37,4 +37,10 @@ test("the checklist names the blockers, then leaves; the audience shows in numbe
   await waitForHydration(page);
   await expect(page.getByRole("link", { name: "30 days" })).toHaveAttribute("aria-current", "page");
   await expect(page.getByText("Net growth, 30 days")).toBeVisible();
+  // Every day of the window is on the chart, quiet ones as zero (not only the one day with
+  // subscriptions, which would be a lone dot).
+  const growth = JSON.parse((await page.getByTestId("chart-growth").getAttribute("data-chart"))!);
+  const days = (Array.isArray(growth.xAxis) ? growth.xAxis[0] : growth.xAxis).data as string[];
+  expect(days).toHaveLength(30);
+  expect(growth.series[0].data.reduce((a: number, b: number) => a + b, 0)).toBe(2);
 });

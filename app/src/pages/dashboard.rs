@@ -49,16 +49,21 @@ pub async fn get_dashboard_summary(days: u32) -> Result<DashboardSummary, AppErr
     let has_verified_domain =
         herald_engine::sending::domains::list(&m.state.db, m.tenant).await?.iter().any(|d| d.verified_at.is_some());
     let d = herald_engine::campaigns::stats::dashboard(&m.state.db, m.tenant).await?;
-    let since = chrono::Utc::now().date_naive() - chrono::Duration::days(i64::from(days));
+    let today = chrono::Utc::now().date_naive();
+    let since = today - chrono::Duration::days(i64::from(days));
     let window: Vec<_> = d.growth.iter().filter(|p| p.day > since).collect();
     let net_growth = window.iter().map(|p| p.subscribes - p.unsubscribes).sum();
+    // Every day of the window, quiet ones as zero: a line through the days that had events only
+    // would join a spike to the next one weeks later (and one such day would be a lone dot).
     let growth_chart = (!window.is_empty()).then(|| {
+        let by_day: std::collections::HashMap<_, _> =
+            window.iter().map(|p| (p.day, (p.subscribes, p.unsubscribes))).collect();
+        let every_day: Vec<chrono::NaiveDate> =
+            (1..=i64::from(days)).map(|i| since + chrono::Duration::days(i)).collect();
+        let count = |pick: fn(&(i64, i64)) -> i64| every_day.iter().map(|d| by_day.get(d).map_or(0, pick)).collect();
         crate::charts::lines(
-            window.iter().map(|p| p.day.format("%b %d").to_string()).collect(),
-            vec![
-                ("Subscribed", window.iter().map(|p| p.subscribes).collect()),
-                ("Unsubscribed", window.iter().map(|p| p.unsubscribes).collect()),
-            ],
+            every_day.iter().map(|d| d.format("%b %d").to_string()).collect(),
+            vec![("Subscribed", count(|c| c.0)), ("Unsubscribed", count(|c| c.1))],
         )
     });
     let share = |part: i64| if d.sent_30d > 0 { part as f64 / d.sent_30d as f64 } else { 0.0 };
@@ -175,7 +180,7 @@ fn Audience(s: DashboardSummary) -> impl IntoView {
         }
     };
     view! {
-        <div class="mt-6 grid gap-6 lg:grid-cols-3">
+        <div class="grid gap-x-6 lg:grid-cols-3">
             <Card title="Audience">
                 <div class="grid grid-cols-2 gap-4" data-testid="audience-figures">
                     {figure("Readers", s.readers.to_string(), "readers-count")}
@@ -221,7 +226,7 @@ fn Engagement(s: DashboardSummary) -> impl IntoView {
         }
     };
     view! {
-        <div class="mt-6 grid gap-6 lg:grid-cols-2">
+        <div class="grid gap-x-6 lg:grid-cols-2">
             <Card title="Team">
                 <p class="text-3xl font-semibold text-slate-900" data-testid="member-count">{s.members}</p>
                 <p class="text-sm text-slate-500">{format!("members · {} pending invites", s.pending_invites)}</p>

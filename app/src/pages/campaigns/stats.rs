@@ -259,7 +259,8 @@ fn StatsBody(s: StatsView, id: CampaignId) -> impl IntoView {
         {delivery_note.map(|n| view! { <p class="mt-2 text-xs text-slate-600" data-testid="delivery-note">{n}</p> })}
         </div>
         {s.ab.map(|results| view! { <div class="mb-6"><AbResultsCard results=results id=id/></div> })}
-        <div class="grid gap-6 lg:grid-cols-2">
+        // The cards keep their own space below (Card's margin): the grid adds it only across.
+        <div class="grid gap-x-6 lg:grid-cols-2">
             <Card title="Opens and clicks over time">
                 {match s.timeline_chart {
                     Some(o) => view! { <Chart option=o label="Opens and clicks per hour" testid="chart-timeline"/> }.into_any(),
