@@ -16,6 +16,9 @@ test("CSV import with a bad row reaches 100 % and reports the row", async ({ pag
   const rows = ["email,name,city"];
   for (let i = 0; i < 250; i++) rows.push(`reader${i}@example.com,Reader ${i},Lyon`);
   rows.push("this is not an email,Broken,Nowhere");
+  // The first reader again, renamed: with "Update their name and attributes" (the default) the
+  // summary says it updated a reader, not that it skipped a row it in fact applied.
+  rows.push("reader0@example.com,Reader Zero,Paris");
   await page.getByLabel("CSV file").setInputFiles({
     name: "readers.csv",
     mimeType: "text/csv",
@@ -53,6 +56,8 @@ test("CSV import with a bad row reaches 100 % and reports the row", async ({ pag
   await expect(page.getByTestId("import-status")).toHaveText("done");
   await expect(page.getByTestId("rows-created")).toHaveText("250");
   await expect(page.getByTestId("rows-invalid")).toHaveText("1");
+  await expect(page.getByTestId("rows-updated")).toHaveText("1");
+  await expect(page.getByTestId("rows-skipped")).toHaveText("0");
 
   // The report survives a reload, and names the bad row.
   await page.reload();

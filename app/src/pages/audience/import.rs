@@ -229,8 +229,8 @@ fn Progress(d: Import, start: ServerAction<StartImport>, discard: ServerAction<D
             <dl class="mt-6 grid grid-cols-2 gap-4 text-center text-sm sm:grid-cols-5">
                 <div><dt class="text-slate-500">"Rows read"</dt><dd class="text-lg font-semibold" data-testid="rows-read">{d.rows_read}</dd></div>
                 <div><dt class="text-slate-500">"Imported"</dt><dd class="text-lg font-semibold" data-testid="rows-created">{d.created}</dd></div>
-                <div><dt class="text-slate-500">"Updated"</dt><dd class="text-lg font-semibold">{d.updated}</dd></div>
-                <div><dt class="text-slate-500">"Skipped"</dt><dd class="text-lg font-semibold">{d.skipped}</dd></div>
+                <div><dt class="text-slate-500">"Updated"</dt><dd class="text-lg font-semibold" data-testid="rows-updated">{d.updated}</dd></div>
+                <div><dt class="text-slate-500">"Skipped"</dt><dd class="text-lg font-semibold" data-testid="rows-skipped">{d.skipped}</dd></div>
                 <div><dt class="text-slate-500">"Invalid"</dt><dd class="text-lg font-semibold" data-testid="rows-invalid">{d.invalid}</dd></div>
             </dl>
             {(d.invalid > 0).then(|| view! {
