@@ -526,12 +526,12 @@ fn Editor(
                 // (sender, audience, schedule, A/B test) are a view of their own (editor_tabs).
                 <EditorTabBar tab=tab form=form/>
                 <fieldset disabled=!can_edit class="min-w-0">
-                    <div role="tabpanel" id=EditorTab::Content.panel_id() aria-labelledby=EditorTab::Content.labelled_by()
+                    <div role="tabpanel" id=EditorTab::Content.panel_id() aria-labelledby=EditorTab::Content.tab_id()
                         class=move || tab.get().content_class()>
                         <MessageFields form=form/>
                         <ContentFields form=form/>
                     </div>
-                    <div role="tabpanel" id=EditorTab::Settings.panel_id() aria-labelledby=EditorTab::Settings.labelled_by()
+                    <div role="tabpanel" id=EditorTab::Settings.panel_id() aria-labelledby=EditorTab::Settings.tab_id()
                         class=move || tab.get().settings_class() data-testid="campaign-settings">
                         <SenderFields form=form identities=identities/>
                         <AudienceFields form=form lists=lists/>

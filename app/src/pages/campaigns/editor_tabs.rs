@@ -54,7 +54,8 @@ impl EditorTab {
         format!("campaign-panel-{}", self.key())
     }
 
-    fn tab_id(self) -> String {
+    /// The tab's element id, for the panel's `aria-labelledby`.
+    pub fn tab_id(self) -> String {
         format!("campaign-tab-{}", self.key())
     }
 
@@ -75,11 +76,6 @@ impl EditorTab {
     /// The preview column's classes: always there on wide screens, on a phone in its view only.
     pub fn preview_class(self) -> &'static str {
         if self == EditorTab::Preview { "" } else { "hidden lg:block" }
-    }
-
-    /// The panel's `aria-labelledby`.
-    pub fn labelled_by(self) -> String {
-        self.tab_id()
     }
 }
 
