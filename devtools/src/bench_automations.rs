@@ -153,6 +153,8 @@ async fn measure(
     tx.commit().await?;
     let entering = started.elapsed().as_secs_f64();
     println!("entered:     {entered} readers in one statement, {entering:.1} s");
+    // Progress every 30 s: whether the rate holds or falls as the runs' table churns.
+    let mut last_report = (Instant::now(), 0i64);
     loop {
         let sent: i64 = sqlx::query_scalar("SELECT count(*) FROM sends WHERE campaign_id = $1 AND status = 'sent'")
             .bind(step1)
@@ -160,6 +162,14 @@ async fn measure(
             .await?;
         if sent >= entered {
             break;
+        }
+        if last_report.0.elapsed() >= Duration::from_secs(30) {
+            let rate = (sent - last_report.1) as f64 / last_report.0.elapsed().as_secs_f64();
+            println!(
+                "  … {sent} sent after {:.0} s, {rate:.0} msg/s over the last 30 s",
+                started.elapsed().as_secs_f64()
+            );
+            last_report = (Instant::now(), sent);
         }
         anyhow::ensure!(started.elapsed() < Duration::from_secs(3600), "step 1 did not reach everyone within an hour");
         tokio::time::sleep(Duration::from_millis(500)).await;

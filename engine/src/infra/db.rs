@@ -28,6 +28,28 @@ pub const SYSTEM_ROLE: &str = "herald_system";
 
 pub type Tx = Transaction<'static, Postgres>;
 
+/// The tables Herald writes a million rows into at once and then reads by plans that need their
+/// statistics ([`Db::analyze_if_stale`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BulkTable {
+    /// A campaign's fan-out, an automation's email steps.
+    Sends,
+    /// Readers entering an automation, and every step moving them.
+    AutomationRuns,
+    /// A row per step a run did.
+    AutomationStepLog,
+}
+
+impl BulkTable {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sends => "sends",
+            Self::AutomationRuns => "automation_runs",
+            Self::AutomationStepLog => "automation_step_log",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: PgPool,
@@ -75,6 +97,19 @@ impl Db {
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// ANALYZEs `table` when a bulk write has left its statistics behind (migration 54): called
+    /// by the paths that follow such a write, before their plans depend on it. Best effort: a
+    /// failure is logged, and the plans stay what they were.
+    pub async fn analyze_if_stale(&self, table: BulkTable) {
+        let analysed =
+            sqlx::query_scalar::<_, bool>("SELECT analyze_if_stale($1)").bind(table.name()).fetch_one(&self.pool).await;
+        match analysed {
+            Ok(true) => tracing::debug!(table = table.name(), "statistics refreshed after a bulk write"),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(table = table.name(), error = %e, "could not refresh statistics"),
+        }
     }
 
     /// A transaction with no tenant and no user: tenant-owned rows are invisible in it.

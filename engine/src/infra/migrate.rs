@@ -105,14 +105,21 @@ async fn owner_membership(conn: &mut PgConnection, on: bool) -> anyhow::Result<(
     Ok(())
 }
 
+/// `SECURITY DEFINER` functions that keep the owner's rights instead of the system role's:
+/// `analyze_if_stale` (migration 54), because before Postgres 17 only a table's owner may
+/// ANALYZE it. It analyses one of three named tables and reads nothing.
+pub const OWNER_DEFINER_FUNCTIONS: &[&str] = &["analyze_if_stale"];
+
 /// The system role's share, made true before and after the migrations of every run: every table
 /// under row-level security has a `<table>_system` policy letting the system role see and write
 /// every row, the role may use every table and sequence, and every `SECURITY DEFINER` function of
 /// the owner's is the system role's (so it runs with the role's policies, not the owner's, which
 /// match nothing under `FORCE`). Only the owner's: a function someone else managed to create in
 /// `public` must never gain the system role's view. Changing a function's owner needs CREATE on its
-/// schema for the new owner; that is given for the moment it takes.
+/// schema for the new owner; that is given for the moment it takes. The functions in
+/// [`OWNER_DEFINER_FUNCTIONS`] stay the owner's.
 pub async fn grant_system_role(conn: &mut PgConnection) -> anyhow::Result<()> {
+    let keep = OWNER_DEFINER_FUNCTIONS.iter().map(|f| format!("'{f}'")).collect::<Vec<_>>().join(", ");
     let sql = format!(
         "DO $$
          DECLARE
@@ -133,6 +140,7 @@ pub async fn grant_system_role(conn: &mut PgConnection) -> anyhow::Result<()> {
              SELECT p.oid::regprocedure AS f FROM pg_proc p
              WHERE p.pronamespace = 'public'::regnamespace AND p.prosecdef
                AND p.proowner = (SELECT relowner FROM pg_class WHERE oid = to_regclass('public.tenants'))
+               AND p.proname NOT IN ({keep})
            LOOP
              EXECUTE format('ALTER FUNCTION %s OWNER TO {SYSTEM_ROLE}', item.f);
            END LOOP;
