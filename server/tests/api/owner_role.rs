@@ -87,6 +87,33 @@ async fn the_runtime_role_cannot_become_the_system_role_or_see_another_workspace
     Ok(())
 }
 
+/// The one definer function that keeps the owner's rights (ANALYZE needs them before Postgres
+/// 17): the runtime role can refresh the statistics of the three bulk tables, once they are stale
+/// only, and of no other table.
+#[tokio::test]
+async fn the_runtime_role_refreshes_statistics_of_the_bulk_tables_only() -> TestResult {
+    let t = two_tenants().await;
+    let app = t.app.app.db.pool();
+    let never: f32 = sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE oid = 'automation_runs'::regclass")
+        .fetch_one(app)
+        .await?;
+    assert!(never < 0.0, "a fresh database's automation_runs has never been analysed ({never})");
+    let analysed: bool = sqlx::query_scalar("SELECT analyze_if_stale('automation_runs')").fetch_one(app).await?;
+    assert!(analysed, "never analysed is stale");
+    let now: f32 = sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE oid = 'automation_runs'::regclass")
+        .fetch_one(app)
+        .await?;
+    assert!(now >= 0.0, "ANALYZE ran as the owner ({now})");
+    let again: bool = sqlx::query_scalar("SELECT analyze_if_stale('automation_runs')").fetch_one(app).await?;
+    assert!(!again, "fresh statistics are left alone");
+    for table in ["tenants", "users; DROP TABLE tenants", "pg_authid"] {
+        let refused = sqlx::query_scalar::<_, bool>("SELECT analyze_if_stale($1)").bind(table).fetch_one(app).await;
+        let code = refused.err().and_then(|e| e.as_database_error().and_then(|d| d.code().map(|c| c.into_owned())));
+        assert_eq!(code.as_deref(), Some("22023"), "{table} must be refused");
+    }
+    Ok(())
+}
+
 /// Migration 10 backfills `list_counts` from `subscriptions`, migration 13 `audience_daily`
 /// and `campaign_stats`: run by an ordinary owner they copy nothing (FORCE hides every row), and
 /// migration 27 makes each backfill again with the system role's view. Seeded in two workspaces
