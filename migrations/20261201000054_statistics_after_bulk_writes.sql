@@ -35,7 +35,9 @@ BEGIN
     -- the change counter reaches the statistics only when the writer reports, up to seconds
     -- later); or a fifth of its rows changed (a step moving every run).
     IF c.reltuples < 0 OR c.pages > 1.2 * c.relpages + 128 OR c.changed > 0.2 * greatest(c.reltuples, 0) + 10000 THEN
-        EXECUTE format('ANALYZE %s', rel);
+        -- SKIP_LOCKED: a VACUUM, an index build or DDL on the table makes this a no-op rather
+        -- than a wait (a plain ANALYZE is not cancelled for them as autovacuum is).
+        EXECUTE format('ANALYZE (SKIP_LOCKED) public.%I', p_table);
         RETURN true;
     END IF;
     RETURN false;

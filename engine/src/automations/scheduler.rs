@@ -65,21 +65,32 @@ pub async fn tick(db: &Db, jobs: &Jobs, now: DateTime<Utc>) -> Result<u64> {
         .fetch_all(db.pool())
         .await?;
     let mut total = 0u64;
+    // Counted across the tick's automations: the statistics are the tables', not one's.
+    let mut batches = 0u64;
     for (tenant, automation) in due {
-        total += advance(db, jobs, tenant, automation, now).await?;
+        total += advance(db, jobs, tenant, automation, now, &mut batches).await?;
     }
     Ok(total)
 }
 
 /// Runs `automation`'s due steps batch by batch; a step that makes the next one due at once is
 /// run in the next batch, so a reader goes through an email and a tag in one pass.
-async fn advance(db: &Db, jobs: &Jobs, tenant: TenantId, automation: AutomationId, now: DateTime<Utc>) -> Result<u64> {
+/// `batches` counts the tick's batches so far, for [`refresh_statistics`].
+async fn advance(
+    db: &Db,
+    jobs: &Jobs,
+    tenant: TenantId,
+    automation: AutomationId,
+    now: DateTime<Utc>,
+    batches: &mut u64,
+) -> Result<u64> {
     let mut total = 0u64;
     let mut queued_any = false;
-    for batch in 0u64.. {
-        if batch % STATISTICS_EVERY == 0 {
+    loop {
+        if batches.is_multiple_of(STATISTICS_EVERY) {
             refresh_statistics(db).await;
         }
+        *batches += 1;
         let batch_started = std::time::Instant::now();
         let mut tx = db.tenant_tx(tenant).await?;
         let (handled, queued): (i32, i32) =
