@@ -107,7 +107,7 @@ async fn owner_membership(conn: &mut PgConnection, on: bool) -> anyhow::Result<(
 
 /// `SECURITY DEFINER` functions that keep the owner's rights instead of the system role's:
 /// `analyze_if_stale` (migration 54), because before Postgres 17 only a table's owner may
-/// ANALYZE it. It analyses one of three named tables and reads nothing.
+/// ANALYZE it. It analyses one of three named tables and does nothing else.
 pub const OWNER_DEFINER_FUNCTIONS: &[&str] = &["analyze_if_stale"];
 
 /// The system role's share, made true before and after the migrations of every run: every table
