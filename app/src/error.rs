@@ -43,6 +43,13 @@ impl FromServerFnError for AppError {
             ServerFnErrorErr::Args(_) | ServerFnErrorErr::MissingArg(_) => {
                 AppError::invalid("Some fields are missing or malformed.").respond()
             }
+            // On the server this is a request body that does not decode (a JSON-encoded
+            // function's arguments): the caller's mistake, not ours. In the browser it is an
+            // answer that does not decode, which stays an internal error below.
+            #[cfg(feature = "ssr")]
+            ServerFnErrorErr::Deserialization(_) => {
+                AppError::invalid("Some fields are missing or malformed.").respond()
+            }
             other => {
                 #[cfg(feature = "ssr")]
                 tracing::error!(error = %other, "server function plumbing failed");

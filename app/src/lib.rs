@@ -4,6 +4,7 @@
 
 #![recursion_limit = "256"]
 
+pub mod access;
 pub mod auth;
 #[cfg(feature = "ssr")]
 pub mod charts;

@@ -226,6 +226,17 @@ mod tests {
     }
 }
 
+/// [`require_not_suspended`] in its own transaction: for mail that is not a campaign's (test
+/// sends, connection tests, confirmations, invites), which must not go out from a suspended
+/// account either.
+#[tracing::instrument(skip_all, fields(%tenant))]
+pub async fn ensure_not_suspended(db: &crate::infra::db::Db, tenant: TenantId) -> Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    require_not_suspended(&mut tx, tenant).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
 /// Refuses to start or resume a send while the workspace is suspended.
 pub(crate) async fn require_not_suspended(tx: &mut Tx, tenant: TenantId) -> Result<()> {
     let suspended: bool = sqlx::query_scalar("SELECT suspended_at IS NOT NULL FROM tenants WHERE id = $1")

@@ -117,6 +117,8 @@ impl Jobs {
     /// Queues mail sent on `tenant`'s behalf, if its quotas allow ([`crate::sending::mail_quota`]).
     #[tracing::instrument(skip_all, fields(%tenant))]
     pub async fn enqueue_workspace_mail(&self, tenant: crate::domain::TenantId, mail: OutgoingMail) -> Result<()> {
+        // A suspended account's workspaces send nothing: confirmations and invites included.
+        crate::account_limits::ensure_not_suspended(&self.db, tenant).await?;
         crate::sending::mail_quota::claim(&self.db, tenant, self.system_mail_limits, &mail.to).await?;
         let mut storage = self.system_mail.clone();
         storage

@@ -381,6 +381,8 @@ fn router(
                 per_account: config.import_storage_per_account,
             },
         ))
+        // Inside the session layer: the declared access of each server function needs the session.
+        .layer(from_fn_with_state(state.db.clone(), crate::routes::session_auth::server_fn_access))
         .layer(session_layer)
         .layer(from_fn_with_state(AllowedOrigin::from_base_url(&config.base_url), require_same_origin))
         .layer(from_fn_with_state(crate::security::Https(config.secure_cookies()), crate::security::security_headers))

@@ -201,6 +201,80 @@ impl Role {
     }
 }
 
+/// Who may call a route or a server function, declared once beside it (the API's route table,
+/// the app's server-function table) and enforced before its handler runs, so a handler that
+/// forgets to check cannot grant more than its declaration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, logged in or not: sign-up, log-in, password reset, the API's own description.
+    Public,
+    /// A logged-in user acting on their own account or membership (their password, their
+    /// sessions, leaving a workspace): any role may, since it touches nobody else.
+    Own,
+    /// Reads the workspace: a member (or key) with at least this role. Changes nothing.
+    Read(Role),
+    /// Changes the workspace: a member (or key) with at least this role; never a viewer.
+    Change(Editor),
+}
+
+/// The roles that may change a workspace: a viewer's role cannot be named here, so a route that
+/// changes anything cannot be declared open to viewers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Editor {
+    Author,
+    Admin,
+    Owner,
+}
+
+impl From<Editor> for Role {
+    fn from(e: Editor) -> Role {
+        match e {
+            Editor::Author => Role::Author,
+            Editor::Admin => Role::Admin,
+            Editor::Owner => Role::Owner,
+        }
+    }
+}
+
+impl Access {
+    pub const VIEWER_READS: Access = Access::Read(Role::Viewer);
+    pub const AUTHOR_READS: Access = Access::Read(Role::Author);
+    pub const ADMIN_READS: Access = Access::Read(Role::Admin);
+    pub const AUTHOR_CHANGES: Access = Access::Change(Editor::Author);
+    pub const ADMIN_CHANGES: Access = Access::Change(Editor::Admin);
+    pub const OWNER_CHANGES: Access = Access::Change(Editor::Owner);
+
+    /// The least role a workspace member needs; `None` when no membership is needed.
+    pub fn role(self) -> Option<Role> {
+        match self {
+            Access::Public | Access::Own => None,
+            Access::Read(r) => Some(r),
+            Access::Change(e) => Some(e.into()),
+        }
+    }
+
+    /// Whether calling it may change anything.
+    pub fn changes(self) -> bool {
+        matches!(self, Access::Change(_) | Access::Own)
+    }
+
+    /// Whether a member with `role` passes.
+    pub fn allows(self, role: Role) -> bool {
+        self.role().is_none_or(|needed| role.require(needed).is_ok())
+    }
+
+    /// The stable name the OpenAPI document carries (`x-herald-access`): `public`, `own`,
+    /// `read:viewer`, `change:author`, ….
+    pub fn name(self) -> String {
+        match self {
+            Access::Public => "public".into(),
+            Access::Own => "own".into(),
+            Access::Read(r) => format!("read:{}", r.as_str()),
+            Access::Change(e) => format!("change:{}", Role::from(e).as_str()),
+        }
+    }
+}
+
 /// `s`, cut to `max` characters with an ellipsis: user text quoted back in a message.
 pub fn truncate(s: &str, max: usize) -> String {
     if s.chars().count() <= max { s.to_string() } else { format!("{}…", s.chars().take(max).collect::<String>()) }

@@ -313,6 +313,19 @@ pub async fn update(
     }
     check_references(&mut tx, tenant, input).await?;
     let old = get_in(&mut tx, tenant, id).await?;
+    // What an admin turned on is what goes out: in a workspace that requires approval, an edit by
+    // a member who could not turn the automation on takes it off (live → paused) until an admin
+    // starts it again. Its step campaigns pause with it, which also holds step mail already
+    // queued, since that mail is composed from the step's current text when it is claimed.
+    let mut status = status;
+    if status == AutomationStatus::Live
+        && !role.can_administer()
+        && crate::campaigns::approval::required_in(&mut tx, tenant).await?
+    {
+        transition(&mut tx, tenant, id, &[AutomationStatus::Live], AutomationStatus::Paused).await?;
+        pause_step_campaigns(&mut tx, tenant, id, EDITED_NEEDS_APPROVAL).await?;
+        status = AutomationStatus::Paused;
+    }
     let (kind, key) = input.trigger.kind_and_key();
     if old.trigger != input.trigger {
         // A new segment is seen afresh: whoever is in it at its first check does not count.
@@ -343,8 +356,59 @@ pub async fn update(
     .await?;
     write_steps(&mut tx, tenant, id, status, &old.steps, input).await?;
     let a = get_in(&mut tx, tenant, id).await?;
+    // A live automation sends its new or changed steps at once: they pass the checks `start`
+    // makes, or the edit is refused.
+    if status == AutomationStatus::Live {
+        check_email_steps(&mut tx, tenant, &a).await?;
+    }
     tx.commit().await?;
     Ok(a)
+}
+
+/// Why an automation paused itself when an author edited it in a workspace that requires approval.
+const EDITED_NEEDS_APPROVAL: &str = "Edited by a member who cannot turn it on: an admin or the owner must start it again (this workspace requires approval for sends).";
+
+/// Pauses the automation's sending step campaigns with `reason` (their queued mail waits).
+async fn pause_step_campaigns(tx: &mut Tx, tenant: TenantId, automation: AutomationId, reason: &str) -> Result<()> {
+    sqlx::query("UPDATE automations SET pause_reason = $3 WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant)
+        .bind(automation)
+        .bind(reason)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query(
+        "UPDATE campaigns SET status = 'paused', pause_reason = $3, updated_at = now()
+         WHERE tenant_id = $1 AND automation_id = $2 AND status = 'sending'",
+    )
+    .bind(tenant)
+    .bind(automation)
+    .bind(reason)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// The checks a send makes (sender, postal address, template), for each email step, with the
+/// failing step named.
+async fn check_email_steps(tx: &mut Tx, tenant: TenantId, automation: &Automation) -> Result<()> {
+    crate::account_limits::require_not_suspended(tx, tenant).await?;
+    let campaigns = step_campaigns(tx, tenant, automation.id).await?;
+    for (i, step) in automation.steps.iter().enumerate() {
+        let Some(c) = step.campaign_id.and_then(|c| campaigns.iter().find(|x| x.id == c)) else { continue };
+        let checked = async {
+            let workspace = crate::campaigns::store::check_sender(tx, tenant, c).await?;
+            crate::campaigns::store::check_template(tenant, c, &workspace).await
+        };
+        match checked.await {
+            Ok(()) => {}
+            Err(Error::Invalid(e)) => {
+                let message = e.errors.first().map(|f| f.message.clone()).unwrap_or_default();
+                return Err(Error::invalid(format!("Step {} ({}): {message}", i + 1, step.action.summary())));
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(())
 }
 
 /// Saves `input`'s steps over `old`: ids kept where the input names an existing step, new ones
@@ -582,23 +646,8 @@ pub async fn start(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Autom
                 .into(),
         ));
     }
-    crate::account_limits::require_not_suspended(&mut tx, tenant).await?;
+    check_email_steps(&mut tx, tenant, &current).await?;
     let campaigns = step_campaigns(&mut tx, tenant, id).await?;
-    for (i, step) in current.steps.iter().enumerate() {
-        let Some(c) = step.campaign_id.and_then(|c| campaigns.iter().find(|x| x.id == c)) else { continue };
-        let checked = async {
-            let workspace = crate::campaigns::store::check_sender(&mut tx, tenant, c).await?;
-            crate::campaigns::store::check_template(tenant, c, &workspace).await
-        };
-        match checked.await {
-            Ok(()) => {}
-            Err(Error::Invalid(e)) => {
-                let message = e.errors.first().map(|f| f.message.clone()).unwrap_or_default();
-                return Err(Error::invalid(format!("Step {} ({}): {message}", i + 1, step.action.summary())));
-            }
-            Err(other) => return Err(other),
-        }
-    }
     use AutomationStatus::{Draft, Live, Paused};
     if !transition(&mut tx, tenant, id, &[Draft, Paused], Live).await? {
         return Err(Error::Conflict("This automation is already live, or archived.".into()));

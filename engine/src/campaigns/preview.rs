@@ -187,6 +187,7 @@ pub async fn test_send(
     addresses: &[String],
 ) -> Result<Vec<(String, Result<String, String>)>> {
     role.require(Role::Author)?;
+    crate::account_limits::ensure_not_suspended(db, tenant).await?;
     // A test email goes to any address the member types: only a member whose own address is
     // confirmed may send them, and at most their account's daily allowance (issue 31 §2).
     crate::accounts::require_verified_email(db, member).await?;

@@ -8,15 +8,16 @@
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::media::{self, Media, MediaId, MediaLibrary};
 use herald_engine::{Role, TenantId};
+use herald_types::Access;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_sessions::Session;
 
-use super::api::{ApiError, ApiFailure};
+use super::api::{ApiError, ApiFailure, ApiRoutes};
 use super::session_auth::require_member;
 use crate::startup::ServerState;
 
@@ -27,10 +28,27 @@ const UPLOAD_BODY_LIMIT: usize = media::MAX_UPLOAD_BYTES + 64 * 1024;
 pub fn router() -> Router<ServerState> {
     let uploads = Router::new()
         .route("/media/upload", post(upload_from_session))
-        .route("/api/v1/media", get(index).post(upload_from_api))
+        .merge(api_uploads().into_router())
         .layer(DefaultBodyLimit::max(UPLOAD_BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(UPLOAD_BODY_LIMIT));
-    Router::new().route("/media/{tenant}/{file}", get(serve)).route("/api/v1/media/{id}", delete(remove)).merge(uploads)
+    Router::new().route("/media/{tenant}/{file}", get(serve)).merge(api_removal().into_router()).merge(uploads)
+}
+
+/// The API's image routes with the access each declares (see `ApiRoutes`).
+pub fn api_routes() -> ApiRoutes {
+    api_uploads().merge(api_removal())
+}
+
+fn api_uploads() -> ApiRoutes {
+    ApiRoutes::default().get("/api/v1/media", Access::VIEWER_READS, index).post(
+        "/api/v1/media",
+        Access::AUTHOR_CHANGES,
+        upload_from_api,
+    )
+}
+
+fn api_removal() -> ApiRoutes {
+    ApiRoutes::default().delete("/api/v1/media/{id}", Access::AUTHOR_CHANGES, remove)
 }
 
 /// Immutable: the name is the hash of the bytes. `nosniff`: the type is what Herald encoded.

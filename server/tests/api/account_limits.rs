@@ -342,3 +342,60 @@ async fn a_transactional_stream_that_bounces_too_much_is_paused_with_a_reason() 
     assert_eq!(owner.run(TransactionalSettings {}).await.value().paused_reason, None);
     Ok(())
 }
+
+/// Mail that is not a campaign's goes nowhere from a suspended account either: a campaign's
+/// test send, an automation's test, an identity's connection test, a subscribe confirmation
+/// and an invite are each refused, and the sink stays empty.
+#[tokio::test]
+async fn a_suspended_account_sends_no_test_confirmation_or_invite() -> TestResult {
+    use herald_app::pages::automations::editor::TestAutomation;
+    use herald_app::pages::campaigns::preview::TestSendCampaign;
+    use herald_app::pages::settings::sending::TestIdentity;
+    let app = spawn_app().await;
+    let (api, list) = workspace_with_readers(&app, "quiet@example.com", 1).await;
+    let owner = app.browser();
+    assert!(owner.login("quiet@example.com", "correct horse battery").await.ok());
+    let (_, c) =
+        api.post("/api/v1/campaigns", json!({"name": "Draft", "subject": "Hi", "list_ids": [list], "body": "x"})).await;
+    let campaign: herald_types::CampaignId = c["id"].as_str().expect("campaign id").parse()?;
+    let (status, a) = api
+        .post(
+            "/api/v1/automations",
+            json!({"name": "Welcome", "trigger": {"kind": "list_confirmed", "list_id": list},
+                   "steps": [{"action": {"kind": "email", "subject": "Welcome", "body": "Hello"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{a}");
+    let automation: herald_types::AutomationId = a["id"].as_str().expect("automation id").parse()?;
+    let (status, l) = api.post("/api/v1/lists", json!({"name": "Double", "opt_in": "double"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{l}");
+    let double = l["id"].as_str().expect("list id").to_string();
+    let slug = ws_slug(&owner).await;
+    app.jobs_idle().await;
+    let before = app.sink.messages().await.len();
+
+    herald_engine::suspension::suspend(&app.app.db, "quiet@example.com", "under review").await?;
+    let refused = |what: &str, r: Result<(), herald_app::error::AppError>| {
+        assert!(
+            matches!(&r, Err(herald_app::error::AppError::Refused(m)) if m.contains("suspended")),
+            "{what} from a suspended account: {r:?}"
+        );
+    };
+    let r = owner.run(TestSendCampaign { id: campaign, addresses: "tester@example.com".into() }).await;
+    refused("a test send", r.result.map(|_| ()));
+    let r = owner.run(TestAutomation { id: automation, address: "tester@example.com".into() }).await;
+    refused("an automation's test", r.result.map(|_| ()));
+    let r = owner.run(TestIdentity { id: String::new() }).await;
+    refused("an identity's connection test", r.result.map(|_| ()));
+    let r = owner.run(InviteMember { email: "newcomer@example.com".into(), role: Role::Author }).await;
+    refused("an invite", r.result.map(|_| ()));
+    let form = [("email", "stranger@example.com"), ("name", "S"), ("website", ""), ("list", double.as_str())];
+    let res = reqwest::Client::new().post(format!("{}/s/{slug}", app.base)).form(&form).send().await?;
+    assert!(!res.status().is_server_error(), "the form answers without a 5xx: {}", res.status());
+
+    app.jobs_idle().await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let after: Vec<Vec<String>> = app.sink.messages().await.into_iter().skip(before).map(|m| m.rcpt_to).collect();
+    assert!(after.is_empty(), "mail went out from a suspended account: {after:?}");
+    Ok(())
+}

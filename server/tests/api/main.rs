@@ -7,6 +7,7 @@
 mod helpers;
 
 mod ab_tests;
+mod access;
 mod account_limits;
 mod account_security;
 mod accounts;

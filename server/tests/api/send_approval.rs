@@ -133,3 +133,111 @@ async fn authors_ask_and_only_owners_or_admins_approve_or_turn_down() -> TestRes
     assert_eq!(who("campaign.approval_rejected"), ["publisher@example.com"]);
     Ok(())
 }
+
+fn email_step(subject: &str, body: &str) -> serde_json::Value {
+    json!({"action": {"kind": "email", "subject": subject, "body": body}})
+}
+
+/// Under the approval rule, what an admin turned on is what goes out: an author's edit of a live
+/// automation (new content, a new step) takes it off until an admin starts it again, and
+/// nothing of the edit is sent before; the admin's start sends the edited content.
+#[tokio::test]
+async fn an_authors_edit_of_a_live_automation_waits_for_an_admin() -> TestResult {
+    use herald_app::pages::settings::api_keys::CreateApiKey;
+    use herald_engine::automations::scheduler;
+    let app = spawn_app().await;
+    let (admin_api, list) = workspace_with_readers(&app, "approver@example.com", 1).await;
+    let owner = app.browser();
+    assert!(owner.login("approver@example.com", "correct horse battery").await.ok());
+    owner.session().await.expect("logged in").current.expect("a current workspace");
+    let r = owner.run(SaveTeamRules { two_factor: None, send_approval: Some("on".into()) }).await;
+    assert!(r.ok(), "{:?}", r.result);
+    let author_key = owner.run(CreateApiKey { name: "author".into(), role: Some(Role::Author) }).await.value();
+    let author = Api { client: reqwest::Client::new(), base: app.base.clone(), key: author_key };
+
+    let wait = json!({"action": {"kind": "wait", "amount": 1, "unit": "days"}});
+    let input = |subject: &str, extra: bool| {
+        let mut steps = vec![wait.clone(), email_step(subject, "Hello")];
+        if extra {
+            steps.push(email_step("A step nobody approved", "Surprise"));
+        }
+        json!({"name": "Welcome", "trigger": {"kind": "list_confirmed", "list_id": list}, "steps": steps})
+    };
+    let id = crate::automations::create_live(&admin_api, input("Approved", false)).await;
+    let (status, body) = admin_api
+        .post("/api/v1/readers/bulk", json!({"readers": [{"email": "held@example.com"}], "lists": [list]}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The reader is in, waiting a day.
+    let (_, report) = admin_api.get(&format!("/api/v1/automations/{id}/report")).await;
+    assert_eq!(report["entered"].as_i64(), Some(1), "{report}");
+
+    // The author's edit: new subject, one more step. It is saved, and the automation is off.
+    let (_, current) = admin_api.get(&format!("/api/v1/automations/{id}")).await;
+    let mut edited = input("Changed by the author", true);
+    edited["steps"][0]["id"] = current["steps"][0]["id"].clone();
+    edited["steps"][1]["id"] = current["steps"][1]["id"].clone();
+    let (status, a) = author.put(&format!("/api/v1/automations/{id}"), edited).await;
+    assert_eq!(status, StatusCode::OK, "{a}");
+    assert_eq!(a["status"], "paused", "{a}");
+    assert!(a["pause_reason"].as_str().unwrap_or_default().contains("admin"), "{a}");
+    // The author cannot turn it back on; a day later nothing has gone out.
+    let (status, body) = author.post(&format!("/api/v1/automations/{id}/start"), json!({})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    scheduler::tick(
+        &app.app.db,
+        &app.app.jobs,
+        chrono::Utc::now() + chrono::Duration::days(1) + chrono::Duration::minutes(1),
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(app.sink.messages().await.len(), 0, "the unapproved edit went out");
+
+    // An admin turns it on: the edited content goes out, once.
+    let (status, body) = admin_api.post(&format!("/api/v1/automations/{id}/start"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    scheduler::tick(
+        &app.app.db,
+        &app.app.jobs,
+        chrono::Utc::now() + chrono::Duration::days(1) + chrono::Duration::minutes(2),
+    )
+    .await?;
+    assert!(app.sink.wait_for_count(1, Duration::from_secs(30)).await, "the approved step never went out");
+    let subject = app.sink.messages().await.remove(0).parse().subject;
+    assert_eq!(subject, "Changed by the author");
+
+    // The admin's own edit of a live automation stays live.
+    let (_, current) = admin_api.get(&format!("/api/v1/automations/{id}")).await;
+    let (status, a) = admin_api.put(&format!("/api/v1/automations/{id}"), json!({
+        "name": "Welcome (admin)", "trigger": {"kind": "list_confirmed", "list_id": list}, "steps": current["steps"].clone()
+    })).await;
+    assert_eq!((status, a["status"].as_str()), (StatusCode::OK, Some("live")), "{a}");
+    Ok(())
+}
+
+/// A step added to a live automation meets the checks `start` makes before it can send: a
+/// broken template is refused, not saved and sent.
+#[tokio::test]
+async fn a_new_step_on_a_live_automation_meets_the_checks_of_start() -> TestResult {
+    let app = spawn_app().await;
+    let (api, list) = workspace_with_readers(&app, "checked@example.com", 1).await;
+    let id = crate::automations::create_live(
+        &api,
+        json!({"name": "Welcome", "trigger": {"kind": "list_confirmed", "list_id": list}, "steps": [email_step("Hi", "Hello")]}),
+    )
+    .await;
+    let (_, current) = api.get(&format!("/api/v1/automations/{id}")).await;
+    let mut steps = current["steps"].as_array().cloned().unwrap_or_default();
+    steps.push(email_step("Broken", "Hello {{ reader.name "));
+    let (status, body) = api
+        .put(
+            &format!("/api/v1/automations/{id}"),
+            json!({"name": "Welcome", "trigger": {"kind": "list_confirmed", "list_id": list}, "steps": steps}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["message"].as_str().unwrap_or_default().contains("Step 2"), "{body}");
+    let (_, after) = api.get(&format!("/api/v1/automations/{id}")).await;
+    assert_eq!(after["steps"].as_array().map(Vec::len), Some(1), "the refused edit was saved: {after}");
+    Ok(())
+}

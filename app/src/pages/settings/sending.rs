@@ -94,6 +94,8 @@ pub async fn test_identity(id: String) -> Result<ConnectionCheck, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, sending::identities};
     let m = require_role(Role::Author).await?;
+    // A suspended account reaches no mail server, not even to greet it.
+    herald_engine::account_limits::ensure_not_suspended(&m.state.db, m.tenant).await?;
     let chosen: Option<IdentityId> = if id.trim().is_empty() { None } else { Some(id.parse()?) };
     if let Some(u) = chosen {
         // resolve() falls back to the default for an unknown id; testing asks about this one.

@@ -21,12 +21,14 @@ pub mod workspace;
 use std::collections::BTreeMap;
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::handler::Handler;
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, patch, post};
+use axum::routing::{MethodRouter, delete, get, patch, post, put};
 use axum::{Json, Router};
 use herald_engine::api_keys::{self, ApiCaller};
+use herald_types::Access;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use utoipa::{Modify, OpenApi, ToSchema};
@@ -126,7 +128,16 @@ impl FromRequestParts<ServerState> for ApiCaller {
         if let Some(herald_app::ssr::ClientIp(ip)) = parts.extensions.get::<herald_app::ssr::ClientIp>() {
             caller.ip = ip.to_string();
         }
-        Ok(caller)
+        // The route's declared access (see `ApiRoutes`), checked before the handler runs. A route
+        // served without one refuses every key rather than trusting its handler to check.
+        match parts.extensions.get::<Access>() {
+            Some(access) if access.allows(caller.role) => Ok(caller),
+            Some(_) => Err(herald_engine::Error::Forbidden.into()),
+            None => {
+                tracing::error!(path = %parts.uri.path(), "an API route without a declared access was called");
+                Err(herald_engine::Error::Forbidden.into())
+            }
+        }
     }
 }
 
@@ -200,7 +211,7 @@ impl Modify for BearerAuth {
         herald_types::FeedResult, herald_types::FeedItem,
         herald_types::SendRequest, herald_types::TemplateInput, herald_types::Template,
     )),
-    modifiers(&BearerAuth)
+    modifiers(&BearerAuth, &AccessInDocument)
 )]
 pub struct ApiDoc;
 
@@ -212,71 +223,218 @@ async fn not_found() -> ApiFailure {
     ApiFailure(herald_engine::Error::NotFound)
 }
 
+/// One API route as declared: its method, its path pattern and who may call it.
+#[derive(Clone, Debug)]
+pub struct Declared {
+    pub method: Method,
+    pub path: &'static str,
+    pub access: Access,
+}
+
+/// The API's routes, each added together with the [`Access`] it needs. The access travels with
+/// the request (an extension), and the [`ApiCaller`] extractor refuses a key whose role falls
+/// short, before the handler runs; a handler without a declaration fails closed (403). The same
+/// table is what the OpenAPI document shows as `x-herald-access` and what the route-walk tests
+/// read, so a route cannot be served without a declaration the tests see.
+pub struct ApiRoutes {
+    router: Router<ServerState>,
+    declared: Vec<Declared>,
+}
+
+impl Default for ApiRoutes {
+    fn default() -> Self {
+        Self { router: Router::new(), declared: Vec::new() }
+    }
+}
+
+impl ApiRoutes {
+    /// `endpoint` must serve `method` only (build it with [`on`] or the helpers below).
+    pub fn add(
+        mut self,
+        method: Method,
+        path: &'static str,
+        access: Access,
+        endpoint: MethodRouter<ServerState>,
+    ) -> Self {
+        self.router = self.router.route(path, endpoint.route_layer(axum::Extension(access)));
+        self.declared.push(Declared { method, path, access });
+        self
+    }
+
+    pub fn get<H: Handler<T, ServerState>, T: 'static>(self, path: &'static str, access: Access, h: H) -> Self {
+        self.add(Method::GET, path, access, get(h))
+    }
+
+    pub fn post<H: Handler<T, ServerState>, T: 'static>(self, path: &'static str, access: Access, h: H) -> Self {
+        self.add(Method::POST, path, access, post(h))
+    }
+
+    pub fn put<H: Handler<T, ServerState>, T: 'static>(self, path: &'static str, access: Access, h: H) -> Self {
+        self.add(Method::PUT, path, access, put(h))
+    }
+
+    pub fn patch<H: Handler<T, ServerState>, T: 'static>(self, path: &'static str, access: Access, h: H) -> Self {
+        self.add(Method::PATCH, path, access, patch(h))
+    }
+
+    pub fn delete<H: Handler<T, ServerState>, T: 'static>(self, path: &'static str, access: Access, h: H) -> Self {
+        self.add(Method::DELETE, path, access, delete(h))
+    }
+
+    pub fn merge(mut self, other: ApiRoutes) -> Self {
+        self.router = self.router.merge(other.router);
+        self.declared.extend(other.declared);
+        self
+    }
+
+    pub fn into_router(self) -> Router<ServerState> {
+        self.router
+    }
+
+    pub fn declared(&self) -> &[Declared] {
+        &self.declared
+    }
+}
+
+/// Every route under `/api/v1` with the access it declares: this module's and media's (whose
+/// uploads carry their own body limit and are merged into the app elsewhere).
+pub fn declared() -> Vec<Declared> {
+    let mut all = routes().declared;
+    all.extend(crate::routes::media::api_routes().declared);
+    all
+}
+
+/// Adds each operation's declared access to the OpenAPI document as `x-herald-access`.
+struct AccessInDocument;
+
+impl Modify for AccessInDocument {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::extensions::ExtensionsBuilder;
+        for d in declared() {
+            // The document writes path parameters as `{id}`, as the router does.
+            let Some(item) = openapi.paths.paths.get_mut(d.path) else { continue };
+            let op = match d.method {
+                Method::GET => item.get.as_mut(),
+                Method::POST => item.post.as_mut(),
+                Method::PUT => item.put.as_mut(),
+                Method::PATCH => item.patch.as_mut(),
+                Method::DELETE => item.delete.as_mut(),
+                _ => None,
+            };
+            if let Some(op) = op {
+                let ext = ExtensionsBuilder::new().add("x-herald-access", d.access.name()).build();
+                match op.extensions.as_mut() {
+                    Some(existing) => existing.merge(ext),
+                    None => op.extensions = Some(ext),
+                }
+            }
+        }
+    }
+}
+
+fn routes() -> ApiRoutes {
+    use herald_types::Access as A;
+    const VIEW: A = A::VIEWER_READS;
+    const AUTHOR: A = A::AUTHOR_CHANGES;
+    const ADMIN: A = A::ADMIN_CHANGES;
+    ApiRoutes::default()
+        .get("/api/v1/openapi.json", A::Public, openapi)
+        .get("/api/v1/workspace", VIEW, workspace::get_workspace)
+        // The audit log names members and their addresses: admins read it, as in the app.
+        .get("/api/v1/audit", A::ADMIN_READS, audit::index)
+        .get("/api/v1/lists", VIEW, lists::index)
+        .post("/api/v1/lists", AUTHOR, lists::create)
+        .get("/api/v1/lists/{id}", VIEW, lists::show)
+        .put("/api/v1/lists/{id}", AUTHOR, lists::update)
+        .delete("/api/v1/lists/{id}", AUTHOR, lists::delete)
+        .get("/api/v1/readers", VIEW, readers::index)
+        .post("/api/v1/readers", AUTHOR, readers::create)
+        .add(Method::POST, "/api/v1/readers/bulk", AUTHOR, readers::bulk_route())
+        .get("/api/v1/readers/{id}", VIEW, readers::show)
+        .patch("/api/v1/readers/{id}", AUTHOR, readers::update)
+        // Erasure (GDPR) cannot be undone.
+        .delete("/api/v1/readers/{id}", ADMIN, readers::delete)
+        .post("/api/v1/readers/{id}/subscriptions", AUTHOR, readers::subscribe)
+        .delete("/api/v1/readers/{id}/subscriptions/{list_id}", AUTHOR, readers::unsubscribe)
+        .get("/api/v1/readers/{id}/tags", VIEW, tags::of_reader)
+        .post("/api/v1/readers/{id}/tags", AUTHOR, tags::add)
+        .delete("/api/v1/readers/{id}/tags", AUTHOR, tags::remove)
+        .get("/api/v1/readers/{id}/automations", VIEW, automations::reader_runs)
+        // Enters readers into event automations, which mail them.
+        .post("/api/v1/readers/{id}/events", AUTHOR, automations::record_event)
+        .get("/api/v1/tags", VIEW, tags::index)
+        .patch("/api/v1/tags/{id}", AUTHOR, tags::rename)
+        .delete("/api/v1/tags/{id}", AUTHOR, tags::delete)
+        .get("/api/v1/brand", VIEW, brand::show)
+        .put("/api/v1/brand", AUTHOR, brand::update)
+        .get("/api/v1/layouts", VIEW, brand::layouts)
+        .get("/api/v1/campaign-templates", VIEW, campaign_templates::index)
+        .post("/api/v1/campaign-templates", AUTHOR, campaign_templates::create)
+        .get("/api/v1/campaign-templates/{id}", VIEW, campaign_templates::show)
+        .put("/api/v1/campaign-templates/{id}", AUTHOR, campaign_templates::update)
+        .delete("/api/v1/campaign-templates/{id}", AUTHOR, campaign_templates::delete)
+        .get("/api/v1/fields", VIEW, fields::index)
+        .post("/api/v1/fields", AUTHOR, fields::create)
+        .patch("/api/v1/fields/{key}", AUTHOR, fields::update)
+        .delete("/api/v1/fields/{key}", AUTHOR, fields::delete)
+        .get("/api/v1/segments", VIEW, segments::index)
+        .post("/api/v1/segments", AUTHOR, segments::create)
+        // Counts an unsaved tree: a read sent as a POST for its body.
+        .post("/api/v1/segments/count", VIEW, segments::count_definition)
+        .get("/api/v1/segments/{id}", VIEW, segments::show)
+        .put("/api/v1/segments/{id}", AUTHOR, segments::update)
+        .delete("/api/v1/segments/{id}", AUTHOR, segments::delete)
+        .get("/api/v1/segments/{id}/count", VIEW, segments::count)
+        .get("/api/v1/automations", VIEW, automations::index)
+        .post("/api/v1/automations", AUTHOR, automations::create)
+        .get("/api/v1/automations/{id}", VIEW, automations::show)
+        .put("/api/v1/automations/{id}", AUTHOR, automations::update)
+        .delete("/api/v1/automations/{id}", AUTHOR, automations::delete)
+        .post("/api/v1/automations/{id}/start", AUTHOR, automations::start)
+        .post("/api/v1/automations/{id}/pause", AUTHOR, automations::pause)
+        .post("/api/v1/automations/{id}/archive", AUTHOR, automations::archive)
+        .get("/api/v1/automations/{id}/report", VIEW, automations::show_report)
+        .get("/api/v1/automations/{id}/runs", VIEW, automations::runs)
+        .get("/api/v1/suppressions", VIEW, suppressions::index)
+        .post("/api/v1/suppressions", AUTHOR, suppressions::add)
+        // Mailing a suppressed address again is the admin's call.
+        .delete("/api/v1/suppressions/{email}", ADMIN, suppressions::remove)
+        .get("/api/v1/campaigns", VIEW, campaigns::index)
+        .post("/api/v1/campaigns", AUTHOR, campaigns::create)
+        .get("/api/v1/campaigns/{id}", VIEW, campaigns::show)
+        .put("/api/v1/campaigns/{id}", AUTHOR, campaigns::update)
+        .delete("/api/v1/campaigns/{id}", AUTHOR, campaigns::delete)
+        .get("/api/v1/campaigns/{id}/audience", VIEW, campaigns::audience)
+        .get("/api/v1/campaigns/{id}/ab-test", VIEW, ab_tests::results)
+        .post("/api/v1/campaigns/{id}/pick-winner", AUTHOR, ab_tests::pick_winner)
+        .post("/api/v1/campaigns/{id}/resend", AUTHOR, resends::create)
+        .post("/api/v1/campaigns/{id}/duplicate", AUTHOR, resends::duplicate)
+        .post("/api/v1/campaigns/{id}/send", AUTHOR, campaigns::send)
+        .post("/api/v1/campaigns/{id}/schedule", AUTHOR, campaigns::schedule)
+        .post("/api/v1/campaigns/{id}/unschedule", AUTHOR, campaigns::unschedule)
+        .post("/api/v1/campaigns/{id}/pause", AUTHOR, campaigns::pause)
+        .post("/api/v1/campaigns/{id}/resume", AUTHOR, campaigns::resume)
+        .post("/api/v1/campaigns/{id}/cancel", AUTHOR, campaigns::cancel)
+        .post("/api/v1/campaigns/{id}/retry-failed", AUTHOR, campaigns::retry_failed)
+        .get("/api/v1/campaigns/{id}/stats", VIEW, campaigns::stats)
+        .get("/api/v1/campaigns/{id}/report", VIEW, campaigns::report)
+        .get("/api/v1/campaigns/{id}/results", VIEW, campaigns::results)
+        .get("/api/v1/campaigns/{id}/events.csv", VIEW, campaigns::events_csv)
+        .post("/api/v1/campaigns/{id}/stop", AUTHOR, campaigns::stop)
+        .get("/api/v1/campaigns/{id}/editions", VIEW, campaigns::editions)
+        .put("/api/v1/campaigns/{id}/feed", AUTHOR, campaigns::put_feed_bulk)
+        .put("/api/v1/campaigns/{id}/feed/{reader}", AUTHOR, campaigns::put_feed)
+        .get("/api/v1/messages", VIEW, messages::index)
+        .post("/api/v1/messages", AUTHOR, messages::create)
+        .get("/api/v1/messages/{id}", VIEW, messages::show)
+        .post("/api/v1/messages/{id}/cancel", AUTHOR, messages::cancel)
+        .get("/api/v1/templates", VIEW, templates::index)
+        .post("/api/v1/templates", AUTHOR, templates::create)
+        .get("/api/v1/templates/{id}", VIEW, templates::show)
+        .put("/api/v1/templates/{id}", AUTHOR, templates::update)
+        .delete("/api/v1/templates/{id}", AUTHOR, templates::delete)
+}
+
 pub fn router() -> Router<ServerState> {
-    Router::new()
-        .route("/api/v1/openapi.json", get(openapi))
-        .route("/api/v1/workspace", get(workspace::get_workspace))
-        .route("/api/v1/audit", get(audit::index))
-        .route("/api/v1/lists", get(lists::index).post(lists::create))
-        .route("/api/v1/lists/{id}", get(lists::show).put(lists::update).delete(lists::delete))
-        .route("/api/v1/readers", get(readers::index).post(readers::create))
-        .route("/api/v1/readers/bulk", readers::bulk_route())
-        .route("/api/v1/readers/{id}", get(readers::show).patch(readers::update).delete(readers::delete))
-        .route("/api/v1/readers/{id}/subscriptions", post(readers::subscribe))
-        .route("/api/v1/readers/{id}/tags", get(tags::of_reader).post(tags::add).delete(tags::remove))
-        .route("/api/v1/tags", get(tags::index))
-        .route("/api/v1/brand", get(brand::show).put(brand::update))
-        .route("/api/v1/layouts", get(brand::layouts))
-        .route("/api/v1/campaign-templates", get(campaign_templates::index).post(campaign_templates::create))
-        .route(
-            "/api/v1/campaign-templates/{id}",
-            get(campaign_templates::show).put(campaign_templates::update).delete(campaign_templates::delete),
-        )
-        .route("/api/v1/fields", get(fields::index).post(fields::create))
-        .route("/api/v1/fields/{key}", patch(fields::update).delete(fields::delete))
-        .route("/api/v1/tags/{id}", patch(tags::rename).delete(tags::delete))
-        .route("/api/v1/segments", get(segments::index).post(segments::create))
-        .route("/api/v1/segments/count", post(segments::count_definition))
-        .route("/api/v1/segments/{id}", get(segments::show).put(segments::update).delete(segments::delete))
-        .route("/api/v1/segments/{id}/count", get(segments::count))
-        .route("/api/v1/automations", get(automations::index).post(automations::create))
-        .route("/api/v1/automations/{id}", get(automations::show).put(automations::update).delete(automations::delete))
-        .route("/api/v1/automations/{id}/start", post(automations::start))
-        .route("/api/v1/automations/{id}/pause", post(automations::pause))
-        .route("/api/v1/automations/{id}/archive", post(automations::archive))
-        .route("/api/v1/automations/{id}/report", get(automations::show_report))
-        .route("/api/v1/automations/{id}/runs", get(automations::runs))
-        .route("/api/v1/readers/{id}/automations", get(automations::reader_runs))
-        .route("/api/v1/readers/{id}/events", post(automations::record_event))
-        .route("/api/v1/campaigns/{id}/audience", get(campaigns::audience))
-        .route("/api/v1/campaigns/{id}/ab-test", get(ab_tests::results))
-        .route("/api/v1/campaigns/{id}/pick-winner", post(ab_tests::pick_winner))
-        .route("/api/v1/campaigns/{id}/resend", post(resends::create))
-        .route("/api/v1/campaigns/{id}/duplicate", post(resends::duplicate))
-        .route("/api/v1/readers/{id}/subscriptions/{list_id}", delete(readers::unsubscribe))
-        .route("/api/v1/suppressions", get(suppressions::index).post(suppressions::add))
-        .route("/api/v1/suppressions/{email}", delete(suppressions::remove))
-        .route("/api/v1/campaigns", get(campaigns::index).post(campaigns::create))
-        .route("/api/v1/campaigns/{id}", get(campaigns::show).put(campaigns::update).delete(campaigns::delete))
-        .route("/api/v1/campaigns/{id}/send", post(campaigns::send))
-        .route("/api/v1/campaigns/{id}/schedule", post(campaigns::schedule))
-        .route("/api/v1/campaigns/{id}/unschedule", post(campaigns::unschedule))
-        .route("/api/v1/campaigns/{id}/pause", post(campaigns::pause))
-        .route("/api/v1/campaigns/{id}/resume", post(campaigns::resume))
-        .route("/api/v1/campaigns/{id}/cancel", post(campaigns::cancel))
-        .route("/api/v1/campaigns/{id}/retry-failed", post(campaigns::retry_failed))
-        .route("/api/v1/campaigns/{id}/stats", get(campaigns::stats))
-        .route("/api/v1/campaigns/{id}/report", get(campaigns::report))
-        .route("/api/v1/campaigns/{id}/results", get(campaigns::results))
-        .route("/api/v1/campaigns/{id}/events.csv", get(campaigns::events_csv))
-        .route("/api/v1/campaigns/{id}/stop", post(campaigns::stop))
-        .route("/api/v1/campaigns/{id}/editions", get(campaigns::editions))
-        .route("/api/v1/campaigns/{id}/feed", axum::routing::put(campaigns::put_feed_bulk))
-        .route("/api/v1/campaigns/{id}/feed/{reader}", axum::routing::put(campaigns::put_feed))
-        .route("/api/v1/messages", get(messages::index).post(messages::create))
-        .route("/api/v1/messages/{id}", get(messages::show))
-        .route("/api/v1/messages/{id}/cancel", post(messages::cancel))
-        .route("/api/v1/templates", get(templates::index).post(templates::create))
-        .route("/api/v1/templates/{id}", get(templates::show).put(templates::update).delete(templates::delete))
-        .route("/api/v1/{*rest}", axum::routing::any(not_found))
+    routes().into_router().route("/api/v1/{*rest}", axum::routing::any(not_found))
 }
