@@ -55,6 +55,11 @@ pub async fn run_until(pool: &PgPool, target: Option<i64>) -> anyhow::Result<()>
         Some(version) => MIGRATOR.run_to(version, &mut *tx).await?,
         None => MIGRATOR.run(&mut *tx).await?,
     }
+    // The current functions and triggers, once the schema they are written for is all there
+    // (a run that stops at an older version keeps that version's own).
+    if target.is_none() {
+        crate::infra::sql_files::apply_changed(&mut tx).await?;
+    }
     crate::infra::data_migrations::run_pending(&mut tx).await?;
     grant_system_role(&mut tx).await?;
     owner_membership(&mut tx, false).await?;
@@ -197,11 +202,19 @@ async fn ensure_role(conn: &mut PgConnection, role: &str, attributes: &str) -> a
     Ok(())
 }
 
-/// True when every migration compiled into this binary has been applied.
+/// True when every migration compiled into this binary has been applied, and every SQL file
+/// (`sql_files`) in the text this binary carries.
 pub async fn is_current(db: &Db) -> crate::Result<bool> {
     let applied: Vec<i64> =
         sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success").fetch_all(db.pool()).await?;
-    Ok(MIGRATOR.iter().filter(|m| m.migration_type.is_up_migration()).all(|m| applied.contains(&m.version)))
+    if !MIGRATOR.iter().filter(|m| m.migration_type.is_up_migration()).all(|m| applied.contains(&m.version)) {
+        return Ok(false);
+    }
+    let files: Vec<(String, String)> =
+        sqlx::query_as("SELECT name, sha256 FROM applied_sql_files").fetch_all(db.pool()).await?;
+    Ok(crate::infra::sql_files::FILES
+        .iter()
+        .all(|(name, text)| files.iter().any(|(n, h)| n == name && *h == crate::infra::sql_files::sha256(text))))
 }
 
 /// Refuses to run as a role that row-level security would not hold to its own workspace.

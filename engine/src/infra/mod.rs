@@ -10,4 +10,5 @@ pub mod migrate;
 pub mod password;
 pub mod rate_limit;
 pub mod sealing;
+pub mod sql_files;
 pub mod tokens;

@@ -42,6 +42,7 @@ mod send_approval;
 mod send_engine;
 mod sending;
 mod sending_domains;
+mod sql_files;
 mod stored_states;
 mod tags;
 mod template_limits;
