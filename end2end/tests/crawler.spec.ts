@@ -47,11 +47,22 @@ type Paths = Record<string, string[]>;
 
 interface Watch {
   problems: string[];
+  /** Server-function calls sent and not yet answered. */
+  inflight: number;
 }
 
 /** Everything the browser reports that means the page is broken. */
 function watch(page: Page): Watch {
-  const w: Watch = { problems: [] };
+  const w: Watch = { problems: [], inflight: 0 };
+  const rpc = (url: string) => new URL(url).pathname.startsWith("/rpc/");
+  page.on("request", (r) => {
+    if (rpc(r.url())) w.inflight += 1;
+  });
+  for (const done of ["requestfinished", "requestfailed"] as const) {
+    page.on(done, (r) => {
+      if (rpc(r.url())) w.inflight = Math.max(0, w.inflight - 1);
+    });
+  }
   page.on("pageerror", (e) => w.problems.push(`uncaught ${e.name}: ${e.message}`));
   page.on("console", (m) => {
     // The test's own hydration probe (an init script) is injected into every frame; the email
@@ -68,6 +79,34 @@ function watch(page: Page): Watch {
     if (r.status() >= 400) w.problems.push(`HTTP ${r.status()}: ${r.request().method()} ${r.url()}`);
   });
   return w;
+}
+
+/** What a Suspense shows while its data is on the way (the app's fallbacks). */
+const PENDING = ["Loading…", "Loading lists…", "Rendering…", "Counting…"];
+
+/**
+ * Waits until the page shows what it promised: no fallback still visible and no server-function
+ * call unanswered. Not "network idle", which a page that polls may never reach on a busy machine.
+ */
+async function settled(page: Page, w: Watch, what: string): Promise<void> {
+  await expect
+    .poll(
+      async () => {
+        if (w.inflight > 0) return `${w.inflight} server-function call(s) unanswered`;
+        const pending = await page
+          .evaluate((texts) => {
+            return Array.from(document.querySelectorAll("body *"))
+              .filter((el) => el.children.length === 0 && texts.includes((el.textContent ?? "").trim()))
+              .filter((el) => (el as HTMLElement).offsetParent !== null)
+              .map((el) => (el.textContent ?? "").trim());
+          }, PENDING)
+          // A navigation replaced the document while we looked: look again.
+          .catch(() => ["(navigating)"]);
+        return pending.length ? `still showing ${pending.join(", ")}` : "settled";
+      },
+      { message: `${what}: the page never settled`, timeout: 60_000 },
+    )
+    .toBe("settled");
 }
 
 async function expectClean(page: Page, w: Watch, what: string): Promise<void> {
@@ -268,7 +307,7 @@ async function probe(page: Page, route: string, path: string): Promise<void> {
 }
 
 /** A client-side navigation to `path`: a link added to the current page, clicked. */
-async function navigateClientSide(page: Page, path: string): Promise<void> {
+async function navigateClientSide(page: Page, w: Watch, path: string): Promise<void> {
   await page.evaluate((href) => {
     (window as unknown as { __crawlerMark?: number }).__crawlerMark = 2;
     const a = document.createElement("a");
@@ -279,7 +318,7 @@ async function navigateClientSide(page: Page, path: string): Promise<void> {
   }, path);
   await page.locator("#crawler-link").click();
   await expect(page).toHaveURL(new RegExp(`${path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`));
-  await page.waitForLoadState("networkidle");
+  await settled(page, w, `${path}, client-side navigation`);
   expect(await page.evaluate(() => (window as unknown as { __crawlerMark?: number }).__crawlerMark), "a document load instead of client-side navigation").toBe(2);
 }
 
@@ -332,7 +371,7 @@ test.describe("crawler", () => {
           const w = watch(page);
           // Direct load.
           await gotoHydrated(page, path);
-          await page.waitForLoadState("networkidle");
+          await settled(page, w, `${what}, direct load`);
           await expectClean(page, w, `${what}, direct load`);
           await expectNoOverflow(page, what);
           await expectUsableControls(page, what);
@@ -340,7 +379,7 @@ test.describe("crawler", () => {
           // Reload.
           await page.reload();
           await waitForHydration(page);
-          await page.waitForLoadState("networkidle");
+          await settled(page, w, `${what}, reload`);
           await expectClean(page, w, `${what}, reload`);
           // One control works.
           await probe(page, route, path);
@@ -348,7 +387,7 @@ test.describe("crawler", () => {
           // Client-side: from another page of the same kind, to this one.
           if (!PUBLIC.has(route) && route !== "/workspaces/new") {
             await gotoHydrated(page, "/");
-            await navigateClientSide(page, path);
+            await navigateClientSide(page, w, path);
             await expectClean(page, w, `${what}, client-side navigation`);
             await expectNoOverflow(page, `${what} (client-side)`);
           }
