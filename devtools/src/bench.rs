@@ -16,6 +16,7 @@
 
 use std::time::{Duration, Instant};
 
+use herald_engine::campaigns::lifecycle;
 use herald_engine::campaigns::store::{self, CampaignInput};
 use herald_engine::campaigns::{fanout, progress};
 use herald_engine::infra::tokens::Signer;
@@ -376,7 +377,7 @@ async fn measure(
     let campaign = store::create(db, tenant, Role::Owner, &draft("End to end", small)).await?;
     let (cpu0, pg0) = (herald_cpu(), postgres_cpu_seconds());
     let started = Instant::now();
-    store::send_now(db, &jobs::Jobs::new(db), tenant, Role::Owner, campaign.id).await?;
+    lifecycle::send_now(db, &jobs::Jobs::new(db), tenant, Role::Owner, campaign.id).await?;
     // Only the status is polled (one row): the full progress counts scan the send log.
     loop {
         let c = store::get(db, tenant, campaign.id).await?;
@@ -774,7 +775,7 @@ async fn fanout_versus_bare_insert(
     let started = Instant::now();
     let queued = fanout::run(db, tenant, big_campaign.id).await?;
     let fanout_rate = queued as f64 / started.elapsed().as_secs_f64();
-    store::cancel(db, tenant, Role::Owner, big_campaign.id).await?;
+    lifecycle::cancel(db, tenant, Role::Owner, big_campaign.id).await?;
     println!(
         "fan-out:     {queued} rows at {fanout_rate:.0} rows/s; bare INSERT … SELECT {bare_rows} rows at {bare_rate:.0} rows/s \
          ({:.0} %)",
@@ -790,7 +791,7 @@ pub struct ImportBench {
     #[arg(long, default_value_t = 1_000_000)]
     pub rows: usize,
     /// Make `plan` a choice field first, so every row also writes its typed value (the side
-    /// table segment counts read, migration 45).
+    /// table segment counts read, `field_values`).
     #[arg(long)]
     pub typed_field: bool,
     /// Keep the benchmark workspace instead of deleting it.

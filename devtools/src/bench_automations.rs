@@ -16,6 +16,7 @@
 use std::time::{Duration, Instant};
 
 use herald_engine::automations::{scheduler, store as automations};
+use herald_engine::campaigns::lifecycle;
 use herald_engine::campaigns::store::{self, CampaignInput};
 use herald_engine::jobs::Jobs;
 use herald_engine::{Db, Role, TenantId};
@@ -123,7 +124,7 @@ async fn measure(
     let campaign = store::create(db, tenant, Role::Owner, &input).await?;
     let (cpu0, pg0) = (herald_cpu(), postgres_cpu_seconds());
     let started = Instant::now();
-    store::send_now(db, &jobs, tenant, Role::Owner, campaign.id).await?;
+    lifecycle::send_now(db, &jobs, tenant, Role::Owner, campaign.id).await?;
     loop {
         if store::get(db, tenant, campaign.id).await?.status != store::CampaignStatus::Sending {
             break;

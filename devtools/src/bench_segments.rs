@@ -12,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use herald_engine::audience::segments::{self, Definition};
+use herald_engine::campaigns::lifecycle;
 use herald_engine::campaigns::{fanout, store};
 use herald_engine::{Db, Role, TenantId};
 use serde_json::{Value, json};
@@ -193,7 +194,7 @@ async fn measure(args: &SegmentsBench, env: &BenchEnv, owner: &sqlx::PgPool, ten
         let started = Instant::now();
         let queued = fanout::run(&db, tenant, campaign.id).await?;
         let rate = queued as f64 / started.elapsed().as_secs_f64();
-        store::cancel(&db, tenant, Role::Owner, campaign.id).await?;
+        lifecycle::cancel(&db, tenant, Role::Owner, campaign.id).await?;
         println!(
             "fan-out to a {name:<8} {queued:>10} rows in {:>6.1} s = {rate:>8.0} rows/s",
             started.elapsed().as_secs_f64()

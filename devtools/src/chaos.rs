@@ -26,6 +26,7 @@ use crate::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
 use anyhow::{Context, bail};
 use chrono::{DateTime, Utc};
 use herald_engine::audience::segments;
+use herald_engine::campaigns::lifecycle;
 use herald_engine::campaigns::store::{self, CampaignInput};
 use herald_engine::jobs::Jobs;
 use herald_engine::{CampaignId, Db, Role, TenantId};
@@ -796,7 +797,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
 
     // Go: every campaign at once, and transactional messages beside them.
     for c in &scene.campaigns {
-        store::send_now(&db, &jobs, c.tenant, Role::Owner, c.id).await?;
+        lifecycle::send_now(&db, &jobs, c.tenant, Role::Owner, c.id).await?;
     }
     // Scheduled as `store::schedule` leaves it (its template check needs the render sandbox,
     // which this harness, as a test binary, cannot start).
@@ -874,9 +875,9 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         if !paused_done && now >= pause_at {
             paused_done = true;
             if !cancel_cap_a {
-                let _ = store::pause(&db, capped_tenant, Role::Owner, cap_b, "chaos: paused by hand").await;
+                let _ = lifecycle::pause(&db, capped_tenant, Role::Owner, cap_b, "chaos: paused by hand").await;
             }
-            if store::pause(&db, main_tenant, Role::Owner, paused, "chaos: paused by hand").await.is_ok() {
+            if lifecycle::pause(&db, main_tenant, Role::Owner, paused, "chaos: paused by hand").await.is_ok() {
                 *report.faults.entry("pause").or_default() += 1;
                 // Committed before `pause` returned.
                 paused_at = Some(Utc::now());
@@ -885,24 +886,24 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         if paused_done && !resumed_done && now >= resume_at {
             resumed_done = true;
             scene.pause_window = paused_at.map(|at| (at, Utc::now()));
-            let _ = store::resume(&db, &jobs, main_tenant, Role::Owner, paused).await;
-            let _ = store::resume(&db, &jobs, capped_tenant, Role::Owner, cap_b).await;
+            let _ = lifecycle::resume(&db, &jobs, main_tenant, Role::Owner, paused).await;
+            let _ = lifecycle::resume(&db, &jobs, capped_tenant, Role::Owner, cap_b).await;
         }
         if !retry_done && now >= retry_at {
             retry_done = true;
             let main = scene.campaigns[0].id;
-            if store::retry_failed(&db, &jobs, main_tenant, Role::Owner, main).await.is_ok() {
+            if lifecycle::retry_failed(&db, &jobs, main_tenant, Role::Owner, main).await.is_ok() {
                 *report.faults.entry("retry_failed").or_default() += 1;
             }
         }
         if !cancel_done && now >= cancel_at {
             cancel_done = true;
-            store::cancel(&db, main_tenant, Role::Owner, cancelled).await?;
+            lifecycle::cancel(&db, main_tenant, Role::Owner, cancelled).await?;
             *report.faults.entry("cancel").or_default() += 1;
         }
         if !cap_cancel_done && now >= cap_cancel_at {
             cap_cancel_done = true;
-            if store::cancel(&db, capped_tenant, Role::Owner, cap_a).await.is_ok() {
+            if lifecycle::cancel(&db, capped_tenant, Role::Owner, cap_a).await.is_ok() {
                 scene.campaigns[scene.capped.0].cancelled = true;
                 *report.faults.entry("capped cancel").or_default() += 1;
             }
@@ -1008,11 +1009,11 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     }
     if !resumed_done {
         scene.pause_window = paused_at.map(|at| (at, Utc::now()));
-        let _ = store::resume(&db, &jobs, main_tenant, Role::Owner, paused).await;
-        let _ = store::resume(&db, &jobs, capped_tenant, Role::Owner, cap_b).await;
+        let _ = lifecycle::resume(&db, &jobs, main_tenant, Role::Owner, paused).await;
+        let _ = lifecycle::resume(&db, &jobs, capped_tenant, Role::Owner, cap_b).await;
     }
     if !cancel_done {
-        store::cancel(&db, main_tenant, Role::Owner, cancelled).await?;
+        lifecycle::cancel(&db, main_tenant, Role::Owner, cancelled).await?;
     }
     let entering_by = Instant::now() + Duration::from_secs(60);
     while entered_batches < enter_at.len() && Instant::now() < entering_by {
@@ -1023,7 +1024,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         }
     }
 
-    if !cap_cancel_done && store::cancel(&db, capped_tenant, Role::Owner, cap_a).await.is_ok() {
+    if !cap_cancel_done && lifecycle::cancel(&db, capped_tenant, Role::Owner, cap_a).await.is_ok() {
         scene.campaigns[scene.capped.0].cancelled = true;
     }
 
@@ -1049,7 +1050,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         .unwrap_or_default();
         for (id, tenant) in auto_paused {
             eprintln!("chaos: campaign {id} paused itself; resuming it");
-            let _ = store::resume(&db, &jobs, tenant, Role::Owner, id).await;
+            let _ = lifecycle::resume(&db, &jobs, tenant, Role::Owner, id).await;
         }
         if settled(&owner).await.unwrap_or(false) {
             break;

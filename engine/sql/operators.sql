@@ -5,7 +5,7 @@
 -- after the schema migrations when it has changed. Edit here, never in a migration (a
 -- changed signature needs its DROP FUNCTION in a migration first). See docs/database.md.
 
--- Issue 31 §2: the operator's view of accounts (`herald admin accounts`): what each account's
+-- The operator's view of accounts (`herald admin accounts`): what each account's
 -- workspaces sent over the last 24 hours and 7 days, with bounce and complaint counts, so abuse
 -- shows before the relay blocks the shared domain. Across every workspace by nature, so a
 -- definer function; it returns figures per account, no message content.

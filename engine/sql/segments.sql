@@ -85,7 +85,7 @@ GRANT EXECUTE ON FUNCTION segment_count_sql(jsonb) TO herald_system;
 --    matching reader of the workspace once, from a table whose rows exist only for the
 --    workspace's readers; NULL when the condition needs the reader's row (a negation, a text
 --    comparison, sign-up date, domain, a given campaign's sends, which repeat per edition). As
---    in `segment_where` (migration 41), every value is read from the bound tree ($2) by a path
+--    in `segment_where`, every value is read from the bound tree ($2) by a path
 --    of fixed keys, $1 is the workspace, ($3, $4] an optional chunk of reader ids.
 CREATE OR REPLACE FUNCTION segment_ids(node jsonb, path text[])
  RETURNS text
@@ -240,7 +240,7 @@ END $function$;
 REVOKE ALL ON FUNCTION segment_readers(jsonb,bigint,bigint,integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION segment_readers(jsonb,bigint,bigint,integer) TO herald_app;
 
--- The compiler of migration 41, with every condition that has an id set reading it.
+-- The compiler, with every condition that has an id set reading it.
 CREATE OR REPLACE FUNCTION segment_where(node jsonb, path text[])
  RETURNS text
  LANGUAGE plpgsql

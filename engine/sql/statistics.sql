@@ -4,7 +4,7 @@
 -- after the schema migrations when it has changed. Edit here, never in a migration (a
 -- changed signature needs its DROP FUNCTION in a migration first). See docs/database.md.
 
--- Issue 33's benchmark: statistics after Herald's own bulk writes.
+-- Statistics after Herald's own bulk writes.
 --
 -- A million readers entering an automation in one statement, or a campaign's fan-out, leave
 -- `automation_runs` or `sends` far larger than their statistics say (or with none: a table never

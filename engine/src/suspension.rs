@@ -58,7 +58,8 @@ pub async fn suspend(db: &Db, email: &str, reason: &str) -> Result<Vec<TenantId>
                 .await?;
         tx.commit().await?;
         for campaign in sending {
-            match crate::campaigns::store::pause(db, tenant, crate::domain::Role::Owner, campaign, &pause_reason).await
+            match crate::campaigns::lifecycle::pause(db, tenant, crate::domain::Role::Owner, campaign, &pause_reason)
+                .await
             {
                 Ok(_) | Err(Error::Conflict(_)) => {}
                 Err(e) => return Err(e),

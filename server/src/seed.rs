@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use herald_engine::audience::{import, lists, readers, suppressions};
+use herald_engine::campaigns::lifecycle;
 use herald_engine::campaigns::{recurring, store};
 use herald_engine::domain::TenantId;
 use herald_engine::infra::tokens::Signer;
@@ -183,7 +184,7 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
             "draft" => add("/campaigns/:id", format!("/campaigns/{id}?tab=settings")),
             "scheduled" => {
                 let at = chrono::Utc::now() + chrono::Duration::days(30);
-                store::schedule(&db, tenant, Role::Owner, id, at, "Europe/Paris").await.map_err(clear)?;
+                lifecycle::schedule(&db, tenant, Role::Owner, id, at, "Europe/Paris").await.map_err(clear)?;
             }
             other => force_campaign(&db, tenant, id, other).await?,
         }

@@ -2,7 +2,7 @@
 //! fields, sign-up, address and engagement — that campaigns target and exclude.
 //!
 //! The tree is plain data, stored as JSON (`segments.definition`) and compiled by the database
-//! (`segment_where`, migration 41) from fixed SQL fragments, each value a bound parameter: nothing
+//! (`segment_where` in `engine/sql/segments.sql`) from fixed SQL fragments, each value a bound parameter: nothing
 //! typed by an author ever becomes SQL text. A tree is `all`/`any` of rules, each a condition or
 //! a group (`all`/`any` of conditions): nested one level, as the type says.
 

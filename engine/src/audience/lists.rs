@@ -94,7 +94,7 @@ pub async fn get(db: &Db, tenant: TenantId, id: ListId) -> Result<List> {
 }
 
 /// Every list with its subscription counts, by name. The counts are kept by a trigger on
-/// `subscriptions` (migration 0010), so this costs the same at ten readers or ten million.
+/// `subscriptions` (`list_counts_apply` in `engine/sql/tracking.sql`), so this costs the same at ten readers or ten million.
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn with_counts(db: &Db, tenant: TenantId) -> Result<Vec<ListWithCounts>> {
     let mut tx = db.tenant_tx(tenant).await.context("listing lists with their counts")?;

@@ -56,7 +56,7 @@ pub struct ReaderFilter {
     pub tag: Option<String>,
 }
 
-/// Appends the bound arguments of the `search_readers` SQL function (migration 0010) for this
+/// Appends the bound arguments of the `search_readers` SQL function (`engine/sql/readers.sql`) for this
 /// filter: pattern, status, list, attribute conditions. The function runs outside row-level
 /// security (so LIKE and `@>` can use their indexes) and confines itself to the transaction's
 /// tenant; every filtered query in Herald goes through it, so there is one filter implementation.
@@ -78,7 +78,7 @@ fn push_filter_args(q: &mut QueryBuilder<Postgres>, f: &ReaderFilter) -> Result<
     Ok(())
 }
 
-/// The `p_tag` argument of `search_readers` (migration 39), after the paging arguments.
+/// The `p_tag` argument of `search_readers` (`engine/sql/readers.sql`), after the paging arguments.
 fn push_tag_arg(q: &mut QueryBuilder<Postgres>, f: &ReaderFilter) {
     q.push_bind(f.tag.as_deref().map(str::trim).filter(|t| !t.is_empty()).map(str::to_string));
 }

@@ -4,7 +4,7 @@
 //! A tree is checked here against the workspace (its lists, tags, fields and campaigns exist;
 //! each field condition fits the field's type) and stored normalised (a choice as the choice is
 //! spelt, a number as a number, a domain in lowercase), so the database compares like with like.
-//! The database compiles and evaluates it (`segment_readers`, `segment_count`, migration 41):
+//! The database compiles and evaluates it (`segment_readers`, `segment_count` in `engine/sql/segments.sql`):
 //! outside row security, so every condition can use its index, with the workspace read from the
 //! transaction, never from the tree.
 

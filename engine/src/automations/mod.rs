@@ -2,7 +2,7 @@
 //!
 //! - **Entry.** Database triggers let readers in as the write that fires them commits: a
 //!   confirmed subscription (`list_confirmed`), a new tag (`tag_added`); the API's reader events
-//!   call the same function (`automation_enter`, migration 46), which applies the re-entry rule.
+//!   call the same function (`automation_enter` in `engine/sql/automations.sql`), which applies the re-entry rule.
 //!   Every path that confirms a reader or tags one — the hosted form, the confirmation link, an
 //!   import, the API, bulk tagging — therefore starts automations without knowing about them.
 //! - **A run per reader and entry** holds the step it waits at and when that step is due
@@ -17,7 +17,7 @@
 //!   claims, fences, acknowledges and tracks it: a crash, a duplicate job or a Postgres restart
 //!   never sends a step twice, and an extra copy is counted ambiguous with the same Message-ID.
 //! - **Leaving.** A reader who unsubscribes, is suppressed or blocked leaves every run at the
-//!   commit (triggers, migration 46); delivery checks each message again before its data goes out.
+//!   commit (the triggers in `engine/sql/automations.sql`); delivery checks each message again before its data goes out.
 
 pub mod events;
 pub mod report;

@@ -3,7 +3,7 @@
 //! runs `SKIP LOCKED`, and a step's log row refuses a second run of it).
 //!
 //! Its cost while readers wait is one index probe per live automation per tick
-//! (`due_automations`, migration 46), however many readers wait.
+//! (`due_automations` in `engine/sql/automations.sql`), however many readers wait.
 
 use chrono::{DateTime, Utc};
 use std::time::Duration;

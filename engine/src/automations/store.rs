@@ -320,7 +320,7 @@ pub async fn update(
     let mut status = status;
     if status == AutomationStatus::Live
         && !role.can_administer()
-        && crate::campaigns::approval::required_in(&mut tx, tenant).await?
+        && crate::campaigns::approval_rule::required_in(&mut tx, tenant).await?
     {
         transition(&mut tx, tenant, id, &[AutomationStatus::Live], AutomationStatus::Paused).await?;
         pause_step_campaigns(&mut tx, tenant, id, EDITED_NEEDS_APPROVAL).await?;
@@ -396,8 +396,8 @@ async fn check_email_steps(tx: &mut Tx, tenant: TenantId, automation: &Automatio
     for (i, step) in automation.steps.iter().enumerate() {
         let Some(c) = step.campaign_id.and_then(|c| campaigns.iter().find(|x| x.id == c)) else { continue };
         let checked = async {
-            let workspace = crate::campaigns::store::check_sender(tx, tenant, c).await?;
-            crate::campaigns::store::check_template(tenant, c, &workspace).await
+            let workspace = crate::campaigns::readiness::check_sender(tx, tenant, c).await?;
+            crate::campaigns::readiness::check_template(tenant, c, &workspace).await
         };
         match checked.await {
             Ok(()) => {}
@@ -640,7 +640,7 @@ pub async fn start(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Autom
     if current.steps.is_empty() {
         return Err(Error::invalid("Add a step first."));
     }
-    if !role.can_administer() && crate::campaigns::approval::required_in(&mut tx, tenant).await? {
+    if !role.can_administer() && crate::campaigns::approval_rule::required_in(&mut tx, tenant).await? {
         return Err(Error::Refused(
             "This workspace requires an admin's approval for sends: ask an admin or the owner to turn this automation on."
                 .into(),

@@ -1,4 +1,5 @@
-//! A/B tests (see migration 43 for the rows). The fan-out writes every reader's row at once:
+//! A/B tests (the campaign's `ab_test`, `ab_seed` and `ab_winner` columns; `due_ab_tests` in
+//! `engine/sql/sending.sql`). The fan-out writes every reader's row at once:
 //! the test share's readers `queued` with a version chosen from a hash of their id seeded per
 //! campaign, the rest `held` (`ab_rest`). The winner is one update under the campaign's row
 //! lock — the one the fan-out's chunks take — that records it and turns every held row into a

@@ -1,41 +1,23 @@
 //! Send approval: a workspace rule under which authors write campaigns and ask for them to go
 //! out, and only owners and admins send (by approving a request, or directly).
 //!
-//! The rule is enforced where every send starts or restarts ([`gate`], called by
-//! `store::send_now`, `store::schedule` and `store::resume`), so the UI, the API and recurring
-//! starts all meet it. Approving runs the send the author asked for (now, or scheduled) with
+//! The rule is enforced where every send starts or restarts (`approval_rule::gate`, called by
+//! `lifecycle::send_now`, `schedule` and `resume`), so the UI, the API and recurring starts all
+//! meet it. Approving runs the send the author asked for (now, or scheduled) with
 //! the approver's role; a send that cannot start (say, an unverified domain) puts the request
 //! back to pending, with the reason shown to the approver. What was approved is what goes out:
 //! editing a campaign withdraws its pending request, and an approved one cannot be edited by an
-//! author until its schedule is cancelled (`store::update`, [`guard_edit`]).
+//! author until its schedule is cancelled (`store::update`, `approval_rule::guard_edit`).
 
 use chrono::{DateTime, Utc};
 
+use super::lifecycle;
 use super::store::{self, Campaign, CampaignStatus};
 use crate::domain::{CampaignId, Role, TenantId, UserId};
 use crate::error::{Error, Result};
-use crate::infra::db::{Db, Tx};
+use crate::infra::db::Db;
 use crate::jobs::Jobs;
 use crate::workspaces::TeamRule;
-
-const NEEDS_APPROVAL: &str = "In this workspace only an owner or admin starts or restarts a send: authors use \
-                              \"Ask for approval\".";
-
-/// Refuses an author's send in a workspace that requires approval.
-pub(crate) async fn gate(tx: &mut Tx, tenant: TenantId, role: Role) -> Result<()> {
-    if role.can_administer() {
-        return Ok(());
-    }
-    if required_in(tx, tenant).await? { Err(Error::Refused(NEEDS_APPROVAL.into())) } else { Ok(()) }
-}
-
-/// Whether the workspace requires an admin's approval for an author's sends.
-pub(crate) async fn required_in(tx: &mut Tx, tenant: TenantId) -> Result<bool> {
-    Ok(sqlx::query_scalar("SELECT require_send_approval FROM tenants WHERE id = $1")
-        .bind(tenant)
-        .fetch_one(&mut **tx)
-        .await?)
-}
 
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn required(db: &Db, tenant: TenantId) -> Result<bool> {
@@ -88,7 +70,7 @@ pub async fn request(
     if current.status != CampaignStatus::Draft {
         return Err(Error::Conflict("Only a draft can be put up for approval.".into()));
     }
-    store::check_ready(&mut tx, tenant, &current).await?;
+    super::readiness::check_ready(&mut tx, tenant, &current).await?;
     sqlx::query(
         "INSERT INTO send_approvals (tenant_id, campaign_id, requested_by, send_at, timezone)
          VALUES ($1, $2, $3, $4, $5)
@@ -179,7 +161,7 @@ pub async fn pending_campaigns(db: &Db, tenant: TenantId) -> Result<Vec<Campaign
 /// The request is claimed first (pending → approved) under a lock on the campaign row, and only
 /// if the campaign has not changed since it was asked; an edit takes the same lock, so it either
 /// withdrew the request before (nothing to approve) or comes after and is refused by
-/// [`guard_edit`]. A send that then cannot start puts the request back to pending.
+/// `approval_rule::guard_edit`. A send that then cannot start puts the request back to pending.
 #[tracing::instrument(skip_all, fields(%tenant, %campaign))]
 pub async fn approve(
     db: &Db,
@@ -213,9 +195,9 @@ pub async fn approve(
         return Err(Error::Conflict("There is no request waiting for approval on this campaign.".into()));
     };
     let sent = match send_at {
-        Some(at) if at > Utc::now() => store::schedule(db, tenant, role, campaign, at, &timezone).await,
+        Some(at) if at > Utc::now() => lifecycle::schedule(db, tenant, role, campaign, at, &timezone).await,
         // A requested time that has passed while waiting: the approver is sending it now.
-        _ => store::send_now(db, jobs, tenant, role, campaign).await,
+        _ => lifecycle::send_now(db, jobs, tenant, role, campaign).await,
     };
     if sent.is_err() {
         let mut tx = db.tenant_tx(tenant).await?;
@@ -230,46 +212,6 @@ pub async fn approve(
         tx.commit().await?;
     }
     sent
-}
-
-/// Under the rule, an author may not change a campaign once it is approved (scheduled, or about
-/// to start): what was approved is what goes out. Unscheduling it ([`forget`]) makes it an
-/// editable draft again, to be asked for anew. Called by `store::update` with the campaign row
-/// locked.
-pub(crate) async fn guard_edit(tx: &mut Tx, tenant: TenantId, role: Role, campaign: CampaignId) -> Result<()> {
-    if role.can_administer() {
-        return Ok(());
-    }
-    let row: Option<(bool, CampaignStatus, Option<String>)> = sqlx::query_as(
-        "SELECT t.require_send_approval, c.status, a.decision
-         FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
-         LEFT JOIN send_approvals a ON a.campaign_id = c.id
-         WHERE c.tenant_id = $1 AND c.id = $2 FOR UPDATE OF c",
-    )
-    .bind(tenant)
-    .bind(campaign)
-    .fetch_optional(&mut **tx)
-    .await?;
-    match row {
-        Some((true, status, decision)) if status == CampaignStatus::Scheduled || decision.as_deref() == Some("approved") => {
-            Err(Error::Refused(
-                "This campaign was approved as it is. To change it, cancel its schedule first, then ask for approval again."
-                    .into(),
-            ))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Called when a schedule is cancelled: the campaign is a draft again and any request for it,
-/// decided or not, is gone (the audit log keeps the story).
-pub(crate) async fn forget(tx: &mut Tx, tenant: TenantId, campaign: CampaignId) -> Result<()> {
-    sqlx::query("DELETE FROM send_approvals WHERE tenant_id = $1 AND campaign_id = $2")
-        .bind(tenant)
-        .bind(campaign)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
 }
 
 /// An owner or admin turns the request down, with a note for the author.
@@ -315,14 +257,4 @@ async fn decide(
     .rows_affected();
     tx.commit().await?;
     Ok(n > 0)
-}
-
-/// Called when a campaign is edited: a pending request is withdrawn.
-pub(crate) async fn withdraw_pending(tx: &mut Tx, tenant: TenantId, campaign: CampaignId) -> Result<()> {
-    sqlx::query("DELETE FROM send_approvals WHERE tenant_id = $1 AND campaign_id = $2 AND decided_at IS NULL")
-        .bind(tenant)
-        .bind(campaign)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
 }

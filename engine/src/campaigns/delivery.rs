@@ -25,6 +25,7 @@
 //! RCPT is a hard bounce, suppresses the address and counts toward the bounce-rate guard (not the
 //! consecutive-failure guard: it is the recipient's failure, not the server's).
 
+use super::feed_fetch::NO_DATA;
 use chrono::{DateTime, Utc};
 use rand::Rng;
 use serde_json::Value;
@@ -206,7 +207,7 @@ const ACK_MAX_DELAY: Duration = Duration::from_millis(50);
 /// How often an idle loop other than slot 0 asks whether its campaign is done.
 const DONE_CHECK_EVERY: Duration = Duration::from_secs(2);
 
-/// Is any queued row of campaign `$1` due? Answered from `sends_due_idx` (migration 30) in a few
+/// Is any queued row of campaign `$1` due? Answered from `sends_due_idx` (a partial index on queued rows) in a few
 /// index pages however many rows are deferred. Public for the test that reads its plan.
 pub const DUE_PROBE: &str = "SELECT EXISTS (SELECT 1 FROM sends
      WHERE campaign_id = $1 AND status = 'queued' AND next_attempt_at <= now())";
@@ -289,9 +290,6 @@ async fn compose(
     }
     Ok(Ok(Versions::new(composers)))
 }
-
-/// The skip reason for an edition's reader without data (the editions report counts it).
-pub(crate) const NO_DATA: &str = "no data for this edition";
 
 /// Works on one campaign until it is done, paused or cancelled. Several of these run at once
 /// (one SMTP connection each), at most one per delivery slot: a job that finds every slot
@@ -745,7 +743,7 @@ impl Sender<'_> {
         // ask now and then, in case slot 0 died and its lease has not been reaped yet.
         if self.slot == 0 || self.last_done_check.elapsed() >= DONE_CHECK_EVERY {
             self.last_done_check = Instant::now();
-            if store::finish_if_done(&self.cx.db, self.tenant, self.campaign.id).await? {
+            if super::lifecycle::finish_if_done(&self.cx.db, self.tenant, self.campaign.id).await? {
                 tracing::info!(campaign = %self.campaign.id, "campaign sent");
                 return Ok(true);
             }
@@ -784,7 +782,7 @@ impl Sender<'_> {
     async fn claim(&mut self, n: i64) -> Result<Vec<Claimed>> {
         let token = self.lease.token;
         let (tenant, campaign) = (self.tenant, self.campaign.id);
-        // The queue age counts from the row's first claim (migration 30): waiting its turn
+        // The queue age counts from the row's first claim (`first_claimed_at`, set by `claim_messages` in `engine/sql/sending.sql`): waiting its turn
         // behind the rate, a spread or a pause costs none; only failing to get through does.
         let max_age_secs = self.max_queue_age_hours as f64 * 3600.0;
         let mut tx = self.cx.db.tenant_tx(tenant).await?;
@@ -1407,10 +1405,10 @@ impl Sender<'_> {
 
 async fn auto_pause(cx: &DeliveryContext, tenant: TenantId, campaign: CampaignId, reason: &str) -> Result<()> {
     tracing::warn!(%campaign, reason, "campaign paused itself");
-    if store::pause_automation_of(&cx.db, tenant, campaign, reason).await? {
+    if super::lifecycle::pause_automation_of(&cx.db, tenant, campaign, reason).await? {
         return Ok(());
     }
-    match store::pause(&cx.db, tenant, crate::domain::Role::Owner, campaign, reason).await {
+    match super::lifecycle::pause(&cx.db, tenant, crate::domain::Role::Owner, campaign, reason).await {
         Ok(_) | Err(Error::Conflict(_)) => Ok(()),
         Err(e) => Err(e),
     }

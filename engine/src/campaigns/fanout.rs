@@ -104,7 +104,7 @@ const LIST_CHUNK: &str = "SELECT DISTINCT s.reader_id FROM subscriptions s
 
 /// A chunk of a campaign with segments or an exclusion: the readers with ids in ($4, $5] the
 /// audience tree `$9` matches (its lists, its segments, not its exclusion; see
-/// `audience::tree`), of those confirmed on at least one list: a segment chooses among readers
+/// `targeting::tree`), of those confirmed on at least one list: a segment chooses among readers
 /// who agreed to hear from the workspace, never beyond them.
 const TREE_CHUNK: &str = "SELECT m.id AS reader_id FROM segment_readers($9, $4, $5, NULL) AS m(id)
      WHERE EXISTS (SELECT 1 FROM subscriptions c WHERE c.tenant_id = $1 AND c.reader_id = m.id AND c.status = 'confirmed')";
@@ -132,6 +132,26 @@ const SPLIT: &str = "SELECT c.*, coalesce(((h % 100) + 100) % 100 >= $11, false)
      FROM candidates c CROSS JOIN LATERAL (
          SELECT CASE WHEN $10::bigint IS NOT NULL THEN hashtextextended(c.id::text, $10) END AS h) x";
 
+/// How many readers the campaign would reach if sent now (after suppressions, readers not
+/// confirmed on any list, the frequency cap), and how many its lists and segments hold that it
+/// would skip: the fan-out's own queries, over every reader at once.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
+pub async fn reach(
+    db: &crate::infra::db::Db,
+    tenant: TenantId,
+    id: crate::domain::CampaignId,
+) -> Result<herald_types::AudienceCount> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let campaign = super::store::get_in(&mut tx, tenant, id).await?;
+    let (eligible, skipped) = if campaign.list_ids.is_empty() && campaign.segment_ids.is_empty() {
+        (0, 0)
+    } else {
+        eligible(&mut tx, tenant, &campaign).await?
+    };
+    tx.commit().await?;
+    Ok(herald_types::AudienceCount { eligible, skipped })
+}
+
 /// How many readers a send would reach now, and how many of those it would skip (inactive,
 /// suppressed, within the frequency cap): the fan-out's own queries over every reader at once.
 pub(crate) async fn eligible(
@@ -143,7 +163,7 @@ pub(crate) async fn eligible(
     let source = Source::of(campaign.resend_of.map(|c| c.0), &segments, campaign.exclude_segment_id.map(|s| s.0));
     let tree = if source == Source::Tree {
         Some(
-            super::audience::tree(
+            super::targeting::tree(
                 tx,
                 tenant,
                 &ids(&campaign.list_ids),
@@ -244,7 +264,7 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
         let source = Source::of(resend_of, &segments, exclude);
         if source == Source::Tree && tree.is_none() {
             // Fixed at the first chunk, in its transaction: every chunk reads the same tree.
-            let fixed = super::audience::tree(&mut tx, tenant, &lists, &segments, exclude).await?;
+            let fixed = super::targeting::tree(&mut tx, tenant, &lists, &segments, exclude).await?;
             sqlx::query("UPDATE campaigns SET audience = $3 WHERE tenant_id = $1 AND id = $2")
                 .bind(tenant)
                 .bind(campaign)

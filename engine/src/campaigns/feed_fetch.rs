@@ -13,6 +13,9 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
+/// The skip reason for an edition's reader without data (the editions report counts it).
+pub(crate) const NO_DATA: &str = "no data for this edition";
+
 /// Requests in flight per delivery loop.
 pub const CONCURRENCY: usize = 8;
 pub const TIMEOUT: Duration = Duration::from_secs(10);

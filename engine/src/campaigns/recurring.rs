@@ -8,7 +8,7 @@
 //! only the newest due slot is ever made, so a server that was down over several slots sends
 //! one late edition, not one per missed slot.
 //!
-//! Slots are computed by Postgres (`recurrence_latest_slot`, migration 0014) from the time zone
+//! Slots are computed by Postgres (`recurrence_latest_slot` in `engine/sql/sending.sql`) from the time zone
 //! database, so "Wednesday 13:00 Europe/Berlin" stays 13:00 local across daylight saving.
 //!
 //! Per-reader data: with `feed = api` the caller pushes a JSON object per reader before the
@@ -25,19 +25,6 @@ use crate::infra::db::Db;
 use crate::jobs::Jobs;
 
 pub use herald_types::{FeedSource, Recurrence};
-
-/// The feed URL must parse as http(s) once `{email}` and `{reader_id}` are filled in (the
-/// contract checks the rest of the feed choice).
-pub(super) fn validate_feed_url(input: &super::store::CampaignInput) -> Result<()> {
-    if input.feed == FeedSource::Url {
-        let probe = input.feed_url.trim().replace("{email}", "a%40b.example").replace("{reader_id}", "1");
-        let parsed = url::Url::parse(&probe).map_err(|_| Error::invalid("The feed URL is not a valid URL."))?;
-        if !matches!(parsed.scheme(), "https" | "http") {
-            return Err(Error::invalid("The feed URL must be http or https."));
-        }
-    }
-    Ok(())
-}
 
 /// Checks the time zone against Postgres's database (the one that computes the slots).
 async fn check_tz(tx: &mut crate::infra::db::Tx, tz: &str) -> Result<()> {
@@ -59,7 +46,7 @@ pub async fn start(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Res
     };
     rec.validate()?;
     check_tz(&mut tx, &rec.tz).await?;
-    store::check_ready(&mut tx, tenant, &current).await?;
+    super::readiness::check_ready(&mut tx, tenant, &current).await?;
     let started = store::transition(
         &mut tx,
         tenant,
@@ -186,7 +173,7 @@ pub async fn editions(db: &Db, tenant: TenantId, parent: CampaignId) -> Result<V
     )
     .bind(tenant)
     .bind(parent)
-    .bind(super::delivery::NO_DATA)
+    .bind(super::feed_fetch::NO_DATA)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -325,7 +312,7 @@ mod tests {
             feed_url: url.into(),
             ..Default::default()
         };
-        assert!(validate_feed_url(&input("ftp://x/{email}")).is_err());
-        assert!(validate_feed_url(&input("https://data.example/feed?e={email}")).is_ok());
+        assert!(super::super::store::validate_feed_url(&input("ftp://x/{email}")).is_err());
+        assert!(super::super::store::validate_feed_url(&input("https://data.example/feed?e={email}")).is_ok());
     }
 }

@@ -1,15 +1,14 @@
-//! Campaign rows: drafts, edits, and the lifecycle transitions. Every transition is one
-//! compare-and-set UPDATE whose WHERE names the expected state, so a double click, two tabs or
-//! two API calls start one send (seed 002, layer 2).
-
-use chrono::{DateTime, Utc};
+//! Campaign rows: drafts, edits, look-ups, and the one compare-and-set [`transition`] every state
+//! change is made of. The sends themselves (start, schedule, pause, resume, cancel, finish) are
+//! in `lifecycle`, the checks before a send in `readiness`; this module imports neither, so the
+//! features built on campaigns (A/B tests, approval, recurring editions, warm-up) can use the
+//! rows without importing the lifecycle that uses them.
 
 use crate::audience::readers::AttributeCondition;
 use crate::domain::{CampaignId, Role, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::{Db, Tx};
-use crate::jobs::Jobs;
-use crate::sending::message::{CampaignContent, CompiledCampaign};
+use crate::sending::message::CampaignContent;
 
 pub use herald_types::{BodyFormat, Campaign, CampaignInput, CampaignStatus, FeedSource, TrackingMode};
 
@@ -45,12 +44,25 @@ fn validate(input: &CampaignInput) -> Result<()> {
     if !input.attribute_filter.trim().is_empty() {
         problems.check(problems_at(AttributeCondition::parse(&input.attribute_filter).map(drop), "attribute_filter")?);
     }
-    problems.check(problems_at(super::recurring::validate_feed_url(input), "feed_url")?);
+    problems.check(problems_at(validate_feed_url(input), "feed_url")?);
     Ok(problems.into_result()?)
 }
 
 /// Splits an engine check's outcome: its validation problems, filed under `field`, to collect
 /// with the others; any other error to return as it is.
+/// The feed URL must parse as http(s) once `{email}` and `{reader_id}` are filled in (the
+/// contract checks the rest of the feed choice).
+pub(super) fn validate_feed_url(input: &CampaignInput) -> Result<()> {
+    if input.feed == FeedSource::Url {
+        let probe = input.feed_url.trim().replace("{email}", "a%40b.example").replace("{reader_id}", "1");
+        let parsed = url::Url::parse(&probe).map_err(|_| Error::invalid("The feed URL is not a valid URL."))?;
+        if !matches!(parsed.scheme(), "https" | "http") {
+            return Err(Error::invalid("The feed URL must be http or https."));
+        }
+    }
+    Ok(())
+}
+
 fn problems_at(r: Result<()>, field: &str) -> Result<std::result::Result<(), herald_types::Invalid>> {
     match r {
         Err(Error::Invalid(e)) => Ok(Err(e.at(field))),
@@ -58,7 +70,7 @@ fn problems_at(r: Result<()>, field: &str) -> Result<std::result::Result<(), her
     }
 }
 
-type CampaignQuery<'q> = sqlx::query::QueryAs<'q, sqlx::Postgres, Campaign, sqlx::postgres::PgArguments>;
+pub(crate) type CampaignQuery<'q> = sqlx::query::QueryAs<'q, sqlx::Postgres, Campaign, sqlx::postgres::PgArguments>;
 
 /// Binds the editable fields as $3…$21, in the order both `create` and `update` name them.
 fn bind_content<'q>(q: CampaignQuery<'q>, input: &'q CampaignInput) -> CampaignQuery<'q> {
@@ -111,7 +123,7 @@ async fn check_identity(tx: &mut Tx, tenant: TenantId, input: &CampaignInput) ->
 }
 
 /// Whether every targeted and the excluded segment are the workspace's.
-async fn segments_exist(
+pub(super) async fn segments_exist(
     tx: &mut Tx,
     tenant: TenantId,
     segments: &[herald_types::SegmentId],
@@ -172,7 +184,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: CampaignId, input
     role.require(Role::Author)?;
     validate(input)?;
     let mut tx = db.tenant_tx(tenant).await?;
-    super::approval::guard_edit(&mut tx, tenant, role, id).await?;
+    super::approval_rule::guard_edit(&mut tx, tenant, role, id).await?;
     check_identity(&mut tx, tenant, input).await?;
     check_segments(&mut tx, tenant, input).await?;
     // As at creation, the workspace's default sender fills in an empty one: a draft written
@@ -197,7 +209,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: CampaignId, input
             return Err(Error::Conflict("This campaign has started sending and can no longer be edited.".into()));
         }
     };
-    super::approval::withdraw_pending(&mut tx, tenant, id).await?;
+    super::approval_rule::withdraw_pending(&mut tx, tenant, id).await?;
     tx.commit().await?;
     Ok(campaign)
 }
@@ -306,145 +318,6 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Re
     Ok(())
 }
 
-/// Everything that must hold before a send may start; the messages say what to fix.
-pub(crate) async fn check_ready(tx: &mut Tx, tenant: TenantId, c: &Campaign) -> Result<()> {
-    let workspace = check_sender(tx, tenant, c).await?;
-    if c.list_ids.is_empty() && c.segment_ids.is_empty() {
-        return Err(Error::invalid("Choose at least one list or segment to send to."));
-    }
-    // Segments' readers are counted as the fan-out writes them (`warmup::pause_if_over`).
-    super::warmup::check_estimate(tx, tenant, c.id, &c.list_ids).await?;
-    if !segments_exist(tx, tenant, &c.segment_ids, c.exclude_segment_id).await? {
-        return Err(Error::invalid("One of the chosen segments no longer exists."));
-    }
-    if !c.segment_ids.is_empty() || c.exclude_segment_id.is_some() {
-        // Each segment must still fit the workspace (the fan-out builds the same tree).
-        let ids = |v: &[herald_types::SegmentId]| v.iter().map(|s| s.0).collect::<Vec<_>>();
-        let lists: Vec<uuid::Uuid> = c.list_ids.iter().map(|l| l.0).collect();
-        super::audience::tree(tx, tenant, &lists, &ids(&c.segment_ids), c.exclude_segment_id.map(|s| s.0)).await?;
-    }
-    let known: i64 = sqlx::query_scalar("SELECT count(*) FROM lists WHERE tenant_id = $1 AND id = ANY($2)")
-        .bind(tenant)
-        .bind(&c.list_ids)
-        .fetch_one(&mut **tx)
-        .await?;
-    if known != c.list_ids.len() as i64 {
-        return Err(Error::invalid("One of the chosen lists no longer exists."));
-    }
-    attribute_condition(c)?;
-    check_template(tenant, c, &workspace).await
-}
-
-/// What any mail of the workspace needs before it may go out — a campaign's or an automation
-/// step's: the account not suspended, a postal address, a subject, a verified sender. Returns
-/// the workspace as the templates name it.
-pub(crate) async fn check_sender(
-    tx: &mut Tx,
-    tenant: TenantId,
-    c: &Campaign,
-) -> Result<crate::sending::message::Workspace> {
-    crate::account_limits::require_not_suspended(tx, tenant).await?;
-    let (postal, name): (String, String) = sqlx::query_as("SELECT postal_address, name FROM tenants WHERE id = $1")
-        .bind(tenant)
-        .fetch_one(&mut **tx)
-        .await?;
-    if postal.trim().is_empty() {
-        return Err(Error::invalid(
-            "Add your workspace's postal address in Settings first: the law requires it in every campaign.",
-        ));
-    }
-    if c.subject.trim().is_empty() {
-        return Err(Error::invalid("Write a subject first."));
-    }
-    if c.from_email.trim().is_empty() {
-        return Err(Error::invalid("Choose a sender address first."));
-    }
-    crate::sending::domains::require_verified_sender(tx, tenant, c.identity_id.is_some(), &c.from_email).await?;
-    Ok(crate::sending::message::Workspace { name, postal_address: postal })
-}
-
-/// The campaign's templates (every A/B version's) compile.
-pub(crate) async fn check_template(
-    tenant: TenantId,
-    c: &Campaign,
-    workspace: &crate::sending::message::Workspace,
-) -> Result<()> {
-    let turn = crate::sending::template_sandbox::Turn::request(tenant);
-    CompiledCampaign::compile(&content(c), workspace, turn)
-        .await?
-        .map_err(|e| Error::invalid(format!("Fix the template first: {e}")))?;
-    super::ab_test::check_versions(c, workspace, tenant).await?;
-    Ok(())
-}
-
-/// Starts sending now. Exactly one caller wins the draft/scheduled → sending transition; the
-/// others get 409. The fan-out and delivery jobs are enqueued after the commit; should the
-/// process die in between, the supervisor sees a sending campaign with no heartbeat and
-/// enqueues them itself.
-#[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn send_now(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
-    role.require(Role::Author)?;
-    let mut tx = db.tenant_tx(tenant).await?;
-    super::approval::gate(&mut tx, tenant, role).await?;
-    let current = get_in(&mut tx, tenant, id).await?;
-    if current.recurrence.is_some() {
-        // "Send" on a recurring campaign starts its schedule; each slot sends an edition.
-        tx.commit().await?;
-        return super::recurring::start(db, tenant, role, id).await;
-    }
-    check_ready(&mut tx, tenant, &current).await?;
-    use CampaignStatus::{Draft, Scheduled, Sending};
-    let started = transition(
-        &mut tx,
-        tenant,
-        id,
-        &[Draft, Scheduled],
-        Sending,
-        "started_at = now(), heartbeat_at = now(), pause_reason = NULL",
-        |q| q,
-    )
-    .await?;
-    let Some(campaign) = started else {
-        return Err(Error::Conflict("This campaign is already sending or was sent.".into()));
-    };
-    tx.commit().await?;
-    jobs.kick_campaign(db, tenant, id, false).await?;
-    Ok(campaign)
-}
-
-/// Schedules a draft (or moves a schedule). `at` must be in the future; `tz` is kept so the
-/// editor shows the time as the author chose it.
-#[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn schedule(
-    db: &Db,
-    tenant: TenantId,
-    role: Role,
-    id: CampaignId,
-    at: DateTime<Utc>,
-    tz: &str,
-) -> Result<Campaign> {
-    role.require(Role::Author)?;
-    if at <= Utc::now() {
-        return Err(Error::invalid("Choose a time in the future."));
-    }
-    if tz.is_empty() || tz.len() > 64 || tz.chars().any(char::is_control) {
-        return Err(Error::invalid("Unknown time zone."));
-    }
-    let mut tx = db.tenant_tx(tenant).await?;
-    super::approval::gate(&mut tx, tenant, role).await?;
-    let current = get_in(&mut tx, tenant, id).await?;
-    check_ready(&mut tx, tenant, &current).await?;
-    use CampaignStatus::{Draft, Scheduled};
-    let row =
-        transition(&mut tx, tenant, id, &[Draft, Scheduled], Scheduled, "scheduled_at = $5, schedule_tz = $6", |q| {
-            q.bind(at).bind(tz)
-        })
-        .await?;
-    let c = row.ok_or_else(|| Error::Conflict("This campaign is already sending or was sent.".into()))?;
-    tx.commit().await?;
-    Ok(c)
-}
-
 /// The one way a campaign changes state (an automation's step campaigns excepted: they follow
 /// their automation, see `crate::automations`): a compare-and-set UPDATE to `to` that matches only in one
 /// of the `from` states, so of two racing callers exactly one moves it. `also` sets more columns
@@ -471,227 +344,15 @@ pub(crate) async fn transition<'q>(
     Ok(bind_also(update).fetch_optional(&mut **tx).await?)
 }
 
-/// [`transition`] for the lifecycle calls: 404 when the campaign does not exist, 409 with
-/// `conflict` when it is in another state. Returns the open transaction for follow-up writes.
-async fn transition_or_conflict<'q>(
-    db: &Db,
-    tenant: TenantId,
-    id: CampaignId,
-    (from, to): (&'q [CampaignStatus], CampaignStatus),
-    (also, bind_also): (&str, impl FnOnce(CampaignQuery<'q>) -> CampaignQuery<'q>),
-    conflict: &str,
-) -> Result<(Campaign, Tx)> {
-    let mut tx = db.tenant_tx(tenant).await?;
-    match transition(&mut tx, tenant, id, from, to, also, bind_also).await? {
-        Some(c) => Ok((c, tx)),
-        None => {
-            get_in(&mut tx, tenant, id).await?;
-            Err(Error::Conflict(conflict.to_string()))
-        }
-    }
-}
-
-#[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn unschedule(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
-    role.require(Role::Author)?;
-    let (c, mut tx) = transition_or_conflict(
-        db,
-        tenant,
-        id,
-        (&[CampaignStatus::Scheduled], CampaignStatus::Draft),
-        ("scheduled_at = NULL", |q| q),
-        "This campaign is not scheduled.",
-    )
-    .await?;
-    super::approval::forget(&mut tx, tenant, id).await?;
-    tx.commit().await?;
-    Ok(c)
-}
-
-/// Stops new claims at once: the claim statement requires `status = 'sending'`.
-#[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn pause(db: &Db, tenant: TenantId, role: Role, id: CampaignId, reason: &str) -> Result<Campaign> {
-    role.require(Role::Author)?;
-    let (c, tx) = transition_or_conflict(
-        db,
-        tenant,
-        id,
-        (&[CampaignStatus::Sending], CampaignStatus::Paused),
-        ("pause_reason = $5", |q| q.bind(reason)),
-        "Only a sending campaign can be paused.",
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(c)
-}
-
-#[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn resume(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
-    role.require(Role::Author)?;
-    let mut tx = db.tenant_tx(tenant).await?;
-    super::approval::gate(&mut tx, tenant, role).await?;
-    crate::account_limits::require_not_suspended(&mut tx, tenant).await?;
-    super::warmup::check_resume(&mut tx, tenant, id).await?;
-    tx.commit().await?;
-    let (c, tx) = transition_or_conflict(
-        db,
-        tenant,
-        id,
-        (&[CampaignStatus::Paused], CampaignStatus::Sending),
-        ("pause_reason = NULL, heartbeat_at = now()", |q| q),
-        "Only a paused campaign can be resumed.",
-    )
-    .await?;
-    tx.commit().await?;
-    jobs.kick_campaign(db, tenant, id, c.fanout_done).await?;
-    Ok(c)
-}
-
-/// Ends a send: queued rows (and those held for an A/B test's winner) become `cancelled`; messages already handed to a connection finish.
-#[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn cancel(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
-    role.require(Role::Author)?;
-    let (c, mut tx) = transition_or_conflict(
-        db,
-        tenant,
-        id,
-        (&[CampaignStatus::Sending, CampaignStatus::Paused], CampaignStatus::Cancelled),
-        ("finished_at = now()", |q| q),
-        "Only a sending or paused campaign can be cancelled.",
-    )
-    .await?;
-    sqlx::query(
-        "UPDATE sends SET status = 'cancelled', updated_at = now() WHERE tenant_id = $1 AND campaign_id = $2 AND status IN ('queued', 'held')",
-    )
-    .bind(tenant)
-    .bind(id)
-    .execute(&mut *tx)
-    .await?;
-    // No frozen figures here: messages in flight still finish after this.
-    tx.commit().await?;
-    Ok(c)
-}
-
-/// Puts failed messages (not hard bounces, which are suppressed) back in the queue and sends
-/// again. Returns how many were requeued.
-#[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn retry_failed(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: CampaignId) -> Result<u64> {
-    role.require(Role::Author)?;
-    let mut tx = db.tenant_tx(tenant).await?;
-    // The campaign row lock orders this against `finish_if_done` (which takes it too): either
-    // the send finished first and this reopens it, or these rows are queued before it looks.
-    lock_in(&mut tx, tenant, id).await?;
-    let c = get_in(&mut tx, tenant, id).await?;
-    if !matches!(c.status, CampaignStatus::Sent | CampaignStatus::Sending | CampaignStatus::Paused) {
-        return Err(Error::Conflict("Only a campaign that has sent can retry its failures.".into()));
-    }
-    let n = sqlx::query(
-        "UPDATE sends SET status = 'queued', attempts = 0, next_attempt_at = now(), reason = NULL,
-                first_claimed_at = NULL, updated_at = now()
-         WHERE tenant_id = $1 AND campaign_id = $2 AND status = 'failed' AND NOT hard_bounce",
-    )
-    .bind(tenant)
-    .bind(id)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if n > 0 && c.status == CampaignStatus::Sent {
-        super::tally::reopen(&mut tx, tenant, id, n as i64).await?;
-        use CampaignStatus::{Sending, Sent};
-        transition(&mut tx, tenant, id, &[Sent], Sending, "finished_at = NULL, heartbeat_at = now()", |q| q).await?;
-    }
-    tx.commit().await?;
-    if n > 0 {
-        jobs.kick_campaign(db, tenant, id, true).await?;
-    }
-    Ok(n)
-}
-
 /// Takes the campaign row's lock for the rest of the transaction. NO KEY UPDATE, like an UPDATE
 /// of the row takes: it orders the callers among themselves without blocking the foreign-key
 /// checks of rows that reference the campaign (a delivery loop adding its tallies holds the
 /// stats row and then needs one; FOR UPDATE here made that a deadlock).
-async fn lock_in(tx: &mut Tx, tenant: TenantId, id: CampaignId) -> Result<()> {
+pub(super) async fn lock_in(tx: &mut Tx, tenant: TenantId, id: CampaignId) -> Result<()> {
     sqlx::query("SELECT 1 FROM campaigns WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE")
         .bind(tenant)
         .bind(id)
         .execute(&mut **tx)
         .await?;
     Ok(())
-}
-
-/// A step's campaign paused itself (its template broke, its mail kept failing, the bounce rate):
-/// the whole automation pauses, saying why, so nobody moves on towards mail that cannot go out.
-/// False when `campaign` is not an automation's step.
-pub(crate) async fn pause_automation_of(db: &Db, tenant: TenantId, campaign: CampaignId, reason: &str) -> Result<bool> {
-    let mut tx = db.tenant_tx(tenant).await?;
-    let automation: Option<Option<herald_types::AutomationId>> =
-        sqlx::query_scalar("SELECT automation_id FROM campaigns WHERE tenant_id = $1 AND id = $2")
-            .bind(tenant)
-            .bind(campaign)
-            .fetch_optional(&mut *tx)
-            .await?;
-    let Some(Some(automation)) = automation else { return Ok(false) };
-    sqlx::query(
-        "UPDATE automations SET status = 'paused', pause_reason = $3, updated_at = now()
-         WHERE tenant_id = $1 AND id = $2 AND status = 'live'",
-    )
-    .bind(tenant)
-    .bind(automation)
-    .bind(reason)
-    .execute(&mut *tx)
-    .await?;
-    sqlx::query(
-        "UPDATE campaigns SET status = 'paused', pause_reason = $3, updated_at = now()
-         WHERE tenant_id = $1 AND automation_id = $2 AND status = 'sending'",
-    )
-    .bind(tenant)
-    .bind(automation)
-    .bind(reason)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    tracing::warn!(%automation, reason, "automation paused itself");
-    Ok(true)
-}
-
-/// sending → sent, once the fan-out finished and no row is queued, held for an A/B test's
-/// winner, or in flight. "Done" is this
-/// condition, never "the last claim came back empty" (listmonk #1931).
-#[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub(crate) async fn finish_if_done(db: &Db, tenant: TenantId, id: CampaignId) -> Result<bool> {
-    let mut tx = db.tenant_tx(tenant).await?;
-    // Idle loops ask this several times a second: look first without the lock.
-    let looks_done: Option<bool> = sqlx::query_scalar(
-        "SELECT c.status = 'sending' AND c.fanout_done AND c.automation_id IS NULL
-                AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.campaign_id = c.id AND s.status IN ('queued', 'held', 'sending'))
-         FROM campaigns c WHERE c.tenant_id = $1 AND c.id = $2",
-    )
-    .bind(tenant)
-    .bind(id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    if looks_done != Some(true) {
-        tx.commit().await?;
-        return Ok(false);
-    }
-    // Then lock, and look again: the check below runs on a snapshot taken after the lock, so it
-    // sees rows a concurrent "retry failed" queued before releasing the lock (an UPDATE's
-    // re-check after waiting for a lock would reuse its older snapshot for the NOT EXISTS).
-    lock_in(&mut tx, tenant, id).await?;
-    let n = sqlx::query(
-        "UPDATE campaigns c SET status = 'sent', finished_at = now(), updated_at = now()
-         WHERE c.tenant_id = $1 AND c.id = $2 AND c.status = 'sending' AND c.fanout_done AND c.automation_id IS NULL
-           AND NOT EXISTS (SELECT 1 FROM sends s WHERE s.campaign_id = c.id AND s.status IN ('queued', 'held', 'sending'))",
-    )
-    .bind(tenant)
-    .bind(id)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    if n > 0 {
-        super::tally::snapshot_final(&mut tx, tenant, id).await?;
-    }
-    tx.commit().await?;
-    Ok(n > 0)
 }

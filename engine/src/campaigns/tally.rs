@@ -111,7 +111,7 @@ pub(crate) async fn snapshot_final(tx: &mut Tx, tenant: TenantId, campaign: Camp
     )
     .bind(tenant)
     .bind(campaign)
-    .bind(super::delivery::NO_DATA)
+    .bind(super::feed_fetch::NO_DATA)
     .execute(&mut **tx)
     .await?;
     Ok(())

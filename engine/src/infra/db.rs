@@ -99,7 +99,7 @@ impl Db {
         &self.pool
     }
 
-    /// ANALYZEs `table` when a bulk write has left its statistics behind (migration 54): called
+    /// ANALYZEs `table` when a bulk write has left its statistics behind (`analyze_if_stale` in `engine/sql/statistics.sql`): called
     /// by the paths that follow such a write, before their plans depend on it. Best effort: a
     /// failure is logged, and the plans stay what they were.
     pub async fn analyze_if_stale(&self, table: BulkTable) {

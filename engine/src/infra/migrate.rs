@@ -85,7 +85,7 @@ pub async fn run_until(pool: &PgPool, target: Option<i64>) -> anyhow::Result<()>
 /// tables they have just put under `FORCE` in the same file, before any policy could let the
 /// system role write them: with its view of every workspace they would fail on a database with
 /// data. So, as before, they run as the owner alone (on a managed server their backfills see no
-/// rows), and migration 27 makes each backfill again with the system role's view. A new
+/// rows), and the migration `system_role_backfills` makes each backfill again with the system role's view. A new
 /// migration that creates a table and backfills it must fill it before `FORCE`, or create its
 /// `<table>_system` policy first.
 const LAST_WITHOUT_SYSTEM_ROLE: i64 = 20261127000026;
@@ -111,7 +111,7 @@ async fn owner_membership(conn: &mut PgConnection, on: bool) -> anyhow::Result<(
 }
 
 /// `SECURITY DEFINER` functions that keep the owner's rights instead of the system role's:
-/// `analyze_if_stale` (migration 54), because before Postgres 17 only a table's owner may
+/// `analyze_if_stale` (`engine/sql/statistics.sql`), because before Postgres 17 only a table's owner may
 /// ANALYZE it. It analyses one of three named tables and does nothing else.
 pub const OWNER_DEFINER_FUNCTIONS: &[&str] = &["analyze_if_stale"];
 

@@ -1,6 +1,6 @@
 //! Fenced leases: how a sending loop owns the rows it claims, and stops owning them safely.
 //!
-//! Every sending loop holds one row in `leases` (migration 0015). Its token is the **fencing
+//! Every sending loop holds one row in `leases` (`renew_leases` and `reap_expired_leases` in `engine/sql/sending.sql`). Its token is the **fencing
 //! token**: the rows the loop claims carry it, and every later write to them (sent, failed,
 //! retry, skip, release) is conditional on it, so a loop that lost its lease cannot touch rows
 //! another loop now owns.

@@ -2,7 +2,7 @@
 //! (including those an import sends). Counted over the last 24 hours per workspace, per account
 //! (every workspace it made: workspaces are free) and per recipient across every workspace, so that a workspace cannot turn the installation's mail
 //! into a spam cannon, and a stranger's address cannot be mail-bombed by rotating lists,
-//! workspaces or IP addresses. The count lives in Postgres (`claim_system_mail`, migration 0018),
+//! workspaces or IP addresses. The count lives in Postgres (`claim_system_mail` in `engine/sql/sending.sql`),
 //! so every process of an installation shares it.
 
 use crate::domain::TenantId;

@@ -297,7 +297,7 @@ async fn a_worker_process_killed_with_sigkill_mid_send_loses_nothing() -> TestRe
     // Slow replies, so the kill lands mid-send.
     h.sink.set_faults(herald_devtools::smtp_sink::Faults::none().with_reply_delay(Duration::from_millis(3)));
     let campaign = h.campaign("Killed", vec![h.list]).await?;
-    herald_engine::campaigns::store::send_now(
+    herald_engine::campaigns::lifecycle::send_now(
         &h.app.app.db,
         &h.app.app.jobs,
         h.tenant,

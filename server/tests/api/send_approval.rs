@@ -7,6 +7,7 @@ use serde_json::json;
 use std::time::Duration;
 
 use herald_engine::Role;
+use herald_engine::campaigns::lifecycle;
 use herald_engine::campaigns::store;
 
 use herald_app::error::AppError;
@@ -93,7 +94,7 @@ async fn authors_ask_and_only_owners_or_admins_approve_or_turn_down() -> TestRes
     store::update(&app.app.db, tenant, Role::Author, second, &edit).await?;
     assert!(author.run(GetCampaign { id: second }).await.value().approval.is_none());
     // Nor may an author restart a send: resuming is gated like sending.
-    let r = store::resume(&app.app.db, &app.app.jobs, tenant, Role::Author, first).await;
+    let r = lifecycle::resume(&app.app.db, &app.app.jobs, tenant, Role::Author, first).await;
     assert!(matches!(r, Err(herald_engine::Error::Refused(_))), "{r:?}");
 
     let third = draft("Not like this").await;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use herald_devtools::smtp_sink::{FaultAction, FaultRule, Faults};
 use herald_engine::Role;
 use herald_engine::campaigns::delivery::{FaultHook, FaultPoint};
+use herald_engine::campaigns::lifecycle;
 use herald_engine::campaigns::{delivery, store};
 use herald_engine::sending::rate;
 use uuid::Uuid;
@@ -72,7 +73,7 @@ async fn a_pause_stops_the_wire_within_a_second_and_a_cancel_leaves_nothing_queu
         })
     };
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    store::pause(&h.app.app.db, h.tenant, Role::Owner, campaign, "by hand").await?;
+    lifecycle::pause(&h.app.app.db, h.tenant, Role::Owner, campaign, "by hand").await?;
     let paused_at = Instant::now();
     tokio::time::sleep(Duration::from_millis(1_000)).await;
     let after_a_second = h.sink.accepted_count();
@@ -88,7 +89,7 @@ async fn a_pause_stops_the_wire_within_a_second_and_a_cancel_leaves_nothing_queu
     assert_eq!(p.sending, 0, "nothing stays claimed by a paused campaign: {p:?}");
     assert!(p.sent < 400 && p.queued > 0, "{p:?}");
     // Resume, let it run a little, then cancel while batches are in flight.
-    store::resume(&h.app.app.db, &h.app.app.jobs, h.tenant, Role::Owner, campaign).await?;
+    lifecycle::resume(&h.app.app.db, &h.app.app.jobs, h.tenant, Role::Owner, campaign).await?;
     let sending = {
         let (cx, tenant) = (cx.clone(), h.tenant);
         tokio::spawn(async move {
@@ -96,7 +97,7 @@ async fn a_pause_stops_the_wire_within_a_second_and_a_cancel_leaves_nothing_queu
         })
     };
     tokio::time::sleep(Duration::from_millis(800)).await;
-    store::cancel(&h.app.app.db, h.tenant, Role::Owner, campaign).await?;
+    lifecycle::cancel(&h.app.app.db, h.tenant, Role::Owner, campaign).await?;
     for r in tokio::time::timeout(Duration::from_secs(5), sending).await?? {
         r?;
     }
@@ -134,7 +135,7 @@ async fn rows_given_back_unsent_give_the_reader_back_to_the_frequency_cap() -> T
     Arc::make_mut(&mut cx.config).batch_size = 60;
     let sending = h.spawn_deliver(&cx, first);
     tokio::time::sleep(Duration::from_millis(900)).await;
-    store::pause(&h.app.app.db, h.tenant, Role::Owner, first, "by hand").await?;
+    lifecycle::pause(&h.app.app.db, h.tenant, Role::Owner, first, "by hand").await?;
     sending.await??;
     let reached_by_first = h.status(first).await?.sent;
     assert!(reached_by_first > 0 && reached_by_first < 60, "{reached_by_first}");
@@ -215,7 +216,7 @@ async fn retry_failed_racing_the_end_of_a_send_never_strands_a_row() -> TestResu
         // Retry the failures while the send may be finishing (several times, at varying moments).
         for i in 0..10 {
             tokio::time::sleep(Duration::from_millis(15 * i)).await;
-            let _ = store::retry_failed(&h.app.app.db, &h.app.app.jobs, h.tenant, Role::Owner, campaign).await;
+            let _ = lifecycle::retry_failed(&h.app.app.db, &h.app.app.jobs, h.tenant, Role::Owner, campaign).await;
         }
         sending.await??;
         h.sink.set_faults(Faults::none());
@@ -848,7 +849,7 @@ async fn a_reader_held_by_a_campaign_that_ends_unsent_gets_the_other_campaign() 
 
     // A is cancelled; its lease runs out and the reaper ends its rows (cancelled) and gives the
     // six unarmed rows' readers their marks back (the armed four may have been delivered).
-    store::cancel(&h.app.app.db, h.tenant, Role::Owner, a).await?;
+    lifecycle::cancel(&h.app.app.db, h.tenant, Role::Owner, a).await?;
     h.reap().await?;
     let still_held: i64 = sqlx::query_scalar("SELECT count(*) FROM readers WHERE last_campaign_id = $1")
         .bind(a)

@@ -6,6 +6,7 @@
 use herald_devtools::smtp_sink::{FaultAction, FaultRule, Faults, MailSink, RandomFault};
 use herald_engine::CampaignId;
 use herald_engine::campaigns::delivery::{self, DeliveryConfig, DeliveryContext, FaultHook, FaultPoint};
+use herald_engine::campaigns::lifecycle;
 use herald_engine::campaigns::store::{self, CampaignInput};
 use herald_engine::campaigns::{fanout, progress};
 use herald_engine::sending::identities::SmtpIdentity;
@@ -136,7 +137,7 @@ impl SendHarness {
 
     /// Starts the campaign (the CAS) and writes its send log.
     pub async fn start(&self, campaign: CampaignId) -> anyhow::Result<()> {
-        store::send_now(&self.app.app.db, &self.app.app.jobs, self.tenant, Role::Owner, campaign).await?;
+        lifecycle::send_now(&self.app.app.db, &self.app.app.jobs, self.tenant, Role::Owner, campaign).await?;
         fanout::run(&self.app.app.db, self.tenant, campaign).await?;
         Ok(())
     }
@@ -511,7 +512,7 @@ async fn pause_stops_claims_resume_finishes_cancel_drops_the_rest() -> TestResul
         async move { delivery::deliver(&cx, tenant, campaign).await }
     });
     assert!(h.sink.wait_for_count(10, Duration::from_secs(10)).await);
-    store::pause(&h.app.app.db, h.tenant, Role::Owner, campaign, "Paused by a test").await?;
+    lifecycle::pause(&h.app.app.db, h.tenant, Role::Owner, campaign, "Paused by a test").await?;
     // Within a second no new claims happen: the batch in hand may finish, nothing after it.
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let after_pause = h.sink.accepted_count();
@@ -525,8 +526,8 @@ async fn pause_stops_claims_resume_finishes_cancel_drops_the_rest() -> TestResul
     let db = &h.app.app.db;
     let jobs = &h.app.app.jobs;
     let (r1, r2) = tokio::join!(
-        store::resume(db, jobs, h.tenant, Role::Owner, campaign),
-        store::resume(db, jobs, h.tenant, Role::Owner, campaign)
+        lifecycle::resume(db, jobs, h.tenant, Role::Owner, campaign),
+        lifecycle::resume(db, jobs, h.tenant, Role::Owner, campaign)
     );
     assert!(r1.is_ok() != r2.is_ok(), "exactly one resume wins");
     let fast = h.identity(100_000.0, 1000)?;
@@ -539,13 +540,13 @@ async fn pause_stops_claims_resume_finishes_cancel_drops_the_rest() -> TestResul
     // Cancel: the rest is cancelled and never sent.
     let other = h.campaign("Cancelled", vec![h.add_list("Other", 50, "other").await?]).await?;
     h.start(other).await?;
-    store::cancel(db, h.tenant, Role::Owner, other).await?;
+    lifecycle::cancel(db, h.tenant, Role::Owner, other).await?;
     for r in h.deliver(&h.worker(&fast, None), other, 1).await {
         r?;
     }
     let p = h.status(other).await?;
     assert_eq!((p.status.as_str(), p.cancelled, p.sent), ("cancelled", 50, 0));
-    assert!(matches!(store::cancel(db, h.tenant, Role::Owner, other).await, Err(Error::Conflict(_))));
+    assert!(matches!(lifecycle::cancel(db, h.tenant, Role::Owner, other).await, Err(Error::Conflict(_))));
     Ok(())
 }
 
@@ -556,7 +557,7 @@ async fn a_double_click_starts_one_send() -> TestResult {
     let db = &h.app.app.db;
     let jobs = &h.app.app.jobs;
     let results =
-        futures::future::join_all((0..5).map(|_| store::send_now(db, jobs, h.tenant, Role::Owner, campaign))).await;
+        futures::future::join_all((0..5).map(|_| lifecycle::send_now(db, jobs, h.tenant, Role::Owner, campaign))).await;
     assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1);
     assert!(results.iter().filter(|r| r.is_err()).all(|r| matches!(r, Err(Error::Conflict(_)))));
     // Fan-out twice at once (a duplicate job): one row per reader.
@@ -698,7 +699,7 @@ async fn views_of_a_live_send_share_one_count_at_most_two_seconds_old() -> TestR
     tokio::time::sleep(Duration::from_millis(2_100)).await;
     let later = progress::view(db, h.tenant, campaign).await?;
     assert_eq!((later.queued, later.sent), (20, 10), "{later:?}");
-    store::pause(db, h.tenant, Role::Owner, campaign, "by hand").await?;
+    lifecycle::pause(db, h.tenant, Role::Owner, campaign, "by hand").await?;
     assert_eq!(progress::view(db, h.tenant, campaign).await?.status.as_str(), "paused");
     Ok(())
 }

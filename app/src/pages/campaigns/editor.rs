@@ -133,7 +133,7 @@ pub async fn campaign_audience(id: CampaignId) -> Result<herald_types::AudienceC
     use crate::ssr::require_role;
     use herald_engine::Role;
     let m = require_role(Role::Viewer).await?;
-    Ok(herald_engine::campaigns::audience::eligible(&m.state.db, m.tenant, id).await?)
+    Ok(herald_engine::campaigns::fanout::reach(&m.state.db, m.tenant, id).await?)
 }
 
 #[component]

@@ -37,10 +37,10 @@ pub async fn campaign_report(id: CampaignId) -> Result<ReportView, AppError> {
 #[server(prefix = "/rpc", endpoint = "pause_campaign")]
 pub async fn pause_campaign(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::store, users};
+    use herald_engine::{Role, campaigns::lifecycle, users};
     let m = require_role(Role::Author).await?;
     let who = users::get_user(&m.state.db, m.user).await.map(|u| u.email).unwrap_or_else(|_| "a member".into());
-    store::pause(&m.state.db, m.tenant, m.role, id, &format!("Paused by {who}.")).await?;
+    lifecycle::pause(&m.state.db, m.tenant, m.role, id, &format!("Paused by {who}.")).await?;
     m.audit(herald_engine::audit::Action::CampaignPaused, id, serde_json::json!({})).await;
     Ok(())
 }
@@ -48,9 +48,9 @@ pub async fn pause_campaign(id: CampaignId) -> Result<(), AppError> {
 #[server(prefix = "/rpc", endpoint = "resume_campaign")]
 pub async fn resume_campaign(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::store};
+    use herald_engine::{Role, campaigns::lifecycle};
     let m = require_role(Role::Author).await?;
-    store::resume(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?;
+    lifecycle::resume(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::CampaignResumed, id, serde_json::json!({})).await;
     Ok(())
 }
@@ -58,9 +58,9 @@ pub async fn resume_campaign(id: CampaignId) -> Result<(), AppError> {
 #[server(prefix = "/rpc", endpoint = "cancel_campaign")]
 pub async fn cancel_campaign(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::store};
+    use herald_engine::{Role, campaigns::lifecycle};
     let m = require_role(Role::Author).await?;
-    store::cancel(&m.state.db, m.tenant, m.role, id).await?;
+    lifecycle::cancel(&m.state.db, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::CampaignCancelled, id, serde_json::json!({})).await;
     Ok(())
 }
@@ -69,9 +69,9 @@ pub async fn cancel_campaign(id: CampaignId) -> Result<(), AppError> {
 #[server(prefix = "/rpc", endpoint = "retry_failed_sends")]
 pub async fn retry_failed_sends(id: CampaignId) -> Result<u64, AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::store};
+    use herald_engine::{Role, campaigns::lifecycle};
     let m = require_role(Role::Author).await?;
-    Ok(store::retry_failed(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?)
+    Ok(lifecycle::retry_failed(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?)
 }
 
 /// Why readers got nothing, in words.

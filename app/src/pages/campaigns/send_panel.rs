@@ -15,13 +15,13 @@ use herald_types::{CampaignId, CampaignStatus};
 #[server(prefix = "/rpc", endpoint = "send_campaign")]
 pub async fn send_campaign(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::store};
+    use herald_engine::{Role, campaigns::lifecycle};
     let m = require_role(Role::Author).await?;
     herald_engine::accounts::require_verified_email(&m.state.db, m.user).await?;
     if ask_for_approval(&m, id, None, "").await? {
         return Ok(());
     }
-    store::send_now(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?;
+    lifecycle::send_now(&m.state.db, &m.state.jobs, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::CampaignSent, id, serde_json::json!({})).await;
     Ok(())
 }
@@ -31,7 +31,7 @@ pub async fn send_campaign(id: CampaignId) -> Result<(), AppError> {
 #[server(prefix = "/rpc", endpoint = "schedule_campaign")]
 pub async fn schedule_campaign(id: CampaignId, at: String, timezone: String) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::store};
+    use herald_engine::{Role, campaigns::lifecycle};
     let m = require_role(Role::Author).await?;
     herald_engine::accounts::require_verified_email(&m.state.db, m.user).await?;
     let at = serde_json::from_value(serde_json::Value::String(at.trim().to_string()))
@@ -39,7 +39,7 @@ pub async fn schedule_campaign(id: CampaignId, at: String, timezone: String) -> 
     if ask_for_approval(&m, id, Some(at), &timezone).await? {
         return Ok(());
     }
-    store::schedule(&m.state.db, m.tenant, m.role, id, at, timezone.trim()).await?;
+    lifecycle::schedule(&m.state.db, m.tenant, m.role, id, at, timezone.trim()).await?;
     m.audit(
         herald_engine::audit::Action::CampaignScheduled,
         id,
@@ -72,9 +72,9 @@ pub async fn ask_for_approval(
 #[server(prefix = "/rpc", endpoint = "unschedule_campaign")]
 pub async fn unschedule_campaign(id: CampaignId) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::store};
+    use herald_engine::{Role, campaigns::lifecycle};
     let m = require_role(Role::Author).await?;
-    store::unschedule(&m.state.db, m.tenant, m.role, id).await?;
+    lifecycle::unschedule(&m.state.db, m.tenant, m.role, id).await?;
     m.audit(herald_engine::audit::Action::CampaignUnscheduled, id, serde_json::json!({})).await;
     Ok(())
 }

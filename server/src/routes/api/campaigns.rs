@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use herald_engine::api_keys::ApiCaller;
+use herald_engine::campaigns::lifecycle;
 use herald_engine::campaigns::progress::{self, Progress, Report};
 use herald_engine::campaigns::recurring::{self, Edition, FeedItem, FeedResult};
 use herald_engine::campaigns::store::{self, Campaign, CampaignInput};
@@ -87,7 +88,7 @@ pub async fn send(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::send_now(&s.app.db, &s.app.jobs, caller.tenant, caller.role, id).await?;
+    let campaign = lifecycle::send_now(&s.app.db, &s.app.jobs, caller.tenant, caller.role, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignSent, id, serde_json::json!({})).await;
     Ok(Json(campaign))
 }
@@ -100,7 +101,7 @@ pub async fn schedule(
     Path(id): Path<CampaignId>,
     ApiJson(body): ApiJson<ScheduleInput>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::schedule(&s.app.db, caller.tenant, caller.role, id, body.at, &body.timezone).await?;
+    let campaign = lifecycle::schedule(&s.app.db, caller.tenant, caller.role, id, body.at, &body.timezone).await?;
     caller
         .audit(
             &s.app.db,
@@ -119,7 +120,7 @@ pub async fn unschedule(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::unschedule(&s.app.db, caller.tenant, caller.role, id).await?;
+    let campaign = lifecycle::unschedule(&s.app.db, caller.tenant, caller.role, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignUnscheduled, id, serde_json::json!({})).await;
     Ok(Json(campaign))
 }
@@ -131,7 +132,7 @@ pub async fn pause(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::pause(&s.app.db, caller.tenant, caller.role, id, "Paused through the API").await?;
+    let campaign = lifecycle::pause(&s.app.db, caller.tenant, caller.role, id, "Paused through the API").await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignPaused, id, serde_json::json!({})).await;
     Ok(Json(campaign))
 }
@@ -143,7 +144,7 @@ pub async fn resume(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::resume(&s.app.db, &s.app.jobs, caller.tenant, caller.role, id).await?;
+    let campaign = lifecycle::resume(&s.app.db, &s.app.jobs, caller.tenant, caller.role, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignResumed, id, serde_json::json!({})).await;
     Ok(Json(campaign))
 }
@@ -155,7 +156,7 @@ pub async fn cancel(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<Campaign>, ApiFailure> {
-    let campaign = store::cancel(&s.app.db, caller.tenant, caller.role, id).await?;
+    let campaign = lifecycle::cancel(&s.app.db, caller.tenant, caller.role, id).await?;
     caller.audit(&s.app.db, herald_engine::audit::Action::CampaignCancelled, id, serde_json::json!({})).await;
     Ok(Json(campaign))
 }
@@ -167,7 +168,7 @@ pub async fn retry_failed(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<RetryResult>, ApiFailure> {
-    let requeued = store::retry_failed(&s.app.db, &s.app.jobs, caller.tenant, caller.role, id).await?;
+    let requeued = lifecycle::retry_failed(&s.app.db, &s.app.jobs, caller.tenant, caller.role, id).await?;
     Ok(Json(RetryResult { requeued }))
 }
 
@@ -190,7 +191,7 @@ pub async fn audience(
     caller: ApiCaller,
     Path(id): Path<CampaignId>,
 ) -> Result<Json<herald_types::AudienceCount>, ApiFailure> {
-    Ok(Json(herald_engine::campaigns::audience::eligible(&s.app.db, caller.tenant, id).await?))
+    Ok(Json(herald_engine::campaigns::fanout::reach(&s.app.db, caller.tenant, id).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/campaigns/{id}/results", security(("api_key" = [])),

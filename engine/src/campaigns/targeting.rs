@@ -1,5 +1,5 @@
-//! Who a campaign with segments reaches: its target lists and segments, less its exclusion, as
-//! one condition tree for the database's segment compiler (`segment_where`, migration 41).
+//! Who a campaign with segments targets: its target lists and segments, less its exclusion, as
+//! one condition tree for the database's segment compiler (`segment_where` in `engine/sql/segments.sql`).
 
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -59,24 +59,4 @@ pub(crate) async fn tree(
         rules.push(json!({"not": definition(x)?}));
     }
     Ok(json!({"match": "all", "rules": rules}))
-}
-
-/// How many readers the campaign would reach if sent now (after suppressions, readers not
-/// confirmed on any list, the frequency cap), and how many its lists and segments hold that it
-/// would skip: the fan-out's own queries, over every reader at once.
-#[tracing::instrument(skip_all, fields(%tenant, %id))]
-pub async fn eligible(
-    db: &crate::infra::db::Db,
-    tenant: TenantId,
-    id: crate::domain::CampaignId,
-) -> Result<herald_types::AudienceCount> {
-    let mut tx = db.tenant_tx(tenant).await?;
-    let campaign = super::store::get_in(&mut tx, tenant, id).await?;
-    let (eligible, skipped) = if campaign.list_ids.is_empty() && campaign.segment_ids.is_empty() {
-        (0, 0)
-    } else {
-        super::fanout::eligible(&mut tx, tenant, &campaign).await?
-    };
-    tx.commit().await?;
-    Ok(herald_types::AudienceCount { eligible, skipped })
 }
