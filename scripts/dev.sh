@@ -19,4 +19,5 @@ base="${HERALD_BASE_URL:-http://$bind}"
 log "Starting Herald (cargo leptos watch); the first build takes several minutes"
 log "  App:       $base"
 log "  Dev inbox: $base/dev/inbox   (mail is caught by the SMTP catcher on ${HERALD_DEV_SMTP_BIND:-127.0.0.1:2525})"
-exec cargo leptos watch
+# With the lab: `herald dev …`, `herald bench …` and `herald admin seed-states` (demo data).
+exec cargo leptos watch --bin-features lab

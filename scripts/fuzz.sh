@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fuzz targets in fuzz/ (issue 15 §6): the CSV importer, the tracking-token decoders, every
+# The fuzz targets in fuzz/: the CSV importer, the tracking-token decoders, every
 # webhook parser, the template renderer with its limits (through the real sandbox), and the
 # header/address builder.
 #

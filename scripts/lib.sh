@@ -12,7 +12,7 @@
 HERALD_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export HERALD_ROOT
 
-# Pinned tool versions (see README, "Toolchain recipe"). wasm-bindgen-cli must match the
+# Pinned tool versions (see docs/development.md, "Toolchain recipe"). wasm-bindgen-cli must match the
 # wasm-bindgen crate in Cargo.lock exactly, or the generated JS and the wasm disagree.
 HERALD_CARGO_LEPTOS_VERSION=0.3.10
 HERALD_WASM_BINDGEN_VERSION=0.2.130
@@ -97,7 +97,7 @@ ensure_tools() {
       --locked --features no_downloads
   fi
 
-  # Without --locked, as in the verified recipe (README, "Toolchain recipe"). --force replaces
+  # Without --locked, as in the verified recipe (docs/development.md, "Toolchain recipe"). --force replaces
   # an installed wasm-bindgen-cli of another version.
   if ! wasm-bindgen --version 2>/dev/null | grep -qF " $HERALD_WASM_BINDGEN_VERSION"; then
     log "Installing wasm-bindgen-cli $HERALD_WASM_BINDGEN_VERSION"
@@ -123,7 +123,7 @@ ensure_tools() {
   fi
 }
 
-# moto's S3 server, for the media tests' bucket (issue 34: images can live in an S3-compatible
+# moto's S3 server, for the media tests' bucket (images can live in an S3-compatible
 # bucket, and the tests start one). A venv in the cache beside the target dir, made once: pip
 # takes ~30 s. Exports HERALD_MOTO_SERVER, which the tests start on a free port.
 HERALD_MOTO_VERSION=5.2.5

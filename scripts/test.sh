@@ -31,7 +31,11 @@ cargo fmt --all --check
 # Native steps run under leptos_env (see lib.sh) so they share build artifacts with
 # `cargo leptos build` below instead of rebuilding leptos and everything above it each time.
 log "clippy (native: herald-types, herald-engine, herald-server)"
-leptos_env cargo clippy -p herald-types -p herald-engine -p herald-devtools -p herald-server --all-targets -- -D warnings
+leptos_env cargo clippy -p herald-types -p herald-engine -p herald-devtools -p herald-server --all-targets \
+  --features herald-server/lab -- -D warnings
+# The production binary: the server without the lab (no `dev`, `bench` or `seed-states`).
+log "clippy (native: the production binary, without the lab)"
+leptos_env cargo clippy -p herald-server --bin herald -- -D warnings
 
 # The front end's target dir and environment are cargo-leptos's own for the wasm build, so the
 # proc macros built for this step are the ones `cargo leptos build` reuses.
@@ -47,7 +51,8 @@ log "cargo test (DATABASE_URL=${DATABASE_URL%%\?*})"
 mkdir -p "$HERALD_ROOT/.herald"
 test_log="$HERALD_ROOT/.herald/cargo-test.log"
 set +e
-leptos_env timeout -k 30s "${RUST_TESTS_TIMEOUT:-45m}" cargo test -p herald-types -p herald-engine -p herald-devtools -p herald-server -p herald-app 2>&1 | tee "$test_log"
+leptos_env timeout -k 30s "${RUST_TESTS_TIMEOUT:-45m}" cargo test -p herald-types -p herald-engine -p herald-devtools -p herald-server -p herald-app \
+  --features herald-server/lab 2>&1 | tee "$test_log"
 status=${PIPESTATUS[0]}
 set -e
 if [[ $status -eq 124 || $status -eq 137 ]]; then
@@ -59,17 +64,17 @@ if [[ $status -eq 124 || $status -eq 137 ]]; then
 fi
 [[ $status -eq 0 ]] || die "cargo test failed"
 
-# The render-freeze guarantee (issue 31 §1) loads both cores for half a minute and measures
+# The render-freeze guarantee loads both cores for half a minute and measures
 # latencies, so it runs alone, after the suite, instead of beside a hundred other tests.
 log "render freeze attack (alone)"
 # The same packages as above, so cargo reuses that build instead of resolving features anew.
 leptos_env timeout -k 30s 5m cargo test -p herald-types -p herald-engine -p herald-devtools -p herald-server -p herald-app \
-  --test api -- --ignored --exact \
+  --features herald-server/lab --test api -- --ignored --exact \
   render_freeze::render_freeze_attack_leaves_health_logins_and_tracking_responsive --nocapture
-# So does the scheduler's precision with 100,000 readers due at once (issue 33).
+# So does the scheduler's precision with 100,000 readers due at once.
 log "100,000 automation steps due at once (alone)"
 leptos_env timeout -k 30s 5m cargo test -p herald-types -p herald-engine -p herald-devtools -p herald-server -p herald-app \
-  --test api -- --ignored --exact \
+  --features herald-server/lab --test api -- --ignored --exact \
   automation_steps::a_hundred_thousand_due_steps_run_within_a_minute --nocapture
 fi
 
@@ -81,8 +86,9 @@ fi
 
 # Runs after cargo test on purpose: cargo test also links target/debug/herald, and the copy
 # the browser tests run must be the one cargo-leptos built (it knows the site's file names).
+# With the lab: the browser tests use `herald dev routes`, `dev ordinary-owner` and `admin seed-states`.
 log "cargo leptos build"
-cargo leptos build
+cargo leptos build --bin-features lab
 
 # cargo-leptos writes the site to `site-root` ("target/site") relative to the workspace root,
 # even when CARGO_TARGET_DIR points elsewhere; look in both places in case that ever changes.

@@ -103,7 +103,7 @@ pub async fn get_session_info() -> Result<Option<SessionInfo>, AppError> {
 
 /// The first step of sign-up: mails the address a link to finish (or, when it has an account,
 /// a note saying so). The answer is the same either way and comes before the look-up, so the
-/// form does not tell anyone which addresses have accounts (issue 31 §6); the account is made by
+/// form does not tell anyone which addresses have accounts; the account is made by
 /// whoever opens the link (`/signup/finish`).
 #[server(prefix = "/rpc", endpoint = "signup")]
 pub async fn signup(email: String, name: String, next: Option<String>) -> Result<(), AppError> {

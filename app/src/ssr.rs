@@ -40,7 +40,7 @@ pub struct AppState {
     pub outbox: herald_engine::transactional::messages::Outbox,
     /// Live DNS checks of sending domains (`HERALD_DNS_SERVER`, `HERALD_SPF_INCLUDE`).
     pub domains: herald_engine::sending::domains::DomainChecker,
-    /// Where the media library keeps image bytes, and how much it may keep (issue 34).
+    /// Where the media library keeps image bytes, and how much it may keep.
     pub media_storage: herald_engine::media::MediaStorage,
     pub media_quota: herald_engine::media::MediaQuota,
 }

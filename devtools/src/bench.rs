@@ -586,7 +586,7 @@ async fn without_database(
 
 /// Where Herald's CPU goes per message, stage by stage, on this process's core (no database,
 /// no SMTP): the same calls the delivery loop makes for a 2 KB personalised Markdown campaign
-/// with tracked links, and for a block campaign with the same text (issue 34: a block campaign
+/// with tracked links, and for a block campaign with the same text (a block campaign
 /// must cost no more per message than the Markdown one). The two are measured in turns, one
 /// message of each at a time, so that whatever else the machine does falls on both alike.
 pub async fn stage_breakdown(dkim: Option<&herald_engine::sending::identities::DkimKey>) -> anyhow::Result<()> {

@@ -1,4 +1,4 @@
-//! `herald bench automations` (issue 33): an automation's first mail against a campaign's send,
+//! `herald bench automations`: an automation's first mail against a campaign's send,
 //! in one run, and what the scheduler costs while readers wait.
 //!
 //! Against the configured Postgres and a `herald dev smtp-sink` child process, with the workers

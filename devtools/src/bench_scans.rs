@@ -1,5 +1,5 @@
 //! `herald bench scans`: what a sending campaign's periodic reads cost once the send log is
-//! large (issue 30 §7), each measured against the statement it replaced, on the same data.
+//! large, each measured against the statement it replaced, on the same data.
 //!
 //! One campaign with `--rows` send-log rows (70 % sent, 25 % queued but deferred an hour, 5 %
 //! failed, a fifth of those hard bounces) and a recurring campaign with `--editions` finished

@@ -1,5 +1,5 @@
 //! `herald bench segments`: segment counts and the segment fan-out at a large audience
-//! (issue 32: each fast condition alone and two by two under 300 ms at 1M readers; the fan-out
+//! (each fast condition alone and two by two under 300 ms at 1M readers; the fan-out
 //! of a segment at least 0.8× the list fan-out's rows/s, measured in the same run).
 //!
 //! One workspace with `--readers` readers: all on one list, half on another, a tenth tagged,

@@ -154,7 +154,7 @@ async fn measure(args: &TrackBench, env: &BenchEnv, owner: &sqlx::PgPool, tenant
 
 /// The image a campaign shows, fetched as Apple Mail Privacy Protection fetches it (every
 /// image of every message on arrival), on the same server right after the tracking load: the
-/// first request fills the cache, the rest are answered from it (issue 34).
+/// first request fills the cache, the rest are answered from it.
 async fn serve_images(args: &TrackBench, env: &BenchEnv, tenant: TenantId, base: &str) -> anyhow::Result<String> {
     use herald_engine::media;
     let db = herald_engine::Db::connect(&env.app_database_url, 2).await?;

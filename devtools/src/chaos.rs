@@ -477,7 +477,7 @@ async fn create_campaign(db: &Db, tenant: TenantId, name: &str, lists: &[Uuid]) 
         from_email: "news@chaos.test".into(),
         from_name: "Chaos".into(),
         list_ids: lists.iter().map(|&l| l.into()).collect(),
-        // Written in blocks (issue 34): the main campaign of every round goes through the MJML
+        // Written in blocks: the main campaign of every round goes through the MJML
         // render, so the faults are survived by block campaigns too.
         body_format: herald_types::BodyFormat::Blocks,
         body: herald_types::BlockDocument {
@@ -496,7 +496,7 @@ async fn create_campaign(db: &Db, tenant: TenantId, name: &str, lists: &[Uuid]) 
     Ok(store::create(db, tenant, Role::Owner, &input).await?.id)
 }
 
-/// A campaign to a segment with an exclusion (issue 32): 300 readers on a list of their own, a
+/// A campaign to a segment with an exclusion: 300 readers on a list of their own, a
 /// third of them tagged "vip", half on the Free plan; it targets the tagged readers and leaves
 /// out the Free plan. Returns it and the readers it must reach (the check also fails it for a
 /// copy to anyone else).
@@ -562,7 +562,7 @@ async fn segment_campaign(owner: &PgPool, db: &Db, tenant: TenantId) -> anyhow::
     Ok((store::create(db, tenant, Role::Owner, &input).await?.id, expected))
 }
 
-/// An A/B test of two subjects (issue 32) on 300 readers of a list of its own, with a test share
+/// An A/B test of two subjects on 300 readers of a list of its own, with a test share
 /// the round draws: the winner is chosen during the faults, by hand or by the workers'
 /// supervisor when the window is made to end.
 async fn ab_campaign(
@@ -676,7 +676,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let recurring = create_campaign(&db, main_tenant, "Daily", &[edition_list]).await?;
     let (segment, segment_readers) = segment_campaign(&owner, &db, main_tenant).await?;
     let (ab, ab_readers) = ab_campaign(&owner, &db, main_tenant, rng.gen_range(10..=60)).await?;
-    // An automation of two mails (issue 33), live from the start; its readers enter in batches
+    // An automation of two mails, live from the start; its readers enter in batches
     // during the faults.
     let (_, auto_readers) = insert_list(&owner, main_tenant, "auto", 300).await?;
     let (automation, auto_steps) = welcome_automation(&db, &jobs, main_tenant).await?;

@@ -1,4 +1,4 @@
-// A/B tests (issue 32): an author adds version B to a campaign, tests it on half the audience,
+// A/B tests: an author adds version B to a campaign, tests it on half the audience,
 // sees the two versions side by side on the campaign page while the rest waits, sends B to the
 // rest, and finds in the dev inbox one message per reader: its version for the test share,
 // B for everyone else.

@@ -1,4 +1,4 @@
-// Automations (issue 33): an author builds a welcome automation for a double opt-in list, turns
+// Automations: an author builds a welcome automation for a double opt-in list, turns
 // it on, a reader subscribes on the hosted page and confirms, and the welcome mail (with the
 // reader's name) arrives in the dev inbox; the automation's page counts the reader at each step.
 import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, newInstrumentedContext, gotoHydrated, setUpSender, waitForHydration, mailedLink } from "./helpers";

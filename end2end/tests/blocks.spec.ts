@@ -1,4 +1,4 @@
-// The block editor (issue 34): a new campaign opens with a starter document of blocks. The
+// The block editor: a new campaign opens with a starter document of blocks. The
 // author edits a heading, adds an image, reorders blocks with the keyboard (Alt+↑/↓) and with
 // the mouse (dragging a handle), undoes and redoes, sees a field's problem beside it, previews
 // at phone width, sends a test to the dev inbox and sees the image load there; a reload keeps

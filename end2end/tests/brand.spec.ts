@@ -1,4 +1,4 @@
-// Brand, layouts and saved templates (issue 34): the author uploads a logo and picks a colour
+// Brand, layouts and saved templates: the author uploads a logo and picks a colour
 // and font on the brand page, sees the newsletter layout in them, starts a campaign from the
 // announcement layout (logo, colour and footer text already there), restyles it in the block
 // editor, saves it as a template and starts the next campaign from that template.

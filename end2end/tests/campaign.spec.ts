@@ -263,7 +263,7 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   await page.getByRole("link", { name: "Clear" }).click();
   await expect(page.getByTestId("campaign-row")).toHaveCount(2);
 
-  // --- A sent campaign can be duplicated into a new draft with what was written (issue 34). ---
+  // --- A sent campaign can be duplicated into a new draft with what was written. ---
   await gotoHydrated(page, sentPath);
   await page.getByTestId("duplicate-button").click();
   await expect(page).not.toHaveURL(new RegExp(`${sentPath}$`));

@@ -1,7 +1,7 @@
 // The crawler: every page the app declares, with data in every state, loaded directly, reloaded
 // and reached client-side, at a phone width and a desktop width. A page fails on any console
 // error, uncaught exception, failed request (4xx/5xx or a network error), horizontal overflow,
-// a control too small for a finger or cut off (issue 35), or a critical or serious accessibility
+// a control too small for a finger or cut off, or a critical or serious accessibility
 // violation (axe-core); after its direct load one control must work (which needs the page to
 // have hydrated).
 //
@@ -135,7 +135,7 @@ async function expectNoOverflow(page: Page, what: string): Promise<void> {
 }
 
 /**
- * Usable on a phone (issue 35), at every width: text inputs and selects at least 120 px wide
+ * Usable on a phone, at every width: text inputs and selects at least 120 px wide
  * (a 26 px name field with its label over it is not a field), tap targets at least 44 × 44 px
  * (buttons, links styled as buttons, checkboxes and radios through their label), no text cut
  * inside a button, and each table's first two columns and its action on the screen.
@@ -236,7 +236,7 @@ async function expectAccessible(page: Page, what: string): Promise<void> {
     setTimeout(() => reject(new Error(`${what}: axe did not finish within 60 s`)), 60_000),
   );
   const results = await Promise.race([analysis, timeout]);
-  // Serious as well as critical (issue 35): grey hint text without enough contrast is serious.
+  // Serious as well as critical: grey hint text without enough contrast is serious.
   const serious = results.violations
     .filter((v) => v.impact === "critical" || v.impact === "serious")
     .map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(" ")).slice(0, 3).join(", ")})`);

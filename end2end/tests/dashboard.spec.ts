@@ -1,4 +1,4 @@
-// The dashboard (issue 35): the getting-started checklist names what still blocks a first send
+// The dashboard: the getting-started checklist names what still blocks a first send
 // and goes away once nothing does; the audience in numbers, with its growth over 30 or 90 days
 // (the choice in the address, kept on reload).
 import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, setUpSender, listWithReaders, waitForHydration } from "./helpers";

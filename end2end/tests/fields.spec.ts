@@ -1,4 +1,4 @@
-// Custom fields (issue 32): an author defines typed fields, then fills them in on a reader's
+// Custom fields: an author defines typed fields, then fills them in on a reader's
 // page, where a value of the wrong type is named beside its field and nothing is saved.
 import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated } from "./helpers";
 

@@ -32,7 +32,7 @@ test("CSV import with a bad row reaches 100 % and reports the row", async ({ pag
   await expect(page.getByLabel("Column email")).toHaveValue("email");
   await expect(page.getByLabel("Column city")).toHaveValue("attributes.city");
   // Loaded directly (a reload), the page still works. It will not start into no list unless
-  // that is chosen on purpose (issue 35: 48 of 51 readers once went nowhere, silently).
+  // that is chosen on purpose (48 of 51 readers once went nowhere, silently).
   await gotoHydrated(page, page.url());
   // A typed field made beside the mapping is offered in every column's choices at once.
   await page.getByLabel("Label").fill("Town");

@@ -1,4 +1,4 @@
-// The media library page (issue 34): upload images with the file picker and by dropping them,
+// The media library page: upload images with the file picker and by dropping them,
 // see each with its size and permanent address, a refused file with the reason, the storage
 // used, and delete one after a confirmation; the image's address stops answering.
 import { readFileSync } from "node:fs";

@@ -1,4 +1,4 @@
-// Segments (issue 32): an author tags two of three readers, builds a segment from a tag and an
+// Segments: an author tags two of three readers, builds a segment from a tag and an
 // engagement condition, watches the live count follow the conditions, sends a campaign to the
 // segment alone, and finds the mail in the dev inbox for the matching readers only.
 import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, setUpSender, waitForHydration, listWithReaders } from "./helpers";

@@ -1,4 +1,4 @@
-// Small things that add up (issue 35): the workspace address suggestion is said in words, not
+// Small things that add up: the workspace address suggestion is said in words, not
 // only as a placeholder; choosing a workspace in the switcher switches (no "Go" button); the
 // embed snippet comes with a preview and does not overflow its card.
 import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, waitForHydration } from "./helpers";
@@ -35,7 +35,7 @@ test("switching workspaces, the address suggestion, the embed preview", async ({
   expect(fits, "the snippet wraps instead of overflowing").toBe(true);
 });
 
-// Content first (issue 35): the campaign page was one long form with the body last, and the
+// Content first: the campaign page was one long form with the body last, and the
 // preview scrolled away while the author typed. Now the message and its content are the first
 // view, with the preview beside the text being written; the settings are a view of their own
 // (kept in the address, so a reload opens it again); on a phone the preview is a third view.
@@ -113,7 +113,7 @@ test("the campaign page puts the content first, with the preview in view while t
   await expect(page.getByLabel("From email")).toHaveValue("letters@example.com");
 });
 
-// A form reset after a successful create (issue 35): the Add reader form empties for the next
+// A form reset after a successful create: the Add reader form empties for the next
 // reader, and its required Email field, touched and now empty, is not outlined red as invalid.
 test("adding a reader resets the form without marking it invalid", async ({ page }) => {
   test.setTimeout(60_000);
@@ -130,7 +130,7 @@ test("adding a reader resets the form without marking it invalid", async ({ page
   expect(border, "a neutral border, not the invalid red").not.toMatch(/rgb\((2[0-9]{2}), ([0-9]{1,2}|1[0-4][0-9]), /);
 });
 
-// Dates in the author's own way of writing them (issue 35): a German author in Berlin reads
+// Dates in the author's own way of writing them: a German author in Berlin reads
 // 28.11.2026, 08:10, not 2026-11-28 07:10 in UTC. The server knows neither; the browser rewrites
 // each date after hydration, and the exact instant stays in `datetime`.
 test.describe("dates in the author's locale", () => {

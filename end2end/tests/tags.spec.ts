@@ -1,4 +1,4 @@
-// Tags (issue 32): an author tags a reader on their page and takes a tag off, tags two readers
+// Tags: an author tags a reader on their page and takes a tag off, tags two readers
 // at once from the readers list, then renames and deletes tags on the Tags page.
 import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated } from "./helpers";
 

@@ -1,4 +1,4 @@
-//! Limits per account, on top of the per-workspace ones (issue 31 §2). Workspaces are free, so a
+//! Limits per account, on top of the per-workspace ones. Workspaces are free, so a
 //! limit that only counts one workspace means nothing: an account makes another. Each workspace
 //! counts against the account that made it (`tenants.account_id`); test sends count against the
 //! member who sends them.
@@ -89,6 +89,7 @@ const OVERRIDES: &str =
      FROM users WHERE id = $1";
 
 /// `account`'s limits now.
+#[tracing::instrument(skip_all)]
 pub async fn limits(db: &Db, account: UserId) -> Result<AccountLimits> {
     let row: Overrides =
         sqlx::query_as(OVERRIDES).bind(account).fetch_optional(db.pool()).await?.ok_or(Error::NotFound)?;
@@ -187,6 +188,7 @@ pub enum Limit {
 }
 
 /// `herald admin set-limits --email`.
+#[tracing::instrument(skip_all)]
 pub async fn set_limit(db: &Db, email: &str, limit: Limit, value: Option<i32>) -> Result<()> {
     if value.is_some_and(|n| n < 0) {
         return Err(Error::invalid("The limit cannot be negative."));

@@ -53,6 +53,7 @@ pub struct SignupClaim {
 /// answer before this runs (it costs a look-up and a job more for one case than the other) and
 /// say the same either way. A refusal by the per-recipient system-mail limit is logged, not
 /// returned: it would say which case this was.
+#[tracing::instrument(skip_all)]
 pub async fn start_signup(
     db: &Db,
     jobs: &Jobs,
@@ -126,6 +127,7 @@ pub fn read_signup_link(signer: &Signer, token: &str) -> Result<SignupClaim> {
 /// The second step of sign-up: whoever opened the mailed link chooses the password, and the
 /// account is made with its address confirmed. A second use of the link finds the account made
 /// and is a `Conflict` (only the address's owner sees it). Returns the account and the claim.
+#[tracing::instrument(skip_all)]
 pub async fn finish_signup(
     db: &Db,
     signer: &Signer,
@@ -150,6 +152,7 @@ fn handle(session_id: &str) -> String {
 }
 
 /// Mails a reset link if `email` has an account; answers the same either way.
+#[tracing::instrument(skip_all)]
 pub async fn request_password_reset(db: &Db, jobs: &Jobs, signer: &Signer, base_url: &str, email: &str) -> Result<()> {
     let row: Option<(UserId, String, i32, String)> = sqlx::query_as(
         "UPDATE users SET reset_generation = reset_generation + 1 WHERE lower(email) = lower($1)
@@ -195,6 +198,7 @@ pub async fn request_password_reset(db: &Db, jobs: &Jobs, signer: &Signer, base_
 /// Mails `user` a link that confirms their address (at sign-up, and on "resend"). An address
 /// already confirmed is a `Conflict`; the mail counts against the per-recipient system-mail
 /// limit, whose refusal is passed on (the person asking owns the account).
+#[tracing::instrument(skip_all)]
 pub async fn send_verification(db: &Db, jobs: &Jobs, signer: &Signer, base_url: &str, user: UserId) -> Result<()> {
     let row: Option<(String, Option<DateTime<Utc>>)> =
         sqlx::query_as("SELECT email, email_verified_at FROM users WHERE id = $1")
@@ -230,6 +234,7 @@ pub async fn send_verification(db: &Db, jobs: &Jobs, signer: &Signer, base_url: 
 
 /// Confirms an address with the link from [`send_verification`]. A link works once: after it,
 /// the address is confirmed and the link says so.
+#[tracing::instrument(skip_all)]
 pub async fn verify_email(db: &Db, signer: &Signer, token: &str) -> Result<UserId> {
     let (user, address): (UserId, String) = signer.verify(VERIFY_PURPOSE, token).map_err(|e| match e {
         Error::Invalid(_) => Error::invalid("This confirmation link has expired. Log in and ask for a new one."),
@@ -252,6 +257,7 @@ pub async fn verify_email(db: &Db, signer: &Signer, token: &str) -> Result<UserI
 }
 
 /// What an operator's `herald admin verify-email` does: confirms an address without the mail.
+#[tracing::instrument(skip_all)]
 pub async fn mark_email_verified(db: &Db, email: &str) -> Result<UserId> {
     sqlx::query_scalar(
         "UPDATE users SET email_verified_at = coalesce(email_verified_at, now()) WHERE lower(email) = lower($1)
@@ -264,6 +270,7 @@ pub async fn mark_email_verified(db: &Db, email: &str) -> Result<UserId> {
 }
 
 /// The gate in front of sending a campaign, creating an API key and accepting an invite.
+#[tracing::instrument(skip_all)]
 pub async fn require_verified_email(db: &Db, user: UserId) -> Result<()> {
     let verified: Option<Option<DateTime<Utc>>> =
         sqlx::query_scalar("SELECT email_verified_at FROM users WHERE id = $1")
@@ -280,6 +287,7 @@ pub async fn require_verified_email(db: &Db, user: UserId) -> Result<()> {
 }
 
 /// Sets a new password with a reset link and ends every session of the account.
+#[tracing::instrument(skip_all)]
 pub async fn reset_password(db: &Db, signer: &Signer, token: &str, new_password: &str) -> Result<UserId> {
     let (user, generation, fp): (UserId, i32, String) = signer.verify(RESET_PURPOSE, token).map_err(|e| match e {
         Error::Invalid(_) => Error::invalid("This reset link has expired. Ask for a new one."),
@@ -333,6 +341,7 @@ pub async fn reset_password(db: &Db, signer: &Signer, token: &str, new_password:
 
 /// Changes the password of a logged-in user, who proves it with the current one; every other
 /// session of the account ends.
+#[tracing::instrument(skip_all)]
 pub async fn change_password(
     db: &Db,
     user: UserId,
@@ -362,6 +371,7 @@ pub async fn change_password(
 /// Deletes an account, which needs its password. Workspaces where the user is the only member
 /// are deleted with it (their names are returned); a workspace with other members whose only
 /// owner is this user stops the deletion, as leaving it would (make someone else owner first).
+#[tracing::instrument(skip_all)]
 pub async fn delete_account(
     db: &Db,
     user: UserId,
@@ -432,6 +442,7 @@ pub async fn delete_account(
 const SESSIONS_OF_USER: &str = "(data ->> 'user_id' = $1 OR data -> 'pending_2fa' ->> 0 = $1)";
 
 /// Ends the user's sessions, all or all but `except` (a session id). Returns how many ended.
+#[tracing::instrument(skip_all)]
 pub async fn end_sessions(db: &Db, user: UserId, except: Option<&str>) -> Result<u64> {
     Ok(sqlx::query(sqlx::AssertSqlSafe(format!(
         "DELETE FROM sessions WHERE {SESSIONS_OF_USER} AND ($2::text IS NULL OR id <> $2)"
@@ -446,6 +457,7 @@ pub async fn end_sessions(db: &Db, user: UserId, except: Option<&str>) -> Result
 /// One of a user's sessions as the sessions page shows it.
 pub use herald_types::LoginSession;
 
+#[tracing::instrument(skip_all)]
 pub async fn list_sessions(db: &Db, user: UserId, this_session: &str) -> Result<Vec<LoginSession>> {
     #[allow(clippy::type_complexity)]
     let rows: Vec<(String, Option<String>, Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
@@ -472,6 +484,7 @@ pub async fn list_sessions(db: &Db, user: UserId, this_session: &str) -> Result<
 }
 
 /// Ends one of the user's sessions by its handle.
+#[tracing::instrument(skip_all)]
 pub async fn end_session(db: &Db, user: UserId, session_handle: &str) -> Result<()> {
     let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM sessions WHERE data ->> 'user_id' = $1")
         .bind(user.to_string())

@@ -28,6 +28,7 @@ pub struct ApiCaller {
 
 impl ApiCaller {
     /// Appends an audit entry for what this key just did (see [`crate::audit`]).
+    #[tracing::instrument(skip_all)]
     pub async fn audit(&self, db: &Db, action: crate::audit::Action, object: impl ToString, detail: serde_json::Value) {
         let actor = crate::audit::Actor::ApiKey { id: self.key_id, ip: self.ip.clone() };
         crate::audit::note(db, self.tenant, &actor, action, &object.to_string(), detail).await;
@@ -119,6 +120,7 @@ pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: ApiKeyId) -
 /// Resolves a bearer key to its workspace; unknown, malformed and revoked keys are all
 /// `Unauthenticated`. A key whose maker is no longer an admin of the workspace, or whose
 /// account or workspace is suspended, is refused (403) with what to do.
+#[tracing::instrument(skip_all)]
 pub async fn authenticate(db: &Db, key: &str) -> Result<ApiCaller> {
     if !key.starts_with(KEY_PREFIX) || key.len() > 100 {
         return Err(Error::Unauthenticated);

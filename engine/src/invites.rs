@@ -126,6 +126,7 @@ pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: InviteId) -
 }
 
 /// Reads a still-usable invite from its link token.
+#[tracing::instrument(skip_all)]
 pub async fn preview(db: &Db, signer: &Signer, token: &str) -> Result<InvitePreview> {
     let claim: InviteClaim = signer.verify(TOKEN_PURPOSE, token)?;
     let mut tx = db.tenant_tx(claim.t).await?;
@@ -215,7 +216,7 @@ pub async fn invite_and_mail(
     role: Role,
 ) -> Result<PendingInvite> {
     // An invitation is mail from Herald with the inviter's name in it: only an address that
-    // proved its mailbox may send one (issue 31 §2).
+    // proved its mailbox may send one.
     crate::accounts::require_verified_email(db, actor).await?;
     let new = create(db, signer, tenant, actor, actor_role, email, role).await?;
     let ws = crate::workspaces::get(db, tenant).await?;

@@ -130,6 +130,7 @@ impl Jobs {
 
     /// Mail about an account (a password reset): no workspace asked for it, so only the
     /// per-recipient limit applies.
+    #[tracing::instrument(skip_all)]
     pub async fn enqueue_account_mail(&self, mail: OutgoingMail) -> Result<()> {
         let limits =
             crate::sending::mail_quota::SystemMailLimits { per_workspace: i32::MAX, ..self.system_mail_limits };

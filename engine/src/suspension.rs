@@ -1,4 +1,4 @@
-//! Suspending an account (issue 31 §2): `herald admin suspend-account` and its reverse. Above
+//! Suspending an account: `herald admin suspend-account` and its reverse. Above
 //! the campaigns it pauses; the checks that refuse work while suspended live with the limits
 //! (`account_limits::require_not_suspended`), below every feature that calls them.
 
@@ -32,6 +32,7 @@ async fn account_by_email(db: &Db, email: &str) -> Result<UserId> {
 /// sending campaigns are paused (their delivery loops stop at their next claim), scheduled ones
 /// wait, queued transactional mail is not claimed, and nothing can be started or resumed until
 /// [`reinstate`]. Each workspace's audit log says so. Returns the workspaces affected.
+#[tracing::instrument(skip_all)]
 pub async fn suspend(db: &Db, email: &str, reason: &str) -> Result<Vec<TenantId>> {
     let reason = reason.trim();
     if reason.is_empty() {
@@ -81,6 +82,7 @@ pub async fn suspend(db: &Db, email: &str, reason: &str) -> Result<Vec<TenantId>
 
 /// Lifts [`suspend`]: keys work again and scheduled campaigns start; paused campaigns stay
 /// paused until a member resumes them.
+#[tracing::instrument(skip_all)]
 pub async fn reinstate(db: &Db, email: &str) -> Result<Vec<TenantId>> {
     let account = account_by_email(db, email).await?;
     sqlx::query("UPDATE users SET suspended_at = NULL, suspended_reason = NULL WHERE id = $1")

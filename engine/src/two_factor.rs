@@ -78,6 +78,7 @@ fn new_recovery_code() -> String {
 
 pub use herald_types::{TwoFactorEnrolment as Enrolment, TwoFactorStatus as Status};
 
+#[tracing::instrument(skip_all)]
 pub async fn status(db: &Db, user: UserId) -> Result<Status> {
     let (enabled_at, left): (Option<DateTime<Utc>>, i64) = sqlx::query_as(
         "SELECT totp_enabled_at,
@@ -91,6 +92,7 @@ pub async fn status(db: &Db, user: UserId) -> Result<Status> {
     Ok(Status { enabled_at, recovery_codes_left: left })
 }
 
+#[tracing::instrument(skip_all)]
 pub async fn is_enabled(db: &Db, user: UserId) -> Result<bool> {
     Ok(status(db, user).await?.enabled_at.is_some())
 }
@@ -98,6 +100,7 @@ pub async fn is_enabled(db: &Db, user: UserId) -> Result<bool> {
 /// Starts (or restarts) enrolment with a fresh secret. It needs the password (a stolen session
 /// alone must not be able to tie the account to someone else's phone) and a confirmed address
 /// (nor may someone who signed up with another person's address).
+#[tracing::instrument(skip_all)]
 pub async fn start_enrolment(db: &Db, signer: &Signer, user: UserId, current_password: &str) -> Result<Enrolment> {
     let (email, enabled, hash): (String, Option<DateTime<Utc>>, String) =
         sqlx::query_as("SELECT email, totp_enabled_at, password_hash FROM users WHERE id = $1")
@@ -145,6 +148,7 @@ fn open_secret(signer: &Signer, sealed: &str) -> Result<Vec<u8>> {
 
 /// Confirms enrolment with a code from the new secret; turns two-factor on and returns the ten
 /// recovery codes, which are never shown again.
+#[tracing::instrument(skip_all)]
 pub async fn confirm_enrolment(
     db: &Db,
     signer: &Signer,
@@ -207,6 +211,7 @@ pub enum Proof {
 /// Every attempt is counted as a failure *before* it is checked, in one statement that also
 /// refuses while the step is locked, and a right answer clears the count: so requests sent all
 /// at once cannot each slip past the lock before the others are counted.
+#[tracing::instrument(skip_all)]
 pub async fn check(db: &Db, signer: &Signer, user: UserId, answer: &str, now: DateTime<Utc>) -> Result<Proof> {
     let claimed: Option<(Option<String>, i64)> = sqlx::query_as(
         "UPDATE users SET totp_failures = totp_failures + 1,
@@ -279,6 +284,7 @@ pub async fn check(db: &Db, signer: &Signer, user: UserId, answer: &str, now: Da
 
 /// Turns two-factor off; needs the password and a code (or a recovery code). Refused while a
 /// workspace the user belongs to requires it.
+#[tracing::instrument(skip_all)]
 pub async fn disable(
     db: &Db,
     signer: &Signer,

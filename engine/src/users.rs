@@ -84,6 +84,7 @@ pub async fn authenticate(db: &Db, email: &str, pw: &str) -> Result<UserId> {
     }
 }
 
+#[tracing::instrument(skip_all)]
 pub async fn get_user(db: &Db, id: UserId) -> Result<User> {
     sqlx::query_as("SELECT id, email, name, email_verified_at IS NOT NULL AS email_verified FROM users WHERE id = $1")
         .bind(id)
@@ -92,6 +93,7 @@ pub async fn get_user(db: &Db, id: UserId) -> Result<User> {
         .ok_or(Error::NotFound)
 }
 
+#[tracing::instrument(skip_all)]
 pub async fn find_by_email(db: &Db, email: &str) -> Result<Option<User>> {
     Ok(sqlx::query_as("SELECT id, email, name, email_verified_at IS NOT NULL AS email_verified FROM users\n         WHERE lower(email) = lower($1)")
         .bind(crate::domain::Email::key(email))

@@ -24,7 +24,7 @@ pub struct Workspace {
     pub default_from_name: String,
     pub default_from_email: String,
     /// An IANA zone (`Europe/Berlin`): where an automation's "wait until Monday 09:00" falls
-    /// for readers without a zone of their own when the step names none (issue 33).
+    /// for readers without a zone of their own when the step names none.
     pub time_zone: String,
 }
 
@@ -91,6 +91,7 @@ pub async fn create(db: &Db, owner: UserId, name: &str, slug: Option<&str>) -> R
 }
 
 /// The workspaces `user` belongs to, by name.
+#[tracing::instrument(skip_all)]
 pub async fn list_for_user(db: &Db, user: UserId) -> Result<Vec<WorkspaceSummary>> {
     let mut tx = db.user_tx(user).await?;
     let rows: Vec<(TenantId, String, String, String)> = sqlx::query_as(
@@ -209,6 +210,7 @@ pub async fn get(db: &Db, tenant: TenantId) -> Result<Workspace> {
     Ok(ws)
 }
 
+#[tracing::instrument(skip_all)]
 pub async fn id_for_slug(db: &Db, slug: &str) -> Result<TenantId> {
     let id: Option<TenantId> =
         sqlx::query_scalar("SELECT tenant_id_for_slug($1)").bind(slug).fetch_one(db.pool()).await?;
@@ -257,7 +259,7 @@ pub async fn update_settings(db: &Db, tenant: TenantId, update: SettingsUpdate) 
     .await?
     .ok_or(Error::NotFound)?;
     // Drafts written before there was a default sender take it now (new ones take it when they
-    // are made): otherwise they stay stuck at "Choose a sender address first" (issue 35).
+    // are made): otherwise they stay stuck at "Choose a sender address first".
     sqlx::query(
         "UPDATE campaigns SET from_email = t.default_from_email,
                 from_name = CASE WHEN campaigns.from_name = '' THEN t.default_from_name ELSE campaigns.from_name END

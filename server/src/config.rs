@@ -1,4 +1,4 @@
-//! Settings, from the environment, each with a documented default (see README "Settings").
+//! Settings, from the environment, each with a documented default (see docs/operations.md, "Settings").
 //! A bad or missing setting is one clear line, never a panic.
 
 use std::net::SocketAddr;
@@ -92,7 +92,7 @@ impl MetricsAccess {
     }
 }
 
-/// The delivery engine's knobs (README, "Settings"). The default identity is `smtp_url`.
+/// The delivery engine's knobs (docs/operations.md, "Settings"). The default identity is `smtp_url`.
 #[derive(Clone, Debug)]
 pub struct SendSettings {
     /// Delivery jobs (SMTP connections) one process runs at once.

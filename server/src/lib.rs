@@ -3,9 +3,13 @@
 
 pub mod cli;
 pub mod config;
+#[cfg(feature = "lab")]
+pub mod lab;
 pub mod metrics;
 pub mod routes;
 pub mod security;
+#[cfg(feature = "lab")]
 pub mod seed;
 pub mod sessions;
+pub mod signals;
 pub mod startup;

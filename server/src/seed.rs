@@ -180,7 +180,7 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     for status in ["draft", "scheduled", "sending", "paused", "sent", "cancelled"] {
         let (id, status) = campaign(status).await?;
         match status {
-            // The editor's settings view too (issue 35), so the crawler measures its fields.
+            // The editor's settings view too, so the crawler measures its fields.
             "draft" => add("/campaigns/:id", format!("/campaigns/{id}?tab=settings")),
             "scheduled" => {
                 let at = chrono::Utc::now() + chrono::Duration::days(30);
@@ -191,7 +191,7 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         add("/campaigns/:id", format!("/campaigns/{id}"));
         add("/campaigns/:id/stats", format!("/campaigns/{id}/stats"));
     }
-    // An image in the media library (issue 34), and a block draft with every kind of block
+    // An image in the media library, and a block draft with every kind of block
     // showing it, so the crawler walks the media page and the block editor with data.
     let image = herald_engine::media::prepare(include_bytes!("../../end2end/fixtures/tulips.png")).map_err(clear)?;
     let image = herald_engine::media::save(

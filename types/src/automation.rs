@@ -1,4 +1,4 @@
-//! Automations (issue 33): a trigger, then steps each reader walks in order — an email, a wait,
+//! Automations: a trigger, then steps each reader walks in order — an email, a wait,
 //! a tag added or removed, an exit. Each reader's place is a row (a *run*); each step runs once
 //! per run, and an email step is a send-log row of the step's own campaign, so it is sent
 //! exactly once through the same claim / fence / acknowledgement machinery as a campaign.

@@ -1,4 +1,4 @@
-//! A block campaign's body (issue 34): a typed document the editor builds and the engine renders
+//! A block campaign's body: a typed document the editor builds and the engine renders
 //! to email-safe HTML through MJML (`engine/src/sending/message/blocks.rs`).
 //!
 //! It is stored as JSON in the campaign's `body`, tagged with a `version`. [`BlockDocument::parse`]

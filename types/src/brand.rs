@@ -1,5 +1,5 @@
 //! A workspace's brand, the starter layouts built from it, and authors' saved campaign
-//! templates (issue 34).
+//! templates.
 //!
 //! The brand (logo, colours, font, footer text) is copied into a block document when a campaign
 //! starts from a layout, a template or a blank page: the colours and font as the document's

@@ -1,4 +1,4 @@
-//! Custom fields (issue 32): a workspace's typed reader fields. Values live in the reader's
+//! Custom fields: a workspace's typed reader fields. Values live in the reader's
 //! `attributes` object under the field's key, typed as JSON (text and dates as strings, dates in
 //! ISO form `YYYY-MM-DD`, numbers as numbers, yes/no as booleans, a choice as its text), so
 //! templates (`{{ reader.fields.plan }}`), filters and the API read them as before.

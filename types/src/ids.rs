@@ -120,7 +120,7 @@ id_type!(
     TagId
 );
 id_type!(
-    /// An automation (issue 33).
+    /// An automation.
     AutomationId
 );
 id_type!(
@@ -128,11 +128,11 @@ id_type!(
     AutomationStepId
 );
 id_type!(
-    /// An image in a workspace's media library (issue 34).
+    /// An image in a workspace's media library.
     MediaId
 );
 id_type!(
-    /// An author's saved campaign template (issue 34).
+    /// An author's saved campaign template.
     CampaignTemplateId
 );
 

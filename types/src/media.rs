@@ -1,4 +1,4 @@
-//! A workspace's media library (issue 34): images uploaded for campaigns, served by Herald at
+//! A workspace's media library: images uploaded for campaigns, served by Herald at
 //! content-hashed, immutable addresses (`/media/{workspace}/{sha256}.{ext}`).
 
 use chrono::{DateTime, Utc};

@@ -1,4 +1,4 @@
-//! Saved segments (issue 32): a condition tree over a workspace's readers — lists, tags, custom
+//! Saved segments: a condition tree over a workspace's readers — lists, tags, custom
 //! fields, sign-up, address and engagement — that campaigns target and exclude.
 //!
 //! The tree is plain data, stored as JSON (`segments.definition`) and compiled by the database

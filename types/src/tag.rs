@@ -1,4 +1,4 @@
-//! Tags on readers (issue 32).
+//! Tags on readers.
 
 use serde::{Deserialize, Serialize};
 

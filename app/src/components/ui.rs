@@ -74,7 +74,7 @@ pub fn short_time(rfc3339: &str) -> String {
     rfc3339.get(0..16).map(|s| s.replace('T', " ")).unwrap_or_else(|| rfc3339.to_string())
 }
 
-/// An instant as its author writes dates (issue 35): the server knows neither the author's
+/// An instant as its author writes dates: the server knows neither the author's
 /// locale nor their zone, so it renders `2026-11-22 14:03 UTC`; once in the browser the text
 /// becomes the browser's own way (`Nov 22, 2026, 3:03 PM`, `22.11.2026, 15:03`) in its zone.
 /// The exact instant stays in `datetime`, and in UTC in the tooltip.

@@ -1,4 +1,4 @@
-//! Image uploads from the browser (issue 34): files dropped on the block editor or the media
+//! Image uploads from the browser: files dropped on the block editor or the media
 //! page, or chosen with a file input, go to `POST /media/upload` as multipart form data (a
 //! server function cannot take them: its body limit is far below an image's).
 //!
@@ -8,7 +8,17 @@
 use herald_types::{Media, MediaLibrary};
 use leptos::prelude::*;
 
-use crate::pages::media::list_media;
+use crate::error::AppError;
+
+/// The workspace's images and the storage they use: what the block editor's image picker and the
+/// media page list (here, below both, so neither imports the other).
+#[server(prefix = "/rpc", endpoint = "list_media")]
+pub async fn list_media() -> Result<MediaLibrary, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, media};
+    let m = require_role(Role::Viewer).await?;
+    Ok(media::library(&m.state.db, &m.state.base_url, m.tenant, m.state.media_quota).await?)
+}
 
 /// What happened to one file: the view lists these under the drop zone.
 #[derive(Clone, Debug, PartialEq)]

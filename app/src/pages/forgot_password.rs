@@ -17,7 +17,7 @@ pub async fn request_password_reset(email: String) -> Result<(), AppError> {
     let email = herald_engine::Email::parse(&email)?;
     // The look-up and the mail happen after the answer: a known address would otherwise cost
     // an update and a queued job more than an unknown one, and the time to answer would say
-    // which addresses have accounts (issue 31 §6).
+    // which addresses have accounts.
     tokio::spawn(async move {
         let (db, jobs, signer, base) = (&state.db, &state.jobs, &state.signer, &state.base_url);
         if let Err(e) = herald_engine::accounts::request_password_reset(db, jobs, signer, base, email.as_str()).await {

@@ -1,4 +1,4 @@
-//! `/media`: the workspace's images (issue 34). Drop files on the page or choose them; each is
+//! `/media`: the workspace's images. Drop files on the page or choose them; each is
 //! checked and re-encoded by the server and gets a permanent address to use in campaigns (the
 //! block editor's image block picks from here too). Deleting one breaks it in mail already sent,
 //! which the confirmation says.
@@ -7,16 +7,8 @@ use herald_types::{Media, MediaId, MediaLibrary};
 use leptos::prelude::*;
 
 use crate::components::ui::{ActionError, Card, ConfirmDialog, EmptyState, LoadError};
-use crate::components::upload::{UploadList, UploadState, drags_files, upload_chosen, upload_dropped};
+use crate::components::upload::{UploadList, UploadState, drags_files, list_media, upload_chosen, upload_dropped};
 use crate::error::AppError;
-
-#[server(prefix = "/rpc", endpoint = "list_media")]
-pub async fn list_media() -> Result<MediaLibrary, AppError> {
-    use crate::ssr::require_role;
-    use herald_engine::{Role, media};
-    let m = require_role(Role::Viewer).await?;
-    Ok(media::library(&m.state.db, &m.state.base_url, m.tenant, m.state.media_quota).await?)
-}
 
 #[server(prefix = "/rpc", endpoint = "delete_media")]
 pub async fn delete_media(id: MediaId) -> Result<(), AppError> {

@@ -1,4 +1,4 @@
-//! Custom fields (issue 32): a workspace's typed reader fields, and the check every write of a
+//! Custom fields: a workspace's typed reader fields, and the check every write of a
 //! reader's attributes goes through (the reader page, the API, the bulk endpoint, imports), so a
 //! number field never holds "twelve" and a date field only ISO days. A value of the wrong type is
 //! refused with an error keyed by the field (`attributes.<key>`); attributes that are no field
@@ -20,6 +20,7 @@ fn field_of((key, label, kind, choices): FieldRow) -> Result<Field> {
 }
 
 /// The workspace's fields, in their order.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<Field>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let fields = list_in(&mut tx, tenant).await?;

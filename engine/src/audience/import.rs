@@ -332,7 +332,7 @@ pub struct StartImport {
 
 /// Where the imported readers go. "No list" is a choice of its own, never what an unticked
 /// form means: readers on no list get no campaign, and an import that put 48 of 51 readers
-/// nowhere without a word was a trap (issue 35).
+/// nowhere without a word was a trap.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ImportInto {
     Lists(Vec<ListId>),

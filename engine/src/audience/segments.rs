@@ -1,4 +1,4 @@
-//! Saved segments (issue 32): named condition trees over a workspace's readers, counted live in
+//! Saved segments: named condition trees over a workspace's readers, counted live in
 //! the editor and targeted (or excluded) by campaigns.
 //!
 //! A tree is checked here against the workspace (its lists, tags, fields and campaigns exist;
@@ -29,6 +29,7 @@ fn segment_of((id, name, definition, updated_at): SegmentRow) -> Segment {
 }
 
 /// The workspace's segments, by name.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<Segment>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows: Vec<SegmentRow> = sqlx::query_as(
@@ -51,6 +52,7 @@ pub(crate) async fn get_in(tx: &mut Tx, tenant: TenantId, id: SegmentId) -> Resu
     row.map(segment_of).ok_or(Error::NotFound)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn get(db: &Db, tenant: TenantId, id: SegmentId) -> Result<Segment> {
     let mut tx = db.tenant_tx(tenant).await?;
     let s = get_in(&mut tx, tenant, id).await?;
@@ -158,6 +160,7 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: SegmentId) -> Res
 
 /// How many of the workspace's readers match `definition` (checked first, so the editor's
 /// live count shows a problem beside its condition instead of a number).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn count(db: &Db, tenant: TenantId, definition: &Definition) -> Result<i64> {
     let mut tx = db.tenant_tx(tenant).await?;
     let definition = check_definition(&mut tx, tenant, definition).await?;
@@ -172,6 +175,7 @@ pub(crate) async fn count_in(tx: &mut Tx, definition: &Definition) -> Result<i64
 
 /// How many readers match `definition`, and the newest `limit` of them: one check of the tree
 /// and one transaction for the editor's live count and list.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn preview(
     db: &Db,
     tenant: TenantId,

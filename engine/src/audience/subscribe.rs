@@ -11,7 +11,6 @@ use uuid::Uuid;
 
 use super::consent::{self, Origin};
 use super::lists::{self, List, Visibility};
-use super::readers::{ReaderStatus, SubscriptionStatus};
 use super::suppressions;
 use crate::domain::{CampaignId, Email, ListId, TenantId};
 use crate::error::{Error, Result};
@@ -19,6 +18,7 @@ use crate::infra::db::{Db, Tx};
 use crate::infra::tokens::Signer;
 use crate::jobs::Jobs;
 use crate::sending::mail::{MailFrom, OutgoingMail, escape_html};
+use herald_types::{ReaderStatus, SubscriptionStatus};
 
 pub const CONFIRM_PURPOSE: &str = "confirm";
 pub const UNSUBSCRIBE_PURPOSE: &str = "unsubscribe";
@@ -217,7 +217,7 @@ async fn request_confirmation(
 }
 
 /// A confirmation email carries the workspace's name to any address typed into its form: the
-/// workspace's account must have proved its own address first (issue 31 §2). Checked before a
+/// workspace's account must have proved its own address first. Checked before a
 /// form starts pending subscriptions too, so nothing waits on a mail that never went.
 async fn require_confirmed_account(db: &Db, tenant: TenantId) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
@@ -262,7 +262,7 @@ pub(crate) async fn send_confirmation(
 
 /// Who a confirmation comes from: the workspace's default sender when its domain is verified
 /// with the DKIM key published (the mail is signed with it), else Herald's address under the
-/// workspace's name. Readers asked the workspace, not Herald, for this mail (issue 35).
+/// workspace's name. Readers asked the workspace, not Herald, for this mail.
 async fn confirmation_sender(cx: &PublicContext<'_>, tenant: TenantId, workspace: &str) -> Result<MailFrom> {
     let herald = MailFrom::HeraldFor { workspace: workspace.to_string() };
     let mut tx = cx.db.tenant_tx(tenant).await?;
@@ -381,6 +381,7 @@ pub struct ConfirmPreview {
     pub lists: Vec<String>,
 }
 
+#[tracing::instrument(skip_all)]
 pub async fn confirm_preview(db: &Db, signer: &Signer, token: &str) -> Result<ConfirmPreview> {
     let claim: ConfirmClaim = signer.verify(CONFIRM_PURPOSE, token)?;
     let ws = crate::workspaces::get(db, claim.t).await?;
@@ -404,6 +405,7 @@ pub async fn confirm_preview(db: &Db, signer: &Signer, token: &str) -> Result<Co
 
 /// Confirms the subscriptions a link names. Single use: each (list, nonce) confirms once.
 /// Returns the names of the lists confirmed now.
+#[tracing::instrument(skip_all)]
 pub async fn confirm(db: &Db, signer: &Signer, token: &str, origin: &Origin) -> Result<ConfirmPreview> {
     let claim: ConfirmClaim = signer.verify(CONFIRM_PURPOSE, token)?;
     let mut preview = confirm_preview(db, signer, token).await?;
@@ -449,6 +451,7 @@ pub struct UnsubscribePage {
     pub left_everything: bool,
 }
 
+#[tracing::instrument(skip_all)]
 pub async fn unsubscribe_page(db: &Db, signer: &Signer, token: &str) -> Result<UnsubscribePage> {
     let claim: UnsubscribeClaim = signer.verify(UNSUBSCRIBE_PURPOSE, token)?;
     let ws = crate::workspaces::get(db, claim.t).await?;
@@ -501,6 +504,7 @@ pub enum Leave {
 /// on. A list ticked in the preference center starts a pending subscription and mails a fresh
 /// confirmation; only the reader's own click in that mail adds it, and a suppressed address is
 /// not mailed at all.
+#[tracing::instrument(skip_all)]
 pub async fn leave(cx: &PublicContext<'_>, token: &str, what: Leave, origin: &Origin) -> Result<()> {
     let claim: UnsubscribeClaim = cx.signer.verify(UNSUBSCRIBE_PURPOSE, token)?;
     let (t, r) = (claim.t, claim.r);

@@ -1,4 +1,4 @@
-//! Tags on readers (issue 32): a workspace's own names for groups of readers, added and removed
+//! Tags on readers: a workspace's own names for groups of readers, added and removed
 //! by hand on the reader page, in bulk on the readers list, through the API, from an import
 //! column, and later by automations. Segments and automations read them.
 //!
@@ -50,6 +50,7 @@ pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<Tag>> {
 }
 
 /// One reader's tags, by name (empty for a reader of another workspace: row security).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn of_reader(db: &Db, tenant: TenantId, reader: i64) -> Result<Vec<String>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let names = of_reader_in(&mut tx, tenant, reader).await?;

@@ -1,4 +1,4 @@
-//! Automations (issue 33): welcome mails and drip sequences built on the campaigns' engine.
+//! Automations: welcome mails and drip sequences built on the campaigns' engine.
 //!
 //! - **Entry.** Database triggers let readers in as the write that fires them commits: a
 //!   confirmed subscription (`list_confirmed`), a new tag (`tag_added`); the API's reader events

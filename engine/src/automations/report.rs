@@ -9,6 +9,7 @@ use crate::infra::db::Db;
 
 /// Runs by state, and per step: reached, waiting, and (email steps) sent, opened, clicked — the
 /// send log's `sent` rows and the tracking's unique opens and clicks of the step's campaign.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn report(db: &Db, tenant: TenantId, id: AutomationId) -> Result<AutomationReport> {
     let mut tx = db.tenant_snapshot_tx(tenant).await?;
     let automation = super::store::get_in(&mut tx, tenant, id).await?;
@@ -58,6 +59,7 @@ const RUN_COLUMNS: &str =
               FROM automation_step_log l WHERE l.tenant_id = $1 AND l.run_id = r.id), '[]') AS path";
 
 /// The readers in an automation, those waiting at `step` when given, latest first (at most 100).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn runs(db: &Db, tenant: TenantId, id: AutomationId, step: Option<AutomationStepId>) -> Result<Vec<Run>> {
     let mut tx = db.tenant_tx(tenant).await?;
     super::store::get_in(&mut tx, tenant, id).await?;
@@ -78,6 +80,7 @@ pub async fn runs(db: &Db, tenant: TenantId, id: AutomationId, step: Option<Auto
 }
 
 /// Every run of one reader, latest first: their path through each automation.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn reader_runs(db: &Db, tenant: TenantId, reader: i64) -> Result<Vec<Run>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(

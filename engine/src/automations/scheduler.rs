@@ -25,6 +25,7 @@ const STATISTICS_EVERY: u64 = 20;
 
 /// Runs until `stop` says so. A tick that fails (Postgres restarting) is logged and the next
 /// one tries again: nothing of a failed batch committed.
+#[tracing::instrument(skip_all)]
 pub async fn run(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {
         if let Err(e) = tick(&db, &jobs, Utc::now()).await {
@@ -39,6 +40,7 @@ pub async fn run(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bool
 
 /// One pass at the clock `now` (tests pass a later one to skip waits): every due step of every
 /// live automation, until none is due. Returns the steps run.
+#[tracing::instrument(skip_all)]
 pub async fn tick(db: &Db, jobs: &Jobs, now: DateTime<Utc>) -> Result<u64> {
     // Periodic triggers first (a segment's new members, today's anniversaries): the readers they
     // let in are due at once, in the same pass.

@@ -117,6 +117,7 @@ async fn load(tx: &mut Tx, tenant: TenantId, rows: Vec<Row>) -> Result<Vec<Autom
 }
 
 /// The workspace's automations, archived last, then by name.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<Automation>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -142,6 +143,7 @@ pub(crate) async fn get_in(tx: &mut Tx, tenant: TenantId, id: AutomationId) -> R
     Ok(load(tx, tenant, vec![row]).await?.remove(0))
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn get(db: &Db, tenant: TenantId, id: AutomationId) -> Result<Automation> {
     let mut tx = db.tenant_tx(tenant).await?;
     let a = get_in(&mut tx, tenant, id).await?;

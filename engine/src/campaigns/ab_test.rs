@@ -244,6 +244,7 @@ async fn decide(tx: &mut Tx, tenant: TenantId, id: CampaignId, variant: Option<u
 /// The supervisor's part: every test whose window ended gets the metric's leader as winner.
 /// Each runs in its workspace's own transaction; one that fails is logged and tried again on
 /// the next tick.
+#[tracing::instrument(skip_all)]
 pub async fn decide_due(db: &Db, jobs: &Jobs) -> Result<()> {
     let due: Vec<(TenantId, CampaignId)> =
         sqlx::query_as("SELECT tenant_id, campaign_id FROM due_ab_tests()").fetch_all(db.pool()).await?;

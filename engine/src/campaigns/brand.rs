@@ -1,5 +1,5 @@
 //! A workspace's brand, the starter layouts dressed in it, and authors' saved campaign
-//! templates (issue 34). The shapes and checks are in [`herald_types::brand`]; this stores them.
+//! templates. The shapes and checks are in [`herald_types::brand`]; this stores them.
 //!
 //! Nothing that sends reads these tables: a campaign carries its own copy of the brand in its
 //! block document, taken when it starts ([`start_document`]).
@@ -111,6 +111,7 @@ async fn check_footer(tenant: TenantId, brand: &Brand) -> Result<()> {
 }
 
 /// Every starter layout, dressed in the workspace's brand.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn layouts(db: &Db, tenant: TenantId) -> Result<Vec<LayoutView>> {
     let brand = get(db, tenant).await?;
     Ok(Layout::ALL
@@ -134,6 +135,7 @@ pub enum Start {
 }
 
 /// The name and content a campaign starting from `start` gets (one read of the template).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn start_document(db: &Db, tenant: TenantId, start: Start) -> Result<CampaignTemplateInput> {
     let blocks = |name: &str, doc: BlockDocument| CampaignTemplateInput {
         name: name.into(),
@@ -161,6 +163,7 @@ pub async fn start_document(db: &Db, tenant: TenantId, start: Start) -> Result<C
 const TEMPLATE_COLUMNS: &str = "id, name, subject, preheader, body_format, body, created_at, updated_at";
 
 /// The workspace's saved templates, by name, without their bodies.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn list_templates(db: &Db, tenant: TenantId) -> Result<Vec<CampaignTemplateSummary>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(
@@ -175,6 +178,7 @@ pub async fn list_templates(db: &Db, tenant: TenantId) -> Result<Vec<CampaignTem
 }
 
 /// One template; another workspace's id is not found.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn get_template(db: &Db, tenant: TenantId, id: CampaignTemplateId) -> Result<CampaignTemplate> {
     let mut tx = db.tenant_tx(tenant).await?;
     let row = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -197,6 +201,7 @@ fn name_taken(e: sqlx::Error) -> Error {
 }
 
 /// Saves a new template.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn create_template(
     db: &Db,
     tenant: TenantId,
@@ -241,6 +246,7 @@ pub async fn create_template(
 }
 
 /// Replaces a template's name and content.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn update_template(
     db: &Db,
     tenant: TenantId,
@@ -272,6 +278,7 @@ pub async fn update_template(
     row.ok_or(Error::NotFound)
 }
 
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn delete_template(db: &Db, tenant: TenantId, role: Role, id: CampaignTemplateId) -> Result<()> {
     if !role.can_author() {
         return Err(Error::Forbidden);

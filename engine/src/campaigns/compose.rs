@@ -124,6 +124,7 @@ impl Composer {
 
     /// Renders every reader of a batch in one round trip to the template sandbox, in order.
     /// `unsubscribe[i]` is reader i's [`Self::unsubscribe_url`].
+    #[tracing::instrument(skip_all)]
     pub async fn render(&self, readers: &[Reader<'_>], unsubscribe: &[String]) -> crate::Result<Vec<RenderedParts>> {
         let recipients: Vec<Recipient<'_>> =
             readers.iter().map(|r| Recipient { email: r.email, name: r.name, attributes: r.attributes }).collect();
@@ -213,6 +214,7 @@ impl Versions {
 
     /// [`Composer::render`] for a batch whose rows may be of several versions: one sandbox round
     /// trip per version present, the results in the batch's order.
+    #[tracing::instrument(skip_all)]
     pub async fn render(
         &self,
         readers: &[Reader<'_>],

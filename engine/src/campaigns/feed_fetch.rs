@@ -41,6 +41,7 @@ pub fn url_for(template: &str, email: &str, reader_id: i64) -> String {
 
 /// `client` must come from [`client`] (it applies the egress policy to every name it resolves);
 /// a URL naming an address directly is checked here.
+#[tracing::instrument(skip_all)]
 pub async fn fetch(client: &reqwest::Client, egress: &crate::infra::egress::Egress, url: &str) -> Fetched {
     const UNREACHABLE: &str = "the feed URL could not be reached";
     match url::Url::parse(url) {
@@ -80,6 +81,7 @@ pub async fn fetch(client: &reqwest::Client, egress: &crate::infra::egress::Egre
 }
 
 /// Fetches for several readers at once (`CONCURRENCY` in flight); keyed by the caller's id.
+#[tracing::instrument(skip_all)]
 pub async fn fetch_all(
     client: &reqwest::Client,
     egress: &crate::infra::egress::Egress,

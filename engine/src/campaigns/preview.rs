@@ -133,6 +133,7 @@ pub async fn preview(
 
 /// A block document (a starter layout, a template, the brand) as a sample reader sees it: the
 /// HTML, or the reason it cannot render.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn preview_document(
     db: &Db,
     base_url: &str,
@@ -189,7 +190,7 @@ pub async fn test_send(
     role.require(Role::Author)?;
     crate::account_limits::ensure_not_suspended(db, tenant).await?;
     // A test email goes to any address the member types: only a member whose own address is
-    // confirmed may send them, and at most their account's daily allowance (issue 31 §2).
+    // confirmed may send them, and at most their account's daily allowance.
     crate::accounts::require_verified_email(db, member).await?;
     let addresses: Vec<Email> = addresses
         .iter()

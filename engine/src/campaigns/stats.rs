@@ -215,6 +215,7 @@ pub async fn dashboard(db: &Db, tenant: TenantId) -> Result<Dashboard> {
 
 /// Messages sent, unique opens and unique clicks of each of `campaigns` that has counts (one
 /// query for a list page, not one per row).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn engagement(
     db: &Db,
     tenant: TenantId,

@@ -188,7 +188,7 @@ pub async fn update(db: &Db, tenant: TenantId, role: Role, id: CampaignId, input
     check_identity(&mut tx, tenant, input).await?;
     check_segments(&mut tx, tenant, input).await?;
     // As at creation, the workspace's default sender fills in an empty one: a draft written
-    // before the default was set must not be stuck at "Choose a sender address first" (issue 35).
+    // before the default was set must not be stuck at "Choose a sender address first".
     let update = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "UPDATE campaigns SET name = $3, subject = $4, preheader = $5, identity_id = $6,
              from_name = coalesce(nullif($7, ''), (SELECT default_from_name FROM tenants WHERE id = $1)),
@@ -232,8 +232,9 @@ pub async fn get(db: &Db, tenant: TenantId, id: CampaignId) -> Result<Campaign> 
 }
 
 /// A new draft with what the author wrote in `id`, in any state (a sent campaign is the usual
-/// one, issue 34): its content, sender, audience, tracking and A/B versions, named "… (copy)";
+/// one): its content, sender, audience, tracking and A/B versions, named "… (copy)";
 /// not its schedule, repetition, feed or history. An automation's mail is not a campaign to copy.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn duplicate(db: &Db, tenant: TenantId, role: Role, id: CampaignId) -> Result<Campaign> {
     role.require(Role::Author)?;
     let original = get(db, tenant, id).await?;
@@ -273,6 +274,7 @@ pub async fn list(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<Campaign>
 /// The campaigns a filter lets through, newest first: words in the name or subject (a `%` or
 /// `_` in them is a plain character), a status, and a range of days — the day a campaign was
 /// sent or started, else the day it is scheduled for, else the day it was made (UTC).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn search(db: &Db, tenant: TenantId, q: &herald_types::CampaignQuery) -> Result<Vec<Campaign>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let words = q.words.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");

@@ -29,6 +29,7 @@ impl DomainTally {
 
     /// Adds the tallies to the rollups and clears them. Skipped once the send's final figures
     /// are in (the campaign_stats row lock orders this against [`snapshot_final`]).
+    #[tracing::instrument(skip_all, fields(%tenant))]
     pub async fn flush(&mut self, db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<()> {
         if self.counts.is_empty() {
             return Ok(());

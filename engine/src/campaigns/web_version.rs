@@ -1,4 +1,4 @@
-//! A campaign's web version (issue 34): `{{ web_version_url }}` in a mail ("View in your
+//! A campaign's web version: `{{ web_version_url }}` in a mail ("View in your
 //! browser", in the block editor's starter footer) is a signed link to that reader's own copy,
 //! rendered again from the campaign as stored, with their name, fields and unsubscribe link.
 //!
@@ -51,6 +51,7 @@ pub fn url(signer: &Signer, base_url: &str, tenant: TenantId, campaign: Campaign
 
 /// The HTML of the copy `token` names, or `NotFound` for a token that is not one (forged,
 /// truncated, another kind) or names what no longer exists.
+#[tracing::instrument(skip_all)]
 pub async fn render(db: &Db, signer: &Signer, base_url: &str, token: &str) -> Result<String> {
     let claim: Claim = signer.verify(PURPOSE, token).map_err(|_| Error::NotFound)?;
     let campaign = store::get(db, claim.t, claim.c).await?;

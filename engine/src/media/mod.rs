@@ -1,4 +1,4 @@
-//! The media library (issue 34): images a workspace uploads for its campaigns.
+//! The media library: images a workspace uploads for its campaigns.
 //!
 //! An upload is decoded with the `image` crate under [`image::Limits`] (dimensions and memory
 //! bounded before any pixel is allocated), off the async threads ([`prepare`] runs in
@@ -36,7 +36,7 @@ pub const MAX_DIMENSION: u32 = 8_000;
 /// The most memory one decode's pixels may take (an 8000 × 4000 RGBA image).
 const MAX_DECODE_BYTES: u64 = 128 * 1024 * 1024;
 
-/// What a workspace's images may take together, and its account's (issue 34, sign-ups issue).
+/// What a workspace's images may take together, and its account's (sign-ups issue).
 #[derive(Clone, Copy, Debug)]
 pub struct MediaQuota {
     pub per_workspace: i64,
@@ -222,6 +222,7 @@ fn finish(bytes: Vec<u8>, kind: ImageKind, width: u32, height: u32) -> Prepared 
 static PREPARING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 /// [`prepare`] on a blocking thread (a large image takes a second of CPU), two at a time.
+#[tracing::instrument(skip_all)]
 pub async fn prepare_off_thread(upload: Vec<u8>) -> Result<Prepared> {
     let _turn =
         PREPARING.acquire().await.map_err(|e| Error::Unexpected(anyhow::anyhow!("image preparation stopped: {e}")))?;
@@ -390,6 +391,7 @@ async fn check_quota(tx: &mut Tx, tenant: TenantId, size: i64, quota: MediaQuota
 }
 
 /// The workspace's images, newest first, with the storage they use.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn library(db: &Db, base_url: &str, tenant: TenantId, quota: MediaQuota) -> Result<MediaLibrary> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows: Vec<Row> = sqlx::query_as(
@@ -409,6 +411,7 @@ pub async fn library(db: &Db, base_url: &str, tenant: TenantId, quota: MediaQuot
 }
 
 /// Deletes an image: its address answers 404 from now on (mail already sent shows it broken).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn delete(db: &Db, storage: &MediaStorage, tenant: TenantId, role: Role, id: MediaId) -> Result<()> {
     if !role.can_author() {
         return Err(Error::Forbidden);

@@ -59,6 +59,7 @@ fn cache(db: &Db) -> Arc<MediaCache> {
 }
 
 /// The image `tenant` stores as `hash` with extension `extension`, if there is one.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn fetch(
     db: &Db,
     storage: &MediaStorage,

@@ -214,6 +214,7 @@ impl MediaStorage {
     }
 
     /// After a workspace is deleted (its rows went with it): every object it had.
+    #[tracing::instrument(skip_all, fields(%tenant))]
     pub async fn purge_workspace(&self, tenant: TenantId) {
         if let MediaStorage::S3(bucket) = self {
             match Box::pin(bucket.purge(tenant)).await {

@@ -175,6 +175,7 @@ impl DomainChecker {
     }
 
     /// Checks every record of `domain` against DNS.
+    #[tracing::instrument(skip_all)]
     pub async fn check(&self, domain: &SendingDomain) -> Vec<RecordCheck> {
         let mut checks = Vec::new();
         for record in records(domain, &self.spf_include) {
@@ -524,7 +525,8 @@ pub async fn require_verified_sender(
 }
 
 /// What [`require_verified_sender`] would refuse, as a warning to show while the From address is
-/// typed (issue 35: an unverified domain was only reported at send time). `None` when it may send.
+/// typed (an unverified domain was only reported at send time). `None` when it may send.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn sender_warning(db: &Db, tenant: TenantId, own_identity: bool, from_email: &str) -> Result<Option<String>> {
     if from_email.trim().is_empty() {
         return Ok(None);

@@ -216,6 +216,7 @@ pub struct WebhookTarget {
     pub sns_topic: Option<String>,
 }
 
+#[tracing::instrument(skip_all)]
 pub async fn webhook_target(db: &Db, signer: &Signer, token: &str) -> Result<Option<WebhookTarget>> {
     if token.is_empty() || token.len() > 100 {
         return Ok(None);
@@ -345,6 +346,7 @@ pub async fn resolve(
 /// Connects, greets and authenticates, then quits: the "send test" button. Returns what to
 /// show: the greeting of the operator's server; for a workspace's own server only that it
 /// answered (its banner says nothing a member needs, and would make this a probe).
+#[tracing::instrument(skip_all)]
 pub async fn check_connection(server: &SmtpServer) -> Result<String, String> {
     match SmtpConnection::connect(server, Duration::from_secs(10)).await {
         Ok(conn) => {

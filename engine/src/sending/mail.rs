@@ -22,7 +22,7 @@ pub struct OutgoingMail {
 
 /// Who a system mail is from. A reader's opt-in confirmation is the workspace's mail, not
 /// Herald's: it comes from the workspace's own sender when that domain is verified (and signed
-/// with its DKIM key), else from Herald's address under the workspace's name (issue 35: it came
+/// with its DKIM key), else from Herald's address under the workspace's name (it came
 /// from `noreply@localhost`, a name no reader knows).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub enum MailFrom {

@@ -22,6 +22,7 @@ pub struct LinkRegistry {
 impl LinkRegistry {
     /// Registers the URLs not seen yet (one round trip for all of them) and returns nothing;
     /// look ids up with [`LinkRegistry::id`].
+    #[tracing::instrument(skip_all, fields(%tenant))]
     pub async fn ensure(&mut self, db: &Db, tenant: TenantId, campaign: CampaignId, urls: &[String]) -> Result<()> {
         let missing: Vec<&String> = urls.iter().filter(|u| !self.ids.contains_key(*u)).collect();
         if missing.is_empty() || self.full {

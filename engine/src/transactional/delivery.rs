@@ -104,6 +104,7 @@ pub struct TxDeliveryContext {
 }
 
 /// Runs the sending loops until `stop` turns true.
+#[tracing::instrument(skip_all)]
 pub async fn run(cx: TxDeliveryContext, stop: tokio::sync::watch::Receiver<bool>) {
     let loops: Vec<_> = (0..cx.config.loops.max(1))
         .map(|_| {
@@ -190,6 +191,7 @@ impl<'a> Sender<'a> {
         Self { cx, conn: None, workspaces: HashMap::new(), lease: None }
     }
 
+    #[tracing::instrument(skip_all)]
     pub async fn close(&mut self) {
         if let Some((_, conn)) = self.conn.take() {
             conn.quit().await;
@@ -215,6 +217,7 @@ impl<'a> Sender<'a> {
     }
 
     /// Claims the due messages (up to a batch) and sends them. Returns how many it claimed.
+    #[tracing::instrument(skip_all)]
     pub async fn run_once(&mut self) -> Result<usize> {
         let cfg = self.cx.config.clone();
         let now = (cfg.clock)();

@@ -1,4 +1,4 @@
-//! The bounce and complaint guard for the transactional stream (issue 31 §2), as campaigns have
+//! The bounce and complaint guard for the transactional stream, as campaigns have
 //! theirs: a workspace whose transactional mail of the last 7 days hard-bounces more than 5 %
 //! or is reported as spam more than 0.3 % of the time (once enough has gone out to tell) stops
 //! sending it. Queued messages wait (the claim skips the workspace); the workspace's admins see
@@ -66,6 +66,7 @@ fn reason(sent: i64, bounced: i64, complained: i64) -> Option<String> {
 }
 
 /// Why the workspace's transactional stream is paused (`None` while it runs).
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn paused_reason(db: &Db, tenant: TenantId) -> Result<Option<String>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let reason = sqlx::query_scalar("SELECT transactional_paused_reason FROM tenants WHERE id = $1")
@@ -77,6 +78,7 @@ pub async fn paused_reason(db: &Db, tenant: TenantId) -> Result<Option<String>> 
 }
 
 /// An admin resumes the stream: queued messages go out again. True when it was paused.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn resume(db: &Db, tenant: TenantId, role: Role) -> Result<bool> {
     role.require(Role::Admin)?;
     let mut tx = db.tenant_tx(tenant).await?;

@@ -167,6 +167,7 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: TemplateId) -> Re
 }
 
 /// Renders unsaved template sources with sample variables: the editor's live preview.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn preview(
     tenant: TenantId,
     subject: &str,
@@ -195,6 +196,7 @@ impl Compiled {
 
     /// Renders with `vars` (a JSON object). A body given only as HTML gets its text twin, and
     /// one given only as text gets a minimal HTML version, so every message is multipart.
+    #[tracing::instrument(skip_all)]
     pub async fn render(&self, turn: Turn, vars: &serde_json::Value) -> Result<RenderedMessage> {
         if !vars.is_object() {
             return Err(Error::invalid("`variables` must be a JSON object."));

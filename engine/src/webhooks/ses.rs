@@ -658,7 +658,7 @@ mod tests {
         assert!(!host_matches(p, "sns.amazonaws.com"));
         assert!(!host_matches(p, "sns..amazonaws.com"));
         assert!(!host_matches(p, "sns.us_east.amazonaws.com"));
-        // Issue 31 §6: an S3 bucket named "sns" is not SNS.
+        // An S3 bucket named "sns" is not SNS.
         assert!(!host_matches(p, "sns.s3.amazonaws.com"));
         assert!(!host_matches(p, "sns.s3-website.amazonaws.com"));
         assert!(!host_matches(p, "sns.my-bucket.amazonaws.com"));

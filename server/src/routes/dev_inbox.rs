@@ -68,7 +68,7 @@ pub async fn show(State(sink): State<MailSink>, Path(id): Path<String>) -> Respo
         .collect();
     // The HTML part is shown in a sandboxed iframe: no scripts, no same-origin access. Its links
     // open in a new tab outside the sandbox, as a mail client opens them: followed inside the
-    // frame, a link's page ran without scripts or forms and never finished (issue 35).
+    // frame, a link's page ran without scripts or forms and never finished.
     let html = p
         .html
         .as_deref()

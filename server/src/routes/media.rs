@@ -1,4 +1,4 @@
-//! Images (issue 34): `GET /media/{workspace}/{sha256}.{ext}` serves them to anyone (mail
+//! Images: `GET /media/{workspace}/{sha256}.{ext}` serves them to anyone (mail
 //! clients fetch them), `POST /media/upload` takes one from the editor or the library page (a
 //! member's session), and `/api/v1/media` lists, uploads and deletes them with an API key.
 //!

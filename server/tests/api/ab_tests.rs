@@ -1,4 +1,4 @@
-//! Issue 32, A/B tests: the split's proportions over 10k readers and its stability when a chunk
+//! A/B tests: the split's proportions over 10k readers and its stability when a chunk
 //! is written again, the winner by each metric (machine opens not counted), the checks keyed by
 //! field, and a test sent over SMTP whose rest gets the winner — each reader one message, of
 //! the version its send-log row names. Crashes during the choice are the chaos suite's round.

@@ -1,4 +1,4 @@
-//! Issue 31 §2: limits per account, on top of the per-workspace ones, so that making another
+//! Limits per account, on top of the per-workspace ones, so that making another
 //! workspace (or another API key) buys nothing: workspaces owned, transactional messages a day
 //! (warming up), test emails a day, system mail a day; a confirmed address for invitations,
 //! test emails and opt-in confirmations; and one address signed up to 50 public lists gets the

@@ -31,7 +31,7 @@ async fn sign_up_logs_in_and_log_out_ends_the_session() {
         .join("\n");
     assert!(raw.contains("HttpOnly") && raw.contains("SameSite=Lax"), "{raw}");
     assert!(!cookie.is_empty());
-    // Stored in its canonical form (issue 30 §6): one mailbox, one account, however it is typed.
+    // Stored in its canonical form: one mailbox, one account, however it is typed.
     let me = b.session().await.expect("logged in");
     assert_eq!(me.email, "ada@example.com");
     // The link came to the address: nothing more to confirm.
@@ -40,7 +40,7 @@ async fn sign_up_logs_in_and_log_out_ends_the_session() {
     assert!(b.session().await.is_none());
 }
 
-/// Issue 31 §6: the sign-up form says the same for an address with an account as for one
+/// The sign-up form says the same for an address with an account as for one
 /// without, and makes nothing; the owner of a taken address is told by mail, a new address gets
 /// the link that makes the account. Nobody can make an account at an address they do not read
 /// (a pre-hijacked account waiting for its owner).

@@ -78,7 +78,7 @@ async fn the_openapi_document_describes_the_api() {
     assert!(doc["components"]["securitySchemes"]["api_key"].is_object());
 }
 
-/// Issue 31 §5: a key is its maker's. The list shows who made it and what it may do; it stops
+/// A key is its maker's. The list shows who made it and what it may do; it stops
 /// working (403, saying why) while its maker is not an admin, and works again if they are made
 /// admin again; it dies with the maker's membership rights, not before; a narrower key may only
 /// do what its role allows.

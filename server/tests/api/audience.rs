@@ -58,7 +58,7 @@ fn search(q: &str, list: &str, attribute: &str) -> SearchReaders {
     SearchReaders { filter, before: None }
 }
 
-/// Issue 35: an opt-in confirmation is the workspace's mail. Without a verified sender it
+/// An opt-in confirmation is the workspace's mail. Without a verified sender it
 /// comes from Herald's address under the workspace's name (not a bare `noreply@localhost`);
 /// with a default sender on a domain whose DKIM key is published, from that sender, signed.
 #[tokio::test]
@@ -263,7 +263,7 @@ async fn one_click_unsubscribe_and_the_preference_center() {
     assert_eq!(counts(&owner, &deals).await, (1, 0, 0));
 
     // Preference center: off Deals at once; back on News only through a fresh confirmation
-    // mail (issue 31 §3: whoever holds a mailed link, or saw it, cannot subscribe the reader).
+    // mail (whoever holds a mailed link, or saw it, cannot subscribe the reader).
     let r = reqwest::Client::new()
         .post(&url)
         .form(&[("action", "preferences"), ("list", news.as_str())])
@@ -322,7 +322,7 @@ async fn one_click_unsubscribe_and_the_preference_center() {
     assert_eq!(counts(&owner, &deals).await.0, 0);
 }
 
-/// Issue 31 §3: a preview shows no reader's real unsubscribe link (it would hand every viewer a
+/// A preview shows no reader's real unsubscribe link (it would hand every viewer a
 /// never-expiring token to that reader's preferences); the link it shows does nothing.
 #[tokio::test]
 async fn a_preview_carries_a_link_that_does_nothing() {
@@ -655,7 +655,7 @@ async fn every_cascade_from_readers_is_served_by_an_index() {
 }
 
 /// The preference center of a workspace without public lists says so in a box of its own,
-/// instead of ending at the unsubscribe buttons (issue 35).
+/// instead of ending at the unsubscribe buttons.
 #[tokio::test]
 async fn the_preference_center_says_when_there_is_nothing_to_choose() {
     let app = spawn_app().await;

@@ -30,7 +30,7 @@ async fn lists_and_readers_crud_bulk_and_subscriptions() {
     assert_eq!(s, StatusCode::OK);
 
     // Bulk upsert: duplicates merge on the lowercased email, bad rows are reported by index.
-    // Every row is counted once, as what it did (issue 35: a "skipped" row changed nothing).
+    // Every row is counted once, as what it did (a "skipped" row changed nothing).
     let body = json!({
         "lists": [list_id],
         "readers": [
@@ -168,7 +168,7 @@ async fn another_workspaces_ids_are_404_through_the_api() {
     assert_eq!(b.get(&format!("/api/v1/readers/{reader}")).await.1["reader"]["name"], "");
 }
 
-/// Issue 30 §6: one mailbox is one reader however it is typed: a Unicode or A-label domain, any
+/// One mailbox is one reader however it is typed: a Unicode or A-label domain, any
 /// case, composed or decomposed. main at d7b2561 made `Anna@Exämple.com` and
 /// `anna@xn--exmple-cua.com` two readers, and so two copies of every campaign.
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! Issue 17, the audit log: each listed action leaves an entry naming who (member or API key),
+//! The audit log: each listed action leaves an entry naming who (member or API key),
 //! what, which object and from where; owners and admins read it on a page and through
 //! `GET /api/v1/audit`; no workspace reads another's; the app cannot change or delete entries.
 

@@ -1,4 +1,4 @@
-//! Issue 33, the rest of the steps and guarantees: "wait until" a weekday and time in each
+//! The rest of the steps and guarantees: "wait until" a weekday and time in each
 //! reader's zone, steps that subscribe to and leave lists (leaving the trigger's list ends the
 //! run), a branch on a field's value, automation mail held at the warm-up limit, a welcome that
 //! goes out beside a big campaign on a slow identity, and 100k readers falling due at once.

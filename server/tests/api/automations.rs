@@ -1,4 +1,4 @@
-//! Issue 33, automations: a welcome sequence over a controllable clock (each reader gets each
+//! Automations: a welcome sequence over a controllable clock (each reader gets each
 //! step once, in order, at its time), leaving on unsubscribe, re-entry rules, editing a live
 //! automation, an API event's data in the mail, two schedulers at once, and isolation.
 //!

@@ -1,7 +1,7 @@
 //! Benchmark, not a timed test: imports 1,000,000 generated rows and prints rows/s and the
 //! process's peak memory. Run with
 //!   cargo test -p herald-server --test api bench_import -- --ignored --nocapture
-//! (the README's "Measured" section records the figures and the machine).
+//! (docs/benchmarks.md records the figures and the machine).
 
 use crate::helpers::*;
 use crate::imports::{upload, wait_done};

@@ -1,4 +1,4 @@
-//! Issue 34, brand and templates: the brand is checked field by field and dresses every starter
+//! Brand and templates: the brand is checked field by field and dresses every starter
 //! layout; a campaign started from a layout, a template or a blank page carries the brand as it
 //! was then (changing the brand later leaves it alone); saved templates are checked like a
 //! campaign's body, unique by name, and never reachable from another workspace.

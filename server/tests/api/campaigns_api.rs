@@ -180,7 +180,7 @@ async fn invalid_campaign_fields_are_named_through_the_api_and_the_editor() -> T
     assert!(saved.value().warnings.is_empty());
 
     // A merge-tag typo is saved (it is not an error) and named beside its field, with the name
-    // meant; the editor loads the same warnings after a reload (issue 35).
+    // meant; the editor loads the same warnings after a reload.
     let input = CampaignInput {
         name: "Renamed".into(),
         subject: "Hi {{ reader.nmae }}".into(),
@@ -203,7 +203,7 @@ async fn invalid_campaign_fields_are_named_through_the_api_and_the_editor() -> T
     Ok(())
 }
 
-/// Issue 35: a draft written before the workspace had a default sender takes it when one is
+/// A draft written before the workspace had a default sender takes it when one is
 /// set (it was stuck at "Choose a sender address first"), and an empty sender is filled on
 /// save; a From address whose domain is not verified is named beside the field as it is typed,
 /// not only at send time.

@@ -1,4 +1,4 @@
-//! The chaos suite's short run (README, "Chaos"): real `herald worker` processes, a Postgres
+//! The chaos suite's short run (docs/chaos.md): real `herald worker` processes, a Postgres
 //! cluster of its own that it restarts, the SMTP sink misbehaving, randomised faults from a
 //! printed seed. `HERALD_CHAOS_SEED` replays a seed; `herald dev chaos --minutes N` is the long run.
 

@@ -80,7 +80,7 @@ fn a_missing_setting_is_one_line_and_help_works_everywhere() {
     }
 }
 
-/// Issue 31 §2, the operator's account commands as the real binary: `set-limits --email`,
+/// The operator's account commands as the real binary: `set-limits --email`,
 /// `accounts` (volume per account, busiest first), `suspend-account` and `reinstate-account`.
 #[tokio::test]
 async fn operators_see_accounts_raise_their_limits_and_suspend_them() {

@@ -1,4 +1,4 @@
-//! Issue 17, verified sign-up: an account whose address nobody confirmed (made before sign-up
+//! Verified sign-up: an account whose address nobody confirmed (made before sign-up
 //! mailed its link first, see `accounts`) sets up its workspace, but sending a campaign,
 //! creating an API key and accepting an invite wait for a mailed confirmation link (single-use,
 //! signed, expiring), which can be mailed again. Invite acceptance is covered in `invites`.
@@ -107,7 +107,7 @@ async fn an_unconfirmed_author_cannot_send_or_schedule_a_campaign() -> TestResul
     Ok(())
 }
 
-/// Issue 31 §4: a mail scanner that fetches the link confirms nothing (only the page's button,
+/// A mail scanner that fetches the link confirms nothing (only the page's button,
 /// a POST, does), and a password reset, which proves the mailbox, takes an account that never
 /// confirmed its address back from a squatter with the squatter's second factor removed. A
 /// confirmed account keeps its second factor through a reset.

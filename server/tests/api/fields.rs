@@ -1,4 +1,4 @@
-//! Issue 32, custom fields: defined per workspace (key, label, type, choices), values typed on
+//! Custom fields: defined per workspace (key, label, type, choices), values typed on
 //! every path that writes them (the API's single and bulk writes, the reader page, imports),
 //! wrong types refused with the field named, rename and delete, isolation, and the migration
 //! that turns existing attributes into fields with guessed types.

@@ -84,7 +84,7 @@ async fn a_messy_csv_imports_what_it_can_and_reports_the_rest_by_line() {
     assert_eq!(d.status, ImportStatus::Done, "{d:?}");
     assert_eq!(d.percent(), 100, "{d:?}");
     assert_eq!(d.rows_read, 7);
-    // ann, bob, eve; ann's second row updated her (issue 35: not "skipped" while changing her).
+    // ann, bob, eve; ann's second row updated her (not "skipped" while changing her).
     assert_eq!((d.created, d.updated, d.skipped), (3, 1, 0), "{d:?}");
     assert_eq!(d.invalid, 3, "{d:?}");
 
@@ -168,7 +168,7 @@ async fn imports_are_per_workspace_and_need_an_email_column() {
     assert_eq!(t.b.get(&format!("/audience/imports/{id}/errors.csv")).await.status(), StatusCode::NOT_FOUND);
     let no_email = start(id, &["name", "name"], "", ImportMode::Confirmed, Existing::Update);
     assert_eq!(t.a.run(no_email).await.status, StatusCode::UNPROCESSABLE_ENTITY);
-    // No list, unless "Add them to no list" is ticked (issue 35): nothing starts.
+    // No list, unless "Add them to no list" is ticked: nothing starts.
     let mut nowhere = start(id, &["email", "name"], "", ImportMode::Confirmed, Existing::Update);
     nowhere.no_list = None;
     let r = t.a.run(nowhere).await;
@@ -234,7 +234,7 @@ async fn an_opt_in_import_mails_each_reader_a_confirmation() {
     assert!(app.sink.messages().await.iter().all(|m| !m.rcpt_to.iter().any(|r| r == "blocked@example.com")));
 }
 
-/// Issue 15 §5: one workspace's uploads that are not imported yet hold at most
+/// One workspace's uploads that are not imported yet hold at most
 /// `HERALD_IMPORT_STORAGE_PER_WORKSPACE`; an upload past it is refused and leaves nothing
 /// behind, and discarding a pending upload frees its room. Other workspaces are unaffected.
 #[tokio::test]
@@ -302,7 +302,7 @@ async fn pending_uploads_are_capped_per_workspace_and_can_be_discarded() -> Test
     Ok(())
 }
 
-/// Issue 31 §2: upload storage counts per account too, so a second workspace of the same account
+/// Upload storage counts per account too, so a second workspace of the same account
 /// buys no more room; another account's workspace has its own.
 #[tokio::test]
 async fn pending_uploads_are_capped_per_account_too() -> TestResult {

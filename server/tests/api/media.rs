@@ -1,4 +1,4 @@
-//! Issue 34, the media library: an upload of each format (through the API and the editor's
+//! The media library: an upload of each format (through the API and the editor's
 //! session route), disguised, SVG and oversized files refused, the same image stored once, the
 //! quota per workspace and per account, and serving: the right headers, never another
 //! workspace's image, and a deleted one gone.

@@ -198,7 +198,7 @@ async fn data_migrations_copy_every_workspaces_rows_as_an_ordinary_owner() -> Te
     Ok(())
 }
 
-/// Issue 30 §6: addresses stored before they were canonical are rewritten, and readers of one
+/// Addresses stored before they were canonical are rewritten, and readers of one
 /// workspace that are one mailbox are merged by the data migration 29 asks for, as the ordinary
 /// owner: an unsubscribe or suppression on either copy wins, the consent ledger keeps every
 /// entry (and says why), the send log keeps one row per campaign (the one that was sent), the

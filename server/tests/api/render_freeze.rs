@@ -1,4 +1,4 @@
-//! Issue 31 §1: one member could freeze the whole server. Renders of templates that run to the
+//! One member could freeze the whole server. Renders of templates that run to the
 //! 5-s time limit, sent from several connections at once, used to block every runtime thread
 //! (blocking pipe I/O on async threads, no bound on concurrent children): `/healthz` took 10 s
 //! and the process ignored SIGTERM. This starts a real `herald serve`, runs that attack against

@@ -1,4 +1,4 @@
-//! Issue 32, resend to non-openers: of nine readers a campaign went to, the resend reaches
+//! Resend to non-openers: of nine readers a campaign went to, the resend reaches
 //! exactly those who did not open (a privacy proxy's open counted or not, as asked), click,
 //! unsubscribe, bounce, complain or get suppressed since, and whose message was delivered; it is
 //! a campaign of its own, linked both ways.
@@ -105,7 +105,7 @@ async fn a_resend_reaches_exactly_the_readers_who_did_not_open() -> TestResult {
     Ok(())
 }
 
-/// Issue 34: a sent block campaign duplicated into a draft with what was written (its blocks,
+/// A sent block campaign duplicated into a draft with what was written (its blocks,
 /// sender, lists, tracking), not its history; another workspace's id is a 404.
 #[tokio::test]
 async fn a_sent_campaign_is_duplicated_into_a_draft() -> TestResult {

@@ -127,7 +127,7 @@ async fn only_admins_see_and_rotate_webhook_urls() -> TestResult {
     Ok(())
 }
 
-/// Issue 17: anyone may leave a workspace except its only owner, and leaving takes access away
+/// Anyone may leave a workspace except its only owner, and leaving takes access away
 /// at once.
 #[tokio::test]
 async fn members_leave_a_workspace_but_its_only_owner_cannot() -> TestResult {

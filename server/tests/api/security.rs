@@ -202,7 +202,7 @@ async fn limiters_see_the_client_behind_a_trusted_proxy_only() {
     assert!(limited, "a forged X-Forwarded-For does not buy a fresh budget");
 }
 
-/// Issue 31 §2: an IPv6 customer holds a whole /64, so limiters count the /64, not the address:
+/// An IPv6 customer holds a whole /64, so limiters count the /64, not the address:
 /// rotating the last 64 bits buys no fresh budget; another /64 has its own.
 #[tokio::test]
 async fn limiters_count_an_ipv6_client_by_its_64() {

@@ -1,4 +1,4 @@
-//! Issue 32, segment counts at scale (migration 45): the typed side table of field values that
+//! Segment counts at scale (migration 45): the typed side table of field values that
 //! answers equality and ranges from one index must say what the readers' attributes say after
 //! every kind of write — a reader made, its attributes changed by the API or by any statement,
 //! a field made after its values, a field or reader deleted, a field made while readers change

@@ -1,4 +1,4 @@
-//! Issue 32, saved segments: every condition and engagement window against the readers it must
+//! Saved segments: every condition and engagement window against the readers it must
 //! match in a seeded audience (worked out by hand below), the API's checks keyed by place,
 //! isolation between workspaces, the plan of indexed conditions, and a campaign sent to a segment
 //! with an exclusion reaching exactly the readers it should.

@@ -1,4 +1,4 @@
-//! Issue 17, send approval: under the workspace rule an author's "Send" and "Schedule" become
+//! Send approval: under the workspace rule an author's "Send" and "Schedule" become
 //! requests; only owners and admins approve (the campaign then goes out as asked) or turn them
 //! down; editing withdraws a pending request; everything shows in the campaign and the audit log.
 

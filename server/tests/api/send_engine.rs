@@ -1,4 +1,4 @@
-//! Send engine v2: each clause of the guarantee (README, "The guarantee and its window") with a
+//! Send engine v2: each clause of the guarantee (docs/guarantee.md) with a
 //! test that tries to break it, in-process against real Postgres and the real SMTP sink. The
 //! chaos suite (`chaos.rs`) tries them all at once with real processes.
 
@@ -107,7 +107,7 @@ async fn a_pause_stops_the_wire_within_a_second_and_a_cancel_leaves_nothing_queu
     assert_eq!(p.sent + p.cancelled, 400, "{p:?}");
     let sink_count = h.sink.accepted_count() as i64;
     assert_eq!(sink_count, p.sent, "Herald's count matches the sink's");
-    // Settled, the cancelled send's figures were frozen by that look (issue 30 §7): later views
+    // Settled, the cancelled send's figures were frozen by that look: later views
     // read one row instead of the send log, and say the same.
     let frozen: bool = sqlx::query_scalar("SELECT final_counts IS NOT NULL FROM campaign_stats WHERE campaign_id = $1")
         .bind(campaign)
@@ -310,7 +310,7 @@ async fn a_spread_send_does_not_expire_its_own_tail() -> TestResult {
     Ok(())
 }
 
-/// Issue 30 §7: the queue age counts from a row's first claim, not from the fan-out. Two
+/// The queue age counts from a row's first claim, not from the fan-out. Two
 /// million readers through an identity at 10/s take 55.6 h; counted from the fan-out (48 h by
 /// default) the last 272k of them expired unsent. Simulated on the clock: the tail of such a
 /// send, fanned out 56 h ago and reached only now, is sent; rows that have been failing since
@@ -340,7 +340,7 @@ async fn a_throttled_send_does_not_expire_its_tail_but_rows_failing_for_days_do(
     Ok(())
 }
 
-/// Issue 30 §7: an idle loop asks "anything due?" every 100–300 ms. Answered by the claim, that
+/// An idle loop asks "anything due?" every 100–300 ms. Answered by the claim, that
 /// walked every deferred row of the queue in id order; the probe it asks first reads a few index
 /// pages. Read off its plan, as the runtime role, with 9,000 rows (under the warm-up limit) all
 /// deferred.
@@ -374,7 +374,7 @@ async fn an_idle_loop_finds_nothing_due_without_walking_the_deferred_rows() -> T
     Ok(())
 }
 
-/// Issue 30 §7: an identity's connection limit holds across its campaigns. Two campaigns through
+/// An identity's connection limit holds across its campaigns. Two campaigns through
 /// one identity that allows 2 connections, each offered 3 delivery jobs at once (and again, as
 /// the supervisor would, until both are sent): never more than 2 delivery leases between them
 /// (main at d7b2561 held 4, 2 per campaign), and every reader gets each campaign once.
@@ -693,7 +693,7 @@ async fn a_250_whose_record_loses_its_connection_is_recorded_on_a_new_one() -> T
     Ok(())
 }
 
-/// Issue 30 §2: a claim that waits past its lease (reader rows locked by an import, renewals
+/// A claim that waits past its lease (reader rows locked by an import, renewals
 /// stalled) must not commit rows under a token the reaper has already deleted: those rows stayed
 /// `sending` for ever and the campaign never finished. The loop here "crashes" right after its
 /// claim commits, as a killed process would, so nothing of its own gives the rows back.
@@ -742,7 +742,7 @@ async fn a_claim_that_outlives_its_lease_strands_no_row() -> TestResult {
     Ok(())
 }
 
-/// Issue 30 §2, the reaper's side: a `sending` row whose lease no longer exists at all (its
+/// The reaper's side: a `sending` row whose lease no longer exists at all (its
 /// claim committed after the reaper deleted the lease) goes back to the queue, counted as
 /// ambiguous only if it was armed.
 #[tokio::test]
@@ -769,7 +769,7 @@ async fn the_reaper_gives_back_rows_whose_lease_is_gone() -> TestResult {
     Ok(())
 }
 
-/// Issue 30 §5: a message is sent only once Postgres confirms its arm. Rows given back (and
+/// A message is sent only once Postgres confirms its arm. Rows given back (and
 /// claimed by another loop) while this loop's clock still trusted its lease — a VM pause, a
 /// clock step — used to be sent anyway: a copy on a row nobody counted. Here the rows beyond the
 /// claim's first armed window are taken from under the loop (another token) mid-batch.
@@ -816,7 +816,7 @@ async fn a_row_whose_arm_is_not_confirmed_is_not_sent() -> TestResult {
     Ok(())
 }
 
-/// Issue 30 §4: the frequency cap loses no reader. Campaign A claims every reader (moving their
+/// The frequency cap loses no reader. Campaign A claims every reader (moving their
 /// cap marks) and its process dies; campaign B used to skip them all for good ("frequency
 /// cap"), and when A was then cancelled nobody got anything. B now waits while A's rows may
 /// still be sent; the reaper gives back the marks of A's rows that never reached SMTP; once A's
@@ -865,7 +865,7 @@ async fn a_reader_held_by_a_campaign_that_ends_unsent_gets_the_other_campaign() 
     Ok(())
 }
 
-/// Issue 30 §7: a saturated pool does not cost the loops their leases. Renewals used to take a
+/// A saturated pool does not cost the loops their leases. Renewals used to take a
 /// connection from the shared pool like every query: with the pool held for longer than the
 /// lease, every fence closed and every loop gave its batch up at once. A process's leases are
 /// now renewed together on a connection of their own.
@@ -905,7 +905,7 @@ async fn a_saturated_pool_does_not_cost_a_loop_its_lease() -> TestResult {
     Ok(())
 }
 
-/// Issue 30 §8: a reader who unsubscribes while their message waits in a claimed batch is not
+/// A reader who unsubscribes while their message waits in a claimed batch is not
 /// mailed. The claim checked everyone; with replies this slow the batch takes 6 s, and the last
 /// reader's unsubscribe commits after the claim. Once a claim is a second old its checks are made
 /// again for each message, right before its data goes out.

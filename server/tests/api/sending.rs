@@ -632,7 +632,7 @@ async fn the_fan_out_reaches_readers_on_both_sides_of_other_workspaces_ids() -> 
     Ok(())
 }
 
-/// Issue 15 §4: a workspace whose SMTP server is a tarpit holds at most its share of a
+/// A workspace whose SMTP server is a tarpit holds at most its share of a
 /// process's delivery loops; the surplus jobs end at once, and another workspace's campaign is
 /// delivered in full while the tarpit still holds its loops.
 #[tokio::test]
@@ -674,7 +674,7 @@ async fn a_tarpit_workspace_cannot_hold_every_delivery_loop() -> TestResult {
     Ok(())
 }
 
-/// Issue 30 §7: views of a campaign still sending share one count of its send log, at most 2 s
+/// Views of a campaign still sending share one count of its send log, at most 2 s
 /// old (the count is a scan: 722 ms at 1M rows, `bench scans`, and it was made per view, per
 /// viewer). A second view right after the first does not count again; one after 2 s does; the
 /// engine's own `progress` stays exact, and a campaign that stops sending is shown at once.

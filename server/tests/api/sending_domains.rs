@@ -1,4 +1,4 @@
-//! Sending domains (issue 15 §3): mail From a domain the workspace has not verified is refused
+//! Sending domains: mail From a domain the workspace has not verified is refused
 //! at every door (campaign send, test send, transactional API), verification is a real DNS TXT
 //! lookup against a DNS server the test runs on 127.0.0.1, and a verified domain's DKIM key signs
 //! the mail once its public half is published.

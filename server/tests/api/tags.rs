@@ -1,4 +1,4 @@
-//! Issue 32, tags: through the API (one reader, the bulk endpoint), the readers list's bulk
+//! Tags: through the API (one reader, the bulk endpoint), the readers list's bulk
 //! action over a filter, an import column, rename and delete with counts, and isolation: a
 //! workspace never sees, names or changes another's tags or readers.
 

@@ -312,7 +312,7 @@ async fn no_transactional_function_reaches_another_workspace() {
     assert_eq!(theirs.detail.message.status, MessageStatus::Queued, "B's message untouched");
 }
 
-/// Issue 31 §6: a campaign names only its own workspace's sending identity. Naming another's
+/// A campaign names only its own workspace's sending identity. Naming another's
 /// made the runtime fall back to the operator's relay with the own-identity exemption from the
 /// verified-domain check (any From).
 #[tokio::test]

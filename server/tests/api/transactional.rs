@@ -427,7 +427,7 @@ async fn a_flood_of_transactional_pixels_is_bounded_and_counted() -> TestResult 
     Ok(())
 }
 
-/// Issue 30 §3: once a message's data has gone out, it is never requeued as a failed attempt.
+/// Once a message's data has gone out, it is never requeued as a failed attempt.
 /// A 250 that Postgres refuses to record (not a lost connection: nothing to retry) used to send
 /// the message back to the queue disarmed, so its second copy was counted nowhere. Now the row
 /// stays armed, the loop gives up its lease, and the reaper counts the next copy as ambiguous;
@@ -483,7 +483,7 @@ async fn a_250_that_cannot_be_recorded_is_left_armed_for_the_reaper_not_requeued
     Ok(())
 }
 
-/// Issue 30 §6: `Anna@Exämple.com` and `anna@xn--exmple-cua.com` are one mailbox. Typed either
+/// `Anna@Exämple.com` and `anna@xn--exmple-cua.com` are one mailbox. Typed either
 /// way it is one idempotent request (main at d7b2561 answered the second spelling 409, "a
 /// different request"), one suppression (it answered 201 and mailed a suppressed mailbox), and
 /// the message goes to the A-label.
@@ -517,7 +517,7 @@ async fn one_mailbox_typed_two_ways_is_one_request_and_one_suppression() -> Test
     Ok(())
 }
 
-/// Issue 30 §7: workspaces get a fair share of the transactional stream. A busy workspace queued
+/// Workspaces get a fair share of the transactional stream. A busy workspace queued
 /// 40 messages, then a quiet one queued 3: the claim took the oldest first across workspaces
 /// (main at d7b2561), so a batch of 10 was all the busy one's and the quiet one's waited behind
 /// its whole backlog. Now every workspace's oldest go first, round-robin.

@@ -1,4 +1,4 @@
-//! Issue 17, two-factor login (TOTP, RFC 6238): enrolment with a confirming code, the second
+//! Two-factor login (TOTP, RFC 6238): enrolment with a confirming code, the second
 //! step of a login, codes on a controllable clock (previous window, reuse, wrong codes locking
 //! the step), single-use recovery codes, turning it off, and a workspace rule that requires it.
 

@@ -1,4 +1,4 @@
-//! Warm-up (issue 15 §4): a new workspace's campaigns reach at most its daily limit of readers,
+//! Warm-up: a new workspace's campaigns reach at most its daily limit of readers,
 //! refused up front when the lists are too big, paused before any mail goes out when a scheduled
 //! send turns out too big, and an operator raises the limit from the command line.
 

@@ -1,4 +1,4 @@
-//! Issue 34, "View in your browser": each reader's mail links their own copy of a sent block
+//! "View in your browser": each reader's mail links their own copy of a sent block
 //! campaign, rendered with their name and their unsubscribe link, served in a sandbox; a forged,
 //! altered or other kind of token is a 404, and the link in a preview or test says what it is.
 

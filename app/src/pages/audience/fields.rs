@@ -1,4 +1,4 @@
-//! `/audience/fields`: the workspace's custom reader fields (issue 32). Add one with a label, a
+//! `/audience/fields`: the workspace's custom reader fields. Add one with a label, a
 //! key for merge tags and a type; change its label and choices; delete it with its values.
 //! Readers' values are edited on the reader page, set by the API and imported from CSV columns.
 

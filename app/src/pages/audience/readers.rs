@@ -124,7 +124,7 @@ pub fn ReadersPage() -> impl IntoView {
     let add = ServerAction::<AddReader>::new();
     // Once a reader is added, the form is reset for the next one. A reset (not clearing the
     // values one by one) also forgets that the fields were touched, so the empty required
-    // Email field is not outlined red as invalid (issue 35).
+    // Email field is not outlined red as invalid.
     let add_form = NodeRef::<leptos::html::Form>::new();
     Effect::new(move |_| {
         if matches!(add.value().get(), Some(Ok(_)))

@@ -1,4 +1,4 @@
-//! `/automations`: welcome mails and drip sequences (issue 33).
+//! `/automations`: welcome mails and drip sequences.
 
 pub mod editor;
 pub mod list;

@@ -5,78 +5,9 @@
 use leptos::prelude::*;
 
 use crate::components::ui::Card;
-use crate::pages::campaigns::fields::{Form, input_class, parsed};
-use herald_types::ab_test::{MAX_VARIANTS, variant_label};
-use herald_types::{AbMetric, AbTest, Campaign, Invalid, Variant};
-
-/// Versions B, C and D, as typed.
-const SLOTS: usize = MAX_VARIANTS - 1;
-
-/// The card's signals (strings as typed; [`AbForm::test`] parses).
-#[derive(Clone, Copy)]
-pub struct AbForm {
-    pub on: RwSignal<bool>,
-    /// How many of B, C, D are in use (1–3).
-    pub versions: RwSignal<usize>,
-    pub subjects: [RwSignal<String>; SLOTS],
-    pub from_names: [RwSignal<String>; SLOTS],
-    pub bodies: [RwSignal<String>; SLOTS],
-    pub percent: RwSignal<String>,
-    pub metric: RwSignal<AbMetric>,
-    pub window_hours: RwSignal<String>,
-}
-
-impl AbForm {
-    pub fn new(c: &Campaign) -> Self {
-        let t = c.ab_test.clone();
-        let stored = t.clone().unwrap_or_default();
-        let slot = |f: fn(&Variant) -> String| {
-            std::array::from_fn(|i| RwSignal::new(stored.variants.get(i).map(f).unwrap_or_default()))
-        };
-        AbForm {
-            on: RwSignal::new(t.is_some()),
-            versions: RwSignal::new(stored.variants.len().clamp(1, SLOTS)),
-            subjects: slot(|v| v.subject.clone()),
-            from_names: slot(|v| v.from_name.clone()),
-            bodies: slot(|v| v.body.clone()),
-            percent: RwSignal::new(stored.test_percent.to_string()),
-            metric: RwSignal::new(stored.metric),
-            window_hours: RwSignal::new(stored.window_hours.to_string()),
-        }
-    }
-
-    /// The test (`None`: off), or what to fix in this card.
-    pub fn test(&self) -> Result<Option<AbTest>, Invalid> {
-        if !self.on.get_untracked() {
-            return Ok(None);
-        }
-        let mut problems = herald_types::Problems::default();
-        let percent = problems.take(parsed(
-            "ab_test.test_percent",
-            &self.percent.get_untracked(),
-            "Enter a share between 1 and 100 %.",
-        ));
-        let window = problems.take(parsed(
-            "ab_test.window_hours",
-            &self.window_hours.get_untracked(),
-            "Enter a window between 1 and 72 hours.",
-        ));
-        problems.into_result()?;
-        let variants = (0..self.versions.get_untracked().clamp(1, SLOTS))
-            .map(|i| Variant {
-                subject: self.subjects[i].get_untracked(),
-                from_name: self.from_names[i].get_untracked(),
-                body: self.bodies[i].get_untracked(),
-            })
-            .collect();
-        Ok(Some(AbTest {
-            variants,
-            test_percent: percent.unwrap_or_default(),
-            metric: self.metric.get_untracked(),
-            window_hours: window.unwrap_or_default(),
-        }))
-    }
-}
+use crate::pages::campaigns::editor_form::{Form, SLOTS, input_class};
+use herald_types::AbMetric;
+use herald_types::ab_test::variant_label;
 
 #[component]
 pub fn AbTestFields(form: Form) -> impl IntoView {

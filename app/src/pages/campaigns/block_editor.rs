@@ -1,4 +1,4 @@
-//! The block editor (issue 34): a campaign body built from blocks (heading, paragraph, image,
+//! The block editor: a campaign body built from blocks (heading, paragraph, image,
 //! button, columns…) instead of written as Markdown or HTML. It edits a
 //! [`herald_types::BlockDocument`] and writes it, as JSON, into the form's `body` after every
 //! change, so the editor's autosave, preview and test send work unchanged.
@@ -14,7 +14,7 @@
 use leptos::html;
 use leptos::prelude::*;
 
-use super::fields::Form;
+use super::editor_form::Form;
 use crate::components::upload::{LibraryPicker, UploadList, UploadState, drags_files, upload_chosen, upload_dropped};
 use herald_types::blocks::{BLOCK_KINDS, CONTENT_WIDTH, CURRENT_VERSION};
 use herald_types::{Block, BlockDocument, Column, Font, Media, SocialLink, Theme};

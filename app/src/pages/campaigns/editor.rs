@@ -10,40 +10,23 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_navigate, use_params_map, use_query_map};
 use serde::{Deserialize, Serialize};
 
+use super::detail::{AfterSave, CampaignDetail};
+use super::editor_form::{AbForm, Form};
 use super::editor_tabs::{EditorTab, EditorTabBar};
-use super::fields::{AudienceFields, ContentFields, Form, MessageFields, SenderFields};
+use super::fields::{AudienceFields, ContentFields, MessageFields, SenderFields};
 use super::preview::{PreviewPanel, PreviewView, ReaderPick, TestSendCampaign, TestSendPanel, preview_campaign};
 use super::send_panel::{DeleteCampaign, Lifecycle, ScheduleCampaign, SendCampaign, SendPanel, UnscheduleCampaign};
 use crate::components::timezone;
 use crate::components::ui::{LoadError, short_time};
 use crate::error::AppError;
 use crate::pages::audience::{ListsView, list_lists};
-use crate::pages::campaigns::ab_test::{AbForm, AbTestFields};
+use crate::pages::campaigns::ab_test::AbTestFields;
 use crate::pages::campaigns::list::CampaignStatusBadge;
 use crate::pages::campaigns::progress::{CampaignProgress, ReportView, campaign_report};
 use crate::pages::campaigns::repeat::{RecurringCampaign, RecurringView, RepeatFields, RepeatForm, load_recurring};
 use crate::pages::campaigns::resend::ResendLinks;
 use crate::pages::settings::{IdentitiesView, list_identities};
 use herald_types::{Campaign, CampaignId, CampaignInput, CampaignStatus, FieldError};
-
-/// A campaign as the editor and the progress view load it: the stored campaign (its fields
-/// flattened into this object) and what this member may do with it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CampaignDetail {
-    #[serde(flatten)]
-    pub campaign: Campaign,
-    pub can_edit: bool,
-    /// The workspace has no postal address yet: sending will be refused.
-    pub postal_address_missing: bool,
-    /// The workspace requires approval and this member cannot give it: "Send" asks for it.
-    pub approval_needed: bool,
-    /// An owner or admin: may approve a request.
-    pub can_approve: bool,
-    /// The latest approval request, if any was made.
-    pub approval: Option<herald_types::ApprovalRequest>,
-    /// Merge tags nobody provides (a typo renders as nothing), by field: shown, never blocking.
-    pub warnings: Vec<FieldError>,
-}
 
 /// A save either stores the draft (`updated_at`) or says what to fix, field by field (fields
 /// named as in [`CampaignInput`]; none for what belongs to no one field).
@@ -60,7 +43,7 @@ pub struct SaveOutcome {
 
 /// What renders or sends wrongly without being an error, by field: merge tags nobody provides
 /// (`herald_engine::sending::message::unknown_merge_tags`, found off the async threads: a body
-/// can be a megabyte) and a From address whose domain is not verified yet (issue 35).
+/// can be a megabyte) and a From address whose domain is not verified yet.
 #[cfg(feature = "ssr")]
 async fn campaign_warnings(m: &crate::ssr::Member, c: &Campaign) -> Result<Vec<FieldError>, AppError> {
     let (subject, preheader, body, format) = (c.subject.clone(), c.preheader.clone(), c.body.clone(), c.body_format);
@@ -222,14 +205,6 @@ pub enum SaveStatus {
     /// Saved at this time of day (browser clock).
     Saved(String),
     Failed(String),
-}
-
-/// What waits for the autosave before it runs, so it acts on what the author sees.
-#[derive(Clone, Debug, PartialEq)]
-pub enum AfterSave {
-    TestSend(String),
-    SendNow,
-    Schedule { at: String, timezone: String },
 }
 
 #[component]
@@ -521,7 +496,7 @@ fn Editor(
                         flush.run(());
                     }
                 }>
-                // Content first (issue 35): what the author came to write opens the page, the
+                // Content first: what the author came to write opens the page, the
                 // preview beside it stays in view while typing, and the settings set once
                 // (sender, audience, schedule, A/B test) are a view of their own (editor_tabs).
                 <EditorTabBar tab=tab form=form/>

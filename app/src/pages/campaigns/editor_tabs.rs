@@ -1,4 +1,4 @@
-//! The campaign editor's views (issue 35): what the author came to write (the message and its
+//! The campaign editor's views: what the author came to write (the message and its
 //! body) beside its live preview; the settings set once (sender, audience, schedule, A/B test)
 //! as a view of their own; and on a phone, where nothing fits beside anything, the preview with
 //! the test and send buttons as a third. The chosen view is in the address (`?tab=settings`),
@@ -7,7 +7,7 @@
 
 use leptos::prelude::*;
 
-use super::fields::Form;
+use super::editor_form::Form;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EditorTab {

@@ -1,5 +1,5 @@
-//! The editor's form: its signals, what it saves ([`Form::input`], checked in the browser first),
-//! and its sections (message, sender, audience, content).
+//! The editor's sections of fields: message, sender, audience, content (the form's state is in
+//! `editor_form`).
 
 use leptos::prelude::*;
 
@@ -7,114 +7,9 @@ use super::block_editor::BlockEditor;
 use crate::components::ui::{Card, LoadError};
 use crate::error::AppError;
 use crate::pages::audience::ListsView;
-use crate::pages::campaigns::ab_test::AbForm;
-use crate::pages::campaigns::repeat::RepeatForm;
+use crate::pages::campaigns::editor_form::{Form, input_class};
 use crate::pages::settings::IdentitiesView;
-use herald_types::{Block, BlockDocument, BodyFormat, CampaignInput, FieldError, Invalid};
-
-/// The editor's state, shared by its sections. Every field is a signal; `changed` (re)starts
-/// the autosave countdown.
-#[derive(Clone, Copy)]
-pub struct Form {
-    pub name: RwSignal<String>,
-    pub subject: RwSignal<String>,
-    pub preheader: RwSignal<String>,
-    pub identity_id: RwSignal<String>,
-    pub from_name: RwSignal<String>,
-    pub from_email: RwSignal<String>,
-    pub reply_to: RwSignal<String>,
-    pub list_ids: RwSignal<Vec<String>>,
-    pub attribute_filter: RwSignal<String>,
-    pub segment_ids: RwSignal<Vec<String>>,
-    /// The excluded segment's id, or empty.
-    pub exclude_segment_id: RwSignal<String>,
-    /// Who a send started now would reach, counted by the server after each save.
-    pub audience: Resource<Result<herald_types::AudienceCount, AppError>>,
-    pub body_format: RwSignal<String>,
-    pub body: RwSignal<String>,
-    pub spread_on: RwSignal<bool>,
-    pub spread_hours: RwSignal<String>,
-    pub tracking: RwSignal<String>,
-    pub repeat: RepeatForm,
-    pub ab: AbForm,
-    /// A resend's original: its audience is that campaign's readers who did not open it.
-    pub resend_of: Option<herald_types::CampaignId>,
-    pub errors: RwSignal<Vec<FieldError>>,
-    /// What the last save found that renders wrongly without being an error (unknown merge
-    /// tags), by field.
-    pub warnings: RwSignal<Vec<FieldError>>,
-    pub changed: Callback<()>,
-}
-
-/// A value the browser parses before saving; `field` files its message.
-pub fn parsed<T: std::str::FromStr>(field: &str, raw: &str, message: &str) -> Result<T, Invalid> {
-    raw.trim().parse().map_err(|_| Invalid::field(field, message))
-}
-
-impl Form {
-    /// The input to save, or what to fix first (every field the browser can check).
-    pub fn input(&self) -> Result<CampaignInput, Invalid> {
-        let mut problems = herald_types::Problems::default();
-        let spread_hours = if self.spread_on.get_untracked() {
-            let raw = self.spread_hours.get_untracked().replace(',', ".");
-            problems.take(parsed::<f64>("spread_hours", &raw, "Enter a number of hours between 0 and 168 (a week)."))
-        } else {
-            None
-        };
-        let identity_id = match self.identity_id.get_untracked().trim() {
-            "" => None,
-            raw => problems.take(parsed("identity_id", raw, "Choose a sender from the list.")),
-        };
-        let recurrence = problems.take(self.repeat.recurrence()).flatten();
-        let ab_test = problems.take(self.ab.test()).flatten();
-        let input = CampaignInput {
-            name: self.name.get_untracked(),
-            subject: self.subject.get_untracked(),
-            preheader: self.preheader.get_untracked(),
-            identity_id,
-            from_name: self.from_name.get_untracked(),
-            from_email: self.from_email.get_untracked(),
-            reply_to: self.reply_to.get_untracked(),
-            list_ids: self.list_ids.get_untracked().iter().filter_map(|l| l.parse().ok()).collect(),
-            attribute_filter: self.attribute_filter.get_untracked(),
-            segment_ids: self.segment_ids.get_untracked().iter().filter_map(|l| l.parse().ok()).collect(),
-            exclude_segment_id: match self.exclude_segment_id.get_untracked().trim() {
-                "" => None,
-                raw => problems.take(parsed("exclude_segment_id", raw, "Choose a segment from the list.")),
-            },
-            body_format: self.body_format.get_untracked().parse().unwrap_or_default(),
-            body: self.body.get_untracked(),
-            spread_hours,
-            tracking: self.tracking.get_untracked().parse().unwrap_or_default(),
-            recurrence,
-            feed: self.repeat.feed(),
-            feed_url: self.repeat.feed_url.get_untracked(),
-            ab_test,
-        };
-        problems.check(input.validate());
-        problems.into_result().map(|()| input)
-    }
-
-    // `use<>`: the closure copies the signal out and does not borrow `self` (edition 2024 would
-    // otherwise capture the borrow, which only the release build without erased components sees).
-    pub fn error(&self, field: &'static str) -> impl Fn() -> Option<String> + Copy + Send + Sync + use<> {
-        let errors = self.errors;
-        move || errors.with(|e| e.iter().find(|e| e.field.as_deref() == Some(field)).map(|e| e.message.clone()))
-    }
-
-    /// The first message for any of `fields` (a section that edits several).
-    pub fn section_error(
-        &self,
-        fields: &'static [&'static str],
-    ) -> impl Fn() -> Option<String> + Copy + Send + Sync + use<> {
-        let errors = self.errors;
-        move || {
-            errors.with(|e| {
-                e.iter().find(|e| e.field.as_deref().is_some_and(|f| fields.contains(&f))).map(|e| e.message.clone())
-            })
-        }
-    }
-}
+use herald_types::{Block, BlockDocument, BodyFormat, FieldError, Invalid};
 
 /// The last save's warnings for `field` (unknown merge tags), in amber under it.
 #[component]
@@ -134,12 +29,6 @@ pub fn FieldWarnings(form: Form, field: &'static str) -> impl IntoView {
             </ul>
         </Show>
     }
-}
-
-/// Classes for a text input, red once its field has an error.
-pub fn input_class(error: Option<String>, extra: &'static str) -> String {
-    let base = if error.is_some() { "input border-red-400" } else { "input" };
-    if extra.is_empty() { base.to_string() } else { format!("{base} {extra}") }
 }
 
 /// A labelled text input bound to one draft field, with its hint and its error.

@@ -94,7 +94,7 @@ pub async fn create_campaign(name: String) -> Result<CampaignId, AppError> {
     let m = require_role(Role::Author).await?;
     let name = if name.trim().is_empty() { "Untitled campaign".to_string() } else { name };
     // New campaigns start in the block editor with a starter document in the workspace's brand
-    // (issue 34); the API's default stays Markdown.
+    //; the API's default stays Markdown.
     let start = herald_engine::campaigns::brand::Start::Blank;
     let start = herald_engine::campaigns::brand::start_document(&m.state.db, m.tenant, start).await?;
     let input = CampaignInput { name, body_format: start.body_format, body: start.body, ..Default::default() };

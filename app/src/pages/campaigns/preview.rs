@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::editor::AfterSave;
+use super::detail::AfterSave;
 use crate::components::shell::Current;
 use crate::components::ui::{ActionError, Card, LoadError};
 use crate::error::AppError;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::components::ui::{ActionError, Card, ConfirmDialog, LoadError, LocalTimeOf, human_duration};
 use crate::error::AppError;
 use crate::pages::campaigns::ab_results::{AbResultsCard, PickAbWinner};
-use crate::pages::campaigns::editor::CampaignDetail;
+use crate::pages::campaigns::detail::CampaignDetail;
 use crate::pages::campaigns::list::CampaignStatusBadge;
 use crate::pages::campaigns::preview::{PreviewPanel, PreviewView, ReaderPick};
 use crate::pages::campaigns::resend::ResendLinks;
@@ -99,7 +99,7 @@ pub fn CampaignProgress(
     c: CampaignDetail,
     report: Resource<Result<ReportView, AppError>>,
     tick: RwSignal<u32>,
-    /// The mail as it went out, rendered as a sample reader or a chosen one (issue 34).
+    /// The mail as it went out, rendered as a sample reader or a chosen one.
     preview: Resource<Result<PreviewView, AppError>>,
     reader: RwSignal<Option<ReaderPick>>,
 ) -> impl IntoView {

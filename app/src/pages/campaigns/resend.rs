@@ -1,6 +1,6 @@
 //! New drafts from a campaign, on its page: on a sent campaign, "Send again to readers who did
 //! not open" makes a resend draft (optionally with a new subject) and opens it, and both
-//! campaigns link to each other; "Duplicate" copies any campaign into a new draft (issue 34).
+//! campaigns link to each other; "Duplicate" copies any campaign into a new draft.
 
 use leptos::prelude::*;
 use leptos_router::hooks::use_navigate;

@@ -3,8 +3,9 @@
 
 use leptos::prelude::*;
 
-use super::editor::{AfterSave, CampaignDetail};
-use super::fields::{Form, audience_estimate};
+use super::detail::{AfterSave, CampaignDetail};
+use super::editor_form::Form;
+use super::fields::audience_estimate;
 use crate::components::timezone;
 use crate::components::ui::{ActionError, Card, ConfirmDialog, short_time};
 use crate::error::AppError;

@@ -241,7 +241,7 @@ fn StatsBody(s: StatsView, id: CampaignId) -> impl IntoView {
             <EmptyState title="Nothing sent yet" body="Figures appear here as soon as the first messages go out."/>
         })}
         // The three figures lead; on a phone the charts follow on the first screen and the
-        // details (ten more figures) come after them, not before (issue 35).
+        // details (ten more figures) come after them, not before.
         <div class="mb-6">
         // On a phone each figure is one compact row (label and rate, the number at the end), so
         // the three take little height and a seven-digit count still fits.

@@ -1,4 +1,4 @@
-//! `/campaigns/templates` (issue 34): where a campaign can start. The starter layouts
+//! `/campaigns/templates`: where a campaign can start. The starter layouts
 //! (newsletter, announcement, plain letter) dressed in the workspace's brand, each with a
 //! preview, and the author's saved templates ("Save as template" in the editor makes them).
 //! Starting one makes a new draft with its content and opens it.
@@ -210,7 +210,7 @@ fn TemplateRow(
 
 /// "Save as template" in the editor: the subject, preheader and content as shown, under a name.
 #[component]
-pub fn SaveAsTemplatePanel(form: super::fields::Form) -> impl IntoView {
+pub fn SaveAsTemplatePanel(form: super::editor_form::Form) -> impl IntoView {
     let name = RwSignal::new(String::new());
     let save = Action::new(|input: &CampaignTemplateInput| save_campaign_template(input.clone()));
     let problem = move || match save.value().get() {

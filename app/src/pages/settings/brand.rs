@@ -1,4 +1,4 @@
-//! `/settings/brand` (issue 34): the workspace's logo, colours, font and footer text. New
+//! `/settings/brand`: the workspace's logo, colours, font and footer text. New
 //! campaigns, the starter layouts and the block editor's "Use the workspace's brand" take them;
 //! campaigns already written keep their own look. The preview shows the newsletter layout as
 //! the brand was last saved.

@@ -33,7 +33,11 @@ const PROVIDERS: [(&str, &str, &str); 5] = [
     ("sendgrid", "SendGrid", "The Event Webhook's verification key (base64 public key)."),
     ("postmark", "Postmark", "The webhook's basic-auth credentials, as user:password."),
     ("mailgun", "Mailgun", "Your HTTP webhook signing key."),
-    ("generic", "Generic JSON", "A shared secret; sign each body as described in the README (X-Herald-Signature)."),
+    (
+        "generic",
+        "Generic JSON",
+        "A shared secret; sign each body as the docs describe (docs/security.md, X-Herald-Signature).",
+    ),
 ];
 
 #[server(prefix = "/rpc", endpoint = "list_webhooks")]

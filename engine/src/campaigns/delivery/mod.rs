@@ -90,7 +90,7 @@ pub struct DeliveryConfig {
     pub lease: Duration,
     /// Rows per claim (also capped by the identity's burst).
     pub batch_size: u32,
-    /// 250s recorded per statement (and rows armed ahead); see the README for what this
+    /// 250s recorded per statement (and rows armed ahead); see docs/guarantee.md for what this
     /// widens: a process killed with acknowledgements unrecorded re-sends at most this many.
     pub ack_batch: usize,
     pub max_attempts: i32,

@@ -1,4 +1,4 @@
-//! Block documents (issue 34) to email-safe HTML, once per campaign.
+//! Block documents to email-safe HTML, once per campaign.
 //!
 //! [`blocks_to_template`] writes the document as MJML and renders it with `mrml` (tables with
 //! width attributes, Outlook's conditional comments, columns that stack on phones: the layout

@@ -35,7 +35,7 @@ pub struct Recipient<'a> {
 pub struct MessageContext<'a> {
     /// This reader's one-click unsubscribe URL (`{{ unsubscribe_url }}`).
     pub unsubscribe_url: &'a str,
-    /// This reader's copy of the mail on the web (`{{ web_version_url }}`, issue 34); empty
+    /// This reader's copy of the mail on the web (`{{ web_version_url }}`); empty
     /// where there is none (a transactional message).
     pub web_version_url: &'a str,
 }

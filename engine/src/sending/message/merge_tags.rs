@@ -1,6 +1,6 @@
 //! A static check of the names a campaign's templates look up. MiniJinja renders a name nobody
 //! provides as nothing (campaigns are lenient so a reader without a `city` still gets mail), so
-//! `Hi {{ reader.nmae }},` went out as "Hi ," with no warning (issue 35). This reads the
+//! `Hi {{ reader.nmae }},` went out as "Hi ," with no warning. This reads the
 //! templates' undeclared variables (MiniJinja's own static analysis: nothing is rendered, so it
 //! costs a parse, not a sandbox turn) and names each one that no reader, workspace or feed
 //! provides, with the likely intended name. The editor shows them beside the field as the author

@@ -34,7 +34,7 @@ const HEADER_LINE: usize = 78;
 ///
 /// Written here, in one pass, rather than with lettre's message builder: this runs once per
 /// recipient, and building lettre's tree of parts, formatting it and then dot-stuffing it again
-/// in the SMTP client was the largest part of Herald's own time per message (README,
+/// in the SMTP client was the largest part of Herald's own time per message (docs/benchmarks.md,
 /// Benchmarks). The output uses CRLF line endings, quoted-printable parts with no line longer
 /// than 76 characters, and never has a line that starts with a dot, so the SMTP client has
 /// nothing to stuff.

@@ -41,7 +41,7 @@ fn too_large() -> TemplateError {
 /// the outer tables, up to the first merge tag or link (about 4 KB of a typical 6 KB block
 /// mail). It is set aside when the campaign is compiled, so per reader the template sandbox
 /// renders, link tracking scans and the text version reads only what follows it, as they do
-/// for a Markdown body, whose layout is added at the end in the same way. Issue 34: a block
+/// for a Markdown body, whose layout is added at the end in the same way. A block
 /// campaign must cost no more per message than a Markdown one.
 struct Frame {
     prefix: String,

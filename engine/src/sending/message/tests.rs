@@ -67,7 +67,7 @@ fn merge_tags_defaults_and_missing_attributes() -> anyhow::Result<()> {
     // Attributes that are not an object behave as none.
     let r = render(&c, "Ada", serde_json::Value::Null)?;
     assert!(r.html.contains("Hello Ada in []"));
-    // Custom fields (issue 32) are the same values under `reader.fields`.
+    // Custom fields are the same values under `reader.fields`.
     let c = content(BodyFormat::Html, "{{ reader.fields.plan }}", "<p>{{ reader.fields.seats }} seats</p>");
     let r = render(&c, "Ada", serde_json::json!({ "plan": "Pro", "seats": 3 }))?;
     assert_eq!(r.subject, "Pro");
@@ -620,7 +620,7 @@ fn throughput() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A block campaign (issue 34): rendered to its HTML once, then per reader like an HTML body.
+/// A block campaign: rendered to its HTML once, then per reader like an HTML body.
 #[test]
 fn a_block_campaign_renders_merge_tags_inside_blocks_and_a_text_part() -> anyhow::Result<()> {
     let doc = include_str!("../../../../types/tests/fixtures/blocks_v1.json");
@@ -645,7 +645,7 @@ fn a_block_campaign_renders_merge_tags_inside_blocks_and_a_text_part() -> anyhow
     Ok(())
 }
 
-/// A block body's unchanging start is set aside once per campaign (issue 34: per message a block
+/// A block body's unchanging start is set aside once per campaign (per message a block
 /// campaign costs what a Markdown one does), and nothing a reader gets changes for it: the same
 /// HTML rendered whole, as an HTML body, gives the same mail, text part and errors.
 #[test]

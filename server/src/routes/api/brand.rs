@@ -1,4 +1,4 @@
-//! `/api/v1/brand` and `/api/v1/layouts` (issue 34): the workspace's logo, colours, font and
+//! `/api/v1/brand` and `/api/v1/layouts`: the workspace's logo, colours, font and
 //! footer text, and the starter layouts dressed in them.
 
 use axum::Json;

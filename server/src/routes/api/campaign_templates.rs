@@ -1,4 +1,4 @@
-//! `/api/v1/campaign-templates` (issue 34): an author's saved starting points for campaigns.
+//! `/api/v1/campaign-templates`: an author's saved starting points for campaigns.
 //! (`/api/v1/templates` are transactional templates, another thing.) Another workspace's ids
 //! answer 404, exactly like ids that do not exist.
 

@@ -1,5 +1,5 @@
 //! New drafts from a campaign: a resend to the readers of a sent campaign who did not open it,
-//! and a plain copy (issue 34).
+//! and a plain copy.
 
 use axum::Json;
 use axum::extract::{Path, State};

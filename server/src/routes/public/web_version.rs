@@ -1,4 +1,4 @@
-//! `/v/{token}`: a reader's copy of a campaign on the web ("View in your browser", issue 34).
+//! `/v/{token}`: a reader's copy of a campaign on the web ("View in your browser").
 //!
 //! The page is the workspace's own HTML, so it is served in a sandbox (`Content-Security-Policy:
 //! sandbox`, no `allow-scripts`, no `allow-same-origin`): no script in it runs, and it is on an
