@@ -48,8 +48,11 @@ AS $function$
     ORDER BY p.campaign_sent_7d + p.tx_sent_7d DESC, u.email
     LIMIT p_limit
 $function$;
+-- Every account's address and volumes are the operator's to read, not the web process's: the
+-- operator's CLI calls it as the database owner, which `migrate::grant_system_role` lets run
+-- it once the function is the system role's (`migrate::OPERATOR_FUNCTIONS`).
 REVOKE ALL ON FUNCTION account_activity(integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION account_activity(integer) TO herald_app;
+REVOKE ALL ON FUNCTION account_activity(integer) FROM herald_app;
 
 -- Image storage per account as well as per workspace: every workspace the account made.
 CREATE OR REPLACE FUNCTION account_media_bytes(p_tenant uuid)
@@ -58,8 +61,11 @@ CREATE OR REPLACE FUNCTION account_media_bytes(p_tenant uuid)
  STABLE SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
 AS $function$
+    -- Only for the workspace of the caller's transaction: a definer function answers nothing
+    -- about another workspace's account, whatever id it is given.
     SELECT coalesce(sum(m.bytes), 0)::bigint FROM media m
-    WHERE m.tenant_id IN (SELECT t.id FROM tenants t
+    WHERE p_tenant = app_tenant_id()
+      AND m.tenant_id IN (SELECT t.id FROM tenants t
                           WHERE t.account_id = (SELECT x.account_id FROM tenants x WHERE x.id = p_tenant))
 $function$;
 REVOKE ALL ON FUNCTION account_media_bytes(uuid) FROM PUBLIC;
@@ -73,8 +79,10 @@ CREATE OR REPLACE FUNCTION account_upload_bytes(p_tenant uuid)
  STABLE SECURITY DEFINER
  SET search_path TO 'public', 'pg_temp'
 AS $function$
+    -- Only for the workspace of the caller's transaction (see account_media_bytes).
     SELECT coalesce(sum(octet_length(c.data)), 0)::bigint FROM import_chunks c
-    WHERE c.tenant_id IN (SELECT t.id FROM tenants t
+    WHERE p_tenant = app_tenant_id()
+      AND c.tenant_id IN (SELECT t.id FROM tenants t
                           WHERE t.account_id = (SELECT x.account_id FROM tenants x WHERE x.id = p_tenant))
 $function$;
 REVOKE ALL ON FUNCTION account_upload_bytes(uuid) FROM PUBLIC;

@@ -26,7 +26,7 @@ CREATE OR REPLACE FUNCTION authenticate_api_key(p_key_hash text)
  RETURNS TABLE(key_id uuid, tenant_id uuid, role text, standing text)
  LANGUAGE sql
  SECURITY DEFINER
- SET search_path TO 'public'
+ SET search_path TO 'public', 'pg_temp'
 AS $function$
         UPDATE api_keys k SET last_used_at = now()
         WHERE k.key_hash = p_key_hash AND k.revoked_at IS NULL
@@ -52,7 +52,7 @@ CREATE OR REPLACE FUNCTION tenant_id_for_slug(p_slug text)
  RETURNS uuid
  LANGUAGE sql
  STABLE SECURITY DEFINER
- SET search_path TO 'public'
+ SET search_path TO 'public', 'pg_temp'
 AS $function$ SELECT id FROM tenants WHERE slug = lower(p_slug) $function$;
 REVOKE ALL ON FUNCTION tenant_id_for_slug(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION tenant_id_for_slug(text) TO herald_app;

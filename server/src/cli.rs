@@ -408,7 +408,9 @@ async fn run_admin(admin: Admin, config: &Config) -> anyhow::Result<()> {
             println!("{email} is no longer suspended ({} workspaces)", affected.len());
         }
         Admin::Accounts { limit, json } => {
-            let rows = herald_engine::account_limits::activity(&db, limit).await.map_err(clear)?;
+            // Every account's figures are the operator's alone: read as the owner, not the runtime role.
+            let owner = Db::connect(&config.database_url, 1).await?;
+            let rows = herald_engine::account_limits::activity(&owner, limit).await.map_err(clear)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {

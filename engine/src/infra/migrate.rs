@@ -115,6 +115,10 @@ async fn owner_membership(conn: &mut PgConnection, on: bool) -> anyhow::Result<(
 /// ANALYZE it. It analyses one of three named tables and does nothing else.
 pub const OWNER_DEFINER_FUNCTIONS: &[&str] = &["analyze_if_stale"];
 
+/// Definer functions for the operator's CLI alone (every account's address and volumes): the
+/// owner, which the CLI connects as for them, may run them; the runtime role may not.
+pub const OPERATOR_FUNCTIONS: &[&str] = &["account_activity(integer)"];
+
 /// The system role's share, made true before and after the migrations of every run: every table
 /// under row-level security has a `<table>_system` policy letting the system role see and write
 /// every row, the role may use every table and sequence, and every `SECURITY DEFINER` function of
@@ -123,8 +127,11 @@ pub const OWNER_DEFINER_FUNCTIONS: &[&str] = &["analyze_if_stale"];
 /// `public` must never gain the system role's view. Changing a function's owner needs CREATE on its
 /// schema for the new owner; that is given for the moment it takes. The functions in
 /// [`OWNER_DEFINER_FUNCTIONS`] stay the owner's.
+/// The owner may run the [`OPERATOR_FUNCTIONS`] (the operator's CLI calls them as the owner).
 pub async fn grant_system_role(conn: &mut PgConnection) -> anyhow::Result<()> {
     let keep = OWNER_DEFINER_FUNCTIONS.iter().map(|f| format!("'{f}'")).collect::<Vec<_>>().join(", ");
+    // `to_regprocedure` so a run before the function exists (an early migration) skips it.
+    let operator = OPERATOR_FUNCTIONS.iter().map(|f| format!("to_regprocedure('{f}')")).collect::<Vec<_>>().join(", ");
     let sql = format!(
         "DO $$
          DECLARE
@@ -150,6 +157,16 @@ pub async fn grant_system_role(conn: &mut PgConnection) -> anyhow::Result<()> {
              EXECUTE format('ALTER FUNCTION %s OWNER TO {SYSTEM_ROLE}', item.f);
            END LOOP;
            REVOKE CREATE ON SCHEMA public FROM {SYSTEM_ROLE};
+           FOR item IN SELECT unnest(ARRAY[{operator}]::regprocedure[]) AS f
+           LOOP
+             -- Granted once: a GRANT rewrites the catalog row even when nothing changes.
+             IF item.f IS NOT NULL AND NOT EXISTS (
+                  SELECT 1 FROM pg_proc p, aclexplode(p.proacl) a
+                  WHERE p.oid = item.f AND a.privilege_type = 'EXECUTE'
+                    AND a.grantee = (SELECT oid FROM pg_roles WHERE rolname = current_user)) THEN
+               EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO CURRENT_USER', item.f);
+             END IF;
+           END LOOP;
          END $$"
     );
     sqlx::query(sqlx::AssertSqlSafe(sql))

@@ -519,3 +519,53 @@ async fn periodic_triggers_let_in_new_segment_members_and_todays_anniversaries()
     assert!(!got.contains_key(&reader(1)) && !got.contains_key(&reader(3)), "{got:?}");
     Ok(())
 }
+
+/// A client that retries an event after a lost reply enters the reader once: the same key and
+/// body answer the first response, another body under the key is refused, and copies sent at
+/// the same moment enter once between them. Without a key, each call is a new event.
+#[tokio::test]
+async fn an_event_sent_again_with_its_idempotency_key_enters_once() -> TestResult {
+    let app = spawn_app().await;
+    let (api, _list) = workspace_with_readers(&app, "retries@example.com", 1).await;
+    create_live(
+        &api,
+        json!({"name": "Receipt", "reentry": "every_time", "trigger": {"kind": "event", "name": "paid"},
+               "steps": [email("Receipt {{ event.order }}", "Thanks.")]}),
+    )
+    .await;
+    let reader = reader_id(&app, "retries-r1@example.com".into()).await;
+    let url = format!("{}/api/v1/readers/{reader}/events", app.base);
+    let post = |key: Option<&'static str>, order: i64| {
+        let mut req = reqwest::Client::new()
+            .post(&url)
+            .bearer_auth(&api.key)
+            .json(&json!({"name": "paid", "data": {"order": order}}));
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
+        async move {
+            let res = req.send().await.expect("request");
+            let status = res.status();
+            (status, res.json::<Value>().await.unwrap_or_default())
+        }
+    };
+    let (status, first) = post(Some("order-1"), 1).await;
+    assert_eq!((status, first["entered"].as_i64()), (StatusCode::OK, Some(1)), "{first}");
+    let (status, again) = post(Some("order-1"), 1).await;
+    assert_eq!((status, &again), (StatusCode::OK, &first), "a replay answers the first response");
+    let (status, other) = post(Some("order-1"), 2).await;
+    assert_eq!(status, StatusCode::CONFLICT, "the key with another body: {other}");
+    // Five copies at once, one key: one entry.
+    let copies = futures::future::join_all((0..5).map(|_| post(Some("order-3"), 3))).await;
+    assert!(copies.iter().all(|(s, b)| *s == StatusCode::OK && b["entered"] == 1), "{copies:?}");
+    // Without a key, a second call is a second event (re-entry "every time").
+    assert_eq!(post(None, 4).await.1["entered"], 1);
+    assert_eq!(post(None, 4).await.1["entered"], 1);
+    let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM automation_runs WHERE reader_id = $1")
+        .bind(reader)
+        .fetch_one(&app.owner)
+        .await?;
+    assert_eq!(runs, 4, "order-1 once, order-3 once, and the two without a key");
+    expect_mail_count(&app, 4).await;
+    Ok(())
+}

@@ -347,3 +347,57 @@ async fn a_campaign_cannot_name_another_workspaces_identity() -> TestResult {
     );
     Ok(())
 }
+
+/// Defence in depth inside the database: a definer function answers only for the workspace of
+/// the caller's transaction, whatever id it is handed; the operator's view of every account is
+/// not the runtime role's; every definer function pins its search path, `pg_temp` last.
+#[tokio::test]
+async fn definer_functions_answer_only_for_the_callers_workspace_and_pin_their_search_path() -> TestResult {
+    let t = two_tenants().await;
+    sqlx::query(
+        "INSERT INTO media (tenant_id, id, hash, content_type, width, height, bytes, file_name)
+         VALUES ($1::uuid, gen_random_uuid(), repeat('b', 64), 'image/png', 1, 1, 4096, 'b.png')",
+    )
+    .bind(&t.b_id)
+    .execute(&t.app.owner)
+    .await?;
+    let runtime = t.app.app.db.pool();
+    let b_id = t.b_id.clone();
+    let as_workspace = |tenant: String| {
+        let b_id = b_id.clone();
+        async move {
+            let mut tx = runtime.begin().await?;
+            sqlx::query("SELECT set_config('app.tenant_id', $1, true)").bind(&tenant).execute(&mut *tx).await?;
+            let media: i64 =
+                sqlx::query_scalar("SELECT account_media_bytes($1::uuid)").bind(&b_id).fetch_one(&mut *tx).await?;
+            let uploads: i64 =
+                sqlx::query_scalar("SELECT account_upload_bytes($1::uuid)").bind(&b_id).fetch_one(&mut *tx).await?;
+            tx.commit().await?;
+            anyhow::Ok((media, uploads))
+        }
+    };
+    assert_eq!(as_workspace(t.b_id.clone()).await?.0, 4096, "its own workspace's account");
+    assert_eq!(as_workspace(t.a_id.clone()).await?, (0, 0), "another workspace's account, asked from A");
+
+    let denied = sqlx::query("SELECT * FROM account_activity(10)").fetch_all(runtime).await;
+    assert!(
+        denied.as_ref().err().and_then(|e| e.as_database_error()).and_then(|e| e.code()).as_deref() == Some("42501"),
+        "the runtime role reads every account's activity: {denied:?}"
+    );
+    let owner = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&t.app.db_url).await?;
+    assert!(
+        sqlx::query("SELECT * FROM account_activity(10)").fetch_all(&owner).await.is_ok(),
+        "the operator (owner) reads it"
+    );
+
+    let unpinned: Vec<String> = sqlx::query_scalar(
+        "SELECT p.oid::regprocedure::text FROM pg_proc p
+          WHERE p.pronamespace = 'public'::regnamespace AND p.prosecdef
+            AND NOT EXISTS (SELECT 1 FROM unnest(coalesce(p.proconfig, '{}')) c
+                             WHERE c LIKE 'search_path=%' AND c LIKE '%pg_temp')",
+    )
+    .fetch_all(&t.app.owner)
+    .await?;
+    assert!(unpinned.is_empty(), "definer functions without a pinned search path ending in pg_temp: {unpinned:?}");
+    Ok(())
+}

@@ -26,7 +26,7 @@ use crate::pages::campaigns::progress::{CampaignProgress, ReportView, campaign_r
 use crate::pages::campaigns::repeat::{RecurringCampaign, RecurringView, RepeatFields, RepeatForm, load_recurring};
 use crate::pages::campaigns::resend::ResendLinks;
 use crate::pages::settings::{IdentitiesView, list_identities};
-use herald_types::{Campaign, CampaignId, CampaignInput, CampaignStatus, FieldError};
+use herald_types::{CampaignId, CampaignInput, CampaignStatus, FieldError};
 
 /// A save either stores the draft (`updated_at`) or says what to fix, field by field (fields
 /// named as in [`CampaignInput`]; none for what belongs to no one field).
@@ -45,7 +45,7 @@ pub struct SaveOutcome {
 /// (`herald_engine::sending::message::unknown_merge_tags`, found off the async threads: a body
 /// can be a megabyte) and a From address whose domain is not verified yet.
 #[cfg(feature = "ssr")]
-async fn campaign_warnings(m: &crate::ssr::Member, c: &Campaign) -> Result<Vec<FieldError>, AppError> {
+async fn campaign_warnings(m: &crate::ssr::Member, c: &herald_types::Campaign) -> Result<Vec<FieldError>, AppError> {
     let (subject, preheader, body, format) = (c.subject.clone(), c.preheader.clone(), c.body.clone(), c.body_format);
     let has_feed = (c.recurrence.is_some() || c.parent_id.is_some()) && c.feed != herald_types::FeedSource::None;
     let field_keys: Vec<String> =

@@ -9,7 +9,7 @@ use crate::error::AppError;
 use crate::pages::audience::ListsView;
 use crate::pages::campaigns::editor_form::{Form, input_class};
 use crate::pages::settings::IdentitiesView;
-use herald_types::{Block, BlockDocument, BodyFormat, FieldError, Invalid};
+use herald_types::{Block, BlockDocument, BodyFormat, FieldError};
 
 /// The last save's warnings for `field` (unknown merge tags), in amber under it.
 #[component]
@@ -281,7 +281,7 @@ pub async fn blocks_to_html(body: String) -> Result<String, AppError> {
     crate::ssr::require_role(Role::Author).await?;
     let doc = BlockDocument::parse(&body).map_err(AppError::Invalid)?;
     herald_engine::sending::message::blocks_to_template(&doc)
-        .map_err(|e| AppError::Invalid(Invalid::field("body", e.to_string())))
+        .map_err(|e| AppError::Invalid(herald_types::Invalid::field("body", e.to_string())))
 }
 
 /// Moves the body to another format, keeping what was written: text goes into a paragraph (or

@@ -161,14 +161,18 @@ pub async fn reader_runs(
 }
 
 #[utoipa::path(post, path = "/api/v1/readers/{id}/events", operation_id = "recordReaderEvent", security(("api_key" = [])),
-    params(("id" = i64, Path, description = "The reader's id")), request_body = ReaderEventInput,
+    params(("id" = i64, Path, description = "The reader's id"),
+           ("Idempotency-Key" = Option<String>, Header, description = "A unique key per event, kept at least 24 h: a retry with the same key and body answers the first response and enters nobody again; the same key with another body is refused (409)")),
+    request_body = ReaderEventInput,
     responses((status = 200, description = "Accepted; how many automations it let the reader into", body = EventAccepted),
-              (status = 404, body = ApiError), (status = 422, body = ApiError)))]
+              (status = 404, body = ApiError), (status = 409, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn record_event(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Path(id): Path<i64>,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<ReaderEventInput>,
 ) -> Result<Json<EventAccepted>, ApiFailure> {
-    Ok(Json(events::record(&s.app.db, caller.tenant, id, &body).await?))
+    let key = headers.get("idempotency-key").and_then(|v| v.to_str().ok());
+    Ok(Json(events::record(&s.app.db, caller.tenant, id, &body, key).await?))
 }
