@@ -242,7 +242,6 @@ impl Access {
     pub const ADMIN_READS: Access = Access::Read(Role::Admin);
     pub const AUTHOR_CHANGES: Access = Access::Change(Editor::Author);
     pub const ADMIN_CHANGES: Access = Access::Change(Editor::Admin);
-    pub const OWNER_CHANGES: Access = Access::Change(Editor::Owner);
 
     /// The least role a workspace member needs; `None` when no membership is needed.
     pub fn role(self) -> Option<Role> {
@@ -251,11 +250,6 @@ impl Access {
             Access::Read(r) => Some(r),
             Access::Change(e) => Some(e.into()),
         }
-    }
-
-    /// Whether calling it may change anything.
-    pub fn changes(self) -> bool {
-        matches!(self, Access::Change(_) | Access::Own)
     }
 
     /// Whether a member with `role` passes.

@@ -290,10 +290,6 @@ impl ApiRoutes {
     pub fn into_router(self) -> Router<ServerState> {
         self.router
     }
-
-    pub fn declared(&self) -> &[Declared] {
-        &self.declared
-    }
 }
 
 /// Every route under `/api/v1` with the access it declares: this module's and media's (whose
