@@ -107,4 +107,17 @@ test("test two subjects on half the audience and send the winner to the rest", a
       { timeout: 20_000 },
     )
     .toBe(12);
+
+  // A second resend of the same original is refused until the author asks for it, having
+  // been told that the first one's readers would get it again.
+  await page.getByTestId("resend-button").click();
+  const second = page.getByRole("dialog", { name: "Send again to readers who did not open?" });
+  await expect(second.getByTestId("resend-again-warning")).toBeVisible();
+  await second.getByRole("button", { name: "Make the draft" }).click();
+  await expect(page.getByText("Another resend would mail those who still have not opened")).toBeVisible();
+  await expect(page).toHaveURL(new RegExp(`${campaignPath}$`));
+  await page.getByTestId("resend-button").click();
+  await second.getByLabel("Make another resend anyway").check();
+  await second.getByRole("button", { name: "Make the draft" }).click();
+  await expect(page).not.toHaveURL(new RegExp(`${campaignPath}$`));
 });

@@ -469,8 +469,8 @@ END $function$;
 
 -- Why a reader may not be mailed by automation `p_automation` now, or NULL: not active,
 -- suppressed, or confirmed on none of the workspace's lists (on the trigger's own list, for an
--- automation a list starts). The scheduler asks before every step; delivery asks again before
--- each message (`not_eligible!` in delivery.rs, the same conditions).
+-- automation a list starts). The scheduler asks before every step; delivery asks this same
+-- function again at each claim and before a late message (`not_eligible!` in delivery/claim.rs).
 CREATE OR REPLACE FUNCTION automation_unmailable(p_tenant uuid, p_reader bigint, p_automation uuid)
  RETURNS text
  LANGUAGE sql

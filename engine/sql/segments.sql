@@ -240,6 +240,33 @@ END $function$;
 REVOKE ALL ON FUNCTION segment_readers(jsonb,bigint,bigint,integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION segment_readers(jsonb,bigint,bigint,integer) TO herald_app;
 
+-- Which of `p_readers` the tree matches now: delivery asks again, for the readers of a claim,
+-- with the tree that let them in (a reader who left the target list that brought them is no
+-- longer held, even while confirmed on another list). Like segment_readers it runs outside row
+-- security and reads the workspace from the transaction alone. ($3, $4] bounds the readers'
+-- ids, so the compiler's id-set fragments read only that range.
+CREATE OR REPLACE FUNCTION segment_holds(p_definition jsonb, p_readers bigint[])
+ RETURNS SETOF bigint
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'public', 'pg_temp'
+ SET work_mem TO '64MB'
+AS $function$
+DECLARE
+    tenant uuid := app_tenant_id();
+BEGIN
+    IF tenant IS NULL OR cardinality(p_readers) IS NULL OR cardinality(p_readers) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE
+        'SELECT r.id FROM readers r WHERE r.tenant_id = $1 AND r.id = ANY($5)'
+        || ' AND (' || segment_where(p_definition, '{}') || ')'
+        USING tenant, p_definition, (SELECT min(x) - 1 FROM unnest(p_readers) x), (SELECT max(x) FROM unnest(p_readers) x),
+              p_readers;
+END $function$;
+REVOKE ALL ON FUNCTION segment_holds(jsonb,bigint[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION segment_holds(jsonb,bigint[]) TO herald_app;
+
 -- The compiler, with every condition that has an id set reading it.
 CREATE OR REPLACE FUNCTION segment_where(node jsonb, path text[])
  RETURNS text

@@ -171,8 +171,14 @@ AS $function$
     ), sends_back AS (
         -- A row that never reached SMTP (not armed) gives its reader's cap marks back (§4);
         -- an armed one may have been delivered, so its reader stays this campaign's.
+        -- A row that never reached SMTP was not attempted: its claim is not counted, and its
+        -- queue age starts again at its next claim, as when a loop gives a batch back.
         UPDATE sends s SET status = 'queued', ambiguous = s.ambiguous + o.armed::int, armed = false,
-                           cap_moved = o.cap_moved AND o.armed, updated_at = now()
+                           cap_moved = o.cap_moved AND o.armed,
+                           attempts = CASE WHEN o.armed THEN s.attempts ELSE greatest(s.attempts - 1, 0) END,
+                           first_claimed_at = CASE WHEN NOT o.armed AND s.attempts <= 1 THEN NULL
+                                                   ELSE s.first_claimed_at END,
+                           updated_at = now()
         FROM orphans o WHERE s.id = o.id AND s.status = 'sending'
         RETURNING s.tenant_id, s.reader_id, s.campaign_id, s.cap_prev_at, s.cap_prev_campaign,
                   o.cap_moved AND NOT o.armed AS give_back

@@ -67,12 +67,23 @@ impl From<herald_types::BadId> for Error {
     }
 }
 
+/// Postgres's SQLSTATE for a statement cancelled by `statement_timeout`.
+const QUERY_CANCELED: &str = "57014";
+
 /// A failed query names its use case: every use case is a `#[tracing::instrument]` span, and the
 /// conversion that `?` makes runs inside it, so the span's module and function
 /// (`herald_engine::audience::lists::create`) go into the error's context without a
 /// `.context(…)` at every `?`. Outside any span (or with no subscriber) it is "database error".
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
+        // A statement that ran past its bound (`infra::db::interactive`): the person waiting is
+        // told so plainly, and Postgres's own text stays in the log.
+        if e.as_database_error().and_then(|d| d.code()).as_deref() == Some(QUERY_CANCELED) {
+            tracing::warn!(error = %e, "a statement ran past its time bound");
+            return Error::Unavailable(
+                "This took longer than Herald allows for one request. Narrow it down (fewer conditions, a shorter period) or try again in a moment.".into(),
+            );
+        }
         let what = tracing::Span::current()
             .metadata()
             .map(|m| format!("database error in {}::{}", m.target(), m.name()))

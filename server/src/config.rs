@@ -28,6 +28,11 @@ pub struct Config {
     pub site_root: String,
     pub data_dir: PathBuf,
     pub db_max_connections: u32,
+    /// The bound on one statement of a request (`HERALD_INTERACTIVE_STATEMENT_TIMEOUT_MS`,
+    /// default 15 s): a page, an API call or a live count that would take longer is answered
+    /// with a clear 503 instead of holding a connection other workspaces need. Background work
+    /// has its own, larger bound (`herald_engine::infra::db::BACKGROUND_STATEMENT_TIMEOUT`).
+    pub interactive_statement_timeout: std::time::Duration,
     /// Largest CSV upload accepted.
     pub import_max_bytes: usize,
     /// What one workspace's uploads not yet imported may hold together
@@ -354,6 +359,11 @@ impl Config {
             site_root,
             data_dir,
             db_max_connections,
+            interactive_statement_timeout: std::time::Duration::from_millis(number(
+                &get,
+                "HERALD_INTERACTIVE_STATEMENT_TIMEOUT_MS",
+                15_000,
+            )?),
         })
     }
 }

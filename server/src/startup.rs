@@ -384,6 +384,7 @@ fn router(
         // Inside the session layer: the declared access of each server function needs the session.
         .layer(from_fn_with_state(state.db.clone(), crate::routes::session_auth::server_fn_access))
         .layer(session_layer)
+        .layer(from_fn_with_state(config.interactive_statement_timeout, bound_statements))
         .layer(from_fn_with_state(AllowedOrigin::from_base_url(&config.base_url), require_same_origin))
         .layer(from_fn_with_state(crate::security::Https(config.secure_cookies()), crate::security::security_headers))
         .layer(from_fn_with_state(config.trusted_proxies.clone(), crate::security::client_ip))
@@ -394,6 +395,16 @@ fn router(
         }))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .with_state(server_state)
+}
+
+/// Every request's database work is interactive: its statements get the short bound, so one
+/// workspace's runaway count cannot hold a connection and a core for minutes.
+async fn bound_statements(
+    axum::extract::State(bound): axum::extract::State<std::time::Duration>,
+    req: Request<axum::body::Body>,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    herald_engine::infra::db::interactive(bound, next.run(req)).await
 }
 
 /// The request path as logs may show it: paths carry secrets (`/webhooks/ses/<token>`,

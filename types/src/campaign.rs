@@ -227,6 +227,11 @@ pub struct ResendInput {
     /// open: those readers are then left out too.
     #[serde(default)]
     pub count_machine_opens: bool,
+    /// Make another resend although this campaign was resent before: readers who got an
+    /// earlier resend and still have not opened get this one too. Without it, a second resend
+    /// is refused with how many readers that would be.
+    #[serde(default)]
+    pub again: bool,
 }
 
 impl ResendInput {

@@ -158,6 +158,22 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: SegmentId) -> Res
     Ok(())
 }
 
+/// Live counts and previews asked for one at a time (the segment editor, the API's count
+/// routes), per workspace and shared by every process: each can read all of the workspace's
+/// readers, so a steady few per second with room for an editor's burst of edits, and a clear
+/// "wait" past that instead of one workspace's loop of counts keeping Postgres busy for all.
+pub async fn take_count_allowance(db: &Db, tenant: TenantId) -> Result<()> {
+    const PER_SECOND: f64 = 10.0;
+    const BURST: u32 = 60;
+    match crate::sending::rate::try_take(db, &format!("segment-counts:{tenant}"), 1, PER_SECOND, BURST).await? {
+        None => Ok(()),
+        Some(wait) => Err(Error::Busy {
+            message: "Too many counts in this workspace at once; the numbers come back in a moment.".into(),
+            retry_after_secs: wait.as_secs().max(1),
+        }),
+    }
+}
+
 /// How many of the workspace's readers match `definition` (checked first, so the editor's
 /// live count shows a problem beside its condition instead of a number).
 #[tracing::instrument(skip_all, fields(%tenant))]

@@ -542,7 +542,9 @@ async fn create_step_campaign(
 }
 
 /// A removed (or archived) email step's campaign: a draft goes; one that sent keeps its record,
-/// `sent` from now on, with what was still queued cancelled.
+/// `cancelled` from now on, with what was still queued cancelled. Not `sent`: a message a loop
+/// still holds may be given back later, and in a cancelled campaign it ends `cancelled`
+/// (`sends_never_queued_in_cancelled`) instead of waiting in a queue no loop will ever read.
 async fn close_step_campaign(tx: &mut Tx, tenant: TenantId, campaign: CampaignId) -> Result<()> {
     sqlx::query("DELETE FROM campaigns WHERE tenant_id = $1 AND id = $2 AND status = 'draft'")
         .bind(tenant)
@@ -558,7 +560,7 @@ async fn close_step_campaign(tx: &mut Tx, tenant: TenantId, campaign: CampaignId
     .execute(&mut **tx)
     .await?;
     sqlx::query(
-        "UPDATE campaigns SET status = 'sent', finished_at = now(), updated_at = now()
+        "UPDATE campaigns SET status = 'cancelled', finished_at = now(), updated_at = now()
          WHERE tenant_id = $1 AND id = $2 AND status IN ('sending', 'paused')",
     )
     .bind(tenant)

@@ -50,6 +50,31 @@ impl BulkTable {
     }
 }
 
+/// The bound on one statement of background work (fan-out chunks, imports, automation batches
+/// over a million readers): generous, so a timeout never stops a send half-way, but a statement
+/// that runs away still ends and frees its connection.
+pub const BACKGROUND_STATEMENT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+
+tokio::task_local! {
+    /// The bound on one statement of the work a person is waiting for (see [`interactive`]).
+    static INTERACTIVE_BOUND: Duration;
+}
+
+/// Runs `work` as interactive: every transaction it begins bounds its statements to `bound`,
+/// so one workspace's expensive request (a segment count of hundreds of conditions) ends with
+/// a clear answer instead of holding a connection and a core for minutes while other
+/// workspaces wait. The web layer wraps each request in it; work outside it (the workers) keeps
+/// [`BACKGROUND_STATEMENT_TIMEOUT`].
+pub async fn interactive<F: std::future::Future>(bound: Duration, work: F) -> F::Output {
+    INTERACTIVE_BOUND.scope(bound, work).await
+}
+
+/// The current task's interactive bound as Postgres reads `statement_timeout` (milliseconds),
+/// or `None` outside [`interactive`].
+fn interactive_timeout() -> Option<String> {
+    INTERACTIVE_BOUND.try_with(|bound| bound.as_millis().max(1).to_string()).ok()
+}
+
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: PgPool,
@@ -66,6 +91,14 @@ impl std::fmt::Debug for Shared {
     }
 }
 
+/// SQL that sets the transaction's statement timeout to the text placeholder `$p` when it is
+/// not NULL (inside [`interactive`]), and leaves the pool's background bound otherwise.
+macro_rules! bound_statements {
+    ($p:literal) => {
+        concat!("CASE WHEN ", $p, "::text IS NOT NULL THEN set_config('statement_timeout', ", $p, "::text, true) END")
+    };
+}
+
 impl Db {
     /// Connects as the runtime role. `url` is the runtime URL (see [`runtime_url`]).
     pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Self> {
@@ -73,7 +106,10 @@ impl Db {
         // `jit_above_cost` (a lateral count the plan never runs, a scan of a big send log) paid
         // 100–300 ms compiling it on every call (measured: the editions list, 0.1 ms of work,
         // took 290 ms with JIT on, Postgres's default since 12).
-        let options = PgConnectOptions::from_str(url)?.application_name("herald").options([("jit", "off")]);
+        let background = BACKGROUND_STATEMENT_TIMEOUT.as_millis().to_string();
+        let options = PgConnectOptions::from_str(url)?
+            .application_name("herald")
+            .options([("jit", "off"), ("statement_timeout", background.as_str())]);
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(10))
@@ -114,13 +150,22 @@ impl Db {
 
     /// A transaction with no tenant and no user: tenant-owned rows are invisible in it.
     pub async fn begin(&self) -> Result<Tx> {
-        Ok(self.pool.begin().await?)
+        let mut tx = self.pool.begin().await?;
+        if let Some(ms) = interactive_timeout() {
+            sqlx::query("SELECT set_config('statement_timeout', $1, true)").bind(ms).execute(&mut *tx).await?;
+        }
+        Ok(tx)
     }
 
-    /// A transaction scoped to one tenant.
+    /// A transaction scoped to one tenant (and to the request's statement bound, in one round
+    /// trip: this runs before nearly every query Herald makes).
     pub async fn tenant_tx(&self, tenant: TenantId) -> Result<Tx> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT set_config('app.tenant_id', $1, true)").bind(tenant.to_string()).execute(&mut *tx).await?;
+        sqlx::query(concat!("SELECT set_config('app.tenant_id', $1, true), ", bound_statements!("$2")))
+            .bind(tenant.to_string())
+            .bind(interactive_timeout())
+            .execute(&mut *tx)
+            .await?;
         Ok(tx)
     }
 
@@ -130,7 +175,11 @@ impl Db {
     pub async fn tenant_snapshot_tx(&self, tenant: TenantId) -> Result<Tx> {
         let mut tx = self.pool.begin().await?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *tx).await?;
-        sqlx::query("SELECT set_config('app.tenant_id', $1, true)").bind(tenant.to_string()).execute(&mut *tx).await?;
+        sqlx::query(concat!("SELECT set_config('app.tenant_id', $1, true), ", bound_statements!("$2")))
+            .bind(tenant.to_string())
+            .bind(interactive_timeout())
+            .execute(&mut *tx)
+            .await?;
         Ok(tx)
     }
 
@@ -138,16 +187,24 @@ impl Db {
     /// tenants, for the workspace switcher.
     pub async fn user_tx(&self, user: UserId) -> Result<Tx> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT set_config('app.user_id', $1, true)").bind(user.to_string()).execute(&mut *tx).await?;
+        sqlx::query(concat!("SELECT set_config('app.user_id', $1, true), ", bound_statements!("$2")))
+            .bind(user.to_string())
+            .bind(interactive_timeout())
+            .execute(&mut *tx)
+            .await?;
         Ok(tx)
     }
 
     /// A transaction scoped to a tenant that also knows the acting user.
     pub async fn tenant_user_tx(&self, tenant: TenantId, user: UserId) -> Result<Tx> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT set_config('app.tenant_id', $1, true), set_config('app.user_id', $2, true)")
-            .bind(tenant.to_string())
-            .bind(user.to_string())
+        sqlx::query(concat!(
+            "SELECT set_config('app.tenant_id', $1, true), set_config('app.user_id', $2, true), ",
+            bound_statements!("$3")
+        ))
+        .bind(tenant.to_string())
+        .bind(user.to_string())
+        .bind(interactive_timeout())
             .execute(&mut *tx)
             .await?;
         Ok(tx)

@@ -569,3 +569,43 @@ async fn an_event_sent_again_with_its_idempotency_key_enters_once() -> TestResul
     expect_mail_count(&app, 4).await;
     Ok(())
 }
+
+/// An archived automation's step campaign ends `cancelled`, not `sent`: a message a loop still
+/// held when the automation was archived, given back afterwards, ends `cancelled` too instead
+/// of waiting in the queue of a campaign no loop will ever send again.
+#[tokio::test]
+async fn a_row_given_back_after_its_automation_was_archived_is_cancelled_not_left_queued() -> TestResult {
+    let app = spawn_app().await;
+    let (api, list) = workspace_with_readers(&app, "archived@example.com", 0).await;
+    let id = create_live(
+        &api,
+        json!({"name": "Welcome", "trigger": {"kind": "list_confirmed", "list_id": list},
+               "steps": [email("Welcome", "Hello")]}),
+    )
+    .await;
+    let (status, body) =
+        api.post("/api/v1/readers/bulk", json!({"readers": [{"email": "held@example.com"}], "lists": [list]})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    expect_mail_count(&app, 1).await;
+    let (_, a) = api.get(&format!("/api/v1/automations/{id}")).await;
+    let campaign = a["steps"][0]["campaign_id"].as_str().expect("step campaign").to_string();
+    // A loop holds a message of the step (as if claimed a moment before the archive).
+    sqlx::query("UPDATE sends SET status = 'sending' WHERE campaign_id = $1::uuid")
+        .bind(&campaign)
+        .execute(&app.owner)
+        .await?;
+    let (status, body) = api.post(&format!("/api/v1/automations/{id}/archive"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let state: String =
+        sqlx::query_scalar("SELECT status FROM campaigns WHERE id = $1::uuid").bind(&campaign).fetch_one(&app.owner).await?;
+    assert_eq!(state, "cancelled");
+    // The loop gives the message back (a soft failure, a lost lease).
+    sqlx::query("UPDATE sends SET status = 'queued' WHERE campaign_id = $1::uuid")
+        .bind(&campaign)
+        .execute(&app.owner)
+        .await?;
+    let row: String =
+        sqlx::query_scalar("SELECT status FROM sends WHERE campaign_id = $1::uuid").bind(&campaign).fetch_one(&app.owner).await?;
+    assert_eq!(row, "cancelled");
+    Ok(())
+}

@@ -8,6 +8,8 @@ use serde_json::json;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use herald_devtools::smtp_sink::{FaultAction, FaultRule, Faults};
+
 use crate::campaigns_api::{wait_for_status, workspace_with_readers};
 use crate::helpers::*;
 
@@ -75,8 +77,11 @@ async fn a_resend_reaches_exactly_the_readers_who_did_not_open() -> TestResult {
     assert_eq!(again["name"], "Original (to non-openers)");
     let (_, count) = api.get(&format!("/api/v1/campaigns/{again_id}/audience")).await;
     assert_eq!((count["eligible"].as_i64(), count["skipped"].as_i64()), (Some(2), Some(1)), "{count}");
-    // Machine opens counted: r7 alone.
-    let (status, strict) = api.post(&resend, json!({"count_machine_opens": true})).await;
+    // Machine opens counted: r7 alone. A second resend of one original is made only when asked
+    // for explicitly (its readers could get both).
+    let (status, refused) = api.post(&resend, json!({"count_machine_opens": true})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    let (status, strict) = api.post(&resend, json!({"count_machine_opens": true, "again": true})).await;
     assert_eq!(status, StatusCode::CREATED, "{strict}");
     assert_eq!(strict["subject"], "News", "the original's subject by default");
     let (_, count) = api.get(&format!("/api/v1/campaigns/{}/audience", strict["id"].as_str().expect("id"))).await;
@@ -102,6 +107,62 @@ async fn a_resend_reaches_exactly_the_readers_who_did_not_open() -> TestResult {
     // A campaign of its own: its own stats, and a resend of it works the same way.
     let (status, _) = api.get(&format!("/api/v1/campaigns/{again_id}/results")).await;
     assert_eq!(status, StatusCode::OK);
+    Ok(())
+}
+
+/// A reader who opens the original while their resend waits for a retry gets no resend: the
+/// claim asks again what the chunk asked. A second resend of the same original is refused
+/// unless asked for, naming how many readers would get it twice.
+#[tokio::test]
+async fn a_reader_who_opens_before_their_resend_goes_out_gets_none_and_one_resend_is_the_rule() -> TestResult {
+    let app = spawn_app_with(&[("HERALD_SEND_RETRY_BASE_SECONDS", "3")]).await;
+    let (api, list) = workspace_with_readers(&app, "late-open@example.com", 2).await;
+    let (_, original) = api
+        .post("/api/v1/campaigns", json!({"name": "Original", "subject": "News", "list_ids": [list], "body": "Hi"}))
+        .await;
+    let id = original["id"].as_str().expect("id").to_string();
+    let (status, body) = api.post(&format!("/api/v1/campaigns/{id}/send"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    wait_for_status(&api, &id, "sent", Duration::from_secs(60)).await;
+    assert!(app.sink.wait_for_count(2, Duration::from_secs(10)).await);
+    app.sink.clear().await;
+
+    let (status, resend) = api.post(&format!("/api/v1/campaigns/{id}/resend"), json!({"subject": "Again"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{resend}");
+    let resend_id = resend["id"].as_str().expect("id").to_string();
+    let (a, b) = ("late-open-r1@example.com", "late-open-r2@example.com");
+    let first_fails = Faults::none()
+        .with_rule(FaultRule::new(a, FaultAction::try_again_later()).times(1))
+        .with_rule(FaultRule::new(b, FaultAction::try_again_later()).times(1));
+    app.sink.set_faults(first_fails);
+    let (status, body) = api.post(&format!("/api/v1/campaigns/{resend_id}/send"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for _ in 0..300 {
+        if app.sink.faults_injected() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(app.sink.faults_injected(), 2, "both first attempts refused");
+    // r1 opens the original now, while the resend waits for its retry.
+    sqlx::query(
+        "INSERT INTO events (tenant_id, campaign_id, reader_id, kind, prefetch)
+         SELECT tenant_id, campaign_id, reader_id, 'open', false FROM sends WHERE campaign_id = $1::uuid AND email = $2",
+    )
+    .bind(&id)
+    .bind(a)
+    .execute(&app.owner)
+    .await?;
+    let stats = wait_for_status(&api, &resend_id, "sent", Duration::from_secs(60)).await;
+    let got: BTreeSet<String> = app.sink.messages().await.into_iter().flat_map(|m| m.rcpt_to).collect();
+    assert_eq!(got, BTreeSet::from([b.to_string()]), "{stats}");
+
+    // One resend per original: a second is refused, naming who would get it twice, unless asked.
+    let (status, refused) = api.post(&format!("/api/v1/campaigns/{id}/resend"), json!({})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert!(refused.to_string().contains("1 reader"), "{refused}");
+    let (status, second) = api.post(&format!("/api/v1/campaigns/{id}/resend"), json!({"again": true})).await;
+    assert_eq!(status, StatusCode::CREATED, "{second}");
     Ok(())
 }
 

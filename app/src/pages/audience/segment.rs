@@ -103,6 +103,7 @@ pub async fn preview_segment(id: String, edited: Option<Definition>) -> Result<S
             segments::get(&m.state.db, m.tenant, id).await?.definition
         }
     };
+    segments::take_count_allowance(&m.state.db, m.tenant).await?;
     let (readers, newest) = segments::preview(&m.state.db, m.tenant, &definition, 10).await?;
     Ok(SegmentPreview { readers, newest })
 }

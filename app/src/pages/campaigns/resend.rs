@@ -15,11 +15,12 @@ pub async fn resend_to_non_openers(
     id: CampaignId,
     subject: String,
     count_machine_opens: bool,
+    #[server(default)] again: bool,
 ) -> Result<CampaignId, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::resend};
     let m = require_role(Role::Author).await?;
-    let input = herald_types::ResendInput { subject, count_machine_opens };
+    let input = herald_types::ResendInput { subject, count_machine_opens, again };
     Ok(resend::create(&m.state.db, m.tenant, m.role, id, &input).await?.id)
 }
 
@@ -56,18 +57,20 @@ pub fn ResendLinks(c: Campaign, can_act: bool) -> impl IntoView {
                     </a>
                 }).collect_view()}
             })}
-            {offer.then(|| view! { <ResendButton id=id subject=c.subject.clone()/> })}
+            {offer.then(|| view! { <ResendButton id=id subject=c.subject.clone() resent=!c.resends.is_empty()/> })}
             {can_act.then(|| view! { <DuplicateButton id=id/> })}
         </div>
     }
 }
 
 #[component]
-fn ResendButton(id: CampaignId, subject: String) -> impl IntoView {
+fn ResendButton(id: CampaignId, subject: String, resent: bool) -> impl IntoView {
     let resend = ServerAction::<ResendToNonOpeners>::new();
     let open = RwSignal::new(false);
     let new_subject = RwSignal::new(String::new());
     let machine = RwSignal::new(false);
+    // A second resend of one original mails the first one's readers again: only when asked.
+    let again = RwSignal::new(false);
     let navigate = use_navigate();
     Effect::new(move |_| {
         if let Some(Ok(made)) = resend.value().get() {
@@ -81,7 +84,12 @@ fn ResendButton(id: CampaignId, subject: String) -> impl IntoView {
         <ActionError value=resend.value()/>
         <ConfirmDialog open=open title="Send again to readers who did not open?" confirm_label="Make the draft"
             on_confirm=move |()| {
-                resend.dispatch(ResendToNonOpeners { id, subject: new_subject.get_untracked(), count_machine_opens: machine.get_untracked() });
+                resend.dispatch(ResendToNonOpeners {
+                    id,
+                    subject: new_subject.get_untracked(),
+                    count_machine_opens: machine.get_untracked(),
+                    again: again.get_untracked(),
+                });
             }>
             <p>"A new draft goes to the readers this campaign reached who have not opened it, clicked, unsubscribed or bounced since. You can change it before sending."</p>
             <label for="resend-subject" class="label mt-3">"New subject (optional)"</label>
@@ -91,6 +99,15 @@ fn ResendButton(id: CampaignId, subject: String) -> impl IntoView {
                 <input type="checkbox" on:change=move |ev| machine.set(event_target_checked(&ev))/>
                 "Count opens by privacy proxies as opens (leave those readers out too)"
             </label>
+            {resent.then(|| view! {
+                <p class="mt-3 rounded bg-amber-50 p-2 text-amber-800" data-testid="resend-again-warning">
+                    "This campaign was already sent again. Readers who got that resend and still have not opened it would get this one too."
+                </p>
+                <label class="mt-2 flex items-center gap-2">
+                    <input type="checkbox" data-testid="resend-again" on:change=move |ev| again.set(event_target_checked(&ev))/>
+                    "Make another resend anyway"
+                </label>
+            })}
         </ConfirmDialog>
     }
 }

@@ -7,11 +7,24 @@ use super::*;
 
 /// Why a claimed row's reader may not be mailed now (SQL, NULL when they may): the claim's test
 /// and the one made again before a late message ([`RECHECK_ELIGIBILITY`]). `s` is the send row,
-/// `r` its reader; the arguments are the placeholders of the tenant and of the campaign's lists.
+/// `r` its reader; the arguments are the placeholders of the tenant, of the campaign's lists, of
+/// its automation, of the original it resends and whether machine opens count there, and a
+/// condition true when the campaign's audience no longer holds the reader. Each is the condition that let the reader in, not a looser one: an automation's
+/// step asks what the scheduler asked (`automation_unmailable`: on the trigger's own list, for
+/// an automation a list starts), a campaign with segments asks its audience tree again, so
+/// leaving the list that brought a reader stops mail still queued for them even while they
+/// stay on another list.
 macro_rules! not_eligible {
-    ($tenant:literal, $lists:literal) => {
+    ($tenant:literal, $lists:literal, $automation:literal, $original:literal, $machine_opens:literal, $left_audience:literal) => {
         concat!(
-            "CASE WHEN r.status <> 'active' THEN 'reader ' || r.status
+            "CASE WHEN ",
+            $automation,
+            "::uuid IS NOT NULL THEN automation_unmailable(",
+            $tenant,
+            ", s.reader_id, ",
+            $automation,
+            ")
+                  WHEN r.status <> 'active' THEN 'reader ' || r.status
                   WHEN NOT EXISTS (SELECT 1 FROM subscriptions x WHERE x.reader_id = s.reader_id
                                    AND (",
             $lists,
@@ -22,16 +35,23 @@ macro_rules! not_eligible {
             $tenant,
             "
                                AND x.email_lower = lower(r.email)) THEN 'suppressed'
+                  WHEN ",
+            $original,
+            "::uuid IS NOT NULL AND ",
+            crate::campaigns::resend::engaged_with_original!($tenant, $original, $machine_opens),
+            " THEN 'engaged with the original'
+                  WHEN ",
+            $left_audience,
+            " THEN 'left the audience'
              END"
         )
     };
 }
 
 /// The lists a reader must still be confirmed on to be mailed: the campaign's, or — when
-/// segments bring readers in (`None`) — any of the workspace's.
-/// An automation's step campaign has no lists of its own: its readers were let in by their
-/// trigger, and must still be confirmed on one of the workspace's lists (the scheduler checks
-/// the trigger's own list before it queues the row).
+/// segments bring readers in (`None`) — any of the workspace's (the audience tree then decides
+/// the rest). An automation's step campaign has no lists of its own: `automation_unmailable`
+/// asks its trigger's.
 pub(super) fn consent_lists(c: &Campaign) -> Option<&[crate::domain::ListId]> {
     if c.segment_ids.is_empty() && c.automation_id.is_none() { Some(&c.list_ids) } else { None }
 }
@@ -68,6 +88,8 @@ impl Sender<'_> {
     pub(super) async fn claim(&mut self, n: i64) -> Result<Vec<Claimed>> {
         let token = self.lease.token;
         let (tenant, campaign) = (self.tenant, self.campaign.id);
+        // A row expires for age only after a retry failed too (`attempts` counts the claims
+        // that reached the wire): one soft failure early in a long send is never its last try.
         // The queue age counts from the row's first claim (`first_claimed_at`, set by `claim_messages` in `engine/sql/sending.sql`): waiting its turn
         // behind the rate, a spread or a pause costs none; only failing to get through does.
         let max_age_secs = self.max_queue_age_hours as f64 * 3600.0;
@@ -83,11 +105,25 @@ impl Sender<'_> {
                    AND EXISTS (SELECT 1 FROM lease)
                  ORDER BY s.id LIMIT $3
                  FOR UPDATE SKIP LOCKED
+             ), audience AS (
+                 -- The tree the fan-out fixed (campaigns with segments), asked once for the
+                 -- whole claim: which of its readers it still holds.
+                 SELECT c.audience FROM campaigns c WHERE c.tenant_id = $1 AND c.id = $2 AND c.audience IS NOT NULL
+             ), held AS (
+                 SELECT h.id FROM audience a CROSS JOIN LATERAL segment_holds(
+                     a.audience, ARRAY(SELECT s.reader_id FROM picked JOIN sends s ON s.id = picked.id)) AS h(id)
              )
              SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts, s.feed, s.variant, s.entry,
-                    CASE WHEN s.first_claimed_at < now() - make_interval(secs => $5) THEN 'expired'
+                    CASE WHEN s.first_claimed_at < now() - make_interval(secs => $5) AND s.attempts >= 2 THEN 'expired'
                          ELSE ",
-            not_eligible!("$1", "$4"),
+            not_eligible!(
+                "$1",
+                "$4",
+                "$8",
+                "$9",
+                "$10",
+                "(EXISTS (SELECT 1 FROM audience) AND NOT EXISTS (SELECT 1 FROM held h WHERE h.id = s.reader_id))"
+            ),
             "
                     END AS skip
              FROM picked JOIN sends s ON s.id = picked.id JOIN readers r ON r.id = s.reader_id
@@ -100,6 +136,9 @@ impl Sender<'_> {
         .bind(max_age_secs)
         .bind(self.cursor)
         .bind(token)
+        .bind(self.campaign.automation_id)
+        .bind(self.campaign.resend_of)
+        .bind(self.campaign.resend_machine_opens)
         .fetch_all(&mut *tx)
         .await?;
         if rows.is_empty() {
@@ -215,12 +254,23 @@ impl Sender<'_> {
         let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
         let reason: Option<Option<String>> = sqlx::query_scalar(concat!(
             "SELECT ",
-            not_eligible!("$1", "$3"),
+            not_eligible!(
+                "$1",
+                "$3",
+                "$4",
+                "$5",
+                "$6",
+                "EXISTS (SELECT 1 FROM campaigns c WHERE c.tenant_id = $1 AND c.id = s.campaign_id AND c.audience IS NOT NULL
+                            AND NOT EXISTS (SELECT 1 FROM segment_holds(c.audience, ARRAY[s.reader_id])))"
+            ),
             " FROM sends s JOIN readers r ON r.id = s.reader_id WHERE s.tenant_id = $1 AND s.id = $2"
         ))
         .bind(self.tenant)
         .bind(row.id)
         .bind(consent_lists(&self.campaign))
+        .bind(self.campaign.automation_id)
+        .bind(self.campaign.resend_of)
+        .bind(self.campaign.resend_machine_opens)
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -208,6 +208,9 @@ const DONE_CHECK_EVERY: Duration = Duration::from_secs(2);
 /// index pages however many rows are deferred. Public for the test that reads its plan.
 pub const DUE_PROBE: &str = "SELECT EXISTS (SELECT 1 FROM sends
      WHERE campaign_id = $1 AND status = 'queued' AND next_attempt_at <= now())";
+/// A queued row at or behind the cursor `$2` that is due now (see `retry_due_behind_cursor`).
+pub const RETRY_DUE_BEHIND: &str = "SELECT EXISTS (SELECT 1 FROM sends
+     WHERE campaign_id = $1 AND status = 'queued' AND id <= $2 AND next_attempt_at <= now())";
 /// How long a delivery loop waits with nothing due before it gives its connection slot back.
 const RELEASE_IDLE_SLOT_AFTER: Duration = Duration::from_secs(5);
 /// How often domain tallies are added to the stats while sending.
@@ -240,8 +243,11 @@ struct Sender<'a> {
     /// Claims start after the last row this loop claimed, so a claim does not walk the index
     /// entries of every row already sent (they stay in the partial index until vacuum: from
     /// the campaign's first row that walk made a send quadratic). A pass that finds nothing
-    /// starts again from 0, which picks up retries and rows given back behind the cursor.
+    /// starts again from 0, which picks up retries and rows given back behind the cursor; so
+    /// does a sweep that finds a retry due behind it ([`RETRY_DUE_BEHIND`]).
     cursor: i64,
+    /// When this loop last looked for retries due behind its cursor.
+    last_retry_sweep: Instant,
     /// 250s not yet recorded (at most `ack_batch`, at most [`ACK_MAX_DELAY`] old).
     acks: Vec<Ack>,
     /// When the current batch was claimed: its readers' eligibility was checked then.
@@ -360,6 +366,7 @@ pub async fn deliver(cx: &DeliveryContext, tenant: TenantId, campaign_id: Campai
         conn: None,
         consecutive_failures: 0,
         cursor: 0,
+        last_retry_sweep: Instant::now(),
         acks: Vec::new(),
         armed: HashSet::new(),
         last_tally: Instant::now(),
@@ -418,6 +425,12 @@ impl Sender<'_> {
                     return Ok(());
                 }
                 continue;
+            }
+            if self.cursor > 0 && self.last_retry_sweep.elapsed() >= self.retry_sweep_every() {
+                self.last_retry_sweep = Instant::now();
+                if self.retry_due_behind_cursor().await? {
+                    self.cursor = 0;
+                }
             }
             let mut rows = self.claim(batch as i64).await?;
             if rows.is_empty() && self.cursor > 0 {
@@ -589,6 +602,24 @@ impl Sender<'_> {
         let pause = Duration::from_millis(rand::thread_rng().gen_range(100..300));
         let pause = pause.min(self.cx.config.retry_base.max(Duration::from_millis(50)));
         Ok(self.fence().sleep(pause).await.is_some())
+    }
+
+    /// How often a loop looks behind its cursor for soft-failed rows due again: about as often
+    /// as the first retry comes, within bounds.
+    fn retry_sweep_every(&self) -> Duration {
+        self.cx.config.retry_base.clamp(Duration::from_secs(1), Duration::from_secs(30))
+    }
+
+    /// Whether a row behind the cursor (one that failed softly, or was given back) is due now.
+    /// A soft failure is retried on its own schedule, whatever the cursor does: in a long send
+    /// the cursor would otherwise reach it only at the end of the whole send (days, at a slow
+    /// rate), by when its queue age has run out after a single attempt.
+    async fn retry_due_behind_cursor(&self) -> Result<bool> {
+        let mut tx = self.cx.db.tenant_tx(self.tenant).await?;
+        let due: bool =
+            sqlx::query_scalar(RETRY_DUE_BEHIND).bind(self.campaign.id).bind(self.cursor).fetch_one(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(due)
     }
 
     /// Whether any queued row of the campaign is due now: one probe of an index ordered by due

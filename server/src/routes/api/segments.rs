@@ -70,25 +70,29 @@ pub async fn delete(
 
 #[utoipa::path(get, path = "/api/v1/segments/{id}/count", operation_id = "countSegment", security(("api_key" = [])),
     params(("id" = SegmentId, Path, description = "The segment's id")),
-    responses((status = 200, description = "Readers matching it now", body = SegmentCount), (status = 404, body = ApiError)))]
+    responses((status = 200, description = "Readers matching it now", body = SegmentCount), (status = 404, body = ApiError),
+        (status = 429, description = "Too many counts in this workspace just now", body = ApiError)))]
 pub async fn count(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Path(id): Path<SegmentId>,
 ) -> Result<Json<SegmentCount>, ApiFailure> {
     let segment = segments::get(&s.app.db, caller.tenant, id).await?;
+    segments::take_count_allowance(&s.app.db, caller.tenant).await?;
     let readers = segments::count(&s.app.db, caller.tenant, &segment.definition).await?;
     Ok(Json(SegmentCount { readers }))
 }
 
 #[utoipa::path(post, path = "/api/v1/segments/count", operation_id = "countSegmentDefinition", security(("api_key" = [])),
     request_body = Definition,
-    responses((status = 200, description = "Readers matching an unsaved tree", body = SegmentCount), (status = 422, body = ApiError)))]
+    responses((status = 200, description = "Readers matching an unsaved tree", body = SegmentCount), (status = 422, body = ApiError),
+        (status = 429, description = "Too many counts in this workspace just now", body = ApiError)))]
 pub async fn count_definition(
     State(s): State<ServerState>,
     caller: ApiCaller,
     ApiJson(body): ApiJson<Definition>,
 ) -> Result<Json<SegmentCount>, ApiFailure> {
+    segments::take_count_allowance(&s.app.db, caller.tenant).await?;
     let readers = segments::count(&s.app.db, caller.tenant, &body).await?;
     Ok(Json(SegmentCount { readers }))
 }
