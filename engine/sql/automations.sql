@@ -567,7 +567,9 @@ REVOKE ALL ON FUNCTION automations_to_check(timestamp with time zone) FROM PUBLI
 GRANT EXECUTE ON FUNCTION automations_to_check(timestamp with time zone) TO herald_app;
 
 -- The live automations with a run due at `p_now`, across workspaces: one index probe each, so
--- the scheduler's cost does not grow with the readers waiting.
+-- the scheduler's cost does not grow with the readers waiting. The least recently served first
+-- (`advanced_at`, then a fixed order): the scheduler gives each workspace a share of a tick, and
+-- what a share left due goes first next time.
 CREATE OR REPLACE FUNCTION due_automations(p_now timestamp with time zone)
  RETURNS TABLE(tenant_id uuid, automation_id uuid)
  LANGUAGE sql
@@ -578,6 +580,7 @@ AS $function$
     WHERE a.status = 'live'
       AND EXISTS (SELECT 1 FROM automation_runs r
                   WHERE r.tenant_id = a.tenant_id AND r.automation_id = a.id AND r.state = 'waiting' AND r.due_at <= p_now)
+    ORDER BY a.advanced_at NULLS FIRST, a.tenant_id, a.id
 $function$;
 REVOKE ALL ON FUNCTION due_automations(timestamp with time zone) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION due_automations(timestamp with time zone) TO herald_app;

@@ -488,7 +488,8 @@ pub struct Automation {
     pub trigger: Trigger,
     pub reentry: Reentry,
     pub cap_exempt: bool,
-    /// Why the engine paused it (a step's template broke, its mail kept failing).
+    /// Why the engine paused it (a step's template broke, its mail or its steps kept failing),
+    /// in plain words.
     pub pause_reason: Option<String>,
     /// The workspace's daily warm-up limit, when its mail today has reached it: this
     /// automation's mail waits (readers keep their place) until the limit allows more.

@@ -656,7 +656,8 @@ pub async fn start(db: &Db, jobs: &Jobs, tenant: TenantId, role: Role, id: Autom
     if !transition(&mut tx, tenant, id, &[Draft, Paused], Live).await? {
         return Err(Error::Conflict("This automation is already live, or archived.".into()));
     }
-    sqlx::query("UPDATE automations SET pause_reason = NULL WHERE tenant_id = $1 AND id = $2")
+    // Resumed: the scheduler's count of its failed turns in a row starts again.
+    sqlx::query("UPDATE automations SET pause_reason = NULL, failures = 0 WHERE tenant_id = $1 AND id = $2")
         .bind(tenant)
         .bind(id)
         .execute(&mut *tx)
@@ -698,6 +699,17 @@ pub async fn pause(db: &Db, tenant: TenantId, role: Role, id: AutomationId) -> R
     let a = get_in(&mut tx, tenant, id).await?;
     tx.commit().await?;
     Ok(a)
+}
+
+/// live → paused by the scheduler, when the automation failed turn after turn: its step
+/// campaigns pause with it, and `reason` (plain words, never the database's message) tells its
+/// author what to look at. False when it was no longer live.
+pub(crate) async fn pause_failing(tx: &mut Tx, tenant: TenantId, id: AutomationId, reason: &str) -> Result<bool> {
+    if !transition(tx, tenant, id, &[AutomationStatus::Live], AutomationStatus::Paused).await? {
+        return Ok(false);
+    }
+    pause_step_campaigns(tx, tenant, id, reason).await?;
+    Ok(true)
 }
 
 /// → archived, for good: waiting readers leave, queued mail is cancelled, the record stays.

@@ -1,6 +1,8 @@
 //! Automations: a welcome sequence over a controllable clock (each reader gets each
 //! step once, in order, at its time), leaving on unsubscribe, re-entry rules, editing a live
-//! automation, an API event's data in the mail, two schedulers at once, and isolation.
+//! automation, an API event's data in the mail, two schedulers at once, isolation, and a
+//! scheduler shared fairly: one workspace's failing automation stops no other, and each
+//! workspace gets its turn in a tick.
 //!
 //! The clock: the app's own scheduler runs on the real clock (steps due now go out on their
 //! own); the tests move time forward by running `scheduler::tick` at a later instant, which is
@@ -607,5 +609,146 @@ async fn a_row_given_back_after_its_automation_was_archived_is_cancelled_not_lef
     let row: String =
         sqlx::query_scalar("SELECT status FROM sends WHERE campaign_id = $1::uuid").bind(&campaign).fetch_one(&app.owner).await?;
     assert_eq!(row, "cancelled");
+
+/// Lets each of `readers` (addresses) into the workspace's automations triggered by `event`;
+/// each enters `per_reader` of them.
+async fn fire_for(app: &TestApp, api: &Api, event: &str, readers: &[&str], per_reader: i64) {
+    for email in readers {
+        let r = reader_id(app, email.to_string()).await;
+        let (status, body) = api.post(&format!("/api/v1/readers/{r}/events"), json!({"name": event})).await;
+        assert_eq!((status, body["entered"].as_i64()), (StatusCode::OK, Some(per_reader)), "{body}");
+    }
+}
+
+/// An automation's count of failed turns in a row, and its status.
+async fn failures_and_status(app: &TestApp, id: &str) -> (i32, String) {
+    sqlx::query_as("SELECT failures, status FROM automations WHERE id = $1::uuid")
+        .bind(id)
+        .fetch_one(&app.owner)
+        .await
+        .expect("automation")
+}
+
+/// Rewrites the zone of the automation's second step behind the API's back (the API checks it).
+async fn set_second_step_zone(app: &TestApp, id: &str, zone: &str) -> TestResult {
+    sqlx::query(
+        "UPDATE automations SET steps = jsonb_set(steps, '{1,action,zone}', to_jsonb($2::text)) WHERE id = $1::uuid",
+    )
+    .bind(id)
+    .bind(zone)
+    .execute(&app.owner)
+    .await?;
+    Ok(())
+}
+
+/// One workspace's broken automation (a step's time zone the server does not know, as after a
+/// tzdata update: its batches fail in `automation_advance`) stops neither the tick nor another
+/// workspace's mail. After `PAUSE_AFTER_FAILURES` failing ticks it is paused with a reason in
+/// plain words (the database's message stays in the logs); fixed and resumed, it carries on.
+#[tokio::test]
+async fn one_workspaces_failing_automation_does_not_stop_anothers() -> TestResult {
+    let app = spawn_app().await;
+    let (a, _) = workspace_with_readers(&app, "broken@example.com", 2).await;
+    let (b, _) = workspace_with_readers(&app, "healthy@example.com", 2).await;
+    let until_nine = json!({"action": {"kind": "wait_until", "time": "09:00", "zone": "Europe/Berlin"}});
+    let id_a = create_live(
+        &a,
+        json!({"name": "Broken", "trigger": {"kind": "event", "name": "joined"},
+               "steps": [wait(1, "hours"), until_nine, email("A's", "Hi")]}),
+    )
+    .await;
+    let id_b = create_live(
+        &b,
+        json!({"name": "Healthy", "trigger": {"kind": "event", "name": "joined"},
+               "steps": [wait(1, "hours"), email("B's", "Hi")]}),
+    )
+    .await;
+    fire_for(&app, &a, "joined", &["broken-r1@example.com", "broken-r2@example.com"], 1).await;
+    fire_for(&app, &b, "joined", &["healthy-r1@example.com", "healthy-r2@example.com"], 1).await;
+    // Saving checks a zone; the server's tzdata can lose it later. Reaching the step now fails.
+    set_second_step_zone(&app, &id_a, "Mars/Olympus").await?;
+
+    // Two hours on: the tick goes on past A's failure, and B's readers get their mail.
+    tick_at(&app, Span::hours(2)).await;
+    expect_mail_count(&app, 2).await;
+    let got = inbox(&app).await;
+    assert_eq!(got["healthy-r1@example.com"], ["B's"]);
+    assert_eq!(got["healthy-r2@example.com"], ["B's"]);
+    assert_eq!(failures_and_status(&app, &id_a).await, (1, "live".to_string()));
+    assert_eq!(failures_and_status(&app, &id_b).await, (0, "live".to_string()));
+
+    // Two more failing ticks: paused, with a reason its author can act on.
+    tick_at(&app, Span::hours(2)).await;
+    assert_eq!(failures_and_status(&app, &id_a).await, (2, "live".to_string()));
+    tick_at(&app, Span::hours(2)).await;
+    let (status, body) = a.get(&format!("/api/v1/automations/{id_a}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "paused", "{body}");
+    let reason = body["pause_reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("Paused after 3 failed attempts in a row"), "{body}");
+    let text = body.to_string();
+    for database_words in ["not recognized", "database", "automation_advance", "ERROR"] {
+        assert!(!text.contains(database_words), "the database's message reached the author: {text}");
+    }
+    // Paused, it is left alone: no more failures are counted, B is untouched.
+    tick_at(&app, Span::hours(2)).await;
+    assert_eq!(failures_and_status(&app, &id_a).await, (3, "paused".to_string()));
+    let (_, body_b) = b.get(&format!("/api/v1/automations/{id_b}")).await;
+    assert_eq!((&body_b["status"], &body_b["pause_reason"]), (&json!("live"), &Value::Null), "{body_b}");
+    expect_mail_count(&app, 2).await;
+
+    // Fixed and resumed: the count starts again, and A's readers go on to their mail.
+    set_second_step_zone(&app, &id_a, "Europe/Berlin").await?;
+    let (status, body) = a.post(&format!("/api/v1/automations/{id_a}/start"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["pause_reason"], Value::Null, "{body}");
+    assert_eq!(failures_and_status(&app, &id_a).await, (0, "live".to_string()));
+    tick_at(&app, Span::hours(2)).await;
+    tick_at(&app, Span::days(2)).await;
+    expect_mail_count(&app, 4).await;
+    assert_eq!(inbox(&app).await["broken-r1@example.com"], ["A's"]);
+    Ok(())
+}
+
+/// Each workspace gets a share of a tick. With none to spare (a zero budget) every workspace
+/// still runs one batch a tick, and the automation served least recently goes first: a
+/// workspace's second automation is not starved by its first, nor another workspace by both.
+#[tokio::test]
+async fn each_workspace_gets_a_turn_when_a_tick_has_no_time_to_spare() -> TestResult {
+    let app = spawn_app().await;
+    let (a, _) = workspace_with_readers(&app, "busy@example.com", 1).await;
+    let (b, _) = workspace_with_readers(&app, "quiet@example.com", 1).await;
+    for (api, name) in [(&a, "A1"), (&a, "A2"), (&b, "B1")] {
+        create_live(
+            api,
+            json!({"name": name, "trigger": {"kind": "event", "name": "joined"},
+                   "steps": [wait(1, "hours"), email(name, "Hi")]}),
+        )
+        .await;
+    }
+    fire_for(&app, &a, "joined", &["busy-r1@example.com"], 2).await;
+    fire_for(&app, &b, "joined", &["quiet-r1@example.com"], 1).await;
+
+    // Each run needs two batches (its wait, then its mail). A tick runs one batch per workspace:
+    // 1. A's first automation's wait, B1's wait; 2. A's other automation's wait (never served
+    // yet), B1's mail; 3. and 4. the mail of each of A's automations, the least recently served
+    // first; then nothing is due.
+    let at = Utc::now() + Span::hours(2);
+    let mut steps = Vec::new();
+    for tick in 1..=5 {
+        let report = scheduler::tick_within(&app.app.db, &app.app.jobs, at, Duration::ZERO).await?;
+        assert_eq!(report.failed, 0, "{report:?}");
+        steps.push(report.steps);
+        if tick == 2 {
+            // B's reader has their mail before A's second automation was through.
+            expect_mail_count(&app, 1).await;
+            assert_eq!(inbox(&app).await["quiet-r1@example.com"], ["B1"]);
+        }
+    }
+    assert_eq!(steps, [2, 2, 1, 1, 0]);
+    expect_mail_count(&app, 3).await;
+    let mut busy = inbox(&app).await.remove("busy-r1@example.com").unwrap_or_default();
+    busy.sort();
+    assert_eq!(busy, ["A1", "A2"]);
     Ok(())
 }
