@@ -3,7 +3,8 @@
 //! runs `SKIP LOCKED`, and a step's log row refuses a second run of it).
 //!
 //! Its cost while readers wait is one index probe per live automation per tick
-//! (`due_automations` in `engine/sql/automations.sql`), however many readers wait.
+//! (`due_automations` in `engine/sql/automations.sql`), however many readers wait, and one
+//! look at the (nearly always empty) table of confirmation mails that subscribe steps owe.
 
 use chrono::{DateTime, Utc};
 use std::time::Duration;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use crate::domain::TenantId;
 use crate::error::Result;
 use crate::infra::db::{BulkTable, Db};
+use crate::infra::tokens::Signer;
 use crate::jobs::Jobs;
 use herald_types::AutomationId;
 
@@ -23,13 +25,33 @@ pub const BATCH: i32 = 1000;
 /// [`refresh_statistics`]): every batch rewrites a thousand runs.
 const STATISTICS_EVERY: u64 = 20;
 
+/// What mailing the confirmations that subscribe steps owe needs besides the database and the
+/// queue: the links are signed and point at the installation.
+#[derive(Clone)]
+pub struct ConfirmationMail {
+    pub signer: Signer,
+    pub base_url: String,
+}
+
 /// Runs until `stop` says so. A tick that fails (Postgres restarting) is logged and the next
 /// one tries again: nothing of a failed batch committed.
 #[tracing::instrument(skip_all)]
-pub async fn run(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub async fn run(db: Db, jobs: Jobs, mail: ConfirmationMail, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {
         if let Err(e) = tick(&db, &jobs, Utc::now()).await {
             tracing::warn!(error = ?e, "automation scheduler tick failed");
+        }
+        // A subscribe step on a double opt-in list owes the reader a confirmation mail, written
+        // in the step's transaction (SQL signs and queues no mail): mailed here, after the
+        // commit, and by the next pass should this process die first.
+        let cx = crate::audience::subscribe::PublicContext {
+            db: &db,
+            signer: &mail.signer,
+            jobs: &jobs,
+            base_url: &mail.base_url,
+        };
+        if let Err(e) = crate::audience::subscribe::send_owed_confirmations(&cx).await {
+            tracing::warn!(error = ?e, "owed confirmation mails not sent; the next pass tries again");
         }
         tokio::select! {
             _ = tokio::time::sleep(TICK) => {}
