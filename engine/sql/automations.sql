@@ -140,17 +140,41 @@ BEGIN
                 WHERE t.tenant_id = p_tenant AND t.tag_id = (step->'action'->>'tag_id')::uuid AND t.reader_id = r.reader_id
                   AND r.tenant_id = p_tenant AND r.id = ANY(done);
             WHEN 'subscribe' THEN
-                WITH added AS (
-                    INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
-                    SELECT p_tenant, (step->'action'->>'list_id')::uuid, r.reader_id, 'confirmed', now()
-                    FROM automation_runs r
+                -- A single opt-in list takes the reader at once. A double opt-in list takes only
+                -- the reader's own click, as its form does: the step starts a pending
+                -- subscription and owes the reader the list's confirmation mail. Mail cannot be
+                -- sent from here, so the debt is a row of `confirmation_outbox`, written in this
+                -- transaction and mailed by the scheduler after the commit
+                -- (`audience::subscribe::send_owed_confirmations`): a crash in between cannot
+                -- lose it. A subscription the reader has already (confirmed, pending or left) is
+                -- kept as it is: one they left stays left, and nobody is asked twice.
+                WITH target AS (
+                    SELECT l.id, l.opt_in = 'double' AS double_opt_in FROM lists l
+                    WHERE l.tenant_id = p_tenant AND l.id = (step->'action'->>'list_id')::uuid
+                ), added AS (
+                    INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at,
+                                               confirmation_nonce, confirmation_sent_at)
+                    SELECT p_tenant, t.id, r.reader_id,
+                           CASE WHEN t.double_opt_in THEN 'unconfirmed' ELSE 'confirmed' END,
+                           CASE WHEN t.double_opt_in THEN NULL ELSE now() END,
+                           CASE WHEN t.double_opt_in THEN gen_random_uuid() END,
+                           CASE WHEN t.double_opt_in THEN now() END
+                    FROM automation_runs r CROSS JOIN target t
                     WHERE r.tenant_id = p_tenant AND r.id = ANY(done)
-                      AND EXISTS (SELECT 1 FROM lists l WHERE l.tenant_id = p_tenant AND l.id = (step->'action'->>'list_id')::uuid)
                     ON CONFLICT DO NOTHING
-                    RETURNING reader_id, list_id
+                    RETURNING reader_id, list_id, status
+                ), owed AS (
+                    INSERT INTO confirmation_outbox (tenant_id, reader_id, list_id)
+                    SELECT p_tenant, reader_id, list_id FROM added WHERE status = 'unconfirmed'
+                    ON CONFLICT DO NOTHING
                 )
+                -- The ledger says what the rest of Herald says: a request for a pending one
+                -- (the reader's click adds its `confirm`), a subscription for a confirmed one.
                 INSERT INTO consent_events (tenant_id, reader_id, list_id, action, source, wording)
-                SELECT p_tenant, reader_id, list_id, 'subscribe', 'automation', a.name FROM added;
+                SELECT p_tenant, reader_id, list_id,
+                       CASE WHEN status = 'unconfirmed' THEN 'subscribe_requested' ELSE 'subscribe' END,
+                       'automation', a.name
+                FROM added;
             WHEN 'unsubscribe' THEN
                 WITH left_list AS (
                     UPDATE subscriptions s SET status = 'unsubscribed', unsubscribed_at = now(), confirmation_nonce = NULL
@@ -565,6 +589,19 @@ AS $function$
 $function$;
 REVOKE ALL ON FUNCTION automations_to_check(timestamp with time zone) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION automations_to_check(timestamp with time zone) TO herald_app;
+
+-- The workspaces owed confirmation mails by a subscribe step (`confirmation_outbox`), across
+-- workspaces: the scheduler mails them after every tick, and after a crash its next one does.
+CREATE OR REPLACE FUNCTION confirmation_outbox_tenants()
+ RETURNS TABLE(tenant_id uuid)
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'public', 'pg_temp'
+AS $function$
+    SELECT DISTINCT o.tenant_id FROM confirmation_outbox o
+$function$;
+REVOKE ALL ON FUNCTION confirmation_outbox_tenants() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION confirmation_outbox_tenants() TO herald_app;
 
 -- The live automations with a run due at `p_now`, across workspaces: one index probe each, so
 -- the scheduler's cost does not grow with the readers waiting. The least recently served first

@@ -278,6 +278,8 @@ where
     };
     let jobs = Jobs::new(&db).with_system_mail_limits(system_mail_limits);
     let system_mail_cx = SystemMailContext { mailer: mailer.clone(), db: db.clone(), signer: signer.clone() };
+    let confirmation_mail =
+        crate::automations::scheduler::ConfirmationMail { signer: signer.clone(), base_url: base_url.clone() };
     let import_cx =
         crate::audience::import::ImportContext { db: db.clone(), signer: signer.clone(), jobs: jobs.clone(), base_url };
     let campaign_cx = CampaignWorkerContext {
@@ -294,7 +296,8 @@ where
         shutdown.await;
         let _ = stop_tx.send(true);
     });
-    let automations = tokio::spawn(crate::automations::scheduler::run(db.clone(), jobs.clone(), stop_rx.clone()));
+    let automations =
+        tokio::spawn(crate::automations::scheduler::run(db.clone(), jobs.clone(), confirmation_mail, stop_rx.clone()));
     let supervisor = tokio::spawn(supervise(db.clone(), jobs, stop_rx.clone()));
     let transactional = tokio::spawn(crate::transactional::delivery::run(tx_cx, stop_rx.clone()));
     let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {

@@ -240,8 +240,9 @@ pub enum StepAction {
     RemoveTag {
         tag_id: TagId,
     },
-    /// Confirms the reader on a list, unless they have a subscription to it already (one they
-    /// left stays left: consent is theirs to give).
+    /// Puts the reader on a list, unless they have a subscription to it already (one they left
+    /// stays left: consent is theirs to give). A single opt-in list confirms them at once; a
+    /// double opt-in list leaves them pending and mails them its confirmation, as its form does.
     Subscribe {
         list_id: ListId,
     },

@@ -334,6 +334,115 @@ pub(crate) async fn start_pending(
     Ok(out)
 }
 
+/// Rows of `confirmation_outbox` one pass takes per workspace (the rest wait for the next).
+const OWED_PER_PASS: i64 = 500;
+
+/// Mails the confirmations owed for pending subscriptions that were started where no mail can be
+/// sent: an automation's "subscribe" step on a double opt-in list runs in SQL and writes what it
+/// owes in `confirmation_outbox`, in the same transaction as the subscription. The scheduler
+/// calls this after every tick, so a crash between a step's commit and its mail only delays the
+/// mail to the next pass. Returns the mails queued.
+#[tracing::instrument(skip_all)]
+pub async fn send_owed_confirmations(cx: &PublicContext<'_>) -> Result<u64> {
+    let tenants: Vec<TenantId> =
+        sqlx::query_scalar("SELECT tenant_id FROM confirmation_outbox_tenants()").fetch_all(cx.db.pool()).await?;
+    let mut queued = 0;
+    for tenant in tenants {
+        // One workspace's trouble (its database rows, say) must not hold up the others' mail.
+        match send_owed_in(cx, tenant).await {
+            Ok(n) => queued += n,
+            Err(e) => {
+                tracing::warn!(%tenant, error = ?e, "owed confirmation mails not sent; the next pass tries again")
+            }
+        }
+    }
+    Ok(queued)
+}
+
+/// [`send_owed_confirmations`] for one workspace: one mail per reader, naming every list it owes
+/// them. A row whose subscription is no longer pending, or whose reader may no longer be mailed
+/// (left everything, suppressed, blocked), is dropped unmailed.
+async fn send_owed_in(cx: &PublicContext<'_>, tenant: TenantId) -> Result<u64> {
+    let mut tx = cx.db.tenant_tx(tenant).await?;
+    // Locked until this pass commits: another process's pass skips them, and a crash before the
+    // commit leaves them owed (a mail queued just before such a crash goes twice, as system mail
+    // may; never none). The nonce comes only where the mail is still owed: the subscription
+    // still pending, the reader still active and unsuppressed.
+    let rows: Vec<(i64, ListId, String, String, Option<Uuid>)> = sqlx::query_as(
+        "SELECT o.reader_id, o.list_id, coalesce(r.email, ''), coalesce(l.name, ''),
+                CASE WHEN r.id IS NOT NULL AND l.id IS NOT NULL THEN s.confirmation_nonce END
+         FROM (SELECT reader_id, list_id, created_at FROM confirmation_outbox WHERE tenant_id = $1
+               ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) o
+         LEFT JOIN subscriptions s ON s.tenant_id = $1 AND s.list_id = o.list_id AND s.reader_id = o.reader_id
+                                  AND s.status = 'unconfirmed'
+         LEFT JOIN readers r ON r.tenant_id = $1 AND r.id = o.reader_id AND r.status = 'active'
+                            AND NOT EXISTS (SELECT 1 FROM suppressions x
+                                            WHERE x.tenant_id = $1 AND x.email_lower = lower(r.email))
+         LEFT JOIN lists l ON l.tenant_id = $1 AND l.id = o.list_id
+         ORDER BY o.reader_id, lower(l.name)",
+    )
+    .bind(tenant)
+    .bind(OWED_PER_PASS)
+    .fetch_all(&mut *tx)
+    .await?;
+    if rows.is_empty() {
+        tx.commit().await?;
+        return Ok(0);
+    }
+    // Per reader: (reader, address, the (list, nonce) pairs) and the lists' names.
+    let mut to_mail: Vec<(PendingConfirmation, Vec<String>)> = Vec::new();
+    for (reader, list, email, name, nonce) in &rows {
+        let Some(nonce) = nonce else { continue };
+        match to_mail.last_mut() {
+            Some((last, names)) if last.0 == *reader => {
+                last.2.push((*list, *nonce));
+                names.push(name.clone());
+            }
+            _ => to_mail.push(((*reader, email.clone(), vec![(*list, *nonce)]), vec![name.clone()])),
+        }
+    }
+    let workspace = if to_mail.is_empty() { String::new() } else { crate::workspaces::get(cx.db, tenant).await?.name };
+    // The readers whose rows are settled: mailed, or not to be mailed.
+    let mut settled: Vec<i64> = rows.iter().map(|r| r.0).filter(|r| !to_mail.iter().any(|m| m.0.0 == *r)).collect();
+    let mut queued = 0u64;
+    let mut failed = None;
+    for ((reader, email, pairs), names) in to_mail {
+        let sent = match Email::parse(&email) {
+            Ok(address) => send_confirmation(cx, tenant, reader, &address, &workspace, &names, pairs).await,
+            Err(e) => Err(Error::from(e)),
+        };
+        match sent {
+            Ok(()) => queued += 1,
+            // A mail quota, a suspended account, an account that never confirmed its own
+            // address, an address that no longer parses: this mail will not go, now or on a
+            // later pass. The subscription stays pending; the reader may still ask again.
+            Err(Error::Invalid(why)) => tracing::warn!(%tenant, reader, %why, "owed confirmation mail not sent"),
+            Err(Error::Refused(why)) => tracing::warn!(%tenant, reader, %why, "owed confirmation mail not sent"),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+        settled.push(reader);
+    }
+    let (readers, lists): (Vec<i64>, Vec<ListId>) =
+        rows.iter().filter(|r| settled.contains(&r.0)).map(|r| (r.0, r.1)).unzip();
+    sqlx::query(
+        "DELETE FROM confirmation_outbox o USING unnest($2::bigint[], $3::uuid[]) AS d(reader_id, list_id)
+         WHERE o.tenant_id = $1 AND o.reader_id = d.reader_id AND o.list_id = d.list_id",
+    )
+    .bind(tenant)
+    .bind(&readers)
+    .bind(&lists)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(queued),
+    }
+}
+
 /// A reader who left everything and now opts in again is active again.
 async fn rejoin(tx: &mut Tx, tenant: TenantId, reader: i64, email: &str) -> Result<()> {
     sqlx::query("UPDATE readers SET status = 'active', updated_at = now() WHERE tenant_id = $1 AND id = $2 AND status = 'unsubscribed'")

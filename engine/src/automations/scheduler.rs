@@ -3,7 +3,8 @@
 //! runs `SKIP LOCKED`, and a step's log row refuses a second run of it).
 //!
 //! Its cost while readers wait is one index probe per live automation per tick
-//! (`due_automations` in `engine/sql/automations.sql`), however many readers wait.
+//! (`due_automations` in `engine/sql/automations.sql`), however many readers wait, and one
+//! look at the (nearly always empty) table of confirmation mails that subscribe steps owe.
 //!
 //! Workspaces do not hold each other up. An automation whose trigger check or batch fails (a
 //! step's time zone the server no longer knows, any error of `automation_advance`) is logged and
@@ -20,6 +21,7 @@ use crate::automations::store;
 use crate::domain::TenantId;
 use crate::error::{Error, Result};
 use crate::infra::db::{BulkTable, Db};
+use crate::infra::tokens::Signer;
 use crate::jobs::Jobs;
 use herald_types::AutomationId;
 
@@ -54,10 +56,18 @@ pub struct TickReport {
     pub cut_short: bool,
 }
 
+/// What mailing the confirmations that subscribe steps owe needs besides the database and the
+/// queue: the links are signed and point at the installation.
+#[derive(Clone)]
+pub struct ConfirmationMail {
+    pub signer: Signer,
+    pub base_url: String,
+}
+
 /// Runs until `stop` says so. A tick that fails (Postgres restarting) is logged and the next
 /// one tries again: nothing of a failed batch committed.
 #[tracing::instrument(skip_all)]
-pub async fn run(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub async fn run(db: Db, jobs: Jobs, mail: ConfirmationMail, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {
         let pause = match tick_within(&db, &jobs, Utc::now(), WORKSPACE_BUDGET).await {
             Ok(report) if report.cut_short => Duration::ZERO,
@@ -67,6 +77,18 @@ pub async fn run(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bool
                 TICK
             }
         };
+        // A subscribe step on a double opt-in list owes the reader a confirmation mail, written
+        // in the step's transaction (SQL signs and queues no mail): mailed here, after the
+        // commit, and by the next pass should this process die first.
+        let cx = crate::audience::subscribe::PublicContext {
+            db: &db,
+            signer: &mail.signer,
+            jobs: &jobs,
+            base_url: &mail.base_url,
+        };
+        if let Err(e) = crate::audience::subscribe::send_owed_confirmations(&cx).await {
+            tracing::warn!(error = ?e, "owed confirmation mails not sent; the next pass tries again");
+        }
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = stop.wait_for(|s| *s) => return,

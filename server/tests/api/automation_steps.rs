@@ -1,7 +1,8 @@
 //! The rest of the steps and guarantees: "wait until" a weekday and time in each
 //! reader's zone, steps that subscribe to and leave lists (leaving the trigger's list ends the
-//! run), a branch on a field's value, automation mail held at the warm-up limit, a welcome that
-//! goes out beside a big campaign on a slow identity, and 100k readers falling due at once.
+//! run; a double opt-in list asks the reader to confirm), a branch on a field's value,
+//! automation mail held at the warm-up limit, a welcome that goes out beside a big campaign on a
+//! slow identity, and 100k readers falling due at once.
 
 use chrono::{DateTime, Duration as Span, Utc};
 use reqwest::StatusCode;
@@ -250,6 +251,102 @@ async fn steps_join_and_leave_lists_and_branch_on_a_field() -> TestResult {
     assert_eq!(subscription(&app, pro, &paid).await, "unsubscribed", "a left list stays left");
     let (_, report) = api.get(&format!("/api/v1/automations/{bounce}/report")).await;
     assert_eq!(report["entered"].as_i64(), Some(1), "{report}");
+    Ok(())
+}
+
+/// The consent ledger's (action, source, wording) entries for `reader` on `list`, oldest first.
+async fn ledger(app: &TestApp, reader: i64, list: &str) -> Vec<(String, String, Option<String>)> {
+    sqlx::query_as(
+        "SELECT action, source, wording FROM consent_events WHERE reader_id = $1 AND list_id = $2::uuid ORDER BY id",
+    )
+    .bind(reader)
+    .bind(list)
+    .fetch_all(&app.owner)
+    .await
+    .expect("ledger")
+}
+
+/// A subscribe step treats a list as its own form does: on a double opt-in list the reader's
+/// consent is theirs to give, so the step leaves them pending, mails them the list's
+/// confirmation (once) and writes the request in the consent ledger; their click confirms them.
+/// On a single opt-in list they are subscribed at once, unmailed, and a reader already
+/// confirmed on the double opt-in list is neither asked nor changed.
+#[tokio::test]
+async fn a_subscribe_step_asks_a_double_opt_in_list_for_confirmation() -> TestResult {
+    let app = spawn_app().await;
+    let (api, trigger) = workspace_with_readers(&app, "asks@example.com", 1).await;
+    let (status, members) = api.post("/api/v1/lists", json!({"name": "Members", "opt_in": "double"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{members}");
+    let members = members["id"].as_str().expect("list").to_string();
+    let (status, offers) = api.post("/api/v1/lists", json!({"name": "Offers", "opt_in": "single"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{offers}");
+    let offers = offers["id"].as_str().expect("list").to_string();
+    create_live(
+        &api,
+        json!({"name": "Join both", "trigger": {"kind": "list_confirmed", "list_id": trigger},
+               "steps": [{"action": {"kind": "subscribe", "list_id": members}},
+                         {"action": {"kind": "subscribe", "list_id": offers}}]}),
+    )
+    .await;
+
+    // One reader already on "Members" (the API confirms at once), then one who is not; both
+    // join the trigger's list, and the app's own scheduler runs their steps.
+    let join = |email: &str, lists: Vec<&str>| json!({"readers": [{"email": email, "name": "Reader"}], "lists": lists});
+    let (status, body) =
+        api.post("/api/v1/readers/bulk", join("already@example.com", vec![members.as_str(), trigger.as_str()])).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = api.post("/api/v1/readers/bulk", join("newcomer@example.com", vec![trigger.as_str()])).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (already, newcomer) = (reader(&app, "already@example.com").await, reader(&app, "newcomer@example.com").await);
+
+    let mail = app
+        .sink
+        .wait_for_recipient("newcomer@example.com", Duration::from_secs(15))
+        .await
+        .expect("a confirmation mail to the newcomer");
+    let parsed = mail.parse();
+    let text = parsed.text.unwrap_or_default();
+    assert!(parsed.subject.starts_with("Please confirm your subscription"), "{}", parsed.subject);
+    assert_eq!(mail.rcpt_to, vec!["newcomer@example.com".to_string()]);
+    assert!(text.contains("Members") && !text.contains("Offers"), "{text}");
+    // Both readers' runs are done (their second step subscribed them to "Offers").
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for r in [already, newcomer] {
+        while ledger(&app, r, &offers).await.is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // Only that one: no mail to the reader already confirmed, none for the single opt-in list,
+    // and no second copy of the owed one.
+    expect_mail_count(&app, 1).await;
+
+    assert_eq!(subscription(&app, newcomer, &members).await, "unconfirmed", "pending until the reader confirms");
+    assert_eq!(subscription(&app, newcomer, &offers).await, "confirmed");
+    assert_eq!(subscription(&app, already, &members).await, "confirmed", "a confirmed reader stays confirmed");
+    assert_eq!(subscription(&app, already, &offers).await, "confirmed");
+    let by_step = |action: &str| (action.to_string(), "automation".to_string(), Some("Join both".to_string()));
+    assert_eq!(ledger(&app, newcomer, &members).await, vec![by_step("subscribe_requested")]);
+    assert_eq!(ledger(&app, newcomer, &offers).await, vec![by_step("subscribe")]);
+    assert_eq!(ledger(&app, already, &offers).await, vec![by_step("subscribe")]);
+    assert_eq!(
+        ledger(&app, already, &members).await.iter().filter(|e| e.1 == "automation").count(),
+        0,
+        "nothing changed on a list the reader was confirmed on"
+    );
+    let owed: i64 = sqlx::query_scalar("SELECT count(*) FROM confirmation_outbox").fetch_one(&app.owner).await?;
+    assert_eq!(owed, 0, "the mail owed was sent and its row is gone");
+
+    // The reader's own click confirms them, and the ledger says so.
+    let start = text.find("/confirm/").expect("a confirmation link") + "/confirm/".len();
+    let token: String = text[start..].chars().take_while(|c| !c.is_whitespace()).collect();
+    let done = reqwest::Client::new().post(format!("{}/confirm/{token}", app.base)).send().await?;
+    assert_eq!(done.status(), StatusCode::OK);
+    assert_eq!(subscription(&app, newcomer, &members).await, "confirmed");
+    let entries = ledger(&app, newcomer, &members).await;
+    assert_eq!(
+        entries.iter().map(|e| (e.0.as_str(), e.1.as_str())).collect::<Vec<_>>(),
+        vec![("subscribe_requested", "automation"), ("confirm", "confirmation_link")]
+    );
     Ok(())
 }
 
