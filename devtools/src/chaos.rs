@@ -10,12 +10,19 @@
 //! slower than the lease, 4xx, drops mid-DATA, accept-then-drop, 5xx; a pause and resume, a
 //! cancel, unsubscribes and suppressions mid-send; "retry failed" mid-send; two campaigns under
 //! one frequency cap; a spread send; a scheduled send; a recurring campaign's edition;
-//! transactional messages at the same time. When everything has settled it checks the whole
+//! transactional messages at the same time. Beside them, each a rule of its own under the same
+//! faults: readers leaving the list that started their automation while its mail is queued
+//! (they stay on another list); a send that outlives the queue age, its first attempts refused
+//! with a 4xx; a resend to non-openers whose readers open the original mid-send (and a second
+//! resend refused); another workspace whose automation fails every turn; events sent twice
+//! under one Idempotency-Key. When everything has settled it checks the whole
 //! queue against what the sink received (see [`check`]): every eligible reader accepted exactly
 //! once, every extra copy under the first one's Message-ID and counted as ambiguous on its own
 //! row, no data for anyone unsubscribed or suppressed more than 5 s after the commit (nor for a
-//! paused campaign between 5 s after its pause and its resume), hard
-//! bounces suppressed, and each campaign's sent count equal to what the sink saw.
+//! paused campaign between 5 s after its pause and its resume, nor for a reader who left the
+//! trigger list or opened the original), hard bounces suppressed, no row expired for its age
+//! after a single attempt, the failing automation paused, one run per event, and each
+//! campaign's sent count equal to what the sink saw.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -440,6 +447,13 @@ struct Scene {
     /// The A/B test (index into `campaigns`): each reader gets one message, of the version its
     /// send-log row names, and the rest gets the winner.
     ab_test: usize,
+    /// Address → when a reason to stop mailing it committed that is not an opt-out, and which:
+    /// it left the list that started its automation, it opened the original of its resend. As
+    /// for an opt-out, nothing may reach it more than 5 s later, and nothing is owed to it.
+    stopped: HashMap<String, (DateTime<Utc>, &'static str)>,
+    /// The send that outlives its queue age (an index into `campaigns`): a row of it may expire
+    /// once a retry failed too, never after a single attempt.
+    soft_failures: usize,
 }
 
 async fn insert_tenant(owner: &PgPool, name: &str, cap: Option<i32>) -> anyhow::Result<TenantId> {
@@ -628,10 +642,12 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     // The scene.
     let main_tenant = insert_tenant(&owner, "Chaos", None).await?;
     let capped_tenant = insert_tenant(&owner, "Capped", Some(24)).await?;
-    // Both send From chaos.test, verified as an operator would (no DKIM key is published, so
+    // A workspace whose automation fails every turn: the others' must not notice.
+    let broken_tenant = insert_tenant(&owner, "Broken", None).await?;
+    // All send From chaos.test, verified as an operator would (no DKIM key is published, so
     // nothing is signed and the key's sealing secret does not matter).
     let operator = herald_engine::infra::tokens::Signer::new(b"chaos-operator");
-    for tenant in [main_tenant, capped_tenant] {
+    for tenant in [main_tenant, capped_tenant, broken_tenant] {
         herald_engine::sending::domains::mark_verified(&db, &operator, tenant, "chaos.test").await?;
     }
     let n = args.readers.max(100);
@@ -680,6 +696,15 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     // during the faults.
     let (_, auto_readers) = insert_list(&owner, main_tenant, "auto", 300).await?;
     let (automation, auto_steps) = welcome_automation(&db, &jobs, main_tenant).await?;
+    // Each of these proves one rule under the same faults (see each helper).
+    let leavers = trigger_leavers(&owner, &db, &jobs, main_tenant).await?;
+    let (soft, soft_readers, soft_refused) = soft_failure_campaign(&owner, &db, main_tenant).await?;
+    // Until each refused reader's first attempt has failed (see `soft_refusals_done`).
+    let mut faults_now = refused_once(base_faults.clone(), &soft_refused);
+    sink.set_faults(faults_now.clone());
+    let (resend, second_resend) = resend_campaign(&owner, &db, main_tenant).await?;
+    let broken = broken_automation(&owner, &db, &jobs, broken_tenant).await?;
+    let signup = signup_automation(&owner, &db, &jobs, main_tenant).await?;
     let mut scene = Scene {
         campaigns: vec![
             SceneCampaign {
@@ -746,6 +771,22 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
                 cancelled: false,
                 automation_step: false,
             },
+            SceneCampaign {
+                id: soft,
+                tenant: main_tenant,
+                name: "Soft failures",
+                readers: soft_readers,
+                cancelled: false,
+                automation_step: false,
+            },
+            SceneCampaign {
+                id: resend.id,
+                tenant: main_tenant,
+                name: "Resend",
+                readers: resend.readers.clone(),
+                cancelled: false,
+                automation_step: false,
+            },
         ],
         capped: (4, 5),
         messages: HashMap::new(),
@@ -753,6 +794,8 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         paused_campaign: 2,
         pause_window: None,
         ab_test: 7,
+        stopped: HashMap::new(),
+        soft_failures: 8,
     };
 
     // The workers.
@@ -799,6 +842,13 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     for c in &scene.campaigns {
         lifecycle::send_now(&db, &jobs, c.tenant, Role::Owner, c.id).await?;
     }
+    // The soft-failure send's rows are aged past the queue age as each is first claimed.
+    let aging = tokio::spawn(age_claimed_rows(
+        owner.clone(),
+        main_tenant,
+        soft,
+        Instant::now() + Duration::from_secs(args.fault_seconds + 5),
+    ));
     // Scheduled as `store::schedule` leaves it (its template check needs the render sandbox,
     // which this harness, as a test binary, cannot start).
     let due = Utc::now() + chrono::Duration::milliseconds(rng.gen_range(1_000..4_000));
@@ -836,6 +886,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
 
     // Faults, until the fault phase ends.
     let mut report = RoundReport { seed, ..Default::default() };
+    report.violations.extend(second_resend);
     let fault_until = Instant::now() + Duration::from_secs(args.fault_seconds);
     let pause_at = Instant::now() + Duration::from_millis(rng.gen_range(300..2_000));
     let resume_at = pause_at + Duration::from_millis(rng.gen_range(2_000..6_000));
@@ -866,6 +917,28 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let mut entered_batches = 0usize;
     let auto_opt_out_at = Instant::now() + Duration::from_millis(rng.gen_range(1_000..5_000));
     let mut auto_opt_out_done = false;
+    // One signup event per reader at a random moment, each sent twice under its key (one copy
+    // after the other, or both at once), beside the faults.
+    let plan: Vec<(Duration, i64, String, bool)> = signup
+        .readers
+        .iter()
+        .map(|(id, address)| {
+            let after = Duration::from_millis(rng.gen_range(200..args.fault_seconds.max(4) * 700));
+            (after, *id, address.clone(), rng.gen_bool(0.5))
+        })
+        .collect();
+    let events_sent =
+        tokio::spawn(send_events(db.clone(), main_tenant, plan, Instant::now(), fault_until + Duration::from_secs(60)));
+    // The leavers leave at a random moment once their first mail is queued (and held); it is
+    // resumed `LEAVE_HOLD` later.
+    let leave_at = Instant::now() + Duration::from_millis(rng.gen_range(1_000..4_000));
+    let mut left: Option<Instant> = None;
+    let mut leave_resumed = false;
+    // Readers of the resend open the original while the spread still holds their copies.
+    let open_at = Instant::now() + Duration::from_millis(rng.gen_range(3_000..8_000));
+    let mut opened_done = false;
+    let mut soft_refusing = true;
+    let soft_refusing_by = Instant::now() + Duration::from_secs(20);
     let mut slow_until: Option<Instant> = None;
     let mut next_fault = Instant::now() + Duration::from_millis(rng.gen_range(500..2_000));
     while Instant::now() < fault_until {
@@ -918,7 +991,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
             let batch: Vec<&String> = auto_readers.iter().skip(entered_batches * 50).take(50).collect();
             // Through Postgres restarts a batch may fail, and is tried again (one that committed
             // unseen lets nobody in twice: the re-entry rule is "once").
-            if enter_automation(&db, main_tenant, &batch).await.is_ok() {
+            if enter_automation(&db, main_tenant, "chaos", &batch).await.is_ok() {
                 entered_batches += 1;
                 *report.faults.entry("automation entries").or_default() += 1;
             }
@@ -939,11 +1012,48 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
             }
             *report.faults.entry("unsubscribes").or_default() += 1;
         }
+        if soft_refusing
+            && (now >= soft_refusing_by || soft_refusals_done(&owner, soft, &soft_refused).await.unwrap_or(false))
+        {
+            // Each refused reader's 4xx came: the rules go, or a later change of the faults
+            // (which counts `times` afresh) would refuse them a second time.
+            soft_refusing = false;
+            faults_now = base_faults.clone();
+            sink.set_faults(match slow_until {
+                Some(_) => faults_now.clone().with_random_reply_delay(SLOW_REPLY_MAX),
+                None => faults_now.clone(),
+            });
+        }
+        if left.is_none() && now >= leave_at {
+            match leave_trigger_list(&owner, &leavers, &mut scene.stopped).await {
+                Ok(true) => {
+                    left = Some(Instant::now());
+                    *report.faults.entry("trigger-list leavers").or_default() += 1;
+                }
+                // Their first mail is not queued yet: the next tick.
+                Ok(false) => {}
+                Err(e) => eprintln!("chaos: the leavers could not leave yet: {e:#}"),
+            }
+        }
+        if !leave_resumed && left.is_some_and(|t| now >= t + LEAVE_HOLD) {
+            leave_resumed = release_held_step(&owner, &db, &jobs, &leavers).await.is_ok();
+        }
+        if !opened_done && now >= open_at {
+            match open_original(&owner, main_tenant, &resend, 10, &mut scene.stopped).await {
+                Ok(true) => {
+                    opened_done = true;
+                    *report.faults.entry("opens of a resent original").or_default() += 1;
+                }
+                // The resend's fan-out has not written its rows yet: the next tick.
+                Ok(false) => {}
+                Err(e) => eprintln!("chaos: could not open the original yet: {e:#}"),
+            }
+        }
         if let Some(until) = slow_until
             && now >= until
         {
             slow_until = None;
-            sink.set_faults(base_faults.clone());
+            sink.set_faults(faults_now.clone());
         }
         if now < next_fault {
             continue;
@@ -978,7 +1088,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
                 }
                 65..=79 => {
                     // Replies slower than the lease, for a few seconds.
-                    sink.set_faults(base_faults.clone().with_random_reply_delay(SLOW_REPLY_MAX));
+                    sink.set_faults(faults_now.clone().with_random_reply_delay(SLOW_REPLY_MAX));
                     slow_until = Some(now + Duration::from_millis(rng.gen_range(2_000..6_000)));
                     "slow smtp"
                 }
@@ -1018,7 +1128,7 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     let entering_by = Instant::now() + Duration::from_secs(60);
     while entered_batches < enter_at.len() && Instant::now() < entering_by {
         let batch: Vec<&String> = auto_readers.iter().skip(entered_batches * 50).take(50).collect();
-        match enter_automation(&db, main_tenant, &batch).await {
+        match enter_automation(&db, main_tenant, "chaos", &batch).await {
             Ok(()) => entered_batches += 1,
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
@@ -1027,6 +1137,34 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
     if !cap_cancel_done && lifecycle::cancel(&db, capped_tenant, Role::Owner, cap_a).await.is_ok() {
         scene.campaigns[scene.capped.0].cancelled = true;
     }
+    // Leavers who have not left yet (an answer lost to the last fault) leave now; then the list
+    // automation's first mail, held until `LEAVE_HOLD` after they left, goes out.
+    let resume_by = Instant::now() + Duration::from_secs(60);
+    while !leave_resumed && Instant::now() < resume_by {
+        workers.ensure_all()?;
+        if left.is_none() && leave_trigger_list(&owner, &leavers, &mut scene.stopped).await.unwrap_or(false) {
+            left = Some(Instant::now());
+        }
+        if left.is_some_and(|t| t.elapsed() >= LEAVE_HOLD) {
+            leave_resumed = release_held_step(&owner, &db, &jobs, &leavers).await.is_ok();
+        }
+        if !leave_resumed {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    // Likewise readers' opens of the resent original (nothing to do once the resend has no copy
+    // left to hold back).
+    let opening_by = Instant::now() + Duration::from_secs(30);
+    while !opened_done && Instant::now() < opening_by {
+        match open_original(&owner, main_tenant, &resend, 10, &mut scene.stopped).await {
+            Ok(true) => opened_done = true,
+            Ok(false) => break,
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+    // Every signup event has been sent (or given up on) before the queue may count as settled.
+    let accepted = events_sent.await.unwrap_or_default();
+    let aged = aging.await.unwrap_or_default();
 
     // Calm: a well-behaved sink, every worker up, until everything has an outcome.
     sink.set_faults(
@@ -1041,9 +1179,14 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
         if !ab_done {
             ab_done = end_ab_test(&db, &jobs, &owner, main_tenant, ab, false).await;
         }
-        // A campaign that paused itself (a run of failures) is resumed, as its author would.
+        // A campaign that paused itself (a run of failures) is resumed, as its author would; an
+        // automation's mail that paused with its automation stays paused with it.
         let auto_paused: Vec<(CampaignId, TenantId)> = sqlx::query_as(
-            "SELECT id, tenant_id FROM campaigns WHERE status = 'paused' AND pause_reason IS DISTINCT FROM 'chaos: paused by hand'",
+            "SELECT c.id, c.tenant_id FROM campaigns c
+             WHERE c.status = 'paused' AND c.pause_reason IS DISTINCT FROM 'chaos: paused by hand'
+               AND (c.automation_id IS NULL
+                    OR EXISTS (SELECT 1 FROM automations a
+                               WHERE a.tenant_id = c.tenant_id AND a.id = c.automation_id AND a.status = 'live'))",
         )
         .fetch_all(&owner)
         .await
@@ -1107,9 +1250,51 @@ async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<Ro
             automation_step: true,
         });
     }
+    // The list automation's two mails, to whoever its list let in (the leavers too: they are
+    // owed nothing once they left, and nothing may reach them 5 s after).
+    let entered = automation_readers(&owner, leavers.automation).await?;
+    if entered.len() != leavers.readers.len() {
+        report.violations.push(format!(
+            "{} of {} readers entered the automation their list starts",
+            entered.len(),
+            leavers.readers.len()
+        ));
+    }
+    for (step, name) in leavers.steps.iter().zip(["List automation step 1", "List automation step 2"]) {
+        scene.campaigns.push(SceneCampaign {
+            id: *step,
+            tenant: main_tenant,
+            name,
+            readers: entered.clone(),
+            cancelled: false,
+            automation_step: true,
+        });
+    }
+    // The signup automation's mail, to whoever its events let in.
+    eprintln!("chaos: {} of {} signup events accepted", accepted.len(), signup.readers.len());
+    if accepted.len() != signup.readers.len() {
+        report.violations.push(format!(
+            "{} of {} signup events were never accepted",
+            signup.readers.len() - accepted.len(),
+            signup.readers.len()
+        ));
+    }
+    scene.campaigns.push(SceneCampaign {
+        id: signup.step,
+        tenant: main_tenant,
+        name: "Signup automation",
+        readers: automation_readers(&owner, signup.automation).await?,
+        cancelled: false,
+        automation_step: true,
+    });
+    eprintln!("chaos: {aged} rows of the soft-failure send aged past the queue age at their first claim");
     if report.violations.is_empty() {
         check(&owner, &sink, &scene, &mut report).await?;
         check_automation_order(&sink, &auto_steps, &mut report.violations).await;
+        check_automation_order(&sink, &leavers.steps, &mut report.violations).await;
+        check_soft_failures(&owner, &scene.campaigns[scene.soft_failures], &mut report.violations).await?;
+        check_broken_automation(&owner, &sink, &broken, &mut report.violations).await?;
+        check_event_entries(&owner, &signup, &accepted, &mut report.violations).await?;
     }
     report.elapsed = started.elapsed();
     if !report.violations.is_empty() {
@@ -1202,15 +1387,17 @@ async fn welcome_automation(db: &Db, jobs: &Jobs, tenant: TenantId) -> anyhow::R
     Ok((a.id, [step(0)?, step(1)?]))
 }
 
-/// Lets `addresses` into the chaos automation, as the API's event does for each.
-async fn enter_automation(db: &Db, tenant: TenantId, addresses: &[&String]) -> anyhow::Result<()> {
+/// Lets `addresses` into the automations the event `name` starts, as the API's event does for
+/// each.
+async fn enter_automation(db: &Db, tenant: TenantId, name: &str, addresses: &[&String]) -> anyhow::Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
     sqlx::query(
-        "SELECT automation_enter('event', array_agg(tenant_id), array_agg('chaos'::text), array_agg(id), NULL)
+        "SELECT automation_enter('event', array_agg(tenant_id), array_agg($3::text), array_agg(id), NULL)
          FROM readers WHERE tenant_id = $1 AND lower(email) = ANY($2)",
     )
     .bind(tenant)
     .bind(addresses.iter().map(|a| a.as_str()).collect::<Vec<_>>())
+    .bind(name)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -1280,12 +1467,468 @@ async fn end_ab_test(db: &Db, jobs: &Jobs, owner: &PgPool, tenant: TenantId, ab:
     done.is_ok()
 }
 
+/// A live automation from its definition (the API's JSON); returns it and its email steps'
+/// campaigns, in step order.
+async fn live_automation(
+    db: &Db,
+    jobs: &Jobs,
+    tenant: TenantId,
+    definition: serde_json::Value,
+) -> anyhow::Result<(AutomationId, Vec<CampaignId>)> {
+    use herald_engine::automations::store as automations;
+    let input: herald_types::AutomationInput = serde_json::from_value(definition)?;
+    let a = automations::create(db, tenant, Role::Owner, &input).await?;
+    automations::start(db, jobs, tenant, Role::Owner, a.id).await?;
+    Ok((a.id, a.steps.iter().filter_map(|s| s.campaign_id).collect()))
+}
+
+/// The readers an automation let in, each once however many runs they have.
+async fn automation_readers(owner: &PgPool, automation: AutomationId) -> anyhow::Result<Vec<String>> {
+    Ok(sqlx::query_scalar(
+        "SELECT DISTINCT lower(r.email) FROM automation_runs a JOIN readers r ON r.id = a.reader_id
+         WHERE a.automation_id = $1",
+    )
+    .bind(automation)
+    .fetch_all(owner)
+    .await?)
+}
+
+/// How long the list automation's first mail stays held after its leavers left: longer than the
+/// 5 s the checks allow, so that a copy the claim let through would be seen.
+const LEAVE_HOLD: Duration = Duration::from_secs(6);
+
+/// An automation a list starts (two mails) whose 40 readers are confirmed on another list too. A
+/// quarter of them leave the trigger list, and only it, while its first mail is queued for them:
+/// the workspace may still mail them, this automation may not (the claim asks what the scheduler
+/// asked, confirmed on the trigger's own list, not on any list).
+struct TriggerLeavers {
+    tenant: TenantId,
+    automation: AutomationId,
+    /// The trigger list.
+    list: Uuid,
+    steps: [CampaignId; 2],
+    readers: Vec<String>,
+    leavers: Vec<String>,
+    leaver_ids: Vec<i64>,
+}
+
+async fn trigger_leavers(owner: &PgPool, db: &Db, jobs: &Jobs, tenant: TenantId) -> anyhow::Result<TriggerLeavers> {
+    let (other, readers) = insert_list(owner, tenant, "leave", 40).await?;
+    let (list, _) = insert_list(owner, tenant, "trigger", 0).await?;
+    let (automation, steps) = live_automation(
+        db,
+        jobs,
+        tenant,
+        serde_json::json!({
+            "name": "Chaos list welcome", "trigger": {"kind": "list_confirmed", "list_id": list},
+            "steps": [
+                {"action": {"kind": "email", "subject": "List one", "body": "Hello {{ reader.email }}"}},
+                {"action": {"kind": "email", "subject": "List two", "body": "Again, {{ reader.email }}"}}
+            ]
+        }),
+    )
+    .await?;
+    let steps: [CampaignId; 2] =
+        steps.try_into().map_err(|_| anyhow::anyhow!("the list automation's two mails have no campaigns"))?;
+    // Its first mail is held until after the leavers left (paused, as a guard pauses an
+    // automation's mail: `lifecycle::pause` leaves that mail to its automation), so that it is
+    // still queued for them when they leave, whatever the faults' timing.
+    sqlx::query(
+        "UPDATE campaigns SET status = 'paused', pause_reason = 'chaos: paused by hand', updated_at = now()
+         WHERE id = $1 AND status = 'sending'",
+    )
+    .bind(steps[0])
+    .execute(owner)
+    .await?;
+    // Confirmed on the trigger list as an import confirms them: its trigger lets them in.
+    sqlx::query(
+        "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
+         SELECT $1, $2, reader_id, 'confirmed', now() FROM subscriptions WHERE list_id = $3",
+    )
+    .bind(tenant)
+    .bind(list)
+    .bind(other)
+    .execute(owner)
+    .await?;
+    let leavers: Vec<String> = readers.iter().step_by(4).cloned().collect();
+    let leaver_ids: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM readers WHERE tenant_id = $1 AND lower(email) = ANY($2)")
+            .bind(tenant)
+            .bind(&leavers)
+            .fetch_all(owner)
+            .await?;
+    Ok(TriggerLeavers { tenant, automation, list, steps, readers, leavers, leaver_ids })
+}
+
+/// The leavers leave the trigger list, and only it (as `opt_out` unsubscribes, for one list),
+/// once the automation's first mail is queued for each of them, and are noted in `stopped` with
+/// when that committed. False while that mail is not queued for all of them yet. Tried again
+/// after an error (a commit whose answer was lost changes nothing the second time, and the time
+/// read then is later than the commit, which only widens the bound).
+async fn leave_trigger_list(
+    owner: &PgPool,
+    t: &TriggerLeavers,
+    stopped: &mut HashMap<String, (DateTime<Utc>, &'static str)>,
+) -> anyhow::Result<bool> {
+    let queued: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM sends WHERE campaign_id = $1 AND reader_id = ANY($2) AND status = 'queued'",
+    )
+    .bind(t.steps[0])
+    .bind(&t.leaver_ids)
+    .fetch_one(owner)
+    .await?;
+    if queued < t.leaver_ids.len() as i64 {
+        return Ok(false);
+    }
+    sqlx::query(
+        "UPDATE subscriptions SET status = 'unsubscribed', unsubscribed_at = now()
+         WHERE tenant_id = $1 AND list_id = $2 AND reader_id = ANY($3)",
+    )
+    .bind(t.tenant)
+    .bind(t.list)
+    .bind(&t.leaver_ids)
+    .execute(owner)
+    .await?;
+    let at: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()").fetch_one(owner).await?;
+    for address in &t.leavers {
+        stopped.insert(address.clone(), (at, "left the automation's trigger list"));
+    }
+    Ok(true)
+}
+
+/// Lets the held first mail go, as resuming an automation's paused mail does.
+async fn release_held_step(owner: &PgPool, db: &Db, jobs: &Jobs, t: &TriggerLeavers) -> anyhow::Result<()> {
+    sqlx::query(
+        "UPDATE campaigns SET status = 'sending', pause_reason = NULL, heartbeat_at = now(), updated_at = now()
+         WHERE id = $1 AND status = 'paused'",
+    )
+    .bind(t.steps[0])
+    .execute(owner)
+    .await?;
+    jobs.kick_campaign(db, t.tenant, t.steps[0], true).await?;
+    Ok(())
+}
+
+/// A send that outlives the workspace's queue age: 40 readers of a list of its own, every other
+/// one of the first twenty refused once with a 4xx ([`refused_once`]), and each row's first
+/// claim moved past the workspace's limit as soon as it is made ([`age_claimed_rows`]), as a
+/// send days long leaves a row that failed early on. Returns it, its readers and the refused.
+async fn soft_failure_campaign(
+    owner: &PgPool,
+    db: &Db,
+    tenant: TenantId,
+) -> anyhow::Result<(CampaignId, Vec<String>, Vec<String>)> {
+    let (list, readers) = insert_list(owner, tenant, "soft", 40).await?;
+    let id = create_campaign(db, tenant, "Soft failures", &[list]).await?;
+    let refused = readers.iter().take(20).step_by(2).cloned().collect();
+    Ok((id, readers, refused))
+}
+
+/// `faults` and a `451` for the first attempt of each of `refused`: a rule per address, since a
+/// rule's `times` counts its matches whoever they are.
+fn refused_once(faults: Faults, refused: &[String]) -> Faults {
+    refused.iter().fold(faults, |f, address| {
+        f.with_rule(FaultRule::new(address.clone(), FaultAction::try_again_later()).times(1))
+    })
+}
+
+/// Whether each refused reader's first attempt is over (its row back in the queue with the
+/// attempt counted, or further).
+async fn soft_refusals_done(owner: &PgPool, campaign: CampaignId, refused: &[String]) -> anyhow::Result<bool> {
+    let done: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM sends WHERE campaign_id = $1 AND lower(email) = ANY($2)
+           AND (attempts >= 2 OR (attempts >= 1 AND status <> 'sending') OR status IN ('skipped', 'cancelled', 'expired'))",
+    )
+    .bind(campaign)
+    .bind(refused)
+    .fetch_one(owner)
+    .await?;
+    Ok(done >= refused.len() as i64)
+}
+
+/// Ages the campaign's rows as a send that outlived the workspace's queue age leaves them: each
+/// row claimed once (and not failed twice) gets a first claim older than `max_queue_age_hours`,
+/// moments after that claim, until `until` or the end of the send. Rows a transaction holds are
+/// left for the next pass (SKIP LOCKED): the workers never wait on this. Returns how many rows
+/// it aged.
+async fn age_claimed_rows(owner: PgPool, tenant: TenantId, campaign: CampaignId, until: Instant) -> u64 {
+    let mut aged = 0;
+    let mut max_age: Option<i32> = None;
+    let mut passes = 0u64;
+    while Instant::now() < until {
+        passes += 1;
+        if max_age.is_none() {
+            max_age = sqlx::query_scalar("SELECT max_queue_age_hours FROM tenants WHERE id = $1")
+                .bind(tenant)
+                .fetch_one(&owner)
+                .await
+                .ok();
+        }
+        if let Some(hours) = max_age {
+            let result = sqlx::query(
+                "WITH due AS (
+                     SELECT id FROM sends
+                     WHERE campaign_id = $1 AND status IN ('queued', 'sending') AND attempts <= 1
+                       AND first_claimed_at > now() - make_interval(hours => $2)
+                     FOR UPDATE SKIP LOCKED
+                 )
+                 UPDATE sends s SET first_claimed_at = now() - make_interval(hours => $2 + 1)
+                 FROM due WHERE s.id = due.id",
+            )
+            .bind(campaign)
+            .bind(hours)
+            .execute(&owner)
+            .await;
+            match result {
+                Ok(r) => aged += r.rows_affected(),
+                // Postgres restarting: the next pass.
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        if passes.is_multiple_of(50)
+            && sqlx::query_scalar::<_, bool>("SELECT status = 'sent' FROM campaigns WHERE id = $1")
+                .bind(campaign)
+                .fetch_one(&owner)
+                .await
+                .unwrap_or(false)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    aged
+}
+
+/// A resend to non-openers, and the original it resends.
+struct Resend {
+    original: CampaignId,
+    id: CampaignId,
+    readers: Vec<String>,
+}
+
+/// The original went to 60 readers of a list of its own two days ago, opens tracked per reader
+/// (written as its send left it: every row `sent`); its resend goes out spread over 30 s, so
+/// that readers who open the original mid-send ([`open_original`]) still have their copy ahead.
+/// A second resend without `again` must be refused: returns what went wrong if it was not.
+async fn resend_campaign(owner: &PgPool, db: &Db, tenant: TenantId) -> anyhow::Result<(Resend, Option<String>)> {
+    use herald_engine::campaigns::resend;
+    let (list, readers) = insert_list(owner, tenant, "resend", 60).await?;
+    let original = create_campaign(db, tenant, "Original", &[list]).await?;
+    sqlx::query(
+        "UPDATE campaigns SET status = 'sent', tracking = 'on', fanout_done = true, recipients = $2,
+                started_at = now() - interval '2 days', finished_at = now() - interval '2 days'
+         WHERE id = $1",
+    )
+    .bind(original)
+    .bind(readers.len() as i64)
+    .execute(owner)
+    .await?;
+    sqlx::query(
+        "INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, attempts, sent_at, first_claimed_at)
+         SELECT $1, $2, s.reader_id, r.email, 'sent', 1, now() - interval '2 days', now() - interval '2 days'
+         FROM subscriptions s JOIN readers r ON r.id = s.reader_id
+         WHERE s.list_id = $3 ORDER BY s.reader_id",
+    )
+    .bind(tenant)
+    .bind(original)
+    .bind(list)
+    .execute(owner)
+    .await?;
+    let input = herald_types::ResendInput { subject: String::new(), count_machine_opens: false, again: false };
+    let id = resend::create(db, tenant, Role::Owner, original, &input).await?.id;
+    // Thirty seconds (below the editor's minimum; set directly, as for the spread campaign).
+    sqlx::query("UPDATE campaigns SET spread_hours = 30.0 / 3600 WHERE id = $1").bind(id).execute(owner).await?;
+    let second = match resend::create(db, tenant, Role::Owner, original, &input).await {
+        Err(herald_engine::Error::Conflict(_)) => None,
+        Ok(made) => {
+            // Out of the way: a draft left behind would never let the round settle.
+            sqlx::query("DELETE FROM campaigns WHERE id = $1").bind(made.id).execute(owner).await?;
+            Some("a second resend of one original was made without `again`".to_string())
+        }
+        Err(e) => Some(format!("a second resend without `again` failed, but not as a conflict: {e}")),
+    };
+    Ok((Resend { original, id, readers }, second))
+}
+
+/// The `n` readers of the resend whose copies the spread sends last open the original (as its
+/// tracking pixel records an open) while their copies are still ahead, and are noted in
+/// `stopped` with when that committed. False while the resend has no copy left to hold back
+/// (its fan-out has not written its rows yet, or it is over). Tried again after an error, it
+/// notes those whose open committed unseen.
+async fn open_original(
+    owner: &PgPool,
+    tenant: TenantId,
+    resend: &Resend,
+    n: i64,
+    stopped: &mut HashMap<String, (DateTime<Utc>, &'static str)>,
+) -> anyhow::Result<bool> {
+    let mut opened: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT lower(r.email) FROM events e JOIN readers r ON r.id = e.reader_id
+         WHERE e.tenant_id = $1 AND e.campaign_id = $2 AND e.kind = 'open'",
+    )
+    .bind(tenant)
+    .bind(resend.original)
+    .fetch_all(owner)
+    .await?;
+    if opened.is_empty() {
+        opened = sqlx::query_scalar(
+            "WITH picked AS (
+                 SELECT s.reader_id, lower(s.email) AS email FROM sends s
+                 WHERE s.campaign_id = $3 AND s.status IN ('queued', 'sending')
+                 ORDER BY s.id DESC LIMIT $4
+             ), opened AS (
+                 INSERT INTO events (tenant_id, campaign_id, reader_id, kind, prefetch)
+                 SELECT $1, $2, reader_id, 'open', false FROM picked
+             )
+             SELECT email FROM picked",
+        )
+        .bind(tenant)
+        .bind(resend.original)
+        .bind(resend.id)
+        .bind(n)
+        .fetch_all(owner)
+        .await?;
+    }
+    if opened.is_empty() {
+        return Ok(false);
+    }
+    let at: DateTime<Utc> = sqlx::query_scalar("SELECT clock_timestamp()").fetch_one(owner).await?;
+    for address in opened {
+        stopped.insert(address, (at, "opened the original"));
+    }
+    Ok(true)
+}
+
+/// Another workspace's automation that fails every turn: its "wait until" names a zone Postgres
+/// does not know (`Mars/Olympus`, written behind the editor's back, as a zone the server has
+/// stopped knowing would be), so moving a reader to it raises. Its 20 readers enter at once,
+/// tag themselves, and go no further. Returns it and its mail's campaigns.
+async fn broken_automation(
+    owner: &PgPool,
+    db: &Db,
+    jobs: &Jobs,
+    tenant: TenantId,
+) -> anyhow::Result<(AutomationId, Vec<CampaignId>)> {
+    let (_, readers) = insert_list(owner, tenant, "broken", 20).await?;
+    let tag = Uuid::new_v4();
+    sqlx::query("INSERT INTO tags (tenant_id, id, name) VALUES ($1, $2, 'started')")
+        .bind(tenant)
+        .bind(tag)
+        .execute(owner)
+        .await?;
+    let (automation, steps) = live_automation(
+        db,
+        jobs,
+        tenant,
+        serde_json::json!({
+            "name": "Chaos broken zone", "trigger": {"kind": "event", "name": "broken"},
+            "steps": [
+                {"action": {"kind": "add_tag", "tag_id": tag}},
+                {"action": {"kind": "wait_until", "time": "09:00", "zone": "Europe/Paris"}},
+                {"action": {"kind": "email", "subject": "Never", "body": "Never sent, {{ reader.email }}"}}
+            ]
+        }),
+    )
+    .await?;
+    sqlx::query(
+        "UPDATE automations SET steps = jsonb_set(steps, '{1,action,zone}', '\"Mars/Olympus\"')
+         WHERE tenant_id = $1 AND id = $2",
+    )
+    .bind(tenant)
+    .bind(automation)
+    .execute(owner)
+    .await?;
+    let everyone: Vec<&String> = readers.iter().collect();
+    enter_automation(db, tenant, "broken", &everyone).await?;
+    Ok((automation, steps))
+}
+
+/// An automation a signup event starts, one mail, at every event (so an event entered twice
+/// would mail twice), and its 40 readers' ids and addresses.
+struct Signup {
+    automation: AutomationId,
+    step: CampaignId,
+    readers: Vec<(i64, String)>,
+}
+
+async fn signup_automation(owner: &PgPool, db: &Db, jobs: &Jobs, tenant: TenantId) -> anyhow::Result<Signup> {
+    let (list, _) = insert_list(owner, tenant, "signup", 40).await?;
+    let (automation, steps) = live_automation(
+        db,
+        jobs,
+        tenant,
+        serde_json::json!({
+            "name": "Chaos signup", "trigger": {"kind": "event", "name": "signup"}, "reentry": "every_time",
+            "steps": [{"action": {"kind": "email", "subject": "Signed up", "body": "Welcome, {{ reader.email }}"}}]
+        }),
+    )
+    .await?;
+    let step = steps.first().copied().context("the signup mail has no campaign")?;
+    let readers: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT r.id, lower(r.email) FROM readers r JOIN subscriptions s ON s.reader_id = r.id
+         WHERE s.list_id = $1 ORDER BY r.id",
+    )
+    .bind(list)
+    .fetch_all(owner)
+    .await?;
+    Ok(Signup { automation, step, readers })
+}
+
+/// Sends each reader's one signup event as an API client whose reply was lost sends it: twice
+/// under one Idempotency-Key, the second copy after the first or both at once (`plan`: when,
+/// after `started`, the reader, and whether at once). Through Postgres restarts a reader's pair
+/// is sent again, under the same key, until a copy is accepted or `give_up`. Returns the readers
+/// whose event was accepted.
+async fn send_events(
+    db: Db,
+    tenant: TenantId,
+    mut plan: Vec<(Duration, i64, String, bool)>,
+    started: Instant,
+    give_up: Instant,
+) -> Vec<String> {
+    use herald_engine::automations::events::record;
+    plan.sort_by_key(|p| p.0);
+    let mut accepted = Vec::new();
+    for (after, reader, address, at_once) in plan {
+        tokio::time::sleep_until((started + after).into()).await;
+        let input = herald_types::ReaderEventInput { name: "signup".into(), data: serde_json::json!({"plan": "pro"}) };
+        let key = format!("chaos-signup-{reader}");
+        loop {
+            let ok = if at_once {
+                let (a, b) = tokio::join!(
+                    record(&db, tenant, reader, &input, Some(key.as_str())),
+                    record(&db, tenant, reader, &input, Some(key.as_str()))
+                );
+                a.is_ok() || b.is_ok()
+            } else {
+                let first = record(&db, tenant, reader, &input, Some(key.as_str())).await;
+                let again = record(&db, tenant, reader, &input, Some(key.as_str())).await;
+                first.is_ok() || again.is_ok()
+            };
+            if ok {
+                accepted.push(address);
+                break;
+            }
+            if Instant::now() >= give_up {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    accepted
+}
+
 /// Every campaign sent or cancelled with nothing queued or in flight, every message final.
+///
+/// A paused automation's readers keep their place until its author resumes it: they are not
+/// waiting for anything the round does.
 async fn settled(owner: &PgPool) -> anyhow::Result<bool> {
     let open: i64 = sqlx::query_scalar(
         "SELECT (SELECT count(*) FROM campaigns WHERE status NOT IN ('sent', 'cancelled', 'recurring')
                                                 AND automation_id IS NULL)
-              + (SELECT count(*) FROM automation_runs WHERE state = 'waiting')
+              + (SELECT count(*) FROM automation_runs r WHERE r.state = 'waiting'
+                   AND EXISTS (SELECT 1 FROM automations a
+                               WHERE a.tenant_id = r.tenant_id AND a.id = r.automation_id AND a.status = 'live'))
               + (SELECT count(*) FROM sends WHERE status IN ('queued', 'sending'))
               + (SELECT count(*) FROM messages WHERE status IN ('queued', 'sending'))",
     )
@@ -1388,6 +2031,13 @@ async fn check(owner: &PgPool, sink: &MailSink, scene: &Scene, report: &mut Roun
             {
                 v.push(format!("{}: {rcpt} opted out at {at} and still got a copy at {late}", c.name));
             }
+            // Left the trigger list, opened the original: the same bound, the claim's checks being
+            // the same.
+            if let Some((at, why)) = scene.stopped.get(rcpt)
+                && let Some(late) = times.iter().find(|t| **t > *at + opt_out_bound)
+            {
+                v.push(format!("{}: {rcpt} {why} at {at} and still got a copy at {late}", c.name));
+            }
             // Paused: only what was already on the wire may still arrive (the same bound).
             if let (true, Some((paused, resumed))) = (i == scene.paused_campaign, scene.pause_window)
                 && let Some(late) = times.iter().find(|t| **t > paused + opt_out_bound && **t < resumed)
@@ -1408,10 +2058,30 @@ async fn check(owner: &PgPool, sink: &MailSink, scene: &Scene, report: &mut Roun
                 &outsiders[..outsiders.len().min(5)]
             ));
         }
+        // A row of the send that outlived its queue age expires once a retry failed too: its
+        // reader is owed nothing more (`check_soft_failures` fails one that expired sooner).
+        let expired: HashSet<String> = if i == scene.soft_failures {
+            sqlx::query_scalar(
+                "SELECT lower(email) FROM sends WHERE campaign_id = $1 AND status = 'expired' AND attempts >= 2",
+            )
+            .bind(c.id)
+            .fetch_all(owner)
+            .await?
+            .into_iter()
+            .collect()
+        } else {
+            HashSet::new()
+        };
         let expected: Vec<&String> = c
             .readers
             .iter()
-            .filter(|r| !r.starts_with("dead") && !r.starts_with("reject") && !scene.opted_out.contains_key(*r))
+            .filter(|r| {
+                !r.starts_with("dead")
+                    && !r.starts_with("reject")
+                    && !scene.opted_out.contains_key(*r)
+                    && !scene.stopped.contains_key(*r)
+                    && !expired.contains(*r)
+            })
             .collect();
         if !c.cancelled && i != scene.capped.0 && i != scene.capped.1 {
             report.messages_expected += expected.len();
@@ -1533,5 +2203,96 @@ async fn check(owner: &PgPool, sink: &MailSink, scene: &Scene, report: &mut Roun
     }
     report.extra_copies = extra_total;
     report.ambiguous_counted = ambiguous_total;
+    Ok(())
+}
+
+/// The send that outlived its queue age: no row expired for its age after a single attempt (one
+/// soft failure early in a long send is never a row's last try); whether its readers got their
+/// copy is checked with every campaign's.
+async fn check_soft_failures(owner: &PgPool, c: &SceneCampaign, v: &mut Vec<String>) -> anyhow::Result<()> {
+    let early: Vec<(String, i32)> = sqlx::query_as(
+        "SELECT lower(email), attempts FROM sends WHERE campaign_id = $1 AND status = 'expired' AND attempts < 2",
+    )
+    .bind(c.id)
+    .fetch_all(owner)
+    .await?;
+    for (rcpt, attempts) in &early {
+        v.push(format!("{}: {rcpt} expired for its queue age after {attempts} attempt(s)", c.name));
+    }
+    let (retried, expired): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE status = 'sent' AND attempts >= 2), count(*) FILTER (WHERE status = 'expired')
+         FROM sends WHERE campaign_id = $1",
+    )
+    .bind(c.id)
+    .fetch_one(owner)
+    .await?;
+    eprintln!("chaos: {}: {retried} sent on a retry, {expired} expired after two attempts or more", c.name);
+    Ok(())
+}
+
+/// The failing workspace's automation: paused by the scheduler, with a reason, having mailed
+/// nobody (its readers never got past the broken step).
+async fn check_broken_automation(
+    owner: &PgPool,
+    sink: &MailSink,
+    broken: &(AutomationId, Vec<CampaignId>),
+    v: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let (automation, steps) = broken;
+    let (status, reason): (String, Option<String>) =
+        sqlx::query_as("SELECT status, pause_reason FROM automations WHERE id = $1")
+            .bind(*automation)
+            .fetch_one(owner)
+            .await?;
+    if status != "paused" || reason.is_none() {
+        v.push(format!("the failing automation ended {status} (reason {reason:?}), not paused by the scheduler"));
+    }
+    let ids: Vec<Uuid> = steps.iter().map(|c| c.0).collect();
+    let queued: i64 = sqlx::query_scalar("SELECT count(*) FROM sends WHERE campaign_id = ANY($1)")
+        .bind(&ids)
+        .fetch_one(owner)
+        .await?;
+    let ids: Vec<String> = steps.iter().map(ToString::to_string).collect();
+    let received = sink
+        .deliveries()
+        .await
+        .iter()
+        .filter(|d| d.message_id.as_deref().is_some_and(|m| ids.iter().any(|id| m.contains(id.as_str()))))
+        .count();
+    if queued > 0 || received > 0 {
+        v.push(format!(
+            "the failing automation queued {queued} mails and {received} reached the server (expected none)"
+        ));
+    }
+    Ok(())
+}
+
+/// One run per event: each reader's one signup event, however many copies came under its key,
+/// let them in once (the automation takes every event, so a second run would be a second mail).
+async fn check_event_entries(
+    owner: &PgPool,
+    signup: &Signup,
+    accepted: &[String],
+    v: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let runs: HashMap<String, i64> = sqlx::query_as(
+        "SELECT lower(r.email), count(*) FROM automation_runs a JOIN readers r ON r.id = a.reader_id
+         WHERE a.automation_id = $1 GROUP BY 1",
+    )
+    .bind(signup.automation)
+    .fetch_all(owner)
+    .await?
+    .into_iter()
+    .collect();
+    for (rcpt, n) in &runs {
+        if *n > 1 {
+            v.push(format!("signup: {rcpt}'s one event (sent twice under its Idempotency-Key) made {n} runs"));
+        }
+    }
+    for rcpt in accepted {
+        if !runs.contains_key(rcpt) {
+            v.push(format!("signup: {rcpt}'s event was accepted but made no run"));
+        }
+    }
     Ok(())
 }
