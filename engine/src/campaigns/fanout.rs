@@ -109,13 +109,19 @@ const LIST_CHUNK: &str = "SELECT DISTINCT s.reader_id FROM subscriptions s
 const TREE_CHUNK: &str = "SELECT m.id AS reader_id FROM segment_readers($9, $4, $5, NULL) AS m(id)
      WHERE EXISTS (SELECT 1 FROM subscriptions c WHERE c.tenant_id = $1 AND c.reader_id = m.id AND c.status = 'confirmed')";
 
-/// The chunk's readers with why each gets nothing (`skip`), or NULL.
+/// The chunk's readers with why each gets nothing (`skip`), or NULL. The frequency cap skips a
+/// reader here only when another campaign has mailed them within it (its row `sent`): while
+/// that row may still be sent or given back, or after it ended unsent, the reader stays in, and
+/// the claim decides (`Sender::apply_cap`: it waits, moves the marks or skips).
 const CANDIDATES: &str = "SELECT r.id, r.email, f.data AS feed,
             CASE WHEN r.status <> 'active' THEN 'reader ' || r.status
                  WHEN EXISTS (SELECT 1 FROM suppressions x WHERE x.tenant_id = $1 AND x.email_lower = lower(r.email))
                      THEN 'suppressed'
                  WHEN $6::int IS NOT NULL AND r.last_campaign_at > now() - make_interval(hours => $6::int)
-                      AND r.last_campaign_id IS DISTINCT FROM $2 THEN 'frequency cap'
+                      AND r.last_campaign_id IS DISTINCT FROM $2
+                      AND coalesce((SELECT x.status FROM sends x
+                                    WHERE x.tenant_id = $1 AND x.campaign_id = r.last_campaign_id AND x.reader_id = r.id
+                                    ORDER BY x.entry DESC LIMIT 1), 'sent') = 'sent' THEN 'frequency cap'
                  WHEN $8::uuid IS NOT NULL AND f.data IS NULL THEN 'no data for this edition'
             END AS skip
      FROM chunk JOIN readers r ON r.id = chunk.reader_id

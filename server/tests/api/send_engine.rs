@@ -751,7 +751,9 @@ async fn the_reaper_gives_back_rows_whose_lease_is_gone() -> TestResult {
     let campaign = h.campaign("Orphans", vec![h.list]).await?;
     h.start(campaign).await?;
     sqlx::query(
-        "UPDATE sends SET status = 'sending', lease_token = -42, armed = (reader_id % 2 = 0) WHERE campaign_id = $1",
+        "UPDATE sends SET status = 'sending', lease_token = -42, armed = (reader_id % 2 = 0), attempts = 1,
+                first_claimed_at = now() - interval '1 hour'
+         WHERE campaign_id = $1",
     )
     .bind(campaign)
     .execute(&h.app.owner)
@@ -766,6 +768,17 @@ async fn the_reaper_gives_back_rows_whose_lease_is_gone() -> TestResult {
     .await?;
     assert_eq!(queued, 4);
     assert_eq!(ambiguous, 2, "only the armed rows count");
+    // A row that never reached SMTP was not attempted: its claim and its queue age are undone,
+    // as when a loop gives its batch back; an armed one keeps both.
+    let rows: Vec<(bool, i32, bool)> = sqlx::query_as(
+        "SELECT armed_before, attempts, first_claimed_at IS NOT NULL
+         FROM (SELECT reader_id % 2 = 0 AS armed_before, attempts, first_claimed_at FROM sends WHERE campaign_id = $1) x
+         ORDER BY 1",
+    )
+    .bind(campaign)
+    .fetch_all(&h.app.owner)
+    .await?;
+    assert_eq!(rows, vec![(false, 0, false), (false, 0, false), (true, 1, true), (true, 1, true)]);
     Ok(())
 }
 
@@ -863,6 +876,75 @@ async fn a_reader_held_by_a_campaign_that_ends_unsent_gets_the_other_campaign() 
     assert_eq!((p.status.as_str(), p.sent), ("sent", 10), "{p:?}");
     assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=10)).await, 0);
     Ok(())
+}
+
+/// How the first capped campaign ends before the second one starts.
+#[derive(Clone, Copy, Debug)]
+enum Ended {
+    Paused,
+    Cancelled,
+}
+
+/// The frequency cap at fan-out looks at the other campaign's row, not only at the reader's
+/// mark. Campaign A claims every reader (their marks move to A), gets a 4xx for each (the rows
+/// wait for a retry), and is then paused or cancelled; B starts. B used to skip them all at its
+/// fan-out ("frequency cap"), so a cancelled A left everyone with neither campaign, and a paused
+/// one made B wait for A for ever. Now B mails each reader once; a resumed A then skips them.
+async fn a_capped_campaign_ended_after_soft_failures_leaves_its_readers_to_the_other(how: Ended) -> TestResult {
+    let h = SendHarness::new(6).await?;
+    h.frequency_cap_hours(24).await?;
+    let a = h.campaign("A", vec![h.list]).await?;
+    h.start(a).await?;
+    let identity = h.identity(100_000.0, 1000)?;
+    let cx = h.worker(&identity, None);
+    h.sink.set_faults(Faults::random(1.0, FaultAction::try_again_later()));
+    let sending = h.spawn_deliver(&cx, a);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while h.sink.faults_injected() < 6 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .is_ok(),
+        "A's first attempts were refused"
+    );
+    match how {
+        Ended::Paused => {
+            lifecycle::pause(&h.app.app.db, h.tenant, Role::Owner, a, "paused by hand").await?;
+        }
+        Ended::Cancelled => {
+            lifecycle::cancel(&h.app.app.db, h.tenant, Role::Owner, a).await?;
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), sending).await;
+    h.sink.set_faults(Faults::none());
+
+    let b = h.campaign("B", vec![h.list]).await?;
+    h.start(b).await?;
+    let finished = tokio::time::timeout(Duration::from_secs(30), h.deliver(&h.worker(&identity, None), b, 1)).await;
+    assert!(finished.is_ok(), "B never finished ({how:?})");
+    let p = h.status(b).await?;
+    assert_eq!((p.status.as_str(), p.sent, p.skipped), ("sent", 6, 0), "{how:?}: {p:?}");
+    if let Ended::Paused = how {
+        lifecycle::resume(&h.app.app.db, &h.app.app.jobs, h.tenant, Role::Owner, a).await?;
+        let finished = tokio::time::timeout(Duration::from_secs(30), h.deliver(&h.worker(&identity, None), a, 1)).await;
+        assert!(finished.is_ok(), "the resumed A never finished");
+        let p = h.status(a).await?;
+        assert_eq!((p.sent, p.skipped), (0, 6), "the resumed A skips readers B mailed: {p:?}");
+    }
+    assert_eq!(h.assert_exactly_once(&addresses("reader", 1..=6)).await, 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_capped_campaign_paused_after_soft_failures_does_not_hold_its_readers_from_the_other() -> TestResult {
+    a_capped_campaign_ended_after_soft_failures_leaves_its_readers_to_the_other(Ended::Paused).await
+}
+
+#[tokio::test]
+async fn a_capped_campaign_cancelled_after_soft_failures_does_not_hold_its_readers_from_the_other() -> TestResult {
+    a_capped_campaign_ended_after_soft_failures_leaves_its_readers_to_the_other(Ended::Cancelled).await
 }
 
 /// A saturated pool does not cost the loops their leases. Renewals used to take a

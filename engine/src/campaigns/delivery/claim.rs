@@ -80,7 +80,8 @@ pub(super) struct CapMark {
     campaign: Option<Uuid>,
     /// `at` is within the cap's window.
     within: bool,
-    /// The status of the row of `campaign` for this reader, if it has one.
+    /// The status of the row of `campaign` for this reader, if it has one (`not sending` for a
+    /// queued or held row of a campaign that is paused or ended).
     other: Option<String>,
 }
 
@@ -316,7 +317,10 @@ impl Sender<'_> {
         let marks: Vec<CapMark> = sqlx::query_as(
             "SELECT r.id AS reader, r.last_campaign_at AS at, r.last_campaign_id AS campaign,
                     coalesce(r.last_campaign_at > now() - make_interval(hours => $3::int), false) AS within,
-                    (SELECT x.status FROM sends x WHERE x.reader_id = r.id AND x.campaign_id = r.last_campaign_id
+                    (SELECT CASE WHEN x.status IN ('queued', 'held') AND c.status <> 'sending' THEN 'not sending'
+                                 ELSE x.status END
+                     FROM sends x JOIN campaigns c ON c.tenant_id = x.tenant_id AND c.id = x.campaign_id
+                     WHERE x.reader_id = r.id AND x.campaign_id = r.last_campaign_id
                      ORDER BY x.entry DESC LIMIT 1) AS other
              FROM readers r WHERE r.tenant_id = $1 AND r.id = ANY($2) ORDER BY r.id FOR NO KEY UPDATE OF r",
         )
@@ -330,7 +334,10 @@ impl Sender<'_> {
         for CapMark { reader, at, campaign: last, within, other } in marks {
             let held_by_other = at.is_some() && last != Some(self.campaign.id.0) && within;
             match (held_by_other, other.as_deref()) {
-                (false, _) | (true, Some("failed" | "skipped" | "cancelled" | "expired")) => {
+                // A row of a campaign that is not sending now (paused, cancelled) holds nobody:
+                // waiting for it could last for ever. Should it resume, its own claim finds
+                // this campaign's row and waits or skips in turn.
+                (false, _) | (true, Some("failed" | "skipped" | "cancelled" | "expired" | "not sending")) => {
                     if last != Some(self.campaign.id.0) {
                         decision.moved.insert(reader, (at, last));
                         moving.push(reader);
