@@ -161,6 +161,9 @@ e2e_env=(
   # The crawler opens every campaign editor at two widths, loads, reloads and edits it within a
   # minute, as one member: more previews than a person makes (the limit has its own API test).
   HERALD_PREVIEWS_PER_MINUTE=1000
+  # A list takes three public-form entries an hour before its form asks for the proof of work,
+  # so a browser test reaches the check in four sign-ups (every other test signs up once a list).
+  HERALD_PUBLIC_ENTRIES_PER_LIST_PER_HOUR=3
   LEPTOS_SITE_ROOT="$site_root"
   RUST_LOG="${RUST_LOG:-info}"
 )

@@ -32,8 +32,9 @@ pub struct AppState {
     pub auth_ip_limiter: Arc<RateLimiter>,
     /// Login attempts per account (lowercased email).
     pub auth_account_limiter: Arc<RateLimiter>,
-    /// Public form posts (hosted subscribe page, embedded forms) per client IP.
-    pub public_form_limiter: Arc<RateLimiter>,
+    /// The public forms' budgets (per client, list and workspace, kept in Postgres) and the
+    /// work their challenge asks for once one is spent.
+    pub public_entries: herald_engine::audience::public_entry::EntryLimits,
     /// Template previews per member (each one runs a sandboxed render).
     pub preview_limiter: Arc<RateLimiter>,
     /// Where transactional messages are accepted (API and the templates page's test send).

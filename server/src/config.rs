@@ -75,6 +75,10 @@ pub struct Config {
     pub spf_include: String,
     /// Template previews per member per minute (`HERALD_PREVIEWS_PER_MINUTE`, default 30).
     pub previews_per_minute: u32,
+    /// The public forms' budgets and challenge (`HERALD_PUBLIC_FORM_POSTS_PER_MINUTE`,
+    /// `HERALD_PUBLIC_ENTRIES_PER_LIST_PER_HOUR`, `HERALD_PUBLIC_ENTRIES_PER_WORKSPACE_PER_HOUR`,
+    /// `HERALD_PUBLIC_ENTRY_CHALLENGE_COST`, `HERALD_PUBLIC_ENTRY_CHALLENGE_MAX_COUNTER`).
+    pub public_entries: herald_engine::audience::public_entry::EntryLimits,
 }
 
 /// `/metrics` says how busy every workspace is: in production it answers only to a bearer
@@ -326,7 +330,35 @@ impl Config {
                 url::Url::parse(&base_url).ok().and_then(|u| u.host_str().map(str::to_string)).unwrap_or_default()
             ),
         };
+        let entry_defaults = herald_engine::audience::public_entry::EntryLimits::default();
+        let public_entries = herald_engine::audience::public_entry::EntryLimits {
+            posts_per_client_per_minute: number(
+                &get,
+                "HERALD_PUBLIC_FORM_POSTS_PER_MINUTE",
+                entry_defaults.posts_per_client_per_minute,
+            )?,
+            per_list_per_hour: number(
+                &get,
+                "HERALD_PUBLIC_ENTRIES_PER_LIST_PER_HOUR",
+                entry_defaults.per_list_per_hour,
+            )?,
+            per_workspace_per_hour: number(
+                &get,
+                "HERALD_PUBLIC_ENTRIES_PER_WORKSPACE_PER_HOUR",
+                entry_defaults.per_workspace_per_hour,
+            )?,
+            challenge_cost: number(&get, "HERALD_PUBLIC_ENTRY_CHALLENGE_COST", entry_defaults.challenge_cost)?,
+            challenge_max_counter: number(
+                &get,
+                "HERALD_PUBLIC_ENTRY_CHALLENGE_MAX_COUNTER",
+                entry_defaults.challenge_max_counter,
+            )?,
+        };
+        if public_entries.challenge_max_counter < 2 {
+            return Err("HERALD_PUBLIC_ENTRY_CHALLENGE_MAX_COUNTER must be at least 2".into());
+        }
         Ok(Self {
+            public_entries,
             dns_server,
             spf_include,
             previews_per_minute,
@@ -437,6 +469,30 @@ mod tests {
         let bad_bind =
             [("DATABASE_URL", "postgres://u@h/db"), ("HERALD_BIND", "nope"), ("HERALD_SECRET_KEY", &"k".repeat(32))];
         assert!(cfg(&bad_bind).err().is_some_and(|e| e.contains("HERALD_BIND")));
+    }
+
+    #[test]
+    fn public_form_budgets_have_defaults_and_refuse_nonsense() -> Result<(), String> {
+        let key = "k".repeat(32);
+        let base = [("DATABASE_URL", "postgres://u@h/db"), ("HERALD_ENV", "development"), ("HERALD_SECRET_KEY", &key)];
+        let defaults = herald_engine::audience::public_entry::EntryLimits::default();
+        assert_eq!(cfg(&base)?.public_entries, defaults);
+        let mut tuned = base.to_vec();
+        tuned.push(("HERALD_PUBLIC_ENTRIES_PER_LIST_PER_HOUR", "2"));
+        tuned.push(("HERALD_PUBLIC_ENTRY_CHALLENGE_COST", "10"));
+        let c = cfg(&tuned)?.public_entries;
+        assert_eq!(
+            (c.per_list_per_hour, c.challenge_cost, c.per_workspace_per_hour),
+            (2, 10, defaults.per_workspace_per_hour)
+        );
+        for bad in
+            [("HERALD_PUBLIC_ENTRIES_PER_WORKSPACE_PER_HOUR", "0"), ("HERALD_PUBLIC_FORM_POSTS_PER_MINUTE", "many")]
+        {
+            let mut set = base.to_vec();
+            set.push(bad);
+            assert!(cfg(&set).err().is_some_and(|e| e.contains(bad.0)), "{bad:?}");
+        }
+        Ok(())
     }
 
     #[test]

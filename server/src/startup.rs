@@ -227,7 +227,7 @@ impl Application {
             dev_mode: config.is_dev(),
             auth_ip_limiter: Arc::new(RateLimiter::new(30, Duration::from_secs(60))),
             auth_account_limiter: Arc::new(RateLimiter::new(10, Duration::from_secs(60))),
-            public_form_limiter: Arc::new(RateLimiter::new(20, Duration::from_secs(60))),
+            public_entries: config.public_entries,
             preview_limiter: Arc::new(RateLimiter::new(config.previews_per_minute, Duration::from_secs(60))),
             outbox: Outbox {
                 db: db.clone(),

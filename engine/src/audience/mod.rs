@@ -6,6 +6,7 @@ pub mod export;
 pub mod fields;
 pub mod import;
 pub mod lists;
+pub mod public_entry;
 pub mod readers;
 pub mod segments;
 pub mod subscribe;

@@ -4,6 +4,13 @@
 //! Answers never reveal whether an address was already known: the form always says "check your
 //! inbox", and a bot cannot make Herald mail-bomb a stranger (at most one confirmation per
 //! address per list per [`CONFIRMATION_RESEND_AFTER_MINUTES`]).
+//!
+//! A public form is anyone typing any address: every entry through one waits for the click in
+//! its confirmation mail, whatever the list's opt-in setting (single opt-in means "subscribed at
+//! once" for imports, the API and authors only). So nothing a list starts (a welcome automation,
+//! a campaign) reaches an address that did not prove itself by a click (an open proves nothing:
+//! mail privacy proxies open every image). The name typed with it reaches the reader only
+//! through that click too, and the confirmation mail shows none of it.
 
 use chrono::{Duration, Utc};
 use serde::{Deserialize, Serialize};
@@ -39,6 +46,11 @@ struct ConfirmClaim {
     r: i64,
     /// (list, nonce) pairs: the nonce makes each link single-use.
     l: Vec<(ListId, Uuid)>,
+    /// The name typed into the form, given to the reader (if theirs is empty) only when the
+    /// link is used: a stranger who types a known reader's address cannot put words into the
+    /// mail that reader gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    n: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -117,7 +129,10 @@ pub(crate) async fn upsert_reader(
     Ok(row)
 }
 
-/// Handles a hosted-form submission. Returns Ok whether or not anything changed or was sent.
+/// Handles a public form's entry (the hosted page, an embedded form): a pending subscription on
+/// each chosen public list, and one confirmation mail covering them; the reader is on a list
+/// only once they click it, on a single opt-in list too. Returns Ok whether or not anything
+/// changed or was sent.
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeRequest) -> Result<()> {
     let email = Email::parse(&req.email)?;
@@ -129,46 +144,26 @@ pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeR
     if chosen.is_empty() {
         return Err(Error::invalid("Choose at least one list."));
     }
-    if chosen.iter().any(|l| l.is_double_opt_in()) {
-        require_confirmed_account(cx.db, tenant).await?;
-    }
+    // Every entry is a confirmation mail, so the account must have proved its own address first.
+    require_confirmed_account(cx.db, tenant).await?;
     let mut tx = cx.db.tenant_tx(tenant).await?;
     // Bounced, complained or blocklisted addresses are silently ignored: the answer is the same.
     let suppressed = suppressions::is_suppressed(&mut tx, tenant, email.as_str()).await?;
     if suppressed.is_some_and(|reason| reason != suppressions::SuppressionReason::UnsubscribedAll) {
         return Ok(());
     }
-    let (reader, status) = upsert_reader(&mut tx, tenant, &email, &req.name).await?;
+    // No name yet: the typed one rides in the signed link and is the reader's once they click.
+    let (reader, status) = upsert_reader(&mut tx, tenant, &email, "").await?;
     if status == ReaderStatus::Blocklisted {
         return Ok(());
     }
-    // Someone who left everything comes back only by confirming from their own inbox, even on a
-    // single opt-in list: otherwise anyone could undo their unsubscribe by typing their address.
-    let left_everything = status == ReaderStatus::Unsubscribed || suppressed.is_some();
+    // Pending until the click, on a single opt-in list too: otherwise anyone could put any
+    // address on a list (and in its welcome automation), or undo someone's unsubscribe, by
+    // typing it.
     let mut to_confirm: Vec<(ListId, Uuid)> = Vec::new();
     for list in chosen {
-        if list.is_double_opt_in() || left_everything {
-            if let Some(nonce) = request_confirmation(&mut tx, tenant, reader, list.id, &req.origin).await? {
-                to_confirm.push((list.id, nonce));
-            }
-        } else {
-            let changed = sqlx::query(
-                "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
-                 VALUES ($1, $2, $3, 'confirmed', now())
-                 ON CONFLICT (list_id, reader_id) DO UPDATE
-                    SET status = 'confirmed', confirmed_at = now(), unsubscribed_at = NULL
-                  WHERE subscriptions.status <> 'confirmed'",
-            )
-            .bind(tenant)
-            .bind(list.id)
-            .bind(reader)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if changed > 0 {
-                consent::record(&mut tx, tenant, reader, Some(list.id), "subscribe", &req.origin).await?;
-                rejoin(&mut tx, tenant, reader, email.as_str()).await?;
-            }
+        if let Some(nonce) = request_confirmation(&mut tx, tenant, reader, list.id, &req.origin).await? {
+            to_confirm.push((list.id, nonce));
         }
     }
     tx.commit().await?;
@@ -176,7 +171,9 @@ pub async fn subscribe(cx: &PublicContext<'_>, tenant: TenantId, req: SubscribeR
         let ws = crate::workspaces::get(cx.db, tenant).await?;
         let names: Vec<String> =
             public.iter().filter(|l| to_confirm.iter().any(|(id, _)| *id == l.id)).map(|l| l.name.clone()).collect();
-        send_confirmation(cx, tenant, reader, &email, &ws.name, &names, to_confirm).await?;
+        let typed: String = req.name.trim().chars().take(200).collect();
+        let link = confirm_link(cx, tenant, reader, to_confirm, (!typed.is_empty()).then_some(typed));
+        mail_confirmation(cx, tenant, &email, &ws.name, &names, &link).await?;
     }
     Ok(())
 }
@@ -247,15 +244,39 @@ pub(crate) async fn send_confirmation(
     list_names: &[String],
     to_confirm: Vec<(ListId, Uuid)>,
 ) -> Result<()> {
-    require_confirmed_account(cx.db, tenant).await?;
+    let link = confirm_link(cx, tenant, reader, to_confirm, None);
+    mail_confirmation(cx, tenant, email, workspace, list_names, &link).await
+}
+
+/// The signed, expiring link that confirms the (list, nonce) pairs in `to_confirm`, carrying
+/// the name typed into a form (if any) to be given to the reader on the click.
+fn confirm_link(
+    cx: &PublicContext<'_>,
+    tenant: TenantId,
+    reader: i64,
+    to_confirm: Vec<(ListId, Uuid)>,
+    name: Option<String>,
+) -> String {
     let expires = Utc::now() + Duration::hours(CONFIRMATION_VALID_HOURS);
     let token = cx.signer.sign(
         CONFIRM_PURPOSE,
         Some(expires.timestamp()),
-        &ConfirmClaim { t: tenant, r: reader, l: to_confirm },
+        &ConfirmClaim { t: tenant, r: reader, l: to_confirm, n: name },
     );
-    let link = format!("{}/confirm/{token}", cx.base_url.trim_end_matches('/'));
-    let mut mail = confirmation_mail(email, workspace, list_names, &link);
+    format!("{}/confirm/{token}", cx.base_url.trim_end_matches('/'))
+}
+
+/// Queues the confirmation email with `link` to `email`.
+async fn mail_confirmation(
+    cx: &PublicContext<'_>,
+    tenant: TenantId,
+    email: &Email,
+    workspace: &str,
+    list_names: &[String],
+    link: &str,
+) -> Result<()> {
+    require_confirmed_account(cx.db, tenant).await?;
+    let mut mail = confirmation_mail(email, workspace, list_names, link);
     mail.from = confirmation_sender(cx, tenant, workspace).await?;
     cx.jobs.enqueue_workspace_mail(tenant, mail).await
 }
@@ -521,8 +542,11 @@ pub async fn confirm(db: &Db, signer: &Signer, token: &str, origin: &Origin) -> 
     let mut tx = db.tenant_tx(claim.t).await?;
     let mut confirmed = Vec::new();
     for (list, nonce) in &claim.l {
+        // The resend window guards against unanswered confirmations: a click answered this one,
+        // so a reader who leaves and asks again later gets their mail.
         let name: Option<String> = sqlx::query_scalar(
-            "UPDATE subscriptions s SET status = 'confirmed', confirmed_at = now(), confirmation_nonce = NULL
+            "UPDATE subscriptions s SET status = 'confirmed', confirmed_at = now(), confirmation_nonce = NULL,
+                                        confirmation_sent_at = NULL
              FROM lists l
              WHERE s.tenant_id = $1 AND s.list_id = $2 AND s.reader_id = $3 AND s.confirmation_nonce = $4
                AND s.status = 'unconfirmed' AND l.id = s.list_id
@@ -541,6 +565,16 @@ pub async fn confirm(db: &Db, signer: &Signer, token: &str, origin: &Origin) -> 
     }
     if confirmed.is_empty() {
         return Err(Error::invalid("This confirmation link has already been used or was replaced by a newer one."));
+    }
+    // The name typed into the form, now that the inbox's owner asked for this: it fills an
+    // empty name and never replaces one.
+    if let Some(name) = claim.n.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
+        sqlx::query("UPDATE readers SET name = $3, updated_at = now() WHERE tenant_id = $1 AND id = $2 AND name = ''")
+            .bind(claim.t)
+            .bind(claim.r)
+            .bind(name.chars().take(200).collect::<String>())
+            .execute(&mut *tx)
+            .await?;
     }
     rejoin(&mut tx, claim.t, claim.r, &preview.email).await?;
     tx.commit().await?;

@@ -34,6 +34,28 @@ pub async fn subscribe(app: &TestApp, ws_slug: &str, email: &str, lists: &[&str]
     reqwest::Client::new().post(format!("{}/s/{ws_slug}", app.base)).form(&form).send().await.expect("request")
 }
 
+/// Posts the hosted form, then clicks the link in the confirmation mail it sends, as the owner
+/// of the inbox does: a public form's entry is on its lists only then, on a single opt-in list
+/// too.
+pub async fn subscribe_confirmed(app: &TestApp, ws_slug: &str, email: &str, lists: &[&str]) {
+    assert_eq!(subscribe(app, ws_slug, email, lists).await.status(), StatusCode::OK, "the form took {email}");
+    confirm_from_inbox(app, email).await;
+}
+
+/// Confirms through the newest confirmation mail to `email`, and takes that mail out of the
+/// sink, so a later wait for mail to the address sees only what comes next.
+pub async fn confirm_from_inbox(app: &TestApp, email: &str) {
+    let mail = app
+        .sink
+        .wait_for_recipient(email, Duration::from_secs(15))
+        .await
+        .unwrap_or_else(|| panic!("no confirmation mail to {email}"));
+    let token = link(&mail.parse().text.unwrap_or_default(), "/confirm/");
+    app.sink.discard(mail.id).await;
+    let done = reqwest::Client::new().post(format!("{}/confirm/{token}", app.base)).send().await.expect("post");
+    assert_eq!(done.status(), StatusCode::OK, "{email} confirmed");
+}
+
 fn link(text: &str, path: &str) -> String {
     let start = text.find(path).expect("link in mail") + path.len();
     text[start..].split_whitespace().next().expect("token").to_string()
@@ -237,7 +259,7 @@ async fn one_click_unsubscribe_and_the_preference_center() {
     let slug = ws_slug(&owner).await;
     let news = create_list(&owner, "News", "news", "single", "public").await;
     let deals = create_list(&owner, "Deals", "deals", "single", "public").await;
-    subscribe(&app, &slug, "leaver@example.com", &[&news, &deals]).await;
+    subscribe_confirmed(&app, &slug, "leaver@example.com", &[&news, &deals]).await;
     assert_eq!(counts(&owner, &news).await, (1, 0, 0));
     let reader: i64 = sqlx::query_scalar("SELECT id FROM readers WHERE email = 'leaver@example.com'")
         .fetch_one(&app.owner)
@@ -331,7 +353,7 @@ async fn a_preview_carries_a_link_that_does_nothing() {
     let (owner, ws) = app.owner_with_workspace("p@example.com", "Previews").await;
     let slug = ws_slug(&owner).await;
     let news = create_list(&owner, "News", "news", "single", "public").await;
-    subscribe(&app, &slug, "previewed@example.com", &[&news]).await;
+    subscribe_confirmed(&app, &slug, "previewed@example.com", &[&news]).await;
     let reader: i64 = sqlx::query_scalar("SELECT id FROM readers WHERE email = 'previewed@example.com'")
         .fetch_one(&app.owner)
         .await
@@ -381,7 +403,7 @@ async fn suppressions_are_per_workspace_and_bounces_need_confirmation_to_remove(
     // A suppressed address in A can still subscribe in B.
     let b_slug = t.b.session().await.and_then(|s| s.current).map(|w| w.slug).unwrap_or_default();
     let b_list = create_list(&t.b, "B list", "b-list", "single", "public").await;
-    subscribe(&t.app, &b_slug, "x@example.com", &[&b_list]).await;
+    subscribe_confirmed(&t.app, &b_slug, "x@example.com", &[&b_list]).await;
     assert_eq!(counts(&t.b, &b_list).await, (1, 0, 0));
     // …but not in A.
     let a_slug = t.a.session().await.and_then(|s| s.current).map(|w| w.slug).unwrap_or_default();
@@ -611,7 +633,7 @@ async fn a_stranger_cannot_undo_an_unsubscribe_through_a_single_opt_in_form() {
     let (owner, ws) = app.owner_with_workspace("f@example.com", "Undo").await;
     let slug = ws_slug(&owner).await;
     let list = create_list(&owner, "Open", "open", "single", "public").await;
-    subscribe(&app, &slug, "left@example.com", &[&list]).await;
+    subscribe_confirmed(&app, &slug, "left@example.com", &[&list]).await;
     let reader: i64 = sqlx::query_scalar("SELECT id FROM readers WHERE email = 'left@example.com'")
         .fetch_one(&app.owner)
         .await

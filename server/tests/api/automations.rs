@@ -609,6 +609,8 @@ async fn a_row_given_back_after_its_automation_was_archived_is_cancelled_not_lef
     let row: String =
         sqlx::query_scalar("SELECT status FROM sends WHERE campaign_id = $1::uuid").bind(&campaign).fetch_one(&app.owner).await?;
     assert_eq!(row, "cancelled");
+    Ok(())
+}
 
 /// Lets each of `readers` (addresses) into the workspace's automations triggered by `event`;
 /// each enters `per_reader` of them.

@@ -32,6 +32,7 @@ mod invites;
 mod media;
 mod operability;
 mod owner_role;
+mod public_forms;
 mod recurring;
 mod render_freeze;
 mod resends;

@@ -154,6 +154,9 @@ fn ListForm(save: ServerAction<SaveList>, editing: RwSignal<Option<List>>) -> im
                         <option value="double">"Double: readers confirm by email (recommended)"</option>
                         <option value="single">"Single: subscribed at once"</option>
                     </select>
+                    <p class="mt-1 text-xs text-slate-500">
+                        "Single opt-in applies to imports, the API and readers you add; whoever signs up on a public form confirms by email first, so nothing goes to an address that was only typed in."
+                    </p>
                 </div>
                 <div>
                     <label for="list-visibility" class="label">"Visibility"</label>

@@ -2,6 +2,7 @@
 //! unsubscribing, and a campaign's web version. Plain HTML forms, so they work without JavaScript and from any mail client.
 
 pub mod confirm_page;
+pub mod entry_challenge;
 pub mod html;
 pub mod subscribe_page;
 pub mod unsubscribe_page;
@@ -20,6 +21,7 @@ pub fn router() -> Router<ServerState> {
     Router::new()
         .route("/s/{workspace}", get(subscribe_page::show).post(subscribe_page::submit))
         .route("/s/{workspace}/{list}", get(subscribe_page::show))
+        .route("/s/{workspace}/challenge.json", get(entry_challenge::show))
         .route("/confirm/{token}", get(confirm_page::show).post(confirm_page::confirm))
         .route("/u/{token}", get(unsubscribe_page::show).post(unsubscribe_page::submit))
         .route("/v/{token}", get(web_version::show))
