@@ -195,7 +195,8 @@ async fn a_name_typed_into_a_form_reaches_mail_only_escaped_and_after_the_click(
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let html = welcome.html.unwrap_or_default();
-    assert!(!html.contains("<a href=\"https://evil.test\"") && !html.contains("href=\"https://evil.test"), "{html}");
+    // Shown as text (the quotes need no escaping in text), never as a link.
+    assert!(!html.contains("<a href=\"https://evil.test\""), "{html}");
     assert!(html.contains("&lt;a href=") && html.contains("&lt;/a&gt;"), "the name is not in the mail escaped: {html}");
     Ok(())
 }

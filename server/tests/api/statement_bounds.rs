@@ -82,7 +82,7 @@ async fn a_runaway_count_ends_with_a_clear_answer_and_other_requests_go_on() -> 
 async fn live_counts_are_rate_limited_per_workspace() -> TestResult {
     let app = spawn_app().await;
     let (api, list) = workspace_with_readers(&app, "counting@example.com", 2).await;
-    let (other, _) = workspace_with_readers(&app, "elsewhere@example.com", 2).await;
+    let (other, other_list) = workspace_with_readers(&app, "elsewhere@example.com", 2).await;
     let tree = json!({"match": "all", "rules": [{"kind": "list", "list_id": list, "state": "subscribed"}]});
     let mut refused = None;
     for _ in 0..200 {
@@ -103,8 +103,8 @@ async fn live_counts_are_rate_limited_per_workspace() -> TestResult {
     // Another workspace's counts are not held up by this one's.
     let (status, body) = other.get("/api/v1/segments").await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let empty = json!({"match": "all", "rules": []});
-    let (status, body) = other.post("/api/v1/segments/count", empty).await;
+    let theirs = json!({"match": "all", "rules": [{"kind": "list", "list_id": other_list, "state": "subscribed"}]});
+    let (status, body) = other.post("/api/v1/segments/count", theirs).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     Ok(())
 }
