@@ -205,8 +205,8 @@ impl Db {
         .bind(tenant.to_string())
         .bind(user.to_string())
         .bind(interactive_timeout())
-            .execute(&mut *tx)
-            .await?;
+        .execute(&mut *tx)
+        .await?;
         Ok(tx)
     }
 

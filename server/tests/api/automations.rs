@@ -598,16 +598,20 @@ async fn a_row_given_back_after_its_automation_was_archived_is_cancelled_not_lef
         .await?;
     let (status, body) = api.post(&format!("/api/v1/automations/{id}/archive"), json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let state: String =
-        sqlx::query_scalar("SELECT status FROM campaigns WHERE id = $1::uuid").bind(&campaign).fetch_one(&app.owner).await?;
+    let state: String = sqlx::query_scalar("SELECT status FROM campaigns WHERE id = $1::uuid")
+        .bind(&campaign)
+        .fetch_one(&app.owner)
+        .await?;
     assert_eq!(state, "cancelled");
     // The loop gives the message back (a soft failure, a lost lease).
     sqlx::query("UPDATE sends SET status = 'queued' WHERE campaign_id = $1::uuid")
         .bind(&campaign)
         .execute(&app.owner)
         .await?;
-    let row: String =
-        sqlx::query_scalar("SELECT status FROM sends WHERE campaign_id = $1::uuid").bind(&campaign).fetch_one(&app.owner).await?;
+    let row: String = sqlx::query_scalar("SELECT status FROM sends WHERE campaign_id = $1::uuid")
+        .bind(&campaign)
+        .fetch_one(&app.owner)
+        .await?;
     assert_eq!(row, "cancelled");
     Ok(())
 }

@@ -13,11 +13,17 @@ use crate::helpers::*;
 
 /// Soft-fails the first attempt to each of `addresses`, so their rows wait for a retry.
 fn first_attempt_fails(addresses: &[&str]) -> Faults {
-    addresses.iter().fold(Faults::none(), |f, a| f.with_rule(FaultRule::new(*a, FaultAction::try_again_later()).times(1)))
+    addresses
+        .iter()
+        .fold(Faults::none(), |f, a| f.with_rule(FaultRule::new(*a, FaultAction::try_again_later()).times(1)))
 }
 
 async fn reader_id(app: &TestApp, email: &str) -> i64 {
-    sqlx::query_scalar("SELECT id FROM readers WHERE email = $1").bind(email).fetch_one(&app.owner).await.expect("reader")
+    sqlx::query_scalar("SELECT id FROM readers WHERE email = $1")
+        .bind(email)
+        .fetch_one(&app.owner)
+        .await
+        .expect("reader")
 }
 
 async fn list(api: &Api, name: &str) -> String {

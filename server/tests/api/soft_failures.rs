@@ -23,8 +23,9 @@ async fn an_early_soft_failure_in_a_long_send_is_retried_on_its_schedule_not_exp
     let (api, list) = workspace_with_readers(&app, "long@example.com", 120).await;
     let first = "long-r1@example.com";
     app.sink.set_faults(Faults::none().with_rule(FaultRule::new(first, FaultAction::try_again_later()).times(1)));
-    let (_, campaign) =
-        api.post("/api/v1/campaigns", json!({"name": "Long", "subject": "Long", "list_ids": [list], "body": "Hi"})).await;
+    let (_, campaign) = api
+        .post("/api/v1/campaigns", json!({"name": "Long", "subject": "Long", "list_ids": [list], "body": "Hi"}))
+        .await;
     let id = campaign["id"].as_str().expect("id").to_string();
     let (status, body) = api.post(&format!("/api/v1/campaigns/{id}/send"), json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");

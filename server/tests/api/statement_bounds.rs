@@ -35,8 +35,7 @@ async fn a_runaway_count_ends_with_a_clear_answer_and_other_requests_go_on() -> 
     let (api, _list) = workspace_with_readers(&app, "bounded@example.com", 1).await;
     let (status, body) = api.post("/api/v1/fields", json!({"key": "city", "label": "City", "kind": "text"})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    let tenant: uuid::Uuid =
-        sqlx::query_scalar("SELECT tenant_id FROM readers LIMIT 1").fetch_one(&app.owner).await?;
+    let tenant: uuid::Uuid = sqlx::query_scalar("SELECT tenant_id FROM readers LIMIT 1").fetch_one(&app.owner).await?;
     sqlx::query(
         "INSERT INTO readers (tenant_id, email, attributes)
          SELECT $1, 'many' || g || '@example.com', jsonb_build_object('city', 'town number ' || g)
