@@ -82,7 +82,7 @@ pub const SERVER_FNS: &[(&str, Access)] = &[
     ("list_tags", VIEWER_READS),
     ("rename_tag", AUTHOR_CHANGES),
     ("delete_tag", AUTHOR_CHANGES),
-    // pages/automations/editor.rs
+    // pages/automations/editor/server.rs
     ("automation_edit_view", VIEWER_READS),
     ("save_automation", AUTHOR_CHANGES),
     ("change_automation", AUTHOR_CHANGES),
