@@ -555,6 +555,7 @@ async fn without_database(
                         attributes,
                         feed: None,
                         entry: 0,
+                        message_reader: None,
                     })
                     .collect();
                 let urls: Vec<String> = batch.iter().map(|r| composer.unsubscribe_url(r.id)).collect();

@@ -120,8 +120,10 @@ BEGIN
     SELECT array_agg(ROW(u.t, u.c, r.id, nullif(u.l, 0), u.k, u.p, u.a)::hit_row) INTO batch
     FROM unnest(p_tenant, p_campaign, p_reader, p_link, p_click, p_prefetch, p_at) AS u(t, c, r, l, k, p, a)
     JOIN campaigns c ON c.id = u.c AND c.tenant_id = u.t
-    -- An erased reader's hits are kept as anonymous counts.
-    LEFT JOIN readers r ON r.id = u.r AND r.tenant_id = u.t
+    -- A reader since merged into another copy of the same mailbox (mail sent before the merge)
+    -- is that reader; an erased reader's hits are kept as anonymous counts.
+    LEFT JOIN reader_aliases a ON a.tenant_id = u.t AND a.merged_id = u.r
+    LEFT JOIN readers r ON r.id = coalesce(a.reader_id, u.r) AND r.tenant_id = u.t
     WHERE (NOT u.k OR EXISTS (SELECT 1 FROM campaign_links l WHERE l.id = u.l AND l.campaign_id = u.c));
     IF batch IS NULL THEN
         RETURN 0;

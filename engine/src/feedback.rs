@@ -229,6 +229,9 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
 /// else by the id the provider's SMTP reply gave (SendGrid's event ids extend it with `.filter…`).
 async fn find_send(tx: &mut Tx, tenant: TenantId, ev: &ProviderEvent) -> Result<Option<MatchedSend>> {
     if let Some((campaign, reader)) = ev.message_id.as_deref().and_then(parse_message_id) {
+        // Mail sent before its reader was merged into another copy of the same mailbox names
+        // the merged copy; the row is the kept reader's now.
+        let reader = crate::audience::readers::resolve_id(tx, tenant, reader).await?.unwrap_or(reader);
         let found = sqlx::query_as(
             "SELECT id, campaign_id, reader_id FROM sends WHERE tenant_id = $1 AND campaign_id = $2 AND reader_id = $3",
         )

@@ -516,9 +516,10 @@ pub async fn confirm_preview(db: &Db, signer: &Signer, token: &str) -> Result<Co
     let claim: ConfirmClaim = signer.verify(CONFIRM_PURPOSE, token)?;
     let ws = crate::workspaces::get(db, claim.t).await?;
     let mut tx = db.tenant_tx(claim.t).await?;
+    let reader = super::readers::current_id(&mut tx, claim.t, claim.r).await?;
     let email: String = sqlx::query_scalar("SELECT email FROM readers WHERE tenant_id = $1 AND id = $2")
         .bind(claim.t)
-        .bind(claim.r)
+        .bind(reader)
         .fetch_optional(&mut *tx)
         .await?
         .ok_or(Error::NotFound)?;
@@ -540,6 +541,9 @@ pub async fn confirm(db: &Db, signer: &Signer, token: &str, origin: &Origin) -> 
     let claim: ConfirmClaim = signer.verify(CONFIRM_PURPOSE, token)?;
     let mut preview = confirm_preview(db, signer, token).await?;
     let mut tx = db.tenant_tx(claim.t).await?;
+    // The link may name a reader since merged into another (the same mailbox): the pending
+    // subscriptions moved with it.
+    let (t, r) = (claim.t, super::readers::current_id(&mut tx, claim.t, claim.r).await?);
     let mut confirmed = Vec::new();
     for (list, nonce) in &claim.l {
         // The resend window guards against unanswered confirmations: a click answered this one,
@@ -552,14 +556,14 @@ pub async fn confirm(db: &Db, signer: &Signer, token: &str, origin: &Origin) -> 
                AND s.status = 'unconfirmed' AND l.id = s.list_id
              RETURNING l.name",
         )
-        .bind(claim.t)
+        .bind(t)
         .bind(list)
-        .bind(claim.r)
+        .bind(r)
         .bind(nonce)
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(name) = name {
-            consent::record(&mut tx, claim.t, claim.r, Some(*list), "confirm", origin).await?;
+            consent::record(&mut tx, t, r, Some(*list), "confirm", origin).await?;
             confirmed.push(name);
         }
     }
@@ -570,13 +574,13 @@ pub async fn confirm(db: &Db, signer: &Signer, token: &str, origin: &Origin) -> 
     // empty name and never replaces one.
     if let Some(name) = claim.n.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
         sqlx::query("UPDATE readers SET name = $3, updated_at = now() WHERE tenant_id = $1 AND id = $2 AND name = ''")
-            .bind(claim.t)
-            .bind(claim.r)
+            .bind(t)
+            .bind(r)
             .bind(name.chars().take(200).collect::<String>())
             .execute(&mut *tx)
             .await?;
     }
-    rejoin(&mut tx, claim.t, claim.r, &preview.email).await?;
+    rejoin(&mut tx, t, r, &preview.email).await?;
     tx.commit().await?;
     preview.lists = confirmed;
     Ok(preview)
@@ -599,10 +603,11 @@ pub async fn unsubscribe_page(db: &Db, signer: &Signer, token: &str) -> Result<U
     let claim: UnsubscribeClaim = signer.verify(UNSUBSCRIBE_PURPOSE, token)?;
     let ws = crate::workspaces::get(db, claim.t).await?;
     let mut tx = db.tenant_tx(claim.t).await?;
+    let reader = super::readers::current_id(&mut tx, claim.t, claim.r).await?;
     let (email, status): (String, ReaderStatus) =
         sqlx::query_as("SELECT email, status FROM readers WHERE tenant_id = $1 AND id = $2")
             .bind(claim.t)
-            .bind(claim.r)
+            .bind(reader)
             .fetch_optional(&mut *tx)
             .await?
             .ok_or(Error::NotFound)?;
@@ -612,7 +617,7 @@ pub async fn unsubscribe_page(db: &Db, signer: &Signer, token: &str) -> Result<U
          WHERE l.tenant_id = $1 AND (l.visibility = 'public' OR l.id = $3) ORDER BY lower(l.name)",
     )
     .bind(claim.t)
-    .bind(claim.r)
+    .bind(reader)
     .bind(claim.l)
     .fetch_all(&mut *tx)
     .await?;
@@ -650,8 +655,11 @@ pub enum Leave {
 #[tracing::instrument(skip_all)]
 pub async fn leave(cx: &PublicContext<'_>, token: &str, what: Leave, origin: &Origin) -> Result<()> {
     let claim: UnsubscribeClaim = cx.signer.verify(UNSUBSCRIBE_PURPOSE, token)?;
-    let (t, r) = (claim.t, claim.r);
+    let t = claim.t;
     let mut tx = cx.db.tenant_tx(t).await?;
+    // A link mailed before this reader was merged into another copy of the same mailbox names
+    // the merged copy: it unsubscribes the reader it became.
+    let r = super::readers::current_id(&mut tx, t, claim.r).await?;
     let email: String = sqlx::query_scalar("SELECT email FROM readers WHERE tenant_id = $1 AND id = $2")
         .bind(t)
         .bind(r)

@@ -36,6 +36,11 @@ pub struct Reader<'a> {
     /// An automation step's run number (0 for a campaign): a reader who goes through an
     /// automation again gets a new Message-ID, so receivers do not drop it as a duplicate.
     pub entry: i32,
+    /// The reader id the Message-ID names when it is not `id` (`sends.message_reader_id`): a
+    /// row that was in flight when its reader was merged into this one may already have
+    /// arrived under the merged reader's id, and a re-send must carry the same Message-ID so
+    /// that the receiver drops it as a duplicate.
+    pub message_reader: Option<i64>,
 }
 
 /// Everything of a campaign that is the same for every reader, prepared once per delivery loop.
@@ -179,9 +184,9 @@ impl Composer {
             reply_to: (!c.reply_to.is_empty()).then(|| c.reply_to.clone()),
             to_email: reader.email.to_string(),
             to_name: reader.name.to_string(),
-            message_id: match reader.entry {
-                0 => format!("{}.{}@{}", c.id, reader.id, self.domain),
-                entry => format!("{}.{}.{entry}@{}", c.id, reader.id, self.domain),
+            message_id: match (reader.entry, reader.message_reader.unwrap_or(reader.id)) {
+                (0, named) => format!("{}.{named}@{}", c.id, self.domain),
+                (entry, named) => format!("{}.{named}.{entry}@{}", c.id, self.domain),
             },
             list_unsubscribe_url: unsubscribe,
             list_unsubscribe_mailto: None,

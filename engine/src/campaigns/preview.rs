@@ -50,6 +50,9 @@ pub struct PreviewMessage {
 
 /// A stand-in reader when the workspace has none yet (or the author picks none).
 pub(super) struct Sample {
+    /// The reader's id (`None` for the stand-in): the one asked for, or the reader it was
+    /// merged into.
+    pub(super) id: Option<i64>,
     pub(super) email: String,
     pub(super) name: String,
     pub(super) attributes: Value,
@@ -66,20 +69,25 @@ pub(super) async fn load_context(
             .bind(tenant)
             .fetch_one(&mut *tx)
             .await?;
-    let row: Option<(String, String, Value)> = match reader {
-        Some(id) => sqlx::query_as("SELECT email, name, attributes FROM readers WHERE tenant_id = $1 AND id = $2")
-            .bind(tenant)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(Some)
-            .ok_or(Error::NotFound)?,
+    let row: Option<(i64, String, String, Value)> = match reader {
+        Some(id) => {
+            // A web-version link mailed before a merge names the merged copy of the reader.
+            let id = crate::audience::readers::current_id(&mut tx, tenant, id).await?;
+            sqlx::query_as("SELECT id, email, name, attributes FROM readers WHERE tenant_id = $1 AND id = $2")
+                .bind(tenant)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .map(Some)
+                .ok_or(Error::NotFound)?
+        }
         None => None,
     };
     tx.commit().await?;
     let sample = match row {
-        Some((email, name, attributes)) => Sample { email, name, attributes },
+        Some((id, email, name, attributes)) => Sample { id: Some(id), email, name, attributes },
         None => Sample {
+            id: None,
             email: "reader@example.com".into(),
             name: "Sample Reader".into(),
             attributes: serde_json::json!({}),

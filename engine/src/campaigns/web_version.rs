@@ -55,15 +55,18 @@ pub fn url(signer: &Signer, base_url: &str, tenant: TenantId, campaign: Campaign
 pub async fn render(db: &Db, signer: &Signer, base_url: &str, token: &str) -> Result<String> {
     let claim: Claim = signer.verify(PURPOSE, token).map_err(|_| Error::NotFound)?;
     let campaign = store::get(db, claim.t, claim.c).await?;
+    // The reader the link names, or the one it was merged into since (same mailbox): links in
+    // mail sent before the merge keep working.
     let (workspace, reader) = load_context(db, claim.t, Some(claim.r)).await?;
+    let reader_id = reader.id.unwrap_or(claim.r);
     // One list: leaving that list, as the mail's own link does; several: leaving them all.
     let list = if campaign.list_ids.len() == 1 && campaign.segment_ids.is_empty() {
         campaign.list_ids.first().copied()
     } else {
         None
     };
-    let unsubscribe = campaign_unsubscribe_url(signer, base_url, claim.t, claim.r, list, Some(campaign.id));
-    let this = url(signer, base_url, claim.t, campaign.id, claim.r);
+    let unsubscribe = campaign_unsubscribe_url(signer, base_url, claim.t, reader_id, list, Some(campaign.id));
+    let this = url(signer, base_url, claim.t, campaign.id, reader_id);
     let cache = db.shared::<CompiledCache>();
     let key = (campaign.id, campaign.updated_at);
     let compiled = match cache.0.get(&key) {

@@ -46,7 +46,9 @@ pub struct AddressesMerged {
 /// Stores every reader, suppression and user address in its canonical form, merging readers of
 /// one workspace that turn out to be one mailbox. A merge loses no consent history: the ledger
 /// moves to the kept reader (with an entry saying so), and an unsubscribe, a block or a
-/// suppression on either copy wins. Only rows that can differ from their canonical form are read
+/// suppression on either copy wins. Nor does it break mail already sent: the merged copy's id
+/// stays an alias of the kept reader, its engagement is added to the kept reader's, and a row
+/// in flight keeps its Message-ID. Only rows that can differ from their canonical form are read
 /// (non-ASCII or upper-case ASCII), in keyset batches, so a database of plain addresses costs one
 /// scan.
 pub async fn canonical_addresses(conn: &mut PgConnection) -> anyhow::Result<AddressesMerged> {
@@ -115,6 +117,7 @@ struct StoredReader {
 }
 
 async fn readers(conn: &mut PgConnection, done: &mut AddressesMerged) -> anyhow::Result<()> {
+    let schema = MergeSchema::of(conn).await?;
     let mut after = 0_i64;
     loop {
         let batch: Vec<StoredReader> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -159,7 +162,7 @@ async fn readers(conn: &mut PgConnection, done: &mut AddressesMerged) -> anyhow:
                 Some(other) => {
                     // The older reader (the longer history) is kept, under the canonical address.
                     let (kept, dup) = (other.min(reader.id), other.max(reader.id));
-                    merge_reader(conn, reader.tenant_id, kept, dup).await?;
+                    merge_reader(conn, schema, reader.tenant_id, kept, dup).await?;
                     sqlx::query("UPDATE readers SET email = $2 WHERE id = $1")
                         .bind(kept)
                         .bind(canonical.as_str())
@@ -172,9 +175,48 @@ async fn readers(conn: &mut PgConnection, done: &mut AddressesMerged) -> anyhow:
     }
 }
 
+/// What the schema a merge runs against has. `herald migrate` runs data migrations after every
+/// migration, so a merge normally finds it all; a run that stops at an older version (the data
+/// migrations' tests seed a database between two versions) merges as that version did, and the
+/// migration that brought `reader_aliases` later rebuilds aliases and engagement from the ledger.
+#[derive(Clone, Copy)]
+struct MergeSchema {
+    /// `reader_aliases` and `sends.message_reader_id` (and `reader_engagement`, older).
+    aliases: bool,
+}
+
+impl MergeSchema {
+    async fn of(conn: &mut PgConnection) -> anyhow::Result<Self> {
+        let aliases: bool =
+            sqlx::query_scalar("SELECT to_regclass('public.reader_aliases') IS NOT NULL").fetch_one(&mut *conn).await?;
+        Ok(MergeSchema { aliases })
+    }
+}
+
 /// Folds reader `dup` into reader `kept` (same workspace) and deletes `dup`.
-async fn merge_reader(conn: &mut PgConnection, tenant: uuid::Uuid, kept: i64, dup: i64) -> anyhow::Result<()> {
-    let statements = [
+///
+/// Mail already sent to `dup` names it by id: its unsubscribe, confirmation and web-version
+/// links, its open pixel and tracked links, and its Message-ID (`{campaign}.{reader}@domain`),
+/// which receivers use to drop a second copy and complaint reports quote. So `dup`'s id becomes
+/// an alias of `kept` (`reader_aliases`; every place that takes a reader id from a link resolves
+/// it through `audience::readers::resolve_id`, the tracking batch in `record_hits`).
+///
+/// A send-log row of `dup` that is in flight (being sent, armed, or counted ambiguous after a
+/// lease was lost: it may have arrived) moves to `kept` like the rest, so that nothing is left
+/// pointing at a reader about to be deleted, but remembers in `message_reader_id` the id its
+/// Message-ID named: a re-send goes out under the same Message-ID. Keeping such rows on `dup`
+/// instead would mean keeping `dup` itself, a second reader for one mailbox. A worker may hold
+/// such a row while this runs (the migration may run beside running workers): its message is
+/// already composed under `dup`'s id, which the alias and `message_reader_id` both keep valid,
+/// and its later writes go by the row's id and lease token, which the merge leaves alone.
+async fn merge_reader(
+    conn: &mut PgConnection,
+    schema: MergeSchema,
+    tenant: uuid::Uuid,
+    kept: i64,
+    dup: i64,
+) -> anyhow::Result<()> {
+    let mut statements = vec![
         // The reader: the stricter status, the older first-seen date, the later frequency-cap
         // mark, names and attributes filled in from the copy where the kept one has none.
         "UPDATE readers k SET
@@ -211,13 +253,45 @@ async fn merge_reader(conn: &mut PgConnection, tenant: uuid::Uuid, kept: i64, du
          WHERE x.tenant_id = $1 AND y.tenant_id = $1 AND x.campaign_id = y.campaign_id
            AND ((x.reader_id = $3 AND y.reader_id = $2) OR (x.reader_id = $2 AND y.reader_id = $3))
            AND (send_progress_rank(x.status), x.reader_id = $3) > (send_progress_rank(y.status), y.reader_id = $3)",
-        "UPDATE sends SET reader_id = $2 WHERE tenant_id = $1 AND reader_id = $3",
-        "UPDATE events SET reader_id = $2 WHERE tenant_id = $1 AND reader_id = $3",
+    ];
+    if schema.aliases {
+        statements.extend([
+            // A row in flight keeps the Message-ID it may already have arrived under (a row moved
+            // before, from a third copy, keeps the one it has).
+            "UPDATE sends SET reader_id = $2,
+                    message_reader_id = coalesce(message_reader_id,
+                                                 CASE WHEN status = 'sending' OR armed OR ambiguous > 0 THEN $3 END)
+             WHERE tenant_id = $1 AND reader_id = $3",
+            "UPDATE events SET reader_id = $2 WHERE tenant_id = $1 AND reader_id = $3",
+            // The summary of the events just moved (its row goes with `dup`): counts add up, the
+            // latest dates win, as the trigger that keeps it adds new events.
+            "INSERT INTO reader_engagement AS k
+                    (tenant_id, reader_id, last_open_at, last_click_at, opens, clicks, last_soft_bounce_at)
+             SELECT tenant_id, $2, last_open_at, last_click_at, opens, clicks, last_soft_bounce_at
+             FROM reader_engagement WHERE tenant_id = $1 AND reader_id = $3
+             ON CONFLICT (tenant_id, reader_id) DO UPDATE SET
+                last_open_at = greatest(k.last_open_at, excluded.last_open_at),
+                last_click_at = greatest(k.last_click_at, excluded.last_click_at),
+                opens = k.opens + excluded.opens,
+                clicks = k.clicks + excluded.clicks,
+                last_soft_bounce_at = greatest(k.last_soft_bounce_at, excluded.last_soft_bounce_at)",
+            // `dup`'s id, and the ids merged into it before, now name the kept reader.
+            "UPDATE reader_aliases SET reader_id = $2 WHERE tenant_id = $1 AND reader_id = $3",
+            "INSERT INTO reader_aliases (tenant_id, merged_id, reader_id) VALUES ($1, $3, $2)
+             ON CONFLICT (tenant_id, merged_id) DO UPDATE SET reader_id = excluded.reader_id",
+        ]);
+    } else {
+        statements.extend([
+            "UPDATE sends SET reader_id = $2 WHERE tenant_id = $1 AND reader_id = $3",
+            "UPDATE events SET reader_id = $2 WHERE tenant_id = $1 AND reader_id = $3",
+        ]);
+    }
+    statements.extend([
         "DELETE FROM campaign_feed d USING campaign_feed k
          WHERE d.tenant_id = $1 AND d.reader_id = $3 AND k.tenant_id = $1 AND k.reader_id = $2 AND k.campaign_id = d.campaign_id",
         "UPDATE campaign_feed SET reader_id = $2 WHERE tenant_id = $1 AND reader_id = $3",
         "DELETE FROM readers WHERE tenant_id = $1 AND id = $3",
-    ];
+    ]);
     for sql in statements {
         sqlx::query(sql).bind(tenant).bind(kept).bind(dup).execute(&mut *conn).await?;
     }

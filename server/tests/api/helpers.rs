@@ -170,8 +170,24 @@ pub async fn fresh_empty_database() -> anyhow::Result<String> {
     Ok(url_with_db(&owner_url().await, &db))
 }
 
+/// `spawn_app_with` on a database the test built itself (`fresh_empty_database`, seeded between
+/// two versions and then migrated with `migrate::run_on`); `db_url` is its owner's URL.
+pub async fn spawn_app_on(db_url: &str, extra: &[(&str, &str)]) -> TestApp {
+    herald_engine::sending::template_sandbox::use_program(env!("CARGO_BIN_EXE_herald"));
+    for _ in 0..4 {
+        match try_spawn_app_on(db_url.to_string(), extra).await {
+            Err(e) if e.to_string().contains("Address already in use") => continue,
+            started => return started.expect("test app starts"),
+        }
+    }
+    try_spawn_app_on(db_url.to_string(), extra).await.expect("test app starts")
+}
+
 async fn try_spawn_app(extra: &[(&str, &str)]) -> anyhow::Result<TestApp> {
-    let db_url = fresh_database().await?;
+    try_spawn_app_on(fresh_database().await?, extra).await
+}
+
+async fn try_spawn_app_on(db_url: String, extra: &[(&str, &str)]) -> anyhow::Result<TestApp> {
     let db = db_url.rsplit('/').next().unwrap_or_default().to_string();
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let data_dir = std::env::temp_dir().join(format!("herald-test-{db}"));

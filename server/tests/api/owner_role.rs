@@ -5,12 +5,23 @@
 
 use crate::cli::herald;
 use crate::helpers::*;
+use crate::sending::SendHarness;
 use herald_engine::TenantId;
+use herald_engine::audience::{segments, subscribe};
+use herald_engine::campaigns::delivery::{FaultHook, FaultPoint};
+use herald_engine::campaigns::store;
+use herald_engine::infra::data_migrations;
 use herald_engine::infra::db::{RUNTIME_ROLE, SYSTEM_ROLE};
 use herald_engine::infra::migrate;
+use herald_engine::tracking::HitCounters;
+use herald_types::segment::Definition;
+use reqwest::StatusCode;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, PgConnection};
+use std::collections::BTreeSet;
 use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
 
 #[tokio::test]
 async fn cross_workspace_functions_work_when_the_owner_is_not_a_superuser() -> TestResult {
@@ -373,6 +384,289 @@ async fn existing_copies_of_one_mailbox_are_merged_without_losing_consent() -> T
     assert_eq!(queued, "änne@x.io");
     let pending: i64 = sqlx::query_scalar("SELECT count(*) FROM pending_data_migrations").fetch_one(&inspector).await?;
     assert_eq!(pending, 0, "done once");
+    Ok(())
+}
+
+/// A signed token in `text` after `path` (`/u/`, `/v/`, `/o/`): up to the first character no
+/// token has.
+fn token_after(text: &str, path: &str) -> String {
+    let at = text.find(path).map(|i| i + path.len()).unwrap_or(text.len());
+    text[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).collect()
+}
+
+/// Mail sent before a merge names the merged copy by id: its one-click unsubscribe, web-version
+/// and confirmation links act for the kept reader, its open pixel counts for it, the merged
+/// copy's engagement is the kept reader's in segments, and the message that was in flight
+/// during the merge goes out again under the Message-ID it may already have arrived under.
+#[tokio::test]
+async fn mail_sent_before_a_merge_still_answers_for_the_kept_reader() -> TestResult {
+    let h = SendHarness::new(0).await?;
+    let (app, tenant) = (&h.app, h.tenant);
+    let offers = h.add_list("Offers", 0, "nobody").await?;
+    // The older copy, already canonical, on no list; the newer one, written another way (as
+    // before addresses were canonical), confirmed on the campaign's list and waiting for its
+    // confirmation on another.
+    let insert = "INSERT INTO readers (tenant_id, email, name) VALUES ($1, $2, 'Anna') RETURNING id";
+    let kept: i64 =
+        sqlx::query_scalar(insert).bind(tenant).bind("anna@xn--exmple-cua.com").fetch_one(&app.owner).await?;
+    let dup: i64 = sqlx::query_scalar(insert).bind(tenant).bind("Anna@Exämple.com").fetch_one(&app.owner).await?;
+    let nonce = uuid::Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at, confirmation_nonce, confirmation_sent_at)
+         VALUES ($1, $2, $4, 'confirmed', now(), NULL, NULL), ($1, $3, $4, 'unconfirmed', NULL, $5, now())",
+    )
+    .bind(tenant)
+    .bind(h.list)
+    .bind(offers)
+    .bind(dup)
+    .bind(nonce)
+    .execute(&app.owner)
+    .await?;
+
+    let input = store::CampaignInput {
+        name: "Before the merge".into(),
+        subject: "News".into(),
+        from_email: "news@sender.test".into(),
+        list_ids: vec![h.list.into()],
+        body: "Hello {{ reader.name }}!\n\n[View in your browser]({{ web_version_url }})\n\n[Unsubscribe]({{ unsubscribe_url }})"
+            .into(),
+        ..Default::default()
+    };
+    let campaign = store::create(&app.app.db, tenant, Role::Owner, &input).await?.id;
+    h.start(campaign).await?;
+    // Engagement: the kept copy opened once, long ago; the other opened twice and clicked, lately.
+    for (reader, kind, days) in [(kept, "open", 40), (dup, "open", 3), (dup, "open", 2), (dup, "click", 2)] {
+        sqlx::query(
+            "INSERT INTO events (tenant_id, campaign_id, reader_id, kind, at)
+             VALUES ($1, $2, $3, $4, now() - make_interval(days => $5))",
+        )
+        .bind(tenant)
+        .bind(campaign)
+        .bind(reader)
+        .bind(kind)
+        .bind(days)
+        .execute(&app.owner)
+        .await?;
+    }
+
+    // The message goes out and is accepted, but its worker dies before recording that: the row
+    // stays armed under the dead worker's lease while the merge runs.
+    let identity = h.identity(100_000.0, 1000)?;
+    let crash: FaultHook = Arc::new(|point: FaultPoint, _send: i64| point == FaultPoint::After250);
+    let crashed = h.deliver(&h.worker(&identity, Some(crash)), campaign, 1).await;
+    assert!(crashed.iter().any(|r| r.is_err()), "the worker died after the 250");
+    let message_id = format!("{campaign}.{dup}@sender.test");
+    let (received, _) = h.received().await;
+    assert_eq!(received.into_values().flatten().collect::<BTreeSet<_>>(), BTreeSet::from([message_id.clone()]));
+    // Its links, as the reader has them.
+    let mail = h.sink.messages().await.into_iter().next().expect("the message arrived").parse();
+    let parts = format!("{}\n{}", mail.html.unwrap_or_default(), mail.text.unwrap_or_default());
+    let unsubscribe = token_after(&parts, "/u/");
+    let web_version = token_after(&parts, "/v/");
+    let pixel = token_after(&parts, "/o/");
+    assert!(!unsubscribe.is_empty() && !web_version.is_empty() && !pixel.is_empty(), "{parts}");
+    // And a confirmation link for the other list, as the confirmation mail carries it.
+    let confirmation = app.app.signer.sign(
+        subscribe::CONFIRM_PURPOSE,
+        Some(chrono::Utc::now().timestamp() + 3600),
+        &serde_json::json!({ "t": tenant, "r": dup, "l": [[offers, nonce]] }),
+    );
+
+    let mut tx = app.owner.begin().await?;
+    let merged = data_migrations::canonical_addresses(&mut tx).await?;
+    tx.commit().await?;
+    assert_eq!(merged.readers_merged, 1);
+    let readers: Vec<i64> =
+        sqlx::query_scalar("SELECT id FROM readers WHERE tenant_id = $1").bind(tenant).fetch_all(&app.owner).await?;
+    assert_eq!(readers, vec![kept]);
+
+    // The message in flight goes out again, now to the kept reader, under the same Message-ID.
+    assert!(h.reap().await? > 0, "the dead worker's row comes back, counted ambiguous");
+    for r in h.deliver(&h.worker(&identity, None), campaign, 1).await {
+        r?;
+    }
+    let (received, copies) = h.received().await;
+    assert_eq!(copies, 2, "the message in flight was sent again");
+    assert_eq!(
+        received.into_values().flatten().collect::<BTreeSet<_>>(),
+        BTreeSet::from([message_id]),
+        "a re-sent copy keeps the Message-ID of the one that may have arrived"
+    );
+
+    // The merged copy's engagement is the kept reader's.
+    let (opens, clicks): (i64, i64) =
+        sqlx::query_as("SELECT opens, clicks FROM reader_engagement WHERE tenant_id = $1 AND reader_id = $2")
+            .bind(tenant)
+            .bind(kept)
+            .fetch_one(&app.owner)
+            .await?;
+    assert_eq!((opens, clicks), (3, 1));
+    let opened_lately: Definition =
+        serde_json::from_value(serde_json::json!({ "match": "all", "rules": [{ "kind": "opened", "days": 7 }] }))?;
+    let (_, matching) = segments::preview(&app.app.db, tenant, &opened_lately, 10).await?;
+    assert_eq!(matching.iter().map(|r| r.id).collect::<Vec<_>>(), vec![kept], "opened within a week");
+
+    let client = reqwest::Client::new();
+    // The web version: the kept reader's copy.
+    let page = client.get(format!("{}/v/{web_version}", app.base)).send().await?;
+    assert_eq!(page.status(), StatusCode::OK, "the web version of mail sent before the merge");
+    assert!(page.text().await?.contains("Hello Anna!"));
+
+    // The open pixel counts for the kept reader.
+    let thunderbird = "Mozilla/5.0 (X11; Linux x86_64; rv:115.0) Gecko/20100101 Thunderbird/115.3.1";
+    let person = reqwest::Client::builder().user_agent(thunderbird).build()?;
+    assert_eq!(person.get(format!("{}/o/{pixel}", app.base)).send().await?.status(), StatusCode::OK);
+    for _ in 0..100 {
+        if HitCounters::get(&app.hits.stored) >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let opens_now: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM events WHERE tenant_id = $1 AND reader_id = $2 AND kind = 'open' AND at > now() - interval '1 hour'",
+    )
+    .bind(tenant)
+    .bind(kept)
+    .fetch_one(&app.owner)
+    .await?;
+    assert_eq!(opens_now, 1, "the open of mail sent before the merge is the kept reader's");
+
+    // The confirmation link confirms the kept reader, which the pending subscription moved to.
+    let preview = client.get(format!("{}/confirm/{confirmation}", app.base)).send().await?;
+    assert_eq!(preview.status(), StatusCode::OK);
+    assert!(preview.text().await?.contains("anna@xn--exmple-cua.com"));
+    let done = client.post(format!("{}/confirm/{confirmation}", app.base)).send().await?;
+    assert_eq!(done.status(), StatusCode::OK);
+
+    // One-click unsubscribe (RFC 8058), as the mail provider posts it.
+    let left = client
+        .post(format!("{}/u/{unsubscribe}", app.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("List-Unsubscribe=One-Click")
+        .send()
+        .await?;
+    assert_eq!(left.status(), StatusCode::OK, "one-click unsubscribe in mail sent before the merge");
+    let subscriptions: Vec<(uuid::Uuid, String)> =
+        sqlx::query_as("SELECT list_id, status FROM subscriptions WHERE reader_id = $1 ORDER BY status")
+            .bind(kept)
+            .fetch_all(&app.owner)
+            .await?;
+    assert_eq!(subscriptions, vec![(offers, "confirmed".to_string()), (h.list, "unsubscribed".to_string())]);
+    let ledger: Vec<String> = sqlx::query_scalar(
+        "SELECT action || ':' || source FROM consent_events WHERE tenant_id = $1 AND reader_id = $2 ORDER BY id",
+    )
+    .bind(tenant)
+    .bind(kept)
+    .fetch_all(&app.owner)
+    .await?;
+    assert_eq!(ledger, ["merged:migration", "confirm:confirmation_link", "unsubscribe:one_click"]);
+    Ok(())
+}
+
+/// Merges made before readers had aliases: the migration that brought them finds each merged id
+/// in the ledger's `merged` entry, so an old link works again, and sums the kept reader's
+/// engagement again from the events the merge moved to it.
+#[tokio::test]
+async fn merges_made_before_aliases_get_them_from_the_ledger() -> TestResult {
+    let url = fresh_empty_database().await?;
+    let owner = PgPoolOptions::new().max_connections(2).connect(&url).await?;
+    let db = url.rsplit('/').next().unwrap_or_default().to_string();
+    migrate::run_until(&owner, Some(20261202000060)).await?;
+    let inspector = PgPoolOptions::new().max_connections(1).connect(&inspector_url(&db).await).await?;
+
+    let (tenant, list, campaign) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    sqlx::query("INSERT INTO tenants (id, name, slug) VALUES ($1, 'Merged', 'merged')")
+        .bind(tenant)
+        .execute(&inspector)
+        .await?;
+    sqlx::query("INSERT INTO lists (id, tenant_id, name, slug) VALUES ($1, $2, 'News', 'news')")
+        .bind(list)
+        .bind(tenant)
+        .execute(&inspector)
+        .await?;
+    sqlx::query("INSERT INTO campaigns (id, tenant_id, name) VALUES ($1, $2, 'Sent to both')")
+        .bind(campaign)
+        .bind(tenant)
+        .execute(&inspector)
+        .await?;
+    let insert = "INSERT INTO readers (tenant_id, email, name) VALUES ($1, $2, 'Bea') RETURNING id";
+    let kept: i64 =
+        sqlx::query_scalar(insert).bind(tenant).bind("bea@xn--exmple-cua.com").fetch_one(&inspector).await?;
+    let dup: i64 = sqlx::query_scalar(insert).bind(tenant).bind("Bea@Exämple.com").fetch_one(&inspector).await?;
+    sqlx::query(
+        "INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at) VALUES ($1, $2, $3, 'confirmed', now())",
+    )
+    .bind(tenant)
+    .bind(list)
+    .bind(kept)
+    .execute(&inspector)
+    .await?;
+    for (reader, days) in [(kept, 40), (dup, 3), (dup, 2)] {
+        sqlx::query(
+            "INSERT INTO events (tenant_id, campaign_id, reader_id, kind, at)
+             VALUES ($1, $2, $3, 'open', now() - make_interval(days => $4))",
+        )
+        .bind(tenant)
+        .bind(campaign)
+        .bind(reader)
+        .bind(days)
+        .execute(&inspector)
+        .await?;
+    }
+    // The merge as it was made before aliases: the events moved, the merged copy deleted (its
+    // engagement summary with it), and the ledger told.
+    for sql in [
+        "UPDATE events SET reader_id = $2 WHERE tenant_id = $1 AND reader_id = $3",
+        "INSERT INTO consent_events (tenant_id, reader_id, action, source, wording)
+         VALUES ($1, $2, 'merged', 'migration',
+                 'Reader #' || $3 || ' had the same mailbox written another way and was merged into this reader.')",
+        "DELETE FROM readers WHERE tenant_id = $1 AND id = $3",
+    ] {
+        sqlx::query(sql).bind(tenant).bind(kept).bind(dup).execute(&inspector).await?;
+    }
+    let opens: i64 = sqlx::query_scalar("SELECT opens FROM reader_engagement WHERE reader_id = $1")
+        .bind(kept)
+        .fetch_one(&inspector)
+        .await?;
+    assert_eq!(opens, 1, "the set-up: the merged copy's opens were lost");
+
+    migrate::run_on(&owner).await?;
+
+    let alias: Option<i64> =
+        sqlx::query_scalar("SELECT reader_id FROM reader_aliases WHERE tenant_id = $1 AND merged_id = $2")
+            .bind(tenant)
+            .bind(dup)
+            .fetch_optional(&inspector)
+            .await?;
+    assert_eq!(alias, Some(kept));
+    let (opens, recent): (i64, bool) = sqlx::query_as(
+        "SELECT opens, last_open_at > now() - interval '7 days' FROM reader_engagement WHERE reader_id = $1",
+    )
+    .bind(kept)
+    .fetch_one(&inspector)
+    .await?;
+    assert_eq!((opens, recent), (3, true), "the events the merge moved count for the kept reader");
+
+    // A one-click unsubscribe link mailed to the merged copy before the merge.
+    let app = spawn_app_on(&url, &[("HERALD_RUN_WORKERS", "false")]).await;
+    let link = subscribe::unsubscribe_url(&app.app.signer, &app.base, TenantId(tenant), dup, Some(list.into()));
+    let client = reqwest::Client::new();
+    let page = client.get(&link).send().await?;
+    assert_eq!(page.status(), StatusCode::OK);
+    assert!(page.text().await?.contains("bea@xn--exmple-cua.com"), "the page of the reader it became");
+    let left = client
+        .post(&link)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("List-Unsubscribe=One-Click")
+        .send()
+        .await?;
+    assert_eq!(left.status(), StatusCode::OK);
+    let status: String = sqlx::query_scalar("SELECT status FROM subscriptions WHERE reader_id = $1 AND list_id = $2")
+        .bind(kept)
+        .bind(list)
+        .fetch_one(&inspector)
+        .await?;
+    assert_eq!(status, "unsubscribed");
     Ok(())
 }
 

@@ -115,6 +115,7 @@ impl Sender<'_> {
                      a.audience, ARRAY(SELECT s.reader_id FROM picked JOIN sends s ON s.id = picked.id)) AS h(id)
              )
              SELECT s.id, s.reader_id, s.email, r.name, r.attributes, s.attempts, s.feed, s.variant, s.entry,
+                    s.message_reader_id,
                     CASE WHEN s.first_claimed_at < now() - make_interval(secs => $5) AND s.attempts >= 2 THEN 'expired'
                          ELSE ",
             not_eligible!(

@@ -166,6 +166,9 @@ struct Claimed {
     variant: Option<i16>,
     /// An automation step's run number for this reader (0 for a campaign): part of the Message-ID.
     entry: i32,
+    /// The merged reader the Message-ID names instead of `reader_id` (a row moved by a merge
+    /// while in flight): see `compose::Reader::message_reader`.
+    message_reader_id: Option<i64>,
 }
 
 impl Claimed {
@@ -177,6 +180,7 @@ impl Claimed {
             attributes: &self.attributes,
             feed: self.feed.as_ref(),
             entry: self.entry,
+            message_reader: self.message_reader_id,
         }
     }
 }

@@ -172,10 +172,13 @@ impl Sender<'_> {
             if unsent {
                 this.give_back_cap(&mut tx, &[row.id]).await?;
             }
-            let changed = sqlx::query(
+            // The row's reader as it is now, not as claimed: a merge of two copies of one
+            // mailbox may have moved the row to the kept reader (and deleted the claimed one).
+            let failed: Option<i64> = sqlx::query_scalar(
                 "UPDATE sends SET status = 'failed', reason = $3, hard_bounce = $4, ambiguous = ambiguous + $5,
                         armed = false, updated_at = now()
-                 WHERE tenant_id = $1 AND id = $2 AND lease_token = $6 AND status IN ('sending', 'queued')",
+                 WHERE tenant_id = $1 AND id = $2 AND lease_token = $6 AND status IN ('sending', 'queued')
+                 RETURNING reader_id",
             )
             .bind(tenant)
             .bind(row.id)
@@ -183,9 +186,9 @@ impl Sender<'_> {
             .bind(hard_bounce)
             .bind(i32::from(maybe_delivered))
             .bind(token)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            .fetch_optional(&mut *tx)
+            .await?;
+            let changed = u64::from(failed.is_some());
             if hard_bounce {
                 crate::audience::suppressions::add_in(
                     &mut tx,
@@ -195,8 +198,8 @@ impl Sender<'_> {
                     source,
                 )
                 .await?;
-                if changed > 0 {
-                    crate::events::record_sync_bounce(&mut tx, tenant, this.campaign.id, row.reader_id, reason).await?;
+                if let Some(reader) = failed {
+                    crate::events::record_sync_bounce(&mut tx, tenant, this.campaign.id, reader, reason).await?;
                 }
             }
             tx.commit().await?;
