@@ -38,24 +38,8 @@ struct MatchedSend {
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent) -> Result<Applied> {
     let mut tx = db.tenant_tx(tenant).await?;
-    // The event's id, and the delivery's signed token where the provider has one: either seen
-    // before means this is a redelivery or a replay. Recorded in the transaction that applies
-    // the event, so a delivery that failed half-way is not taken for a replay when it is retried.
-    let token =
-        ev.delivery_token.as_ref().map(|t| format!("delivery-token:{}", t.chars().take(200).collect::<String>()));
-    for key in std::iter::once(ev.event_id.chars().take(300).collect::<String>()).chain(token) {
-        let fresh = sqlx::query(
-            "INSERT INTO webhook_events (tenant_id, provider, event_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-        )
-        .bind(tenant)
-        .bind(provider)
-        .bind(key)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if fresh == 0 {
-            return Ok(Applied::Duplicate);
-        }
+    if !record_delivery(&mut tx, tenant, provider, ev).await? {
+        return Ok(Applied::Duplicate);
     }
     // A transactional message, by our Message-ID.
     if let Some(message) = crate::transactional::messages::match_event(&mut tx, tenant, ev, false).await? {
@@ -72,146 +56,18 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
         tx.commit().await?;
         return Ok(Applied::New { matched: true });
     }
-    let reader: Option<i64> = match &send {
-        Some(s) => Some(s.reader_id),
-        None => {
-            sqlx::query_scalar("SELECT id FROM readers WHERE tenant_id = $1 AND lower(email) = lower($2)")
-                .bind(tenant)
-                .bind(crate::domain::Email::key(&ev.email))
-                .fetch_optional(&mut *tx)
-                .await?
-        }
-    };
+    let reader = find_reader(&mut tx, tenant, ev, send.as_ref()).await?;
     let campaign = send.as_ref().map(|s| s.campaign_id);
     let detail: String = format!("{provider}: {}", ev.detail).chars().take(500).collect();
     let source = format!("{provider} webhook");
+    let about = About { tenant, ev, send: send.as_ref(), reader, campaign, detail: &detail, source: &source };
     let kind = match ev.kind {
-        EventKind::Delivered => {
-            if let Some(s) = &send
-                && mark_first(&mut tx, tenant, s.id, "delivered_at", ev.at).await?
-            {
-                bump(&mut tx, tenant, s.campaign_id, "delivered").await?;
-            }
-            "delivered"
-        }
-        EventKind::Bounce { hard: true } => {
-            suppressions::add_in(
-                &mut tx,
-                tenant,
-                &ev.email,
-                crate::audience::suppressions::SuppressionReason::HardBounce,
-                &source,
-            )
-            .await?;
-            if let Some(s) = &send {
-                let first = sqlx::query(
-                    "UPDATE sends SET hard_bounce = true, reason = coalesce(reason, $3), updated_at = now()
-                     WHERE tenant_id = $1 AND id = $2 AND NOT hard_bounce",
-                )
-                .bind(tenant)
-                .bind(s.id)
-                .bind(&detail)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if first > 0 {
-                    bump(&mut tx, tenant, s.campaign_id, "hard_bounces").await?;
-                    bump_domain(&mut tx, tenant, s.campaign_id, &ev.email, "bounced").await?;
-                }
-            }
-            "bounce_hard"
-        }
-        EventKind::Bounce { hard: false } => {
-            if let Some(s) = &send {
-                sqlx::query("UPDATE sends SET soft_bounces = soft_bounces + 1 WHERE tenant_id = $1 AND id = $2")
-                    .bind(tenant)
-                    .bind(s.id)
-                    .execute(&mut *tx)
-                    .await?;
-                bump(&mut tx, tenant, s.campaign_id, "soft_bounces").await?;
-            }
-            if let Some(r) = reader {
-                // This one plus earlier ones in the window.
-                let (limit, earlier): (i32, i64) = sqlx::query_as(
-                    "SELECT t.soft_bounce_limit,
-                            (SELECT count(*) FROM events e WHERE e.reader_id = $2 AND e.tenant_id = $1 AND e.kind = 'bounce_soft'
-                               AND e.at > now() - make_interval(days => t.soft_bounce_window_days))
-                     FROM tenants t WHERE t.id = $1",
-                )
-                .bind(tenant)
-                .bind(r)
-                .fetch_one(&mut *tx)
-                .await?;
-                if earlier + 1 >= i64::from(limit) {
-                    let why = format!("{source}: {} soft bounces", earlier + 1);
-                    suppressions::add_in(
-                        &mut tx,
-                        tenant,
-                        &ev.email,
-                        crate::audience::suppressions::SuppressionReason::SoftBounce,
-                        &why,
-                    )
-                    .await?;
-                }
-            }
-            "bounce_soft"
-        }
-        EventKind::Complaint => {
-            suppressions::add_in(
-                &mut tx,
-                tenant,
-                &ev.email,
-                crate::audience::suppressions::SuppressionReason::Complaint,
-                &source,
-            )
-            .await?;
-            if let Some(r) = reader {
-                let email: Option<String> =
-                    sqlx::query_scalar("SELECT email FROM readers WHERE tenant_id = $1 AND id = $2")
-                        .bind(tenant)
-                        .bind(r)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                if let Some(email) = email {
-                    // Its `unsubscribed_all` suppression does not replace the complaint above.
-                    subscribe::leave_everything(&mut tx, tenant, r, &email, &Origin::new("complaint")).await?;
-                }
-            }
-            if let Some(s) = &send
-                && mark_first(&mut tx, tenant, s.id, "complained_at", ev.at).await?
-            {
-                bump(&mut tx, tenant, s.campaign_id, "complaints").await?;
-                bump_domain(&mut tx, tenant, s.campaign_id, &ev.email, "complaints").await?;
-            }
-            "complaint"
-        }
+        EventKind::Delivered => delivered(&mut tx, &about).await?,
+        EventKind::Bounce { hard: true } => hard_bounce(&mut tx, &about).await?,
+        EventKind::Bounce { hard: false } => soft_bounce(&mut tx, &about).await?,
+        EventKind::Complaint => complaint(&mut tx, &about).await?,
         EventKind::Unsubscribe => {
-            if let Some(r) = reader {
-                let lists: Vec<crate::domain::ListId> = match campaign {
-                    Some(c) => {
-                        sqlx::query_scalar(
-                            // A campaign with segments reached the reader through any list: all go.
-                            "SELECT unnest(list_ids) FROM campaigns WHERE tenant_id = $1 AND id = $2 AND segment_ids = '{}'",
-                        )
-                            .bind(tenant)
-                            .bind(c)
-                            .fetch_all(&mut *tx)
-                            .await?
-                    }
-                    None => Vec::new(),
-                };
-                let origin = Origin::new(&source);
-                if lists.is_empty() {
-                    subscribe::leave_everything(&mut tx, tenant, r, &ev.email, &origin).await?;
-                } else {
-                    for list in lists {
-                        subscribe::unsubscribe_from(&mut tx, tenant, r, list, &origin).await?;
-                    }
-                }
-                if let Some(c) = campaign {
-                    record_unsubscribe(&mut tx, tenant, c, r, &source).await?;
-                }
-            }
+            unsubscribe(&mut tx, &about).await?;
             // record_unsubscribe wrote the event for a matched message.
             if campaign.is_some() && reader.is_some() {
                 tx.commit().await?;
@@ -223,6 +79,197 @@ pub async fn apply(db: &Db, tenant: TenantId, provider: &str, ev: &ProviderEvent
     insert_event(&mut tx, tenant, campaign, reader, kind, &detail, ev.at).await?;
     tx.commit().await?;
     Ok(Applied::New { matched: send.is_some() })
+}
+
+/// What one provider event is about, as the effects of its kind read it.
+struct About<'a> {
+    tenant: TenantId,
+    ev: &'a ProviderEvent,
+    send: Option<&'a MatchedSend>,
+    reader: Option<i64>,
+    campaign: Option<CampaignId>,
+    /// The provider's detail, prefixed with its name and bounded.
+    detail: &'a str,
+    /// `{provider} webhook`.
+    source: &'a str,
+}
+
+/// Records the event's keys; false when one was seen before and the event is not applied again.
+async fn record_delivery(tx: &mut Tx, tenant: TenantId, provider: &str, ev: &ProviderEvent) -> Result<bool> {
+    // The event's id, and the delivery's signed token where the provider has one: either seen
+    // before means this is a redelivery or a replay. Recorded in the transaction that applies
+    // the event, so a delivery that failed half-way is not taken for a replay when it is retried.
+    let token =
+        ev.delivery_token.as_ref().map(|t| format!("delivery-token:{}", t.chars().take(200).collect::<String>()));
+    for key in std::iter::once(ev.event_id.chars().take(300).collect::<String>()).chain(token) {
+        let fresh = sqlx::query(
+            "INSERT INTO webhook_events (tenant_id, provider, event_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(provider)
+        .bind(key)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        if fresh == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The reader the event is about: the matched send's, else the workspace's reader with its address.
+async fn find_reader(
+    tx: &mut Tx,
+    tenant: TenantId,
+    ev: &ProviderEvent,
+    send: Option<&MatchedSend>,
+) -> Result<Option<i64>> {
+    let reader: Option<i64> = match send {
+        Some(s) => Some(s.reader_id),
+        None => {
+            sqlx::query_scalar("SELECT id FROM readers WHERE tenant_id = $1 AND lower(email) = lower($2)")
+                .bind(tenant)
+                .bind(crate::domain::Email::key(&ev.email))
+                .fetch_optional(&mut **tx)
+                .await?
+        }
+    };
+    Ok(reader)
+}
+
+async fn delivered(tx: &mut Tx, a: &About<'_>) -> Result<&'static str> {
+    if let Some(s) = a.send
+        && mark_first(tx, a.tenant, s.id, "delivered_at", a.ev.at).await?
+    {
+        bump(tx, a.tenant, s.campaign_id, "delivered").await?;
+    }
+    Ok("delivered")
+}
+
+async fn hard_bounce(tx: &mut Tx, a: &About<'_>) -> Result<&'static str> {
+    suppressions::add_in(
+        tx,
+        a.tenant,
+        &a.ev.email,
+        crate::audience::suppressions::SuppressionReason::HardBounce,
+        a.source,
+    )
+    .await?;
+    if let Some(s) = a.send {
+        let first = sqlx::query(
+            "UPDATE sends SET hard_bounce = true, reason = coalesce(reason, $3), updated_at = now()
+                     WHERE tenant_id = $1 AND id = $2 AND NOT hard_bounce",
+        )
+        .bind(a.tenant)
+        .bind(s.id)
+        .bind(a.detail)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+        if first > 0 {
+            bump(tx, a.tenant, s.campaign_id, "hard_bounces").await?;
+            bump_domain(tx, a.tenant, s.campaign_id, &a.ev.email, "bounced").await?;
+        }
+    }
+    Ok("bounce_hard")
+}
+
+async fn soft_bounce(tx: &mut Tx, a: &About<'_>) -> Result<&'static str> {
+    if let Some(s) = a.send {
+        sqlx::query("UPDATE sends SET soft_bounces = soft_bounces + 1 WHERE tenant_id = $1 AND id = $2")
+            .bind(a.tenant)
+            .bind(s.id)
+            .execute(&mut **tx)
+            .await?;
+        bump(tx, a.tenant, s.campaign_id, "soft_bounces").await?;
+    }
+    if let Some(r) = a.reader {
+        // This one plus earlier ones in the window.
+        let (limit, earlier): (i32, i64) = sqlx::query_as(
+            "SELECT t.soft_bounce_limit,
+                            (SELECT count(*) FROM events e WHERE e.reader_id = $2 AND e.tenant_id = $1 AND e.kind = 'bounce_soft'
+                               AND e.at > now() - make_interval(days => t.soft_bounce_window_days))
+                     FROM tenants t WHERE t.id = $1",
+        )
+        .bind(a.tenant)
+        .bind(r)
+        .fetch_one(&mut **tx)
+        .await?;
+        if earlier + 1 >= i64::from(limit) {
+            let why = format!("{}: {} soft bounces", a.source, earlier + 1);
+            suppressions::add_in(
+                tx,
+                a.tenant,
+                &a.ev.email,
+                crate::audience::suppressions::SuppressionReason::SoftBounce,
+                &why,
+            )
+            .await?;
+        }
+    }
+    Ok("bounce_soft")
+}
+
+async fn complaint(tx: &mut Tx, a: &About<'_>) -> Result<&'static str> {
+    suppressions::add_in(
+        tx,
+        a.tenant,
+        &a.ev.email,
+        crate::audience::suppressions::SuppressionReason::Complaint,
+        a.source,
+    )
+    .await?;
+    if let Some(r) = a.reader {
+        let email: Option<String> = sqlx::query_scalar("SELECT email FROM readers WHERE tenant_id = $1 AND id = $2")
+            .bind(a.tenant)
+            .bind(r)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if let Some(email) = email {
+            // Its `unsubscribed_all` suppression does not replace the complaint above.
+            subscribe::leave_everything(tx, a.tenant, r, &email, &Origin::new("complaint")).await?;
+        }
+    }
+    if let Some(s) = a.send
+        && mark_first(tx, a.tenant, s.id, "complained_at", a.ev.at).await?
+    {
+        bump(tx, a.tenant, s.campaign_id, "complaints").await?;
+        bump_domain(tx, a.tenant, s.campaign_id, &a.ev.email, "complaints").await?;
+    }
+    Ok("complaint")
+}
+
+/// Unsubscribes the reader from the campaign's lists (or from everything), and records it
+/// against the campaign.
+async fn unsubscribe(tx: &mut Tx, a: &About<'_>) -> Result<()> {
+    if let Some(r) = a.reader {
+        let lists: Vec<crate::domain::ListId> = match a.campaign {
+            Some(c) => {
+                sqlx::query_scalar(
+                    // A campaign with segments reached the reader through any list: all go.
+                    "SELECT unnest(list_ids) FROM campaigns WHERE tenant_id = $1 AND id = $2 AND segment_ids = '{}'",
+                )
+                .bind(a.tenant)
+                .bind(c)
+                .fetch_all(&mut **tx)
+                .await?
+            }
+            None => Vec::new(),
+        };
+        let origin = Origin::new(a.source);
+        if lists.is_empty() {
+            subscribe::leave_everything(tx, a.tenant, r, &a.ev.email, &origin).await?;
+        } else {
+            for list in lists {
+                subscribe::unsubscribe_from(tx, a.tenant, r, list, &origin).await?;
+            }
+        }
+        if let Some(c) = a.campaign {
+            record_unsubscribe(tx, a.tenant, c, r, a.source).await?;
+        }
+    }
+    Ok(())
 }
 
 /// By our Message-ID (`{campaign}.{reader}@domain`, the form every campaign message carries),

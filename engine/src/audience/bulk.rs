@@ -2,8 +2,8 @@
 //! One round trip per batch with `unnest` arrays; addresses are merged on their lowercased form,
 //! so replaying a batch (an API retry, a re-run import) changes nothing the second time.
 
-use herald_types::Rejected;
 pub use herald_types::{BulkOutcome, Existing, ReaderInput};
+use herald_types::{Field, Rejected};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -16,6 +16,22 @@ use crate::infra::db::Tx;
 struct Merged {
     email: String,
     name: String,
+    attributes: serde_json::Map<String, Value>,
+    tags: Vec<String>,
+}
+
+/// A batch's valid rows, merged by address.
+struct Batch {
+    /// The lowercased addresses, in the order of their first rows.
+    order: Vec<String>,
+    merged: HashMap<String, Merged>,
+    /// Repeats merged into an earlier row, which count as updates.
+    repeats_applied: u64,
+}
+
+/// One row's values, checked.
+struct Checked {
+    email: Email,
     attributes: serde_json::Map<String, Value>,
     tags: Vec<String>,
 }
@@ -35,42 +51,35 @@ pub async fn upsert(
     // Values of typed fields are checked and normalised row by row (a bad one makes its row
     // invalid, with the field named); other attributes pass as they come.
     let fields = super::fields::list_in(tx, tenant).await?;
+    let batch = merge(rows, &fields, existing, &mut out);
+    if batch.order.is_empty() {
+        return Ok(out);
+    }
+    let touched = insert_readers(tx, tenant, &batch, existing).await?;
+    out.created = touched.iter().filter(|t| t.1).count() as u64;
+    out.updated = touched.len() as u64 - out.created + batch.repeats_applied;
+    out.skipped += (batch.order.len() - touched.len()) as u64;
+    out.reader_ids = touched.iter().map(|t| t.0).collect();
+    tag_readers(tx, tenant, &touched, &batch.merged).await?;
+    if !lists.is_empty() && !touched.is_empty() {
+        subscribe_confirmed(tx, tenant, &touched, lists, origin).await?;
+    }
+    Ok(out)
+}
+
+/// Checks the rows, noting the invalid ones in `out`, and merges those for one address.
+fn merge(rows: &[ReaderInput], fields: &[Field], existing: Existing, out: &mut BulkOutcome) -> Batch {
     // Rows that repeated an address earlier in the batch and were merged into it.
     let mut repeats_applied = 0u64;
     // Merge duplicates inside the batch (Postgres cannot upsert one row twice in a statement).
     let mut order: Vec<String> = Vec::new();
     let mut merged: HashMap<String, Merged> = HashMap::new();
     for (i, row) in rows.iter().enumerate() {
-        let email = match Email::parse(&row.email) {
-            Ok(e) => e,
-            Err(e) => {
-                out.invalid.push(Rejected { index: i, reason: e.to_string() });
+        let Checked { email, attributes: attrs, tags } = match check_row(row, fields) {
+            Ok(checked) => checked,
+            Err(reason) => {
+                out.invalid.push(Rejected { index: i, reason });
                 continue;
-            }
-        };
-        let attrs = match &row.attributes {
-            None | Some(Value::Null) => serde_json::Map::new(),
-            Some(Value::Object(m)) => match super::fields::check_attributes(&fields, m) {
-                Ok(m) => m,
-                Err(e) => {
-                    out.invalid.push(Rejected { index: i, reason: e.to_string() });
-                    continue;
-                }
-            },
-            Some(_) => {
-                out.invalid.push(Rejected { index: i, reason: "attributes must be an object".into() });
-                continue;
-            }
-        };
-        let tags = if row.tags.is_empty() {
-            Vec::new()
-        } else {
-            match super::tags::check_names(&row.tags) {
-                Ok(tags) => tags,
-                Err(e) => {
-                    out.invalid.push(Rejected { index: i, reason: e.to_string() });
-                    continue;
-                }
             }
         };
         // Names from spreadsheets may hold line breaks (a quoted cell): keep them one line.
@@ -104,14 +113,38 @@ pub async fn upsert(
             }
         }
     }
-    if order.is_empty() {
-        return Ok(out);
-    }
-    let mut emails = Vec::with_capacity(order.len());
-    let mut names = Vec::with_capacity(order.len());
-    let mut attrs = Vec::with_capacity(order.len());
-    for key in &order {
-        let Merged { email: e, name: n, attributes: a, .. } = &merged[key];
+    Batch { order, merged, repeats_applied }
+}
+
+/// A row's address, attributes and tags, checked; or why the row is invalid.
+fn check_row(row: &ReaderInput, fields: &[Field]) -> std::result::Result<Checked, String> {
+    let email = Email::parse(&row.email).map_err(|e| e.to_string())?;
+    let attributes = match &row.attributes {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(m)) => super::fields::check_attributes(fields, m).map_err(|e| e.to_string())?,
+        Some(_) => return Err("attributes must be an object".into()),
+    };
+    let tags = if row.tags.is_empty() {
+        Vec::new()
+    } else {
+        super::tags::check_names(&row.tags).map_err(|e| e.to_string())?
+    };
+    Ok(Checked { email, attributes, tags })
+}
+
+/// Inserts (or, with `existing` set to update, merges) the batch's readers in one statement:
+/// each touched reader's id, whether it was new, and its address.
+async fn insert_readers(
+    tx: &mut Tx,
+    tenant: TenantId,
+    batch: &Batch,
+    existing: Existing,
+) -> Result<Vec<(i64, bool, String)>> {
+    let mut emails = Vec::with_capacity(batch.order.len());
+    let mut names = Vec::with_capacity(batch.order.len());
+    let mut attrs = Vec::with_capacity(batch.order.len());
+    for key in &batch.order {
+        let Merged { email: e, name: n, attributes: a, .. } = &batch.merged[key];
         emails.push(e.clone());
         names.push(n.clone());
         attrs.push(Value::Object(a.clone()));
@@ -135,10 +168,16 @@ pub async fn upsert(
     .bind(&attrs)
     .fetch_all(&mut **tx)
     .await?;
-    out.created = touched.iter().filter(|t| t.1).count() as u64;
-    out.updated = touched.len() as u64 - out.created + repeats_applied;
-    out.skipped += (order.len() - touched.len()) as u64;
-    out.reader_ids = touched.iter().map(|t| t.0).collect();
+    Ok(touched)
+}
+
+/// Adds the batch's tags to the readers it touched.
+async fn tag_readers(
+    tx: &mut Tx,
+    tenant: TenantId,
+    touched: &[(i64, bool, String)],
+    merged: &HashMap<String, Merged>,
+) -> Result<()> {
     // Tags for the readers this batch created or updated (a skipped reader is left as it was).
     let tagging: Vec<(i64, String)> = touched
         .iter()
@@ -150,10 +189,20 @@ pub async fn upsert(
         .flat_map(|(id, tags)| tags.iter().map(move |t| (id, t.clone())))
         .collect();
     super::tags::tag_pairs_in(tx, tenant, &tagging).await?;
-    if !lists.is_empty() && !touched.is_empty() {
-        let ids: Vec<i64> = touched.iter().map(|t| t.0).collect();
-        sqlx::query(
-            "WITH new AS (
+    Ok(())
+}
+
+/// Subscribes the touched readers to `lists` as confirmed, with a consent row per new subscription.
+async fn subscribe_confirmed(
+    tx: &mut Tx,
+    tenant: TenantId,
+    touched: &[(i64, bool, String)],
+    lists: &[crate::domain::ListId],
+    origin: &Origin,
+) -> Result<()> {
+    let ids: Vec<i64> = touched.iter().map(|t| t.0).collect();
+    sqlx::query(
+        "WITH new AS (
                 INSERT INTO subscriptions (tenant_id, list_id, reader_id, status, confirmed_at)
                 SELECT $1, l.id, rd.id, 'confirmed', now()
                 FROM readers rd CROSS JOIN lists l
@@ -166,18 +215,17 @@ pub async fn upsert(
              )
              INSERT INTO consent_events (tenant_id, reader_id, list_id, action, source, ip, user_agent, wording)
              SELECT $1, reader_id, list_id, 'subscribe', $4, $5, $6, $7 FROM new",
-        )
-        .bind(tenant)
-        .bind(&ids)
-        .bind(lists)
-        .bind(&origin.source)
-        .bind(origin.ip.as_deref())
-        .bind(origin.user_agent.as_deref())
-        .bind(origin.wording.as_deref())
-        .execute(&mut **tx)
-        .await?;
-    }
-    Ok(out)
+    )
+    .bind(tenant)
+    .bind(&ids)
+    .bind(lists)
+    .bind(&origin.source)
+    .bind(origin.ip.as_deref())
+    .bind(origin.user_agent.as_deref())
+    .bind(origin.wording.as_deref())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// Checks a bulk request's size before any work.

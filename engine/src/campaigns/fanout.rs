@@ -14,10 +14,11 @@
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::ab_test::Split;
 use crate::audience::readers::AttributeCondition;
 use crate::domain::{CampaignId, TenantId};
 use crate::error::Result;
-use crate::infra::db::{BulkTable, Db};
+use crate::infra::db::{BulkTable, Db, Tx};
 use herald_types::CampaignStatus;
 
 /// Reader ids per chunk. Ranges, not LIMIT: a range scan of the subscriptions index per target
@@ -225,99 +226,29 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
     let mut written = 0;
     loop {
         let mut tx = db.tenant_tx(tenant).await?;
-        // The row lock serialises duplicate fan-out jobs (NO KEY UPDATE: rows that only reference
-        // the campaign, such as its tracked links, need not wait for a chunk): the second waits, then sees the
-        // cursor the first one committed.
-        let row: Option<FanoutRow> = sqlx::query_as(
-            "SELECT c.status, c.fanout_done, c.fanout_cursor, c.list_ids, c.attribute_filter, t.frequency_cap_hours,
-                    CASE WHEN c.feed = 'api' THEN c.parent_id END AS feed_of, c.segment_ids, c.exclude_segment_id,
-                    c.audience, c.ab_test, c.ab_seed, c.ab_winner, c.resend_of, c.resend_machine_opens
-             FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
-             WHERE c.tenant_id = $1 AND c.id = $2 FOR NO KEY UPDATE OF c",
+        let Some(mut row) = lock_for_chunk(&mut tx, tenant, campaign).await? else {
+            return Ok(written);
+        };
+        if row.fanout_done || !matches!(row.status, CampaignStatus::Sending | CampaignStatus::Paused) {
+            return Ok(written);
+        }
+        let split = super::ab_test::split(
+            &mut tx,
+            tenant,
+            campaign,
+            row.ab_test.as_ref().map(|t| &t.0),
+            row.ab_seed,
+            row.ab_winner,
         )
-        .bind(tenant)
-        .bind(campaign)
-        .fetch_optional(&mut *tx)
         .await?;
-        let Some(FanoutRow {
-            status,
-            fanout_done: done,
-            fanout_cursor: cursor,
-            list_ids: lists,
-            attribute_filter: filter,
-            frequency_cap_hours: cap,
-            feed_of,
-            segment_ids: segments,
-            exclude_segment_id: exclude,
-            audience: mut tree,
-            ab_test,
-            ab_seed,
-            ab_winner,
-            resend_of,
-            resend_machine_opens,
-        }) = row
-        else {
-            return Ok(written);
-        };
-        if done || !matches!(status, CampaignStatus::Sending | CampaignStatus::Paused) {
-            return Ok(written);
+        let attrs = attribute_conditions_of(&row.attribute_filter)?;
+        let source = Source::of(row.resend_of, &row.segment_ids, row.exclude_segment_id);
+        if source == Source::Tree && row.audience.is_none() {
+            let fixed = fix_tree(&mut tx, tenant, campaign, &row).await?;
+            row.audience = Some(fixed);
         }
-        let split =
-            super::ab_test::split(&mut tx, tenant, campaign, ab_test.as_ref().map(|t| &t.0), ab_seed, ab_winner)
-                .await?;
-        let cond = if filter.trim().is_empty() { None } else { Some(AttributeCondition::parse(&filter)?) };
-        let attrs = attribute_conditions(cond.as_ref());
-        let source = Source::of(resend_of, &segments, exclude);
-        if source == Source::Tree && tree.is_none() {
-            // Fixed at the first chunk, in its transaction: every chunk reads the same tree.
-            let fixed = super::targeting::tree(&mut tx, tenant, &lists, &segments, exclude).await?;
-            sqlx::query("UPDATE campaigns SET audience = $3 WHERE tenant_id = $1 AND id = $2")
-                .bind(tenant)
-                .bind(campaign)
-                .bind(&fixed)
-                .execute(&mut *tx)
-                .await?;
-            tree = Some(fixed);
-        }
-        let next: Option<i64> = if let Source::Resend(original) = source {
-            // The original's next sent row: the cursor is a send id.
-            sqlx::query_scalar(super::resend::RESEND_NEXT)
-                .bind(tenant)
-                .bind(original)
-                .bind(cursor)
-                .fetch_one(&mut *tx)
-                .await?
-        } else if source == Source::Tree {
-            // The workspace's next reader: the tree decides within the chunk.
-            sqlx::query_scalar("SELECT min(id) FROM readers WHERE tenant_id = $1 AND id > $2")
-                .bind(tenant)
-                .bind(cursor)
-                .fetch_one(&mut *tx)
-                .await?
-        } else {
-            // One index seek per target list: the lowest confirmed subscriber after the cursor.
-            sqlx::query_scalar(
-                "SELECT min(x.reader_id) FROM unnest($2::uuid[]) AS l(id)
-                 CROSS JOIN LATERAL (
-                     SELECT s.reader_id FROM subscriptions s
-                     WHERE s.tenant_id = $1 AND s.list_id = l.id AND s.status = 'confirmed' AND s.reader_id > $3
-                     ORDER BY s.reader_id LIMIT 1
-                 ) x",
-            )
-            .bind(tenant)
-            .bind(&lists)
-            .bind(cursor)
-            .fetch_one(&mut *tx)
-            .await?
-        };
-        let Some(next) = next else {
-            sqlx::query(
-                "UPDATE campaigns SET fanout_done = true, heartbeat_at = now() WHERE tenant_id = $1 AND id = $2",
-            )
-            .bind(tenant)
-            .bind(campaign)
-            .execute(&mut *tx)
-            .await?;
+        let Some(next) = next_start(&mut tx, tenant, source, &row).await? else {
+            mark_done(&mut tx, tenant, campaign).await?;
             tx.commit().await?;
             tracing::info!(%campaign, recipients = written, "fan-out finished");
             // The delivery loops' claims plan against `sends`; after a million new rows its
@@ -327,8 +258,122 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
         };
         let lower = next - 1;
         let upper = lower + CHUNK_IDS;
-        let queued: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "WITH chunk AS ({chunk}), candidates AS ({CANDIDATES}), split AS ({SPLIT}), inserted AS (
+        let chunk = Chunk { tenant, campaign, row: &row, source, attrs: &attrs, split: &split, lower, upper };
+        let queued = write_chunk(&mut tx, &chunk).await?;
+        let over = advance(&mut tx, tenant, campaign, upper, queued).await?;
+        tx.commit().await?;
+        written += queued;
+        if over {
+            // The fan-out goes on while paused (a resume needs every recipient counted).
+            continue;
+        }
+    }
+}
+
+/// The campaign as one chunk reads it, locked until the chunk commits; `None` when it is gone.
+async fn lock_for_chunk(tx: &mut Tx, tenant: TenantId, campaign: CampaignId) -> Result<Option<FanoutRow>> {
+    // The row lock serialises duplicate fan-out jobs (NO KEY UPDATE: rows that only reference
+    // the campaign, such as its tracked links, need not wait for a chunk): the second waits, then sees the
+    // cursor the first one committed.
+    let row: Option<FanoutRow> = sqlx::query_as(
+        "SELECT c.status, c.fanout_done, c.fanout_cursor, c.list_ids, c.attribute_filter, t.frequency_cap_hours,
+                    CASE WHEN c.feed = 'api' THEN c.parent_id END AS feed_of, c.segment_ids, c.exclude_segment_id,
+                    c.audience, c.ab_test, c.ab_seed, c.ab_winner, c.resend_of, c.resend_machine_opens
+             FROM campaigns c JOIN tenants t ON t.id = c.tenant_id
+             WHERE c.tenant_id = $1 AND c.id = $2 FOR NO KEY UPDATE OF c",
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(row)
+}
+
+/// The campaign's attribute filter as the chunk's `$7`.
+fn attribute_conditions_of(filter: &str) -> Result<Vec<Value>> {
+    let cond = if filter.trim().is_empty() { None } else { Some(AttributeCondition::parse(filter)?) };
+    Ok(attribute_conditions(cond.as_ref()))
+}
+
+/// Builds the campaign's audience tree and stores it.
+async fn fix_tree(tx: &mut Tx, tenant: TenantId, campaign: CampaignId, row: &FanoutRow) -> Result<Value> {
+    // Fixed at the first chunk, in its transaction: every chunk reads the same tree.
+    let fixed = super::targeting::tree(tx, tenant, &row.list_ids, &row.segment_ids, row.exclude_segment_id).await?;
+    sqlx::query("UPDATE campaigns SET audience = $3 WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant)
+        .bind(campaign)
+        .bind(&fixed)
+        .execute(&mut **tx)
+        .await?;
+    Ok(fixed)
+}
+
+/// Where the next chunk starts: the first reader (or, for a resend, send) after the cursor, or
+/// `None` when there is none.
+async fn next_start(tx: &mut Tx, tenant: TenantId, source: Source, row: &FanoutRow) -> Result<Option<i64>> {
+    let cursor = row.fanout_cursor;
+    let next: Option<i64> = if let Source::Resend(original) = source {
+        // The original's next sent row: the cursor is a send id.
+        sqlx::query_scalar(super::resend::RESEND_NEXT)
+            .bind(tenant)
+            .bind(original)
+            .bind(cursor)
+            .fetch_one(&mut **tx)
+            .await?
+    } else if source == Source::Tree {
+        // The workspace's next reader: the tree decides within the chunk.
+        sqlx::query_scalar("SELECT min(id) FROM readers WHERE tenant_id = $1 AND id > $2")
+            .bind(tenant)
+            .bind(cursor)
+            .fetch_one(&mut **tx)
+            .await?
+    } else {
+        // One index seek per target list: the lowest confirmed subscriber after the cursor.
+        sqlx::query_scalar(
+            "SELECT min(x.reader_id) FROM unnest($2::uuid[]) AS l(id)
+                 CROSS JOIN LATERAL (
+                     SELECT s.reader_id FROM subscriptions s
+                     WHERE s.tenant_id = $1 AND s.list_id = l.id AND s.status = 'confirmed' AND s.reader_id > $3
+                     ORDER BY s.reader_id LIMIT 1
+                 ) x",
+        )
+        .bind(tenant)
+        .bind(&row.list_ids)
+        .bind(cursor)
+        .fetch_one(&mut **tx)
+        .await?
+    };
+    Ok(next)
+}
+
+/// Marks the fan-out finished.
+async fn mark_done(tx: &mut Tx, tenant: TenantId, campaign: CampaignId) -> Result<()> {
+    sqlx::query("UPDATE campaigns SET fanout_done = true, heartbeat_at = now() WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant)
+        .bind(campaign)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// One chunk: the reader (or send) ids in (`lower`, `upper`] and what its insert reads besides.
+struct Chunk<'a> {
+    tenant: TenantId,
+    campaign: CampaignId,
+    row: &'a FanoutRow,
+    source: Source,
+    /// The attribute conditions (`$7`).
+    attrs: &'a Vec<Value>,
+    split: &'a Split,
+    lower: i64,
+    upper: i64,
+}
+
+/// Writes the chunk's send-log rows; returns how many are queued or held.
+async fn write_chunk(tx: &mut Tx, chunk: &Chunk<'_>) -> Result<i64> {
+    let Chunk { tenant, campaign, row, source, attrs, split, lower, upper } = *chunk;
+    let queued: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "WITH chunk AS ({chunk}), candidates AS ({CANDIDATES}), split AS ({SPLIT}), inserted AS (
                  INSERT INTO sends (tenant_id, campaign_id, reader_id, email, status, reason, feed, variant, ab_rest)
                  SELECT $1, $2, id, email,
                         CASE WHEN skip IS NOT NULL THEN 'skipped' WHEN rest AND $13::smallint IS NULL THEN 'held'
@@ -346,42 +391,41 @@ pub async fn run(db: &Db, tenant: TenantId, campaign: CampaignId) -> Result<i64>
                  RETURNING 1
              )
              SELECT count(*) FILTER (WHERE status IN ('queued', 'held')) FROM inserted",
-            chunk = source.chunk(),
-        )))
-        .bind(tenant)
-        .bind(campaign)
-        .bind(source.lists(&lists, &segments))
-        .bind(lower)
-        .bind(upper)
-        .bind(cap)
-        .bind(&attrs)
-        .bind(feed_of)
-        .bind(&tree)
-        .bind(split.seed)
-        .bind(split.percent)
-        .bind(split.versions)
-        .bind(split.winner)
-        .bind(resend_of)
-        .bind(resend_machine_opens)
-        .fetch_one(&mut *tx)
-        .await?;
-        sqlx::query(
-            "UPDATE campaigns SET fanout_cursor = $3, recipients = recipients + $4, heartbeat_at = now()
+        chunk = source.chunk(),
+    )))
+    .bind(tenant)
+    .bind(campaign)
+    .bind(source.lists(&row.list_ids, &row.segment_ids))
+    .bind(lower)
+    .bind(upper)
+    .bind(row.frequency_cap_hours)
+    .bind(attrs)
+    .bind(row.feed_of)
+    .bind(&row.audience)
+    .bind(split.seed)
+    .bind(split.percent)
+    .bind(split.versions)
+    .bind(split.winner)
+    .bind(row.resend_of)
+    .bind(row.resend_machine_opens)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(queued)
+}
+
+/// Moves the cursor past the chunk and counts its recipients; true when that paused the send.
+async fn advance(tx: &mut Tx, tenant: TenantId, campaign: CampaignId, upper: i64, queued: i64) -> Result<bool> {
+    sqlx::query(
+        "UPDATE campaigns SET fanout_cursor = $3, recipients = recipients + $4, heartbeat_at = now()
              WHERE tenant_id = $1 AND id = $2",
-        )
-        .bind(tenant)
-        .bind(campaign)
-        .bind(upper)
-        .bind(queued)
-        .execute(&mut *tx)
-        .await?;
-        // Paused in this transaction: delivery never sees a row of a send that went over.
-        let over = queued > 0 && super::warmup::pause_if_over(&mut tx, tenant, campaign).await?;
-        tx.commit().await?;
-        written += queued;
-        if over {
-            // The fan-out goes on while paused (a resume needs every recipient counted).
-            continue;
-        }
-    }
+    )
+    .bind(tenant)
+    .bind(campaign)
+    .bind(upper)
+    .bind(queued)
+    .execute(&mut **tx)
+    .await?;
+    // Paused in this transaction: delivery never sees a row of a send that went over.
+    let over = queued > 0 && super::warmup::pause_if_over(tx, tenant, campaign).await?;
+    Ok(over)
 }

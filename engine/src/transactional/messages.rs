@@ -137,6 +137,71 @@ pub async fn enqueue(
     if let Some(found) = replay(db, tenant, key, &[&hash, &body_hash(body)]).await? {
         return Ok(found);
     }
+    let Request { req, to, metadata, variables } = parse_request(body)?;
+
+    let mut tx = db.tenant_tx(tenant).await?;
+    let workspace = workspace_sender(&mut tx, tenant).await?;
+    let suppressed = suppression_of(&mut tx, tenant, &to).await?;
+    tx.commit().await?;
+    if let Some(reason) = suppressed {
+        return Err(suppressed_error(&to, &reason));
+    }
+
+    let content = render_content(db, tenant, &req, &variables).await?;
+    let from_email = from_address(&req, content.from_email, workspace.from_email, &workspace.slug)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    crate::sending::domains::require_verified_sender(&mut tx, tenant, workspace.own_identity, &from_email).await?;
+    tx.commit().await?;
+    let from_name = first_given([req.from_name.clone().unwrap_or_default(), content.from_name, workspace.from_name])
+        .unwrap_or_default();
+    let reply_to = reply_address(&req, content.reply_to)?;
+    let sender = Sender { from_name, from_email, reply_to };
+
+    let id = MessageId::new();
+    let tracking = req.tracking.unwrap_or(true);
+    let (html, links) = if tracking {
+        track(outbox, tenant, id, &content.rendered)
+    } else {
+        (content.rendered.html.clone(), Vec::new())
+    };
+    let mut tx = db.tenant_tx(tenant).await?;
+    let message = NewMessage {
+        id,
+        key,
+        hash: &hash,
+        to: &to,
+        req: &req,
+        sender: &sender,
+        rendered: &content.rendered,
+        template_id: content.template_id,
+        template_version: content.template_version,
+        html: &html,
+        metadata: &metadata,
+        links: &links,
+    };
+    let inserted = insert_message(&mut tx, tenant, &message).await?;
+    if inserted.is_none() {
+        // A concurrent request with this key committed first.
+        tx.commit().await?;
+        return replay(db, tenant, key, &[&hash]).await?.ok_or(Error::NotFound);
+    }
+    count_and_log(&mut tx, tenant, id, req.send_at).await?;
+    tx.commit().await?;
+    outbox.wake.notify_waiters();
+    Ok(Enqueued { message: get(db, tenant, id).await?, created: true })
+}
+
+/// A send request as `enqueue` reads it: the body, its recipient, and its metadata and
+/// variables (empty objects when not given).
+struct Request {
+    req: SendRequest,
+    to: Email,
+    metadata: serde_json::Value,
+    variables: serde_json::Value,
+}
+
+/// Reads the body as a send request, checking its recipient and metadata.
+fn parse_request(body: &serde_json::Value) -> Result<Request> {
     let req: SendRequest = serde_json::from_value(body.clone())
         .map_err(|e| Error::invalid(format!("The request body is not a valid message: {e}")))?;
     let to = Email::parse(req.to.trim())
@@ -146,36 +211,74 @@ pub async fn enqueue(
         return Err(Error::invalid("`metadata` must be a JSON object."));
     }
     let variables = req.variables.clone().unwrap_or_else(|| serde_json::json!({}));
+    Ok(Request { req, to, metadata, variables })
+}
 
-    let mut tx = db.tenant_tx(tenant).await?;
+/// The workspace's transactional sender, which a message falls back to.
+struct WorkspaceSender {
+    slug: String,
+    from_name: String,
+    from_email: String,
+    /// Whether the workspace has its own transactional sending identity.
+    own_identity: bool,
+}
+
+async fn workspace_sender(tx: &mut Tx, tenant: TenantId) -> Result<WorkspaceSender> {
     let (slug, ws_from_name, ws_from_email, own_identity): (String, String, String, bool) = sqlx::query_as(
         "SELECT slug, transactional_from_name, transactional_from_email, transactional_identity_id IS NOT NULL
          FROM tenants WHERE id = $1",
     )
     .bind(tenant)
-    .fetch_one(&mut *tx)
+    .fetch_one(&mut **tx)
     .await?;
+    Ok(WorkspaceSender { slug, from_name: ws_from_name, from_email: ws_from_email, own_identity })
+}
+
+/// Why the recipient is suppressed, if it is (an unsubscribe from everything does not stop
+/// transactional mail).
+async fn suppression_of(tx: &mut Tx, tenant: TenantId, to: &Email) -> Result<Option<String>> {
     let suppressed: Option<String> = sqlx::query_scalar(
         "SELECT reason FROM suppressions WHERE tenant_id = $1 AND email_lower = lower($2) AND reason <> 'unsubscribed_all'",
     )
     .bind(tenant)
     .bind(to.as_str())
-    .fetch_optional(&mut *tx)
+    .fetch_optional(&mut **tx)
     .await?;
-    tx.commit().await?;
-    if let Some(reason) = suppressed {
-        let why = match reason.as_str() {
-            "hard_bounce" => "it hard-bounced",
-            "soft_bounce" => "it bounced repeatedly",
-            "complaint" => "its owner reported your mail as spam",
-            _ => "it is on the workspace's blocklist",
-        };
-        return Err(Error::invalid(format!(
-            "{} is suppressed because {why}; Herald will not send to it. Remove it from Audience → Suppressions if that was a mistake.",
-            to.as_str()
-        )));
-    }
+    Ok(suppressed)
+}
 
+/// The refusal of a suppressed recipient, saying why in the sender's terms.
+fn suppressed_error(to: &Email, reason: &str) -> Error {
+    let why = match reason {
+        "hard_bounce" => "it hard-bounced",
+        "soft_bounce" => "it bounced repeatedly",
+        "complaint" => "its owner reported your mail as spam",
+        _ => "it is on the workspace's blocklist",
+    };
+    Error::invalid(format!(
+        "{} is suppressed because {why}; Herald will not send to it. Remove it from Audience → Suppressions if that was a mistake.",
+        to.as_str()
+    ))
+}
+
+/// A message's rendered content, and what its template says about its sender.
+struct Content {
+    rendered: RenderedMessage,
+    template_id: Option<TemplateId>,
+    template_version: Option<i32>,
+    /// The template's sender and reply-to address; empty for inline content.
+    from_name: String,
+    from_email: String,
+    reply_to: String,
+}
+
+/// Renders the named template, or the inline subject and bodies, with the request's variables.
+async fn render_content(
+    db: &Db,
+    tenant: TenantId,
+    req: &SendRequest,
+    variables: &serde_json::Value,
+) -> Result<Content> {
     let (content, template_id, template_version, from_name, from_email, reply_to) = match req.template.as_deref() {
         Some(name) => {
             if req.html.is_some() || req.text.is_some() {
@@ -187,7 +290,7 @@ pub async fn enqueue(
             })?;
             let subject = req.subject.clone().unwrap_or_else(|| t.subject.clone());
             let compiled = Compiled::new(&subject, &t.html, &t.text_body)?;
-            let content = compiled.render(Turn::request(tenant), &variables).await?;
+            let content = compiled.render(Turn::request(tenant), variables).await?;
             (content, Some(t.id), Some(t.version), t.from_name, t.from_email, t.reply_to)
         }
         None => {
@@ -200,37 +303,63 @@ pub async fn enqueue(
             if html.trim().is_empty() && text.trim().is_empty() {
                 return Err(Error::invalid("Give a `template`, or inline `html` and/or `text`."));
             }
-            let content = Compiled::new(&subject, &html, &text)?.render(Turn::request(tenant), &variables).await?;
+            let content = Compiled::new(&subject, &html, &text)?.render(Turn::request(tenant), variables).await?;
             (content, None, None, String::new(), String::new(), String::new())
         }
     };
-    let from_email = [req.from.clone().unwrap_or_default(), from_email, ws_from_email]
-        .into_iter()
-        .map(|s| s.trim().to_string())
-        .find(|s| !s.is_empty())
-        .ok_or_else(|| {
-            Error::invalid(format!(
-                "No sender: pass `from`, set one on the template, or set the workspace's transactional sender in Settings → Sending (workspace {slug})."
-            ))
-        })?;
-    let from_email = Email::parse(&from_email)?.as_str().to_string();
-    let mut tx = db.tenant_tx(tenant).await?;
-    crate::sending::domains::require_verified_sender(&mut tx, tenant, own_identity, &from_email).await?;
-    tx.commit().await?;
-    let from_name = [req.from_name.clone().unwrap_or_default(), from_name, ws_from_name]
-        .into_iter()
-        .map(|s| s.trim().to_string())
-        .find(|s| !s.is_empty())
-        .unwrap_or_default();
+    Ok(Content { rendered: content, template_id, template_version, from_name, from_email, reply_to })
+}
+
+/// The first of `candidates` that is not blank, trimmed.
+fn first_given(candidates: [String; 3]) -> Option<String> {
+    candidates.into_iter().map(|s| s.trim().to_string()).find(|s| !s.is_empty())
+}
+
+/// The sender's address: the request's, else the template's, else the workspace's; checked.
+fn from_address(req: &SendRequest, from_email: String, ws_from_email: String, slug: &str) -> Result<String> {
+    let from_email = first_given([req.from.clone().unwrap_or_default(), from_email, ws_from_email]).ok_or_else(|| {
+        Error::invalid(format!(
+            "No sender: pass `from`, set one on the template, or set the workspace's transactional sender in Settings → Sending (workspace {slug})."
+        ))
+    })?;
+    Ok(Email::parse(&from_email)?.as_str().to_string())
+}
+
+/// The reply-to address: the request's, else the template's; checked when not empty.
+fn reply_address(req: &SendRequest, reply_to: String) -> Result<String> {
     let reply_to = req.reply_to.clone().unwrap_or(reply_to).trim().to_string();
     if !reply_to.is_empty() {
         Email::parse(&reply_to)?;
     }
+    Ok(reply_to)
+}
 
-    let id = MessageId::new();
-    let tracking = req.tracking.unwrap_or(true);
-    let (html, links) = if tracking { track(outbox, tenant, id, &content) } else { (content.html.clone(), Vec::new()) };
-    let mut tx = db.tenant_tx(tenant).await?;
+/// Who a message is from, and where replies go.
+struct Sender {
+    from_name: String,
+    from_email: String,
+    reply_to: String,
+}
+
+/// A message as `enqueue` stores it.
+struct NewMessage<'a> {
+    id: MessageId,
+    key: &'a str,
+    hash: &'a str,
+    to: &'a Email,
+    req: &'a SendRequest,
+    sender: &'a Sender,
+    rendered: &'a RenderedMessage,
+    template_id: Option<TemplateId>,
+    template_version: Option<i32>,
+    /// The HTML as sent: with its links rewritten and its open pixel when tracked.
+    html: &'a str,
+    metadata: &'a serde_json::Value,
+    links: &'a [String],
+}
+
+/// Stores the message unless its key is taken; its id when it was stored.
+async fn insert_message(tx: &mut Tx, tenant: TenantId, m: &NewMessage<'_>) -> Result<Option<MessageId>> {
     let inserted: Option<MessageId> = sqlx::query_scalar(
         "INSERT INTO messages (id, tenant_id, idempotency_key, request_hash, to_email, to_name, from_name, from_email,
                                reply_to, subject, html, text_body, template_id, template_version, metadata, links,
@@ -239,42 +368,39 @@ pub async fn enqueue(
          ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
          RETURNING id",
     )
-    .bind(id)
+    .bind(m.id)
     .bind(tenant)
-    .bind(key)
-    .bind(&hash)
-    .bind(to.as_str())
-    .bind(req.to_name.trim())
-    .bind(&from_name)
-    .bind(&from_email)
-    .bind(&reply_to)
-    .bind(&content.subject)
-    .bind(&html)
-    .bind(&content.text)
-    .bind(template_id)
-    .bind(template_version)
-    .bind(&metadata)
-    .bind(&links)
-    .bind(req.send_at)
-    .fetch_optional(&mut *tx)
+    .bind(m.key)
+    .bind(m.hash)
+    .bind(m.to.as_str())
+    .bind(m.req.to_name.trim())
+    .bind(&m.sender.from_name)
+    .bind(&m.sender.from_email)
+    .bind(&m.sender.reply_to)
+    .bind(&m.rendered.subject)
+    .bind(m.html)
+    .bind(&m.rendered.text)
+    .bind(m.template_id)
+    .bind(m.template_version)
+    .bind(m.metadata)
+    .bind(m.links)
+    .bind(m.req.send_at)
+    .fetch_optional(&mut **tx)
     .await?;
-    if inserted.is_none() {
-        // A concurrent request with this key committed first.
-        tx.commit().await?;
-        return replay(db, tenant, key, &[&hash]).await?.ok_or(Error::NotFound);
-    }
+    Ok(inserted)
+}
+
+/// Counts the message against the account's allowance and logs it queued.
+async fn count_and_log(tx: &mut Tx, tenant: TenantId, id: MessageId, send_at: Option<DateTime<Utc>>) -> Result<()> {
     // Counted with the insert: a refusal stores nothing, and a replay above costs nothing.
-    if let Some(account) = crate::account_limits::account_of(&mut tx, tenant).await? {
-        crate::account_limits::claim(&mut tx, account, crate::account_limits::Usage::Transactional, 1).await?;
+    if let Some(account) = crate::account_limits::account_of(tx, tenant).await? {
+        crate::account_limits::claim(tx, account, crate::account_limits::Usage::Transactional, 1).await?;
     }
-    let detail = match req.send_at {
+    let detail = match send_at {
         Some(at) if at > Utc::now() => format!("scheduled for {}", at.to_rfc3339()),
         _ => String::new(),
     };
-    add_event(&mut tx, tenant, id, "queued", &detail).await?;
-    tx.commit().await?;
-    outbox.wake.notify_waiters();
-    Ok(Enqueued { message: get(db, tenant, id).await?, created: true })
+    add_event(tx, tenant, id, "queued", &detail).await
 }
 
 /// The message stored under `key`, if any: the same body gives it back, another is a 409.
