@@ -275,16 +275,18 @@ async fn unsubscribe(tx: &mut Tx, a: &About<'_>) -> Result<()> {
 /// By our Message-ID (`{campaign}.{reader}@domain`, the form every campaign message carries),
 /// else by the id the provider's SMTP reply gave (SendGrid's event ids extend it with `.filter…`).
 async fn find_send(tx: &mut Tx, tenant: TenantId, ev: &ProviderEvent) -> Result<Option<MatchedSend>> {
-    if let Some((campaign, reader)) = ev.message_id.as_deref().and_then(parse_message_id) {
+    if let Some(OurMessageId { campaign, reader, entry }) = ev.message_id.as_deref().and_then(parse_message_id) {
         // Mail sent before its reader was merged into another copy of the same mailbox names
         // the merged copy; the row is the kept reader's now.
         let reader = crate::audience::readers::resolve_id(tx, tenant, reader).await?.unwrap_or(reader);
         let found = sqlx::query_as(
-            "SELECT id, campaign_id, reader_id FROM sends WHERE tenant_id = $1 AND campaign_id = $2 AND reader_id = $3",
+            "SELECT id, campaign_id, reader_id FROM sends
+             WHERE tenant_id = $1 AND campaign_id = $2 AND reader_id = $3 AND entry = $4",
         )
         .bind(tenant)
         .bind(campaign)
         .bind(reader)
+        .bind(entry)
         .fetch_optional(&mut **tx)
         .await?;
         if found.is_some() {
@@ -305,12 +307,27 @@ async fn find_send(tx: &mut Tx, tenant: TenantId, ev: &ProviderEvent) -> Result<
     Ok(None)
 }
 
-/// `<uuid>.<reader id>@domain`, with or without angle brackets.
-pub fn parse_message_id(id: &str) -> Option<(Uuid, i64)> {
+/// What a campaign message's Message-ID names (see `compose`): the campaign, the reader, and
+/// for an automation's step the reader's entry into it (0 for every other campaign).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OurMessageId {
+    pub campaign: Uuid,
+    pub reader: i64,
+    pub entry: i32,
+}
+
+/// `<uuid>.<reader id>@domain`, or an automation step's `<uuid>.<reader id>.<entry>@domain`
+/// (a reader who enters again gets a new Message-ID), with or without angle brackets. Without
+/// the entry, a bounce of step mail matched no row and counted only by address.
+pub fn parse_message_id(id: &str) -> Option<OurMessageId> {
     let id = id.trim().trim_start_matches('<').trim_end_matches('>');
     let (local, _) = id.split_once('@')?;
-    let (campaign, reader) = local.split_once('.')?;
-    Some((Uuid::parse_str(campaign).ok()?, reader.parse().ok()?))
+    let (campaign, rest) = local.split_once('.')?;
+    let (reader, entry) = match rest.split_once('.') {
+        Some((reader, entry)) => (reader, entry.parse().ok()?),
+        None => (rest, 0),
+    };
+    Some(OurMessageId { campaign: Uuid::parse_str(campaign).ok()?, reader: reader.parse().ok()?, entry })
 }
 
 /// Sets a send's first-time column (`delivered_at`, `complained_at`) unless it is set already;
@@ -336,9 +353,12 @@ mod tests {
     #[test]
     fn parses_our_message_ids_only() {
         let c = Uuid::new_v4();
-        assert_eq!(parse_message_id(&format!("<{c}.42@news.example>")), Some((c, 42)));
-        assert_eq!(parse_message_id(&format!("{c}.42@news.example")), Some((c, 42)));
+        let id = |reader, entry| Some(OurMessageId { campaign: c, reader, entry });
+        assert_eq!(parse_message_id(&format!("<{c}.42@news.example>")), id(42, 0));
+        assert_eq!(parse_message_id(&format!("{c}.42@news.example")), id(42, 0));
+        assert_eq!(parse_message_id(&format!("<{c}.42.3@news.example>")), id(42, 3));
         assert_eq!(parse_message_id("0100018c-abc@email.amazonses.com"), None);
         assert_eq!(parse_message_id(&format!("{c}.x@d")), None);
+        assert_eq!(parse_message_id(&format!("{c}.42.x@d")), None);
     }
 }

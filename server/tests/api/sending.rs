@@ -482,9 +482,10 @@ async fn messages_queued_past_the_max_age_expire_instead_of_sending() -> TestRes
         .await?;
     let campaign = h.campaign("Stale", vec![h.list]).await?;
     h.start(campaign).await?;
-    // An outage: half the rows were first tried two hours ago and have not got through since.
+    // An outage: half the rows were first tried two hours ago and have not got through since,
+    // retried once already (one soft failure alone never expires a row).
     sqlx::query(
-        "UPDATE sends SET first_claimed_at = now() - interval '2 hours', attempts = 1 WHERE campaign_id = $1 AND id % 2 = 0",
+        "UPDATE sends SET first_claimed_at = now() - interval '2 hours', attempts = 2 WHERE campaign_id = $1 AND id % 2 = 0",
     )
         .bind(campaign)
         .execute(&h.app.owner)
