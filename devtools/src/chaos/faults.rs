@@ -197,10 +197,6 @@ impl Timeline {
                 continue;
             }
             self.next_fault = now + Duration::from_millis(rng.gen_range(500..3_000));
-            if now < self.next_fault {
-                continue;
-            }
-            self.next_fault = now + Duration::from_millis(rng.gen_range(500..3_000));
             let result = self.random_fault(now, stage, workers, setup, report, rng).await;
             match result {
                 Ok(what) => *report.faults.entry(what).or_default() += 1,

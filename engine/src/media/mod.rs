@@ -16,6 +16,7 @@
 pub mod serve;
 pub mod storage;
 
+use std::collections::HashMap;
 use std::io::Cursor;
 
 use herald_types::Invalid;
@@ -36,7 +37,7 @@ pub const MAX_DIMENSION: u32 = 8_000;
 /// The most memory one decode's pixels may take (an 8000 × 4000 RGBA image).
 const MAX_DECODE_BYTES: u64 = 128 * 1024 * 1024;
 
-/// What a workspace's images may take together, and its account's (sign-ups issue).
+/// What a workspace's images may take together, and its account's.
 #[derive(Clone, Copy, Debug)]
 pub struct MediaQuota {
     pub per_workspace: i64,
@@ -221,14 +222,45 @@ fn finish(bytes: Vec<u8>, kind: ImageKind, width: u32, height: u32) -> Prepared 
 /// memory images can take is bounded whatever number arrive together.
 static PREPARING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
-/// [`prepare`] on a blocking thread (a large image takes a second of CPU), two at a time.
-#[tracing::instrument(skip_all)]
-pub async fn prepare_off_thread(upload: Vec<u8>) -> Result<Prepared> {
-    let _turn =
-        PREPARING.acquire().await.map_err(|e| Error::Unexpected(anyhow::anyhow!("image preparation stopped: {e}")))?;
+/// One decode at a time per workspace: its uploads queue behind each other, so one workspace
+/// sending images as fast as it can holds at most one of the process's [`PREPARING`] slots and
+/// every other workspace's upload still gets the other.
+fn workspace_turn(tenant: TenantId) -> std::sync::Arc<tokio::sync::Semaphore> {
+    static TURNS: std::sync::LazyLock<std::sync::Mutex<HashMap<TenantId, std::sync::Weak<tokio::sync::Semaphore>>>> =
+        std::sync::LazyLock::new(Default::default);
+    let mut turns = TURNS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Entries of workspaces with no upload in flight are dropped as the map is used.
+    turns.retain(|_, turn| turn.strong_count() > 0);
+    if let Some(turn) = turns.get(&tenant).and_then(std::sync::Weak::upgrade) {
+        return turn;
+    }
+    let turn = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
+    turns.insert(tenant, std::sync::Arc::downgrade(&turn));
+    turn
+}
+
+/// [`prepare`] on a blocking thread (a large image takes a second of CPU), two at a time in the
+/// process and one at a time per workspace. The library's room is checked first (see
+/// [`check_room`]): a workspace whose library is full waits for no slot and holds none.
+#[tracing::instrument(skip_all, fields(%tenant))]
+pub async fn prepare_off_thread(db: &Db, tenant: TenantId, quota: MediaQuota, upload: Vec<u8>) -> Result<Prepared> {
+    check_room(db, tenant, quota).await?;
+    let stopped = |e: tokio::sync::AcquireError| Error::Unexpected(anyhow::anyhow!("image preparation stopped: {e}"));
+    let workspace = workspace_turn(tenant);
+    let _workspace_turn = workspace.acquire().await.map_err(stopped)?;
+    let _turn = PREPARING.acquire().await.map_err(stopped)?;
     tokio::task::spawn_blocking(move || prepare(&upload))
         .await
         .map_err(|e| Error::Unexpected(anyhow::anyhow!("image preparation failed: {e}")))?
+}
+
+/// Refuses an upload before it is decoded when the workspace's or its account's library has no
+/// room left at all (the re-encoded size is known only after the decode; [`save`] checks it).
+async fn check_room(db: &Db, tenant: TenantId, quota: MediaQuota) -> Result<()> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    check_quota(&mut tx, tenant, 1, quota).await?;
+    tx.commit().await?;
+    Ok(())
 }
 
 /// The address an image is served at.

@@ -153,3 +153,12 @@ fn hashes_in_urls_are_parsed_strictly() {
         format!("https://herald.example/media/{}/{h}.jpg", TenantId::NIL)
     );
 }
+
+#[test]
+fn a_workspace_decodes_one_upload_at_a_time_and_leaves_the_other_slot_to_others() {
+    let (busy, other) = (TenantId::new(), TenantId::new());
+    let first = workspace_turn(busy);
+    let _held = first.clone().try_acquire_owned().expect("the workspace's first upload");
+    assert!(workspace_turn(busy).try_acquire_owned().is_err(), "a second upload of the same workspace waits");
+    assert!(workspace_turn(other).try_acquire_owned().is_ok(), "another workspace does not");
+}

@@ -113,8 +113,8 @@ async fn store(
         return Err(herald_engine::Error::Forbidden);
     }
     let (name, bytes) = file_part(form).await?;
-    let prepared = media::prepare_off_thread(bytes).await?;
     let app = &s.app;
+    let prepared = media::prepare_off_thread(&app.db, tenant, app.media_quota, bytes).await?;
     media::save(&app.db, &app.media_storage, &app.base_url, tenant, user, role, &name, prepared, app.media_quota).await
 }
 

@@ -186,6 +186,12 @@ async fn the_media_quota_holds_per_workspace_and_per_account() -> TestResult {
     let (status, body) = upload_api(&first, "b.png", "image/png", noise_png(40, 11)).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert!(body["fields"]["file"].as_str().is_some_and(|m| m.contains("media library is full")), "{body}");
+    // A library with no room left refuses an upload before decoding it, so a workspace over its
+    // quota cannot keep the process's decode slots busy: these bytes are not even an image.
+    sqlx::query("UPDATE media SET bytes = 10000").execute(&app.owner).await?;
+    let (status, body) = upload_api(&first, "junk.png", "image/png", b"not an image at all".to_vec()).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["fields"]["file"].as_str().is_some_and(|m| m.contains("media library is full")), "{body}");
 
     // A second workspace of the same account: its own library is empty, but the account's
     // images would pass 12 KB.
