@@ -278,7 +278,7 @@ async fn find_send(tx: &mut Tx, tenant: TenantId, ev: &ProviderEvent) -> Result<
     if let Some(OurMessageId { campaign, reader, entry }) = ev.message_id.as_deref().and_then(parse_message_id) {
         // Mail sent before its reader was merged into another copy of the same mailbox names
         // the merged copy; the row is the kept reader's now.
-        let reader = crate::audience::readers::resolve_id(tx, tenant, reader).await?.unwrap_or(reader);
+        let reader = crate::audience::aliases::resolve_id(tx, tenant, reader).await?.unwrap_or(reader);
         let found = sqlx::query_as(
             "SELECT id, campaign_id, reader_id FROM sends
              WHERE tenant_id = $1 AND campaign_id = $2 AND reader_id = $3 AND entry = $4",

@@ -1,5 +1,6 @@
 //! Who receives mail: lists, readers, subscriptions, the consent ledger and the suppression list.
 
+pub mod aliases;
 pub mod bulk;
 pub mod consent;
 pub mod export;

@@ -516,7 +516,7 @@ pub async fn confirm_preview(db: &Db, signer: &Signer, token: &str) -> Result<Co
     let claim: ConfirmClaim = signer.verify(CONFIRM_PURPOSE, token)?;
     let ws = crate::workspaces::get(db, claim.t).await?;
     let mut tx = db.tenant_tx(claim.t).await?;
-    let reader = super::readers::current_id(&mut tx, claim.t, claim.r).await?;
+    let reader = super::aliases::current_id(&mut tx, claim.t, claim.r).await?;
     let email: String = sqlx::query_scalar("SELECT email FROM readers WHERE tenant_id = $1 AND id = $2")
         .bind(claim.t)
         .bind(reader)
@@ -543,7 +543,7 @@ pub async fn confirm(db: &Db, signer: &Signer, token: &str, origin: &Origin) -> 
     let mut tx = db.tenant_tx(claim.t).await?;
     // The link may name a reader since merged into another (the same mailbox): the pending
     // subscriptions moved with it.
-    let (t, r) = (claim.t, super::readers::current_id(&mut tx, claim.t, claim.r).await?);
+    let (t, r) = (claim.t, super::aliases::current_id(&mut tx, claim.t, claim.r).await?);
     let mut confirmed = Vec::new();
     for (list, nonce) in &claim.l {
         // The resend window guards against unanswered confirmations: a click answered this one,
@@ -603,7 +603,7 @@ pub async fn unsubscribe_page(db: &Db, signer: &Signer, token: &str) -> Result<U
     let claim: UnsubscribeClaim = signer.verify(UNSUBSCRIBE_PURPOSE, token)?;
     let ws = crate::workspaces::get(db, claim.t).await?;
     let mut tx = db.tenant_tx(claim.t).await?;
-    let reader = super::readers::current_id(&mut tx, claim.t, claim.r).await?;
+    let reader = super::aliases::current_id(&mut tx, claim.t, claim.r).await?;
     let (email, status): (String, ReaderStatus) =
         sqlx::query_as("SELECT email, status FROM readers WHERE tenant_id = $1 AND id = $2")
             .bind(claim.t)
@@ -659,7 +659,7 @@ pub async fn leave(cx: &PublicContext<'_>, token: &str, what: Leave, origin: &Or
     let mut tx = cx.db.tenant_tx(t).await?;
     // A link mailed before this reader was merged into another copy of the same mailbox names
     // the merged copy: it unsubscribes the reader it became.
-    let r = super::readers::current_id(&mut tx, t, claim.r).await?;
+    let r = super::aliases::current_id(&mut tx, t, claim.r).await?;
     let email: String = sqlx::query_scalar("SELECT email FROM readers WHERE tenant_id = $1 AND id = $2")
         .bind(t)
         .bind(r)

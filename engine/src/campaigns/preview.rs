@@ -72,7 +72,7 @@ pub(super) async fn load_context(
     let row: Option<(i64, String, String, Value)> = match reader {
         Some(id) => {
             // A web-version link mailed before a merge names the merged copy of the reader.
-            let id = crate::audience::readers::current_id(&mut tx, tenant, id).await?;
+            let id = crate::audience::aliases::current_id(&mut tx, tenant, id).await?;
             sqlx::query_as("SELECT id, email, name, attributes FROM readers WHERE tenant_id = $1 AND id = $2")
                 .bind(tenant)
                 .bind(id)

@@ -199,7 +199,7 @@ impl MergeSchema {
 /// links, its open pixel and tracked links, and its Message-ID (`{campaign}.{reader}@domain`),
 /// which receivers use to drop a second copy and complaint reports quote. So `dup`'s id becomes
 /// an alias of `kept` (`reader_aliases`; every place that takes a reader id from a link resolves
-/// it through `audience::readers::resolve_id`, the tracking batch in `record_hits`).
+/// it through `audience::aliases::resolve_id`, the tracking batch in `record_hits`).
 ///
 /// A send-log row of `dup` that is in flight (being sent, armed, or counted ambiguous after a
 /// lease was lost: it may have arrived) moves to `kept` like the rest, so that nothing is left
