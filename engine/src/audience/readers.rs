@@ -9,7 +9,7 @@ use sqlx::{Postgres, QueryBuilder};
 use super::consent::{self, ConsentEvent, Origin};
 use crate::domain::{Email, ListId, Role, TenantId};
 use crate::error::{Error, Result};
-use crate::infra::db::{Db, Tx};
+use crate::infra::db::Db;
 
 pub use herald_types::{Reader, ReaderPage, ReaderStatus, Subscription, SubscriptionStatus};
 
