@@ -233,7 +233,7 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         body_format: blocks.body_format,
         body: blocks.body.clone(),
     };
-    herald_engine::campaigns::brand::create_template(&db, tenant, Role::Owner, &template).await.map_err(clear)?;
+    herald_engine::campaigns::templates::create_template(&db, tenant, Role::Owner, &template).await.map_err(clear)?;
     // An A/B test part-way: its test share sent or queued with versions, the rest held for the
     // winner (chosen in three hours), and a draft of one (the editor's A/B card filled in).
     let mut ab = draft("Subject test")?;

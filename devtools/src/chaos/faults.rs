@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use herald_engine::campaigns::lifecycle;
-use herald_engine::{CampaignId, Role};
+use herald_engine::Role;
 use rand::Rng;
 use rand::rngs::StdRng;
 use tokio::task::JoinHandle;
 
+use super::capped::CappedPair;
 use super::automations::{LEAVE_HOLD, enter_automation, leave_trigger_list, release_held_step, send_events};
 use super::fixtures::{end_ab_test, insert_message, opt_out};
 use super::resend::open_original;
@@ -39,12 +40,7 @@ pub(super) struct Timeline {
     retry_done: bool,
     opt_out_at: Instant,
     opt_out_done: bool,
-    cap_a: CampaignId,
-    cap_b: CampaignId,
-    /// Whether the first capped campaign is cancelled mid-send (else the second is paused).
-    cancel_cap_a: bool,
-    cap_cancel_at: Instant,
-    cap_cancel_done: bool,
+    capped: CappedPair,
     ab_pick_at: Instant,
     ab_by_hand: bool,
     ab_done: bool,
@@ -82,7 +78,6 @@ impl Timeline {
     /// Draws the script's moments from `rng` (in the order the round has always drawn them) and
     /// starts sending the signup events.
     pub(super) fn plan(args: &ChaosArgs, stage: &Stage, setup: &Setup, rng: &mut StdRng) -> Self {
-        let scene = &setup.scene;
         let fault_until = Instant::now() + Duration::from_secs(args.fault_seconds);
         let pause_at = Instant::now() + Duration::from_millis(rng.gen_range(300..2_000));
         let resume_at = pause_at + Duration::from_millis(rng.gen_range(2_000..6_000));
@@ -90,11 +85,7 @@ impl Timeline {
         // "Retry failed" on the main campaign while it is still sending (its 5xx rows go again).
         let retry_at = Instant::now() + Duration::from_millis(rng.gen_range(3_000..8_000));
         let opt_out_at = Instant::now() + Duration::from_millis(rng.gen_range(300..3_000));
-        // One of the two capped campaigns is paused with the others (and resumed with them), or
-        // cancelled mid-send: the readers it held must then go to the other one, once.
-        let (cap_a, cap_b) = (scene.campaigns[scene.capped.0].id, scene.campaigns[scene.capped.1].id);
-        let cancel_cap_a = rng.gen_bool(0.5);
-        let cap_cancel_at = Instant::now() + Duration::from_millis(rng.gen_range(1_000..5_000));
+        let capped = CappedPair::plan(setup, rng);
         // The A/B test's winner: chosen by hand (this process, through Postgres restarts) or by the
         // workers' supervisor once the window is made to end (workers killed mid-choice).
         let ab_pick_at = Instant::now() + Duration::from_millis(rng.gen_range(1_000..10_000));
@@ -118,7 +109,7 @@ impl Timeline {
             })
             .collect();
         let events_sent = tokio::spawn(send_events(
-            stage.db.clone(),
+            stage.events_db.clone(),
             setup.main_tenant,
             plan,
             Instant::now(),
@@ -144,11 +135,7 @@ impl Timeline {
             retry_done: false,
             opt_out_at,
             opt_out_done: false,
-            cap_a,
-            cap_b,
-            cancel_cap_a,
-            cap_cancel_at,
-            cap_cancel_done: !cancel_cap_a,
+            capped,
             ab_pick_at,
             ab_by_hand,
             ab_done: false,
@@ -204,7 +191,7 @@ impl Timeline {
                 Err(e) => eprintln!("chaos: a fault could not be injected: {e:#}"),
             }
         }
-        self.finish(stage, workers, setup).await
+        self.finish(stage, workers, setup, report).await
     }
 
     /// The scripted actions on campaigns that are due: the pause and its resume, "retry
@@ -219,10 +206,6 @@ impl Timeline {
         let Stage { owner, db, jobs, .. } = stage;
         if !self.paused_done && now >= self.pause_at {
             self.paused_done = true;
-            if !self.cancel_cap_a {
-                let _ =
-                    lifecycle::pause(db, setup.capped_tenant, Role::Owner, self.cap_b, "chaos: paused by hand").await;
-            }
             if lifecycle::pause(db, setup.main_tenant, Role::Owner, setup.paused, "chaos: paused by hand").await.is_ok()
             {
                 *report.faults.entry("pause").or_default() += 1;
@@ -234,8 +217,8 @@ impl Timeline {
             self.resumed_done = true;
             setup.scene.pause_window = self.paused_at.map(|at| (at, Utc::now()));
             let _ = lifecycle::resume(db, jobs, setup.main_tenant, Role::Owner, setup.paused).await;
-            let _ = lifecycle::resume(db, jobs, setup.capped_tenant, Role::Owner, self.cap_b).await;
         }
+        self.capped.step(now, stage, setup, report).await;
         if !self.retry_done && now >= self.retry_at {
             self.retry_done = true;
             let main = setup.scene.campaigns[0].id;
@@ -247,13 +230,6 @@ impl Timeline {
             self.cancel_done = true;
             lifecycle::cancel(db, setup.main_tenant, Role::Owner, setup.cancelled).await?;
             *report.faults.entry("cancel").or_default() += 1;
-        }
-        if !self.cap_cancel_done && now >= self.cap_cancel_at {
-            self.cap_cancel_done = true;
-            if lifecycle::cancel(db, setup.capped_tenant, Role::Owner, self.cap_a).await.is_ok() {
-                setup.scene.campaigns[setup.scene.capped.0].cancelled = true;
-                *report.faults.entry("capped cancel").or_default() += 1;
-            }
         }
         if !self.ab_done && now >= self.ab_pick_at {
             self.ab_done = end_ab_test(db, jobs, owner, setup.main_tenant, setup.ab, self.ab_by_hand).await;
@@ -404,12 +380,17 @@ impl Timeline {
     }
 
     /// After the fault phase: what the script left undone, done.
-    async fn finish(mut self, stage: &Stage, workers: &mut Workers, setup: &mut Setup) -> anyhow::Result<FaultsOver> {
+    async fn finish(
+        mut self,
+        stage: &Stage,
+        workers: &mut Workers,
+        setup: &mut Setup,
+        report: &mut RoundReport,
+    ) -> anyhow::Result<FaultsOver> {
         let Stage { owner, db, jobs, .. } = stage;
         if !self.resumed_done {
             setup.scene.pause_window = self.paused_at.map(|at| (at, Utc::now()));
             let _ = lifecycle::resume(db, jobs, setup.main_tenant, Role::Owner, setup.paused).await;
-            let _ = lifecycle::resume(db, jobs, setup.capped_tenant, Role::Owner, self.cap_b).await;
         }
         if !self.cancel_done {
             lifecycle::cancel(db, setup.main_tenant, Role::Owner, setup.cancelled).await?;
@@ -423,9 +404,7 @@ impl Timeline {
             }
         }
 
-        if !self.cap_cancel_done && lifecycle::cancel(db, setup.capped_tenant, Role::Owner, self.cap_a).await.is_ok() {
-            setup.scene.campaigns[setup.scene.capped.0].cancelled = true;
-        }
+        self.capped.finish(stage, setup, report).await;
         // Leavers who have not left yet (an answer lost to the last fault) leave now; then the list
         // automation's first mail, held until `LEAVE_HOLD` after they left, goes out.
         let resume_by = Instant::now() + Duration::from_secs(60);

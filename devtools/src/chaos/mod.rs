@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 mod automations;
+mod capped;
 mod checks;
 mod faults;
 mod fixtures;

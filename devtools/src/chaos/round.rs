@@ -28,7 +28,8 @@ use crate::smtp_sink::{FaultAction, FaultRule, Faults};
 pub(super) async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow::Result<RoundReport> {
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed);
-    let stage = Stage::start().await?;
+    // Its own stream for the lost replies, so the round's draws stay as they were.
+    let stage = Stage::start(seed.rotate_left(17) ^ 0x1055_e5).await?;
 
     // The scene.
     let mut setup = build_scene(&stage, args, &mut rng).await?;
@@ -47,6 +48,8 @@ pub(super) async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow
     let over = timeline.run(&stage, &mut workers, &mut setup, &mut report, &mut rng).await?;
     // Every signup event has been sent (or given up on) before the queue may count as settled.
     let accepted = over.events_sent.await.unwrap_or_default();
+    let lost = usize::try_from(stage.events_link.dropped()).unwrap_or(usize::MAX);
+    *report.faults.entry("event reply lost").or_default() += lost;
     let aged = aging.await.unwrap_or_default();
 
     settle(&stage, &mut workers, &setup, over.ab_done, &mut report).await?;
@@ -86,8 +89,10 @@ async fn start_sends(
     rng: &mut StdRng,
 ) -> anyhow::Result<JoinHandle<u64>> {
     let Stage { owner, db, jobs, .. } = stage;
-    // Go: every campaign at once, and transactional messages beside them.
-    for c in &setup.scene.campaigns {
+    // Go: every campaign at once but the second capped one (the timeline starts it as the first
+    // is held), and transactional messages beside them.
+    let late = setup.scene.campaigns[setup.scene.capped.1].id;
+    for c in setup.scene.campaigns.iter().filter(|c| c.id != late) {
         lifecycle::send_now(db, jobs, c.tenant, Role::Owner, c.id).await?;
     }
     // The soft-failure send's rows are aged past the queue age as each is first claimed.

@@ -8,6 +8,7 @@ use herald_engine::Db;
 use herald_engine::jobs::Jobs;
 use sqlx::PgPool;
 
+use super::partition::LossyLink;
 use super::postgres::OwnedPostgres;
 use crate::smtp_sink::{FaultAction, FaultRule, Faults, MailSink};
 
@@ -19,6 +20,10 @@ pub(super) struct Stage {
     /// The inspector (the owner's privileges and every workspace's rows, not a superuser).
     pub(super) owner: PgPool,
     pub(super) db: Db,
+    /// What the signup events are sent through: a link that loses Postgres's replies now and
+    /// then, a COMMIT's among them, so a client retries an event that was already recorded.
+    pub(super) events_db: Db,
+    pub(super) events_link: LossyLink,
     pub(super) jobs: Jobs,
     pub(super) sink: MailSink,
     pub(super) sink_addr: SocketAddr,
@@ -28,7 +33,8 @@ pub(super) struct Stage {
 }
 
 impl Stage {
-    pub(super) async fn start() -> anyhow::Result<Self> {
+    /// `seed` draws which of Postgres's replies to the events' link are lost.
+    pub(super) async fn start(seed: u64) -> anyhow::Result<Self> {
         let pg = OwnedPostgres::start().await?;
         // Migrated and run as an ordinary owner, as on managed Postgres; `owner` below is the
         // inspector (the owner's privileges and every workspace's rows, not a superuser).
@@ -42,6 +48,11 @@ impl Stage {
         let owner = sqlx::postgres::PgPoolOptions::new().max_connections(4).connect(&inspector_url).await?;
         let db = Db::connect(&herald_engine::infra::db::runtime_url(&owner_url, None)?, 8).await?;
         let jobs = Jobs::new(&db);
+        // One reply chunk in twenty lost: most events need a retry or two, and some retries come
+        // after a COMMIT that took effect.
+        let events_link = LossyLink::start(pg.port, 0.05, seed).await?;
+        let events_url = owner_url.replace(&format!(":{}/", pg.port), &format!(":{}/", events_link.port));
+        let events_db = Db::connect(&herald_engine::infra::db::runtime_url(&events_url, None)?, 4).await?;
 
         // The sink: random 4xx (at RCPT and after the data), drops mid-DATA, accept-then-drop;
         // `dead…` addresses are unknown users (5xx, hard bounce), `reject…` ones get a 5xx.
@@ -55,6 +66,6 @@ impl Stage {
             .with_random(0.005, FaultAction::DropAfterData)
             .with_random_reply_delay(Duration::from_millis(20));
         sink.set_faults(base_faults.clone());
-        Ok(Self { pg, owner_url, owner, db, jobs, sink, sink_addr, base_faults })
+        Ok(Self { pg, owner_url, owner, db, events_db, events_link, jobs, sink, sink_addr, base_faults })
     }
 }

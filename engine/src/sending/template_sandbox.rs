@@ -183,6 +183,12 @@ impl TemplateSet {
                 .unwrap_or_else(|_| vec![vec![Err(Failure::unavailable()); count.1]; count.0])
             }
         };
+        // A sandbox that could not answer says nothing of the template or the readers: the
+        // caller tries again later (a send keeps its rows queued), instead of failing each reader
+        // of the batch for good as it would for a template error in their data.
+        if outcomes.iter().flatten().any(|o| o.as_ref().is_err_and(|f| f.unavailable)) {
+            return Err(unavailable());
+        }
         Ok(outcomes
             .into_iter()
             .map(|one| names.iter().zip(one).map(|(name, outcome)| outcome.map_err(|f| f.into_failure(name))).collect())
@@ -196,11 +202,7 @@ impl TemplateSet {
         name: &'static str,
         vars: &Value,
     ) -> Result<Result<String, RenderFailure>, Busy> {
-        Ok(self
-            .render(turn, &[name], vars)
-            .await?
-            .pop()
-            .unwrap_or_else(|| Err(Failure::unavailable().into_failure(name))))
+        self.render(turn, &[name], vars).await?.pop().ok_or_else(unavailable)
     }
 }
 
@@ -211,25 +213,25 @@ struct Failure {
     column: Option<usize>,
     message: String,
     mistake: bool,
+    /// No child could answer (none could be started, or the render's thread failed): nothing
+    /// about the template or the reader, so the caller must try again, never fail the reader.
+    /// Made on this side of the pipe only.
+    #[serde(skip)]
+    unavailable: bool,
 }
 
 impl Failure {
     fn from_error(src: &str, e: &minijinja::Error) -> Self {
         let TemplateError { line, column, message, .. } = message::template_error("", src, e);
-        Failure { line, column, message, mistake: message::is_template_mistake(e) }
+        Failure { line, column, message, mistake: message::is_template_mistake(e), unavailable: false }
     }
 
     fn limit(message: String) -> Self {
-        Failure { line: None, column: None, message, mistake: true }
+        Failure { line: None, column: None, message, mistake: true, unavailable: false }
     }
 
     fn unavailable() -> Self {
-        Failure {
-            line: None,
-            column: None,
-            message: "templates cannot be rendered right now; try again in a moment".into(),
-            mistake: false,
-        }
+        Failure { line: None, column: None, message: UNAVAILABLE.into(), mistake: false, unavailable: true }
     }
 
     fn into_failure(self, field: &'static str) -> RenderFailure {
@@ -300,7 +302,16 @@ impl Turn {
     }
 }
 
-/// A render refused because too many are running; the caller answers 429 with `Retry-After`.
+const UNAVAILABLE: &str = "templates cannot be rendered right now; try again in a moment";
+
+/// No sandbox child could render: like a refused turn, a moment's wait, not a failure of the
+/// template.
+fn unavailable() -> Busy {
+    Busy { message: UNAVAILABLE.into(), retry_after: RENDER_TIMEOUT }
+}
+
+/// A render refused because too many are running, or because no sandbox child could answer; the
+/// caller answers 429 with `Retry-After`, and a send tries again later.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct Busy {

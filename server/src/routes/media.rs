@@ -1,54 +1,25 @@
-//! Images: `GET /media/{workspace}/{sha256}.{ext}` serves them to anyone (mail
-//! clients fetch them), `POST /media/upload` takes one from the editor or the library page (a
-//! member's session), and `/api/v1/media` lists, uploads and deletes them with an API key.
-//!
-//! Uploads have their own body limit (the general one is far smaller), and every upload is
-//! decoded and re-encoded off the async threads (`herald_engine::media::prepare`).
+//! Images: `GET /media/{workspace}/{sha256}.{ext}` serves them to anyone (mail clients fetch
+//! them), and `POST /media/upload` takes one from the editor or the library page (a member's
+//! session). The API's routes, and the upload both share, are in [`super::api::media`].
 
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use herald_engine::api_keys::ApiCaller;
-use herald_engine::media::{self, Media, MediaId, MediaLibrary};
+use herald_engine::media;
 use herald_engine::{Role, TenantId};
-use herald_types::Access;
-use tower_http::limit::RequestBodyLimitLayer;
 use tower_sessions::Session;
 
-use super::api::{ApiError, ApiFailure, ApiRoutes};
+use super::api::ApiFailure;
+use super::api::media::{UPLOAD_BODY_LIMIT, store};
 use super::session_auth::require_member;
 use crate::startup::ServerState;
 
-/// A multipart body holding one image of at most [`media::MAX_UPLOAD_BYTES`], with room for
-/// the multipart framing.
-const UPLOAD_BODY_LIMIT: usize = media::MAX_UPLOAD_BYTES + 64 * 1024;
-
 pub fn router() -> Router<ServerState> {
-    let uploads = Router::new()
-        .route("/media/upload", post(upload_from_session))
-        .merge(api_uploads().into_router())
-        .layer(DefaultBodyLimit::max(UPLOAD_BODY_LIMIT))
-        .layer(RequestBodyLimitLayer::new(UPLOAD_BODY_LIMIT));
-    Router::new().route("/media/{tenant}/{file}", get(serve)).merge(api_removal().into_router()).merge(uploads)
-}
-
-/// The API's image routes with the access each declares (see `ApiRoutes`).
-pub fn api_routes() -> ApiRoutes {
-    api_uploads().merge(api_removal())
-}
-
-fn api_uploads() -> ApiRoutes {
-    ApiRoutes::default().get("/api/v1/media", Access::VIEWER_READS, index).post(
-        "/api/v1/media",
-        Access::AUTHOR_CHANGES,
-        upload_from_api,
-    )
-}
-
-fn api_removal() -> ApiRoutes {
-    ApiRoutes::default().delete("/api/v1/media/{id}", Access::AUTHOR_CHANGES, remove)
+    // Beside the general body limit: an image may be larger than other requests.
+    let upload = post(upload_from_session).layer(DefaultBodyLimit::max(UPLOAD_BODY_LIMIT));
+    Router::new().route("/media/{tenant}/{file}", get(serve)).route("/media/upload", upload)
 }
 
 /// Immutable: the name is the hash of the bytes. `nosniff`: the type is what Herald encoded.
@@ -75,49 +46,6 @@ async fn serve(State(s): State<ServerState>, Path((tenant, file)): Path<(String,
     }
 }
 
-/// The `file` part of a multipart upload: its name and bytes (bounded by the body limit).
-async fn file_part(form: &mut Multipart) -> Result<(String, Vec<u8>), herald_engine::Error> {
-    let invalid = |m: &str| herald_engine::Error::Invalid(herald_types::Invalid::field("file", m));
-    loop {
-        match form.next_field().await {
-            Ok(Some(field)) if field.name() == Some("file") => {
-                let name = field.file_name().unwrap_or("image").to_string();
-                let bytes = field.bytes().await.map_err(|_| {
-                    invalid(&format!(
-                        "The upload was interrupted, or is larger than {} MB.",
-                        media::MAX_UPLOAD_BYTES >> 20
-                    ))
-                })?;
-                return Ok((name, bytes.to_vec()));
-            }
-            Ok(Some(_)) => continue,
-            Ok(None) => return Err(invalid("Choose an image to upload (the form field is named \"file\").")),
-            Err(_) => {
-                return Err(invalid(&format!(
-                    "The upload was interrupted, or is larger than {} MB.",
-                    media::MAX_UPLOAD_BYTES >> 20
-                )));
-            }
-        }
-    }
-}
-
-async fn store(
-    s: &ServerState,
-    tenant: TenantId,
-    user: Option<herald_engine::UserId>,
-    role: Role,
-    form: &mut Multipart,
-) -> Result<Media, herald_engine::Error> {
-    if !role.can_author() {
-        return Err(herald_engine::Error::Forbidden);
-    }
-    let (name, bytes) = file_part(form).await?;
-    let app = &s.app;
-    let prepared = media::prepare_off_thread(&app.db, tenant, app.media_quota, bytes).await?;
-    media::save(&app.db, &app.media_storage, &app.base_url, tenant, user, role, &name, prepared, app.media_quota).await
-}
-
 /// From the editor and the library page: the stored image as JSON, or the API's JSON error.
 async fn upload_from_session(State(s): State<ServerState>, session: Session, mut form: Multipart) -> Response {
     let (tenant, user, role) = match require_member(&s.app.db, &session, Role::Author).await {
@@ -130,33 +58,3 @@ async fn upload_from_session(State(s): State<ServerState>, session: Session, mut
     }
 }
 
-#[utoipa::path(post, path = "/api/v1/media", operation_id = "uploadMedia", security(("api_key" = [])),
-    request_body(content_type = "multipart/form-data", description = "One image in the field `file`: PNG, JPEG, GIF or WebP, at most 10 MB and 8000 × 8000 pixels. It is re-encoded (at most 1200 px wide, without metadata); uploading the same image again answers the stored one."),
-    responses((status = 201, description = "Stored; `url` is its permanent address", body = Media),
-              (status = 422, description = "Not an accepted image, too large, or the storage quota is used up", body = ApiError)))]
-pub async fn upload_from_api(State(s): State<ServerState>, caller: ApiCaller, mut form: Multipart) -> Response {
-    match store(&s, caller.tenant, None, caller.role, &mut form).await {
-        Ok(m) => (StatusCode::CREATED, Json(m)).into_response(),
-        Err(e) => ApiFailure::from(e).into_response(),
-    }
-}
-
-#[utoipa::path(get, path = "/api/v1/media", operation_id = "listMedia", security(("api_key" = [])),
-    responses((status = 200, description = "The workspace's images, newest first, and the storage they use", body = MediaLibrary)))]
-pub async fn index(State(s): State<ServerState>, caller: ApiCaller) -> Result<Json<MediaLibrary>, ApiFailure> {
-    let app = &s.app;
-    Ok(Json(media::library(&app.db, &app.base_url, caller.tenant, app.media_quota).await?))
-}
-
-#[utoipa::path(delete, path = "/api/v1/media/{id}", operation_id = "deleteMedia", security(("api_key" = [])),
-    params(("id" = Uuid, Path, description = "The image's id")),
-    responses((status = 204, description = "Deleted: its address answers 404 from now on, also in mail already sent"),
-              (status = 404, body = ApiError)))]
-pub async fn remove(
-    State(s): State<ServerState>,
-    caller: ApiCaller,
-    Path(id): Path<MediaId>,
-) -> Result<StatusCode, ApiFailure> {
-    media::delete(&s.app.db, &s.app.media_storage, caller.tenant, caller.role, id).await?;
-    Ok(StatusCode::NO_CONTENT)
-}

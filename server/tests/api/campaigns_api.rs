@@ -273,7 +273,12 @@ async fn a_scheduled_campaign_sends_when_due_exactly_once() -> TestResult {
 }
 
 fn worker_process(h: &SendHarness) -> tokio::process::Child {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+    worker_from(h, std::path::Path::new(env!("CARGO_BIN_EXE_herald")))
+}
+
+/// `herald worker` started from `program` (a copy of the binary, for a test that deletes it).
+fn worker_from(h: &SendHarness, program: &std::path::Path) -> tokio::process::Child {
+    tokio::process::Command::new(program)
         .arg("worker")
         .env("DATABASE_URL", &h.app.db_url)
         .env("HERALD_ENV", "development")
@@ -291,6 +296,58 @@ fn worker_process(h: &SendHarness) -> tokio::process::Child {
         .kill_on_drop(true)
         .spawn()
         .expect("herald worker starts")
+}
+
+/// A worker whose binary was replaced under it (a deploy, a package upgrade) cannot start its
+/// template sandbox: that says nothing about the template or the readers, so it must fail none
+/// of them. Before, each reader of every batch it claimed ended `failed` with "template error:
+/// templates cannot be rendered right now" and never got the mail (found by the chaos suite when
+/// a rebuild replaced its binary mid-run).
+#[tokio::test]
+async fn a_worker_that_cannot_start_its_template_sandbox_fails_no_reader() -> TestResult {
+    let h = SendHarness::new(40).await?;
+    let campaign = h.campaign("Sandbox gone", vec![h.list]).await?;
+    herald_engine::campaigns::lifecycle::send_now(
+        &h.app.app.db,
+        &h.app.app.jobs,
+        h.tenant,
+        herald_engine::Role::Owner,
+        campaign,
+    )
+    .await?;
+    let doomed = std::env::temp_dir().join(format!("herald-doomed-{}", uuid::Uuid::new_v4()));
+    std::fs::copy(env!("CARGO_BIN_EXE_herald"), &doomed)?;
+    let mut first = worker_from(&h, &doomed);
+    // Running, and its executable gone: each sandbox child it tries to start fails.
+    std::fs::remove_file(&doomed)?;
+    let counts = "SELECT count(*), count(*) FILTER (WHERE status = 'failed') FROM sends WHERE campaign_id = $1";
+    // It fans the campaign out (no template needed), then tries to send.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (rows, _): (i64, i64) = sqlx::query_as(counts).bind(campaign).fetch_one(&h.app.owner).await?;
+        if rows == 40 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the worker without a sandbox did not fan the campaign out");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Time to claim and render several batches (it failed every row it claimed within this).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    first.kill().await?;
+    let (_, failed): (i64, i64) = sqlx::query_as(counts).bind(campaign).fetch_one(&h.app.owner).await?;
+    assert_eq!(failed, 0, "readers failed because no sandbox could start");
+    assert_eq!(h.sink.accepted_count(), 0, "nothing could be rendered, so nothing went out");
+    // A worker that can render sends each of them once.
+    let mut second = worker_process(&h);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    while h.status(campaign).await?.status.as_str() != "sent" {
+        assert!(tokio::time::Instant::now() < deadline, "the send finished: {:?}", h.status(campaign).await?);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    second.kill().await?;
+    let duplicates = h.assert_exactly_once(&addresses("reader", 1..=40)).await;
+    assert_eq!(duplicates, 0);
+    Ok(())
 }
 
 #[tokio::test]

@@ -95,8 +95,8 @@ pub async fn create_campaign(name: String) -> Result<CampaignId, AppError> {
     let name = if name.trim().is_empty() { "Untitled campaign".to_string() } else { name };
     // New campaigns start in the block editor with a starter document in the workspace's brand
     //; the API's default stays Markdown.
-    let start = herald_engine::campaigns::brand::Start::Blank;
-    let start = herald_engine::campaigns::brand::start_document(&m.state.db, m.tenant, start).await?;
+    let start = herald_engine::campaigns::templates::Start::Blank;
+    let start = herald_engine::campaigns::templates::start_document(&m.state.db, m.tenant, start).await?;
     let input = CampaignInput { name, body_format: start.body_format, body: start.body, ..Default::default() };
     let c = store::create(&m.state.db, m.tenant, m.role, &input).await?;
     leptos_axum::redirect(&format!("/campaigns/{}", c.id));

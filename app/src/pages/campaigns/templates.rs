@@ -33,7 +33,7 @@ pub struct TemplatesView {
 pub async fn campaign_templates() -> Result<TemplatesView, AppError> {
     use crate::ssr::require_role;
     use herald_engine::Role;
-    use herald_engine::campaigns::{brand, preview};
+    use herald_engine::campaigns::{brand, preview, templates};
     let m = require_role(Role::Viewer).await?;
     let mut layouts = Vec::new();
     for l in brand::layouts(&m.state.db, m.tenant).await? {
@@ -42,7 +42,7 @@ pub async fn campaign_templates() -> Result<TemplatesView, AppError> {
     }
     Ok(TemplatesView {
         layouts,
-        templates: brand::list_templates(&m.state.db, m.tenant).await?,
+        templates: templates::list_templates(&m.state.db, m.tenant).await?,
         can_create: m.role.can_author(),
     })
 }
@@ -55,7 +55,7 @@ pub async fn start_campaign(
 ) -> Result<CampaignId, AppError> {
     use crate::ssr::require_role;
     use herald_engine::Role;
-    use herald_engine::campaigns::brand::{self, Start};
+    use herald_engine::campaigns::templates::{self, Start};
     use herald_engine::campaigns::store::{self, CampaignInput};
     let m = require_role(Role::Author).await?;
     let start = match (template, layout) {
@@ -63,7 +63,7 @@ pub async fn start_campaign(
         (None, Some(layout)) => Start::Layout(layout),
         (None, None) => Start::Blank,
     };
-    let s = brand::start_document(&m.state.db, m.tenant, start).await?;
+    let s = templates::start_document(&m.state.db, m.tenant, start).await?;
     let input = CampaignInput {
         name: s.name,
         subject: s.subject,
@@ -81,17 +81,17 @@ pub async fn start_campaign(
 #[server(prefix = "/rpc", endpoint = "save_campaign_template")]
 pub async fn save_campaign_template(input: CampaignTemplateInput) -> Result<CampaignTemplate, AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::brand};
+    use herald_engine::{Role, campaigns::templates};
     let m = require_role(Role::Author).await?;
-    Ok(brand::create_template(&m.state.db, m.tenant, m.role, &input).await?)
+    Ok(templates::create_template(&m.state.db, m.tenant, m.role, &input).await?)
 }
 
 #[server(prefix = "/rpc", endpoint = "delete_campaign_template")]
 pub async fn delete_campaign_template(id: CampaignTemplateId) -> Result<(), AppError> {
     use crate::ssr::require_role;
-    use herald_engine::{Role, campaigns::brand};
+    use herald_engine::{Role, campaigns::templates};
     let m = require_role(Role::Author).await?;
-    Ok(brand::delete_template(&m.state.db, m.tenant, m.role, id).await?)
+    Ok(templates::delete_template(&m.state.db, m.tenant, m.role, id).await?)
 }
 
 #[component]

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use herald_engine::api_keys::ApiCaller;
-use herald_engine::campaigns::brand;
+use herald_engine::campaigns::templates;
 use herald_types::{CampaignTemplate, CampaignTemplateId, CampaignTemplateInput, CampaignTemplateSummary};
 
 use super::{ApiError, ApiFailure, ApiJson};
@@ -18,7 +18,7 @@ pub async fn index(
     State(s): State<ServerState>,
     caller: ApiCaller,
 ) -> Result<Json<Vec<CampaignTemplateSummary>>, ApiFailure> {
-    Ok(Json(brand::list_templates(&s.app.db, caller.tenant).await?))
+    Ok(Json(templates::list_templates(&s.app.db, caller.tenant).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/campaign-templates", operation_id = "createCampaignTemplate", security(("api_key" = [])),
@@ -31,7 +31,7 @@ pub async fn create(
     caller: ApiCaller,
     ApiJson(body): ApiJson<CampaignTemplateInput>,
 ) -> Result<(StatusCode, Json<CampaignTemplate>), ApiFailure> {
-    Ok((StatusCode::CREATED, Json(brand::create_template(&s.app.db, caller.tenant, caller.role, &body).await?)))
+    Ok((StatusCode::CREATED, Json(templates::create_template(&s.app.db, caller.tenant, caller.role, &body).await?)))
 }
 
 #[utoipa::path(get, path = "/api/v1/campaign-templates/{id}", operation_id = "getCampaignTemplate", security(("api_key" = [])),
@@ -42,7 +42,7 @@ pub async fn show(
     caller: ApiCaller,
     Path(id): Path<CampaignTemplateId>,
 ) -> Result<Json<CampaignTemplate>, ApiFailure> {
-    Ok(Json(brand::get_template(&s.app.db, caller.tenant, id).await?))
+    Ok(Json(templates::get_template(&s.app.db, caller.tenant, id).await?))
 }
 
 #[utoipa::path(put, path = "/api/v1/campaign-templates/{id}", operation_id = "updateCampaignTemplate", security(("api_key" = [])),
@@ -56,7 +56,7 @@ pub async fn update(
     Path(id): Path<CampaignTemplateId>,
     ApiJson(body): ApiJson<CampaignTemplateInput>,
 ) -> Result<Json<CampaignTemplate>, ApiFailure> {
-    Ok(Json(brand::update_template(&s.app.db, caller.tenant, caller.role, id, &body).await?))
+    Ok(Json(templates::update_template(&s.app.db, caller.tenant, caller.role, id, &body).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v1/campaign-templates/{id}", operation_id = "deleteCampaignTemplate", security(("api_key" = [])),
@@ -68,6 +68,6 @@ pub async fn delete(
     caller: ApiCaller,
     Path(id): Path<CampaignTemplateId>,
 ) -> Result<StatusCode, ApiFailure> {
-    brand::delete_template(&s.app.db, caller.tenant, caller.role, id).await?;
+    templates::delete_template(&s.app.db, caller.tenant, caller.role, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
