@@ -59,8 +59,9 @@ impl CappedPair {
             self.started = start_once(stage, self.tenant, self.second).await;
         }
         if !self.cancel && !self.resumed && now >= held_at + self.resume_after {
-            self.resumed = lifecycle::resume(&stage.db, &stage.jobs, self.tenant, Role::Owner, self.first).await.is_ok()
-                || self.status(stage, self.first).await.is_some_and(|s| s != "paused");
+            self.resumed =
+                lifecycle::resume(&stage.db, &stage.jobs, self.tenant, Role::Owner, self.first).await.is_ok()
+                    || self.status(stage, self.first).await.is_some_and(|s| s != "paused");
         }
     }
 
@@ -110,7 +111,11 @@ impl CappedPair {
     }
 
     async fn status(&self, stage: &Stage, id: CampaignId) -> Option<String> {
-        sqlx::query_scalar("SELECT status::text FROM campaigns WHERE id = $1").bind(id).fetch_one(&stage.owner).await.ok()
+        sqlx::query_scalar("SELECT status::text FROM campaigns WHERE id = $1")
+            .bind(id)
+            .fetch_one(&stage.owner)
+            .await
+            .ok()
     }
 }
 

@@ -7,14 +7,14 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use herald_engine::campaigns::lifecycle;
 use herald_engine::Role;
+use herald_engine::campaigns::lifecycle;
 use rand::Rng;
 use rand::rngs::StdRng;
 use tokio::task::JoinHandle;
 
-use super::capped::CappedPair;
 use super::automations::{LEAVE_HOLD, enter_automation, leave_trigger_list, release_held_step, send_events};
+use super::capped::CappedPair;
 use super::fixtures::{end_ab_test, insert_message, opt_out};
 use super::resend::open_original;
 use super::scene::Setup;

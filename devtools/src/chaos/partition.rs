@@ -19,16 +19,17 @@ pub(super) struct Partition {
 }
 
 /// Connections dropped as a reply came back: each chunk Postgres sends is the last one with
-/// probability `p`, and then both sides of the connection close.
+/// probability `p` (in millionths), and then both sides of the connection close.
 struct LostReplies {
-    p: f64,
+    p: AtomicU64,
     rng: std::sync::Mutex<StdRng>,
     dropped: AtomicU64,
 }
 
 impl LostReplies {
     fn now(&self) -> bool {
-        let lose = self.rng.lock().map(|mut r| r.gen_bool(self.p)).unwrap_or(false);
+        let p = self.p.load(Ordering::SeqCst);
+        let lose = p > 0 && self.rng.lock().map(|mut r| r.gen_range(0..1_000_000) < p).unwrap_or(false);
         if lose {
             self.dropped.fetch_add(1, Ordering::SeqCst);
         }
@@ -45,10 +46,20 @@ pub(super) struct LossyLink {
 }
 
 impl LossyLink {
-    pub(super) async fn start(postgres_port: u16, p: f64, seed: u64) -> anyhow::Result<Self> {
-        let lost = Arc::new(LostReplies { p, rng: std::sync::Mutex::new(StdRng::seed_from_u64(seed)), dropped: 0.into() });
+    /// A link that loses nothing until [`Self::lose`] says how much.
+    pub(super) async fn start(postgres_port: u16, seed: u64) -> anyhow::Result<Self> {
+        let lost = Arc::new(LostReplies {
+            p: AtomicU64::new(0),
+            rng: std::sync::Mutex::new(StdRng::seed_from_u64(seed)),
+            dropped: 0.into(),
+        });
         let port = proxy(postgres_port, Arc::new(AtomicBool::new(false)), Some(lost.clone())).await?;
         Ok(Self { port, lost })
+    }
+
+    /// From now on, each chunk of a reply is lost with a probability of `per_million` in a million.
+    pub(super) fn lose(&self, per_million: u64) {
+        self.lost.p.store(per_million, Ordering::SeqCst);
     }
 
     /// How many connections it has dropped mid-reply.
@@ -77,7 +88,10 @@ async fn proxy(postgres_port: u16, cut: Arc<AtomicBool>, lost: Option<Arc<LostRe
                 let (server_read, server_write) = server.into_split();
                 // A reply dropped closes the connection both ways: the client side's pump ends
                 // when the client, seeing the connection dead, closes it.
-                tokio::join!(pump(client_read, server_write, cut.clone(), None), pump(server_read, client_write, cut, lost));
+                tokio::join!(
+                    pump(client_read, server_write, cut.clone(), None),
+                    pump(server_read, client_write, cut, lost)
+                );
             });
         }
     });

@@ -29,7 +29,7 @@ pub(super) async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed);
     // Its own stream for the lost replies, so the round's draws stay as they were.
-    let stage = Stage::start(seed.rotate_left(17) ^ 0x1055_e5).await?;
+    let stage = Stage::start(seed.rotate_left(17) ^ 0x0010_55e5).await?;
 
     // The scene.
     let mut setup = build_scene(&stage, args, &mut rng).await?;
@@ -220,51 +220,24 @@ async fn add_late_campaigns(
         }),
         _ => report.violations.push(format!("{} editions for the recurring campaign's one due slot", editions.len())),
     }
-    // The automation's two mails: their audience is whoever it let in, by its runs.
+    // The automation's two mails: their audience is whoever it let in, by its runs (every run:
+    // a reader let in twice counts twice).
     let entered: Vec<String> = sqlx::query_scalar(
         "SELECT lower(r.email) FROM automation_runs a JOIN readers r ON r.id = a.reader_id WHERE a.automation_id = $1",
     )
     .bind(setup.automation)
     .fetch_all(owner)
     .await?;
-    eprintln!("chaos: {} of {} readers entered the automation", entered.len(), setup.auto_readers.len());
-    if entered.len() != setup.auto_readers.len() {
-        report.violations.push(format!(
-            "{} of {} readers entered the automation",
-            entered.len(),
-            setup.auto_readers.len()
-        ));
-    }
-    for (step, name) in setup.auto_steps.iter().zip(["Automation step 1", "Automation step 2"]) {
-        setup.scene.campaigns.push(SceneCampaign {
-            id: *step,
-            tenant: setup.main_tenant,
-            name,
-            readers: entered.clone(),
-            cancelled: false,
-            automation_step: true,
-        });
-    }
+    let steps = [(setup.auto_steps[0], "Automation step 1"), (setup.auto_steps[1], "Automation step 2")];
+    let expected = setup.auto_readers.len();
+    add_automation_mails(setup, report, "the automation", entered, expected, &steps);
     // The list automation's two mails, to whoever its list let in (the leavers too: they are
     // owed nothing once they left, and nothing may reach them 5 s after).
     let entered = automation_readers(owner, setup.leavers.automation).await?;
-    if entered.len() != setup.leavers.readers.len() {
-        report.violations.push(format!(
-            "{} of {} readers entered the automation their list starts",
-            entered.len(),
-            setup.leavers.readers.len()
-        ));
-    }
-    for (step, name) in setup.leavers.steps.iter().zip(["List automation step 1", "List automation step 2"]) {
-        setup.scene.campaigns.push(SceneCampaign {
-            id: *step,
-            tenant: setup.main_tenant,
-            name,
-            readers: entered.clone(),
-            cancelled: false,
-            automation_step: true,
-        });
-    }
+    let steps =
+        [(setup.leavers.steps[0], "List automation step 1"), (setup.leavers.steps[1], "List automation step 2")];
+    let expected = setup.leavers.readers.len();
+    add_automation_mails(setup, report, "the automation their list starts", entered, expected, &steps);
     // The signup automation's mail, to whoever its events let in.
     eprintln!("chaos: {} of {} signup events accepted", accepted.len(), setup.signup.readers.len());
     if accepted.len() != setup.signup.readers.len() {
@@ -274,13 +247,35 @@ async fn add_late_campaigns(
             setup.signup.readers.len()
         ));
     }
-    setup.scene.campaigns.push(SceneCampaign {
-        id: setup.signup.step,
-        tenant: setup.main_tenant,
-        name: "Signup automation",
-        readers: automation_readers(owner, setup.signup.automation).await?,
-        cancelled: false,
-        automation_step: true,
-    });
+    let entered = automation_readers(owner, setup.signup.automation).await?;
+    let steps = [(setup.signup.step, "Signup automation")];
+    let expected = entered.len();
+    add_automation_mails(setup, report, "the signup automation", entered, expected, &steps);
     Ok(())
+}
+
+/// An automation's mails, each checked like a campaign whose audience is whoever the automation
+/// let in (`entered`), of whom there should be `expected`.
+fn add_automation_mails(
+    setup: &mut Setup,
+    report: &mut RoundReport,
+    what: &str,
+    entered: Vec<String>,
+    expected: usize,
+    steps: &[(CampaignId, &'static str)],
+) {
+    eprintln!("chaos: {} of {expected} readers entered {what}", entered.len());
+    if entered.len() != expected {
+        report.violations.push(format!("{} of {expected} readers entered {what}", entered.len()));
+    }
+    for &(id, name) in steps {
+        setup.scene.campaigns.push(SceneCampaign {
+            id,
+            tenant: setup.main_tenant,
+            name,
+            readers: entered.clone(),
+            cancelled: false,
+            automation_step: true,
+        });
+    }
 }

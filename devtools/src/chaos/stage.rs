@@ -48,11 +48,12 @@ impl Stage {
         let owner = sqlx::postgres::PgPoolOptions::new().max_connections(4).connect(&inspector_url).await?;
         let db = Db::connect(&herald_engine::infra::db::runtime_url(&owner_url, None)?, 8).await?;
         let jobs = Jobs::new(&db);
-        // One reply chunk in twenty lost: most events need a retry or two, and some retries come
-        // after a COMMIT that took effect.
-        let events_link = LossyLink::start(pg.port, 0.05, seed).await?;
+        let events_link = LossyLink::start(pg.port, seed).await?;
         let events_url = owner_url.replace(&format!(":{}/", pg.port), &format!(":{}/", events_link.port));
         let events_db = Db::connect(&herald_engine::infra::db::runtime_url(&events_url, None)?, 4).await?;
+        // Once connected: one reply chunk in twenty lost, so most events need a retry or two, and
+        // some retries come after a COMMIT that took effect.
+        events_link.lose(50_000);
 
         // The sink: random 4xx (at RCPT and after the data), drops mid-DATA, accept-then-drop;
         // `dead…` addresses are unknown users (5xx, hard bounce), `reject…` ones get a 5xx.
