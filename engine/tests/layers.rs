@@ -106,6 +106,7 @@ const ALLOWED_CIRCLES: &[(&str, &[&str])] = &[(
     "server",
     &[
         "routes/api",
+        "routes/api/media",
         "routes/export",
         "routes/imports",
         "routes/media",

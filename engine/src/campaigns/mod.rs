@@ -18,7 +18,7 @@ pub mod resend;
 pub mod stats;
 pub mod store;
 pub mod tally;
-pub mod templates;
 pub mod targeting;
+pub mod templates;
 pub mod warmup;
 pub mod web_version;

@@ -34,7 +34,9 @@ pub async fn start_document(db: &Db, tenant: TenantId, start: Start) -> Result<C
         body: doc.to_json(),
     };
     Ok(match start {
-        Start::Blank => blocks("Untitled campaign", brand::get(db, tenant).await?.dress(BlockDocument::default().blocks)),
+        Start::Blank => {
+            blocks("Untitled campaign", brand::get(db, tenant).await?.dress(BlockDocument::default().blocks))
+        }
         Start::Layout(layout) => blocks(layout.name(), layout.document(&brand::get(db, tenant).await?)),
         Start::Template(id) => {
             let t = get_template(db, tenant, id).await?;

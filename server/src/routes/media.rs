@@ -57,4 +57,3 @@ async fn upload_from_session(State(s): State<ServerState>, session: Session, mut
         Err(e) => ApiFailure::from(e).into_response(),
     }
 }
-

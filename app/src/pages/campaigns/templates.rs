@@ -55,8 +55,8 @@ pub async fn start_campaign(
 ) -> Result<CampaignId, AppError> {
     use crate::ssr::require_role;
     use herald_engine::Role;
-    use herald_engine::campaigns::templates::{self, Start};
     use herald_engine::campaigns::store::{self, CampaignInput};
+    use herald_engine::campaigns::templates::{self, Start};
     let m = require_role(Role::Author).await?;
     let start = match (template, layout) {
         (Some(id), _) => Start::Template(id),

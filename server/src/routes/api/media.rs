@@ -4,11 +4,11 @@
 //! Uploads have their own body limit (axum's default is far smaller), and every upload is decoded
 //! and re-encoded off the async threads (`herald_engine::media::prepare_off_thread`).
 
+use axum::Json;
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, post};
-use axum::Json;
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::media::{self, Media, MediaId, MediaLibrary};
 use herald_engine::{Role, TenantId};
