@@ -7,8 +7,10 @@ const baseURL = process.env.HERALD_E2E_BASE_URL ?? "http://127.0.0.1:3100";
 
 export default defineConfig({
   testDir: "./tests",
-  // One server, one database and one mail catcher: keep it to one worker.
-  workers: 1,
+  // Two workers share one server, database and mail catcher: every test works in a workspace and
+  // with addresses of its own, and reads only its own mail from the catcher. The crawler (one
+  // file, the longest) runs on one worker while the other files run on the other.
+  workers: Number(process.env.HERALD_E2E_WORKERS ?? 2),
   fullyParallel: false,
   retries: 0,
   timeout: 60_000,

@@ -36,7 +36,9 @@ if [[ -t 2 ]]; then
 else
   _c_step='' _c_warn='' _c_err='' _c_off=''
 fi
-log() { printf '%s==>%s %s\n' "$_c_step" "$_c_off" "$*" >&2; }
+# Each step says when it starts (minutes and seconds since the script did), so a run's log shows
+# where its time went.
+log() { printf '%s==>%s [%dm%02ds] %s\n' "$_c_step" "$_c_off" $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 warn() { printf '%swarning:%s %s\n' "$_c_warn" "$_c_off" "$*" >&2; }
 die() {
   printf '%serror:%s %s\n' "$_c_err" "$_c_off" "$*" >&2
