@@ -40,6 +40,7 @@ test("an author asks, the owner approves, the audit log tells it", async ({ page
   await page.getByRole("button", { name: "Save rules" }).click();
   await expect(page.getByTestId("rules-saved")).toHaveText("Saved.");
   await page.reload();
+  await waitForHydration(page);
   await expect(page.getByRole("checkbox", { name: /Require approval before a campaign is sent/ })).toBeChecked();
   await page.getByLabel("Email", { exact: true }).fill(author);
   await page.getByLabel("Role", { exact: true }).selectOption("author");

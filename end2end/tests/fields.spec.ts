@@ -1,6 +1,6 @@
 // Custom fields: an author defines typed fields, then fills them in on a reader's
 // page, where a value of the wrong type is named beside its field and nothing is saved.
-import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated } from "./helpers";
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, waitForHydration } from "./helpers";
 
 test("define typed fields and fill them in on a reader's page", async ({ page }) => {
   await signUpWithWorkspace(page, uniqueEmail("fielder"), `Fields ${uniqueId()}`);
@@ -43,6 +43,7 @@ test("define typed fields and fill them in on a reader's page", async ({ page })
 
   // Stored typed, shown again after a reload.
   await page.reload();
+  await waitForHydration(page);
   await expect(page.getByLabel("Seats")).toHaveValue("12");
   await expect(page.getByLabel("Plan")).toHaveValue("Pro");
 });

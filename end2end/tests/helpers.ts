@@ -137,6 +137,9 @@ export async function signUpWithWorkspace(page: Page, email: string, workspace: 
 }
 
 export async function logOut(page: Page): Promise<void> {
+  // The button is an action form: clicked before the page has hydrated, a busy machine can lose
+  // the click between the server's page and the front end taking it over.
+  await waitForHydration(page);
   await page.getByRole("button", { name: "Log out" }).click();
   await expect(page).toHaveURL(/\/login(\?.*)?$/);
 }

@@ -1,7 +1,7 @@
 // An author imports a CSV with a bad row onto a list, from a reloaded mapping page where they
 // make a typed field for a column, watches the progress reach 100 % and downloads the error
 // report.
-import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated } from "./helpers";
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, gotoHydrated, waitForHydration } from "./helpers";
 
 test("CSV import with a bad row reaches 100 % and reports the row", async ({ page }) => {
   await signUpWithWorkspace(page, uniqueEmail("importer"), `Imports ${uniqueId()}`);
@@ -61,6 +61,7 @@ test("CSV import with a bad row reaches 100 % and reports the row", async ({ pag
 
   // The report survives a reload, and names the bad row.
   await page.reload();
+  await waitForHydration(page);
   await expect(page.getByTestId("import-percent")).toHaveText("100%");
   const download = page.waitForEvent("download");
   await page.getByRole("link", { name: "Download the error report" }).click();

@@ -85,6 +85,7 @@ test("an owner invites an author, who signs up from the email and joins", async 
 
     // --- The owner sees the new member, and the invite is no longer pending. ---
     await page.reload();
+    await waitForHydration(page);
     const ownerTable = page.getByTestId("members-table");
     await expect(ownerTable).toContainText(owner);
     await expect(ownerTable).toContainText(invitee);

@@ -1,6 +1,6 @@
 // A reader subscribes on the hosted page, confirms from the mail in /dev/inbox, and the author
 // sees them confirmed.
-import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, newInstrumentedContext, gotoHydrated } from "./helpers";
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, newInstrumentedContext, gotoHydrated, waitForHydration } from "./helpers";
 
 test("double opt-in from the hosted page to a confirmed reader", async ({ page, browser, baseURL, browserProblems }) => {
   const author = uniqueEmail("author");
@@ -29,6 +29,7 @@ test("double opt-in from the hosted page to a confirmed reader", async ({ page, 
 
   // Still unconfirmed for the author.
   await page.reload();
+  await waitForHydration(page);
   await expect(page.getByTestId("lists-table")).toContainText("Weekly digest");
 
   // The confirmation arrives in the dev inbox (through the job queue and real SMTP).
@@ -55,6 +56,7 @@ test("double opt-in from the hosted page to a confirmed reader", async ({ page, 
 
   // The author sees one confirmed reader, and the reader's consent history.
   await page.reload();
+  await waitForHydration(page);
   await expect(page.getByTestId("confirmed-count").first()).toHaveText("1");
   await page.getByRole("link", { name: "Readers", exact: true }).click();
   await page.getByRole("link", { name: reader }).click();

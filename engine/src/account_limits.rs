@@ -282,6 +282,7 @@ impl AccountActivity {
 }
 
 /// The busiest `limit` accounts over the last 7 days.
+#[tracing::instrument(skip_all)]
 pub async fn activity(db: &Db, limit: i64) -> Result<Vec<AccountActivity>> {
     let limit = i32::try_from(limit.clamp(1, 10_000)).unwrap_or(50);
     Ok(sqlx::query_as("SELECT * FROM account_activity($1)").bind(limit).fetch_all(db.pool()).await?)

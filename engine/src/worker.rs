@@ -95,6 +95,7 @@ async fn supervise(db: Db, jobs: Jobs, mut stop: tokio::sync::watch::Receiver<bo
 }
 
 /// One supervisor pass; public so tests can drive it without waiting.
+#[tracing::instrument(skip_all)]
 pub async fn supervise_once(db: &Db, jobs: &Jobs) -> Result<()> {
     let reaped: i64 = sqlx::query_scalar("SELECT reap_expired_leases()").fetch_one(db.pool()).await?;
     if reaped > 0 {

@@ -162,6 +162,7 @@ pub async fn delete(db: &Db, tenant: TenantId, role: Role, id: SegmentId) -> Res
 /// routes), per workspace and shared by every process: each can read all of the workspace's
 /// readers, so a steady few per second with room for an editor's burst of edits, and a clear
 /// "wait" past that instead of one workspace's loop of counts keeping Postgres busy for all.
+#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn take_count_allowance(db: &Db, tenant: TenantId) -> Result<()> {
     const PER_SECOND: f64 = 10.0;
     const BURST: u32 = 60;

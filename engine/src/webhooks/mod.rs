@@ -203,6 +203,7 @@ pub enum WebhookError {
 /// `headers`: lower-cased header name -> value. `secret`: the identity's configured webhook
 /// secret (meaning per provider: see [`Provider::secret_hint`]). `now`: the clock, injected so
 /// tests can check timestamp windows. `sns_topic`: the SNS topic an SES webhook is pinned to.
+#[tracing::instrument(skip_all, fields(?provider))]
 #[allow(clippy::too_many_arguments)]
 pub async fn verify(
     provider: Provider,
