@@ -8,8 +8,8 @@ const baseURL = process.env.HERALD_E2E_BASE_URL ?? "http://127.0.0.1:3100";
 export default defineConfig({
   testDir: "./tests",
   // Two workers share one server, database and mail catcher: every test works in a workspace and
-  // with addresses of its own, and reads only its own mail from the catcher. The crawler (one
-  // file, the longest) runs on one worker while the other files run on the other.
+  // with addresses of its own, and reads only its own mail from the catcher. The crawler's
+  // routes are shared out among the workers too (see its `describe`).
   workers: Number(process.env.HERALD_E2E_WORKERS ?? 2),
   fullyParallel: false,
   retries: 0,

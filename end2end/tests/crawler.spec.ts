@@ -339,7 +339,11 @@ function stopwatch(what: string): (step: string) => void {
 const routes = appRoutes();
 
 // Not serial: a failing route does not hide the others (the worker restarts and seeds again).
+// Parallel: its routes are shared out among the workers (each signs up and seeds a workspace
+// of its own in `beforeAll`), so the longest file does not run on one worker while the others
+// wait.
 test.describe("crawler", () => {
+  test.describe.configure({ mode: "parallel" });
   let owner: BrowserContext;
   let visitor: BrowserContext;
   let paths: Paths = {};
