@@ -125,21 +125,39 @@ ensure_tools() {
   fi
 }
 
-# moto's S3 server, for the media tests' bucket (images can live in an S3-compatible
-# bucket, and the tests start one). A venv in the cache beside the target dir, made once: pip
-# takes ~30 s. Exports HERALD_MOTO_SERVER, which the tests start on a free port.
+# A Python tool in its own venv in the cache beside the target dir, made once (pip takes ~30 s);
+# prints the venv's path. `python_tool VENV_NAME REQUIREMENT PROBE`: PROBE is the venv's program
+# whose presence says the install finished.
+python_tool() {
+  local venv="$HOME/.cache/herald/$1" requirement="$2" probe="$3"
+  if [[ ! -x "$venv/bin/$probe" ]]; then
+    command -v python3 >/dev/null 2>&1 || die "python3 not found: $requirement needs Python 3"
+    log "Installing $requirement in $venv" >&2
+    rm -rf "$venv"
+    python3 -m venv "$venv" >&2 || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "$requirement" >&2 ||
+      die "pip could not install $requirement"
+  fi
+  printf '%s\n' "$venv"
+}
+
+# moto's S3 server, for the media tests' bucket (images can live in an S3-compatible bucket, and
+# the tests start one). Exports HERALD_MOTO_SERVER, which the tests start on a free port.
 HERALD_MOTO_VERSION=5.2.5
 ensure_moto() {
-  local venv="$HOME/.cache/herald/moto-$HERALD_MOTO_VERSION"
-  if [[ ! -x "$venv/bin/moto_server" ]]; then
-    command -v python3 >/dev/null 2>&1 || die "python3 not found: the media tests' S3 server (moto) needs Python 3"
-    log "Installing moto $HERALD_MOTO_VERSION (a local S3 server for the media tests) in $venv"
-    rm -rf "$venv"
-    python3 -m venv "$venv" || die "python3 -m venv failed (Debian: apt-get install python3-venv)"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$HERALD_MOTO_VERSION" ||
-      die "pip could not install moto[server]==$HERALD_MOTO_VERSION"
-  fi
+  local venv
+  venv="$(python_tool "moto-$HERALD_MOTO_VERSION" "moto[server]==$HERALD_MOTO_VERSION" moto_server)"
   export HERALD_MOTO_SERVER="$venv/bin/moto_server"
+}
+
+# An independent check of the API's OpenAPI document (the Python project's validator, not
+# Herald's own code): `validate_openapi URL`.
+HERALD_OPENAPI_VALIDATOR_VERSION=0.9.0
+validate_openapi() {
+  local venv
+  venv="$(python_tool "openapi-spec-validator-$HERALD_OPENAPI_VALIDATOR_VERSION" \
+    "openapi-spec-validator==$HERALD_OPENAPI_VALIDATOR_VERSION" openapi-spec-validator)"
+  "$venv/bin/openapi-spec-validator" "$1"
 }
 
 # Browser libraries the app serves itself (never from a CDN), copied from node_modules into the

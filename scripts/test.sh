@@ -7,8 +7,9 @@
 #   2. clippy, native (engine + server, all targets) and wasm (frontend), warnings denied
 #   3. cargo test (engine + server; the Rust tests make a fresh database per test, owned by an
 #      ordinary role that is not a superuser, whatever DATABASE_URL names)
-#   4. cargo leptos build, then the Playwright suite against a real `herald serve` on a fresh
-#      database, with the dev mail catcher (skip with SKIP_E2E=1 for a quick local run; run only
+#   4. cargo leptos build, then against a real `herald serve` on a fresh database, with the dev
+#      mail catcher: the OpenAPI document validated and a TypeScript client generated from it,
+#      and the Playwright suite (skip with SKIP_E2E=1 for a quick local run; run only
 #      this step with E2E_ONLY=1, and pass Playwright arguments in PLAYWRIGHT_ARGS, e.g.
 #      PLAYWRIGHT_ARGS="crawler.spec.ts")
 #
@@ -200,6 +201,13 @@ if [[ $ready -ne 1 ]]; then
   fi
   die "herald serve exited before it was ready"
 fi
+
+log "OpenAPI document: validated (openapi-spec-validator), then a TypeScript client generated from it"
+validate_openapi "$e2e_base/api/v1/openapi.json" || die "the served OpenAPI document is not valid"
+# The browser suite's api_client.spec.ts sends a campaign through this client.
+rm -rf end2end/generated
+(cd end2end && npx openapi-ts --input "$e2e_base/api/v1/openapi.json" --output generated/herald-api \
+  --client @hey-api/client-fetch >/dev/null) || die "@hey-api/openapi-ts could not generate a client from the document"
 
 log "Playwright (end2end/)"
 if ! (cd end2end && HERALD_E2E_BASE_URL="$e2e_base" HERALD_E2E_CLI="$e2e_cli" npx playwright test ${PLAYWRIGHT_ARGS:-}); then

@@ -6,6 +6,7 @@
 pub mod account_limits;
 pub mod accounts;
 pub mod api_keys;
+pub mod api_requests;
 pub mod audience;
 pub mod audit;
 pub mod automations;

@@ -10,6 +10,9 @@ pub enum Mode {
     Production,
 }
 
+/// A busy integration's pace: 20 requests a second per key, sustained.
+pub const API_REQUESTS_PER_MINUTE: u32 = 1200;
+
 #[derive(Clone)]
 pub struct Config {
     pub mode: Mode,
@@ -75,6 +78,9 @@ pub struct Config {
     pub spf_include: String,
     /// Template previews per member per minute (`HERALD_PREVIEWS_PER_MINUTE`, default 30).
     pub previews_per_minute: u32,
+    /// API requests per key per minute, all at once if need be, counted by every process
+    /// together (`HERALD_API_REQUESTS_PER_MINUTE`, default 1200).
+    pub api_requests_per_minute: u32,
     /// The public forms' budgets and challenge (`HERALD_PUBLIC_FORM_POSTS_PER_MINUTE`,
     /// `HERALD_PUBLIC_ENTRIES_PER_LIST_PER_HOUR`, `HERALD_PUBLIC_ENTRIES_PER_WORKSPACE_PER_HOUR`,
     /// `HERALD_PUBLIC_ENTRY_CHALLENGE_COST`, `HERALD_PUBLIC_ENTRY_CHALLENGE_MAX_COUNTER`).
@@ -307,6 +313,13 @@ impl Config {
                 .filter(|n| *n > 0)
                 .ok_or(format!("HERALD_PREVIEWS_PER_MINUTE must be a number of previews (1 or more), not `{v}`"))?,
         };
+        let api_requests_per_minute =
+            match get("HERALD_API_REQUESTS_PER_MINUTE") {
+                None => API_REQUESTS_PER_MINUTE,
+                Some(v) => v.trim().parse::<u32>().ok().filter(|n| *n > 0).ok_or(format!(
+                    "HERALD_API_REQUESTS_PER_MINUTE must be a number of requests (1 or more), not `{v}`"
+                ))?,
+            };
         let dns_server =
             match get("HERALD_DNS_SERVER") {
                 None => None,
@@ -362,6 +375,7 @@ impl Config {
             dns_server,
             spf_include,
             previews_per_minute,
+            api_requests_per_minute,
             trusted_proxies,
             metrics_access,
             system_mail_limits,

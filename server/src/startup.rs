@@ -52,6 +52,8 @@ const BODY_LIMIT: usize = 16 * 1024 * 1024;
 #[derive(Clone)]
 pub struct ServerState {
     pub app: AppState,
+    /// API requests per key per minute (see [`crate::routes::api::metering`]).
+    pub api_requests_per_minute: u32,
     pub metrics: Arc<Metrics>,
     pub metrics_access: crate::config::MetricsAccess,
     pub leptos: LeptosOptions,
@@ -316,6 +318,7 @@ fn router(
         .build();
     let server_state = ServerState {
         app: state.clone(),
+        api_requests_per_minute: config.api_requests_per_minute,
         metrics: Arc::new(Metrics::new(tracking.recorder.counters.clone())),
         metrics_access: config.metrics_access.clone(),
         leptos: leptos.clone(),
@@ -346,7 +349,7 @@ fn router(
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(health::metrics))
-        .merge(api::router())
+        .merge(api::router(&server_state))
         .merge(crate::routes::public::router())
         .merge(crate::routes::tracking::router())
         .merge(crate::routes::webhooks::router())

@@ -70,6 +70,53 @@ pub async fn try_take(db: &Db, key: &str, n: u32, per_second: f64, burst: u32) -
     Ok(Some(Duration::from_secs_f64(wait_seconds.max(1.0))))
 }
 
+/// What one request left of a bucket it was counted against ([`take_one`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Allowance {
+    /// Whether this request was within the rate (and so counted).
+    pub allowed: bool,
+    /// Requests that may still be made at once.
+    pub remaining: u32,
+    /// Until the bucket is full again.
+    pub reset: Duration,
+    /// When refused: until one request is allowed again.
+    pub retry_after: Duration,
+}
+
+/// Counts one request against `key` (`burst` at once, refilled at `per_second`) if it fits,
+/// in one statement, and says what is left: the numbers the IETF `RateLimit` header fields show.
+pub async fn take_one(db: &Db, key: &str, per_second: f64, burst: u32) -> Result<Allowance> {
+    let interval = 1.0 / per_second.max(f64::MIN_POSITIVE);
+    let burst = burst.max(1) as f64;
+    // `ahead`: how far the bucket's TAT is past now, in seconds, after this request (or as it
+    // stands, when refused). A request fits when, with it, the TAT stays within burst·T of now.
+    let (allowed, ahead): (bool, f64) = sqlx::query_as(
+        "WITH taken AS (
+             INSERT INTO rate_buckets AS b (key, tat) VALUES ($1, now() + make_interval(secs => $2))
+             ON CONFLICT (key) DO UPDATE SET tat = greatest(b.tat, now()) + make_interval(secs => $2)
+             WHERE greatest(b.tat, now()) + make_interval(secs => $2) - make_interval(secs => $2 * $3) <= now()
+             RETURNING tat
+         )
+         SELECT true, extract(epoch FROM (tat - now()))::float8 FROM taken
+         UNION ALL
+         SELECT false, greatest(0, extract(epoch FROM (tat - now())))::float8 FROM rate_buckets
+          WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM taken)",
+    )
+    .bind(key)
+    .bind(interval)
+    .bind(burst)
+    .fetch_one(db.pool())
+    .await?;
+    let remaining = ((burst * interval - ahead) / interval).floor().max(0.0) as u32;
+    let retry_after = if allowed { 0.0 } else { (ahead + interval - burst * interval).max(0.0) };
+    Ok(Allowance {
+        allowed,
+        remaining,
+        reset: Duration::from_secs_f64(ahead.max(0.0)),
+        retry_after: Duration::from_secs_f64(retry_after),
+    })
+}
+
 /// The share of an identity's rate, and of its connections, that campaigns keep while mail a
 /// reader waits for (an automation step, a transactional message) has work: the rest is that
 /// mail's, so a welcome never waits behind a million-reader campaign on a slow identity.

@@ -137,6 +137,14 @@ fn body_for(d: &Declared, list: &str) -> Value {
         }
         ("POST", "/api/v1/readers/{id}/events") => json!({"name": "walked", "data": {"plan": "pro"}}),
         ("POST", "/api/v1/lists") => json!({"name": "Walked"}),
+        ("POST", "/api/v1/readers/{id}/subscriptions") => json!({"lists": [list]}),
+        ("POST", "/api/v1/readers/{id}/tags") => json!({"tags": ["walked"]}),
+        ("POST", "/api/v1/suppressions") => json!({"emails": ["walked-suppressed@example.com"]}),
+        ("POST", "/api/v1/campaigns") => json!({"name": "Walked", "subject": "Walked", "list_ids": [list]}),
+        ("POST", "/api/v1/fields") => json!({"label": "Walked", "key": "walked", "kind": "text"}),
+        ("POST", "/api/v1/templates") => json!({"name": "walked", "subject": "Walked", "html": "<p>Walked</p>"}),
+        ("POST", "/api/v1/campaign-templates") => json!({"name": "Walked"}),
+        ("POST", "/api/v1/segments") => json!({"name": "Walked", "definition": {"match": "all", "rules": []}}),
         _ => json!({}),
     }
 }
@@ -239,6 +247,58 @@ async fn each_key_role_reaches_exactly_the_routes_declared_for_it() {
         }
         assert!(wrong.is_empty(), "a key of role {role:?}:\n{}", wrong.join("\n"));
     }
+}
+
+/// Every POST that honours `Idempotency-Key`, called twice with one key by a key allowed to make
+/// it: the second call gets the first answer and changes nothing. A new POST route gets this by
+/// being declared (see `ApiRoutes::add`); one declared to keep keys itself is held to it here.
+#[tokio::test]
+async fn every_post_route_answers_a_repeated_idempotency_key_once() {
+    use herald_server::routes::api::Keys;
+    let f = filled_workspace().await;
+    let admin = key(&f, Role::Admin).await;
+    let list = some_id(&f, "lists", "id", "").await;
+    let mut wrong = Vec::new();
+    let mut created = 0;
+    for (i, d) in herald_server::routes::api::declared().into_iter().enumerate() {
+        let Some(keys @ (Keys::Stored | Keys::Handler)) = d.keys else { continue };
+        let path = concrete(&f, d.path).await;
+        let idem = format!("walk-{i}");
+        let send = || {
+            reqwest::Client::new()
+                .post(format!("{}{path}", f.app.base))
+                .bearer_auth(&admin)
+                .header("Idempotency-Key", &idem)
+                .json(&body_for(&d, &list))
+                .send()
+        };
+        let first = send().await.expect("first");
+        let first_status = first.status();
+        let first_body = first.text().await.unwrap_or_default();
+        if first_status.is_success() {
+            created += 1;
+        }
+        let before = fingerprint(&f.app).await;
+        let again = send().await.expect("again");
+        let replayed = again.headers().get("idempotent-replayed").is_some();
+        let (status, body) = (again.status(), again.text().await.unwrap_or_default());
+        let touched: Vec<String> = changed(&before, &fingerprint(&f.app).await)
+            .into_iter()
+            .filter(|t| !READ_TRACES.contains(&t.as_str()))
+            .collect();
+        if status != first_status || body != first_body {
+            wrong.push(format!("{} {}: {first_status} {first_body} then {status} {body}", d.method, d.path));
+        }
+        if keys == Keys::Stored && !replayed {
+            wrong.push(format!("{} {}: the repeat is not marked Idempotent-Replayed", d.method, d.path));
+        }
+        if !touched.is_empty() {
+            wrong.push(format!("{} {}: the repeat ({status}) changed {touched:?}", d.method, d.path));
+        }
+    }
+    assert!(wrong.is_empty(), "a repeated Idempotency-Key:\n{}", wrong.join("\n"));
+    // The walk means something only if some first calls did their work.
+    assert!(created >= 10, "only {created} POST routes accepted the walk's first call");
 }
 
 /// Every server function the app registers, with its declaration (`None`: undeclared).

@@ -78,6 +78,46 @@ async fn the_openapi_document_describes_the_api() {
     assert!(doc["components"]["securitySchemes"]["api_key"].is_object());
 }
 
+/// What a client generator needs of each operation (the independent validator, run by
+/// `scripts/test.sh` against the served document, checks the rest of the specification): a unique
+/// camelCase operationId, and every `{name}` of its path declared as a required path parameter.
+#[tokio::test]
+async fn every_operation_has_a_unique_name_and_declares_its_path_parameters() {
+    let app = spawn_app().await;
+    let doc: serde_json::Value =
+        reqwest::get(format!("{}/api/v1/openapi.json", app.base)).await.expect("request").json().await.expect("json");
+    let mut names = std::collections::BTreeMap::new();
+    let mut wrong = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            let at = format!("{method} {path}");
+            let id = op["operationId"].as_str().unwrap_or_default();
+            let camel = id.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                && id.chars().all(|c| c.is_ascii_alphanumeric());
+            if !camel {
+                wrong.push(format!("{at}: operationId {id:?} is not camelCase"));
+            }
+            if let Some(other) = names.insert(id.to_string(), at.clone()) {
+                wrong.push(format!("{at}: operationId {id} is also {other}'s"));
+            }
+            let declared: Vec<&str> = op["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["in"] == "path" && p["required"] == true)
+                .filter_map(|p| p["name"].as_str())
+                .collect();
+            for name in path.split('/').filter_map(|s| s.strip_prefix('{')?.strip_suffix('}')) {
+                if !declared.contains(&name) {
+                    wrong.push(format!("{at}: path parameter {name} is not declared"));
+                }
+            }
+        }
+    }
+    assert!(names.len() > 90, "only {} operations in the document", names.len());
+    assert!(wrong.is_empty(), "the OpenAPI document:\n{}", wrong.join("\n"));
+}
+
 /// A key is its maker's. The list shows who made it and what it may do; it stops
 /// working (403, saying why) while its maker is not an admin, and works again if they are made
 /// admin again; it dies with the maker's membership rights, not before; a narrower key may only
@@ -126,4 +166,39 @@ async fn a_key_answers_only_while_its_maker_is_an_admin_and_only_within_its_role
     assert_eq!(write.status(), StatusCode::FORBIDDEN);
     let owner_key = owner.run(CreateApiKey { name: "too much".into(), role: Some(Role::Owner) }).await;
     assert_eq!(owner_key.status, StatusCode::UNPROCESSABLE_ENTITY, "a key cannot be an owner");
+}
+
+/// A key's rate is counted by every process together (two servers on one database here), each
+/// answer says what is left in the IETF `RateLimit` fields, and past the rate the answer is 429
+/// with `Retry-After`; another key has its own rate.
+#[tokio::test]
+async fn a_key_has_one_rate_across_every_process_and_each_answer_says_what_is_left() {
+    let limit = [("HERALD_API_REQUESTS_PER_MINUTE", "6")];
+    let first = spawn_app_with(&limit).await;
+    let (owner, _) = first.owner_with_workspace("rate@example.com", "Rates").await;
+    let key = owner.run(CreateApiKey { name: "busy".into(), role: None }).await.value();
+    let other = owner.run(CreateApiKey { name: "quiet".into(), role: None }).await.value();
+    // Started after the sign-up, whose mail goes through whichever process's worker takes it.
+    let second = spawn_app_on(&first.db_url, &limit).await;
+    let call = |base: &str, key: &str| {
+        reqwest::Client::new().get(format!("{base}/api/v1/workspace")).bearer_auth(key.to_string()).send()
+    };
+    for n in 0..6u32 {
+        let app = if n % 2 == 0 { &first } else { &second };
+        let r = call(&app.base, &key).await.expect("request");
+        assert_eq!(r.status(), StatusCode::OK, "request {n}");
+        assert_eq!(r.headers()["ratelimit-policy"], "\"per-key\";q=6;w=60");
+        let left = r.headers()["ratelimit"].to_str().expect("ascii").to_string();
+        assert!(left.starts_with(&format!("\"per-key\";r={};t=", 5 - n)), "request {n}: {left}");
+    }
+    for app in [&first, &second] {
+        let r = call(&app.base, &key).await.expect("request");
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        let wait: u64 = r.headers()["retry-after"].to_str().expect("ascii").parse().expect("seconds");
+        assert!((1..=10).contains(&wait), "one request comes back every 10 s: {wait}");
+        assert!(r.headers()["ratelimit"].to_str().expect("ascii").contains(";r=0;"));
+        let body: serde_json::Value = r.json().await.expect("json");
+        assert_eq!(body["code"], "rate_limited");
+    }
+    assert_eq!(call(&second.base, &other).await.expect("request").status(), StatusCode::OK, "another key's own rate");
 }

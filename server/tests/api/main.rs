@@ -27,6 +27,7 @@ mod dns;
 mod eligibility_at_delivery;
 mod email_verification;
 mod fields;
+mod idempotency;
 mod imports;
 mod invites;
 mod media;

@@ -29,7 +29,7 @@ pub struct AuditPage {
     pub next_before: Option<i64>,
 }
 
-#[utoipa::path(get, path = "/api/v1/audit", security(("api_key" = [])), params(AuditQuery),
+#[utoipa::path(get, path = "/api/v1/audit", operation_id = "listAuditEntries", security(("api_key" = [])), params(AuditQuery),
     responses((status = 200, body = AuditPage), (status = 422, body = ApiError)))]
 pub async fn index(
     State(s): State<ServerState>,

@@ -36,7 +36,7 @@ pub async fn index(
     Ok(Json(store::search(&s.app.db, caller.tenant, &query).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/campaigns", security(("api_key" = [])), request_body = CampaignInput,
+#[utoipa::path(post, path = "/api/v1/campaigns", operation_id = "createCampaign", security(("api_key" = [])), request_body = CampaignInput,
     responses((status = 201, description = "Created as a draft"), (status = 422, body = ApiError)))]
 pub async fn create(
     State(s): State<ServerState>,
@@ -47,7 +47,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(c)))
 }
 
-#[utoipa::path(get, path = "/api/v1/campaigns/{id}", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}", operation_id = "getCampaign", security(("api_key" = [])),
     responses((status = 200, description = "The campaign"), (status = 404, body = ApiError)))]
 pub async fn show(
     State(s): State<ServerState>,
@@ -57,7 +57,7 @@ pub async fn show(
     Ok(Json(store::get(&s.app.db, caller.tenant, id).await?))
 }
 
-#[utoipa::path(put, path = "/api/v1/campaigns/{id}", security(("api_key" = [])), request_body = CampaignInput,
+#[utoipa::path(put, path = "/api/v1/campaigns/{id}", operation_id = "updateCampaign", security(("api_key" = [])), request_body = CampaignInput,
     responses((status = 200, description = "Saved"), (status = 404, body = ApiError), (status = 409, body = ApiError),
               (status = 422, body = ApiError)))]
 pub async fn update(
@@ -69,7 +69,7 @@ pub async fn update(
     Ok(Json(store::update(&s.app.db, caller.tenant, caller.role, id, &body).await?))
 }
 
-#[utoipa::path(delete, path = "/api/v1/campaigns/{id}", security(("api_key" = [])),
+#[utoipa::path(delete, path = "/api/v1/campaigns/{id}", operation_id = "deleteCampaign", security(("api_key" = [])),
     responses((status = 204, description = "Draft deleted"), (status = 404, body = ApiError), (status = 409, body = ApiError)))]
 pub async fn delete(
     State(s): State<ServerState>,
@@ -80,7 +80,7 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(post, path = "/api/v1/campaigns/{id}/send", security(("api_key" = [])),
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/send", operation_id = "sendCampaign", security(("api_key" = [])),
     responses((status = 200, description = "Sending"), (status = 409, body = ApiError, description = "Already sending or sent"),
               (status = 422, body = ApiError, description = "Not ready: the message says what to fix")))]
 pub async fn send(
@@ -93,7 +93,7 @@ pub async fn send(
     Ok(Json(campaign))
 }
 
-#[utoipa::path(post, path = "/api/v1/campaigns/{id}/schedule", security(("api_key" = [])), request_body = ScheduleInput,
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/schedule", operation_id = "scheduleCampaign", security(("api_key" = [])), request_body = ScheduleInput,
     responses((status = 200, description = "Scheduled"), (status = 409, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn schedule(
     State(s): State<ServerState>,
@@ -113,7 +113,7 @@ pub async fn schedule(
     Ok(Json(campaign))
 }
 
-#[utoipa::path(post, path = "/api/v1/campaigns/{id}/unschedule", security(("api_key" = [])),
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/unschedule", operation_id = "unscheduleCampaign", security(("api_key" = [])),
     responses((status = 200, description = "Back to draft"), (status = 409, body = ApiError)))]
 pub async fn unschedule(
     State(s): State<ServerState>,
@@ -125,7 +125,7 @@ pub async fn unschedule(
     Ok(Json(campaign))
 }
 
-#[utoipa::path(post, path = "/api/v1/campaigns/{id}/pause", security(("api_key" = [])),
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/pause", operation_id = "pauseCampaign", security(("api_key" = [])),
     responses((status = 200, description = "Paused: no new messages start"), (status = 409, body = ApiError)))]
 pub async fn pause(
     State(s): State<ServerState>,
@@ -137,7 +137,7 @@ pub async fn pause(
     Ok(Json(campaign))
 }
 
-#[utoipa::path(post, path = "/api/v1/campaigns/{id}/resume", security(("api_key" = [])),
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/resume", operation_id = "resumeCampaign", security(("api_key" = [])),
     responses((status = 200, description = "Sending again"), (status = 409, body = ApiError)))]
 pub async fn resume(
     State(s): State<ServerState>,
@@ -149,7 +149,7 @@ pub async fn resume(
     Ok(Json(campaign))
 }
 
-#[utoipa::path(post, path = "/api/v1/campaigns/{id}/cancel", security(("api_key" = [])),
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/cancel", operation_id = "cancelCampaign", security(("api_key" = [])),
     responses((status = 200, description = "Cancelled: queued messages will not be sent"), (status = 409, body = ApiError)))]
 pub async fn cancel(
     State(s): State<ServerState>,
@@ -161,7 +161,7 @@ pub async fn cancel(
     Ok(Json(campaign))
 }
 
-#[utoipa::path(post, path = "/api/v1/campaigns/{id}/retry-failed", security(("api_key" = [])),
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/retry-failed", operation_id = "retryFailedCampaignReaders", security(("api_key" = [])),
     responses((status = 200, body = RetryResult), (status = 409, body = ApiError)))]
 pub async fn retry_failed(
     State(s): State<ServerState>,
@@ -172,7 +172,7 @@ pub async fn retry_failed(
     Ok(Json(RetryResult { requeued }))
 }
 
-#[utoipa::path(get, path = "/api/v1/campaigns/{id}/stats", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}/stats", operation_id = "getCampaignStats", security(("api_key" = [])),
     responses((status = 200, description = "Counts per status, rate (msg/s) and ETA"), (status = 404, body = ApiError)))]
 pub async fn stats(
     State(s): State<ServerState>,
@@ -194,7 +194,7 @@ pub async fn audience(
     Ok(Json(herald_engine::campaigns::fanout::reach(&s.app.db, caller.tenant, id).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/campaigns/{id}/results", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}/results", operation_id = "getCampaignResults", security(("api_key" = [])),
     responses((status = 200, description = "Engagement: sent, delivered, bounces, complaints, unsubscribes, opens and clicks (unique and total), opens and clicks per hour, top links, top recipient domains"),
               (status = 404, body = ApiError)))]
 pub async fn results(
@@ -205,7 +205,7 @@ pub async fn results(
     Ok(Json(herald_engine::campaigns::stats::campaign(&s.app.db, caller.tenant, id).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/campaigns/{id}/events.csv", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}/events.csv", operation_id = "exportCampaignEvents", security(("api_key" = [])),
     responses((status = 200, description = "Every event of the campaign as CSV (at,event,email,url,detail), streamed", content_type = "text/csv"),
               (status = 404, body = ApiError)))]
 pub async fn events_csv(
@@ -218,7 +218,7 @@ pub async fn events_csv(
     crate::routes::export::events_csv(&s.app.db, caller.tenant, id).await
 }
 
-#[utoipa::path(get, path = "/api/v1/campaigns/{id}/report", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}/report", operation_id = "getCampaignReport", security(("api_key" = [])),
     responses((status = 200, description = "Counts, the latest failures with reasons, skip reasons"), (status = 404, body = ApiError)))]
 pub async fn report(
     State(s): State<ServerState>,
@@ -228,7 +228,7 @@ pub async fn report(
     Ok(Json(progress::report(&s.app.db, caller.tenant, id).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/campaigns/{id}/stop", security(("api_key" = [])),
+#[utoipa::path(post, path = "/api/v1/campaigns/{id}/stop", operation_id = "stopRecurringCampaign", security(("api_key" = [])),
     responses((status = 200, description = "The schedule stopped; the campaign is a draft again"),
               (status = 404, body = ApiError), (status = 409, body = ApiError)))]
 pub async fn stop(
@@ -241,7 +241,7 @@ pub async fn stop(
     Ok(Json(campaign))
 }
 
-#[utoipa::path(get, path = "/api/v1/campaigns/{id}/editions", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/campaigns/{id}/editions", operation_id = "listCampaignEditions", security(("api_key" = [])),
     responses((status = 200, description = "A recurring campaign's editions, newest first"), (status = 404, body = ApiError)))]
 pub async fn editions(
     State(s): State<ServerState>,
@@ -251,7 +251,7 @@ pub async fn editions(
     Ok(Json(recurring::editions(&s.app.db, caller.tenant, id).await?))
 }
 
-#[utoipa::path(put, path = "/api/v1/campaigns/{id}/feed/{reader}", security(("api_key" = [])),
+#[utoipa::path(put, path = "/api/v1/campaigns/{id}/feed/{reader}", operation_id = "putCampaignFeedItem", security(("api_key" = [])),
     request_body(content = Object, description = "This reader's data for the next edition"),
     responses((status = 200, description = "Stored"), (status = 404, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn put_feed(
@@ -271,7 +271,7 @@ pub async fn put_feed(
     Ok(Json(r))
 }
 
-#[utoipa::path(put, path = "/api/v1/campaigns/{id}/feed", security(("api_key" = [])), request_body = Vec<FeedItem>,
+#[utoipa::path(put, path = "/api/v1/campaigns/{id}/feed", operation_id = "putCampaignFeed", security(("api_key" = [])), request_body = Vec<FeedItem>,
     responses((status = 200, description = "Stored; items that were not are listed", body = FeedResult),
               (status = 404, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn put_feed_bulk(

@@ -11,13 +11,13 @@ use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
 /// Every list with its subscription counts.
-#[utoipa::path(get, path = "/api/v1/lists", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/lists", operation_id = "listLists", security(("api_key" = [])),
     responses((status = 200, description = "Lists with counts (confirmed, unconfirmed, unsubscribed)")))]
 pub async fn index(State(s): State<ServerState>, caller: ApiCaller) -> Result<Json<Vec<ListWithCounts>>, ApiFailure> {
     Ok(Json(lists::with_counts(&s.app.db, caller.tenant).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/lists", security(("api_key" = [])), request_body = ListInput,
+#[utoipa::path(post, path = "/api/v1/lists", operation_id = "createList", security(("api_key" = [])), request_body = ListInput,
     responses((status = 201, description = "Created"), (status = 409, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn create(
     State(s): State<ServerState>,
@@ -28,7 +28,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(list)))
 }
 
-#[utoipa::path(get, path = "/api/v1/lists/{id}", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/lists/{id}", operation_id = "getList", security(("api_key" = [])),
     responses((status = 200, description = "The list"), (status = 404, body = ApiError)))]
 pub async fn show(
     State(s): State<ServerState>,
@@ -38,7 +38,7 @@ pub async fn show(
     Ok(Json(lists::get(&s.app.db, caller.tenant, id).await?))
 }
 
-#[utoipa::path(put, path = "/api/v1/lists/{id}", security(("api_key" = [])), request_body = ListInput,
+#[utoipa::path(put, path = "/api/v1/lists/{id}", operation_id = "updateList", security(("api_key" = [])), request_body = ListInput,
     responses((status = 200, description = "Updated"), (status = 404, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn update(
     State(s): State<ServerState>,
@@ -49,7 +49,7 @@ pub async fn update(
     Ok(Json(lists::update(&s.app.db, caller.tenant, caller.role, id, &body).await?))
 }
 
-#[utoipa::path(delete, path = "/api/v1/lists/{id}", security(("api_key" = [])),
+#[utoipa::path(delete, path = "/api/v1/lists/{id}", operation_id = "deleteList", security(("api_key" = [])),
     responses((status = 204, description = "Deleted"), (status = 404, body = ApiError)))]
 pub async fn delete(
     State(s): State<ServerState>,

@@ -21,7 +21,7 @@ pub struct MessageJson {
     pub events: Vec<MessageEvent>,
 }
 
-#[utoipa::path(post, path = "/api/v1/messages", security(("api_key" = [])), request_body = herald_types::SendRequest,
+#[utoipa::path(post, path = "/api/v1/messages", operation_id = "sendMessage", security(("api_key" = [])), request_body = herald_types::SendRequest,
     params(("Idempotency-Key" = String, Header, description = "A unique key per message, kept at least 24 h (e.g. order-1234-receipt)")),
     responses((status = 201, description = "Queued"), (status = 200, description = "A replay: the first request's message"),
               (status = 409, body = ApiError, description = "The key was used with a different body"),
@@ -51,7 +51,7 @@ pub struct ListQuery {
     pub limit: Option<i64>,
 }
 
-#[utoipa::path(get, path = "/api/v1/messages", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/messages", operation_id = "listMessages", security(("api_key" = [])),
     params(("status" = Option<String>, Query, description = "queued, sending, sent, failed or cancelled"),
            ("q" = Option<String>, Query, description = "A recipient address (or its start) or an idempotency key"),
            ("template" = Option<Uuid>, Query), ("before" = Option<String>, Query, description = "Paging: created before this"),
@@ -66,7 +66,7 @@ pub async fn index(
     Ok(Json(messages::list(&s.app.db, caller.tenant, &filter).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/messages/{id}", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/messages/{id}", operation_id = "getMessage", security(("api_key" = [])),
     responses((status = 200, description = "The message and its events"), (status = 404, body = ApiError)))]
 pub async fn show(
     State(s): State<ServerState>,
@@ -77,7 +77,7 @@ pub async fn show(
     Ok(Json(MessageJson { message, events }))
 }
 
-#[utoipa::path(post, path = "/api/v1/messages/{id}/cancel", security(("api_key" = [])),
+#[utoipa::path(post, path = "/api/v1/messages/{id}/cancel", operation_id = "cancelMessage", security(("api_key" = [])),
     responses((status = 200, description = "Cancelled"), (status = 404, body = ApiError),
               (status = 409, body = ApiError, description = "No longer queued")))]
 pub async fn cancel(

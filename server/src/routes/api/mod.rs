@@ -8,9 +8,11 @@ pub mod brand;
 pub mod campaign_templates;
 pub mod campaigns;
 pub mod fields;
+pub mod idempotency;
 pub mod lists;
 pub mod media;
 pub mod messages;
+pub mod metering;
 pub mod readers;
 pub mod resends;
 pub mod segments;
@@ -35,6 +37,7 @@ use serde::de::DeserializeOwned;
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use crate::startup::ServerState;
+pub use idempotency::Keys;
 
 /// `Json<T>` whose rejections (bad JSON, wrong fields, wrong content type) are the API's JSON
 /// errors with code `invalid`, not axum's plain-text ones.
@@ -118,26 +121,36 @@ impl FromRequestParts<ServerState> for ApiCaller {
     type Rejection = ApiFailure;
 
     async fn from_request_parts(parts: &mut Parts, state: &ServerState) -> Result<Self, Self::Rejection> {
-        let key = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .ok_or(herald_engine::Error::Unauthenticated)?;
-        let mut caller = api_keys::authenticate(&state.app.db, key).await?;
-        if let Some(herald_app::ssr::ClientIp(ip)) = parts.extensions.get::<herald_app::ssr::ClientIp>() {
-            caller.ip = ip.to_string();
+        // Authenticated (and its access checked) already, by the metering middleware that every
+        // route but the public ones is served behind (see `ApiRoutes::into_router`).
+        if let Some(caller) = parts.extensions.get::<ApiCaller>() {
+            return Ok(caller.clone());
         }
-        // The route's declared access (see `ApiRoutes`), checked before the handler runs. A route
-        // served without one refuses every key rather than trusting its handler to check.
-        match parts.extensions.get::<Access>() {
-            Some(access) if access.allows(caller.role) => Ok(caller),
-            Some(_) => Err(herald_engine::Error::Forbidden.into()),
-            None => {
-                tracing::error!(path = %parts.uri.path(), "an API route without a declared access was called");
-                Err(herald_engine::Error::Forbidden.into())
-            }
+        authenticate(parts, state).await
+    }
+}
+
+/// The caller of a request, from its `Authorization: Bearer` key, refused unless its role has
+/// the route's declared access (see `ApiRoutes`), before the handler runs. A route served
+/// without a declaration refuses every key rather than trusting its handler to check.
+async fn authenticate(parts: &Parts, state: &ServerState) -> Result<ApiCaller, ApiFailure> {
+    let key = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or(herald_engine::Error::Unauthenticated)?;
+    let mut caller = api_keys::authenticate(&state.app.db, key).await?;
+    if let Some(herald_app::ssr::ClientIp(ip)) = parts.extensions.get::<herald_app::ssr::ClientIp>() {
+        caller.ip = ip.to_string();
+    }
+    match parts.extensions.get::<Access>() {
+        Some(access) if access.allows(caller.role) => Ok(caller),
+        Some(_) => Err(herald_engine::Error::Forbidden.into()),
+        None => {
+            tracing::error!(path = %parts.uri.path(), "an API route without a declared access was called");
+            Err(herald_engine::Error::Forbidden.into())
         }
     }
 }
@@ -212,7 +225,7 @@ impl Modify for BearerAuth {
         herald_types::FeedResult, herald_types::FeedItem,
         herald_types::SendRequest, herald_types::TemplateInput, herald_types::Template,
     )),
-    modifiers(&BearerAuth, &AccessInDocument)
+    modifiers(&BearerAuth, &AccessInDocument, &PathParameters)
 )]
 pub struct ApiDoc;
 
@@ -230,6 +243,8 @@ pub struct Declared {
     pub method: Method,
     pub path: &'static str,
     pub access: Access,
+    /// For a POST: how it honours `Idempotency-Key`.
+    pub keys: Option<Keys>,
 }
 
 /// The API's routes, each added together with the [`Access`] it needs. The access travels with
@@ -238,27 +253,30 @@ pub struct Declared {
 /// table is what the OpenAPI document shows as `x-herald-access` and what the route-walk tests
 /// read, so a route cannot be served without a declaration the tests see.
 pub struct ApiRoutes {
-    router: Router<ServerState>,
-    declared: Vec<Declared>,
+    routes: Vec<(Declared, MethodRouter<ServerState>)>,
 }
 
 impl Default for ApiRoutes {
     fn default() -> Self {
-        Self { router: Router::new(), declared: Vec::new() }
+        Self { routes: Vec::new() }
     }
 }
 
 impl ApiRoutes {
-    /// `endpoint` must serve `method` only (build it with [`on`] or the helpers below).
-    pub fn add(
-        mut self,
-        method: Method,
-        path: &'static str,
-        access: Access,
-        endpoint: MethodRouter<ServerState>,
-    ) -> Self {
-        self.router = self.router.route(path, endpoint.route_layer(axum::Extension(access)));
-        self.declared.push(Declared { method, path, access });
+    /// `endpoint` must serve `method` only (build it with the helpers below). A POST stores and
+    /// replays the answer to each `Idempotency-Key` (see [`idempotency`]); use
+    /// [`ApiRoutes::add_post`] for one that keeps keys itself or only reads.
+    pub fn add(self, method: Method, path: &'static str, access: Access, endpoint: MethodRouter<ServerState>) -> Self {
+        let keys = (method == Method::POST).then_some(Keys::Stored);
+        self.declare(Declared { method, path, access, keys }, endpoint)
+    }
+
+    pub fn add_post(self, path: &'static str, access: Access, keys: Keys, endpoint: MethodRouter<ServerState>) -> Self {
+        self.declare(Declared { method: Method::POST, path, access, keys: Some(keys) }, endpoint)
+    }
+
+    fn declare(mut self, d: Declared, endpoint: MethodRouter<ServerState>) -> Self {
+        self.routes.push((d, endpoint));
         self
     }
 
@@ -283,23 +301,58 @@ impl ApiRoutes {
     }
 
     pub fn merge(mut self, other: ApiRoutes) -> Self {
-        self.router = self.router.merge(other.router);
-        self.declared.extend(other.declared);
+        self.routes.extend(other.routes);
         self
     }
 
-    pub fn into_router(self) -> Router<ServerState> {
-        self.router
+    pub fn into_router(self, state: &ServerState) -> Router<ServerState> {
+        use axum::middleware::from_fn_with_state;
+        self.routes.into_iter().fold(Router::new(), |router, (d, endpoint)| {
+            let endpoint = match d.keys {
+                Some(Keys::Stored) => endpoint.route_layer(from_fn_with_state(state.clone(), idempotency::honour_key)),
+                _ => endpoint,
+            };
+            // Outside the key's replay: a replayed answer counts against the caller's rate too.
+            let endpoint = match d.access {
+                Access::Public => endpoint,
+                _ => endpoint.route_layer(from_fn_with_state(state.clone(), metering::meter)),
+            };
+            // Outermost, so the access is known to every layer inside and to the handler.
+            router.route(d.path, endpoint.route_layer(axum::Extension(d.access)))
+        })
     }
 }
 
 /// Every route under `/api/v1` with the access it declares.
 pub fn declared() -> Vec<Declared> {
-    routes().declared
+    routes().routes.into_iter().map(|(d, _)| d).collect()
 }
 
-/// Adds each operation's declared access to the OpenAPI document as `x-herald-access`.
+/// Adds each operation's declared access to the OpenAPI document as `x-herald-access`, and the
+/// `Idempotency-Key` header to each POST that honours it.
 struct AccessInDocument;
+
+fn add_idempotency_key(op: &mut utoipa::openapi::path::Operation) {
+    use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+    use utoipa::openapi::{ObjectBuilder, Required, Type};
+    let params = op.parameters.get_or_insert_with(Vec::new);
+    if params.iter().any(|p| p.parameter_in == ParameterIn::Header && p.name.eq_ignore_ascii_case("Idempotency-Key")) {
+        return;
+    }
+    params.push(
+        ParameterBuilder::new()
+            .name("Idempotency-Key")
+            .parameter_in(ParameterIn::Header)
+            .required(Required::False)
+            .description(Some(
+                "A unique string per request (1–255 printable ASCII). A retry with the same key and the same \
+                 request gets the first answer back, marked `Idempotent-Replayed: true`, and does not run again; \
+                 the same key with a different request is refused with 422.",
+            ))
+            .schema(Some(ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).max_length(Some(255))))
+            .build(),
+    );
+}
 
 impl Modify for AccessInDocument {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
@@ -320,6 +373,42 @@ impl Modify for AccessInDocument {
                 match op.extensions.as_mut() {
                     Some(existing) => existing.merge(ext),
                     None => op.extensions = Some(ext),
+                }
+                if matches!(d.keys, Some(Keys::Stored | Keys::Handler)) {
+                    add_idempotency_key(op);
+                }
+            }
+        }
+    }
+}
+
+/// Declares every `{name}` in a path as a required path parameter of each of its operations that
+/// does not declare it itself: a handler that takes `Path<…>` without a `params(…)` attribute
+/// still arrives in the document the way a client generator needs it (OpenAPI requires each
+/// templated segment to be declared).
+struct PathParameters;
+
+impl Modify for PathParameters {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+        use utoipa::openapi::{ObjectBuilder, Required, Type};
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let names: Vec<&str> = path.split('/').filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}')).collect();
+            let ops = [&mut item.get, &mut item.post, &mut item.put, &mut item.patch, &mut item.delete];
+            for op in ops.into_iter().flatten() {
+                let params = op.parameters.get_or_insert_with(Vec::new);
+                for name in &names {
+                    if params.iter().any(|p| p.name == *name && p.parameter_in == ParameterIn::Path) {
+                        continue;
+                    }
+                    params.push(
+                        ParameterBuilder::new()
+                            .name(*name)
+                            .parameter_in(ParameterIn::Path)
+                            .required(Required::True)
+                            .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                            .build(),
+                    );
                 }
             }
         }
@@ -355,7 +444,7 @@ fn routes() -> ApiRoutes {
         .delete("/api/v1/readers/{id}/tags", AUTHOR, tags::remove)
         .get("/api/v1/readers/{id}/automations", VIEW, automations::reader_runs)
         // Enters readers into event automations, which mail them.
-        .post("/api/v1/readers/{id}/events", AUTHOR, automations::record_event)
+        .add_post("/api/v1/readers/{id}/events", AUTHOR, Keys::Handler, post(automations::record_event))
         .get("/api/v1/tags", VIEW, tags::index)
         .patch("/api/v1/tags/{id}", AUTHOR, tags::rename)
         .delete("/api/v1/tags/{id}", AUTHOR, tags::delete)
@@ -377,7 +466,7 @@ fn routes() -> ApiRoutes {
         .get("/api/v1/segments", VIEW, segments::index)
         .post("/api/v1/segments", AUTHOR, segments::create)
         // Counts an unsaved tree: a read sent as a POST for its body.
-        .post("/api/v1/segments/count", VIEW, segments::count_definition)
+        .add_post("/api/v1/segments/count", VIEW, Keys::Read, post(segments::count_definition))
         .get("/api/v1/segments/{id}", VIEW, segments::show)
         .put("/api/v1/segments/{id}", AUTHOR, segments::update)
         .delete("/api/v1/segments/{id}", AUTHOR, segments::delete)
@@ -422,7 +511,7 @@ fn routes() -> ApiRoutes {
         .put("/api/v1/campaigns/{id}/feed", AUTHOR, campaigns::put_feed_bulk)
         .put("/api/v1/campaigns/{id}/feed/{reader}", AUTHOR, campaigns::put_feed)
         .get("/api/v1/messages", VIEW, messages::index)
-        .post("/api/v1/messages", AUTHOR, messages::create)
+        .add_post("/api/v1/messages", AUTHOR, Keys::Handler, post(messages::create))
         .get("/api/v1/messages/{id}", VIEW, messages::show)
         .post("/api/v1/messages/{id}/cancel", AUTHOR, messages::cancel)
         .get("/api/v1/templates", VIEW, templates::index)
@@ -432,6 +521,6 @@ fn routes() -> ApiRoutes {
         .delete("/api/v1/templates/{id}", AUTHOR, templates::delete)
 }
 
-pub fn router() -> Router<ServerState> {
-    routes().into_router().route("/api/v1/{*rest}", axum::routing::any(not_found))
+pub fn router(state: &ServerState) -> Router<ServerState> {
+    routes().into_router(state).route("/api/v1/{*rest}", axum::routing::any(not_found))
 }

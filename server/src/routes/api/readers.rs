@@ -42,7 +42,7 @@ pub struct SearchQuery {
     pub limit: Option<i64>,
 }
 
-#[utoipa::path(get, path = "/api/v1/readers", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/readers", operation_id = "listReaders", security(("api_key" = [])),
     params(
         ("q" = Option<String>, Query, description = "Email or name fragment"),
         ("list" = Option<Uuid>, Query, description = "Only readers on this list"),
@@ -74,7 +74,7 @@ pub async fn index(
     Ok(Json(readers::search(&s.app.db, caller.tenant, &filter, q.before, q.limit.unwrap_or(100)).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/readers/{id}", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/readers/{id}", operation_id = "getReader", security(("api_key" = [])),
     responses((status = 200, description = "The reader with subscriptions and consent history"), (status = 404, body = ApiError)))]
 pub async fn show(
     State(s): State<ServerState>,
@@ -84,7 +84,7 @@ pub async fn show(
     Ok(Json(readers::detail(&s.app.db, caller.tenant, id).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/readers", security(("api_key" = [])), request_body = NewReader,
+#[utoipa::path(post, path = "/api/v1/readers", operation_id = "createReader", security(("api_key" = [])), request_body = NewReader,
     responses((status = 201, description = "Created"), (status = 409, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn create(
     State(s): State<ServerState>,
@@ -120,7 +120,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(readers::detail(&s.app.db, caller.tenant, id).await?)))
 }
 
-#[utoipa::path(patch, path = "/api/v1/readers/{id}", security(("api_key" = [])), request_body = ReaderChange,
+#[utoipa::path(patch, path = "/api/v1/readers/{id}", operation_id = "updateReader", security(("api_key" = [])), request_body = ReaderChange,
     responses((status = 200, description = "Updated"), (status = 404, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn update(
     State(s): State<ServerState>,
@@ -134,7 +134,7 @@ pub async fn update(
     Ok(Json(readers::update(&s.app.db, caller.tenant, caller.role, id, &name, attributes, &api_origin()).await?))
 }
 
-#[utoipa::path(delete, path = "/api/v1/readers/{id}", security(("api_key" = [])),
+#[utoipa::path(delete, path = "/api/v1/readers/{id}", operation_id = "eraseReader", security(("api_key" = [])),
     responses((status = 204, description = "Erased (GDPR); a suppression entry, if any, stays"), (status = 404, body = ApiError)))]
 pub async fn delete(
     State(s): State<ServerState>,
@@ -146,7 +146,7 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(post, path = "/api/v1/readers/bulk", security(("api_key" = [])), request_body = BulkUpsert,
+#[utoipa::path(post, path = "/api/v1/readers/bulk", operation_id = "upsertReaders", security(("api_key" = [])), request_body = BulkUpsert,
     responses((status = 200, body = BulkOutcome), (status = 422, body = ApiError)))]
 pub async fn bulk_upsert(
     State(s): State<ServerState>,
@@ -165,7 +165,7 @@ pub fn bulk_route() -> MethodRouter<ServerState> {
     post(bulk_upsert).layer(DefaultBodyLimit::max(16 * 1024 * 1024))
 }
 
-#[utoipa::path(post, path = "/api/v1/readers/{id}/subscriptions", security(("api_key" = [])), request_body = ListChoice,
+#[utoipa::path(post, path = "/api/v1/readers/{id}/subscriptions", operation_id = "subscribeReader", security(("api_key" = [])), request_body = ListChoice,
     responses((status = 200, description = "The reader's subscriptions"), (status = 404, body = ApiError)))]
 pub async fn subscribe(
     State(s): State<ServerState>,
@@ -178,7 +178,7 @@ pub async fn subscribe(
     Ok(Json(readers::detail(&s.app.db, caller.tenant, id).await?))
 }
 
-#[utoipa::path(delete, path = "/api/v1/readers/{id}/subscriptions/{list_id}", security(("api_key" = [])),
+#[utoipa::path(delete, path = "/api/v1/readers/{id}/subscriptions/{list_id}", operation_id = "unsubscribeReader", security(("api_key" = [])),
     responses((status = 204, description = "Unsubscribed"), (status = 404, body = ApiError)))]
 pub async fn unsubscribe(
     State(s): State<ServerState>,

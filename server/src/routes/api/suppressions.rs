@@ -17,7 +17,7 @@ pub struct SearchQuery {
     pub q: String,
 }
 
-#[utoipa::path(get, path = "/api/v1/suppressions", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/suppressions", operation_id = "listSuppressions", security(("api_key" = [])),
     params(("q" = Option<String>, Query, description = "Address fragment")),
     responses((status = 200, description = "Newest first, at most 1000")))]
 pub async fn index(
@@ -28,7 +28,7 @@ pub async fn index(
     Ok(Json(suppressions::search(&s.app.db, caller.tenant, &q.q, 1000).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/suppressions", security(("api_key" = [])), request_body = NewSuppressions,
+#[utoipa::path(post, path = "/api/v1/suppressions", operation_id = "addSuppressions", security(("api_key" = [])), request_body = NewSuppressions,
     responses((status = 200, body = SuppressionsAdded), (status = 422, body = ApiError)))]
 pub async fn add(
     State(s): State<ServerState>,
@@ -46,7 +46,7 @@ pub struct RemoveQuery {
     pub confirm: bool,
 }
 
-#[utoipa::path(delete, path = "/api/v1/suppressions/{email}", security(("api_key" = [])),
+#[utoipa::path(delete, path = "/api/v1/suppressions/{email}", operation_id = "removeSuppression", security(("api_key" = [])),
     params(("confirm" = Option<bool>, Query, description = "Required (true) for hard bounces and complaints")),
     responses((status = 204, description = "Removed"), (status = 404, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn remove(

@@ -10,13 +10,13 @@ use herald_types::TemplateId;
 use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
-#[utoipa::path(get, path = "/api/v1/templates", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/templates", operation_id = "listTemplates", security(("api_key" = [])),
     responses((status = 200, description = "Templates by name, at their current version")))]
 pub async fn index(State(s): State<ServerState>, caller: ApiCaller) -> Result<Json<Vec<Template>>, ApiFailure> {
     Ok(Json(templates::list(&s.app.db, caller.tenant).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/templates", security(("api_key" = [])), request_body = TemplateInput,
+#[utoipa::path(post, path = "/api/v1/templates", operation_id = "createTemplate", security(("api_key" = [])), request_body = TemplateInput,
     responses((status = 201, description = "Created (version 1)"), (status = 409, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn create(
     State(s): State<ServerState>,
@@ -27,7 +27,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(t)))
 }
 
-#[utoipa::path(get, path = "/api/v1/templates/{id}", security(("api_key" = [])),
+#[utoipa::path(get, path = "/api/v1/templates/{id}", operation_id = "getTemplate", security(("api_key" = [])),
     params(("id" = String, Path, description = "The template's id or name")),
     responses((status = 200, description = "The template at its current version"), (status = 404, body = ApiError)))]
 pub async fn show(
@@ -38,7 +38,7 @@ pub async fn show(
     Ok(Json(templates::find(&s.app.db, caller.tenant, &id).await?))
 }
 
-#[utoipa::path(put, path = "/api/v1/templates/{id}", security(("api_key" = [])), request_body = TemplateInput,
+#[utoipa::path(put, path = "/api/v1/templates/{id}", operation_id = "updateTemplate", security(("api_key" = [])), request_body = TemplateInput,
     responses((status = 200, description = "Saved as a new version"), (status = 404, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn update(
     State(s): State<ServerState>,
@@ -49,7 +49,7 @@ pub async fn update(
     Ok(Json(templates::update(&s.app.db, caller.tenant, caller.role, id, &body).await?))
 }
 
-#[utoipa::path(delete, path = "/api/v1/templates/{id}", security(("api_key" = [])),
+#[utoipa::path(delete, path = "/api/v1/templates/{id}", operation_id = "deleteTemplate", security(("api_key" = [])),
     responses((status = 204, description = "Deleted; sent messages keep their content"), (status = 404, body = ApiError)))]
 pub async fn delete(
     State(s): State<ServerState>,

@@ -19,9 +19,7 @@ pub struct WorkspaceJson {
 }
 
 /// The workspace this API key acts in.
-#[utoipa::path(
-    get,
-    path = "/api/v1/workspace",
+#[utoipa::path(get, path = "/api/v1/workspace", operation_id = "getWorkspace",
     security(("api_key" = [])),
     responses(
         (status = 200, description = "The key's workspace", body = WorkspaceJson),
