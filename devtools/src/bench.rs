@@ -465,6 +465,7 @@ pub(crate) fn worker_setup(
         ),
         transactional_wake: std::sync::Arc::new(tokio::sync::Notify::new()),
         system_mail_limits: Default::default(),
+        webhooks: Default::default(),
     })
 }
 

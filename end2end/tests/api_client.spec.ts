@@ -25,7 +25,7 @@ test("a client generated from the OpenAPI document sends a campaign", async ({ p
   const key = (await page.getByTestId("new-api-key").textContent())?.trim() ?? "";
   expect(key).toMatch(/^hrld_/);
 
-  const client = createClient({ baseUrl: baseURL, headers: { Authorization: `Bearer ${key}` } });
+  const client = createClient({ baseUrl: baseURL, auth: key });
   const workspace = await getWorkspace({ client });
   expect(workspace.response.status).toBe(200);
 

@@ -19,6 +19,7 @@ pub mod infra;
 pub mod invites;
 pub mod jobs;
 pub mod media;
+pub mod outbound_webhooks;
 pub mod sending;
 pub mod suspension;
 pub mod tracking;

@@ -166,6 +166,8 @@ pub struct WorkerSetup {
     pub transactional_wake: std::sync::Arc<tokio::sync::Notify>,
     /// For the opt-in confirmations imports send ([`crate::sending::mail_quota`]).
     pub system_mail_limits: crate::sending::mail_quota::SystemMailLimits,
+    /// The outbound webhooks' senders.
+    pub webhooks: crate::outbound_webhooks::delivery::WebhookDeliveryConfig,
 }
 
 /// A Postgres job source for `$job`, polled about four times a second while its queue is
@@ -270,7 +272,9 @@ where
         transactional,
         transactional_wake,
         system_mail_limits,
+        webhooks,
     } = setup;
+    let signer_for_webhooks = signer.clone();
     let tx_cx = crate::transactional::delivery::TxDeliveryContext {
         db: db.clone(),
         signer: signer.clone(),
@@ -299,6 +303,13 @@ where
     });
     let automations =
         tokio::spawn(crate::automations::scheduler::run(db.clone(), jobs.clone(), confirmation_mail, stop_rx.clone()));
+    let webhook_cx = crate::outbound_webhooks::delivery::WebhookContext {
+        db: db.clone(),
+        signer: signer_for_webhooks,
+        jobs: jobs.clone(),
+        config: std::sync::Arc::new(webhooks),
+    };
+    let webhook_senders = tokio::spawn(crate::outbound_webhooks::delivery::run(webhook_cx, stop_rx.clone()));
     let supervisor = tokio::spawn(supervise(db.clone(), jobs, stop_rx.clone()));
     let transactional = tokio::spawn(crate::transactional::delivery::run(tx_cx, stop_rx.clone()));
     let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -359,7 +370,8 @@ where
     supervisor.abort();
     // A batch in flight is one transaction: stopping mid-way rolls it back, nothing half-done.
     automations.abort();
-    // The transactional loops finish the message in hand, then stop.
+    // The transactional loops finish the message in hand, then stop; so do webhook attempts.
     let _ = transactional.await;
+    let _ = webhook_senders.await;
     Ok(())
 }

@@ -10,6 +10,20 @@ pub enum Mode {
     Production,
 }
 
+/// Outbound webhooks: `HERALD_WEBHOOK_BACKOFF` (seconds between attempts, comma separated; the
+/// last repeats), `HERALD_WEBHOOK_RETRY_SECONDS` (how long a delivery is retried, default a day),
+/// `HERALD_WEBHOOK_DISABLE_AFTER_SECONDS` (an endpoint failing this long is turned off, default
+/// three days), `HERALD_WEBHOOK_CONCURRENCY` (deliveries in flight per process, default 32),
+/// `HERALD_WEBHOOK_TIMEOUT_SECONDS` (default 10).
+#[derive(Clone, Debug)]
+pub struct WebhookSettings {
+    pub backoff: Vec<std::time::Duration>,
+    pub retry_for: std::time::Duration,
+    pub disable_after: std::time::Duration,
+    pub concurrency: usize,
+    pub timeout: std::time::Duration,
+}
+
 /// A busy integration's pace: 20 requests a second per key, sustained.
 pub const API_REQUESTS_PER_MINUTE: u32 = 1200;
 
@@ -81,6 +95,8 @@ pub struct Config {
     /// API requests per key per minute, all at once if need be, counted by every process
     /// together (`HERALD_API_REQUESTS_PER_MINUTE`, default 1200).
     pub api_requests_per_minute: u32,
+    /// Outbound webhooks' retries and limits.
+    pub webhooks: WebhookSettings,
     /// The public forms' budgets and challenge (`HERALD_PUBLIC_FORM_POSTS_PER_MINUTE`,
     /// `HERALD_PUBLIC_ENTRIES_PER_LIST_PER_HOUR`, `HERALD_PUBLIC_ENTRIES_PER_WORKSPACE_PER_HOUR`,
     /// `HERALD_PUBLIC_ENTRY_CHALLENGE_COST`, `HERALD_PUBLIC_ENTRY_CHALLENGE_MAX_COUNTER`).
@@ -256,17 +272,29 @@ impl Config {
             batch_size: number(&get, "HERALD_SEND_BATCH", 50)?,
             max_attempts: number(&get, "HERALD_SEND_MAX_ATTEMPTS", 8)?,
             transactional_loops: number(&get, "HERALD_TRANSACTIONAL_LOOPS", 2)?,
-            transactional_backoff: match get("HERALD_TRANSACTIONAL_BACKOFF") {
-                None => herald_engine::transactional::delivery::BACKOFF.to_vec(),
-                Some(list) => list
-                    .split(',')
-                    .map(|s| s.trim().parse::<f64>().ok().filter(|v| *v >= 0.0 && v.is_finite()))
-                    .map(|v| v.map(std::time::Duration::from_secs_f64))
-                    .collect::<Option<Vec<_>>>()
-                    .ok_or_else(|| {
-                        format!("HERALD_TRANSACTIONAL_BACKOFF must be seconds separated by commas, not `{list}`")
-                    })?,
-            },
+            transactional_backoff: seconds_list(
+                &get,
+                "HERALD_TRANSACTIONAL_BACKOFF",
+                herald_engine::transactional::delivery::BACKOFF.to_vec(),
+            )?,
+        };
+        let webhooks = {
+            use herald_engine::outbound_webhooks::delivery::{DEFAULT_BACKOFF, WebhookDeliveryConfig};
+            let defaults = WebhookDeliveryConfig::default();
+            let seconds = |key: &str, default: std::time::Duration| {
+                number(&get, key, default.as_secs_f64()).map(std::time::Duration::from_secs_f64)
+            };
+            WebhookSettings {
+                backoff: seconds_list(
+                    &get,
+                    "HERALD_WEBHOOK_BACKOFF",
+                    DEFAULT_BACKOFF.iter().map(|s| std::time::Duration::from_secs(*s)).collect(),
+                )?,
+                retry_for: seconds("HERALD_WEBHOOK_RETRY_SECONDS", defaults.retry_for)?,
+                disable_after: seconds("HERALD_WEBHOOK_DISABLE_AFTER_SECONDS", defaults.disable_after)?,
+                concurrency: number(&get, "HERALD_WEBHOOK_CONCURRENCY", defaults.concurrency)?,
+                timeout: seconds("HERALD_WEBHOOK_TIMEOUT_SECONDS", defaults.timeout)?,
+            }
         };
         // Leases are renewed every half-second and the fence closes a fifth of a lease early:
         // shorter than 2 s leaves no room for one late renewal.
@@ -376,6 +404,7 @@ impl Config {
             spf_include,
             previews_per_minute,
             api_requests_per_minute,
+            webhooks,
             trusted_proxies,
             metrics_access,
             system_mail_limits,
@@ -415,6 +444,24 @@ impl Config {
 }
 
 /// A positive number setting with a default; a bad value is one clear line.
+/// Seconds separated by commas (`60,300,1800`), each 0 or more.
+fn seconds_list(
+    get: &impl Fn(&str) -> Option<String>,
+    key: &str,
+    default: Vec<std::time::Duration>,
+) -> Result<Vec<std::time::Duration>, String> {
+    match get(key) {
+        None => Ok(default),
+        Some(list) => list
+            .split(',')
+            .map(|s| s.trim().parse::<f64>().ok().filter(|v| *v >= 0.0 && v.is_finite()))
+            .map(|v| v.map(std::time::Duration::from_secs_f64))
+            .collect::<Option<Vec<_>>>()
+            .filter(|l| !l.is_empty())
+            .ok_or_else(|| format!("{key} must be seconds separated by commas, not `{list}`")),
+    }
+}
+
 fn number<T>(get: &impl Fn(&str) -> Option<String>, key: &str, default: T) -> Result<T, String>
 where
     T: std::str::FromStr + PartialOrd + Default,

@@ -109,6 +109,15 @@ impl Core {
             transactional: self.transactional_config(config),
             transactional_wake: self.transactional_wake.clone(),
             system_mail_limits: config.system_mail_limits,
+            webhooks: herald_engine::outbound_webhooks::delivery::WebhookDeliveryConfig {
+                egress: config.egress.clone(),
+                backoff: config.webhooks.backoff.clone(),
+                retry_for: config.webhooks.retry_for,
+                disable_after: config.webhooks.disable_after,
+                concurrency: config.webhooks.concurrency,
+                timeout: config.webhooks.timeout,
+                ..Default::default()
+            },
         }
     }
 

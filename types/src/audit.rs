@@ -66,6 +66,10 @@ audit_actions! {
     SuppressionRemoved = "suppression.removed", "Removed a suppression";
     WebhookConfigured = "webhook.configured", "Configured a provider webhook";
     WebhookRotated = "webhook.rotated", "Rotated a provider webhook's address";
+    EndpointCreated = "webhook_endpoint.created", "Added a webhook endpoint";
+    EndpointChanged = "webhook_endpoint.changed", "Changed a webhook endpoint";
+    EndpointDeleted = "webhook_endpoint.deleted", "Deleted a webhook endpoint";
+    EndpointSecretRotated = "webhook_endpoint.secret_rotated", "Rotated a webhook endpoint's secret";
     AccountSuspended = "account.suspended", "Suspended the workspace's account";
     AccountReinstated = "account.reinstated", "Lifted the account's suspension";
     TransactionalResumed = "transactional.resumed", "Resumed transactional sending after the guard paused it";
@@ -213,6 +217,10 @@ impl AuditEntry {
                 p => format!("configured the {p} webhook"),
             },
             WebhookRotated => "gave a provider webhook a new address".into(),
+            EndpointCreated => format!("added the webhook endpoint {}", named("an endpoint")),
+            EndpointChanged => format!("changed the webhook endpoint {}", named("an endpoint")),
+            EndpointDeleted => format!("deleted the webhook endpoint {}", named("an endpoint")),
+            EndpointSecretRotated => format!("rotated the secret of the webhook endpoint {}", named("an endpoint")),
             AccountSuspended => match text("reason") {
                 r if r.is_empty() => "suspended the workspace's account".into(),
                 r => format!("suspended the workspace's account: {r}"),

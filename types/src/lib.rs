@@ -37,6 +37,7 @@ pub mod suppression;
 pub mod tag;
 pub mod template;
 pub mod values;
+pub mod webhook;
 
 pub use ab_test::{AbMetric, AbResults, AbTest, PickWinner, Variant, VariantResult};
 pub use account::{LoginSession, TwoFactorEnrolment, TwoFactorStatus};
@@ -81,3 +82,6 @@ pub use suppression::{NewSuppressions, Suppression, SuppressionReason, Suppressi
 pub use tag::{MAX_TAG_CHARS, Tag, TagNames, check_tag_name};
 pub use template::{RenderedMessage, Template, TemplateInput, TemplateVersion};
 pub use values::{Access, Editor, Email, Forbidden, Role, Slug};
+pub use webhook::{
+    RotateSecret, WebhookDeliveries, WebhookDelivery, WebhookEndpoint, WebhookEndpointInput, WebhookEndpointWithSecret,
+};

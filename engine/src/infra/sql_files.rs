@@ -25,6 +25,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("tracking", include_str!("../../sql/tracking.sql")),
     ("sending", include_str!("../../sql/sending.sql")),
     ("automations", include_str!("../../sql/automations.sql")),
+    ("webhooks", include_str!("../../sql/webhooks.sql")),
 ];
 
 pub fn sha256(text: &str) -> String {

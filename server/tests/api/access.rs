@@ -104,6 +104,7 @@ async fn concrete(f: &Filled, path: &str) -> String {
             "{reader}" => some_id(f, "readers", "id", "1").await,
             "{key}" => some_id(f, "fields", "key", "city").await,
             "{email}" => "someone@example.com".to_string(),
+            "{event_id}" => format!("evt_{}", some_id(f, "outbound_events", "id", NIL).await.replace('-', "")),
             s if s.starts_with('{') => match previous {
                 "lists" => some_id(f, "lists", "id", NIL).await,
                 "readers" => some_id(f, "readers", "id", "1").await,
@@ -115,6 +116,7 @@ async fn concrete(f: &Filled, path: &str) -> String {
                 "messages" => some_id(f, "messages", "id", NIL).await,
                 "templates" => some_id(f, "tx_templates", "id", NIL).await,
                 "media" => some_id(f, "media", "id", NIL).await,
+                "webhook-endpoints" => some_id(f, "webhook_endpoints", "id", NIL).await,
                 other => panic!("the walk does not know the ids after /{other}/: teach `concrete`"),
             },
             s => s.to_string(),

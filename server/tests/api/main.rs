@@ -32,6 +32,7 @@ mod imports;
 mod invites;
 mod media;
 mod operability;
+mod outbound_webhooks;
 mod owner_role;
 mod public_forms;
 mod recurring;

@@ -19,6 +19,7 @@ pub mod segments;
 pub mod suppressions;
 pub mod tags;
 pub mod templates;
+pub mod webhook_endpoints;
 pub mod workspace;
 
 use std::collections::BTreeMap;
@@ -196,6 +197,9 @@ impl Modify for BearerAuth {
         campaigns::events_csv, campaigns::stop, campaigns::editions, campaigns::put_feed, campaigns::put_feed_bulk,
         messages::create, messages::index, messages::show, messages::cancel,
         templates::index, templates::create, templates::show, templates::update, templates::delete,
+        webhook_endpoints::event_types, webhook_endpoints::index, webhook_endpoints::create, webhook_endpoints::show,
+        webhook_endpoints::update, webhook_endpoints::delete, webhook_endpoints::rotate_secret,
+        webhook_endpoints::send_test, webhook_endpoints::deliveries, webhook_endpoints::redeliver,
     ),
     components(schemas(
         workspace::WorkspaceJson, ApiError, audit::AuditPage, herald_types::AuditEntry, herald_types::AuditAction, herald_types::ActorKind, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
@@ -224,6 +228,9 @@ impl Modify for BearerAuth {
         herald_types::ScheduleInput, campaigns::RetryResult,
         herald_types::FeedResult, herald_types::FeedItem,
         herald_types::SendRequest, herald_types::TemplateInput, herald_types::Template,
+        herald_types::WebhookEndpoint, herald_types::WebhookEndpointInput, herald_types::WebhookEndpointWithSecret,
+        herald_types::RotateSecret, herald_types::WebhookDelivery, herald_types::WebhookDeliveries,
+        webhook_endpoints::EventType, webhook_endpoints::TestEventQueued,
     )),
     modifiers(&BearerAuth, &AccessInDocument, &PathParameters)
 )]
@@ -519,6 +526,17 @@ fn routes() -> ApiRoutes {
         .get("/api/v1/templates/{id}", VIEW, templates::show)
         .put("/api/v1/templates/{id}", AUTHOR, templates::update)
         .delete("/api/v1/templates/{id}", AUTHOR, templates::delete)
+        .get("/api/v1/webhook-event-types", VIEW, webhook_endpoints::event_types)
+        // Endpoints receive readers' addresses: an admin's to see and to change.
+        .get("/api/v1/webhook-endpoints", A::ADMIN_READS, webhook_endpoints::index)
+        .post("/api/v1/webhook-endpoints", ADMIN, webhook_endpoints::create)
+        .get("/api/v1/webhook-endpoints/{id}", A::ADMIN_READS, webhook_endpoints::show)
+        .put("/api/v1/webhook-endpoints/{id}", ADMIN, webhook_endpoints::update)
+        .delete("/api/v1/webhook-endpoints/{id}", ADMIN, webhook_endpoints::delete)
+        .post("/api/v1/webhook-endpoints/{id}/rotate-secret", ADMIN, webhook_endpoints::rotate_secret)
+        .post("/api/v1/webhook-endpoints/{id}/test", ADMIN, webhook_endpoints::send_test)
+        .get("/api/v1/webhook-endpoints/{id}/deliveries", A::ADMIN_READS, webhook_endpoints::deliveries)
+        .post("/api/v1/webhook-endpoints/{id}/deliveries/{event_id}/redeliver", ADMIN, webhook_endpoints::redeliver)
 }
 
 pub fn router(state: &ServerState) -> Router<ServerState> {
