@@ -157,7 +157,13 @@ validate_openapi() {
   local venv
   venv="$(python_tool "openapi-spec-validator-$HERALD_OPENAPI_VALIDATOR_VERSION" \
     "openapi-spec-validator==$HERALD_OPENAPI_VALIDATOR_VERSION" openapi-spec-validator)"
-  "$venv/bin/openapi-spec-validator" "$1"
+  local doc
+  doc="$(mktemp --suffix=.json)"
+  curl -fsS --max-time 10 -o "$doc" "$1" || die "could not fetch the OpenAPI document from $1"
+  "$venv/bin/openapi-spec-validator" "$doc"
+  local status=$?
+  rm -f "$doc"
+  return "$status"
 }
 
 # Browser libraries the app serves itself (never from a CDN), copied from node_modules into the

@@ -149,6 +149,15 @@ pub const SERVER_FNS: &[(&str, Access)] = &[
     ("revoke_api_key", ADMIN_CHANGES),
     // pages/settings/audit.rs
     ("audit_log", ADMIN_READS),
+    // pages/settings/webhook_endpoints.rs: endpoints receive readers' addresses.
+    ("list_webhook_endpoints", ADMIN_READS),
+    ("create_webhook_endpoint", ADMIN_CHANGES),
+    ("load_webhook_endpoint", ADMIN_READS),
+    ("send_webhook_test", ADMIN_CHANGES),
+    ("redeliver_webhook", ADMIN_CHANGES),
+    ("set_webhook_enabled", ADMIN_CHANGES),
+    ("rotate_webhook_secret", ADMIN_CHANGES),
+    ("delete_webhook_endpoint", ADMIN_CHANGES),
     // pages/settings/brand.rs
     ("get_brand", VIEWER_READS),
     ("update_brand", AUTHOR_CHANGES),

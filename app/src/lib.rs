@@ -21,19 +21,47 @@ use leptos_router::path;
 
 use components::shell::AppShell;
 use pages::{
-    account::overview::AccountPage, audience::fields::FieldsPage, audience::import::ImportPage,
-    audience::imports::ImportsPage, audience::overview::AudiencePage, audience::reader::ReaderPage,
-    audience::readers::ReadersPage, audience::segment::SegmentPage, audience::segments::SegmentsPage,
-    audience::suppressions::SuppressionsPage, audience::tags::TagsPage, automations::editor::AutomationPage,
-    automations::list::AutomationsPage, campaigns::editor::CampaignPage, campaigns::list::CampaignsPage,
-    campaigns::stats::CampaignStatsPage, campaigns::templates::CampaignTemplatesPage, dashboard::DashboardPage,
-    forgot_password::ForgotPasswordPage, invite::InvitePage, login::LoginPage, login_two_factor::LoginTwoFactorPage,
-    media::MediaPage, new_workspace::NewWorkspacePage, not_found::NotFoundPage, reset_password::ResetPasswordPage,
-    settings::api_keys::ApiKeysPage, settings::audit::AuditLogPage, settings::brand::BrandPage,
-    settings::domains::SendingDomainsPage, settings::general::SettingsPage, settings::members::MembersPage,
-    settings::sending::SendingPage, signup::SignupPage, signup_finish::SignupFinishPage,
-    transactional::message::TransactionalMessagePage, transactional::overview::TransactionalPage,
-    transactional::template::TxTemplatePage, transactional::templates::TxTemplatesPage, verify_email::VerifyEmailPage,
+    account::overview::AccountPage,
+    audience::fields::FieldsPage,
+    audience::import::ImportPage,
+    audience::imports::ImportsPage,
+    audience::overview::AudiencePage,
+    audience::reader::ReaderPage,
+    audience::readers::ReadersPage,
+    audience::segment::SegmentPage,
+    audience::segments::SegmentsPage,
+    audience::suppressions::SuppressionsPage,
+    audience::tags::TagsPage,
+    automations::editor::AutomationPage,
+    automations::list::AutomationsPage,
+    campaigns::editor::CampaignPage,
+    campaigns::list::CampaignsPage,
+    campaigns::stats::CampaignStatsPage,
+    campaigns::templates::CampaignTemplatesPage,
+    dashboard::DashboardPage,
+    forgot_password::ForgotPasswordPage,
+    invite::InvitePage,
+    login::LoginPage,
+    login_two_factor::LoginTwoFactorPage,
+    media::MediaPage,
+    new_workspace::NewWorkspacePage,
+    not_found::NotFoundPage,
+    reset_password::ResetPasswordPage,
+    settings::api_keys::ApiKeysPage,
+    settings::audit::AuditLogPage,
+    settings::brand::BrandPage,
+    settings::domains::SendingDomainsPage,
+    settings::general::SettingsPage,
+    settings::members::MembersPage,
+    settings::sending::SendingPage,
+    settings::webhook_endpoints::{WebhookEndpointPage, WebhookEndpointsPage},
+    signup::SignupPage,
+    signup_finish::SignupFinishPage,
+    transactional::message::TransactionalMessagePage,
+    transactional::overview::TransactionalPage,
+    transactional::template::TxTemplatePage,
+    transactional::templates::TxTemplatesPage,
+    verify_email::VerifyEmailPage,
 };
 
 /// The HTML document around the app, rendered on the server.
@@ -105,6 +133,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/settings/brand") view=BrandPage/>
                     <Route path=path!("/settings/members") view=MembersPage/>
                     <Route path=path!("/settings/api-keys") view=ApiKeysPage/>
+                    <Route path=path!("/settings/webhooks") view=WebhookEndpointsPage/>
+                    <Route path=path!("/settings/webhooks/:id") view=WebhookEndpointPage/>
                     <Route path=path!("/settings/audit") view=AuditLogPage/>
                     <Route path=path!("/account") view=AccountPage/>
                 </ParentRoute>

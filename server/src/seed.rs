@@ -50,6 +50,28 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     let mut paths = Paths::new();
     let mut add = |route: &str, path: String| paths.entry(route.to_string()).or_default().push(path);
 
+    // Webhook endpoints first, so the readers and campaigns below give them events: one that
+    // cannot be reached (its deliveries fail and wait for their retries) and one turned off.
+    let hooks = herald_engine::outbound_webhooks::Change {
+        db: &db,
+        signer: &signer,
+        egress: &config.egress,
+        jobs: &herald_engine::jobs::Jobs::new(&db),
+        tenant,
+        role: Role::Owner,
+        actor: herald_engine::audit::Actor::Operator,
+    };
+    for (url, enabled) in [("http://127.0.0.1:9/crawler-hooks", true), ("http://127.0.0.1:9/switched-off", false)] {
+        let input = herald_types::WebhookEndpointInput {
+            url: url.into(),
+            description: "Seeded endpoint".into(),
+            event_types: vec!["reader.*".into(), "campaign.*".into()],
+            enabled,
+        };
+        let made = herald_engine::outbound_webhooks::create(&hooks, &input).await.map_err(clear)?;
+        add("/settings/webhooks/:id", format!("/settings/webhooks/{}", made.endpoint.id));
+    }
+
     // A verified sending domain and a postal address, so campaigns can be scheduled and sent;
     // an identity whose SES webhook is on (the settings pages' filled states).
     herald_engine::sending::domains::mark_verified(&db, &signer, tenant, "crawler.test").await.map_err(clear)?;

@@ -81,6 +81,7 @@ pub use segment::{Definition, Segment, SegmentCount, SegmentInput};
 pub use suppression::{NewSuppressions, Suppression, SuppressionReason, SuppressionsAdded};
 pub use tag::{MAX_TAG_CHARS, Tag, TagNames, check_tag_name};
 pub use template::{RenderedMessage, Template, TemplateInput, TemplateVersion};
+pub use uuid;
 pub use values::{Access, Editor, Email, Forbidden, Role, Slug};
 pub use webhook::{
     RotateSecret, WebhookDeliveries, WebhookDelivery, WebhookEndpoint, WebhookEndpointInput, WebhookEndpointWithSecret,

@@ -14,6 +14,7 @@ pub mod domains;
 pub mod general;
 pub mod members;
 pub mod sending;
+pub mod webhook_endpoints;
 pub mod webhooks;
 
 /// The tabs above every settings page.
@@ -26,6 +27,7 @@ pub fn SettingsTabs(active: &'static str) -> impl IntoView {
         ("/settings/brand", "Brand"),
         ("/settings/members", "Members"),
         ("/settings/api-keys", "API keys"),
+        ("/settings/webhooks", "Webhooks"),
         ("/settings/audit", "Audit log"),
     ];
     view! { <TabbedHeader title="Settings" tabs=TABS active=active/> }

@@ -259,14 +259,9 @@ pub struct Declared {
 /// short, before the handler runs; a handler without a declaration fails closed (403). The same
 /// table is what the OpenAPI document shows as `x-herald-access` and what the route-walk tests
 /// read, so a route cannot be served without a declaration the tests see.
+#[derive(Default)]
 pub struct ApiRoutes {
     routes: Vec<(Declared, MethodRouter<ServerState>)>,
-}
-
-impl Default for ApiRoutes {
-    fn default() -> Self {
-        Self { routes: Vec::new() }
-    }
 }
 
 impl ApiRoutes {
