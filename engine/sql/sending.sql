@@ -206,8 +206,13 @@ CREATE OR REPLACE FUNCTION record_sent(p_tenant uuid, p_token bigint, p_ids bigi
  SET search_path TO 'public', 'pg_temp'
 AS $function$
 #variable_conflict use_column
+DECLARE
+    announce boolean;
 BEGIN
     PERFORM set_config('app.tenant_id', p_tenant::text, true);
+    -- Whether the workspace's webhook endpoints receive `message.sent` (asked once per batch,
+    -- after the tenant is set: the endpoints are under row-level security).
+    announce := webhook_wanted(p_tenant, 'message.sent');
     IF cardinality(p_arm) > 0 THEN
         RETURN QUERY
         UPDATE sends s SET armed = true
@@ -217,13 +222,25 @@ BEGIN
         RETURNING s.id, 'armed'::text;
     END IF;
     RETURN QUERY
-    UPDATE sends s SET status = 'sent', sent_at = x.at, smtp_reply = x.reply, provider_id = x.provider_id,
-                       reason = NULL, armed = false,
-                       ambiguous = s.ambiguous - (s.status = 'queued' AND s.ambiguous > 0)::int,
-                       updated_at = now()
-    FROM unnest(p_ids, p_replies, p_provider_ids, p_at) AS x(id, reply, provider_id, at)
-    WHERE s.tenant_id = p_tenant AND s.id = x.id AND s.lease_token = p_token AND s.status IN ('sending', 'queued')
-    RETURNING s.id, 'sent'::text;
+    WITH sent AS (
+        UPDATE sends s SET status = 'sent', sent_at = x.at, smtp_reply = x.reply, provider_id = x.provider_id,
+                           reason = NULL, armed = false,
+                           ambiguous = s.ambiguous - (s.status = 'queued' AND s.ambiguous > 0)::int,
+                           updated_at = now()
+        FROM unnest(p_ids, p_replies, p_provider_ids, p_at) AS x(id, reply, provider_id, at)
+        WHERE s.tenant_id = p_tenant AND s.id = x.id AND s.lease_token = p_token AND s.status IN ('sending', 'queued')
+        RETURNING s.id, s.campaign_id, s.reader_id, s.email, s.sent_at
+    ), announced AS (
+        -- In the same transaction as the sends it reports (see engine/sql/webhooks.sql).
+        INSERT INTO outbound_events (tenant_id, type, data, reader_id, occurred_at)
+        SELECT p_tenant, 'message.sent',
+               jsonb_build_object('message', jsonb_build_object('channel', 'campaign', 'campaign_id', t.campaign_id,
+                                                                'to', t.email),
+                                  'reader', jsonb_build_object('id', t.reader_id)),
+               t.reader_id, t.sent_at
+          FROM sent t WHERE announce
+    )
+    SELECT t.id, 'sent'::text FROM sent t;
 END $function$;
 
 -- The newest slot of `rec` at or before `p_now`, in the schedule's time zone (Postgres's tz

@@ -230,6 +230,143 @@ BEGIN
     RETURN NULL;
 END $function$;
 
+-- Campaign mail's events (opens, clicks, deliveries, bounces, complaints), from the tracking
+-- firehose and the providers' reports: `message.*` with the campaign and reader they concern.
+CREATE OR REPLACE FUNCTION webhooks_on_campaign_mail_events()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF NOT webhook_any_wanted(ARRAY['message.opened', 'message.clicked', 'message.delivered', 'message.bounced',
+                                    'message.complained']) THEN
+        RETURN NULL;
+    END IF;
+    WITH typed AS (
+        SELECT n.*, CASE n.kind WHEN 'open' THEN 'message.opened' WHEN 'click' THEN 'message.clicked'
+                                WHEN 'delivered' THEN 'message.delivered' WHEN 'bounce_hard' THEN 'message.bounced'
+                                WHEN 'bounce_soft' THEN 'message.bounced' WHEN 'complaint' THEN 'message.complained' END AS type
+          FROM new_events n
+    ), wanted AS (
+        SELECT w.tenant_id, w.type FROM (SELECT DISTINCT tenant_id, type FROM typed WHERE type IS NOT NULL) w
+         WHERE webhook_wanted(w.tenant_id, w.type)
+    )
+    INSERT INTO outbound_events (tenant_id, type, data, reader_id, occurred_at)
+    SELECT t.tenant_id, t.type,
+           jsonb_strip_nulls(jsonb_build_object(
+               'message', jsonb_build_object('channel', 'campaign', 'campaign_id', t.campaign_id),
+               'reader', CASE WHEN t.reader_id IS NOT NULL THEN jsonb_build_object('id', t.reader_id) END,
+               'url', CASE WHEN t.kind = 'click' THEN (SELECT l.url FROM campaign_links l WHERE l.id = t.link_id) END,
+               'privacy_prefetch', CASE WHEN t.kind = 'open' THEN t.prefetch END,
+               'hard', CASE WHEN t.kind LIKE 'bounce%' THEN t.kind = 'bounce_hard' END,
+               'detail', t.detail)),
+           t.reader_id, t.at
+      FROM typed t
+      JOIN wanted w ON w.tenant_id = t.tenant_id AND w.type = t.type;
+    RETURN NULL;
+END $function$;
+
+-- Transactional messages' events, from their own log: `message.*` with the message's id and
+-- recipient.
+CREATE OR REPLACE FUNCTION webhooks_on_transactional_events()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF NOT webhook_any_wanted(ARRAY['message.sent', 'message.opened', 'message.clicked', 'message.delivered',
+                                    'message.bounced', 'message.complained']) THEN
+        RETURN NULL;
+    END IF;
+    WITH typed AS (
+        SELECT n.*, CASE n.kind WHEN 'sent' THEN 'message.sent' WHEN 'opened' THEN 'message.opened'
+                                WHEN 'clicked' THEN 'message.clicked' WHEN 'delivered' THEN 'message.delivered'
+                                WHEN 'bounced' THEN 'message.bounced' WHEN 'soft_bounced' THEN 'message.bounced'
+                                WHEN 'complained' THEN 'message.complained' END AS type
+          FROM new_message_events n
+    ), wanted AS (
+        SELECT w.tenant_id, w.type FROM (SELECT DISTINCT tenant_id, type FROM typed WHERE type IS NOT NULL) w
+         WHERE webhook_wanted(w.tenant_id, w.type)
+    )
+    INSERT INTO outbound_events (tenant_id, type, data, occurred_at)
+    SELECT t.tenant_id, t.type,
+           jsonb_strip_nulls(jsonb_build_object(
+               'message', jsonb_build_object('channel', 'transactional', 'id', t.message_id, 'to', m.to_email),
+               'url', CASE WHEN t.kind = 'clicked' THEN t.detail END,
+               'privacy_prefetch', CASE WHEN t.kind = 'opened' THEN t.detail = 'privacy prefetch' END,
+               'hard', CASE WHEN t.kind IN ('bounced', 'soft_bounced') THEN t.kind = 'bounced' END,
+               'detail', CASE WHEN t.kind NOT IN ('clicked', 'opened') THEN nullif(t.detail, '') END)),
+           t.occurred_at
+      FROM typed t
+      JOIN wanted w ON w.tenant_id = t.tenant_id AND w.type = t.type
+      JOIN messages m ON m.tenant_id = t.tenant_id AND m.id = t.message_id;
+    RETURN NULL;
+END $function$;
+
+-- Automations: a reader entered one, one of its email steps queued their mail, or their run
+-- ended (`state` finished or exited, with the reason).
+CREATE OR REPLACE FUNCTION webhooks_on_automation_entries()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF NOT webhook_any_wanted(ARRAY['automation.entered']) THEN
+        RETURN NULL;
+    END IF;
+    WITH wanted AS (
+        SELECT w.tenant_id FROM (SELECT DISTINCT tenant_id FROM new_runs) w
+         WHERE webhook_wanted(w.tenant_id, 'automation.entered')
+    )
+    INSERT INTO outbound_events (tenant_id, type, data, reader_id, occurred_at)
+    SELECT n.tenant_id, 'automation.entered',
+           jsonb_build_object('automation', jsonb_build_object('id', n.automation_id), 'run', jsonb_build_object('id', n.id, 'entry', n.entry),
+                              'reader', jsonb_build_object('id', n.reader_id)),
+           n.reader_id, n.entered_at
+      FROM new_runs n
+      JOIN wanted w ON w.tenant_id = n.tenant_id;
+    RETURN NULL;
+END $function$;
+
+CREATE OR REPLACE FUNCTION webhooks_on_automation_steps()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF NOT webhook_any_wanted(ARRAY['automation.step_sent']) THEN
+        RETURN NULL;
+    END IF;
+    WITH wanted AS (
+        SELECT w.tenant_id FROM (SELECT DISTINCT tenant_id FROM new_steps) w
+         WHERE webhook_wanted(w.tenant_id, 'automation.step_sent')
+    )
+    INSERT INTO outbound_events (tenant_id, type, data, reader_id, occurred_at)
+    SELECT n.tenant_id, 'automation.step_sent',
+           jsonb_build_object('automation', jsonb_build_object('id', n.automation_id), 'step', jsonb_build_object('id', n.step_id),
+                              'run', jsonb_build_object('id', n.run_id), 'reader', jsonb_build_object('id', r.reader_id)),
+           r.reader_id, n.done_at
+      FROM new_steps n
+      JOIN wanted w ON w.tenant_id = n.tenant_id
+      JOIN automation_runs r ON r.tenant_id = n.tenant_id AND r.id = n.run_id
+     WHERE n.outcome = 'queued';
+    RETURN NULL;
+END $function$;
+
+-- Row by row (a run ends once), since an UPDATE trigger with a column list cannot see
+-- transition tables and the scheduler's batches update runs all the time.
+CREATE OR REPLACE FUNCTION webhooks_on_automation_exit()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF webhook_wanted(NEW.tenant_id, 'automation.exited') THEN
+        INSERT INTO outbound_events (tenant_id, type, data, reader_id, occurred_at)
+        VALUES (NEW.tenant_id, 'automation.exited',
+                jsonb_strip_nulls(jsonb_build_object(
+                    'automation', jsonb_build_object('id', NEW.automation_id), 'run', jsonb_build_object('id', NEW.id),
+                    'reader', jsonb_build_object('id', NEW.reader_id), 'state', NEW.state, 'reason', NEW.exit_reason)),
+                NEW.reader_id, coalesce(NEW.ended_at, now()));
+    END IF;
+    RETURN NULL;
+END $function$;
+
 -- The workers' claim, across workspaces: up to `p_per_endpoint` due deliveries of each enabled
 -- endpoint not in `p_busy` (this process already has that many in flight there), endpoints in
 -- random order so no workspace's backlog goes first every time, at most `p_limit` in all. A
@@ -309,5 +446,15 @@ CREATE OR REPLACE TRIGGER readers_webhooks_deleted AFTER DELETE ON readers REFER
 CREATE OR REPLACE TRIGGER reader_tags_webhooks_new AFTER INSERT ON reader_tags REFERENCING NEW TABLE AS new_tags FOR EACH STATEMENT EXECUTE FUNCTION webhooks_on_new_tags();
 
 CREATE OR REPLACE TRIGGER reader_tags_webhooks_removed AFTER DELETE ON reader_tags REFERENCING OLD TABLE AS old_tags FOR EACH STATEMENT EXECUTE FUNCTION webhooks_on_removed_tags();
+
+CREATE OR REPLACE TRIGGER events_webhooks AFTER INSERT ON events REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT EXECUTE FUNCTION webhooks_on_campaign_mail_events();
+
+CREATE OR REPLACE TRIGGER message_events_webhooks AFTER INSERT ON message_events REFERENCING NEW TABLE AS new_message_events FOR EACH STATEMENT EXECUTE FUNCTION webhooks_on_transactional_events();
+
+CREATE OR REPLACE TRIGGER automation_runs_webhooks_entered AFTER INSERT ON automation_runs REFERENCING NEW TABLE AS new_runs FOR EACH STATEMENT EXECUTE FUNCTION webhooks_on_automation_entries();
+
+CREATE OR REPLACE TRIGGER automation_runs_webhooks_ended AFTER UPDATE OF state ON automation_runs FOR EACH ROW WHEN (((old.state = 'waiting'::text) AND (new.state <> 'waiting'::text))) EXECUTE FUNCTION webhooks_on_automation_exit();
+
+CREATE OR REPLACE TRIGGER automation_step_log_webhooks AFTER INSERT ON automation_step_log REFERENCING NEW TABLE AS new_steps FOR EACH STATEMENT EXECUTE FUNCTION webhooks_on_automation_steps();
 
 CREATE OR REPLACE TRIGGER campaigns_webhooks_status AFTER UPDATE OF status ON campaigns FOR EACH ROW WHEN (old.status IS DISTINCT FROM new.status) EXECUTE FUNCTION webhooks_on_campaign_status();

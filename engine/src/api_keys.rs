@@ -102,6 +102,20 @@ pub async fn list(db: &Db, tenant: TenantId) -> Result<Vec<ApiKey>> {
     Ok(keys)
 }
 
+/// The member who made a key (`None` for a key the operator made at the command line): what
+/// the key does in a person's name (an invitation) is done in theirs.
+pub async fn maker(db: &Db, tenant: TenantId, key: Uuid) -> Result<Option<crate::domain::UserId>> {
+    let mut tx = db.tenant_tx(tenant).await?;
+    let maker: Option<Option<crate::domain::UserId>> =
+        sqlx::query_scalar("SELECT created_by FROM api_keys WHERE tenant_id = $1 AND id = $2")
+            .bind(tenant)
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    Ok(maker.flatten())
+}
+
 #[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn revoke(db: &Db, tenant: TenantId, actor_role: Role, id: ApiKeyId) -> Result<()> {
     actor_role.require(Role::Admin)?;

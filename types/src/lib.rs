@@ -33,6 +33,7 @@ pub mod message;
 pub mod progress;
 pub mod reader;
 pub mod segment;
+pub mod sending_domain;
 pub mod suppression;
 pub mod tag;
 pub mod template;
@@ -78,6 +79,7 @@ pub use reader::{
     ReaderInput, ReaderPage, ReaderStatus, Subscription, SubscriptionStatus,
 };
 pub use segment::{Definition, Segment, SegmentCount, SegmentInput};
+pub use sending_domain::{DnsRecordView, SendingDomainView};
 pub use suppression::{NewSuppressions, Suppression, SuppressionReason, SuppressionsAdded};
 pub use tag::{MAX_TAG_CHARS, Tag, TagNames, check_tag_name};
 pub use template::{RenderedMessage, Template, TemplateInput, TemplateVersion};

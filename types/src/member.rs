@@ -7,6 +7,7 @@ use crate::{InviteId, Role, UserId};
 
 /// A member of a workspace.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct Member {
     pub user_id: UserId,
     pub email: String,
@@ -19,6 +20,7 @@ pub struct Member {
 
 /// An invitation not yet accepted, withdrawn or expired.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct PendingInvite {
     pub id: InviteId,
     pub email: String,

@@ -17,6 +17,15 @@ pub const EVENT_TYPES: &[(&str, &str)] = &[
     ("campaign.started", "A campaign began sending"),
     ("campaign.paused", "A sending campaign was paused"),
     ("campaign.finished", "A campaign finished (sent or cancelled)"),
+    ("message.sent", "A message (campaign or transactional) was handed to the mail server"),
+    ("message.delivered", "The provider reported a message delivered"),
+    ("message.bounced", "A message bounced (`hard` says whether for good)"),
+    ("message.complained", "A reader marked a message as spam"),
+    ("message.opened", "A message was opened (`privacy_prefetch` marks mail-privacy proxies)"),
+    ("message.clicked", "A link in a message was clicked"),
+    ("automation.entered", "A reader entered an automation"),
+    ("automation.step_sent", "An automation's email step queued its mail to a reader"),
+    ("automation.exited", "A reader's run through an automation ended (finished or left early)"),
 ];
 
 /// The test event "send a test event" sends; no endpoint subscribes to it.

@@ -68,9 +68,10 @@ pub async fn record(
             .fetch_one(&mut *tx)
             .await?;
             if first_hash != hash {
-                return Err(Error::Conflict(
-                    "This Idempotency-Key was used for another event; use a new key for a new event.".into(),
-                ));
+                return Err(Error::Invalid(Invalid::field(
+                    "Idempotency-Key",
+                    "This Idempotency-Key was used for another event; use a new key for a new event.",
+                )));
             }
             return response.map(|r| r.0).ok_or_else(|| Error::Conflict("This event is still being recorded.".into()));
         }

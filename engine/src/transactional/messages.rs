@@ -415,8 +415,12 @@ async fn replay(db: &Db, tenant: TenantId, key: &str, hashes: &[&str]) -> Result
     tx.commit().await?;
     match found {
         None => Ok(None),
-        Some((_, stored)) if !hashes.contains(&stored.as_str()) => Err(Error::Conflict(format!(
-            "The Idempotency-Key “{key}” was already used for a different request. Use a new key for a new message, or resend exactly the same body to get the first answer back."
+        // The API's convention for a reused key (see server/src/routes/api/idempotency.rs).
+        Some((_, stored)) if !hashes.contains(&stored.as_str()) => Err(Error::Invalid(herald_types::Invalid::field(
+            "Idempotency-Key",
+            format!(
+                "The Idempotency-Key “{key}” was already used for a different request. Use a new key for a new message, or resend exactly the same body to get the first answer back."
+            ),
         ))),
         Some((id, _)) => Ok(Some(Enqueued { message: get(db, tenant, id).await?, created: false })),
     }

@@ -117,6 +117,9 @@ async fn concrete(f: &Filled, path: &str) -> String {
                 "templates" => some_id(f, "tx_templates", "id", NIL).await,
                 "media" => some_id(f, "media", "id", NIL).await,
                 "webhook-endpoints" => some_id(f, "webhook_endpoints", "id", NIL).await,
+                "domains" => some_id(f, "sending_domains", "id", NIL).await,
+                "members" => some_id(f, "memberships", "user_id", NIL).await,
+                "invites" => some_id(f, "invites", "id", NIL).await,
                 other => panic!("the walk does not know the ids after /{other}/: teach `concrete`"),
             },
             s => s.to_string(),
@@ -146,6 +149,7 @@ fn body_for(d: &Declared, list: &str) -> Value {
         ("POST", "/api/v1/fields") => json!({"label": "Walked", "key": "walked", "kind": "text"}),
         ("POST", "/api/v1/templates") => json!({"name": "walked", "subject": "Walked", "html": "<p>Walked</p>"}),
         ("POST", "/api/v1/campaign-templates") => json!({"name": "Walked"}),
+        ("POST", "/api/v1/domains") => json!({"domain": "walked.example"}),
         ("POST", "/api/v1/segments") => json!({"name": "Walked", "definition": {"match": "all", "rules": []}}),
         _ => json!({}),
     }

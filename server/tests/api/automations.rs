@@ -556,7 +556,7 @@ async fn an_event_sent_again_with_its_idempotency_key_enters_once() -> TestResul
     let (status, again) = post(Some("order-1"), 1).await;
     assert_eq!((status, &again), (StatusCode::OK, &first), "a replay answers the first response");
     let (status, other) = post(Some("order-1"), 2).await;
-    assert_eq!(status, StatusCode::CONFLICT, "the key with another body: {other}");
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "the key with another body: {other}");
     // Five copies at once, one key: one entry.
     let copies = futures::future::join_all((0..5).map(|_| post(Some("order-3"), 3))).await;
     assert!(copies.iter().all(|(s, b)| *s == StatusCode::OK && b["entered"] == 1), "{copies:?}");
@@ -756,5 +756,99 @@ async fn each_workspace_gets_a_turn_when_a_tick_has_no_time_to_spare() -> TestRe
     let mut busy = inbox(&app).await.remove("busy-r1@example.com").unwrap_or_default();
     busy.sort();
     assert_eq!(busy, ["A1", "A2"]);
+    Ok(())
+}
+
+/// A run's life reaches the workspace's webhook endpoints: `automation.entered`,
+/// `automation.step_sent` for its email, `automation.exited` when it finishes.
+#[tokio::test]
+async fn a_runs_life_becomes_webhook_events() -> TestResult {
+    let app = spawn_app().await;
+    let (api, _list) = workspace_with_readers(&app, "hooked-run@example.com", 1).await;
+    let (status, made) = api
+        .post(
+            "/api/v1/webhook-endpoints",
+            json!({"url": "https://hooks.example/herald", "event_types": ["automation.*"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    create_live(
+        &api,
+        json!({"name": "Receipt", "trigger": {"kind": "event", "name": "paid"},
+               "steps": [email("Receipt {{ event.order }}", "Thanks.")]}),
+    )
+    .await;
+    let reader = reader_id(&app, "hooked-run-r1@example.com".into()).await;
+    let (status, body) = api.post(&format!("/api/v1/readers/{reader}/events"), json!({"name": "paid"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    expect_mail_count(&app, 1).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        // One of each (they share a transaction's timestamp, so in no telling order).
+        let types: Vec<String> =
+            sqlx::query_scalar("SELECT type FROM outbound_events ORDER BY type").fetch_all(&app.owner).await?;
+        if types == ["automation.entered", "automation.exited", "automation.step_sent"] {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{types:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let exited: Value = sqlx::query_scalar("SELECT data FROM outbound_events WHERE type = 'automation.exited'")
+        .fetch_one(&app.owner)
+        .await?;
+    assert_eq!(
+        (exited["reader"]["id"].as_i64(), exited["state"].as_str()),
+        (Some(reader), Some("finished")),
+        "{exited}"
+    );
+    Ok(())
+}
+
+/// Set up through the API alone, as an integration would: an automation's email steps take the
+/// workspace's default sender, which `PATCH /api/v1/workspace` sets (before it, only the settings
+/// page could, and the automation could not start).
+#[tokio::test]
+async fn a_workspace_set_up_through_the_api_alone_can_start_an_automation() -> TestResult {
+    let app = spawn_app().await;
+    let (owner, ws) = app.owner_with_workspace("api-only@example.com", "API only").await;
+    let api = Api::for_owner(&app, &owner).await;
+    let (_, list) = api.post("/api/v1/lists", json!({"name": "News", "opt_in": "single"})).await;
+    let (status, a) = api
+        .post(
+            "/api/v1/automations",
+            json!({"name": "Welcome", "trigger": {"kind": "list_confirmed", "list_id": list["id"]},
+                   "steps": [email("Welcome", "Hello.")]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{a}");
+    let start = format!("/api/v1/automations/{}/start", a["id"].as_str().expect("id"));
+    let (status, refused) = api.post(&start, json!({})).await;
+    assert!(status.is_client_error(), "no sender yet: {status} {refused}");
+
+    let (status, settings) = api
+        .send(
+            reqwest::Method::PATCH,
+            "/api/v1/workspace",
+            Some(json!({"postal_address": "1 Main Street, Lyon", "default_from_name": "The News",
+                        "default_from_email": "news@api-only.test", "time_zone": "Europe/Paris"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{settings}");
+    assert_eq!(
+        (
+            settings["default_from_email"].as_str(),
+            settings["time_zone"].as_str(),
+            settings["can_send_campaigns"].as_bool()
+        ),
+        (Some("news@api-only.test"), Some("Europe/Paris"), Some(true))
+    );
+    let (_, again) = api.get("/api/v1/workspace").await;
+    assert_eq!((again["name"].as_str(), again["default_from_name"].as_str()), (Some("API only"), Some("The News")));
+    let (status, bad) =
+        api.send(reqwest::Method::PATCH, "/api/v1/workspace", Some(json!({"time_zone": "Mars/Olympus"}))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    app.verify_domain(&ws, "api-only.test").await;
+    let (status, live) = api.post(&start, json!({})).await;
+    assert_eq!((status, live["status"].as_str()), (StatusCode::OK, Some("live")), "{live}");
     Ok(())
 }

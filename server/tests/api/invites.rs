@@ -96,3 +96,72 @@ async fn owners_cannot_be_invited_and_members_cannot_be_invited_twice() {
     let r = owner.run(invite("bad\r\nBcc: z@example.com", Role::Admin)).await;
     assert!(matches!(r.result, Err(AppError::Invalid(_))), "{} {:?}", r.status, r.result);
 }
+
+/// The team through the API: a key invites and re-roles authors and viewers, and can neither
+/// grant the admin or owner role nor act on the members who hold one.
+#[tokio::test]
+async fn a_key_manages_authors_and_viewers_and_never_grants_admin() {
+    let app = spawn_app().await;
+    let (owner, ws) = app.owner_with_workspace("team-owner@example.com", "Team").await;
+    let api = Api::for_owner(&app, &owner).await;
+    let author = app.add_member(&ws, "team-author@example.com", "author").await;
+    let _admin = app.add_member(&ws, "team-admin@example.com", "admin").await;
+    drop(author);
+    let id_of = |team: &serde_json::Value, email: &str| {
+        team["members"].as_array().expect("members").iter().find(|m| m["email"] == email).expect("member")["user_id"]
+            .as_str()
+            .expect("id")
+            .to_string()
+    };
+    let (status, team) = api.get("/api/v1/members").await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{team}");
+    let (author_id, admin_id) = (id_of(&team, "team-author@example.com"), id_of(&team, "team-admin@example.com"));
+
+    for role in ["admin", "owner"] {
+        let (status, body) =
+            api.post("/api/v1/invites", serde_json::json!({"email": "new@example.com", "role": role})).await;
+        assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "invite as {role}: {body}");
+        let (status, body) = api
+            .send(
+                reqwest::Method::PATCH,
+                &format!("/api/v1/members/{author_id}"),
+                Some(serde_json::json!({"role": role})),
+            )
+            .await;
+        assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "make an author {role}: {body}");
+    }
+    let (status, body) = api
+        .send(
+            reqwest::Method::PATCH,
+            &format!("/api/v1/members/{admin_id}"),
+            Some(serde_json::json!({"role": "viewer"})),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "demote an admin: {body}");
+    let (status, _) = api.send(reqwest::Method::DELETE, &format!("/api/v1/members/{admin_id}"), None).await;
+    assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "remove an admin");
+
+    let (status, invite) =
+        api.post("/api/v1/invites", serde_json::json!({"email": "new@example.com", "role": "author"})).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{invite}");
+    let mail =
+        app.sink.wait_for_recipient("new@example.com", std::time::Duration::from_secs(10)).await.expect("invitation");
+    assert!(mail.parse().text.unwrap_or_default().contains("/invite/"));
+    let (status, _) = api
+        .send(reqwest::Method::DELETE, &format!("/api/v1/invites/{}", invite["id"].as_str().expect("id")), None)
+        .await;
+    assert_eq!(status, reqwest::StatusCode::NO_CONTENT);
+
+    let (status, changed) = api
+        .send(
+            reqwest::Method::PATCH,
+            &format!("/api/v1/members/{author_id}"),
+            Some(serde_json::json!({"role": "viewer"})),
+        )
+        .await;
+    assert_eq!((status, changed["role"].as_str()), (reqwest::StatusCode::OK, Some("viewer")), "{changed}");
+    let (status, _) = api.send(reqwest::Method::DELETE, &format!("/api/v1/members/{author_id}"), None).await;
+    assert_eq!(status, reqwest::StatusCode::NO_CONTENT);
+    let (_, team) = api.get("/api/v1/members").await;
+    assert_eq!(team["members"].as_array().map(Vec::len), Some(2), "{team}");
+}

@@ -279,3 +279,37 @@ async fn an_operator_verifies_a_domain_from_the_command_line() -> TestResult {
     assert!(!ok && err.contains("no workspace with slug nope"), "{err}");
     Ok(())
 }
+
+/// The same through the API, as an integration sets a workspace up: add, read the records,
+/// check them live, and the domain is verified.
+#[tokio::test]
+async fn a_domain_is_added_checked_and_verified_through_the_api() -> TestResult {
+    let (app, dns) = app_with_dns().await;
+    let (_owner, _ws, api, _campaign) = workspace(&app, "domains-api@example.com").await;
+    let (status, d) = api.post("/api/v1/domains", json!({"domain": "Brand.TEST"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{d}");
+    assert_eq!((d["domain"].as_str(), d["verified_by"].as_str()), (Some("brand.test"), None));
+    let id = d["id"].as_str().expect("id").to_string();
+    let value = |d: &serde_json::Value, label: &str| {
+        d["records"].as_array().expect("records").iter().find(|r| r["label"] == label).expect("record")["value"]
+            .as_str()
+            .expect("value")
+            .to_string()
+    };
+    let (status, again) = api.post("/api/v1/domains", json!({"domain": "brand.test"})).await;
+    assert!(status.is_success() && again["id"] == d["id"], "added twice is the one domain: {status} {again}");
+    dns.set("_herald-challenge.brand.test", &[value(&d, "Ownership").as_str()]);
+    dns.set("brand.test", &["v=spf1 include:_spf.herald.test ~all"]);
+    dns.set("_dmarc.brand.test", &["v=DMARC1; p=none"]);
+    dns.set("herald._domainkey.brand.test", &[value(&d, "DKIM").as_str()]);
+    let (status, checked) = api.post(&format!("/api/v1/domains/{id}/check"), json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{checked}");
+    assert_eq!((checked["verified_by"].as_str(), checked["signing"].as_bool()), (Some("dns"), Some(true)), "{checked}");
+    let (status, list) = api.get("/api/v1/domains").await;
+    assert_eq!((status, list.as_array().map(Vec::len)), (StatusCode::OK, Some(1)));
+    let (status, _) = api.send(reqwest::Method::DELETE, &format!("/api/v1/domains/{id}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = api.get(&format!("/api/v1/domains/{id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    Ok(())
+}

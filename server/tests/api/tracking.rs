@@ -19,7 +19,11 @@ const BODY: &str = "Hello {{ reader.name }}!\n\nRead [the post](https://blog.exa
 
 /// A campaign with two links, sent to `readers` readers. Returns the harness and campaign id.
 async fn sent_campaign(readers: usize, tracking: &str) -> anyhow::Result<(SendHarness, CampaignId)> {
-    let h = SendHarness::new(readers).await?;
+    send_campaign(SendHarness::new(readers).await?, tracking).await
+}
+
+/// The campaign of [`sent_campaign`], sent by `h`.
+async fn send_campaign(h: SendHarness, tracking: &str) -> anyhow::Result<(SendHarness, CampaignId)> {
     let input = herald_engine::campaigns::store::CampaignInput {
         name: "Tracked".into(),
         subject: "News".into(),
@@ -287,5 +291,59 @@ async fn hits_still_buffered_at_shutdown_are_written() -> TestResult {
         .fetch_one(&h.app.owner)
         .await?;
     assert_eq!(opens, 40);
+    Ok(())
+}
+
+/// The mail's own events reach a workspace's webhook endpoints: `message.sent` written with the
+/// batch that records the send, opens and clicks with the hits that record them (the receiving
+/// end is tested in `outbound_webhooks.rs`).
+#[tokio::test]
+async fn sends_opens_and_clicks_become_webhook_events() -> TestResult {
+    let h = SendHarness::new(3).await?;
+    let hooks = herald_engine::outbound_webhooks::Change {
+        db: &h.app.app.db,
+        signer: &h.app.app.signer,
+        egress: &h.app.app.egress,
+        jobs: &h.app.app.jobs,
+        tenant: h.tenant,
+        role: herald_engine::Role::Owner,
+        actor: herald_engine::audit::Actor::Operator,
+    };
+    let input = herald_types::WebhookEndpointInput {
+        url: "https://hooks.example/herald".into(),
+        event_types: vec!["message.*".into()],
+        enabled: true,
+        ..Default::default()
+    };
+    herald_engine::outbound_webhooks::create(&hooks, &input).await?;
+    let (h, id) = send_campaign(h, "on").await?;
+    let (pixel, links) = urls_for(&h, "reader1@example.com").await;
+    let person = client(THUNDERBIRD);
+    assert_eq!(person.get(pixel.expect("pixel")).send().await?.status(), 200);
+    assert!(person.get(&links[0]).send().await?.status().is_redirection());
+    wait_stored(&h, 2).await;
+    let events: Vec<(String, serde_json::Value)> =
+        sqlx::query_as("SELECT type, data FROM outbound_events WHERE tenant_id = $1 ORDER BY occurred_at, type")
+            .bind(h.tenant)
+            .fetch_all(&h.app.owner)
+            .await?;
+    let of = |t: &str| events.iter().filter(|(ty, _)| ty == t).map(|(_, d)| d.clone()).collect::<Vec<_>>();
+    let sent = of("message.sent");
+    assert_eq!(sent.len(), 3, "{events:?}");
+    assert!(sent.iter().all(|d| d["message"]["campaign_id"] == id.to_string()), "{sent:?}");
+    let to: BTreeSet<&str> = sent.iter().filter_map(|d| d["message"]["to"].as_str()).collect();
+    assert_eq!(to.len(), 3);
+    let opened = of("message.opened");
+    assert_eq!(opened.len(), 1, "{events:?}");
+    assert_eq!(opened[0]["privacy_prefetch"], false);
+    let clicked = of("message.clicked");
+    assert_eq!(clicked.len(), 1, "{events:?}");
+    assert_eq!(clicked[0]["url"], "https://blog.example/post?a=1&b=2");
+    assert_eq!(clicked[0]["reader"]["id"], opened[0]["reader"]["id"]);
+    let deliveries: i64 = sqlx::query_scalar("SELECT count(*) FROM outbound_deliveries WHERE tenant_id = $1")
+        .bind(h.tenant)
+        .fetch_one(&h.app.owner)
+        .await?;
+    assert_eq!(deliveries, 5, "one delivery per event to the one endpoint");
     Ok(())
 }

@@ -86,7 +86,7 @@ async fn concurrent_replays_of_one_key_send_one_message_with_one_id() -> TestRes
             "template": "reset", "to": "ada@example.com"}"#,
     )?;
     assert_eq!(api.send_message("reset-42-a", &reordered).await.0, StatusCode::OK);
-    // The same key with another body: 409, and nothing queued.
+    // The same key with another body: 422 (the API's convention), and nothing queued.
     let (status, err) = api
         .send_message(
             "reset-42-a",
@@ -94,8 +94,11 @@ async fn concurrent_replays_of_one_key_send_one_message_with_one_id() -> TestRes
         "variables": {"name": "Eve", "url": "https://x"}}),
         )
         .await;
-    assert_eq!(status, StatusCode::CONFLICT, "{err}");
-    assert!(err["message"].as_str().unwrap_or("").contains("already used for a different request"), "{err}");
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert!(
+        err["fields"]["Idempotency-Key"].as_str().unwrap_or("").contains("already used for a different request"),
+        "{err}"
+    );
 
     // Exactly one copy reached the sink, for as long as a duplicate could take to show up.
     tokio::time::sleep(Duration::from_millis(1500)).await;

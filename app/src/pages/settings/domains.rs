@@ -8,33 +8,12 @@ use serde::{Deserialize, Serialize};
 use crate::components::ui::{ActionError, Card, ConfirmDialog, CopyButton, EmptyState, LoadError, LocalTime};
 use crate::error::AppError;
 use crate::pages::settings::SettingsTabs;
+pub use herald_types::{DnsRecordView as RecordView, SendingDomainView as DomainView};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DomainsPageData {
     pub can_edit: bool,
     pub domains: Vec<DomainView>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct DomainView {
-    pub id: String,
-    pub domain: String,
-    /// "dns" or "operator" once verified.
-    pub verified_by: Option<String>,
-    /// The DKIM record was found with Herald's key: mail From this domain is signed.
-    pub signing: bool,
-    pub checked_at: Option<String>,
-    pub records: Vec<RecordView>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RecordView {
-    pub label: String,
-    pub host: String,
-    pub value: String,
-    /// found, missing, wrong, unknown or unchecked.
-    pub status: String,
-    pub detail: String,
 }
 
 #[server(prefix = "/rpc", endpoint = "list_sending_domains")]
@@ -46,37 +25,8 @@ pub async fn list_sending_domains() -> Result<DomainsPageData, AppError> {
     let domains = domains::list(&m.state.db, m.tenant).await?;
     Ok(DomainsPageData {
         can_edit: m.role.can_administer(),
-        domains: domains.into_iter().map(|d| view_of(d, spf)).collect(),
+        domains: domains.into_iter().map(|d| domains::view(d, spf)).collect(),
     })
-}
-
-#[cfg(feature = "ssr")]
-fn view_of(d: herald_engine::sending::domains::SendingDomain, spf_include: &str) -> DomainView {
-    use herald_engine::sending::domains::{RecordStatus, records};
-    let checked = d.last_check.clone().unwrap_or_default();
-    let records = records(&d, spf_include)
-        .into_iter()
-        .map(|r| {
-            // The last check's verdict, if it checked this very record (the SPF include or the
-            // key may have changed since).
-            let (status, detail) = match checked.iter().find(|c| c.record == r).map(|c| &c.status) {
-                Some(RecordStatus::Found) => ("found", String::new()),
-                Some(RecordStatus::Missing) => ("missing", String::new()),
-                Some(RecordStatus::Wrong(why)) => ("wrong", why.clone()),
-                Some(RecordStatus::Unknown(why)) => ("unknown", why.clone()),
-                None => ("unchecked", String::new()),
-            };
-            RecordView { label: r.kind.label().into(), host: r.host, value: r.value, status: status.into(), detail }
-        })
-        .collect();
-    DomainView {
-        id: d.id.to_string(),
-        domain: d.domain,
-        verified_by: d.verified_at.and(d.verified_by),
-        signing: d.dkim_verified_at.is_some(),
-        checked_at: d.checked_at.map(|t| t.to_rfc3339()),
-        records,
-    }
 }
 
 #[server(prefix = "/rpc", endpoint = "add_sending_domain")]

@@ -314,7 +314,7 @@ fn EndpointBody(
                         <tbody class="divide-y divide-slate-100">
                             {deliveries.items.into_iter().map(|d| view! {
                                 <tr data-testid="delivery">
-                                    <td class="py-2"><code class="text-xs">{d.event_type.clone()}</code><span class="block font-mono text-xs text-slate-400">{d.event_id.clone()}</span></td>
+                                    <td class="py-2"><code class="text-xs">{d.event_type.clone()}</code><span class="block font-mono text-xs text-slate-500">{d.event_id.clone()}</span></td>
                                     <td><span class="badge" data-testid="delivery-state">{d.state.clone()}</span></td>
                                     <td>{d.attempts}</td>
                                     <td>

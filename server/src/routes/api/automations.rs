@@ -162,7 +162,7 @@ pub async fn reader_runs(
 
 #[utoipa::path(post, path = "/api/v1/readers/{id}/events", operation_id = "recordReaderEvent", security(("api_key" = [])),
     params(("id" = i64, Path, description = "The reader's id"),
-           ("Idempotency-Key" = Option<String>, Header, description = "A unique key per event, kept at least 24 h: a retry with the same key and body answers the first response and enters nobody again; the same key with another body is refused (409)")),
+           ("Idempotency-Key" = Option<String>, Header, description = "A unique key per event, kept at least 24 h: a retry with the same key and body answers the first response and enters nobody again; the same key with another body is refused (422)")),
     request_body = ReaderEventInput,
     responses((status = 200, description = "Accepted; how many automations it let the reader into", body = EventAccepted),
               (status = 404, body = ApiError), (status = 409, body = ApiError), (status = 422, body = ApiError)))]

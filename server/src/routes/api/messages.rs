@@ -1,6 +1,6 @@
 //! `/api/v1/messages`: transactional mail. `POST` needs an `Idempotency-Key` header: the same key
 //! with the same body answers with the first request's message (200 instead of 201) and never
-//! sends twice; the same key with another body is a 409.
+//! sends twice; the same key with another body is a 422 (`fields["Idempotency-Key"]`).
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -24,9 +24,8 @@ pub struct MessageJson {
 #[utoipa::path(post, path = "/api/v1/messages", operation_id = "sendMessage", security(("api_key" = [])), request_body = herald_types::SendRequest,
     params(("Idempotency-Key" = String, Header, description = "A unique key per message, kept at least 24 h (e.g. order-1234-receipt)")),
     responses((status = 201, description = "Queued"), (status = 200, description = "A replay: the first request's message"),
-              (status = 409, body = ApiError, description = "The key was used with a different body"),
               (status = 403, body = ApiError, description = "The key's maker is no longer an admin, or the account is suspended"),
-              (status = 422, body = ApiError, description = "Invalid, suppressed recipient, or a template error"),
+              (status = 422, body = ApiError, description = "Invalid, suppressed recipient, a template error, or the key used with a different body"),
               (status = 429, body = ApiError, description = "The account's daily allowance is used up, or its workspace is already rendering two templates; see Retry-After")))]
 pub async fn create(
     State(s): State<ServerState>,

@@ -7,10 +7,12 @@ pub mod automations;
 pub mod brand;
 pub mod campaign_templates;
 pub mod campaigns;
+pub mod domains;
 pub mod fields;
 pub mod idempotency;
 pub mod lists;
 pub mod media;
+pub mod members;
 pub mod messages;
 pub mod metering;
 pub mod readers;
@@ -173,7 +175,9 @@ impl Modify for BearerAuth {
 #[openapi(
     info(title = "Herald API", version = "1", description = "Authenticate with `Authorization: Bearer <API key>`; every call acts in the key's workspace."),
     paths(
-        workspace::get_workspace,
+        workspace::get_workspace, workspace::update_workspace,
+        domains::index, domains::create, domains::show, domains::check, domains::delete,
+        members::index, members::invite, members::withdraw, members::change_role, members::remove,
         audit::index,
         lists::index, lists::create, lists::show, lists::update, lists::delete,
         readers::index, readers::show, readers::create, readers::update, readers::delete,
@@ -202,7 +206,9 @@ impl Modify for BearerAuth {
         webhook_endpoints::send_test, webhook_endpoints::deliveries, webhook_endpoints::redeliver,
     ),
     components(schemas(
-        workspace::WorkspaceJson, ApiError, audit::AuditPage, herald_types::AuditEntry, herald_types::AuditAction, herald_types::ActorKind, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
+        workspace::WorkspaceJson, workspace::WorkspaceChange, domains::NewDomain, herald_types::SendingDomainView,
+        herald_types::DnsRecordView, members::Team, members::NewInvite, members::RoleChange, herald_types::Member,
+        herald_types::PendingInvite, herald_types::Role, herald_types::InviteId, herald_types::UserId, ApiError, audit::AuditPage, herald_types::AuditEntry, herald_types::AuditAction, herald_types::ActorKind, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
         herald_types::NewReader, herald_types::ReaderInput, herald_types::ReaderChange,
         herald_types::BulkUpsert, herald_types::BulkOutcome, herald_types::Rejected, herald_types::Existing, herald_types::ListChoice,
         herald_types::Tag, herald_types::TagNames, herald_types::TagId, tags::TagRename,
@@ -425,6 +431,19 @@ fn routes() -> ApiRoutes {
     ApiRoutes::default()
         .get("/api/v1/openapi.json", A::Public, openapi)
         .get("/api/v1/workspace", VIEW, workspace::get_workspace)
+        .patch("/api/v1/workspace", ADMIN, workspace::update_workspace)
+        // Which domains the workspace sends From is an admin's call, as on Settings → Domains.
+        .get("/api/v1/domains", VIEW, domains::index)
+        .post("/api/v1/domains", ADMIN, domains::create)
+        .get("/api/v1/domains/{id}", VIEW, domains::show)
+        .post("/api/v1/domains/{id}/check", ADMIN, domains::check)
+        .delete("/api/v1/domains/{id}", ADMIN, domains::delete)
+        // The team: admins', as on Settings → Members (see `members` for what a key may not do).
+        .get("/api/v1/members", A::ADMIN_READS, members::index)
+        .patch("/api/v1/members/{id}", ADMIN, members::change_role)
+        .delete("/api/v1/members/{id}", ADMIN, members::remove)
+        .post("/api/v1/invites", ADMIN, members::invite)
+        .delete("/api/v1/invites/{id}", ADMIN, members::withdraw)
         // The audit log names members and their addresses: admins read it, as in the app.
         .get("/api/v1/audit", A::ADMIN_READS, audit::index)
         .get("/api/v1/lists", VIEW, lists::index)
