@@ -250,6 +250,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
                 Bench::Import(args) => herald_devtools::bench::run_import(args, &env).await,
                 Bench::Track(args) => herald_devtools::bench_track::run(args, &env).await,
                 Bench::Messages(args) => herald_devtools::bench_messages::run(args, &env).await,
+                Bench::Webhooks(args) => herald_devtools::bench_webhooks::run(args, &env).await,
                 Bench::Scans(args) => herald_devtools::bench_scans::run(args, &env).await,
                 Bench::Segments(args) => herald_devtools::bench_segments::run(args, &env).await,
                 Bench::Automations(args) => herald_devtools::bench_automations::run(args, &env).await,

@@ -22,6 +22,9 @@ pub enum Bench {
     Track(herald_devtools::bench_track::TrackBench),
     /// `POST /api/v1/messages` under load, then every key replayed (transactional enqueue).
     Messages(herald_devtools::bench_messages::MessagesBench),
+    /// `message.opened` webhooks from the tracking firehose to a local receiver: lag, backlog,
+    /// and what an endpoint costs tracking and Postgres.
+    Webhooks(herald_devtools::bench_webhooks::WebhooksBench),
     /// A sending campaign's periodic reads at a large send log (idle probe, health check, live
     /// progress, editions list), each against the statement it replaced.
     Scans(herald_devtools::bench_scans::ScansBench),

@@ -58,7 +58,7 @@ impl Default for WebhookDeliveryConfig {
             backoff: DEFAULT_BACKOFF.iter().map(|s| Duration::from_secs(*s)).collect(),
             retry_for: Duration::from_secs(24 * 3600),
             disable_after: Duration::from_secs(72 * 3600),
-            per_endpoint: 4,
+            per_endpoint: 8,
             concurrency: 32,
             timeout: Duration::from_secs(10),
             keep_for: Duration::from_secs(7 * 24 * 3600),
@@ -171,10 +171,12 @@ pub async fn run(cx: WebhookContext, mut stop: tokio::sync::watch::Receiver<bool
                 tracing::warn!(error = ?e, "pruning delivered webhook events failed");
             }
         }
+        // Claim again at once after a claim that found work; otherwise wait for an attempt to
+        // finish (its endpoint may have more due), a poll, or the stop.
         if claimed == 0 || permits.available_permits() == 0 {
             tokio::select! {
                 _ = tokio::time::sleep(cx.config.poll) => {}
-                _ = freed.notified(), if permits.available_permits() == 0 => {}
+                _ = freed.notified() => {}
                 _ = stop.changed() => {}
             }
         }

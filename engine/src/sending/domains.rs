@@ -583,6 +583,40 @@ pub(crate) async fn dkim_key_for(
     .transpose()
 }
 
+/// The domain as the settings page and the API show it: its records, each with the last check's
+/// verdict when that check looked at this very record (the SPF include or the key may have
+/// changed since).
+pub fn view(d: SendingDomain, spf_include: &str) -> herald_types::SendingDomainView {
+    let checked = d.last_check.clone().unwrap_or_default();
+    let records = records(&d, spf_include)
+        .into_iter()
+        .map(|r| {
+            let (status, detail) = match checked.iter().find(|c| c.record == r).map(|c| &c.status) {
+                Some(RecordStatus::Found) => ("found", String::new()),
+                Some(RecordStatus::Missing) => ("missing", String::new()),
+                Some(RecordStatus::Wrong(why)) => ("wrong", why.clone()),
+                Some(RecordStatus::Unknown(why)) => ("unknown", why.clone()),
+                None => ("unchecked", String::new()),
+            };
+            herald_types::DnsRecordView {
+                label: r.kind.label().into(),
+                host: r.host,
+                value: r.value,
+                status: status.into(),
+                detail,
+            }
+        })
+        .collect();
+    herald_types::SendingDomainView {
+        id: d.id.to_string(),
+        domain: d.domain,
+        verified_by: d.verified_at.and(d.verified_by),
+        signing: d.dkim_verified_at.is_some(),
+        checked_at: d.checked_at.map(|t| t.to_rfc3339()),
+        records,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -689,39 +723,5 @@ mod tests {
         let der = B64.decode(&public).map_err(|e| Error::Unexpected(e.into()))?;
         assert!(der.len() > 256, "an RSA-2048 SubjectPublicKeyInfo");
         Ok(())
-    }
-}
-
-/// The domain as the settings page and the API show it: its records, each with the last check's
-/// verdict when that check looked at this very record (the SPF include or the key may have
-/// changed since).
-pub fn view(d: SendingDomain, spf_include: &str) -> herald_types::SendingDomainView {
-    let checked = d.last_check.clone().unwrap_or_default();
-    let records = records(&d, spf_include)
-        .into_iter()
-        .map(|r| {
-            let (status, detail) = match checked.iter().find(|c| c.record == r).map(|c| &c.status) {
-                Some(RecordStatus::Found) => ("found", String::new()),
-                Some(RecordStatus::Missing) => ("missing", String::new()),
-                Some(RecordStatus::Wrong(why)) => ("wrong", why.clone()),
-                Some(RecordStatus::Unknown(why)) => ("unknown", why.clone()),
-                None => ("unchecked", String::new()),
-            };
-            herald_types::DnsRecordView {
-                label: r.kind.label().into(),
-                host: r.host,
-                value: r.value,
-                status: status.into(),
-                detail,
-            }
-        })
-        .collect();
-    herald_types::SendingDomainView {
-        id: d.id.to_string(),
-        domain: d.domain,
-        verified_by: d.verified_at.and(d.verified_by),
-        signing: d.dkim_verified_at.is_some(),
-        checked_at: d.checked_at.map(|t| t.to_rfc3339()),
-        records,
     }
 }
