@@ -57,6 +57,11 @@ pub struct SendBench {
     /// Skip the fan-out measurement (the 1M-row walk), for a quicker end-to-end figure.
     #[arg(long)]
     pub skip_fanout: bool,
+    /// Give the workspace a webhook endpoint receiving `message.sent`, so every send also writes
+    /// its event (the endpoint is on an address the senders refuse at once: the figure is the
+    /// events' cost to the send, not a receiver's).
+    #[arg(long)]
+    pub webhook: bool,
     /// Send from this many `herald worker` child processes (sharing `--connections`) instead of
     /// workers inside this process; their CPU is counted as Herald's.
     #[arg(long, default_value_t = 0)]
@@ -164,6 +169,7 @@ pub async fn run(args: SendBench, env: &BenchEnv) -> anyhow::Result<()> {
         ack_batch,
         skip_fanout,
         processes,
+        webhook,
     } = args;
     anyhow::ensure!(
         !(dkim.is_some() && processes > 0),
@@ -208,6 +214,26 @@ pub async fn run(args: SendBench, env: &BenchEnv) -> anyhow::Result<()> {
         None => None,
     };
     stage_breakdown(dkim.as_ref()).await?;
+    if webhook {
+        let (signer, mail_jobs, egress) = (Signer::new(&env.secret_key), jobs::Jobs::new(&db), Default::default());
+        let change = herald_engine::outbound_webhooks::Change {
+            db: &db,
+            signer: &signer,
+            egress: &egress,
+            jobs: &mail_jobs,
+            tenant,
+            role: Role::Owner,
+            actor: herald_engine::audit::Actor::Operator,
+        };
+        let input = herald_types::WebhookEndpointInput {
+            url: "https://hooks.bench.invalid/herald".into(),
+            event_types: vec!["message.sent".into()],
+            enabled: true,
+            ..Default::default()
+        };
+        herald_engine::outbound_webhooks::create(&change, &input).await?;
+        println!("webhook:     an endpoint receives message.sent (every send writes its event)");
+    }
     let options = Options { readers, fanout_readers, connections, dkim, dkim_label, ack_batch, skip_fanout, processes };
     let result = measure(&db, &owner, tenant, &smtp_url, env, &options).await;
     let outcome = match result {

@@ -412,6 +412,8 @@ AS $function$
       JOIN webhook_endpoints e ON e.tenant_id = c.tenant_id AND e.id = c.endpoint_id
       JOIN outbound_events ev ON ev.tenant_id = c.tenant_id AND ev.id = c.event_id
 $function$;
+REVOKE ALL ON FUNCTION webhook_claim(integer,integer,double precision,uuid[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION webhook_claim(integer,integer,double precision,uuid[]) TO herald_app;
 
 -- Delivered events older than the retention, and failed ones, are pruned (a workspace's
 -- deliveries go with their event). Returns how many events went.
@@ -432,6 +434,8 @@ AS $function$
     )
     SELECT count(*)::integer FROM gone
 $function$;
+REVOKE ALL ON FUNCTION webhook_prune(double precision,integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION webhook_prune(double precision,integer) TO herald_app;
 
 CREATE OR REPLACE TRIGGER outbound_events_fan_out AFTER INSERT ON outbound_events REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT EXECUTE FUNCTION outbound_events_fan_out();
 

@@ -28,6 +28,8 @@ struct Received {
 #[derive(Clone, Default)]
 struct Receiver {
     got: Arc<Mutex<Vec<Received>>>,
+    /// Every request is held this long before its answer (a slow receiver).
+    stall_every: Duration,
     /// Requests that arrived, by event id (counted before any is answered).
     arrived: Arc<Mutex<BTreeMap<String, usize>>>,
     /// Attempts of each event id answered 500 before one is taken.
@@ -48,6 +50,7 @@ async fn receive(State(r): State<Receiver>, headers: HeaderMap, body: String) ->
     if earlier == 0 && !r.stall_first.is_zero() {
         tokio::time::sleep(r.stall_first).await;
     }
+    tokio::time::sleep(r.stall_every).await;
     let answered = if earlier < r.fail_first { 500 } else { 204 };
     r.got.lock().expect("lock").push(Received {
         id,
@@ -148,7 +151,8 @@ fn verify_with_standardwebhooks(secrets: &[&str], got: &[Received]) {
 }
 
 async fn api_for(app: &TestApp, email: &str) -> Api {
-    let (owner, _) = app.owner_with_workspace(email, "Hooks").await;
+    let name = format!("Hooks {}", email.split('@').next().unwrap_or_default());
+    let (owner, _) = app.owner_with_workspace(email, &name).await;
     Api::for_owner(app, &owner).await
 }
 
@@ -411,4 +415,121 @@ async fn a_new_endpoint_is_audited_and_mailed_to_the_admins() {
     let (status, log) = api.get("/api/v1/audit").await;
     assert_eq!(status, reqwest::StatusCode::OK);
     assert!(log.to_string().contains("webhook_endpoint.created"), "{log}");
+}
+
+/// A receiver that never takes a delivery: attempts stop once a delivery is older than the retry
+/// period (`failed`), and once every attempt has failed for the disable period (over several
+/// events) the endpoint is turned off, says why, and its admins are mailed. (A day and three
+/// days in production.)
+#[tokio::test]
+async fn an_endpoint_that_keeps_failing_gives_up_and_is_turned_off() {
+    let app = spawn_app_with(&[
+        ("HERALD_WEBHOOK_BACKOFF", "0.3"),
+        ("HERALD_WEBHOOK_RETRY_SECONDS", "1"),
+        ("HERALD_WEBHOOK_DISABLE_AFTER_SECONDS", "2"),
+    ])
+    .await;
+    let api = api_for(&app, "failing@example.com").await;
+    let (url, receiver) = Receiver { fail_first: usize::MAX, ..Default::default() }.start().await;
+    let (endpoint, _) = add_endpoint(&api, &url, &["reader.subscribed"]).await;
+    let (_, list) = api.post("/api/v1/lists", json!({"name": "Failing", "opt_in": "single"})).await;
+    let deliveries = format!("/api/v1/webhook-endpoints/{endpoint}/deliveries");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut n = 0;
+    let shown = loop {
+        // A new reader now and then, so there is always something failing.
+        if n < 8 {
+            n += 1;
+            api.post("/api/v1/readers", json!({"email": format!("r{n}@example.com"), "lists": [list["id"]]})).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (_, shown) = api.get(&format!("/api/v1/webhook-endpoints/{endpoint}")).await;
+        if shown["enabled"] == false {
+            break shown;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never turned off: {shown}");
+    };
+    assert!(shown["disabled_reason"].as_str().is_some_and(|r| r.contains("failed")), "{shown}");
+    let (_, page) = api.get(&format!("{deliveries}?limit=100")).await;
+    let items = page["items"].as_array().expect("items");
+    let failed: Vec<&Value> = items.iter().filter(|d| d["state"] == "failed").collect();
+    assert!(!failed.is_empty(), "the oldest gave up: {page}");
+    assert!(failed.iter().all(|d| d["attempts"].as_i64() >= Some(2) && d["last_status"] == 500), "{page}");
+    assert!(items.iter().all(|d| d["state"] != "delivered"), "{page}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !app.sink.messages().await.iter().any(|m| m.parse().subject == "A webhook endpoint was turned off") {
+        assert!(tokio::time::Instant::now() < deadline, "the admins were not mailed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Off: nothing more is written for it, and nothing more is sent.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (before, attempts) = (events_in_database(&app).await, receiver.all().len());
+    api.post("/api/v1/readers", json!({"email": "after@example.com", "lists": [list["id"]]})).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(events_in_database(&app).await, before);
+    assert_eq!(receiver.all().len(), attempts, "no attempt after it was turned off");
+}
+
+/// One workspace's slow receiver (every answer takes 4 s) holds only its endpoint's share of the
+/// senders: another workspace's events arrive at once beside its backlog.
+#[tokio::test]
+async fn a_slow_endpoint_does_not_hold_up_another_workspaces() {
+    let app = spawn_app().await;
+    let slow_api = api_for(&app, "slow@example.com").await;
+    let fast_api = api_for(&app, "fast@example.com").await;
+    let (slow_url, slow) = Receiver { stall_every: Duration::from_secs(4), ..Default::default() }.start().await;
+    let (fast_url, fast) = Receiver::default().start().await;
+    add_endpoint(&slow_api, &slow_url, &["reader.subscribed"]).await;
+    add_endpoint(&fast_api, &fast_url, &["reader.subscribed"]).await;
+    let (_, list) = slow_api.post("/api/v1/lists", json!({"name": "Slow", "opt_in": "single"})).await;
+    let readers: Vec<Value> = (0..40).map(|i| json!({"email": format!("slow{i}@example.com")})).collect();
+    let (status, body) =
+        slow_api.post("/api/v1/readers/bulk", json!({"readers": readers, "lists": [list["id"]]})).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    // The slow endpoint's senders are busy now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = tokio::time::Instant::now();
+    let (_, list) = fast_api.post("/api/v1/lists", json!({"name": "Fast", "opt_in": "single"})).await;
+    fast_api.post("/api/v1/readers", json!({"email": "quick@example.com", "lists": [list["id"]]})).await;
+    fast.wait_for_types(&["reader.subscribed"], Duration::from_secs(3)).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(3), "the fast workspace waited {took:?}");
+    assert!(slow.all().len() < 40, "the slow one is still working through its backlog");
+}
+
+/// Delivered events are pruned after the retention (seven days); one still owed is kept.
+#[tokio::test]
+async fn delivered_events_are_pruned_after_the_retention() {
+    let app = spawn_app_with(&[("HERALD_RUN_WORKERS", "false")]).await;
+    let api = api_for(&app, "prune@example.com").await;
+    add_endpoint(&api, "http://127.0.0.1:9/never", &["reader.*"]).await;
+    let (_, list) = api.post("/api/v1/lists", json!({"name": "Prune", "opt_in": "single"})).await;
+    api.post("/api/v1/readers", json!({"email": "old@example.com", "lists": [list["id"]]})).await;
+    assert_eq!(events_in_database(&app).await, 2);
+    // Both eight days old; one was delivered, the other is still owed.
+    let mut tx = app.owner.begin().await.expect("tx");
+    let tenant: String =
+        sqlx::query_scalar("SELECT id::text FROM tenants LIMIT 1").fetch_one(&mut *tx).await.expect("t");
+    sqlx::query("SELECT set_config('app.tenant_id', $1, true)").bind(&tenant).execute(&mut *tx).await.expect("tenant");
+    sqlx::query("UPDATE outbound_events SET occurred_at = now() - interval '8 days'")
+        .execute(&mut *tx)
+        .await
+        .expect("age");
+    sqlx::query(
+        "UPDATE outbound_deliveries SET state = 'delivered', delivered_at = now()
+          WHERE event_id = (SELECT id FROM outbound_events WHERE type = 'reader.subscribed')",
+    )
+    .execute(&mut *tx)
+    .await
+    .expect("deliver");
+    tx.commit().await.expect("commit");
+    let pruned: i32 = sqlx::query_scalar("SELECT webhook_prune($1, 100)")
+        .bind(7.0 * 86400.0)
+        .fetch_one(app.app.db.pool())
+        .await
+        .expect("prune");
+    assert_eq!(pruned, 1);
+    let left: Vec<String> =
+        sqlx::query_scalar("SELECT type FROM outbound_events").fetch_all(&app.owner).await.expect("left");
+    assert_eq!(left, ["reader.confirmed"], "the one still owed stays");
 }
