@@ -22,6 +22,7 @@ pub mod bench_scans;
 pub mod bench_segments;
 #[cfg(feature = "lab")]
 pub mod bench_track;
+#[cfg(feature = "lab")]
 pub mod bench_webhooks;
 #[cfg(feature = "lab")]
 pub mod blast;
