@@ -11,6 +11,7 @@ use crate::{IdentityId, Invalid};
 /// shown again).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct Identity {
     pub id: IdentityId,
     pub name: String,
@@ -60,6 +61,7 @@ pub fn trim_float(v: f64) -> String {
 
 /// What an admin writes to add or change an identity.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct IdentityInput {
     pub name: String,
     /// `smtp://user:pass@host:port`, `smtp://host:587?tls=required` or `smtps://host:465`.

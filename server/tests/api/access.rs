@@ -120,6 +120,7 @@ async fn concrete(f: &Filled, path: &str) -> String {
                 "domains" => some_id(f, "sending_domains", "id", NIL).await,
                 "members" => some_id(f, "memberships", "user_id", NIL).await,
                 "invites" => some_id(f, "invites", "id", NIL).await,
+                "identities" => some_id(f, "sending_identities", "id", NIL).await,
                 other => panic!("the walk does not know the ids after /{other}/: teach `concrete`"),
             },
             s => s.to_string(),

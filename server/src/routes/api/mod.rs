@@ -9,6 +9,7 @@ pub mod campaign_templates;
 pub mod campaigns;
 pub mod domains;
 pub mod fields;
+pub mod identities;
 pub mod idempotency;
 pub mod lists;
 pub mod media;
@@ -20,6 +21,7 @@ pub mod resends;
 pub mod segments;
 pub mod suppressions;
 pub mod tags;
+pub mod team_rules;
 pub mod templates;
 pub mod webhook_endpoints;
 pub mod workspace;
@@ -178,6 +180,8 @@ impl Modify for BearerAuth {
         workspace::get_workspace, workspace::update_workspace,
         domains::index, domains::create, domains::show, domains::check, domains::delete,
         members::index, members::invite, members::withdraw, members::change_role, members::remove,
+        identities::index, identities::create, identities::update, identities::delete, identities::test,
+        team_rules::show, team_rules::update,
         audit::index,
         lists::index, lists::create, lists::show, lists::update, lists::delete,
         readers::index, readers::show, readers::create, readers::update, readers::delete,
@@ -208,7 +212,8 @@ impl Modify for BearerAuth {
     components(schemas(
         workspace::WorkspaceJson, workspace::WorkspaceChange, domains::NewDomain, herald_types::SendingDomainView,
         herald_types::DnsRecordView, members::Team, members::NewInvite, members::RoleChange, herald_types::Member,
-        herald_types::PendingInvite, herald_types::Role, herald_types::InviteId, herald_types::UserId, ApiError, audit::AuditPage, herald_types::AuditEntry, herald_types::AuditAction, herald_types::ActorKind, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
+        herald_types::PendingInvite, herald_types::Identity, herald_types::IdentityInput, identities::ConnectionCheck,
+        team_rules::TeamRules, herald_types::Role, herald_types::InviteId, herald_types::UserId, ApiError, audit::AuditPage, herald_types::AuditEntry, herald_types::AuditAction, herald_types::ActorKind, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
         herald_types::NewReader, herald_types::ReaderInput, herald_types::ReaderChange,
         herald_types::BulkUpsert, herald_types::BulkOutcome, herald_types::Rejected, herald_types::Existing, herald_types::ListChoice,
         herald_types::Tag, herald_types::TagNames, herald_types::TagId, tags::TagRename,
@@ -444,6 +449,15 @@ fn routes() -> ApiRoutes {
         .delete("/api/v1/members/{id}", ADMIN, members::remove)
         .post("/api/v1/invites", ADMIN, members::invite)
         .delete("/api/v1/invites/{id}", ADMIN, members::withdraw)
+        .get("/api/v1/team-rules", A::ADMIN_READS, team_rules::show)
+        .put("/api/v1/team-rules", ADMIN, team_rules::update)
+        // Identities hold credentials: an admin's to change; every member may see them (the
+        // campaign editor's sender picker lists them), and an author may test one, as in the app.
+        .get("/api/v1/identities", VIEW, identities::index)
+        .post("/api/v1/identities", ADMIN, identities::create)
+        .put("/api/v1/identities/{id}", ADMIN, identities::update)
+        .delete("/api/v1/identities/{id}", ADMIN, identities::delete)
+        .post("/api/v1/identities/{id}/test", AUTHOR, identities::test)
         // The audit log names members and their addresses: admins read it, as in the app.
         .get("/api/v1/audit", A::ADMIN_READS, audit::index)
         .get("/api/v1/lists", VIEW, lists::index)
