@@ -412,9 +412,7 @@ async fn identities_and_team_rules_through_the_api_keep_the_pages_checks() {
     let app = spawn_app_with(&[("HERALD_EGRESS_ALLOW", "127.0.0.0/8")]).await;
     let (owner, _) = app.owner_with_workspace("api-identity@example.com", "Identity API").await;
     let api = Api::for_owner(&app, &owner).await;
-    let identity = |url: &str| {
-        serde_json::json!({"name": "Relay", "smtp_url": url, "max_connections": 1, "rate_per_second": 5.0, "burst": 5})
-    };
+    let identity = |url: &str| serde_json::json!({"name": "Relay", "smtp_url": url, "max_connections": 1, "rate_per_second": 5.0, "burst": 5});
     let (status, body) = api.post("/api/v1/identities", identity("smtp://169.254.169.254:587")).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     let (status, made) = api.post("/api/v1/identities", identity("smtp://relay:s3cret@127.0.0.1:587")).await;
@@ -422,7 +420,10 @@ async fn identities_and_team_rules_through_the_api_keep_the_pages_checks() {
     assert!(!made.to_string().contains("s3cret"), "the password is never shown: {made}");
     let id = made["id"].as_str().expect("id").to_string();
     let (status, changed) = api
-        .put(&format!("/api/v1/identities/{id}"), serde_json::json!({"name": "Relay 2", "max_connections": 2, "rate_per_second": 5.0, "burst": 5}))
+        .put(
+            &format!("/api/v1/identities/{id}"),
+            serde_json::json!({"name": "Relay 2", "max_connections": 2, "rate_per_second": 5.0, "burst": 5}),
+        )
         .await;
     assert_eq!((status, changed["name"].as_str()), (StatusCode::OK, Some("Relay 2")), "{changed}");
     let (status, checked) = api.post(&format!("/api/v1/identities/{id}/test"), serde_json::json!({})).await;
@@ -435,10 +436,12 @@ async fn identities_and_team_rules_through_the_api_keep_the_pages_checks() {
     let (status, rules) = api.get("/api/v1/team-rules").await;
     assert_eq!(status, StatusCode::OK, "{rules}");
     assert_eq!(rules, serde_json::json!({"require_two_factor": false, "require_send_approval": false}));
-    let (status, body) =
-        api.put("/api/v1/team-rules", serde_json::json!({"require_two_factor": true, "require_send_approval": true})).await;
+    let (status, body) = api
+        .put("/api/v1/team-rules", serde_json::json!({"require_two_factor": true, "require_send_approval": true}))
+        .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "the key's maker has no second factor: {body}");
-    let (status, rules) =
-        api.put("/api/v1/team-rules", serde_json::json!({"require_two_factor": false, "require_send_approval": true})).await;
+    let (status, rules) = api
+        .put("/api/v1/team-rules", serde_json::json!({"require_two_factor": false, "require_send_approval": true}))
+        .await;
     assert_eq!((status, rules["require_send_approval"].as_bool()), (StatusCode::OK, Some(true)), "{rules}");
 }

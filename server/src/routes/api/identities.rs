@@ -91,7 +91,8 @@ pub async fn test(
         return Err(herald_engine::Error::NotFound.into());
     }
     let a = &s.app;
-    let identity = identities::resolve(&a.db, &a.signer, caller.tenant, Some(id), &a.default_identity, &a.egress).await?;
+    let identity =
+        identities::resolve(&a.db, &a.signer, caller.tenant, Some(id), &a.default_identity, &a.egress).await?;
     let (ok, reply) = match identities::check_connection(&identity.server).await {
         Ok(reply) => (true, reply),
         Err(error) => (false, error),

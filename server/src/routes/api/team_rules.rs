@@ -3,9 +3,9 @@
 
 use axum::Json;
 use axum::extract::State;
+use herald_engine::Error;
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::audit::Action;
-use herald_engine::Error;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -46,9 +46,16 @@ pub async fn update(
     let maker = herald_engine::api_keys::maker(db, caller.tenant, caller.key_id)
         .await?
         .ok_or_else(|| Error::Refused("This key has no maker to act for; change the team rules in the app.".into()))?;
-    herald_engine::two_factor::set_workspace_requirement(db, caller.tenant, maker, caller.role, body.require_two_factor)
+    herald_engine::two_factor::set_workspace_requirement(
+        db,
+        caller.tenant,
+        maker,
+        caller.role,
+        body.require_two_factor,
+    )
+    .await?;
+    herald_engine::campaigns::approval::set_required(db, caller.tenant, caller.role, body.require_send_approval)
         .await?;
-    herald_engine::campaigns::approval::set_required(db, caller.tenant, caller.role, body.require_send_approval).await?;
     caller
         .audit(
             db,
