@@ -21,7 +21,7 @@ const LAYERS: &[&[&str]] = &[
     // Plain records the features share.
     &["jobs", "audit", "users", "workspaces", "events", "tracking"],
     // Features.
-    &["accounts", "api_keys", "audience", "media"],
+    &["accounts", "api_keys", "api_requests", "audience", "media", "outbound_webhooks"],
     // Invitations need a confirmed address (`accounts`).
     &["campaigns", "transactional", "two_factor", "invites"],
     &["feedback", "suspension"],
