@@ -118,7 +118,12 @@ async fn concrete(f: &Filled, path: &str) -> String {
                 "media" => some_id(f, "media", "id", NIL).await,
                 "webhook-endpoints" => some_id(f, "webhook_endpoints", "id", NIL).await,
                 "domains" => some_id(f, "sending_domains", "id", NIL).await,
-                "members" => some_id(f, "memberships", "user_id", NIL).await,
+                // An author or viewer: what a key may act on (admins and owners are refused to
+                // every key, which is the handler's rule, not the route's access).
+                "members" => {
+                    let team = "(SELECT * FROM memberships WHERE role IN ('author', 'viewer')) m";
+                    some_id(f, team, "user_id", NIL).await
+                }
                 "invites" => some_id(f, "invites", "id", NIL).await,
                 "identities" => some_id(f, "sending_identities", "id", NIL).await,
                 other => panic!("the walk does not know the ids after /{other}/: teach `concrete`"),
