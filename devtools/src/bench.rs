@@ -215,24 +215,7 @@ pub async fn run(args: SendBench, env: &BenchEnv) -> anyhow::Result<()> {
     };
     stage_breakdown(dkim.as_ref()).await?;
     if webhook {
-        let (signer, mail_jobs, egress) = (Signer::new(&env.secret_key), jobs::Jobs::new(&db), Default::default());
-        let change = herald_engine::outbound_webhooks::Change {
-            db: &db,
-            signer: &signer,
-            egress: &egress,
-            jobs: &mail_jobs,
-            tenant,
-            role: Role::Owner,
-            actor: herald_engine::audit::Actor::Operator,
-        };
-        let input = herald_types::WebhookEndpointInput {
-            url: "https://hooks.bench.invalid/herald".into(),
-            event_types: vec!["message.sent".into()],
-            enabled: true,
-            ..Default::default()
-        };
-        herald_engine::outbound_webhooks::create(&change, &input).await?;
-        println!("webhook:     an endpoint receives message.sent (every send writes its event)");
+        bench_endpoint(&db, env, tenant, "message.sent").await?;
     }
     let options = Options { readers, fanout_readers, connections, dkim, dkim_label, ack_batch, skip_fanout, processes };
     let result = measure(&db, &owner, tenant, &smtp_url, env, &options).await;
@@ -822,9 +805,37 @@ pub struct ImportBench {
     /// table segment counts read, `field_values`).
     #[arg(long)]
     pub typed_field: bool,
+    /// Give the workspace a webhook endpoint receiving `reader.subscribed`, so every imported
+    /// reader also writes its event.
+    #[arg(long)]
+    pub webhook: bool,
     /// Keep the benchmark workspace instead of deleting it.
     #[arg(long)]
     pub keep: bool,
+}
+
+/// A webhook endpoint receiving `event_type`, on an address the senders refuse at once: a
+/// benchmark measures what writing the events costs the work, not a receiver.
+async fn bench_endpoint(db: &Db, env: &BenchEnv, tenant: TenantId, event_type: &str) -> anyhow::Result<()> {
+    let (signer, mail_jobs, egress) = (Signer::new(&env.secret_key), jobs::Jobs::new(db), Default::default());
+    let change = herald_engine::outbound_webhooks::Change {
+        db,
+        signer: &signer,
+        egress: &egress,
+        jobs: &mail_jobs,
+        tenant,
+        role: Role::Owner,
+        actor: herald_engine::audit::Actor::Operator,
+    };
+    let input = herald_types::WebhookEndpointInput {
+        url: "https://hooks.bench.invalid/herald".into(),
+        event_types: vec![event_type.into()],
+        enabled: true,
+        ..Default::default()
+    };
+    herald_engine::outbound_webhooks::create(&change, &input).await?;
+    println!("webhook:     an endpoint receives {event_type} (each one writes its event)");
+    Ok(())
 }
 
 /// `herald bench import`: a generated CSV (email, name, two attributes) through the real import
@@ -868,6 +879,9 @@ pub async fn run_import(args: ImportBench, env: &BenchEnv) -> anyhow::Result<()>
                 choices: vec!["free".into(), "pro".into()],
             };
             herald_engine::audience::fields::create(&db, tenant, Role::Owner, &plan).await?;
+        }
+        if args.webhook {
+            bench_endpoint(&db, env, tenant, "reader.subscribed").await?;
         }
         // The upload, chunked as the browser upload is (not what is measured).
         let id = import::begin_upload(&db, tenant, None, Role::Owner, "million.csv").await?;
