@@ -59,6 +59,7 @@ pub struct ServerState {
     pub leptos: LeptosOptions,
     pub tracking: TrackingState,
     pub webhooks: WebhookState,
+    pub imports: crate::routes::imports::ImportLimits,
 }
 
 impl FromRef<ServerState> for LeptosOptions {
@@ -333,6 +334,13 @@ fn router(
         leptos: leptos.clone(),
         tracking,
         webhooks,
+        imports: crate::routes::imports::ImportLimits {
+            max_bytes: config.import_max_bytes,
+            storage_caps: herald_engine::audience::import::StorageCaps {
+                per_workspace: config.import_storage_per_workspace,
+                per_account: config.import_storage_per_account,
+            },
+        },
     };
     let routes = generate_route_list(App);
     let context = {
@@ -386,13 +394,8 @@ fn router(
         // After the general body limit: image uploads have their own, larger one.
         .merge(crate::routes::media::router())
         // After the general body limit: CSV uploads have their own, much larger one.
-        .merge(crate::routes::imports::router(
-            config.import_max_bytes,
-            herald_engine::audience::import::StorageCaps {
-                per_workspace: config.import_storage_per_workspace,
-                per_account: config.import_storage_per_account,
-            },
-        ))
+        .merge(crate::routes::imports::router(server_state.imports))
+        .merge(api::upload_router(&server_state))
         // Inside the session layer: the declared access of each server function needs the session.
         .layer(from_fn_with_state(state.db.clone(), crate::routes::session_auth::server_fn_access))
         .layer(session_layer)

@@ -534,6 +534,8 @@ pub struct AutomationReport {
 #[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct Run {
+    /// The run's own id: its place among the automation's runs (later runs have larger ones).
+    pub id: i64,
     pub automation_id: AutomationId,
     pub automation_name: String,
     pub reader_id: i64,

@@ -377,6 +377,7 @@ mod tests {
             from: from.into(),
             to: to.into(),
             limit: None,
+            cursor: None,
         };
         let all = f("", "", "", "").parse().expect("no filter");
         assert_eq!((all.status, all.from, all.limit), (None, None, 200));
@@ -502,6 +503,9 @@ pub struct CampaignFilter {
     /// At most this many, newest first: 1 to 500, 200 when absent.
     #[serde(default)]
     pub limit: Option<i64>,
+    /// The API's paging: the previous page's `next_cursor`.
+    #[serde(default)]
+    pub cursor: Option<String>,
 }
 
 /// A [`CampaignFilter`] checked.
@@ -512,6 +516,8 @@ pub struct CampaignQuery {
     pub from: Option<chrono::NaiveDate>,
     pub to: Option<chrono::NaiveDate>,
     pub limit: i64,
+    /// Campaigns after this one in the list's order: a page's last `(created_at, id)`.
+    pub after: Option<(DateTime<Utc>, CampaignId)>,
 }
 
 impl CampaignFilter {
@@ -542,7 +548,14 @@ impl CampaignFilter {
             problems.add("limit", "Ask for 1 to 500 campaigns.");
         }
         problems.into_result()?;
-        Ok(CampaignQuery { words: self.q.trim().to_string(), status, from, to, limit: self.limit.unwrap_or(200) })
+        Ok(CampaignQuery {
+            words: self.q.trim().to_string(),
+            status,
+            from,
+            to,
+            limit: self.limit.unwrap_or(200),
+            after: None,
+        })
     }
 
     /// Any filter is set (the page then says "no campaign matches" rather than "no campaigns yet").

@@ -48,6 +48,7 @@ impl ImportStatus {
 
 /// One import: its file, its mapping and its progress.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct Import {
     pub id: ImportId,
     pub file_name: String,
@@ -91,6 +92,7 @@ impl Import {
 /// An import in the list of recent ones.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[cfg_attr(feature = "sqlx", derive(sqlx::FromRow))]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct ImportSummary {
     pub id: ImportId,
     pub file_name: String,

@@ -14,7 +14,8 @@ use super::automations::Signup;
 use super::scene::{Scene, SceneCampaign};
 use crate::smtp_sink::MailSink;
 
-/// Every campaign sent or cancelled with nothing queued or in flight, every message final.
+/// Every campaign sent or cancelled with nothing queued or in flight, every message final, every
+/// webhook delivery done.
 ///
 /// A paused automation's readers keep their place until its author resumes it: they are not
 /// waiting for anything the round does.
@@ -26,7 +27,8 @@ pub(super) async fn settled(owner: &PgPool) -> anyhow::Result<bool> {
                    AND EXISTS (SELECT 1 FROM automations a
                                WHERE a.tenant_id = r.tenant_id AND a.id = r.automation_id AND a.status = 'live'))
               + (SELECT count(*) FROM sends WHERE status IN ('queued', 'sending'))
-              + (SELECT count(*) FROM messages WHERE status IN ('queued', 'sending'))",
+              + (SELECT count(*) FROM messages WHERE status IN ('queued', 'sending'))
+              + (SELECT count(*) FROM outbound_deliveries WHERE state = 'pending')",
     )
     .fetch_one(owner)
     .await?;

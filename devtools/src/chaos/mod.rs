@@ -15,14 +15,16 @@
 //! (they stay on another list); a send that outlives the queue age, its first attempts refused
 //! with a 4xx; a resend to non-openers whose readers open the original mid-send (and a second
 //! resend refused); another workspace whose automation fails every turn; events sent twice
-//! under one Idempotency-Key. When everything has settled it checks the whole
+//! under one Idempotency-Key; a webhook endpoint receiving `message.sent` whose receiver fails
+//! now and then. When everything has settled it checks the whole
 //! queue against what the sink received (see [`checks::check`]): every eligible reader accepted exactly
 //! once, every extra copy under the first one's Message-ID and counted as ambiguous on its own
 //! row, no data for anyone unsubscribed or suppressed more than 5 s after the commit (nor for a
 //! paused campaign between 5 s after its pause and its resume, nor for a reader who left the
 //! trigger list or opened the original), hard bounces suppressed, no row expired for its age
-//! after a single attempt, the failing automation paused, one run per event, and each
-//! campaign's sent count equal to what the sink saw.
+//! after a single attempt, the failing automation paused, one run per event, each campaign's
+//! sent count equal to what the sink saw, one `message.sent` event per message recorded sent, and
+//! every event delivered to the receiver at least once.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -42,6 +44,7 @@ mod round;
 mod scene;
 mod soft_failures;
 mod stage;
+mod webhooks;
 mod workers;
 
 /// `herald dev chaos` options.

@@ -21,6 +21,7 @@ use super::fixtures::{end_ab_test, insert_message};
 use super::scene::{SceneCampaign, Setup, build_scene};
 use super::soft_failures::age_claimed_rows;
 use super::stage::Stage;
+use super::webhooks;
 use super::workers::Workers;
 use super::{ChaosArgs, RoundReport};
 use crate::smtp_sink::{FaultAction, FaultRule, Faults};
@@ -37,6 +38,9 @@ pub(super) async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow
     // The workers.
     let logs = stage.pg.dir.join("logs");
     let mut workers = Workers::new(bin, args.workers, stage.pg.port, &stage.owner_url, stage.sink_addr, &logs).await?;
+    // The main workspace's webhook endpoint, before any mail goes out.
+    let (receiver, hook_url) = webhooks::Receiver::start().await?;
+    webhooks::subscribe(&stage, &workers.secret, setup.main_tenant, &hook_url).await?;
     workers.ensure_all()?;
 
     let aging = start_sends(&stage, &mut setup, args, &mut rng).await?;
@@ -67,6 +71,7 @@ pub(super) async fn run_round(bin: &Path, args: &ChaosArgs, seed: u64) -> anyhow
         check_soft_failures(owner, &scene.campaigns[scene.soft_failures], &mut report.violations).await?;
         check_broken_automation(owner, sink, &setup.broken, &mut report.violations).await?;
         check_event_entries(owner, &setup.signup, &accepted, &mut report.violations).await?;
+        webhooks::check(owner, &receiver, setup.main_tenant, &mut report.violations).await?;
     }
     report.elapsed = started.elapsed();
     if !report.violations.is_empty() {

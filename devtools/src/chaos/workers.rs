@@ -24,6 +24,8 @@ pub(super) struct Workers {
     started: usize,
     /// Workers that exited without being killed (a worker must survive its database).
     pub(super) exited: Vec<String>,
+    /// Their `HERALD_SECRET_KEY`: what the round seals a webhook endpoint's secret with.
+    pub(super) secret: String,
 }
 
 impl Workers {
@@ -41,7 +43,7 @@ impl Workers {
         let secret = hex::encode(rand::random::<[u8; 32]>());
         let env: Vec<(String, String)> = [
             ("HERALD_ENV", "production".into()),
-            ("HERALD_SECRET_KEY", secret),
+            ("HERALD_SECRET_KEY", secret.clone()),
             ("HERALD_BASE_URL", "https://chaos.herald.test".into()),
             ("HERALD_SMTP_URL", format!("smtp://{sink_addr}")),
             ("HERALD_SEND_LEASE_SECONDS", LEASE_SECONDS.to_string()),
@@ -57,6 +59,7 @@ impl Workers {
             ("RUST_LOG", "warn,herald_engine=info".into()),
         ]
         .into_iter()
+        .chain(super::webhooks::WORKER_ENV.iter().map(|(k, v)| (*k, v.to_string())))
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         let mut links = Vec::new();
@@ -72,6 +75,7 @@ impl Workers {
             slots: (0..count.max(1)).map(|_| None).collect(),
             started: 0,
             exited: Vec::new(),
+            secret,
         })
     }
 

@@ -140,9 +140,86 @@ pub async fn discard(db: &Db, tenant: TenantId, role: Role, id: ImportId) -> Res
 #[tracing::instrument(skip_all, fields(%tenant, %id))]
 pub async fn finish_upload(db: &Db, tenant: TenantId, id: ImportId, size: i64) -> Result<()> {
     let mut tx = db.tenant_tx(tenant).await?;
+    finish_in(&mut tx, tenant, id, size).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// An API upload's `Idempotency-Key` and what makes two uploads the same: the SHA-256 of the
+/// file's name and bytes, known only once the file has streamed in.
+pub struct UploadKey<'a> {
+    pub key: &'a str,
+    pub sha256: &'a str,
+}
+
+/// What finishing a keyed upload did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum KeyedUpload {
+    /// The key is new: this upload is finished and holds it.
+    Finished,
+    /// The same file was uploaded with this key before, as this import: the new copy is
+    /// discarded and the first one answers.
+    Replay(ImportId),
+}
+
+/// [`finish_upload`] for an upload sent with an `Idempotency-Key`: the key is taken in the
+/// same transaction that finishes the upload, so two copies of one request (a retry, or both
+/// at once) leave one import. The same key with another file is refused (`Invalid`, keyed
+/// `Idempotency-Key`); either way the copy that lost is discarded.
+#[tracing::instrument(skip_all, fields(%tenant, %id))]
+pub async fn finish_keyed_upload(
+    db: &Db,
+    tenant: TenantId,
+    id: ImportId,
+    size: i64,
+    key: UploadKey<'_>,
+) -> Result<KeyedUpload> {
+    let key_text = crate::api_requests::check_key(key.key)?;
+    let mut tx = db.tenant_tx(tenant).await?;
+    // One finisher per key at a time: the second waits, then finds the first's import.
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('import-key:' || $1::text || ':' || $2, 0))")
+        .bind(tenant)
+        .bind(key_text)
+        .execute(&mut *tx)
+        .await?;
+    let first: Option<(ImportId, Option<String>)> =
+        sqlx::query_as("SELECT id, request_sha256 FROM imports WHERE tenant_id = $1 AND idempotency_key = $2")
+            .bind(tenant)
+            .bind(key_text)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if let Some((first, sha)) = first {
+        sqlx::query("DELETE FROM imports WHERE tenant_id = $1 AND id = $2 AND status = 'uploading'")
+            .bind(tenant)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        if sha.as_deref() != Some(key.sha256) {
+            return Err(Error::Invalid(herald_types::Invalid::field(
+                "Idempotency-Key",
+                "This Idempotency-Key was used for another upload (another file or file name). Use a new key for \
+                     a new upload, or resend exactly the first file to get its import.",
+            )));
+        }
+        return Ok(KeyedUpload::Replay(first));
+    }
+    finish_in(&mut tx, tenant, id, size).await?;
+    sqlx::query("UPDATE imports SET idempotency_key = $3, request_sha256 = $4 WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant)
+        .bind(id)
+        .bind(key_text)
+        .bind(key.sha256)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(KeyedUpload::Finished)
+}
+
+async fn finish_in(tx: &mut Tx, tenant: TenantId, id: ImportId, size: i64) -> Result<()> {
     let first: Option<Vec<u8>> = sqlx::query_scalar("SELECT data FROM import_chunks WHERE import_id = $1 AND seq = 0")
         .bind(id)
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut **tx)
         .await?;
     let first = first.ok_or_else(|| Error::invalid("The file is empty."))?;
     let delimiter = detect_delimiter(&first);
@@ -154,10 +231,9 @@ pub async fn finish_upload(db: &Db, tenant: TenantId, id: ImportId, size: i64) -
     let also = "size_bytes = $5, delimiter = $6, mapping = $7";
     let bind =
         |q: ImportUpdate<'static>| q.bind(size).bind((delimiter as char).to_string()).bind(serde_json::json!(mapping));
-    if !transition(&mut tx, tenant, id, (&[ImportStatus::Uploading], ImportStatus::Uploaded), (also, bind)).await? {
+    if !transition(tx, tenant, id, (&[ImportStatus::Uploading], ImportStatus::Uploaded), (also, bind)).await? {
         return Err(Error::Conflict("This upload was finished already.".into()));
     }
-    tx.commit().await?;
     Ok(())
 }
 
@@ -309,14 +385,28 @@ async fn transition<'q>(
 }
 
 /// The newest imports first.
-#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn recent(db: &Db, tenant: TenantId, limit: i64) -> Result<Vec<ImportSummary>> {
+    page(db, tenant, None, limit).await
+}
+
+/// Imports newest first, `limit` of them after `after` (a page's last `(created_at, id)`).
+#[tracing::instrument(skip_all, fields(%tenant))]
+pub async fn page(
+    db: &Db,
+    tenant: TenantId,
+    after: Option<(DateTime<Utc>, ImportId)>,
+    limit: i64,
+) -> Result<Vec<ImportSummary>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let rows = sqlx::query_as(
-        "SELECT id, file_name, status, rows_read, invalid, created_at FROM imports WHERE tenant_id = $1 ORDER BY created_at DESC LIMIT $2",
+        "SELECT id, file_name, status, rows_read, invalid, created_at FROM imports
+          WHERE tenant_id = $1 AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4))
+          ORDER BY created_at DESC, id DESC LIMIT $2",
     )
     .bind(tenant)
     .bind(limit)
+    .bind(after.map(|a| a.0))
+    .bind(after.map(|a| a.1))
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

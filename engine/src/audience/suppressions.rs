@@ -6,6 +6,7 @@
 use crate::domain::{Email, Role, TenantId};
 use crate::error::{Error, Result};
 use crate::infra::db::{Db, Tx};
+use chrono::{DateTime, Utc};
 
 pub use herald_types::{Suppression, SuppressionReason, SuppressionsAdded};
 
@@ -67,16 +68,33 @@ pub async fn is_suppressed(tx: &mut Tx, tenant: TenantId, email: &str) -> Result
 /// Searches by address fragment, newest first, at most `limit`.
 #[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn search(db: &Db, tenant: TenantId, query: &str, limit: i64) -> Result<Vec<Suppression>> {
+    search_after(db, tenant, query, None, limit).await
+}
+
+/// [`search`] continued after `after`, a page's last `(created_at, email_lower)`.
+#[tracing::instrument(skip_all, fields(%tenant))]
+pub async fn search_after(
+    db: &Db,
+    tenant: TenantId,
+    query: &str,
+    after: Option<(DateTime<Utc>, String)>,
+    limit: i64,
+) -> Result<Vec<Suppression>> {
     let mut tx = db.tenant_tx(tenant).await?;
     let pattern =
         format!("%{}%", query.trim().to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+    let (after_at, after_email) = after.unzip();
     let rows = sqlx::query_as(
         "SELECT email_lower, reason, source, created_at FROM suppressions
-         WHERE tenant_id = $1 AND email_lower LIKE $2 ORDER BY created_at DESC, email_lower LIMIT $3",
+         WHERE tenant_id = $1 AND email_lower LIKE $2
+           AND ($4::timestamptz IS NULL OR created_at < $4 OR (created_at = $4 AND email_lower > $5))
+         ORDER BY created_at DESC, email_lower LIMIT $3",
     )
     .bind(tenant)
     .bind(pattern)
-    .bind(limit.clamp(1, 1000))
+    .bind(limit.clamp(1, 1001))
+    .bind(after_at)
+    .bind(after_email)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

@@ -52,15 +52,27 @@ pub async fn report(db: &Db, tenant: TenantId, id: AutomationId) -> Result<Autom
 
 /// A run with its path, newest first; `$1` is the tenant.
 const RUN_COLUMNS: &str =
-    "r.automation_id, a.name AS automation_name, r.reader_id, rd.email, r.entry, r.state, r.step_id,
+    "r.id, r.automation_id, a.name AS automation_name, r.reader_id, rd.email, r.entry, r.state, r.step_id,
     r.due_at, r.entered_at, r.ended_at, r.exit_reason,
     coalesce((SELECT jsonb_agg(jsonb_build_object('step_id', l.step_id, 'at', l.done_at, 'outcome', l.outcome)
                                ORDER BY l.done_at, l.step_id)
               FROM automation_step_log l WHERE l.tenant_id = $1 AND l.run_id = r.id), '[]') AS path";
 
 /// The readers in an automation, those waiting at `step` when given, latest first (at most 100).
-#[tracing::instrument(skip_all, fields(%tenant))]
 pub async fn runs(db: &Db, tenant: TenantId, id: AutomationId, step: Option<AutomationStepId>) -> Result<Vec<Run>> {
+    runs_page(db, tenant, id, step, None, 100).await
+}
+
+/// [`runs`], `limit` of them with ids below `before` (a page's last).
+#[tracing::instrument(skip_all, fields(%tenant))]
+pub async fn runs_page(
+    db: &Db,
+    tenant: TenantId,
+    id: AutomationId,
+    step: Option<AutomationStepId>,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Run>> {
     let mut tx = db.tenant_tx(tenant).await?;
     super::store::get_in(&mut tx, tenant, id).await?;
     let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -68,11 +80,14 @@ pub async fn runs(db: &Db, tenant: TenantId, id: AutomationId, step: Option<Auto
          FROM automation_runs r JOIN automations a ON a.tenant_id = r.tenant_id AND a.id = r.automation_id
               JOIN readers rd ON rd.tenant_id = r.tenant_id AND rd.id = r.reader_id
          WHERE r.tenant_id = $1 AND r.automation_id = $2 AND ($3::uuid IS NULL OR (r.state = 'waiting' AND r.step_id = $3))
-         ORDER BY r.id DESC LIMIT 100"
+           AND ($4::bigint IS NULL OR r.id < $4)
+         ORDER BY r.id DESC LIMIT $5"
     )))
     .bind(tenant)
     .bind(id)
     .bind(step)
+    .bind(before)
+    .bind(limit.clamp(1, 1001))
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

@@ -285,14 +285,17 @@ pub async fn search(db: &Db, tenant: TenantId, q: &herald_types::CampaignQuery) 
            AND ($4::text IS NULL OR status = $4)
            AND ($5::date IS NULL OR coalesce(started_at, scheduled_at, created_at) >= $5::date::timestamp AT TIME ZONE 'UTC')
            AND ($6::date IS NULL OR coalesce(started_at, scheduled_at, created_at) < ($6::date + 1)::timestamp AT TIME ZONE 'UTC')
-         ORDER BY created_at DESC LIMIT $2"
+           AND ($7::timestamptz IS NULL OR (created_at, id) < ($7, $8))
+         ORDER BY created_at DESC, id DESC LIMIT $2"
     )))
     .bind(tenant)
-    .bind(q.limit.clamp(1, 500))
+    .bind(q.limit.clamp(1, 501))
     .bind(words)
     .bind(q.status.map(CampaignStatus::as_str))
     .bind(q.from)
     .bind(q.to)
+    .bind(q.after.map(|a| a.0))
+    .bind(q.after.map(|a| a.1))
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

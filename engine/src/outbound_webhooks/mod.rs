@@ -300,7 +300,10 @@ pub async fn deliveries(
     let limit = limit.clamp(1, 100);
     let cursor = match before {
         None => None,
-        Some(c) => Some(parse_cursor(c).ok_or_else(|| Error::Invalid(Invalid::field("before", "Not a cursor.")))?),
+        Some(c) => Some(
+            parse_cursor(c)
+                .ok_or_else(|| Error::Invalid(Invalid::field("cursor", "Not a cursor this list gave out.")))?,
+        ),
     };
     let mut tx = db.tenant_tx(tenant).await?;
     let exists: bool =

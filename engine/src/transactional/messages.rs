@@ -528,8 +528,8 @@ pub struct MessageFilter {
     /// An address (exact, any case) or an idempotency key, or the start of an address.
     pub q: Option<String>,
     pub template: Option<TemplateId>,
-    /// Messages created before this (the previous page's last `created_at`).
-    pub before: Option<DateTime<Utc>>,
+    /// Messages after this one in the list's order: the previous page's last `(created_at, id)`.
+    pub after: Option<(DateTime<Utc>, MessageId)>,
     pub limit: Option<i64>,
 }
 
@@ -546,16 +546,17 @@ pub async fn list(db: &Db, tenant: TenantId, f: &MessageFilter) -> Result<Vec<Me
            AND ($2::text IS NULL OR m.status = $2)
            AND ($3::text IS NULL OR m.idempotency_key = $3 OR lower(m.to_email) LIKE $4)
            AND ($5::uuid IS NULL OR m.template_id = $5)
-           AND ($6::timestamptz IS NULL OR m.created_at < $6)
-         ORDER BY m.created_at DESC LIMIT $7"
+           AND ($6::timestamptz IS NULL OR (m.created_at, m.id) < ($6, $8))
+         ORDER BY m.created_at DESC, m.id DESC LIMIT $7"
     )))
     .bind(tenant)
     .bind(status)
     .bind(q)
     .bind(prefix)
     .bind(f.template)
-    .bind(f.before)
-    .bind(f.limit.unwrap_or(50).clamp(1, 500))
+    .bind(f.after.map(|a| a.0))
+    .bind(f.limit.unwrap_or(50).clamp(1, 501))
+    .bind(f.after.map(|a| a.1))
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

@@ -15,9 +15,16 @@ use tower_sessions::Session;
 use super::session_auth::require_member;
 use crate::startup::ServerState;
 
-/// `max_bytes` bounds one upload, `storage_cap` what one workspace's (and one account's) uploads
-/// not yet imported may hold together.
-pub fn router(max_bytes: usize, storage_cap: import::StorageCaps) -> Router<ServerState> {
+/// What one upload may hold (`HERALD_IMPORT_MAX_BYTES`), and what one workspace's (and one
+/// account's) uploads not yet imported may hold together.
+#[derive(Clone, Copy, Debug)]
+pub struct ImportLimits {
+    pub max_bytes: usize,
+    pub storage_caps: import::StorageCaps,
+}
+
+pub fn router(limits: ImportLimits) -> Router<ServerState> {
+    let (max_bytes, storage_cap) = (limits.max_bytes, limits.storage_caps);
     Router::new()
         .route(
             "/audience/imports/upload",
@@ -45,51 +52,94 @@ async fn upload(
         Ok(m) => m,
         Err(r) => return r,
     };
+    let file = match receive(db, tenant, Some(user), role, &mut form, storage_cap).await {
+        Ok(file) => file,
+        Err(UploadFailure::NoFile) => return bad_request("Choose a CSV file to upload."),
+        Err(UploadFailure::Interrupted(status, message)) => return (status, message).into_response(),
+        Err(UploadFailure::OverCap(message)) => return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response(),
+        Err(UploadFailure::Failed(e)) => return internal(e),
+    };
+    match import::finish_upload(db, tenant, file.id, file.size).await {
+        Ok(()) => Redirect::to(&format!("/audience/imports/{}", file.id)).into_response(),
+        Err(herald_engine::Error::Invalid(m)) => bad_request(&m.to_string()),
+        Err(e) => internal(e),
+    }
+}
+
+/// A file received whole (not finished yet: see `import::finish_upload`).
+pub struct ReceivedFile {
+    pub id: import::ImportId,
+    pub size: i64,
+    /// Of the file's name and bytes: what makes two uploads the same request.
+    pub sha256: String,
+}
+
+/// Why a file was not received; nothing of it is left behind.
+pub enum UploadFailure {
+    /// The form has no part named `file`.
+    NoFile,
+    /// The client stopped sending, or sent more than the upload limit.
+    Interrupted(StatusCode, String),
+    /// Storing it would take the workspace's (or account's) uploads past their cap.
+    OverCap(String),
+    Failed(herald_engine::Error),
+}
+
+/// Streams the form's `file` part into Postgres, 1 MB at a time (never held whole in memory),
+/// for the session's upload and the API's alike.
+pub async fn receive(
+    db: &herald_engine::Db,
+    tenant: herald_engine::TenantId,
+    user: Option<herald_engine::UserId>,
+    role: Role,
+    form: &mut Multipart,
+    storage_cap: import::StorageCaps,
+) -> Result<ReceivedFile, UploadFailure> {
+    use sha2::{Digest, Sha256};
     let mut field = loop {
         match form.next_field().await {
             Ok(Some(f)) if f.name() == Some("file") => break f,
             Ok(Some(_)) => continue,
-            Ok(None) => return bad_request("Choose a CSV file to upload."),
-            Err(e) => return (e.status(), e.body_text()).into_response(),
+            Ok(None) => return Err(UploadFailure::NoFile),
+            Err(e) => return Err(UploadFailure::Interrupted(e.status(), e.body_text())),
         }
     };
     let file_name = field.file_name().unwrap_or("upload.csv").to_string();
-    let id = match import::begin_upload(db, tenant, Some(user), role, &file_name).await {
-        Ok(id) => id,
-        Err(e) => return internal(e),
-    };
+    let id = import::begin_upload(db, tenant, user, role, &file_name).await.map_err(UploadFailure::Failed)?;
+    let mut hash = Sha256::new();
+    hash.update(file_name.as_bytes());
+    hash.update([0]);
     let mut buf: Vec<u8> = Vec::with_capacity(import::CHUNK_BYTES);
     let (mut seq, mut size) = (0i32, 0i64);
     loop {
-        match field.chunk().await {
-            Ok(Some(bytes)) => {
-                size += bytes.len() as i64;
-                buf.extend_from_slice(&bytes);
-                if buf.len() >= import::CHUNK_BYTES {
-                    if let Err(e) = import::append_chunk(db, tenant, id, seq, &buf, storage_cap).await {
-                        return refused(db, tenant, id, e).await;
-                    }
-                    seq += 1;
-                    buf.clear();
-                }
-            }
+        let bytes = match field.chunk().await {
+            Ok(Some(bytes)) => bytes,
             Ok(None) => break,
             Err(e) => {
-                return (e.status(), format!("The upload was interrupted or is too large: {}", e.body_text()))
-                    .into_response();
+                discard(db, tenant, id).await;
+                return Err(UploadFailure::Interrupted(
+                    e.status(),
+                    format!("The upload was interrupted or is too large: {}", e.body_text()),
+                ));
             }
+        };
+        size += bytes.len() as i64;
+        hash.update(&bytes);
+        buf.extend_from_slice(&bytes);
+        if buf.len() >= import::CHUNK_BYTES {
+            if let Err(e) = import::append_chunk(db, tenant, id, seq, &buf, storage_cap).await {
+                return Err(refused(db, tenant, id, e).await);
+            }
+            seq += 1;
+            buf.clear();
         }
     }
     if !buf.is_empty()
         && let Err(e) = import::append_chunk(db, tenant, id, seq, &buf, storage_cap).await
     {
-        return refused(db, tenant, id, e).await;
+        return Err(refused(db, tenant, id, e).await);
     }
-    match import::finish_upload(db, tenant, id, size).await {
-        Ok(()) => Redirect::to(&format!("/audience/imports/{id}")).into_response(),
-        Err(herald_engine::Error::Invalid(m)) => bad_request(&m.to_string()),
-        Err(e) => internal(e),
-    }
+    Ok(ReceivedFile { id, size, sha256: hex::encode(hash.finalize()) })
 }
 
 async fn errors_csv(State(state): State<ServerState>, session: Session, Path(id): Path<String>) -> Response {
@@ -114,13 +164,17 @@ async fn refused(
     tenant: herald_engine::TenantId,
     id: import::ImportId,
     e: herald_engine::Error,
-) -> Response {
+) -> UploadFailure {
+    discard(db, tenant, id).await;
+    match e {
+        herald_engine::Error::Invalid(m) => UploadFailure::OverCap(m.to_string()),
+        e => UploadFailure::Failed(e),
+    }
+}
+
+async fn discard(db: &herald_engine::Db, tenant: herald_engine::TenantId, id: import::ImportId) {
     if let Err(cleanup) = import::discard(db, tenant, Role::Owner, id).await {
         tracing::warn!(error = ?cleanup, import = %id, "could not discard a refused upload");
-    }
-    match e {
-        herald_engine::Error::Invalid(m) => (StatusCode::PAYLOAD_TOO_LARGE, m.to_string()).into_response(),
-        e => internal(e),
     }
 }
 

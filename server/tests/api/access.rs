@@ -126,6 +126,7 @@ async fn concrete(f: &Filled, path: &str) -> String {
                 }
                 "invites" => some_id(f, "invites", "id", NIL).await,
                 "identities" => some_id(f, "sending_identities", "id", NIL).await,
+                "imports" => some_id(f, "imports", "id", NIL).await,
                 other => panic!("the walk does not know the ids after /{other}/: teach `concrete`"),
             },
             s => s.to_string(),
@@ -157,6 +158,7 @@ fn body_for(d: &Declared, list: &str) -> Value {
         ("POST", "/api/v1/campaign-templates") => json!({"name": "Walked"}),
         ("POST", "/api/v1/domains") => json!({"domain": "walked.example"}),
         ("POST", "/api/v1/segments") => json!({"name": "Walked", "definition": {"match": "all", "rules": []}}),
+        ("POST", "/api/v1/imports/{id}/start") => json!({"lists": [list]}),
         _ => json!({}),
     }
 }
@@ -311,6 +313,89 @@ async fn every_post_route_answers_a_repeated_idempotency_key_once() {
     assert!(wrong.is_empty(), "a repeated Idempotency-Key:\n{}", wrong.join("\n"));
     // The walk means something only if some first calls did their work.
     assert!(created >= 10, "only {created} POST routes accepted the walk's first call");
+}
+
+/// Every collection the document says is paged (a GET with a `cursor` parameter) pages one way:
+/// walked an item at a time it gives every item once and the same items as pages of two; a
+/// forged cursor is a 422 naming `cursor`; and no route pages any other way (`before`,
+/// `offset`, `page`).
+#[tokio::test]
+async fn every_paged_collection_walks_by_cursor_without_skipping_or_repeating() {
+    let f = filled_workspace().await;
+    let admin = key(&f, Role::Admin).await;
+    let doc: Value =
+        reqwest::get(format!("{}/api/v1/openapi.json", f.app.base)).await.expect("doc").json().await.expect("json");
+    let client = reqwest::Client::new();
+    let get = |url: String| {
+        let req = client.get(url).bearer_auth(&admin);
+        async move {
+            let res = req.send().await.expect("request");
+            let status = res.status();
+            (status, res.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (mut wrong, mut paged, mut several) = (Vec::new(), 0, 0);
+    for (template, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("path item") {
+            let query: Vec<&str> = op["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["in"] == "query")
+                .filter_map(|p| p["name"].as_str())
+                .collect();
+            for other in ["before", "after", "offset", "page"] {
+                if query.contains(&other) {
+                    wrong.push(format!("{method} {template} pages with `{other}`, not `cursor`"));
+                }
+            }
+            if !query.contains(&"cursor") {
+                continue;
+            }
+            if method != "get" || !query.contains(&"limit") {
+                wrong.push(format!("{method} {template}: a cursor wants a GET with a `limit`"));
+                continue;
+            }
+            paged += 1;
+            let path = concrete(&f, template).await;
+            let mut walks = Vec::new();
+            for limit in [1, 2] {
+                let (mut items, mut cursor) = (Vec::new(), None::<String>);
+                for _ in 0..500 {
+                    let after = cursor.as_deref().map(|c| format!("&cursor={c}")).unwrap_or_default();
+                    let (status, body) = get(format!("{}{path}?limit={limit}{after}", f.app.base)).await;
+                    if status != StatusCode::OK || !body["data"].is_array() {
+                        wrong.push(format!("GET {template}?limit={limit}: {status} {body}"));
+                        break;
+                    }
+                    items.extend(body["data"].as_array().into_iter().flatten().map(Value::to_string));
+                    match body["next_cursor"].as_str() {
+                        Some(next) => cursor = Some(next.to_string()),
+                        None => break,
+                    }
+                }
+                walks.push(items);
+            }
+            let distinct: BTreeSet<&String> = walks[0].iter().collect();
+            if distinct.len() != walks[0].len() {
+                wrong.push(format!("GET {template}: an item came twice in pages of one"));
+            }
+            if walks[0] != walks[1] {
+                wrong.push(format!("GET {template}: pages of one and of two disagree"));
+            }
+            if walks[0].len() >= 2 {
+                several += 1;
+            }
+            let (status, body) = get(format!("{}{path}?cursor=Zm9yZ2Vk", f.app.base)).await;
+            if status != StatusCode::UNPROCESSABLE_ENTITY || !body["fields"]["cursor"].is_string() {
+                wrong.push(format!("GET {template} with a forged cursor: {status} {body}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "paging:\n{}", wrong.join("\n"));
+    assert!(paged >= 8, "only {paged} paged collections in the document");
+    // The walk means something only where the seed left more than a page of one.
+    assert!(several >= 4, "only {several} paged collections held two items or more");
 }
 
 /// Every server function the app registers, with its declaration (`None`: undeclared).

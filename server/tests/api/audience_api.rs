@@ -61,7 +61,7 @@ async fn lists_and_readers_crud_bulk_and_subscriptions() {
         "{skipped}"
     );
     let (_, page) = api.get("/api/v1/readers?attribute=city%20%3D%20%22Lyon%22").await;
-    let ann = &page["readers"][0];
+    let ann = &page["data"][0];
     assert_eq!(ann["email"], "ann@example.com", "stored in its canonical form");
     assert_eq!(ann["attributes"], json!({"city": "Lyon", "plan": "pro"}));
     let ann_id = ann["id"].as_i64().expect("id");
@@ -114,7 +114,7 @@ async fn suppressions_through_the_api() {
     assert_eq!(out["suppressed"], 1);
     assert_eq!(out["invalid"][0], "bad");
     let (_, list) = api.get("/api/v1/suppressions?q=a@").await;
-    assert_eq!(list[0]["reason"], "complaint");
+    assert_eq!(list["data"][0]["reason"], "complaint");
     assert_eq!(
         api.send(reqwest::Method::DELETE, "/api/v1/suppressions/a@example.com", None).await.0,
         StatusCode::UNPROCESSABLE_ENTITY
@@ -158,8 +158,8 @@ async fn another_workspaces_ids_are_404_through_the_api() {
     }
     // Listing shows only A's (empty) data; bulk onto B's list subscribes nobody there.
     assert_eq!(a.get("/api/v1/lists").await.1.as_array().map(Vec::len), Some(0));
-    assert_eq!(a.get("/api/v1/readers").await.1["readers"].as_array().map(Vec::len), Some(0));
-    assert_eq!(a.get("/api/v1/suppressions").await.1.as_array().map(Vec::len), Some(0));
+    assert_eq!(a.get("/api/v1/readers").await.1["data"].as_array().map(Vec::len), Some(0));
+    assert_eq!(a.get("/api/v1/suppressions").await.1["data"].as_array().map(Vec::len), Some(0));
     let (_, out) =
         a.post("/api/v1/readers/bulk", json!({"readers": [{"email": "b@example.com"}], "lists": [list_id]})).await;
     assert_eq!(out["created"], 1, "a separate reader in A");
@@ -191,8 +191,7 @@ async fn one_mailbox_typed_several_ways_is_one_reader() {
     assert_eq!(s, StatusCode::OK, "{out}");
     assert_eq!((out["created"].as_u64(), out["updated"].as_u64()), (Some(0), Some(1)), "{out}");
     let (_, page) = api.get("/api/v1/readers").await;
-    let emails: Vec<&str> =
-        page["readers"].as_array().into_iter().flatten().filter_map(|r| r["email"].as_str()).collect();
+    let emails: Vec<&str> = page["data"].as_array().into_iter().flatten().filter_map(|r| r["email"].as_str()).collect();
     assert_eq!(emails, ["anna@xn--exmple-cua.com"]);
-    assert_eq!(page["readers"][0]["attributes"]["plan"], "pro");
+    assert_eq!(page["data"][0]["attributes"]["plan"], "pro");
 }

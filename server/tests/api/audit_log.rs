@@ -105,13 +105,13 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
     }
     let (status, body) = api.get("/api/v1/audit?action=campaign.sent").await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let sent = &body["entries"][0];
+    let sent = &body["data"][0];
     assert_eq!(sent["actor_kind"], "api_key");
     assert_eq!(sent["actor"], "API key “test”");
     assert_eq!(sent["object"], id);
-    assert_eq!(actions(&body["entries"]), ["campaign.sent"]);
+    assert_eq!(actions(&body["data"]), ["campaign.sent"]);
     let (_, body) = api.get("/api/v1/audit?action=export.downloaded").await;
-    let exports: Vec<(String, String)> = body["entries"]
+    let exports: Vec<(String, String)> = body["data"]
         .as_array()
         .expect("entries")
         .iter()
@@ -125,7 +125,7 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
         ]
     );
     let (_, body) = api.get("/api/v1/audit?action=member.role_changed").await;
-    let changed = &body["entries"][0];
+    let changed = &body["data"][0];
     assert_eq!(
         (changed["actor"].as_str(), changed["actor_kind"].as_str()),
         (Some("audited@example.com"), Some("user"))
@@ -135,9 +135,9 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
     assert_eq!(changed["ip"], "127.0.0.1");
     // Paging and bad filters.
     let (_, first) = api.get("/api/v1/audit?limit=2").await;
-    let before = first["next_before"].as_i64().expect("more pages");
-    let (_, second) = api.get(&format!("/api/v1/audit?limit=2&before={before}")).await;
-    assert!(second["entries"][0]["id"].as_i64() < Some(before));
+    let cursor = first["next_cursor"].as_str().expect("more pages");
+    let (_, second) = api.get(&format!("/api/v1/audit?limit=2&cursor={cursor}")).await;
+    assert!(second["data"][0]["id"].as_i64() < first["data"][1]["id"].as_i64());
     assert_eq!(api.get("/api/v1/audit?action=nope").await.0, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(api.get("/api/v1/audit?limit=0").await.0, StatusCode::UNPROCESSABLE_ENTITY);
 
@@ -149,7 +149,7 @@ async fn every_listed_action_is_recorded_with_its_actor_and_stays_in_its_workspa
     assert_eq!(theirs.entries.len(), 0, "{:?}", theirs.entries);
     let other_api = Api::for_owner(&app, &other).await;
     let (_, body) = other_api.get("/api/v1/audit").await;
-    assert_eq!(actions(&body["entries"]), ["api_key.created"], "only its own key's creation");
+    assert_eq!(actions(&body["data"]), ["api_key.created"], "only its own key's creation");
 
     // Authors and viewers do not read it.
     let viewer = app.add_member(&ws, "viewer@example.com", "viewer").await;

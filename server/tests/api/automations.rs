@@ -93,7 +93,7 @@ async fn a_welcome_sequence_sends_each_step_once_in_order_at_its_time() -> TestR
     let (status, _) = api.post(&format!("/api/v1/campaigns/{first_campaign}/pause"), json!({})).await;
     assert_eq!(status, StatusCode::CONFLICT);
     let (_, campaigns) = api.get("/api/v1/campaigns").await;
-    assert_eq!(campaigns.as_array().map(Vec::len), Some(0), "{campaigns}");
+    assert_eq!(campaigns["data"].as_array().map(Vec::len), Some(0), "{campaigns}");
 
     // Readers confirmed on the list enter (the app's own scheduler sends step 1 on its own).
     let readers: Vec<Value> =

@@ -404,7 +404,8 @@ async fn campaigns_are_searched_and_filtered_by_status_and_day() -> TestResult {
         assert_eq!(status, StatusCode::CREATED, "{c}");
     }
     let names = |v: &Value| -> Vec<String> {
-        v.as_array()
+        v["data"]
+            .as_array()
             .map(|a| a.iter().filter_map(|c| c["name"].as_str().map(String::from)).collect())
             .unwrap_or_default()
     };
@@ -434,6 +435,6 @@ async fn campaigns_are_searched_and_filtered_by_status_and_day() -> TestResult {
     assert_eq!(op["operationId"], "listCampaigns");
     let params: Vec<&str> =
         op["parameters"].as_array().map(|a| a.iter().filter_map(|p| p["name"].as_str()).collect()).unwrap_or_default();
-    assert_eq!(params, ["q", "status", "from", "to", "limit"]);
+    assert_eq!(params, ["q", "status", "from", "to", "limit", "cursor"]);
     Ok(())
 }

@@ -120,7 +120,7 @@ async fn field_values_are_typed_on_every_path_and_wrong_ones_named() -> TestResu
     let report = owner.get(&format!("/audience/imports/{import}/errors.csv")).await.text().await?;
     assert!(report.contains("Seats takes a number"), "{report}");
     let (_, page) = api.get("/api/v1/readers?q=d%40example.com").await;
-    assert_eq!(page["readers"][0]["attributes"]["seats"], json!(7));
+    assert_eq!(page["data"][0]["attributes"]["seats"], json!(7));
 
     // Label and choices change; the type does not; delete takes the values with it.
     let (status, f) = api

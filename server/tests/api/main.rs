@@ -29,6 +29,7 @@ mod email_verification;
 mod fields;
 mod idempotency;
 mod imports;
+mod imports_api;
 mod invites;
 mod media;
 mod operability;

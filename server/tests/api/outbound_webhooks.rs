@@ -243,7 +243,7 @@ async fn every_event_arrives_signed_and_retried_with_one_id_until_it_is_taken() 
     let (status, page) = api.get(&format!("/api/v1/webhook-endpoints/{endpoint}/deliveries?limit=100")).await;
     assert_eq!(status, reqwest::StatusCode::OK, "{page}");
     let delivered: Vec<&Value> =
-        page["items"].as_array().expect("items").iter().filter(|d| d["state"] == "delivered").collect();
+        page["data"].as_array().expect("data").iter().filter(|d| d["state"] == "delivered").collect();
     assert_eq!(delivered.len(), 1, "only reader.deleted is left after the erasure: {page}");
     assert_eq!((delivered[0]["attempts"].as_i64(), delivered[0]["last_status"].as_i64()), (Some(3), Some(204)));
 }
@@ -375,7 +375,7 @@ async fn internal_destinations_are_refused_and_a_disabled_endpoint_gets_nothing(
     let page = loop {
         let (_, page) = api.get(&format!("/api/v1/webhook-endpoints/{endpoint}/deliveries")).await;
         // Recorded, not only claimed: a claim counts the attempt before it is made.
-        if page["items"].as_array().is_some_and(|i| i.iter().any(|d| d["last_error"].is_string())) {
+        if page["data"].as_array().is_some_and(|i| i.iter().any(|d| d["last_error"].is_string())) {
             break page;
         }
         assert!(tokio::time::Instant::now() < deadline, "no attempt was recorded: {page}");
@@ -383,7 +383,7 @@ async fn internal_destinations_are_refused_and_a_disabled_endpoint_gets_nothing(
     };
     assert!(receiver.all().is_empty(), "an inside address was reached");
     let attempted =
-        page["items"].as_array().expect("items").iter().find(|d| d["attempts"].as_i64() >= Some(1)).expect("one");
+        page["data"].as_array().expect("data").iter().find(|d| d["attempts"].as_i64() >= Some(1)).expect("one");
     assert_eq!(attempted["last_error"], "Herald could not connect to the endpoint.", "{page}");
 
     // Disabled: new events are not even written for it, and nothing is sent.
@@ -452,7 +452,7 @@ async fn an_endpoint_that_keeps_failing_gives_up_and_is_turned_off() {
     };
     assert!(shown["disabled_reason"].as_str().is_some_and(|r| r.contains("failed")), "{shown}");
     let (_, page) = api.get(&format!("{deliveries}?limit=100")).await;
-    let items = page["items"].as_array().expect("items");
+    let items = page["data"].as_array().expect("data");
     let failed: Vec<&Value> = items.iter().filter(|d| d["state"] == "failed").collect();
     assert!(!failed.is_empty(), "the oldest gave up: {page}");
     assert!(failed.iter().all(|d| d["attempts"].as_i64() >= Some(2) && d["last_status"] == 500), "{page}");

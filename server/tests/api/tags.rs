@@ -51,7 +51,7 @@ async fn tags_are_added_removed_counted_renamed_and_deleted_through_the_api() ->
     assert_eq!(counts(&api).await, vec![("early".into(), 1), ("VIP".into(), 2)]);
 
     let (_, page) = api.get("/api/v1/readers?q=cat").await;
-    let cat = page["readers"][0]["id"].as_i64().expect("cat");
+    let cat = page["data"][0]["id"].as_i64().expect("cat");
     let (status, after) = api.post(&format!("/api/v1/readers/{cat}/tags"), json!({"tags": ["Early", "new one"]})).await;
     assert_eq!(status, StatusCode::OK, "{after}");
     assert_eq!(names(&after), ["early", "new one"]);
@@ -146,7 +146,7 @@ async fn bulk_actions_and_import_columns_tag_many_readers() -> TestResult {
     // The readers list (and the API) filter by tag, any case; a bulk action over that filter
     // reaches exactly them.
     let (_, page) = api.get("/api/v1/readers?tag=thirds&limit=500").await;
-    assert_eq!(page["readers"].as_array().map(Vec::len), Some(10), "{page}");
+    assert_eq!(page["data"].as_array().map(Vec::len), Some(10), "{page}");
     let mut by_tag = bulk("add_tag");
     by_tag.filter = FilterForm { tag: "THIRDS".into(), ..FilterForm::default() };
     by_tag.tag = "Also".into();
@@ -170,7 +170,7 @@ async fn bulk_actions_and_import_columns_tag_many_readers() -> TestResult {
     assert_eq!((d.created, d.updated, d.invalid), (1, 1, 1), "{d:?}");
     assert_eq!(counts(&api).await, vec![("Also".into(), 10), ("Thirds".into(), 1), ("vip".into(), 2)]);
     let (_, page) = api.get("/api/v1/readers?q=bad%40example.com").await;
-    assert_eq!(page["readers"].as_array().map(Vec::len), Some(0), "{page}");
+    assert_eq!(page["data"].as_array().map(Vec::len), Some(0), "{page}");
     Ok(())
 }
 
@@ -190,7 +190,7 @@ async fn tags_stay_in_their_workspace() -> TestResult {
         StatusCode::OK
     );
     let (_, page) = a.get("/api/v1/readers").await;
-    let a_reader = page["readers"][0]["id"].as_i64().expect("reader");
+    let a_reader = page["data"][0]["id"].as_i64().expect("reader");
     let (_, a_tags) = a.get("/api/v1/tags").await;
     let a_tag = a_tags[0]["id"].as_str().expect("tag").to_string();
 

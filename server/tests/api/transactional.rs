@@ -139,13 +139,13 @@ async fn concurrent_replays_of_one_key_send_one_message_with_one_id() -> TestRes
     // Search by recipient and by key; another workspace sees nothing.
     let (_, by_to) = api.get("/api/v1/messages?q=ada@").await;
     let (_, by_key) = api.get("/api/v1/messages?q=reset-42-a").await;
-    assert_eq!((by_to.as_array().map(Vec::len), by_key.as_array().map(Vec::len)), (Some(1), Some(1)));
+    assert_eq!((by_to["data"].as_array().map(Vec::len), by_key["data"].as_array().map(Vec::len)), (Some(1), Some(1)));
     let (other, other_id) = app.owner_with_workspace("tx-other@example.com", "Other Co").await;
     app.verify_domain(&other_id, "other.test").await;
     let other = Api::for_owner(&app, &other).await;
     assert_eq!(other.get(&format!("/api/v1/messages/{id}")).await.0, StatusCode::NOT_FOUND);
     let (_, theirs) = other.get("/api/v1/messages").await;
-    assert_eq!(theirs.as_array().map(Vec::len), Some(0));
+    assert_eq!(theirs["data"].as_array().map(Vec::len), Some(0));
     // The same key in another workspace is another message.
     let (status, _) = other
         .send_message(
@@ -510,7 +510,8 @@ async fn one_mailbox_typed_two_ways_is_one_request_and_one_suppression() -> Test
     let (status, err) = api.send_message("anna-2", &body("anna@xn--exmple-cua.com")).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "a suppressed mailbox typed another way: {err}");
     let (_, listed) = api.get("/api/v1/suppressions?q=anna").await;
-    let listed: Vec<&str> = listed.as_array().into_iter().flatten().filter_map(|s| s["email_lower"].as_str()).collect();
+    let listed: Vec<&str> =
+        listed["data"].as_array().into_iter().flatten().filter_map(|s| s["email_lower"].as_str()).collect();
     assert_eq!(listed, ["anna@xn--exmple-cua.com"]);
     // Removed under a third spelling (percent-encoded in the path, as a client sends it).
     let (status, _) = api.send(reqwest::Method::DELETE, "/api/v1/suppressions/Anna@Ex%C3%A4mple.com", None).await;

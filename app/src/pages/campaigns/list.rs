@@ -140,6 +140,7 @@ fn filter_from_query() -> impl Fn() -> CampaignFilter + Copy {
             from: q.get("from").unwrap_or_default(),
             to: q.get("to").unwrap_or_default(),
             limit: None,
+            cursor: None,
         })
     }
 }

@@ -13,6 +13,7 @@ use herald_types::{
 };
 use serde::Deserialize;
 
+use super::paging::{Page, PageQuery};
 use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
@@ -132,19 +133,27 @@ pub async fn show_report(
 pub struct RunsQuery {
     /// Only the readers waiting at this step.
     pub step: Option<AutomationStepId>,
+    /// The previous page's `next_cursor`.
+    pub cursor: Option<String>,
+    /// 1 to 500; 100 by default.
+    pub limit: Option<i64>,
 }
 
 #[utoipa::path(get, path = "/api/v1/automations/{id}/runs", operation_id = "listAutomationRuns", security(("api_key" = [])),
     params(("id" = AutomationId, Path, description = "The automation's id"), RunsQuery),
-    responses((status = 200, description = "The latest 100 runs (or those waiting at `step`), each with its path", body = Vec<Run>),
-              (status = 404, body = ApiError)))]
+    responses((status = 200, description = "Runs, latest first (or those waiting at `step`), each with its path: `data` and `next_cursor`", body = Page<Run>),
+              (status = 404, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn runs(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Path(id): Path<AutomationId>,
     Query(q): Query<RunsQuery>,
-) -> Result<Json<Vec<Run>>, ApiFailure> {
-    Ok(Json(report::runs(&s.app.db, caller.tenant, id, q.step).await?))
+) -> Result<Json<Page<Run>>, ApiFailure> {
+    let page = PageQuery { cursor: q.cursor, limit: q.limit };
+    let limit = page.limit(100, 500)?;
+    let before = page.after(|k| k.parse::<i64>().ok())?;
+    let fetched = report::runs_page(&s.app.db, caller.tenant, id, q.step, before, limit + 1).await?;
+    Ok(Json(Page::new(fetched, limit, |r| r.id.to_string())))
 }
 
 #[utoipa::path(get, path = "/api/v1/readers/{id}/automations", operation_id = "listReaderAutomationRuns", security(("api_key" = [])),

@@ -14,6 +14,7 @@ use herald_types::{CampaignId, ScheduleInput};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::paging::{Page, PageQuery, parse_time_and_id, time_and_id};
 use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
@@ -25,15 +26,20 @@ pub struct RetryResult {
 
 #[utoipa::path(get, path = "/api/v1/campaigns", operation_id = "listCampaigns", security(("api_key" = [])),
     params(herald_types::CampaignFilter),
-    responses((status = 200, description = "Campaigns, newest first, that match the filter", body = Vec<Campaign>),
+    responses((status = 200, description = "Campaigns, newest first, that match the filter: `data` and `next_cursor`", body = Page<Campaign>),
               (status = 422, body = ApiError)))]
 pub async fn index(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Query(filter): Query<herald_types::CampaignFilter>,
-) -> Result<Json<Vec<Campaign>>, ApiFailure> {
-    let query = filter.parse().map_err(herald_engine::Error::Invalid)?;
-    Ok(Json(store::search(&s.app.db, caller.tenant, &query).await?))
+) -> Result<Json<Page<Campaign>>, ApiFailure> {
+    let mut query = filter.parse().map_err(herald_engine::Error::Invalid)?;
+    let page = PageQuery { cursor: filter.cursor, limit: None };
+    query.after = page.after(parse_time_and_id::<CampaignId>)?;
+    let limit = query.limit;
+    query.limit += 1;
+    let fetched = store::search(&s.app.db, caller.tenant, &query).await?;
+    Ok(Json(Page::new(fetched, limit, |c| time_and_id(c.created_at, c.id))))
 }
 
 #[utoipa::path(post, path = "/api/v1/campaigns", operation_id = "createCampaign", security(("api_key" = [])), request_body = CampaignInput,

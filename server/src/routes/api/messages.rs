@@ -5,11 +5,11 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use chrono::{DateTime, Utc};
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::transactional::messages::{self, Message, MessageEvent, MessageFilter, MessageId, TemplateId};
 use serde::{Deserialize, Serialize};
 
+use super::paging::{Page, PageQuery, parse_time_and_id, time_and_id};
 use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
@@ -46,23 +46,28 @@ pub struct ListQuery {
     /// A recipient address (or its start) or an idempotency key.
     pub q: Option<String>,
     pub template: Option<TemplateId>,
-    pub before: Option<DateTime<Utc>>,
+    /// The previous page's `next_cursor`.
+    pub cursor: Option<String>,
     pub limit: Option<i64>,
 }
 
 #[utoipa::path(get, path = "/api/v1/messages", operation_id = "listMessages", security(("api_key" = [])),
     params(("status" = Option<String>, Query, description = "queued, sending, sent, failed or cancelled"),
            ("q" = Option<String>, Query, description = "A recipient address (or its start) or an idempotency key"),
-           ("template" = Option<Uuid>, Query), ("before" = Option<String>, Query, description = "Paging: created before this"),
+           ("template" = Option<Uuid>, Query), ("cursor" = Option<String>, Query, description = "The previous page's next_cursor"),
            ("limit" = Option<i64>, Query, description = "1–500, default 50")),
-    responses((status = 200, description = "Messages, newest first"), (status = 422, body = ApiError)))]
+    responses((status = 200, description = "Messages, newest first: `data` and `next_cursor`"), (status = 422, body = ApiError)))]
 pub async fn index(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Query(q): Query<ListQuery>,
-) -> Result<Json<Vec<Message>>, ApiFailure> {
-    let filter = MessageFilter { status: q.status, q: q.q, template: q.template, before: q.before, limit: q.limit };
-    Ok(Json(messages::list(&s.app.db, caller.tenant, &filter).await?))
+) -> Result<Json<Page<Message>>, ApiFailure> {
+    let page = PageQuery { cursor: q.cursor, limit: q.limit };
+    let limit = page.limit(50, 500)?;
+    let after = page.after(parse_time_and_id::<MessageId>)?;
+    let filter = MessageFilter { status: q.status, q: q.q, template: q.template, after, limit: Some(limit + 1) };
+    let fetched = messages::list(&s.app.db, caller.tenant, &filter).await?;
+    Ok(Json(Page::new(fetched, limit, |m| time_and_id(m.created_at, m.id))))
 }
 
 #[utoipa::path(get, path = "/api/v1/messages/{id}", operation_id = "getMessage", security(("api_key" = [])),

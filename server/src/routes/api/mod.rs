@@ -11,11 +11,13 @@ pub mod domains;
 pub mod fields;
 pub mod idempotency;
 pub mod identities;
+pub mod imports;
 pub mod lists;
 pub mod media;
 pub mod members;
 pub mod messages;
 pub mod metering;
+pub mod paging;
 pub mod readers;
 pub mod resends;
 pub mod segments;
@@ -61,7 +63,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 
 #[derive(Serialize, ToSchema)]
 pub struct ApiError {
-    /// Stable, machine-readable: `unauthenticated`, `forbidden`, `not_found`, `invalid`, `conflict`, `rate_limited`, `busy`, `unavailable`, `internal`.
+    /// Stable, machine-readable: `unauthenticated`, `forbidden`, `not_found`, `invalid`, `conflict`, `refused`, `too_large`, `rate_limited`, `busy`, `unavailable`, `internal`.
     pub code: &'static str,
     pub message: String,
     /// With `invalid`: the message for each input field that is wrong, keyed by its name.
@@ -188,6 +190,7 @@ impl Modify for BearerAuth {
         readers::bulk_upsert, readers::subscribe, readers::unsubscribe,
         tags::index, tags::rename, tags::delete, tags::of_reader, tags::add, tags::remove,
         media::index, media::upload_from_api, media::remove,
+        imports::index, imports::upload, imports::show, imports::start, imports::discard, imports::errors_csv,
         brand::show, brand::update, brand::layouts,
         campaign_templates::index, campaign_templates::create, campaign_templates::show, campaign_templates::update,
         campaign_templates::delete,
@@ -213,11 +216,13 @@ impl Modify for BearerAuth {
         workspace::WorkspaceJson, workspace::WorkspaceChange, domains::NewDomain, herald_types::SendingDomainView,
         herald_types::DnsRecordView, members::Team, members::NewInvite, members::RoleChange, herald_types::Member,
         herald_types::PendingInvite, herald_types::Identity, herald_types::IdentityInput, identities::ConnectionCheck,
-        team_rules::TeamRules, herald_types::Role, herald_types::InviteId, herald_types::UserId, ApiError, audit::AuditPage, herald_types::AuditEntry, herald_types::AuditAction, herald_types::ActorKind, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
+        team_rules::TeamRules, herald_types::Role, herald_types::InviteId, herald_types::UserId, ApiError, herald_types::AuditEntry, herald_types::AuditAction, herald_types::ActorKind, herald_types::ListInput, herald_types::List, herald_types::ListWithCounts,
         herald_types::NewReader, herald_types::ReaderInput, herald_types::ReaderChange,
         herald_types::BulkUpsert, herald_types::BulkOutcome, herald_types::Rejected, herald_types::Existing, herald_types::ListChoice,
         herald_types::Tag, herald_types::TagNames, herald_types::TagId, tags::TagRename,
         herald_types::Media, herald_types::MediaLibrary, herald_types::MediaId,
+        herald_types::Import, herald_types::ImportSummary, herald_types::ImportId, herald_types::ImportMode,
+        herald_types::ImportStatus, imports::ImportStart,
         herald_types::Brand, herald_types::Theme, herald_types::Colour, herald_types::Font, herald_types::Layout,
         herald_types::LayoutView, herald_types::CampaignTemplate, herald_types::CampaignTemplateInput, herald_types::CampaignTemplateSummary,
         herald_types::CampaignTemplateId, herald_types::BlockDocument, herald_types::Block, herald_types::Column,
@@ -263,6 +268,15 @@ pub struct Declared {
     pub access: Access,
     /// For a POST: how it honours `Idempotency-Key`.
     pub keys: Option<Keys>,
+    /// Its body streams in under a limit of its own, larger than the server's general one.
+    pub streamed: bool,
+}
+
+/// How a route's handler is built: once, or from the running server's settings (a streamed
+/// upload's body limit).
+enum Endpoint {
+    Fixed(MethodRouter<ServerState>),
+    Streamed(fn(&ServerState) -> MethodRouter<ServerState>),
 }
 
 /// The API's routes, each added together with the [`Access`] it needs. The access travels with
@@ -272,7 +286,7 @@ pub struct Declared {
 /// read, so a route cannot be served without a declaration the tests see.
 #[derive(Default)]
 pub struct ApiRoutes {
-    routes: Vec<(Declared, MethodRouter<ServerState>)>,
+    routes: Vec<(Declared, Endpoint)>,
 }
 
 impl ApiRoutes {
@@ -281,14 +295,28 @@ impl ApiRoutes {
     /// [`ApiRoutes::add_post`] for one that keeps keys itself or only reads.
     pub fn add(self, method: Method, path: &'static str, access: Access, endpoint: MethodRouter<ServerState>) -> Self {
         let keys = (method == Method::POST).then_some(Keys::Stored);
-        self.declare(Declared { method, path, access, keys }, endpoint)
+        self.declare(Declared { method, path, access, keys, streamed: false }, Endpoint::Fixed(endpoint))
     }
 
     pub fn add_post(self, path: &'static str, access: Access, keys: Keys, endpoint: MethodRouter<ServerState>) -> Self {
-        self.declare(Declared { method: Method::POST, path, access, keys: Some(keys) }, endpoint)
+        let d = Declared { method: Method::POST, path, access, keys: Some(keys), streamed: false };
+        self.declare(d, Endpoint::Fixed(endpoint))
     }
 
-    fn declare(mut self, d: Declared, endpoint: MethodRouter<ServerState>) -> Self {
+    /// A POST whose body streams in under its own limit, served by [`upload_router`] outside the
+    /// server's general body limit. It keeps its `Idempotency-Key` itself: the stored-answer
+    /// layer would read the whole body first.
+    pub fn add_streamed_post(
+        self,
+        path: &'static str,
+        access: Access,
+        endpoint: fn(&ServerState) -> MethodRouter<ServerState>,
+    ) -> Self {
+        let d = Declared { method: Method::POST, path, access, keys: Some(Keys::Handler), streamed: true };
+        self.declare(d, Endpoint::Streamed(endpoint))
+    }
+
+    fn declare(mut self, d: Declared, endpoint: Endpoint) -> Self {
         self.routes.push((d, endpoint));
         self
     }
@@ -318,9 +346,15 @@ impl ApiRoutes {
         self
     }
 
-    pub fn into_router(self, state: &ServerState) -> Router<ServerState> {
+    /// The routes whose bodies stream in when `streamed`, else all the others.
+    pub fn into_router(self, state: &ServerState, streamed: bool) -> Router<ServerState> {
         use axum::middleware::from_fn_with_state;
-        self.routes.into_iter().fold(Router::new(), |router, (d, endpoint)| {
+        let routes = self.routes.into_iter().filter(|(d, _)| d.streamed == streamed);
+        routes.fold(Router::new(), |router, (d, endpoint)| {
+            let endpoint = match endpoint {
+                Endpoint::Fixed(endpoint) => endpoint,
+                Endpoint::Streamed(build) => build(state),
+            };
             let endpoint = match d.keys {
                 Some(Keys::Stored) => endpoint.route_layer(from_fn_with_state(state.clone(), idempotency::honour_key)),
                 _ => endpoint,
@@ -489,6 +523,13 @@ fn routes() -> ApiRoutes {
         .get("/api/v1/media", VIEW, media::index)
         .add(Method::POST, "/api/v1/media", AUTHOR, media::upload_route())
         .delete("/api/v1/media/{id}", AUTHOR, media::remove)
+        // CSV imports, as on Audience → Imports.
+        .get("/api/v1/imports", VIEW, imports::index)
+        .add_streamed_post("/api/v1/imports", AUTHOR, |s| imports::upload_route(s.imports.max_bytes))
+        .get("/api/v1/imports/{id}", VIEW, imports::show)
+        .post("/api/v1/imports/{id}/start", AUTHOR, imports::start)
+        .delete("/api/v1/imports/{id}", AUTHOR, imports::discard)
+        .get("/api/v1/imports/{id}/errors.csv", VIEW, imports::errors_csv)
         .get("/api/v1/campaign-templates", VIEW, campaign_templates::index)
         .post("/api/v1/campaign-templates", AUTHOR, campaign_templates::create)
         .get("/api/v1/campaign-templates/{id}", VIEW, campaign_templates::show)
@@ -568,5 +609,11 @@ fn routes() -> ApiRoutes {
 }
 
 pub fn router(state: &ServerState) -> Router<ServerState> {
-    routes().into_router(state).route("/api/v1/{*rest}", axum::routing::any(not_found))
+    routes().into_router(state, false).route("/api/v1/{*rest}", axum::routing::any(not_found))
+}
+
+/// The routes whose bodies stream in under their own limit: merged outside the server's general
+/// body limit.
+pub fn upload_router(state: &ServerState) -> Router<ServerState> {
+    routes().into_router(state, true)
 }

@@ -9,12 +9,11 @@ use herald_engine::ListId;
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::audience::bulk::{self, Existing};
 use herald_engine::audience::consent::Origin;
-use herald_engine::audience::readers::{
-    self, AttributeCondition, Reader, ReaderDetail, ReaderFilter, ReaderPage, ReaderStatus,
-};
+use herald_engine::audience::readers::{self, AttributeCondition, Reader, ReaderDetail, ReaderFilter, ReaderStatus};
 use herald_types::{BulkOutcome, BulkUpsert, ListChoice, NewReader, ReaderChange};
 use serde::Deserialize;
 
+use super::paging::{Page, PageQuery};
 use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
@@ -37,8 +36,8 @@ pub struct SearchQuery {
     pub attribute: Option<String>,
     /// Only readers with this tag (its name, any case).
     pub tag: Option<String>,
-    /// Continue below this id (the previous page's `next_before`).
-    pub before: Option<i64>,
+    /// The previous page's `next_cursor`.
+    pub cursor: Option<String>,
     pub limit: Option<i64>,
 }
 
@@ -49,15 +48,18 @@ pub struct SearchQuery {
         ("status" = Option<String>, Query, description = "active, unsubscribed or blocklisted"),
         ("attribute" = Option<String>, Query, description = "e.g. city = \"Lyon\""),
         ("tag" = Option<String>, Query, description = "Only readers with this tag (its name, any case)"),
-        ("before" = Option<i64>, Query, description = "Keyset cursor: next_before of the previous page"),
+        ("cursor" = Option<String>, Query, description = "The previous page's next_cursor"),
         ("limit" = Option<i64>, Query, description = "1–500, default 100"),
     ),
-    responses((status = 200, description = "A page of readers, newest first"), (status = 422, body = ApiError)))]
+    responses((status = 200, description = "A page of readers, newest first: `data` and `next_cursor`"), (status = 422, body = ApiError)))]
 pub async fn index(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Query(q): Query<SearchQuery>,
-) -> Result<Json<ReaderPage>, ApiFailure> {
+) -> Result<Json<Page<Reader>>, ApiFailure> {
+    let page = PageQuery { cursor: q.cursor, limit: q.limit };
+    let limit = page.limit(100, 500)?;
+    let after = page.after(|k| k.parse::<i64>().ok())?;
     let filter = ReaderFilter {
         search: q.q,
         list: q.list,
@@ -71,7 +73,8 @@ pub async fn index(
             .transpose()?,
         tag: q.tag,
     };
-    Ok(Json(readers::search(&s.app.db, caller.tenant, &filter, q.before, q.limit.unwrap_or(100)).await?))
+    let found = readers::search(&s.app.db, caller.tenant, &filter, after, limit).await?;
+    Ok(Json(Page::with_next(found.readers, found.next_before.map(|id| id.to_string()))))
 }
 
 #[utoipa::path(get, path = "/api/v1/readers/{id}", operation_id = "getReader", security(("api_key" = [])),

@@ -8,6 +8,7 @@ use herald_engine::audience::suppressions::{self, Suppression};
 use herald_types::{NewSuppressions, SuppressionsAdded};
 use serde::Deserialize;
 
+use super::paging::{Page, PageQuery, parse_time_and_id, time_and_id};
 use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
@@ -15,17 +16,25 @@ use crate::startup::ServerState;
 pub struct SearchQuery {
     #[serde(default)]
     pub q: String,
+    pub cursor: Option<String>,
+    pub limit: Option<i64>,
 }
 
 #[utoipa::path(get, path = "/api/v1/suppressions", operation_id = "listSuppressions", security(("api_key" = [])),
-    params(("q" = Option<String>, Query, description = "Address fragment")),
-    responses((status = 200, description = "Newest first, at most 1000")))]
+    params(("q" = Option<String>, Query, description = "Address fragment"),
+           ("cursor" = Option<String>, Query, description = "The previous page's next_cursor"),
+           ("limit" = Option<i64>, Query, description = "1–1000, default 100")),
+    responses((status = 200, description = "Newest first: `data` and `next_cursor`"), (status = 422, body = ApiError)))]
 pub async fn index(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Query(q): Query<SearchQuery>,
-) -> Result<Json<Vec<Suppression>>, ApiFailure> {
-    Ok(Json(suppressions::search(&s.app.db, caller.tenant, &q.q, 1000).await?))
+) -> Result<Json<Page<Suppression>>, ApiFailure> {
+    let page = PageQuery { cursor: q.cursor, limit: q.limit };
+    let limit = page.limit(100, 1000)?;
+    let after = page.after(parse_time_and_id::<String>)?;
+    let fetched = suppressions::search_after(&s.app.db, caller.tenant, &q.q, after, limit + 1).await?;
+    Ok(Json(Page::new(fetched, limit, |s| time_and_id(s.created_at, &s.email_lower))))
 }
 
 #[utoipa::path(post, path = "/api/v1/suppressions", operation_id = "addSuppressions", security(("api_key" = [])), request_body = NewSuppressions,

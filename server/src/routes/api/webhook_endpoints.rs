@@ -7,11 +7,12 @@ use axum::http::StatusCode;
 use herald_engine::api_keys::ApiCaller;
 use herald_engine::audit::Actor;
 use herald_engine::outbound_webhooks::{self as webhooks, Change};
-use herald_types::{RotateSecret, WebhookDeliveries, WebhookEndpoint, WebhookEndpointInput, WebhookEndpointWithSecret};
+use herald_types::{RotateSecret, WebhookDelivery, WebhookEndpoint, WebhookEndpointInput, WebhookEndpointWithSecret};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
+use super::paging::{Page, PageQuery};
 use super::{ApiError, ApiFailure, ApiJson};
 use crate::startup::ServerState;
 
@@ -125,23 +126,29 @@ pub async fn send_test(
 
 #[derive(Deserialize, IntoParams)]
 pub struct DeliveriesQuery {
-    /// A page's `next_cursor`, for the page after it.
-    pub before: Option<String>,
-    /// At most 100; 25 when absent.
+    /// The previous page's `next_cursor`.
+    pub cursor: Option<String>,
+    /// 1 to 100; 25 by default.
     pub limit: Option<i64>,
 }
 
 #[utoipa::path(get, path = "/api/v1/webhook-endpoints/{id}/deliveries", operation_id = "listWebhookDeliveries",
     security(("api_key" = [])), params(DeliveriesQuery),
-    responses((status = 200, body = WebhookDeliveries), (status = 404, body = ApiError)))]
+    responses((status = 200, description = "Deliveries, newest first: `data` and `next_cursor`", body = Page<WebhookDelivery>),
+              (status = 404, body = ApiError), (status = 422, body = ApiError)))]
 pub async fn deliveries(
     State(s): State<ServerState>,
     caller: ApiCaller,
     Path(id): Path<Uuid>,
     Query(q): Query<DeliveriesQuery>,
-) -> Result<Json<WebhookDeliveries>, ApiFailure> {
-    let page = webhooks::deliveries(&s.app.db, caller.tenant, id, q.before.as_deref(), q.limit.unwrap_or(25)).await?;
-    Ok(Json(page))
+) -> Result<Json<Page<WebhookDelivery>>, ApiFailure> {
+    let page = PageQuery { cursor: q.cursor, limit: q.limit };
+    let limit = page.limit(25, 100)?;
+    // The engine pages the deliveries itself (the endpoint's page uses it too); its cursor
+    // travels inside the API's.
+    let after = page.after(|k| Some(k.to_owned()))?;
+    let found = webhooks::deliveries(&s.app.db, caller.tenant, id, after.as_deref(), limit).await?;
+    Ok(Json(Page::with_next(found.items, found.next_cursor)))
 }
 
 #[utoipa::path(post, path = "/api/v1/webhook-endpoints/{id}/deliveries/{event_id}/redeliver",
