@@ -275,7 +275,7 @@ pub struct Declared {
 /// How a route's handler is built: once, or from the running server's settings (a streamed
 /// upload's body limit).
 enum Endpoint {
-    Fixed(MethodRouter<ServerState>),
+    Fixed(Box<MethodRouter<ServerState>>),
     Streamed(fn(&ServerState) -> MethodRouter<ServerState>),
 }
 
@@ -295,12 +295,12 @@ impl ApiRoutes {
     /// [`ApiRoutes::add_post`] for one that keeps keys itself or only reads.
     pub fn add(self, method: Method, path: &'static str, access: Access, endpoint: MethodRouter<ServerState>) -> Self {
         let keys = (method == Method::POST).then_some(Keys::Stored);
-        self.declare(Declared { method, path, access, keys, streamed: false }, Endpoint::Fixed(endpoint))
+        self.declare(Declared { method, path, access, keys, streamed: false }, Endpoint::Fixed(Box::new(endpoint)))
     }
 
     pub fn add_post(self, path: &'static str, access: Access, keys: Keys, endpoint: MethodRouter<ServerState>) -> Self {
         let d = Declared { method: Method::POST, path, access, keys: Some(keys), streamed: false };
-        self.declare(d, Endpoint::Fixed(endpoint))
+        self.declare(d, Endpoint::Fixed(Box::new(endpoint)))
     }
 
     /// A POST whose body streams in under its own limit, served by [`upload_router`] outside the
@@ -352,7 +352,7 @@ impl ApiRoutes {
         let routes = self.routes.into_iter().filter(|(d, _)| d.streamed == streamed);
         routes.fold(Router::new(), |router, (d, endpoint)| {
             let endpoint = match endpoint {
-                Endpoint::Fixed(endpoint) => endpoint,
+                Endpoint::Fixed(endpoint) => *endpoint,
                 Endpoint::Streamed(build) => build(state),
             };
             let endpoint = match d.keys {

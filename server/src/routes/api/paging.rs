@@ -31,7 +31,7 @@ impl PageQuery {
             Some(l) if (1..=max).contains(&l) => Ok(l),
             Some(_) => Err(herald_engine::Error::Invalid(herald_types::Invalid::field(
                 "limit",
-                &format!("Ask for 1 to {max} items per page."),
+                format!("Ask for 1 to {max} items per page."),
             ))),
         }
     }
