@@ -37,7 +37,7 @@ test("CSV import with a bad row reaches 100 % and reports the row", async ({ pag
   // A typed field made beside the mapping is offered in every column's choices at once.
   await page.getByLabel("Label").fill("Town");
   await page.getByRole("button", { name: "Add field" }).click();
-  await page.getByLabel("Column city").selectOption({ label: "Field: Town" });
+  await page.getByLabel("Column city").selectOption({ label: "Field: Town (Text)" });
   await expect(page.getByLabel("Column city")).toHaveValue("attributes.town");
   const startButton = page.getByRole("button", { name: "Start import" });
   await expect(startButton).toBeDisabled();
@@ -77,4 +77,56 @@ test("CSV import with a bad row reaches 100 % and reports the row", async ({ pag
   await expect(page.getByTestId("readers-table")).toContainText("reader249@example.com");
   await gotoHydrated(page, "/audience");
   await expect(page.getByTestId("lists-table").getByRole("row", { name: /Imported/ }).getByTestId("confirmed-count")).toHaveText("250");
+});
+
+// A first author's stumbles: a file with nobody's address was accepted and shown as garbage
+// until Start; `first_name` became an attribute; a refused Start cleared the ticked lists.
+test("the import refuses a file without addresses, guesses names and keeps choices after a refused start", async ({ page }) => {
+  await signUpWithWorkspace(page, uniqueEmail("importer2"), `Import choices ${uniqueId()}`);
+  await gotoHydrated(page, "/audience");
+  await page.getByLabel("Name", { exact: true }).fill("Kept");
+  await page.getByRole("button", { name: "Create list" }).click();
+  await expect(page.getByTestId("lists-table")).toContainText("Kept");
+
+  // No column of addresses: refused at upload, said beside the file field, nothing kept.
+  await gotoHydrated(page, "/audience/imports");
+  await page.getByLabel("CSV file").setInputFiles({
+    name: "no-address.csv",
+    mimeType: "text/csv",
+    buffer: Buffer.from("Name,City\nAda,Lyon\n"),
+  });
+  await page.getByRole("button", { name: "Upload" }).click();
+  await expect(page.getByTestId("upload-error")).toContainText("No column of this file holds email addresses");
+  await expect(page.getByLabel("CSV file")).toHaveAttribute("aria-invalid", "true");
+  await expect(page.getByText("No imports yet.")).toBeVisible();
+
+  // First and last names are guessed as the reader's name.
+  await waitForHydration(page);
+  await page.getByLabel("CSV file").setInputFiles({
+    name: "people.csv",
+    mimeType: "text/csv",
+    buffer: Buffer.from("First Name,Last Name,E-mail,Plan\nAda,Lovelace,ada@example.com,pro\n"),
+  });
+  await page.getByRole("button", { name: "Upload" }).click();
+  await expect(page).toHaveURL(/\/audience\/imports\/[0-9a-f-]+$/);
+  await waitForHydration(page);
+  await expect(page.getByLabel("Column First Name")).toHaveValue("first_name");
+  await expect(page.getByLabel("Column Last Name")).toHaveValue("last_name");
+  await expect(page.getByLabel("Column E-mail")).toHaveValue("email");
+  await expect(page.getByLabel("Column Plan")).toHaveValue("attributes.plan");
+
+  // A refused start keeps every choice beside its reason.
+  await page.getByRole("checkbox", { name: "Kept" }).check();
+  await page.getByLabel("Column Plan").selectOption("email");
+  await page.getByRole("button", { name: "Start import" }).click();
+  await expect(page.getByRole("alert")).toContainText("Map exactly one column to Email");
+  await expect(page.getByRole("checkbox", { name: "Kept" })).toBeChecked();
+  await expect(page.getByLabel("Column Plan")).toHaveValue("email");
+  await expect(page.getByLabel("Column First Name")).toHaveValue("first_name");
+
+  await page.getByLabel("Column Plan").selectOption({ label: "Text attribute “plan” (no field)" });
+  await page.getByRole("button", { name: "Start import" }).click();
+  await expect(page.getByTestId("import-status")).toHaveText("done", { timeout: 30_000 });
+  await page.getByRole("link", { name: "See the readers" }).click();
+  await expect(page.getByTestId("readers-table")).toContainText("Ada Lovelace");
 });

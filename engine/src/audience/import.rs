@@ -145,8 +145,9 @@ pub async fn finish_upload(db: &Db, tenant: TenantId, id: ImportId, size: i64) -
     Ok(())
 }
 
-/// An API upload's `Idempotency-Key` and what makes two uploads the same: the SHA-256 of the
-/// file's name and bytes, known only once the file has streamed in.
+/// An API upload's `Idempotency-Key` (as the API checked it: 1–255 printable ASCII) and what
+/// makes two uploads the same: the SHA-256 of the file's name and bytes, known only once the
+/// file has streamed in.
 pub struct UploadKey<'a> {
     pub key: &'a str,
     pub sha256: &'a str,
@@ -174,7 +175,7 @@ pub async fn finish_keyed_upload(
     size: i64,
     key: UploadKey<'_>,
 ) -> Result<KeyedUpload> {
-    let key_text = crate::api_requests::check_key(key.key)?;
+    let key_text = key.key;
     let mut tx = db.tenant_tx(tenant).await?;
     // One finisher per key at a time: the second waits, then finds the first's import.
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('import-key:' || $1::text || ':' || $2, 0))")
@@ -223,11 +224,19 @@ async fn finish_in(tx: &mut Tx, tenant: TenantId, id: ImportId, size: i64) -> Re
         .await?;
     let first = first.ok_or_else(|| Error::invalid("The file is empty."))?;
     let delimiter = detect_delimiter(&first);
-    let (header, _) = parse_preview(&first, delimiter);
+    let (header, preview) = parse_preview(&first, delimiter);
     if header.is_empty() {
-        return Err(Error::invalid("The file has no header row."));
+        return Err(Error::Invalid(herald_types::Invalid::field("file", "The file has no header row.")));
     }
-    let mapping: Vec<String> = header.iter().map(|h| guess_mapping(h)).collect();
+    // Refused now, not at Start: a file that is not CSV, or has nobody's address, would
+    // otherwise be shown as a mapping of garbage.
+    let mapping = guess_mappings(&header, &preview).ok_or_else(|| {
+        Error::Invalid(herald_types::Invalid::field(
+            "file",
+            "No column of this file holds email addresses (the header row and the first rows were read). Each \
+             reader needs one: save the file as CSV with a column named “email”, then upload it again.",
+        ))
+    })?;
     let also = "size_bytes = $5, delimiter = $6, mapping = $7";
     let bind =
         |q: ImportUpdate<'static>| q.bind(size).bind((delimiter as char).to_string()).bind(serde_json::json!(mapping));
@@ -242,18 +251,52 @@ fn detect_delimiter(data: &[u8]) -> u8 {
     [b',', b';', b'\t'].into_iter().max_by_key(|d| first_line.iter().filter(|b| *b == d).count()).unwrap_or(b',')
 }
 
+/// What a column's header says it holds: one of the reader's own parts, or an attribute named
+/// after it. Headers are compared without case, spaces, dashes or underscores, so "E-mail",
+/// "email_address" and "Email Address" read alike, as do "first_name" and "First name".
 fn guess_mapping(header: &str) -> String {
     let h = header.trim().to_lowercase();
-    match h.as_str() {
-        "email" | "e-mail" | "mail" | "email address" | "email_address" => "email".into(),
-        "name" | "full name" | "full_name" | "fullname" => "name".into(),
+    let squeezed: String = h.chars().filter(|c| c.is_alphanumeric()).collect();
+    match squeezed.as_str() {
+        "email" | "mail" | "emailaddress" | "mailaddress" | "emailadresse" | "courriel" | "correo" => "email".into(),
+        "name" | "fullname" | "displayname" => "name".into(),
+        "firstname" | "givenname" | "forename" | "fname" | "prenom" | "prénom" | "vorname" => "first_name".into(),
+        "lastname" | "surname" | "familyname" | "lname" | "nachname" => "last_name".into(),
         "tags" | "tag" | "labels" => "tags".into(),
-        _ => {
-            let key: String = h.chars().map(|c| if c.is_alphanumeric() { c } else { '_' }).collect();
-            let key = key.trim_matches('_');
-            if key.is_empty() { "ignore".into() } else { format!("attributes.{key}") }
-        }
+        _ => attribute_for(&h),
     }
+}
+
+/// The attribute a column is kept as: its header with every other character than letters and
+/// digits made `_` ("Home City" → `attributes.home_city`); "ignore" for a header without any.
+fn attribute_for(header: &str) -> String {
+    let key: String = header.trim().to_lowercase().chars().map(|c| if c.is_alphanumeric() { c } else { '_' }).collect();
+    let key = key.trim_matches('_');
+    if key.is_empty() { "ignore".into() } else { format!("attributes.{key}") }
+}
+
+/// The mapping an upload starts with: each header guessed, each of the reader's parts taken by
+/// its first column only (a second "E-mail" column becomes an attribute), and, when no header
+/// names the address, the first column whose first rows all read as addresses. `None` when no
+/// column holds addresses.
+fn guess_mappings(header: &[String], preview: &[Vec<String>]) -> Option<Vec<String>> {
+    let mut mapping: Vec<String> = Vec::with_capacity(header.len());
+    for h in header {
+        let guess = guess_mapping(h);
+        let taken =
+            !guess.starts_with("attributes.") && guess != "ignore" && guess != "tags" && mapping.contains(&guess);
+        mapping.push(if taken { attribute_for(h) } else { guess });
+    }
+    if !mapping.iter().any(|m| m == "email") {
+        let holds_addresses = |i: usize| {
+            let mut cells = preview.iter().filter_map(|row| row.get(i)).map(|c| c.trim()).filter(|c| !c.is_empty());
+            let first = cells.next();
+            first.is_some() && first.into_iter().chain(cells).all(|c| crate::domain::Email::parse(c).is_ok())
+        };
+        let column = (0..mapping.len()).find(|i| holds_addresses(*i))?;
+        mapping[column] = "email".into();
+    }
+    Some(mapping)
 }
 
 /// Header and first rows of a file's first chunk (lossy: for display only).
@@ -465,12 +508,16 @@ pub async fn start(
     if s.mapping.iter().filter(|m| *m == "email").count() != 1 {
         return Err(Error::invalid("Map exactly one column to Email."));
     }
-    if s.mapping.iter().filter(|m| *m == "name").count() > 1 {
-        return Err(Error::invalid("Map at most one column to Name."));
+    for (role, label) in [("name", "Name"), ("first_name", "First name"), ("last_name", "Last name")] {
+        if s.mapping.iter().filter(|m| *m == role).count() > 1 {
+            return Err(Error::invalid(format!("Map at most one column to {label}.")));
+        }
     }
     for m in &s.mapping {
         let ok = m == "email"
             || m == "name"
+            || m == "first_name"
+            || m == "last_name"
             || m == "tags"
             || m == "ignore"
             || m.strip_prefix("attributes.").is_some_and(|k| !k.is_empty());
@@ -556,10 +603,13 @@ struct Batch {
 fn build_reader(fields: &[&str], mapping: &[String]) -> ReaderInput {
     let mut input = ReaderInput { email: String::new(), name: String::new(), attributes: None, tags: Vec::new() };
     let mut attrs = serde_json::Map::new();
+    let (mut first, mut last) = ("", "");
     for (value, role) in fields.iter().zip(mapping) {
         match role.as_str() {
             "email" => input.email = value.trim().to_string(),
             "name" => input.name = value.trim().to_string(),
+            "first_name" => first = value.trim(),
+            "last_name" => last = value.trim(),
             // Comma-separated names ("vip, early"); a bad name makes the row invalid (see bulk).
             "tags" => input.tags.extend(value.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string)),
             other => {
@@ -570,6 +620,10 @@ fn build_reader(fields: &[&str], mapping: &[String]) -> ReaderInput {
                 }
             }
         }
+    }
+    // A full name wins; else the first and last names make it.
+    if input.name.is_empty() {
+        input.name = [first, last].into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join(" ");
     }
     input.attributes = Some(serde_json::Value::Object(attrs));
     input
@@ -878,9 +932,44 @@ mod tests {
         assert_eq!(guess_mapping("E-mail"), "email");
         assert_eq!(guess_mapping("Full Name"), "name");
         assert_eq!(guess_mapping("Home City"), "attributes.home_city");
+        assert_eq!(guess_mapping("first_name"), "first_name");
+        assert_eq!(guess_mapping("Last Name"), "last_name");
+        assert_eq!(guess_mapping("Email Address"), "email");
         let (h, rows) = parse_preview("\u{feff}email,name\n\"a@x.io\",\"Line\nBreak\"\n".as_bytes(), b',');
         assert_eq!(h, vec!["email", "name"]);
         assert_eq!(rows[0][1], "Line\nBreak");
+    }
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn an_upload_needs_a_column_of_addresses_named_or_not() {
+        let header = strings(&["Contact", "first_name", "Surname", "E-mail", "Email"]);
+        let rows = vec![strings(&["ada@example.com", "Ada", "Lovelace", "x", "y"])];
+        // Named: the first "email" column; the second becomes an attribute.
+        assert_eq!(
+            guess_mappings(&header, &rows),
+            Some(strings(&["attributes.contact", "first_name", "last_name", "email", "attributes.email"]))
+        );
+        // Unnamed: the column whose rows are addresses.
+        let header = strings(&["Contact", "Name"]);
+        let rows = vec![strings(&["ada@example.com", "Ada"]), strings(&["", "Nobody"])];
+        assert_eq!(guess_mappings(&header, &rows), Some(strings(&["email", "name"])));
+        // None, or a file that is not CSV at all: refused.
+        assert_eq!(guess_mappings(&strings(&["Name", "City"]), &[strings(&["Ada", "Lyon"])]), None);
+        assert_eq!(guess_mappings(&strings(&["\u{89}PNG\r"]), &[strings(&["\u{1a}\n"])]), None);
+    }
+
+    #[test]
+    fn first_and_last_names_make_the_name_unless_a_full_name_is_given() {
+        let mapping = strings(&["email", "first_name", "last_name"]);
+        assert_eq!(build_reader(&["a@example.com", "Ada", "Lovelace"], &mapping).name, "Ada Lovelace");
+        assert_eq!(build_reader(&["a@example.com", "", "Lovelace"], &mapping).name, "Lovelace");
+        let mapping = strings(&["email", "name", "first_name"]);
+        assert_eq!(build_reader(&["a@example.com", "Countess", "Ada"], &mapping).name, "Countess");
+        assert_eq!(build_reader(&["a@example.com", "", "Ada"], &mapping).name, "Ada");
     }
 }
 
@@ -892,7 +981,7 @@ pub fn fuzz_csv(data: &[u8]) {
     let Some((&chunk, file)) = data.split_first() else { return };
     let delimiter = detect_delimiter(file);
     let (header, _preview) = parse_preview(file, delimiter);
-    let mapping: Vec<String> = header.iter().map(|h| guess_mapping(h)).collect();
+    let mapping = guess_mappings(&header, &_preview).unwrap_or_default();
     let (chunk_tx, chunk_rx) = std::sync::mpsc::channel();
     for part in file.chunks(usize::from(chunk).max(1)) {
         let _ = chunk_tx.send(part.to_vec());

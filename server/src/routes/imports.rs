@@ -28,9 +28,11 @@ pub fn router(limits: ImportLimits) -> Router<ServerState> {
     Router::new()
         .route(
             "/audience/imports/upload",
-            post(move |state: State<ServerState>, session: Session, form: Multipart| {
-                upload(state, session, form, storage_cap)
-            }),
+            post(
+                move |state: State<ServerState>, session: Session, headers: axum::http::HeaderMap, form: Multipart| {
+                    upload(state, session, headers, form, storage_cap)
+                },
+            ),
         )
         .route("/audience/imports/{id}/errors.csv", get(errors_csv))
         .layer(DefaultBodyLimit::max(max_bytes))
@@ -44,6 +46,7 @@ fn bad_request(message: &str) -> Response {
 async fn upload(
     State(state): State<ServerState>,
     session: Session,
+    headers: axum::http::HeaderMap,
     mut form: Multipart,
     storage_cap: import::StorageCaps,
 ) -> Response {
@@ -52,16 +55,35 @@ async fn upload(
         Ok(m) => m,
         Err(r) => return r,
     };
+    // The Imports page's form: a refusal goes back to it, said beside the file field (a bare
+    // error page would lose the page). Other clients get the status and the reason.
+    let from_page = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"));
+    let refuse = |status: StatusCode, message: String| {
+        if from_page {
+            let query: String =
+                url::form_urlencoded::Serializer::new(String::new()).append_pair("upload_error", &message).finish();
+            Redirect::to(&format!("/audience/imports?{query}")).into_response()
+        } else {
+            (status, message).into_response()
+        }
+    };
     let file = match receive(db, tenant, Some(user), role, &mut form, storage_cap).await {
         Ok(file) => file,
-        Err(UploadFailure::NoFile) => return bad_request("Choose a CSV file to upload."),
-        Err(UploadFailure::Interrupted(status, message)) => return (status, message).into_response(),
-        Err(UploadFailure::OverCap(message)) => return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response(),
+        Err(UploadFailure::NoFile) => return refuse(StatusCode::BAD_REQUEST, "Choose a CSV file to upload.".into()),
+        Err(UploadFailure::Interrupted(status, message)) => return refuse(status, message),
+        Err(UploadFailure::OverCap(message)) => return refuse(StatusCode::PAYLOAD_TOO_LARGE, message),
         Err(UploadFailure::Failed(e)) => return internal(e),
     };
     match import::finish_upload(db, tenant, file.id, file.size).await {
         Ok(()) => Redirect::to(&format!("/audience/imports/{}", file.id)).into_response(),
-        Err(herald_engine::Error::Invalid(m)) => bad_request(&m.to_string()),
+        Err(herald_engine::Error::Invalid(m)) => {
+            // Not kept: nothing can be imported from it.
+            discard(db, tenant, file.id).await;
+            refuse(StatusCode::BAD_REQUEST, m.to_string())
+        }
         Err(e) => internal(e),
     }
 }

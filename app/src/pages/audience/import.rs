@@ -58,19 +58,29 @@ pub fn ImportPage() -> impl IntoView {
     let start = ServerAction::<StartImport>::new();
     let discard = ServerAction::<DiscardImport>::new();
     let tick = RwSignal::new(0u32);
-    let detail = Resource::new(move || (id(), tick.get(), start.version().get()), |(id, _, _)| get_import(id));
+    // Reloaded once a start succeeds, never after a refused one: the mapping form keeps the
+    // author's choices (ticked lists, columns) beside the error instead of starting over.
+    let started = RwSignal::new(0u32);
+    Effect::new(move |_| {
+        if matches!(start.value().get(), Some(Ok(()))) {
+            started.update(|n| *n += 1);
+        }
+    });
+    let detail = Resource::new(move || (id(), tick.get(), started.get()), |(id, _, _)| get_import(id));
     // Every resource of the page is made here, never in a component a `Suspend` builds (see
     // `crate::pages` on hydration ids).
     let lists = Resource::new(|| (), |_| list_lists());
     // A field made beside the mapping is offered in every column's choices at once.
     let create_field = ServerAction::<CreateField>::new();
     let fields = Resource::new(move || create_field.version().get(), |_| crate::pages::audience::fields::list_fields());
-    // Poll while the import is queued or running (in the browser only).
+    // Poll while the import is queued or running (in the browser only). Whether it is comes
+    // from the page's own rendering of the import: the timer reading the resource itself, outside
+    // any <Suspense/>, made Leptos warn in the console every second.
+    let in_progress = RwSignal::new(false);
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
             move || {
-                let active = detail.get_untracked().and_then(|r| r.ok()).is_some_and(|d| d.status.in_progress());
-                if active {
+                if in_progress.get_untracked() {
                     tick.update(|t| *t += 1);
                 }
             },
@@ -83,7 +93,9 @@ pub fn ImportPage() -> impl IntoView {
         <AudienceTabs active="/audience/imports"/>
         <Transition fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
-                match detail.await {
+                let detail = detail.await;
+                in_progress.set(detail.as_ref().is_ok_and(|d| d.status.in_progress()));
+                match detail {
                     // A failed import that read nothing can be mapped afresh; one that did resumes.
                     Ok(d) if d.status.can_start() && (d.status == ImportStatus::Uploaded || d.rows_read == 0) => view! {
                         <Mapping d=d start=start discard=discard lists=lists fields=fields/>
@@ -98,8 +110,15 @@ pub fn ImportPage() -> impl IntoView {
     }
 }
 
-const ROLES: [(&str, &str); 4] =
-    [("email", "Email"), ("name", "Name"), ("tags", "Tags (comma-separated)"), ("ignore", "Ignore")];
+/// The reader's own parts a column can fill, as the column's choices name them.
+const ROLES: [(&str, &str); 6] = [
+    ("email", "Email address"),
+    ("name", "Name (full name)"),
+    ("first_name", "First name"),
+    ("last_name", "Last name"),
+    ("tags", "Tags (comma-separated)"),
+    ("ignore", "Don't import"),
+];
 
 #[component]
 fn Mapping(
@@ -134,14 +153,28 @@ fn Mapping(
                                             <div class="text-xs font-medium text-slate-700">{c.clone()}</div>
                                             <select name=format!("mapping[{i}]") class="input mt-1 min-w-36 text-xs" aria-label=format!("Column {c}")>
                                                 {ROLES.iter().map(|(v, label)| view! { <option value=*v selected=guess == *v>{*label}</option> }).collect_view()}
-                                                <option value=attr.clone() selected=guess.starts_with("attributes.")>{format!("Attribute {}", attr.trim_start_matches("attributes."))}</option>
-                                                // Typed: each cell is checked against the field (a bad one lands in the report).
+                                                // Typed fields first (each cell is checked against its field; a bad one
+                                                // lands in the report), then the column as text of its own, unless a
+                                                // field already has its name: one choice per destination.
                                                 <Suspense>
-                                                    {move || Suspend::new(async move {
-                                                        fields.await.map(|fs| fs.into_iter().map(|f| view! {
-                                                            <option value=format!("attributes.{}", f.key)>{format!("Field: {}", f.label)}</option>
-                                                        }).collect_view()).ok()
-                                                    })}
+                                                    {move || {
+                                                        let (attr, guess) = (attr.clone(), guess.clone());
+                                                        Suspend::new(async move {
+                                                            let fields = fields.await.unwrap_or_default();
+                                                            let is_field = fields.iter().any(|f| format!("attributes.{}", f.key) == attr);
+                                                            let typed = fields.into_iter().map(|f| {
+                                                                let value = format!("attributes.{}", f.key);
+                                                                let selected = guess == value;
+                                                                view! { <option value=value selected=selected>{format!("Field: {} ({})", f.label, f.kind.label())}</option> }
+                                                            }).collect_view();
+                                                            let untyped = (!is_field).then(|| view! {
+                                                                <option value=attr.clone() selected=guess == attr>
+                                                                    {format!("Text attribute “{}” (no field)", attr.trim_start_matches("attributes."))}
+                                                                </option>
+                                                            });
+                                                            view! { {typed} {untyped} }
+                                                        })
+                                                    }}
                                                 </Suspense>
                                             </select>
                                         </th>
@@ -156,6 +189,17 @@ fn Mapping(
                         </tbody>
                     </table>
                 </div>
+                <details class="text-sm text-slate-600" data-testid="import-choices-help">
+                    <summary class="cursor-pointer text-indigo-700">"What each choice does"</summary>
+                    <dl class="mt-2 grid gap-x-4 gap-y-1 sm:grid-cols-[max-content_1fr]">
+                        <dt class="font-medium">"Email address"</dt><dd>"The reader's address: exactly one column. Readers already here are matched on it."</dd>
+                        <dt class="font-medium">"Name, or First and Last name"</dt><dd>"The reader's name. First and last names are joined; a full-name column wins when both are given."</dd>
+                        <dt class="font-medium">"Tags"</dt><dd>"Tag names separated by commas (“vip, early”)."</dd>
+                        <dt class="font-medium">"Field: …"</dt><dd>"One of the workspace's typed fields (a number, a date, a choice…): each cell is checked, and a bad one is reported by line."</dd>
+                        <dt class="font-medium">"Text attribute"</dt><dd>"Kept as text under the column's name, for merge tags and segments, with no type checked."</dd>
+                        <dt class="font-medium">"Don't import"</dt><dd>"The column is left out."</dd>
+                    </dl>
+                </details>
                 <fieldset>
                     <legend class="label">"Add the readers to these lists"</legend>
                     <Suspense>
@@ -163,9 +207,10 @@ fn Mapping(
                             lists.await.map(|v| v.lists.into_iter().map(|l| {
                                 let l = l.list;
                                 let id = l.id.to_string();
+                                let ticked = { let id = id.clone(); move || chosen.with(|c| c.contains(&id)) };
                                 view! {
-                                    <label class="mr-4 inline-flex items-center gap-2 text-sm">
-                                        <input type="checkbox" on:change=move |ev| {
+                                    <label class="mr-4 inline-flex max-w-full items-center gap-2 text-sm break-words">
+                                        <input type="checkbox" prop:checked=ticked on:change=move |ev| {
                                             let on = event_target_checked(&ev);
                                             let id = id.clone();
                                             chosen.update(|c| { c.retain(|x| *x != id); if on { c.push(id); } });

@@ -19,17 +19,25 @@ pub async fn list_imports() -> Result<Vec<ImportSummary>, AppError> {
 #[component]
 pub fn ImportsPage() -> impl IntoView {
     let imports = Resource::new(|| (), |_| list_imports());
+    // Why the last upload was refused: the upload route sends the form back here with it.
+    let query = leptos_router::hooks::use_query_map();
+    let upload_error = move || query.with(|q| q.get("upload_error")).filter(|e| !e.trim().is_empty());
     view! {
         <AudienceTabs active="/audience/imports"/>
         <Card title="Import readers from a CSV file">
             <p class="mb-4 text-sm text-slate-500">
-                "The first row must name the columns. Commas, semicolons or tabs; UTF-8. You map the columns and choose lists on the next step; rows that cannot be imported are reported with their line number and the rest still import."
+                "The first row must name the columns, and one column must hold the email addresses. Commas, semicolons or tabs; UTF-8. You map the columns and choose lists on the next step; rows that cannot be imported are reported with their line number and the rest still import."
             </p>
-            <form method="post" action="/audience/imports/upload" enctype="multipart/form-data" class="flex items-center gap-3">
+            <form method="post" action="/audience/imports/upload" enctype="multipart/form-data" class="flex flex-wrap items-center gap-3">
                 <label for="csv-file" class="sr-only">"CSV file"</label>
-                <input id="csv-file" type="file" name="file" accept=".csv,text/csv,text/plain" required class="min-h-11 text-sm"/>
+                <input id="csv-file" type="file" name="file" accept=".csv,text/csv,text/plain" required class="min-h-11 text-sm"
+                    aria-invalid=move || upload_error().is_some().then_some("true")
+                    aria-describedby=move || upload_error().is_some().then_some("csv-file-error")/>
                 <button type="submit" class="btn-primary">"Upload"</button>
             </form>
+            {move || upload_error().map(|e| view! {
+                <p id="csv-file-error" role="alert" class="mt-2 text-sm text-red-700" data-testid="upload-error">{e}</p>
+            })}
         </Card>
         <Card title="Recent imports">
             <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>

@@ -56,11 +56,11 @@ pub async fn upload(
                 .into_response();
         }
     };
-    if let Some(k) = &key
-        && let Err(e) = herald_engine::api_requests::check_key(k)
-    {
-        return ApiFailure::from(e).into_response();
-    }
+    let key = match key.as_deref().map(herald_engine::api_requests::check_key) {
+        None => None,
+        Some(Ok(k)) => Some(k.to_owned()),
+        Some(Err(e)) => return ApiFailure::from(e).into_response(),
+    };
     let file = match receive(db, caller.tenant, None, caller.role, &mut form, s.imports.storage_caps).await {
         Ok(file) => file,
         Err(failure) => return upload_failure(failure),
