@@ -39,10 +39,6 @@ pub fn router(limits: ImportLimits) -> Router<ServerState> {
         .layer(RequestBodyLimitLayer::new(max_bytes))
 }
 
-fn bad_request(message: &str) -> Response {
-    (StatusCode::BAD_REQUEST, message.to_string()).into_response()
-}
-
 async fn upload(
     State(state): State<ServerState>,
     session: Session,
