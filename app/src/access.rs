@@ -96,6 +96,7 @@ pub const SERVER_FNS: &[(&str, Access)] = &[
     ("reject_send", ADMIN_CHANGES),
     // pages/campaigns/editor.rs
     ("get_campaign", VIEWER_READS),
+    ("campaign_state", VIEWER_READS),
     ("save_campaign", AUTHOR_CHANGES),
     ("campaign_audience", VIEWER_READS),
     // pages/campaigns/fields.rs

@@ -86,3 +86,29 @@ test("brand a workspace, start from a layout, save a template and start again fr
   await page.getByRole("dialog").getByRole("button", { name: "Delete template" }).click();
   await expect(page.getByText("No templates yet")).toBeVisible();
 });
+
+// The readers' pages are the author's: after saving a brand, the hosted subscribe page still
+// showed Herald's own colours and typeface and no logo.
+test("a branded workspace's subscribe page wears its colour, font, logo and name", async ({ page }) => {
+  const workspace = `Tulip Weekly ${uniqueId()}`;
+  await signUpWithWorkspace(page, uniqueEmail("branded"), workspace);
+  await gotoHydrated(page, "/settings/brand");
+  await page.getByLabel("Upload a logo").setInputFiles(path.join(__dirname, "..", "fixtures", "tulips.png"));
+  await expect(page.getByLabel("Logo address", { exact: true })).toHaveValue(/\/media\//, { timeout: 20_000 });
+  await page.getByLabel("Links and buttons (hex)").fill("#be123c");
+  await page.getByLabel("Font").selectOption("serif");
+  await page.getByRole("button", { name: "Save brand" }).click();
+  await expect(page.getByRole("status").filter({ hasText: "Saved" })).toBeVisible();
+
+  await gotoHydrated(page, "/audience");
+  await page.getByLabel("Name", { exact: true }).fill("Garden notes");
+  await page.getByRole("button", { name: "Create list" }).click();
+  await expect(page.getByTestId("lists-table")).toContainText("Garden notes");
+  const hosted = await page.getByRole("link", { name: /\/s\// }).first().getAttribute("href");
+  await page.goto(hosted!);
+  const subscribe = page.getByRole("button", { name: "Subscribe" });
+  await expect(subscribe).toHaveCSS("background-color", "rgb(190, 18, 60)");
+  await expect(page.locator("body")).toHaveCSS("font-family", /Georgia/);
+  await expect(page.getByTestId("page-brand")).toContainText(workspace);
+  await expect(page.getByTestId("page-brand").getByRole("img", { name: workspace })).toHaveAttribute("src", /\/media\//);
+});

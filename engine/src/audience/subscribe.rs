@@ -506,6 +506,9 @@ fn confirmation_mail(to: &Email, workspace: &str, lists: &[String], link: &str) 
 /// scanners that prefetch links confirm nothing).
 #[derive(Clone, Debug, Serialize)]
 pub struct ConfirmPreview {
+    /// Whose page it is (its brand dresses it); not shown.
+    #[serde(skip)]
+    pub tenant: TenantId,
     pub workspace: String,
     pub email: String,
     pub lists: Vec<String>,
@@ -531,7 +534,7 @@ pub async fn confirm_preview(db: &Db, signer: &Signer, token: &str) -> Result<Co
             .fetch_all(&mut *tx)
             .await?;
     tx.commit().await?;
-    Ok(ConfirmPreview { workspace: ws.name, email, lists })
+    Ok(ConfirmPreview { tenant: claim.t, workspace: ws.name, email, lists })
 }
 
 /// Confirms the subscriptions a link names. Single use: each (list, nonce) confirms once.
@@ -589,6 +592,9 @@ pub async fn confirm(db: &Db, signer: &Signer, token: &str, origin: &Origin) -> 
 /// What the unsubscribe page shows.
 #[derive(Clone, Debug, Serialize)]
 pub struct UnsubscribePage {
+    /// Whose page it is (its brand dresses it); not shown.
+    #[serde(skip)]
+    pub tenant: TenantId,
     pub workspace: String,
     pub email: String,
     /// The list the message was sent for, if any: (id, name, still subscribed).
@@ -627,6 +633,7 @@ pub async fn unsubscribe_page(db: &Db, signer: &Signer, token: &str) -> Result<U
     let preferences =
         rows.iter().filter(|r| r.2 == Visibility::Public).map(|r| (r.0, r.1.clone(), subscribed(&r.3))).collect();
     Ok(UnsubscribePage {
+        tenant: claim.t,
         workspace: ws.name,
         email,
         list,

@@ -89,6 +89,16 @@ pub async fn get_campaign(id: CampaignId) -> Result<CampaignDetail, AppError> {
     })
 }
 
+/// Where a campaign is now: what an open editor polls while the campaign can start without it
+/// (scheduled), so the page follows it to sending and sent.
+#[server(prefix = "/rpc", endpoint = "campaign_state")]
+pub async fn campaign_state(id: CampaignId) -> Result<CampaignStatus, AppError> {
+    use crate::ssr::require_role;
+    use herald_engine::{Role, campaigns::store};
+    let m = require_role(Role::Viewer).await?;
+    Ok(store::get(&m.state.db, m.tenant, id).await?.status)
+}
+
 /// Autosave. Field problems come back as `errors` (nothing is saved then); a campaign that
 /// started sending in the meantime answers 409.
 #[server(prefix = "/rpc", endpoint = "save_campaign")]
@@ -235,6 +245,9 @@ fn Editor(
 
     let errors = RwSignal::new(Vec::<FieldError>::new());
     let warnings = RwSignal::new(c.warnings.clone());
+    // The campaign started sending (or changed state) under an edit that could no longer be
+    // saved: the form keeps the text, says so, and the author moves on when ready.
+    let overtaken = RwSignal::new(false);
     let form_cell = StoredValue::new(None::<Form>);
     let flush = Callback::new(move |()| {
         if let Some(handle) = timer.get_value() {
@@ -261,7 +274,7 @@ fn Editor(
         }
     });
     let changed = Callback::new(move |()| {
-        if !can_edit {
+        if !can_edit || overtaken.get_untracked() {
             return;
         }
         dirty.set(true);
@@ -384,8 +397,11 @@ fn Editor(
                 pending_op.set(None);
             }
             Err(AppError::Conflict(_)) => {
-                // It started sending (a schedule came due): show its progress.
-                refresh.update(|r| *r += 1);
+                // It started sending (a schedule came due) under this edit: keep the text in the
+                // form and say so, rather than swap in the progress view and lose it.
+                overtaken.set(true);
+                pending_op.set(None);
+                status.set(SaveStatus::Failed("Not saved: this campaign is no longer a draft.".into()));
                 return;
             }
             Err(e) => {
@@ -418,6 +434,36 @@ fn Editor(
             refresh.update(|r| *r += 1);
         }
     });
+    // A scheduled campaign starts without this page: look every 2 s (in the browser) and follow
+    // it, unless an edit is waiting to be saved, which is then kept and explained instead.
+    if c.campaign.status == CampaignStatus::Scheduled {
+        let loaded = c.campaign.status;
+        Effect::new(move |_| {
+            let look = move || {
+                if overtaken.get_untracked() {
+                    return;
+                }
+                leptos::task::spawn_local(async move {
+                    let Ok(now) = campaign_state(id.get_value()).await else { return };
+                    if now == loaded || overtaken.try_get_untracked() != Some(false) {
+                        return;
+                    }
+                    // The page may have been left meanwhile: every read and write is a `try_`.
+                    let unsaved = dirty.try_get_untracked() == Some(true)
+                        || save.pending().try_get_untracked() == Some(true)
+                        || matches!(status.try_get_untracked(), Some(SaveStatus::Failed(_)));
+                    if unsaved && !now.is_editable() {
+                        overtaken.try_set(true);
+                    } else {
+                        refresh.try_update(|r| *r += 1);
+                    }
+                });
+            };
+            if let Ok(handle) = set_interval_with_handle(look, Duration::from_secs(2)) {
+                on_cleanup(move || handle.clear());
+            }
+        });
+    }
     let navigate = use_navigate();
     Effect::new(move |_| {
         if matches!(delete.value().get(), Some(Ok(()))) {
@@ -478,6 +524,18 @@ fn Editor(
                 </div>
             </div>
         </div>
+        <Show when=move || overtaken.get()>
+            <div role="alert" data-testid="overtaken" class="mb-6 flex flex-wrap items-center justify-between gap-3 rounded-md bg-amber-50 px-3 py-2 text-sm text-amber-900">
+                <span>
+                    "This campaign started sending while you were editing, so your last changes were not saved. "
+                    "They are still in the form below: copy what you need."
+                </span>
+                <button type="button" class="btn-secondary" on:click=move |_| {
+                    dirty.set(false);
+                    refresh.update(|r| *r += 1);
+                }>"Show its progress"</button>
+            </div>
+        </Show>
         {c.campaign.resend_of.is_some().then(|| view! { <ResendLinks c=c.campaign.clone() can_act=false/> })}
         {c.postal_address_missing.then(|| view! {
             <p class="mb-6 rounded-md bg-amber-50 px-3 py-2 text-sm text-amber-800" role="note">

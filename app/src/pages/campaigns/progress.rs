@@ -126,12 +126,14 @@ pub fn CampaignProgress(
         }
         versions
     });
-    // Poll while the send moves (in the browser only), like the import page.
+    // Poll while the send moves (in the browser only), like the import page. Whether it moves
+    // comes from the view's own rendering of the report: the timer reading the resource itself,
+    // outside any <Suspense/>, made Leptos warn in the console every two seconds.
+    let live = RwSignal::new(false);
     Effect::new(move |_| {
         if let Ok(handle) = set_interval_with_handle(
             move || {
-                let live = report.get_untracked().and_then(|r| r.ok()).is_some_and(|r| r.report.progress.live());
-                if live {
+                if live.get_untracked() {
                     tick.update(|t| *t += 1);
                 }
             },
@@ -146,7 +148,9 @@ pub fn CampaignProgress(
             {move || {
                 let c = c.clone();
                 Suspend::new(async move {
-                match report.await {
+                let report = report.await;
+                live.set(report.as_ref().is_ok_and(|r| r.report.progress.live()));
+                match report {
                     Ok(r) => view! { <ProgressBody c=c r=r buttons=buttons/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }

@@ -7,12 +7,15 @@ use axum::response::Response;
 use herald_engine::audience::consent::Origin;
 use herald_engine::audience::subscribe;
 
-use super::html::{card_page, error_page};
+use super::html::{PageBrand, branded_page, error_page};
 use crate::startup::ServerState;
 
 pub async fn show(State(state): State<ServerState>, Path(token): Path<String>) -> Response {
     match subscribe::confirm_preview(&state.app.db, &state.app.signer, &token).await {
-        Ok(p) => card_page(StatusCode::OK, "Confirm your subscription", "confirm.html", &p),
+        Ok(p) => {
+            let brand = PageBrand::of(&state.app.db, p.tenant, &p.workspace).await;
+            branded_page(StatusCode::OK, "Confirm your subscription", "confirm.html", &p, brand)
+        }
         Err(e) => error_page(e),
     }
 }
@@ -30,7 +33,10 @@ pub async fn confirm(
         wording: None,
     };
     match subscribe::confirm(&state.app.db, &state.app.signer, &token, &origin).await {
-        Ok(p) => card_page(StatusCode::OK, "Subscription confirmed", "confirmed.html", &p),
+        Ok(p) => {
+            let brand = PageBrand::of(&state.app.db, p.tenant, &p.workspace).await;
+            branded_page(StatusCode::OK, "Subscription confirmed", "confirmed.html", &p, brand)
+        }
         Err(e) => error_page(e),
     }
 }

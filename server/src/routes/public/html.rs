@@ -30,11 +30,67 @@ static PAGES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     env
 });
 
+/// A workspace's look on the pages its readers meet: its name, logo, colours and typeface, as
+/// saved on Settings → Brand, so its readers' pages are the author's, not Herald's.
+#[derive(Clone, Debug, Serialize)]
+pub struct PageBrand {
+    pub name: String,
+    /// `#rrggbb` (checked by `Colour`): safe inside the page's `<style>`.
+    pub accent: String,
+    pub text: String,
+    pub background: String,
+    pub logo_src: String,
+    pub logo_width: u32,
+}
+
+impl PageBrand {
+    /// The workspace's brand; none (Herald's own look) when it cannot be read, so a reader's
+    /// page never fails for its dress.
+    pub async fn of(db: &herald_engine::Db, tenant: herald_engine::TenantId, name: &str) -> Option<(Self, Font)> {
+        match herald_engine::campaigns::brand::get(db, tenant).await {
+            Ok(b) => Some((
+                PageBrand {
+                    name: name.to_string(),
+                    accent: b.theme.accent.to_string(),
+                    text: b.theme.text.to_string(),
+                    background: b.theme.background.to_string(),
+                    logo_src: b.logo_src,
+                    logo_width: b.logo_width.clamp(16, 320),
+                },
+                b.theme.font,
+            )),
+            Err(e) => {
+                tracing::warn!(error = ?e, "a reader's page is shown without its workspace's brand");
+                None
+            }
+        }
+    }
+}
+
+use herald_types::Font;
+
 /// `template` rendered with `values` inside the centred card frame, titled `title`.
 pub fn card_page(status: StatusCode, title: &str, template: &str, values: impl Serialize) -> Response {
+    branded_page(status, title, template, values, None)
+}
+
+/// [`card_page`] in a workspace's brand (see [`PageBrand::of`]).
+pub fn branded_page(
+    status: StatusCode,
+    title: &str,
+    template: &str,
+    values: impl Serialize,
+    brand: Option<(PageBrand, Font)>,
+) -> Response {
     let render = || -> Result<String, minijinja::Error> {
         let body = PAGES.get_template(template)?.render(values)?;
-        PAGES.get_template("frame.html")?.render(context! { title, body => Value::from_safe_string(body) })
+        // The font stack is one of `Font`'s constants, written as CSS: escaping its quotes for
+        // HTML would break it inside `<style>`.
+        let (brand, font) = match brand {
+            Some((b, font)) => (Some(b), Some(Value::from_safe_string(font.stack().to_string()))),
+            None => (None, None),
+        };
+        PAGES.get_template("frame.html")?.render(context! { title, brand, font, body => Value::from_safe_string(body) })
     };
     match render() {
         Ok(html) => (status, Html(html)).into_response(),
@@ -102,5 +158,34 @@ mod tests {
             .and_then(|t| t.render(context! { title => "<script>", message => "a & b" }))
             .expect("renders");
         assert!(page.contains("&lt;script&gt;") && page.contains("a &amp; b") && !page.contains("<script>"), "{page}");
+    }
+
+    #[tokio::test]
+    async fn a_branded_page_carries_the_brand_and_escapes_the_name() {
+        let brand = PageBrand {
+            name: "<b>Tulips</b>".into(),
+            accent: "#be123c".into(),
+            text: "#1f2937".into(),
+            background: "#f4f4f5".into(),
+            logo_src: "https://example.com/logo.png?a=1&b=2".into(),
+            logo_width: 120,
+        };
+        let res = branded_page(
+            StatusCode::OK,
+            "Hi",
+            "message.html",
+            context! { title => "Hi", message => "m" },
+            Some((brand, Font::Serif)),
+        );
+        let body = axum::body::to_bytes(res.into_body(), 1 << 20).await.expect("body");
+        let page = String::from_utf8_lossy(&body);
+        assert!(page.contains("background-color: #be123c"), "{page}");
+        // The font stack as CSS (its quotes intact), the name as text, the logo's address escaped.
+        assert!(page.contains("font-family: Georgia, 'Times New Roman', Times, serif;"), "{page}");
+        assert!(page.contains("&lt;b&gt;Tulips") && !page.contains("<b>Tulips"), "{page}");
+        assert!(page.contains("logo.png?a=1&amp;b=2"), "{page}");
+        let plain = card_page(StatusCode::OK, "Hi", "message.html", context! { title => "Hi", message => "m" });
+        let body = axum::body::to_bytes(plain.into_body(), 1 << 20).await.expect("body");
+        assert!(!String::from_utf8_lossy(&body).contains("branded"));
     }
 }

@@ -21,7 +21,7 @@ use herald_engine::{Db, Email, ListId, TenantId, workspaces};
 
 use minijinja::context;
 
-use super::html::{card_page, error_page, field, form_fields, message_page};
+use super::html::{PageBrand, branded_page, error_page, field, form_fields, message_page};
 use crate::startup::ServerState;
 
 /// The hidden field bots fill in and people never see.
@@ -98,7 +98,8 @@ async fn render(
         name => typed.map(|t| t.name.as_str()).unwrap_or_default(),
         check,
     };
-    Ok(card_page(status, &format!("Subscribe to {}", ws.name), "subscribe.html", values))
+    let brand = PageBrand::of(db, tenant, &ws.name).await;
+    Ok(branded_page(status, &format!("Subscribe to {}", ws.name), "subscribe.html", values, brand))
 }
 
 fn wants_json(headers: &HeaderMap) -> bool {

@@ -12,7 +12,7 @@ use herald_engine::audience::subscribe::{self, Leave};
 use herald_engine::ListId;
 use minijinja::context;
 
-use super::html::{card_page, error_page, field, form_fields, message_page};
+use super::html::{PageBrand, branded_page, error_page, field, form_fields, message_page};
 use crate::startup::ServerState;
 
 /// What the link in a preview or a test send says: it belongs to no reader.
@@ -33,6 +33,7 @@ pub async fn show(State(state): State<ServerState>, Path(token): Path<String>) -
             let list = |(id, name, subscribed): &(ListId, String, bool)| {
                 context! { id => id.to_string(), name, subscribed }
             };
+            let brand = PageBrand::of(&state.app.db, p.tenant, &p.workspace).await;
             let values = context! {
                 email => p.email,
                 workspace => p.workspace,
@@ -40,7 +41,7 @@ pub async fn show(State(state): State<ServerState>, Path(token): Path<String>) -
                 left_everything => p.left_everything,
                 preferences => p.preferences.iter().map(list).collect::<Vec<_>>(),
             };
-            card_page(StatusCode::OK, "Manage your subscription", "unsubscribe.html", values)
+            branded_page(StatusCode::OK, "Manage your subscription", "unsubscribe.html", values, brand)
         }
         Err(e) => error_page(e),
     }
