@@ -107,7 +107,19 @@ async fn a_client_that_hangs_up_gets_the_answer_on_its_retry() {
     stream.write_all(head.as_bytes()).await.expect("head");
     stream.write_all(text.as_bytes()).await.expect("body");
     stream.flush().await.expect("flush");
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Hang up once the request runs (its key claimed), not after a fixed pause: on a busy
+    // machine the server may not have read the body yet, and a request that never arrived is
+    // not the case under test.
+    let claimed_by = tokio::time::Instant::now() + Duration::from_secs(30);
+    while sqlx::query_scalar::<_, i64>("SELECT count(*) FROM api_requests WHERE idempotency_key = 'bulk-1'")
+        .fetch_one(&app.owner)
+        .await
+        .expect("claims")
+        == 0
+    {
+        assert!(tokio::time::Instant::now() < claimed_by, "the request never claimed its key");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     drop(stream);
 
     // The retry waits for the running copy, then gets its answer.
