@@ -70,6 +70,14 @@ test("create a transactional template, send it through the API, see it and its e
   const pixel = /src="([^"]*\/o\/[^"]+)"/.exec(caught[0].html ?? "")?.[1];
   expect(pixel, "the message carries an open pixel").toBeTruthy();
   expect((await request.get(pixel!, { headers: { "User-Agent": "Thunderbird/128" } })).status()).toBe(200);
+  // Opens are stored in batches a moment after the pixel answers, and the page shows what is
+  // stored when it loads (it does not poll): wait until the open is recorded.
+  await expect
+    .poll(async () => {
+      const r = await request.get(`/api/v1/messages/${message.id}`, { headers: { Authorization: `Bearer ${key}` } });
+      return ((await r.json()).events ?? []).map((e: { kind: string }) => e.kind);
+    }, { timeout: 20_000 })
+    .toContain("opened");
 
   // --- The Transactional page lists it; searching by recipient finds it; its events show. ---
   await gotoHydrated(page, `/transactional?q=${encodeURIComponent(to)}`);

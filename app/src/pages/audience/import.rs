@@ -113,7 +113,7 @@ pub fn ImportPage() -> impl IntoView {
 /// The reader's own parts a column can fill, as the column's choices name them.
 const ROLES: [(&str, &str); 6] = [
     ("email", "Email address"),
-    ("name", "Name (full name)"),
+    ("name", "Name"),
     ("first_name", "First name"),
     ("last_name", "Last name"),
     ("tags", "Tags (comma-separated)"),
@@ -165,11 +165,11 @@ fn Mapping(
                                                             let typed = fields.into_iter().map(|f| {
                                                                 let value = format!("attributes.{}", f.key);
                                                                 let selected = guess == value;
-                                                                view! { <option value=value selected=selected>{format!("Field: {} ({})", f.label, f.kind.label())}</option> }
+                                                                view! { <option value=value selected=selected title=f.kind.label()>{format!("Field: {}", f.label)}</option> }
                                                             }).collect_view();
                                                             let untyped = (!is_field).then(|| view! {
                                                                 <option value=attr.clone() selected=guess == attr>
-                                                                    {format!("Text attribute “{}” (no field)", attr.trim_start_matches("attributes."))}
+                                                                    {format!("Text: {}", attr.trim_start_matches("attributes."))}
                                                                 </option>
                                                             });
                                                             view! { {typed} {untyped} }
@@ -193,10 +193,10 @@ fn Mapping(
                     <summary class="cursor-pointer text-indigo-700">"What each choice does"</summary>
                     <dl class="mt-2 grid gap-x-4 gap-y-1 sm:grid-cols-[max-content_1fr]">
                         <dt class="font-medium">"Email address"</dt><dd>"The reader's address: exactly one column. Readers already here are matched on it."</dd>
-                        <dt class="font-medium">"Name, or First and Last name"</dt><dd>"The reader's name. First and last names are joined; a full-name column wins when both are given."</dd>
+                        <dt class="font-medium">"Name, or First name and Last name"</dt><dd>"The reader's name. First and last names are joined; a full-name column wins when both are given."</dd>
                         <dt class="font-medium">"Tags"</dt><dd>"Tag names separated by commas (“vip, early”)."</dd>
                         <dt class="font-medium">"Field: …"</dt><dd>"One of the workspace's typed fields (a number, a date, a choice…): each cell is checked, and a bad one is reported by line."</dd>
-                        <dt class="font-medium">"Text attribute"</dt><dd>"Kept as text under the column's name, for merge tags and segments, with no type checked."</dd>
+                        <dt class="font-medium">"Text: …"</dt><dd>"Kept as text under the column's name (an attribute), for merge tags and segments, with no type checked."</dd>
                         <dt class="font-medium">"Don't import"</dt><dd>"The column is left out."</dd>
                     </dl>
                 </details>
