@@ -87,6 +87,7 @@ pub const SERVER_FNS: &[(&str, Access)] = &[
     ("save_automation", AUTHOR_CHANGES),
     ("change_automation", AUTHOR_CHANGES),
     ("test_automation", AUTHOR_CHANGES),
+    ("preview_automation_mail", VIEWER_READS),
     // pages/automations/list.rs
     ("list_automations", VIEWER_READS),
     // pages/campaigns/ab_results.rs

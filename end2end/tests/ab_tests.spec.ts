@@ -43,8 +43,12 @@ test("test two subjects on half the audience and send the winner to the rest", a
   await expect(page.getByLabel("Version B: subject")).toHaveValue("Subject B");
   await expect(page.getByLabel("Test share (%)")).toHaveValue("50");
 
+  // The confirmation counts the readers and describes the split before anything goes.
   await page.getByRole("button", { name: "Send now" }).click();
-  await page.getByRole("dialog", { name: "Send this campaign now?" }).getByRole("button", { name: "Send now" }).click();
+  const confirmSend = page.getByRole("dialog", { name: "Send this campaign now?" });
+  await expect(confirmSend.getByTestId("send-summary")).toContainText("goes to 12 readers");
+  await expect(confirmSend.getByTestId("send-split")).toContainText("50 % of them (about 6) get one of versions A and B");
+  await confirmSend.getByRole("button", { name: "Send now" }).click();
   // The test share goes out; the rest waits for the winner.
   const results = page.getByTestId("ab-results");
   await expect(results).toBeVisible({ timeout: 30_000 });
@@ -53,7 +57,19 @@ test("test two subjects on half the audience and send the winner to the rest", a
   await expect(page.getByTestId("ab-row-A")).toBeVisible();
   await expect(page.getByTestId("ab-row-B")).toContainText("Subject B");
   const held = Number(await page.getByTestId("count-held").textContent());
+  // Nobody opened anything: no version leads at 0 to 0.
+  await expect(page.getByTestId("ab-status")).toContainText(/No version leads yet|Nothing is sent yet/);
+  await expect(results.getByText("Leads", { exact: true })).toHaveCount(0);
+  // Sending B to the rest cannot be undone: it asks first, and Cancel changes nothing.
   await page.getByTestId("ab-pick-B").click();
+  const pick = page.getByRole("dialog", { name: "Send version B to the rest?" });
+  await expect(pick.getByTestId("ab-pick-summary")).toContainText(`The ${held} reader`);
+  await expect(pick.getByTestId("ab-pick-summary")).toContainText("cannot be undone");
+  await pick.getByRole("button", { name: "Cancel" }).click();
+  await expect(pick).toBeHidden();
+  await expect(page.getByTestId("ab-winner")).toHaveCount(0);
+  await page.getByTestId("ab-pick-B").click();
+  await pick.getByRole("button", { name: "Send B now" }).click();
   await expect(page.getByTestId("ab-winner")).toBeVisible({ timeout: 20_000 });
   await expect(page.getByTestId("ab-row-B")).toContainText("Winner");
   await expect(page.getByTestId("campaign-status")).toHaveText("Sent", { timeout: 90_000 });
@@ -92,8 +108,11 @@ test("test two subjects on half the audience and send the winner to the rest", a
   await expect(page.getByTestId("resend-audience")).toBeVisible();
   await expect(page.getByLabel("Subject", { exact: true })).toHaveValue("In case you missed it");
   await expect(page.getByTestId("eligible-count")).toContainText("12 readers would get this now", { timeout: 20_000 });
+  // The confirmation names who a resend goes to, not the original's lists or segments.
   await page.getByRole("button", { name: "Send now" }).click();
-  await page.getByRole("dialog", { name: "Send this campaign now?" }).getByRole("button", { name: "Send now" }).click();
+  const confirmResend = page.getByRole("dialog", { name: "Send this campaign now?" });
+  await expect(confirmResend.getByTestId("send-summary")).toContainText("goes to the 12 readers of the original campaign who have not opened it");
+  await confirmResend.getByRole("button", { name: "Send now" }).click();
   await expect(page.getByTestId("campaign-status")).toHaveText("Sent", { timeout: 90_000 });
   await expect(page.getByTestId("resend-original")).toHaveAttribute("href", campaignPath);
   await gotoHydrated(page, campaignPath);

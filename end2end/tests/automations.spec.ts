@@ -152,3 +152,69 @@ test("a wait-until step keeps its days, time and zone, beside a list step", asyn
   await expect(page.getByLabel("Time zone", { exact: true })).toHaveValue("Asia/Tokyo");
   await expect(page.getByTestId("automation-step").nth(2)).toContainText("Leave a list");
 });
+
+test("an automation's mail is built from blocks in the brand, previewed before saving, and arrives as built", async ({ page }) => {
+  test.setTimeout(150_000);
+  await signUpWithWorkspace(page, uniqueEmail("blockmail"), `Block mail ${uniqueId()}`);
+  await setUpSender(page);
+  // A brand colour the new mail takes.
+  await gotoHydrated(page, "/settings/brand");
+  await page.getByLabel("Links and buttons (hex)").fill("#be123c");
+  await page.getByRole("button", { name: "Save brand" }).click();
+  await expect(page.getByRole("status").filter({ hasText: "Saved" })).toBeVisible();
+  await gotoHydrated(page, "/audience");
+  await page.getByLabel("Name", { exact: true }).fill("Members");
+  await page.getByLabel("Opt-in").selectOption("single");
+  await page.getByRole("button", { name: "Create list" }).click();
+  await expect(page.getByTestId("lists-table")).toContainText("Members");
+
+  // The welcome mail opens in the campaign editor's blocks, in the brand.
+  await gotoHydrated(page, "/automations/new");
+  const step = page.getByTestId("automation-step").first();
+  const blocks = step.getByTestId("step-blocks");
+  await expect(blocks.getByTestId("block-editor")).toBeVisible();
+  await expect(blocks.locator('[data-testid="block"][data-kind="heading"]')).toHaveCount(1);
+  await blocks.getByTestId("block-style").locator("summary").click();
+  await expect(blocks.getByLabel("Links and buttons", { exact: true })).toHaveValue("#be123c");
+  const heading = blocks.locator('[data-testid="block"][data-kind="heading"]').getByLabel("Heading", { exact: true });
+  await heading.fill("Welcome aboard, {{ reader.name | default('friend') }}");
+
+  // The preview renders the mail as it is in the editor, before any save.
+  await step.getByRole("button", { name: "Preview this mail" }).click();
+  const frame = step.frameLocator('[data-testid="preview-frame"]');
+  await expect(frame.getByRole("heading", { name: "Welcome aboard, Sample Reader" })).toBeVisible({ timeout: 15_000 });
+  // A broken tag is named by its block, and the block is marked.
+  const paragraph = blocks.locator('[data-testid="block"][data-kind="paragraph"]');
+  await paragraph.getByLabel("Text", { exact: true }).fill("Thanks {{ reader.name | nosuchfilter }}.");
+  await expect(step.getByTestId("template-error")).toContainText("(Paragraph)", { timeout: 15_000 });
+  await expect(paragraph).toHaveAttribute("data-template-error", "true");
+  await paragraph.getByLabel("Text", { exact: true }).fill("Thanks for joining, {{ reader.name }}.");
+  await expect(frame.getByText("Thanks for joining, Sample Reader.")).toBeVisible({ timeout: 15_000 });
+  await expect(paragraph).not.toHaveAttribute("data-template-error", "true");
+
+  // Saved, turned on; a reader who joins the list gets the mail as built.
+  await page.getByTestId("save-automation").click();
+  await expect(page).toHaveURL(/\/automations\/[0-9a-f-]{36}$/);
+  await waitForHydration(page);
+  await expect(page.getByTestId("automation-step").first().locator('[data-testid="block"][data-kind="heading"]').getByLabel("Heading", { exact: true }))
+    .toHaveValue("Welcome aboard, {{ reader.name | default('friend') }}");
+  await page.getByTestId("start-automation").click();
+  await expect(page.getByTestId("automation-state")).toHaveText("Live");
+  const reader = uniqueEmail("blockmail-reader");
+  await gotoHydrated(page, "/audience/readers");
+  await page.getByLabel("Email", { exact: true }).fill(reader);
+  await page.getByLabel("Name", { exact: true }).fill("Rosa");
+  await page.getByLabel("Add to list (confirmed)").selectOption({ label: "Members" });
+  await page.getByRole("button", { name: "Add reader" }).click();
+  await expect(page.getByTestId("readers-table")).toContainText(reader);
+  await expect
+    .poll(
+      async () => {
+        const all = (await (await page.request.get("/dev/inbox/messages.json")).json()) as (Caught & { html: string | null })[];
+        const mine = all.filter((m) => m.to.includes(reader));
+        return mine.map((m) => [m.subject, /Welcome aboard, Rosa/.test(m.html ?? ""), /Thanks for joining, Rosa\./.test(m.html ?? ""), /#be123c/i.test(m.html ?? "")]);
+      },
+      { timeout: 45_000 },
+    )
+    .toEqual([[expect.stringContaining("Welcome to"), true, true, true]]);
+});

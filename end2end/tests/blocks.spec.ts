@@ -4,7 +4,7 @@
 // at phone width, sends a test to the dev inbox and sees the image load there; a reload keeps
 // every block.
 import type { Locator, Page } from "@playwright/test";
-import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, setUpSender, waitForHydration, gotoHydrated, dropImage } from "./helpers";
+import { test, expect, uniqueEmail, uniqueId, signUpWithWorkspace, setUpSender, waitForHydration, gotoHydrated, dropImage, listWithReaders } from "./helpers";
 
 async function kinds(page: Page): Promise<string[]> {
   return page.getByTestId("block").evaluateAll((els) => els.map((e) => e.getAttribute("data-kind") ?? ""));
@@ -99,7 +99,15 @@ test("build a campaign from blocks: edit, add an image, reorder by keyboard and 
   await expect(phone).toHaveAttribute("data-width", "phone");
   expect(Math.round((await phone.boundingBox())?.width ?? 0)).toBe(390);
   await page.getByRole("button", { name: "Desktop", exact: true }).click();
+  // The desktop view lays the mail out at a desktop client's width (scaled into the column),
+  // not at the column's phone-like 400-odd pixels.
+  await expect(page.getByTestId("preview-frame")).toHaveAttribute("data-width", "desktop");
+  await expect.poll(() => page.getByTestId("preview-frame").evaluate((el) => (el as HTMLElement).clientWidth)).toBeGreaterThanOrEqual(700);
   expect((await page.getByTestId("preview-frame").boundingBox())?.width ?? 0).toBeGreaterThan(400);
+  // Sending, scheduling and a test are in view beside the content, without scrolling.
+  for (const name of ["Send now", "Schedule…", "Send test"]) {
+    await expect(page.getByRole("button", { name, exact: true })).toBeInViewport();
+  }
 
   // --- A reload keeps every block, in order. ---
   await page.reload();
@@ -145,4 +153,60 @@ test("switching an untouched starter to Markdown asks nothing; edited blocks ask
   await page.getByRole("radio", { name: "Blocks" }).check();
   await expect.poll(() => kinds(page)).toEqual(["paragraph"]);
   await expect(page.getByTestId("save-status")).toContainText("Saved at", { timeout: 15_000 });
+});
+
+test("a merge-tag mistake names its block in the preview, the test send and the send panel, and the block is marked", async ({
+  page,
+}) => {
+  test.setTimeout(120_000);
+  await signUpWithWorkspace(page, uniqueEmail("blockerr"), `Block errors ${uniqueId()}`);
+  await setUpSender(page);
+  await listWithReaders(page, "Weekly", [uniqueEmail("blockerr-reader")]);
+  await gotoHydrated(page, "/campaigns");
+  await page.getByLabel("Campaign name", { exact: true }).fill("Broken tag");
+  await page.getByRole("button", { name: "New campaign" }).click();
+  await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
+  await waitForHydration(page);
+  await page.getByLabel("Subject", { exact: true }).fill("Hello");
+  const paragraph = block(page, "paragraph");
+  await paragraph.getByLabel("Text", { exact: true }).fill("Hi {{ reader.name | nosuchfilter }}, welcome.");
+  await saved(page);
+
+  // The preview names the second block, the paragraph — not a line and column of the HTML.
+  const error = page.getByTestId("template-error");
+  await expect(error).toContainText("block 2 (Paragraph)", { timeout: 15_000 });
+  await expect(error).toContainText("nosuchfilter");
+  await expect(error).not.toContainText("line");
+  // The block is marked in the editor, with the message beside its text.
+  await expect(paragraph).toHaveAttribute("data-template-error", "true");
+  await expect(paragraph.getByText("The template has an error here")).toBeVisible();
+  await expect(block(page, "heading")).not.toHaveAttribute("data-template-error", "true");
+
+  // The test send says the same.
+  await page.getByRole("button", { name: "Send test" }).click();
+  await expect(page.getByRole("alert").filter({ hasText: "block 2 (Paragraph)" }).first()).toBeVisible({ timeout: 15_000 });
+
+  // And so does the send.
+  await page.getByRole("tab", { name: "Settings" }).click();
+  await page.getByTestId("campaign-lists").getByLabel("Weekly").check();
+  await saved(page);
+  await page.getByRole("button", { name: "Send now" }).click();
+  await page.getByRole("dialog", { name: "Send this campaign now?" }).getByRole("button", { name: "Send now" }).click();
+  await expect(page.getByText("Fix the template first: body, block 2 (Paragraph)")).toBeVisible({ timeout: 15_000 });
+  await expect(page.getByTestId("campaign-status")).toHaveCount(0);
+
+  // Fixed, the mark goes and the preview shows the mail.
+  await page.getByRole("tab", { name: "Content" }).click();
+  await paragraph.getByLabel("Text", { exact: true }).fill("Hi {{ reader.name }}, welcome.");
+  await saved(page);
+  await expect(page.frameLocator('[data-testid="preview-frame"]').getByText("Hi Sample Reader, welcome.")).toBeVisible({ timeout: 15_000 });
+  await expect(paragraph).not.toHaveAttribute("data-template-error", "true");
+
+  // On a phone the block's toolbar wraps as one group: "Delete" never sits alone on a line.
+  await page.setViewportSize({ width: 390, height: 844 });
+  const duplicate = await paragraph.getByRole("button", { name: "Duplicate" }).boundingBox();
+  const remove = await paragraph.getByRole("button", { name: "Delete" }).boundingBox();
+  const up = await paragraph.getByRole("button", { name: "Move the paragraph block up" }).boundingBox();
+  expect(Math.round(remove?.y ?? -1)).toBe(Math.round(duplicate?.y ?? -2));
+  expect(Math.round(remove?.y ?? -1)).toBe(Math.round(up?.y ?? -2));
 });

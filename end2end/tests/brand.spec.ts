@@ -36,6 +36,15 @@ test("brand a workspace, start from a layout, save a template and start again fr
   await waitForHydration(page);
   await expect(page.getByLabel("Links and buttons (hex)")).toHaveValue("#be123c");
   await expect(page.getByLabel("Font")).toHaveValue("serif");
+  // The preview follows an edit before it is saved; leaving without saving keeps the saved brand.
+  await page.getByLabel("Links and buttons (hex)").fill("#1d4ed8");
+  await page.getByLabel("Footer text").fill("Draft footer, not saved yet.");
+  await expect(preview.locator("body")).toContainText("Draft footer, not saved yet.", { timeout: 15_000 });
+  expect(await page.getByTestId("brand-preview").getAttribute("srcdoc")).toContain("#1d4ed8");
+  await page.reload();
+  await waitForHydration(page);
+  await expect(page.getByLabel("Links and buttons (hex)")).toHaveValue("#be123c");
+  await expect(preview.locator("body")).toContainText("Tulip Weekly: notes for people who grow things.");
 
   // --- Start from the announcement layout: the campaign already wears the brand. ---
   await gotoHydrated(page, "/campaigns");

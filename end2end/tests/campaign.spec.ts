@@ -50,6 +50,8 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   // --- A new draft, from the campaigns page. ---
   await gotoHydrated(page, "/campaigns");
   await expect(page.getByTestId("campaigns-empty")).toBeVisible();
+  // The postal address is given already: the empty state does not ask for it again.
+  await expect(page.getByTestId("campaigns-before-first-send")).not.toContainText("postal address");
   await page.getByLabel("Campaign name").fill("November issue");
   await page.getByRole("button", { name: "New campaign" }).click();
   await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);
@@ -119,7 +121,7 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   await page.getByRole("button", { name: "Send now" }).click();
   const dialog = page.getByRole("dialog", { name: "Send this campaign now?" });
   await expect(dialog).toBeVisible();
-  await expect(dialog.getByTestId("send-summary")).toContainText("up to 3 confirmed readers on 1 list (Weekly)");
+  await expect(dialog.getByTestId("send-summary")).toContainText("goes to 3 readers: those confirmed on the list “Weekly”");
   await dialog.getByRole("button", { name: "Send now" }).click();
 
   // --- The same page becomes the progress view and follows the send to the end. ---

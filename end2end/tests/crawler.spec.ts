@@ -374,6 +374,30 @@ test.describe("crawler", () => {
     expect(unknown, "routes with no seeded path: add them to `herald admin seed-states`").toEqual([]);
   });
 
+  // The readers' hosted pages (subscribe, unsubscribe and preferences) are the server's, not
+  // the app's routes: walked here with the seeded long names, which must wrap on a phone.
+  test("the readers' public pages", async () => {
+    test.setTimeout(240_000);
+    const pages = paths["public"] ?? [];
+    expect(pages.length, "`herald admin seed-states` gave no public pages").toBeGreaterThan(2);
+    for (const size of WIDTHS) {
+      for (const path of pages) {
+        const what = `${path.slice(0, 40)} at ${size.width} px`;
+        const page = await visitor.newPage();
+        await page.setViewportSize({ width: size.width, height: size.height });
+        const w = watch(page);
+        await page.goto(path);
+        await expect(page.locator("main")).toBeVisible();
+        await expect(page.getByText("GardenersQuarterly").first()).toBeVisible();
+        await expectClean(page, w, what);
+        await expectNoOverflow(page, what);
+        await expectUsableControls(page, what);
+        await expectAccessible(page, what);
+        await page.close();
+      }
+    }
+  });
+
   for (const route of routes) {
     test(`route ${route}`, async () => {
       test.setTimeout(480_000);

@@ -70,7 +70,7 @@ test("build a segment with a tag and an engagement condition, then send to it", 
   await expect(page.getByTestId("eligible-count")).toContainText("2 readers would get this now", { timeout: 20_000 });
   await page.getByRole("button", { name: "Send now" }).click();
   const dialog = page.getByRole("dialog", { name: "Send this campaign now?" });
-  await expect(dialog.getByTestId("send-summary")).toContainText("VIPs who never opened");
+  await expect(dialog.getByTestId("send-summary")).toContainText("goes to 2 readers: those in the segment “VIPs who never opened”");
   await dialog.getByRole("button", { name: "Send now" }).click();
   await expect(page.getByTestId("campaign-status")).toHaveText("Sent", { timeout: 90_000 });
   await expect(page.getByTestId("count-sent")).toHaveText("2");

@@ -128,6 +128,15 @@ test("adding a reader resets the form without marking it invalid", async ({ page
   await expect(page.locator("#new-email:user-invalid")).toHaveCount(0);
   const border = await email.evaluate((el) => getComputedStyle(el).borderColor);
   expect(border, "a neutral border, not the invalid red").not.toMatch(/rgb\((2[0-9]{2}), ([0-9]{1,2}|1[0-4][0-9]), /);
+
+  // So does creating a list: its required Name, emptied for the next list, is not red.
+  await gotoHydrated(page, "/audience");
+  const name = page.getByLabel("Name", { exact: true });
+  await name.fill("Reset list");
+  await page.getByRole("button", { name: "Create list" }).click();
+  await expect(page.getByTestId("lists-table")).toContainText("Reset list");
+  await expect(page.getByLabel("Name", { exact: true })).toHaveValue("");
+  await expect(page.locator("#list-name:user-invalid")).toHaveCount(0);
 });
 
 // Dates in the author's own way of writing them: a German author in Berlin reads

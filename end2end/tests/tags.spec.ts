@@ -43,6 +43,8 @@ test("tag readers one by one and in bulk, then rename and delete a tag", async (
   const row = (name: string) => page.getByTestId("tag-row").filter({ has: page.getByTestId("tag-name").getByText(name, { exact: true }) });
   await expect(row("Newsletter fans").getByTestId("tag-count")).toHaveText("2 readers");
   await expect(row("early bird").getByTestId("tag-count")).toHaveText("0 readers");
+  // Shown as typed: no style capitalises it into "Early bird" (innerText is what is rendered).
+  expect(await row("early bird").getByTestId("tag-name").evaluate((el) => (el as HTMLElement).innerText)).toBe("early bird");
   await row("Newsletter fans").getByRole("button", { name: "Rename Newsletter fans" }).click();
   await page.getByLabel("New name").fill("Fans");
   await page.getByRole("button", { name: "Save" }).click();

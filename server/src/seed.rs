@@ -23,8 +23,12 @@ use herald_engine::{Db, Email, Role, api_keys, invites, users, workspaces};
 
 use crate::config::Config;
 
-/// Route pattern (as the app declares it) → concrete paths, one per state worth seeing.
+/// Route pattern (as the app declares it) → concrete paths, one per state worth seeing; under
+/// `public`, the readers' hosted pages (served by the server, not the app).
 pub type Paths = BTreeMap<String, Vec<String>>;
+
+/// What the long names are made of (see where they are seeded).
+const LONG_NAME: &str = "GardenersQuarterlyTulipsDaffodilsCrocusesAndEverythingElseThatBloomsInSpring";
 
 fn input<T: serde::de::DeserializeOwned>(v: Value) -> anyhow::Result<T> {
     Ok(serde_json::from_value(v)?)
@@ -138,6 +142,46 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
         herald_engine::audience::tags::add_to_reader(&db, tenant, Role::Owner, id, &tags).await.map_err(clear)?;
     }
     let reader = first_reader.context("no reader")?;
+    // Names as long as the forms allow, without a space to break at: every page that shows
+    // them must wrap or truncate them, phones and the readers' public pages included.
+    let long = |n: usize| LONG_NAME.chars().cycle().take(n).collect::<String>();
+    let long_list = lists::create(&db, tenant, Role::Owner, &lists::ListInput { name: long(77), ..list("long") })
+        .await
+        .map_err(clear)?;
+    let long_reader = readers::add(
+        &db,
+        tenant,
+        Role::Owner,
+        &format!("{}@example.com", long(60).to_lowercase()),
+        &long(77),
+        &[news.id, long_list.id],
+        &origin,
+    )
+    .await
+    .map_err(clear)?;
+    herald_engine::audience::tags::add_to_reader(&db, tenant, Role::Owner, long_reader, &[long(50)])
+        .await
+        .map_err(clear)?;
+    let long_field = herald_types::FieldInput {
+        key: "favourite".into(),
+        label: long(60),
+        kind: herald_types::FieldKind::Text,
+        choices: vec![],
+    };
+    herald_engine::audience::fields::create(&db, tenant, Role::Owner, &long_field).await.map_err(clear)?;
+    let long_segment = input::<herald_types::SegmentInput>(json!({
+        "name": long(80),
+        "definition": {"match": "all", "rules": [{"kind": "list", "list_id": long_list.id, "state": "subscribed"}]}
+    }))?;
+    herald_engine::audience::segments::create(&db, tenant, Role::Owner, &long_segment).await.map_err(clear)?;
+    add("/audience/readers/:id", format!("/audience/readers/{long_reader}"));
+    // The readers' own pages, for the crawler's walk of the public pages: the workspace's and the
+    // long list's subscribe forms, and the long reader's unsubscribe and preference page.
+    add("public", format!("/s/{}", workspace.slug));
+    add("public", format!("/s/{}/{}", workspace.slug, long_list.slug));
+    let leave =
+        herald_engine::audience::subscribe::unsubscribe_url(&signer, "", tenant, long_reader, Some(long_list.id));
+    add("public", leave);
     let values = json!({"plan": "Pro", "birthday": "1815-12-10", "seats": 3, "city": "London"});
     readers::update(&db, tenant, Role::Owner, reader, "Ada Lovelace", values, &origin).await.map_err(clear)?;
     add("/audience/readers/:id", format!("/audience/readers/{reader}"));
@@ -315,6 +359,8 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
     force_campaign(&db, tenant, edition.into(), "sent").await?;
     add("/campaigns/:id", format!("/campaigns/{}", parent.id));
     add("/campaigns/:id", format!("/campaigns/{edition}"));
+    let long_campaign = store::create(&db, tenant, Role::Owner, &draft(&long(120))?).await.map_err(clear)?;
+    add("/campaigns/:id", format!("/campaigns/{}", long_campaign.id));
     // The campaign list as it is, filtered, and filtered to nothing.
     add("/campaigns", "/campaigns".to_string());
     add("/campaigns", "/campaigns?q=e&status=sent&from=2020-01-01".to_string());
@@ -369,7 +415,9 @@ pub async fn run(config: &Config, owner: &str) -> anyhow::Result<Paths> {
                {"action": {"kind": "subscribe", "list_id": news.id}}, {"action": {"kind": "exit"}}]),
     )?;
     let draft = automations::create(&db, tenant, Role::Owner, &draft).await.map_err(clear)?;
-    for id in [welcome.id, receipt.id, old.id, draft.id] {
+    let long_automation = automation(&long(150), json!({"kind": "event", "name": "long"}), json!([email("Long")]))?;
+    let long_automation = automations::create(&db, tenant, Role::Owner, &long_automation).await.map_err(clear)?;
+    for id in [welcome.id, receipt.id, old.id, draft.id, long_automation.id] {
         add("/automations/:id", format!("/automations/{id}"));
     }
     add("/automations/:id", "/automations/new".to_string());

@@ -23,9 +23,10 @@ string_enum!(
 );
 
 impl AbMetric {
+    /// Short enough for a phone's select; opens by privacy proxies never count (said beside it).
     pub fn label(self) -> &'static str {
         match self {
-            AbMetric::Opens => "Unique opens (without machine opens)",
+            AbMetric::Opens => "Unique opens",
             AbMetric::Clicks => "Unique clicks",
         }
     }
@@ -161,6 +162,15 @@ impl AbResults {
         }
         best.0
     }
+
+    /// The version ahead of every other, for the pages: none while two or more share the best
+    /// rate (a test at 0 to 0 has no leader yet, though a winner picked then would be A).
+    pub fn clear_leader(&self) -> Option<u8> {
+        let leader = self.leader();
+        let best = self.variants.iter().find(|v| v.variant == leader)?.rate(self.metric);
+        let tied = self.variants.iter().filter(|v| v.rate(self.metric) == best).count();
+        (tied == 1).then_some(leader)
+    }
 }
 
 /// `POST /api/v1/campaigns/{id}/pick-winner`: the version to send to the rest, or none for the
@@ -212,6 +222,13 @@ mod tests {
         assert_eq!(r.leader(), 1);
         r.variants[1].unique_clicks = 0;
         assert_eq!(r.leader(), 0, "all clicks equal per message: A");
+        assert_eq!(r.clear_leader(), None, "a tie has no leader on the page");
+        r.metric = AbMetric::Opens;
+        assert_eq!(r.clear_leader(), None, "B and C share 40 %");
+        r.variants[2].unique_opens = 39;
+        assert_eq!(r.clear_leader(), Some(1));
+        let none = AbResults { variants: vec![v(0, 10, 0, 0), v(1, 10, 0, 0)], ..Default::default() };
+        assert_eq!((none.leader(), none.clear_leader()), (0, None), "0 to 0: A would win, nobody leads");
         assert_eq!(variant_label(2), 'C');
     }
 }

@@ -315,7 +315,7 @@ impl StepAction {
     fn validate(&self) -> Result<(), Invalid> {
         let mut problems = Problems::default();
         match self {
-            StepAction::Email { subject, body, .. } => {
+            StepAction::Email { subject, body, body_format, .. } => {
                 if subject.trim().is_empty() {
                     problems.add("subject", "Write a subject.");
                 } else if subject.chars().count() > 500 || subject.chars().any(char::is_control) {
@@ -323,6 +323,9 @@ impl StepAction {
                 }
                 if body.len() > MAX_BODY_BYTES {
                     problems.add("body", "The body is larger than 1 MiB.");
+                } else if *body_format == BodyFormat::Blocks {
+                    // Keyed as a campaign's (`body.blocks.2.text`), under the step's prefix.
+                    problems.check(crate::BlockDocument::parse(body).and_then(|doc| doc.validate()));
                 }
             }
             StepAction::Wait { amount, .. } => {
@@ -617,6 +620,27 @@ mod tests {
         assert!(e.message_for("steps.2.amount").is_some());
         assert!(e.message_for("steps.0.amount").is_none());
         assert!(input(vec![StepAction::Exit]).validate().is_ok());
+
+        // A mail built from blocks is checked as a campaign's, its blocks' problems under the step.
+        let blocks = |body: &str| StepAction::Email {
+            subject: "Hi".into(),
+            preheader: String::new(),
+            body_format: BodyFormat::Blocks,
+            body: body.into(),
+        };
+        let e = input(vec![
+            StepAction::Exit,
+            blocks(r#"{"version": 1, "blocks": [{"type": "heading", "text": " ", "level": 1}]}"#),
+        ])
+        .validate()
+        .expect_err("an empty heading");
+        assert!(e.message_for("steps.1.body.blocks.0.text").is_some(), "{e:?}");
+        assert!(input(vec![blocks("not a document")]).validate().is_err());
+        assert!(
+            input(vec![blocks(r#"{"version": 1, "blocks": [{"type": "paragraph", "text": "Hello"}]}"#)])
+                .validate()
+                .is_ok()
+        );
     }
 
     #[test]

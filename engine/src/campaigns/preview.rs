@@ -35,8 +35,11 @@ pub const TEST_SEND_BURST: u32 = 20;
 pub struct PreviewOutcome {
     /// `None` when the template has an error.
     pub rendered: Option<PreviewMessage>,
-    /// "body, line 3, column 7: …" — shown before sending.
+    /// "body, line 3, column 7: …" or "body, block 3 (Paragraph): …" — shown before sending.
     pub error: Option<String>,
+    /// The field the error is in, as the editor names it (`subject`, `body`,
+    /// `body.blocks.2.text`), to mark it there.
+    pub error_at: Option<String>,
     /// Who it was rendered as.
     pub as_reader: String,
 }
@@ -103,16 +106,15 @@ pub(super) async fn render_as(
     reader: &Sample,
     unsubscribe: &str,
     web_version: &str,
-) -> Result<Result<Rendered, String>> {
+) -> Result<Result<Rendered, message::TemplateError>> {
     let turn = Turn::request(tenant);
     let compiled = match CompiledCampaign::compile(&super::store::content(campaign), workspace, turn).await? {
         Ok(c) => c,
-        Err(e) => return Ok(Err(e.to_string())),
+        Err(e) => return Ok(Err(e)),
     };
     let recipient = Recipient { email: &reader.email, name: &reader.name, attributes: &reader.attributes };
     let ctx = MessageContext { unsubscribe_url: unsubscribe, web_version_url: web_version };
-    let rendered = compiled.render(&recipient, &ctx).await?;
-    Ok(rendered.map_err(|e| e.to_string()))
+    Ok(compiled.render(&recipient, &ctx).await?)
 }
 
 /// Renders the saved campaign as `reader` (or a sample reader).
@@ -133,9 +135,15 @@ pub async fn preview(
         Ok(r) => PreviewOutcome {
             rendered: Some(PreviewMessage { subject: r.subject, html: r.html, text: r.text }),
             error: None,
+            error_at: None,
             as_reader,
         },
-        Err(e) => PreviewOutcome { rendered: None, error: Some(e), as_reader },
+        Err(e) => PreviewOutcome {
+            rendered: None,
+            error: Some(e.to_string()),
+            error_at: Some(e.location().to_string()),
+            as_reader,
+        },
     })
 }
 
@@ -148,21 +156,33 @@ pub async fn preview_document(
     tenant: TenantId,
     doc: &herald_types::BlockDocument,
 ) -> Result<std::result::Result<String, String>> {
-    let (workspace, sample) = load_context(db, tenant, None).await?;
     let content = message::CampaignContent {
         subject: String::new(),
         preheader: String::new(),
         format: herald_types::BodyFormat::Blocks,
         body: doc.to_json(),
     };
-    let compiled = match CompiledCampaign::compile(&content, &workspace, Turn::request(tenant)).await? {
+    Ok(preview_content(db, base_url, tenant, &content).await?.map(|r| r.html).map_err(|e| e.to_string()))
+}
+
+/// Mail that is stored nowhere yet (an automation's mail step as its editor holds it), rendered
+/// as a sample reader sees it; a template mistake is the inner error, with its block named.
+#[tracing::instrument(skip_all, fields(%tenant))]
+pub async fn preview_content(
+    db: &Db,
+    base_url: &str,
+    tenant: TenantId,
+    content: &message::CampaignContent,
+) -> Result<std::result::Result<Rendered, message::TemplateError>> {
+    let (workspace, sample) = load_context(db, tenant, None).await?;
+    let compiled = match CompiledCampaign::compile(content, &workspace, Turn::request(tenant)).await? {
         Ok(c) => c,
-        Err(e) => return Ok(Err(e.to_string())),
+        Err(e) => return Ok(Err(e)),
     };
     let recipient = Recipient { email: &sample.email, name: &sample.name, attributes: &sample.attributes };
     let (unsubscribe, web_version) = (preview_unsubscribe_url(base_url), preview_web_version_url(base_url));
     let ctx = MessageContext { unsubscribe_url: &unsubscribe, web_version_url: &web_version };
-    Ok(compiled.render(&recipient, &ctx).await?.map(|r| r.html).map_err(|e| e.to_string()))
+    Ok(compiled.render(&recipient, &ctx).await?)
 }
 
 /// Sends the campaign, rendered as a sample reader, to up to five addresses through the

@@ -236,7 +236,7 @@ impl Failure {
 
     fn into_failure(self, field: &'static str) -> RenderFailure {
         RenderFailure {
-            error: TemplateError { field, line: self.line, column: self.column, message: self.message },
+            error: TemplateError { field, line: self.line, column: self.column, message: self.message, block: None },
             mistake: self.mistake,
         }
     }

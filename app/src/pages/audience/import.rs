@@ -303,7 +303,7 @@ fn Progress(d: Import, start: ServerAction<StartImport>, discard: ServerAction<D
                 }
             })}
             {failed.then(move || view! { <DiscardButton id=discard_id discard=discard/> })}
-            {done.then(|| view! { <a href="/audience/readers" class="btn-secondary mt-6 inline-block">"See the readers"</a> })}
+            {done.then(|| view! { <a href="/audience/readers" class="btn-secondary mt-6">"See the readers"</a> })}
         </Card>
     }
 }

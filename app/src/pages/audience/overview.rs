@@ -129,12 +129,22 @@ fn ListForm(save: ServerAction<SaveList>, editing: RwSignal<Option<List>>) -> im
     // A new list starts as double opt-in and public.
     let opt_in = move || editing.with(|e| e.as_ref().map(|l| l.opt_in).unwrap_or_default().as_str());
     let visibility = move || editing.with(|e| e.as_ref().map(|l| l.visibility).unwrap_or_default().as_str());
+    // Once saved, the form is reset for the next list: a reset (not a re-render) also forgets
+    // that the fields were touched, so the empty required Name is not outlined red as invalid.
+    let form = NodeRef::<leptos::html::Form>::new();
+    Effect::new(move |_| {
+        if matches!(save.value().get(), Some(Ok(())))
+            && let Some(form) = form.get()
+        {
+            form.reset();
+        }
+    });
     view! {
         <Card title="">
             <h2 class="mb-4 text-lg font-medium text-slate-900">
                 {move || if editing.with(Option::is_some) { "Edit list" } else { "Create a list" }}
             </h2>
-            <ActionForm action=save attr:class="grid grid-cols-1 gap-4 sm:grid-cols-2">
+            <ActionForm action=save node_ref=form attr:class="grid grid-cols-1 gap-4 sm:grid-cols-2">
                 <input type="hidden" name="id" prop:value=move || get(|l| l.id.to_string())/>
                 <div>
                     <label for="list-name" class="label">"Name"</label>

@@ -214,7 +214,7 @@ fn ReaderBody(
                     {r.tags.iter().cloned().map(|t| {
                         let (id, label) = (r.id, format!("Remove tag {t}"));
                         view! {
-                            <li class="badge inline-flex items-center gap-1" data-testid="reader-tag">
+                            <li class="badge inline-flex max-w-full items-center gap-1 break-all normal-case" data-testid="reader-tag">
                                 {t.clone()}
                                 {(!ro).then(move || view! {
                                     <ActionForm action=untag attr:class="inline">

@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 
-use crate::components::ui::{Card, LocalTimeOf, percent_label};
+use crate::components::ui::{Card, ConfirmDialog, LocalTimeOf, percent_label};
 use crate::error::AppError;
 use herald_types::ab_test::variant_label;
 use herald_types::{AbMetric, AbResults, CampaignId};
@@ -42,8 +42,9 @@ pub fn AbResultsCard(
     #[prop(default = None)] pick: Option<ServerAction<PickAbWinner>>,
 ) -> impl IntoView {
     let metric = results.metric;
-    let leader = results.leader();
+    let leader = results.clear_leader();
     let decided = results.winner;
+    let held = results.held;
     let rate = move |n: i64, sent: i64| percent_label(herald_types::campaign::rate(n, sent));
     let status = match (decided, results.decide_at) {
         (Some(w), _) => view! {
@@ -55,7 +56,11 @@ pub fn AbResultsCard(
         (None, Some(at)) => view! {
             {format!("{} readers wait for the winner, chosen by {} on ", results.held, metric.label().to_lowercase())}
             <LocalTimeOf at=at/>
-            {format!(". Version {} leads.", variant_label(leader as usize))}
+            {match leader {
+                Some(l) => format!(". Version {} leads.", variant_label(l as usize)),
+                None if results.variants.iter().all(|v| v.sent == 0) => ". Nothing is sent yet.".to_string(),
+                None => ". No version leads yet.".to_string(),
+            }}
         }
         .into_any(),
         (None, None) => format!("Starts with the send: {} % of the audience tests the versions.", results.test_percent).into_any(),
@@ -76,7 +81,7 @@ pub fn AbResultsCard(
                         {results.variants.into_iter().map(|v| {
                             let label = variant_label(v.variant as usize);
                             let won = decided == Some(v.variant);
-                            let leads = decided.is_none() && v.variant == leader && v.sent > 0;
+                            let leads = decided.is_none() && leader == Some(v.variant) && v.sent > 0;
                             let strong = |m: AbMetric| if m == metric { "font-semibold text-slate-900" } else { "text-slate-600" };
                             view! {
                                 <tr data-testid=format!("ab-row-{label}") class=if won { "bg-emerald-50" } else { "" }>
@@ -93,14 +98,32 @@ pub fn AbResultsCard(
                                     <td class=format!("text-right tabular-nums {}", strong(AbMetric::Clicks))>
                                         {format!("{} ({})", v.unique_clicks, rate(v.unique_clicks, v.sent))}
                                     </td>
-                                    {pick.map(|pick| view! {
-                                        <td class="pl-3 text-right">
-                                            <button type="button" class="btn-secondary whitespace-nowrap text-xs"
-                                                data-testid=format!("ab-pick-{label}") disabled=move || pick.pending().get()
-                                                on:click=move |_| { pick.dispatch(PickAbWinner { id, variant: v.variant }); }>
-                                                {format!("Send {label} to the rest")}
-                                            </button>
-                                        </td>
+                                    {pick.map(|pick| {
+                                        // It cannot be undone: the held readers get this version.
+                                        let ask = RwSignal::new(false);
+                                        let subject = v.subject.clone();
+                                        view! {
+                                            <td class="pl-3 text-right">
+                                                <button type="button" class="btn-secondary whitespace-nowrap text-xs"
+                                                    data-testid=format!("ab-pick-{label}") disabled=move || pick.pending().get()
+                                                    on:click=move |_| ask.set(true)>
+                                                    {format!("Send {label} to the rest")}
+                                                </button>
+                                                <div class="text-left whitespace-normal">
+                                                    <ConfirmDialog open=ask title=format!("Send version {label} to the rest?")
+                                                        confirm_label=format!("Send {label} now")
+                                                        on_confirm=move |()| { pick.dispatch(PickAbWinner { id, variant: v.variant }); }>
+                                                        <p data-testid="ab-pick-summary">
+                                                            {format!(
+                                                                "The {held} reader{} still waiting get version {label} (“{subject}”) now, and the test ends: \
+                                                                 this cannot be undone.",
+                                                                if held == 1 { "" } else { "s" },
+                                                            )}
+                                                        </p>
+                                                    </ConfirmDialog>
+                                                </div>
+                                            </td>
+                                        }
                                     })}
                                 </tr>
                             }

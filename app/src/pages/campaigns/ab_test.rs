@@ -121,7 +121,8 @@ pub fn AbTestFields(form: Form) -> impl IntoView {
                         </div>
                     </div>
                     <p class="text-xs text-slate-500">
-                        "The rest of the audience waits; when the window ends the version with the best rate goes to them. "
+                        "The rest of the audience waits; when the window ends the version with the best rate goes to them "
+                        "(opens by privacy proxies, which open every message, do not count). "
                         "You can pick one earlier on the campaign's page. Needs tracking on (per reader)."
                     </p>
                 </div>

@@ -1,7 +1,8 @@
-//! The block editor: a campaign body built from blocks (heading, paragraph, image,
-//! button, columns…) instead of written as Markdown or HTML. It edits a
-//! [`herald_types::BlockDocument`] and writes it, as JSON, into the form's `body` after every
-//! change, so the editor's autosave, preview and test send work unchanged.
+//! The block editor: a mail's body built from blocks (heading, paragraph, image,
+//! button, columns…) instead of written as Markdown or HTML — a campaign's, or an automation
+//! mail step's (the one editor for both). It edits a [`herald_types::BlockDocument`] and writes
+//! it, as JSON, into its [`BlockBody`]'s `body` after every change, so the campaign editor's
+//! autosave, preview and test send work unchanged.
 //!
 //! Blocks are reordered by dragging their handle (pointer events, so touch works too) or, with the keyboard, by
 //! Alt+↑/↓ anywhere inside a block. Undo and redo keep whole-document snapshots: one before each
@@ -14,10 +15,25 @@
 use leptos::html;
 use leptos::prelude::*;
 
-use super::editor_form::Form;
 use crate::components::upload::{LibraryPicker, UploadList, UploadState, drags_files, upload_chosen, upload_dropped};
 use herald_types::blocks::{BLOCK_KINDS, CONTENT_WIDTH, CURRENT_VERSION};
-use herald_types::{Block, BlockDocument, Column, Font, Media, SocialLink, Theme};
+use herald_types::{Block, BlockDocument, Column, FieldError, Font, Media, SocialLink, Theme};
+
+/// What the block editor edits: a body kept as JSON in a signal, wherever it belongs (a
+/// campaign's form, an automation's mail step), and the problems found in it.
+#[derive(Clone, Copy)]
+pub struct BlockBody {
+    /// The document as JSON, written after every change.
+    pub body: RwSignal<String>,
+    /// Called after every change (the campaign editor's autosave countdown).
+    pub changed: Callback<()>,
+    /// The last save's problems, keyed as a campaign's are (`body`, `body.blocks.2.text`).
+    pub errors: Signal<Vec<FieldError>>,
+    /// The template error the preview ran into, keyed the same way.
+    pub render_error: Signal<Option<FieldError>>,
+    /// Starts every element id, so that two editors can share a page.
+    pub ids: StoredValue<String>,
+}
 
 /// A block in the editor: a key that survives reordering (so its inputs keep their DOM nodes)
 /// and its content.
@@ -41,11 +57,11 @@ struct Doc {
     drop_target: RwSignal<Option<u64>>,
     /// Colours and font (not part of undo: the style panel sets them directly).
     theme: RwSignal<Theme>,
-    form: Form,
+    source: BlockBody,
 }
 
 impl Doc {
-    fn new(form: Form, document: BlockDocument) -> Self {
+    fn new(source: BlockBody, document: BlockDocument) -> Self {
         let doc = Doc {
             entries: RwSignal::new(Vec::new()),
             next_key: StoredValue::new(0),
@@ -55,7 +71,7 @@ impl Doc {
             dragging: RwSignal::new(None),
             drop_target: RwSignal::new(None),
             theme: RwSignal::new(document.theme),
-            form,
+            source,
         };
         let entries = document.blocks.into_iter().map(|b| doc.entry(b)).collect();
         doc.entries.set(entries);
@@ -72,11 +88,16 @@ impl Doc {
         self.entries.with_untracked(|e| e.iter().map(|x| x.block.get_untracked()).collect())
     }
 
-    /// Writes the document into the form and starts the autosave countdown.
+    /// An element id of this editor's: `name` after the editor's prefix.
+    fn id(&self, name: &str) -> String {
+        format!("{}{name}", self.source.ids.get_value())
+    }
+
+    /// Writes the document into its body and says so (the autosave countdown starts).
     fn save(&self) {
         let doc = BlockDocument { version: CURRENT_VERSION, theme: self.theme.get_untracked(), blocks: self.blocks() };
-        self.form.body.set(doc.to_json());
-        self.form.changed.run(());
+        self.source.body.set(doc.to_json());
+        self.source.changed.run(());
         self.history.set((self.undo.with_value(Vec::len), self.redo.with_value(Vec::len)));
     }
 
@@ -194,25 +215,27 @@ fn focus_soon(id: String) {
     });
 }
 
-fn handle_id(key: u64) -> String {
-    format!("block-{key}-handle")
+fn handle_id(doc: Doc, key: u64) -> String {
+    doc.id(&format!("block-{key}-handle"))
 }
 
 #[component]
-pub fn BlockEditor(form: Form) -> impl IntoView {
-    let parsed = BlockDocument::parse(&form.body.get_untracked());
+pub fn BlockEditor(source: BlockBody) -> impl IntoView {
+    let parsed = BlockDocument::parse(&source.body.get_untracked());
     let problem = parsed.as_ref().err().map(ToString::to_string);
     let doc =
-        Doc::new(form, parsed.unwrap_or_else(|_| BlockDocument { blocks: Vec::new(), ..BlockDocument::default() }));
+        Doc::new(source, parsed.unwrap_or_else(|_| BlockDocument { blocks: Vec::new(), ..BlockDocument::default() }));
     let kind = RwSignal::new("paragraph".to_string());
     let (undo_steps, redo_steps) = (move || doc.history.get().0, move || doc.history.get().1);
-    let body_error = form.error("body");
+    let errors = source.errors;
+    let body_error =
+        move || errors.with(|e| e.iter().find(|e| e.field.as_deref() == Some("body")).map(|e| e.message.clone()));
     // Image files dropped anywhere on the editor are uploaded, each becoming an image block.
     let uploads = RwSignal::new(Vec::<UploadState>::new());
     let uploaded = Callback::new(move |m: Media| {
         let width = u32::try_from(m.width).unwrap_or(CONTENT_WIDTH).min(CONTENT_WIDTH);
         let key = doc.add(Block::Image { src: m.url, alt: String::new(), href: String::new(), width });
-        focus_soon(format!("block-{key}-alt"));
+        focus_soon(doc.id(&format!("block-{key}-alt")));
     });
     view! {
         <div data-testid="block-editor" on:focusin=move |_| doc.checkpoint()
@@ -233,7 +256,7 @@ pub fn BlockEditor(form: Form) -> impl IntoView {
                     disabled=move || redo_steps() == 0>"Redo"</button>
                 <p class="ml-auto text-xs text-slate-500">"Drag a block by its handle, or press Alt+↑/↓ inside it."</p>
             </div>
-            <p id="campaign-body-error" class="mb-2 text-xs text-red-600" role="alert">{body_error}</p>
+            <p id=doc.id("body-error") class="mb-2 text-xs text-red-600" role="alert">{body_error}</p>
             <ol class="space-y-3" aria-label="Blocks">
                 <For each=move || doc.entries.get() key=|e| e.key let:entry>
                     <BlockCard doc=doc entry=entry/>
@@ -246,8 +269,8 @@ pub fn BlockEditor(form: Form) -> impl IntoView {
             })}
             <div class="mt-4 flex items-end gap-2">
                 <div class="min-w-0 flex-1 sm:max-w-xs">
-                    <label for="block-kind" class="label">"Add a block"</label>
-                    <select id="block-kind" class="input" on:change=move |ev| kind.set(event_target_value(&ev))>
+                    <label for=doc.id("block-kind") class="label">"Add a block"</label>
+                    <select id=doc.id("block-kind") class="input" on:change=move |ev| kind.set(event_target_value(&ev))>
                         {BLOCK_KINDS.iter().map(|(value, label)| view! {
                             <option value=*value selected=*value == "paragraph">{*label}</option>
                         }).collect_view()}
@@ -255,7 +278,7 @@ pub fn BlockEditor(form: Form) -> impl IntoView {
                 </div>
                 <button type="button" class="btn-secondary" on:click=move |_| {
                     if let Some(block) = Block::new(&kind.get_untracked()) {
-                        focus_soon(handle_id(doc.add(block)));
+                        focus_soon(handle_id(doc, doc.add(block)));
                     }
                 }>"Add block"</button>
             </div>
@@ -279,8 +302,8 @@ fn StylePanel(doc: Doc) -> impl IntoView {
                        put: fn(&mut Theme, herald_types::Colour)| {
         view! {
             <div>
-                <label for=id class="label">{label}</label>
-                <input id=id type="color" class="h-11 w-full min-w-[120px] cursor-pointer rounded-md border border-slate-300 bg-white p-1"
+                <label for=doc.id(id) class="label">{label}</label>
+                <input id=doc.id(id) type="color" class="h-11 w-full min-w-[120px] cursor-pointer rounded-md border border-slate-300 bg-white p-1"
                     prop:value=move || doc.theme.with(get)
                     on:input=move |ev| {
                         if let Ok(c) = herald_types::Colour::parse(&event_target_value(&ev)) {
@@ -305,8 +328,8 @@ fn StylePanel(doc: Doc) -> impl IntoView {
                 {colour("style-background", "Background", |t| t.background.to_string(), |t, c| t.background = c)}
                 {colour("style-text", "Text", |t| t.text.to_string(), |t, c| t.text = c)}
                 <div>
-                    <label for="style-font" class="label">"Font"</label>
-                    <select id="style-font" class="input" on:change=move |ev| {
+                    <label for=doc.id("style-font") class="label">"Font"</label>
+                    <select id=doc.id("style-font") class="input" on:change=move |ev| {
                         if let Ok(font) = event_target_value(&ev).parse::<Font>() {
                             set(Box::new(move |t| t.font = font));
                         }
@@ -338,12 +361,15 @@ fn BlockCard(doc: Doc, entry: Entry) -> impl IntoView {
     let path = Signal::derive(move || format!("body.blocks.{}", index.get()));
     let moved = move |up: bool| {
         doc.move_by(key, up);
-        focus_soon(handle_id(key));
+        focus_soon(handle_id(doc, key));
     };
     view! {
         <li data-testid="block" data-kind=kind
+            data-template-error=move || holds_render_error(doc, &path.get()).then_some("true")
             class=move || if drop_here() {
                 "rounded-lg border-2 border-indigo-400 bg-white"
+            } else if holds_render_error(doc, &path.get()) {
+                "rounded-lg border-2 border-red-400 bg-white"
             } else {
                 "rounded-lg border border-slate-200 bg-white"
             }
@@ -358,7 +384,7 @@ fn BlockCard(doc: Doc, entry: Entry) -> impl IntoView {
                 // Dragged with pointer events (mouse, pen and touch alike; HTML drag and drop
                 // does not work on phones): the handle captures the pointer, the block under it
                 // is the drop target, releasing moves the block there.
-                <div id=handle_id(key) node_ref=handle role="button" tabindex="0"
+                <div id=handle_id(doc, key) node_ref=handle role="button" tabindex="0"
                     class="inline-flex h-11 w-11 cursor-grab touch-none items-center justify-center rounded-md text-lg text-slate-500 select-none hover:bg-slate-100 active:cursor-grabbing"
                     aria-label=format!("Move the {} block: drag it, or press Alt+Up or Alt+Down", label.to_lowercase())
                     title="Drag to move (or Alt+↑/↓)"
@@ -395,7 +421,9 @@ fn BlockCard(doc: Doc, entry: Entry) -> impl IntoView {
                     <span aria-hidden="true">"⠿"</span>
                 </div>
                 <span class="text-xs font-semibold tracking-wide text-slate-500 uppercase">{label}</span>
-                <span class="ml-auto"></span>
+                // One group: on a phone it moves to its own line whole, never leaving "Delete"
+                // alone on one.
+                <div class="ml-auto flex items-center gap-1">
                 <button type="button" class="inline-flex h-11 w-11 items-center justify-center rounded-md text-slate-600 hover:bg-slate-100 disabled:opacity-40"
                     aria-label=format!("Move the {} block up", label.to_lowercase())
                     disabled=move || index.get() == 0 on:click=move |_| moved(true)>"↑"</button>
@@ -406,9 +434,10 @@ fn BlockCard(doc: Doc, entry: Entry) -> impl IntoView {
                     on:click=move |_| doc.duplicate(key)>"Duplicate"</button>
                 <button type="button" class="inline-flex h-11 items-center justify-center rounded-md px-2 text-sm text-red-600 hover:bg-red-50"
                     on:click=move |_| doc.remove(key)>"Delete"</button>
+                </div>
             </div>
             <div class="space-y-3 p-3">
-                <BlockFields doc=doc block=entry.block path=path id=format!("block-{key}") on_change=Callback::new(move |()| doc.changed())/>
+                <BlockFields doc=doc block=entry.block path=path id=doc.id(&format!("block-{key}")) on_change=Callback::new(move |()| doc.changed())/>
             </div>
         </li>
     }
@@ -446,12 +475,30 @@ fn edit(change: impl FnOnce(&mut Block) + 'static) -> Edit {
     Box::new(change)
 }
 
-/// The last save's message for `{path}.{field}`.
+/// The last save's message for `{path}.{field}`, or else the template error the preview found
+/// there.
 fn field_error(doc: Doc, path: Signal<String>, field: &'static str) -> Signal<Option<String>> {
     Signal::derive(move || {
         let key = if field.is_empty() { path.get() } else { format!("{}.{field}", path.get()) };
-        doc.form.errors.with(|e| e.iter().find(|e| e.field.as_deref() == Some(key.as_str())).map(|e| e.message.clone()))
+        doc.source
+            .errors
+            .with(|e| e.iter().find(|e| e.field.as_deref() == Some(key.as_str())).map(|e| e.message.clone()))
+            .or_else(|| {
+                doc.source.render_error.with(|r| {
+                    r.as_ref()
+                        .filter(|r| r.field.as_deref() == Some(key.as_str()))
+                        .map(|r| format!("The template has an error here: {}", r.message))
+                })
+            })
     })
+}
+
+/// The preview's template error is in the block at `path` (or in a block inside it).
+fn holds_render_error(doc: Doc, path: &str) -> bool {
+    let inside = format!("{path}.");
+    doc.source
+        .render_error
+        .with(|r| r.as_ref().and_then(|r| r.field.as_deref()).is_some_and(|f| f.starts_with(&inside)))
 }
 
 /// One block's fields. `id` prefixes its inputs' ids; `path` names its errors.

@@ -310,6 +310,7 @@ fn Editor(
         resend_of: stored.resend_of,
         errors,
         warnings,
+        render_error: RwSignal::new(None),
         changed,
     };
     form_cell.set_value(Some(form));
@@ -517,7 +518,7 @@ fn Editor(
     view! {
         <div class="mb-6 flex items-start justify-between gap-4">
             <div class="min-w-0">
-                <h1 class="truncate text-2xl font-semibold text-slate-900">{title}</h1>
+                <h1 class="truncate text-2xl font-semibold text-slate-900" title=title>{title}</h1>
                 <div class="mt-1 flex items-center gap-3">
                     <CampaignStatusBadge status=c.campaign.status/>
                     <span class=status_class role="status" aria-live="polite" data-testid="save-status">{status_text}</span>
@@ -583,12 +584,13 @@ fn Editor(
                     "min-w-0 lg:sticky lg:top-6 lg:self-start lg:max-h-[calc(100vh-3rem)] lg:overflow-y-auto {}",
                     tab.get().preview_class()
                 )>
-                <PreviewPanel preview=preview reader=preview_as/>
-                {can_edit.then(|| view! { <TestSendPanel test=test after_save=after_save/> })}
-                {can_edit.then(|| view! { <super::templates::SaveAsTemplatePanel form=form/> })}
+                // Sending first: its buttons stay in view at the top of the column.
                 {can_edit.then(|| view! {
                     <SendPanel c=c.clone() form=form lists=lists after_save=after_save actions=lifecycle refresh=refresh/>
                 })}
+                {can_edit.then(|| view! { <TestSendPanel test=test after_save=after_save/> })}
+                <PreviewPanel preview=preview reader=preview_as mark=form.render_error/>
+                {can_edit.then(|| view! { <super::templates::SaveAsTemplatePanel form=form/> })}
             </aside> }.into_any()}
         </div>
     }

@@ -41,6 +41,9 @@ pub struct Form {
     /// What the last save found that renders wrongly without being an error (unknown merge
     /// tags), by field.
     pub warnings: RwSignal<Vec<FieldError>>,
+    /// The template error the preview of the saved campaign ran into, where it is (a block's
+    /// field in a block document): the block editor marks that block.
+    pub render_error: RwSignal<Option<FieldError>>,
     pub changed: Callback<()>,
 }
 

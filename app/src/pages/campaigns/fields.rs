@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use super::block_editor::BlockEditor;
+use super::block_editor::{BlockBody, BlockEditor};
 use crate::components::ui::{Card, LoadError};
 use crate::error::AppError;
 use crate::pages::audience::ListsView;
@@ -181,8 +181,9 @@ pub fn AudienceFields(form: Form, lists: Resource<Result<ListsView, AppError>>) 
                                                             form.list_ids.update(|c| { c.retain(|x| *x != id); if on { c.push(id); } });
                                                             form.changed.run(());
                                                         }/>
-                                                    <span class="font-medium text-slate-800">{l.list.name}</span>
-                                                    <span class="text-xs text-slate-500">{format!("{} confirmed", l.confirmed)}</span>
+                                                    // A long name wraps, even without a space to break at.
+                                                    <span class="min-w-0 font-medium break-words text-slate-800">{l.list.name}</span>
+                                                    <span class="shrink-0 text-xs text-slate-500">{format!("{} confirmed", l.confirmed)}</span>
                                                 </label>
                                             }
                                         }).collect_view()}
@@ -284,19 +285,38 @@ pub async fn blocks_to_html(body: String) -> Result<String, AppError> {
         .map_err(|e| AppError::Invalid(herald_types::Invalid::field("body", e.to_string())))
 }
 
+/// A mail body and its format, wherever they live (a campaign's form, an automation's mail
+/// step), for [`switch_body_format`].
+#[derive(Clone, Copy)]
+pub struct BodyAndFormat {
+    pub body: RwSignal<String>,
+    /// `blocks`, `markdown` or `html`.
+    pub format: RwSignal<String>,
+    /// After a switch.
+    pub changed: Callback<()>,
+    /// A switch that could not be made, and why.
+    pub failed: Callback<String>,
+}
+
+fn switch_format(form: Form, to: BodyFormat) {
+    let errors = form.errors;
+    let failed = Callback::new(move |message| errors.set(vec![FieldError { field: Some("body".into()), message }]));
+    switch_body_format(BodyAndFormat { body: form.body, format: form.body_format, changed: form.changed, failed }, to);
+}
+
 /// Moves the body to another format, keeping what was written: text goes into a paragraph (or
 /// an HTML block), blocks become Markdown here or HTML on the server. Blocks that were edited
 /// are only turned into something else when the author agrees (their layout is lost).
-fn switch_format(form: Form, to: BodyFormat) {
-    let from: BodyFormat = form.body_format.get_untracked().parse().unwrap_or_default();
+pub fn switch_body_format(mail: BodyAndFormat, to: BodyFormat) {
+    let from: BodyFormat = mail.format.get_untracked().parse().unwrap_or_default();
     if from == to {
         return;
     }
-    let body = form.body.get_untracked();
+    let body = mail.body.get_untracked();
     let apply = move |body: String| {
-        form.body.set(body);
-        form.body_format.set(to.as_str().to_string());
-        form.changed.run(());
+        mail.body.set(body);
+        mail.format.set(to.as_str().to_string());
+        mail.changed.run(());
     };
     match (from, to) {
         (_, BodyFormat::Blocks) => {
@@ -312,8 +332,8 @@ fn switch_format(form: Form, to: BodyFormat) {
             let untouched = BlockDocument::parse(&body).is_ok_and(|d| d == BlockDocument::default());
             if !untouched && !confirm_lossy(to) {
                 // The radio goes back to blocks.
-                form.body_format.set(String::new());
-                form.body_format.set(from.as_str().to_string());
+                mail.format.set(String::new());
+                mail.format.set(from.as_str().to_string());
                 return;
             }
             if to == BodyFormat::Markdown {
@@ -322,9 +342,7 @@ fn switch_format(form: Form, to: BodyFormat) {
                 leptos::task::spawn_local(async move {
                     match blocks_to_html(body.clone()).await {
                         Ok(html) => apply(html),
-                        Err(e) => {
-                            form.errors.set(vec![FieldError { field: Some("body".into()), message: e.to_string() }])
-                        }
+                        Err(e) => mail.failed.run(e.to_string()),
                     }
                 });
             }
@@ -372,7 +390,14 @@ pub fn ContentFields(form: Form) -> impl IntoView {
                 {format_radio(BodyFormat::Html, "HTML")}
             </fieldset>
             {move || if is_blocks() {
-                view! { <BlockEditor form=form/> }.into_any()
+                let source = BlockBody {
+                    body: form.body,
+                    changed: form.changed,
+                    errors: form.errors.into(),
+                    render_error: form.render_error.into(),
+                    ids: StoredValue::new(String::new()),
+                };
+                view! { <BlockEditor source=source/> }.into_any()
             } else {
                 view! {
                     <label for="campaign-body" class="label">"Body"</label>
@@ -436,7 +461,7 @@ fn SegmentChoices(form: Form, lists: Resource<Result<ListsView, AppError>>) -> i
                                                 form.segment_ids.update(|c| { c.retain(|x| *x != id); if on { c.push(id); } });
                                                 form.changed.run(());
                                             }/>
-                                        <span class="font-medium text-slate-800">{name}</span>
+                                        <span class="min-w-0 font-medium break-words text-slate-800">{name}</span>
                                     </label>
                                 }
                             }).collect_view()}

@@ -39,6 +39,8 @@ pub struct CampaignRow {
 pub struct CampaignsView {
     pub campaigns: Vec<CampaignRow>,
     pub can_create: bool,
+    /// The workspace has no postal address yet: the empty state asks for it (and only then).
+    pub postal_address_missing: bool,
 }
 
 #[server(prefix = "/rpc", endpoint = "list_campaigns")]
@@ -82,7 +84,10 @@ pub async fn list_campaigns(filter: CampaignFilter) -> Result<CampaignsView, App
             finished_at: c.finished_at.map(|t| t.to_rfc3339()),
         });
     }
-    Ok(CampaignsView { campaigns, can_create: m.role.can_author() })
+    // Asked only by the empty state, so only worth a query when there is nothing to list.
+    let postal_address_missing =
+        campaigns.is_empty() && !herald_engine::workspaces::get(&m.state.db, m.tenant).await?.can_send_campaigns();
+    Ok(CampaignsView { campaigns, can_create: m.role.can_author(), postal_address_missing })
 }
 
 /// Creates a draft and opens its editor. An empty name becomes "Untitled campaign".
@@ -169,8 +174,12 @@ pub fn CampaignsPage() -> impl IntoView {
         <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
             {move || Suspend::new(async move {
                 match data.await {
-                    Ok(v) if v.campaigns.is_empty() && filter().is_set() => view! { <NoMatch/> }.into_any(),
-                    Ok(v) if v.campaigns.is_empty() => view! { <NoCampaigns can_create=v.can_create/> }.into_any(),
+                    // The filter is read untracked: after an await there is no reactive context
+                    // (the resource already follows the filter).
+                    Ok(v) if v.campaigns.is_empty() && untrack(filter).is_set() => view! { <NoMatch/> }.into_any(),
+                    Ok(v) if v.campaigns.is_empty() => {
+                        view! { <NoCampaigns can_create=v.can_create postal_address_missing=v.postal_address_missing/> }.into_any()
+                    }
                     Ok(v) => view! { <CampaignTable rows=v.campaigns/> }.into_any(),
                     Err(e) => view! { <LoadError error=e/> }.into_any(),
                 }
@@ -248,7 +257,7 @@ fn NewCampaignForm(create: ServerAction<CreateCampaign>) -> impl IntoView {
 }
 
 #[component]
-fn NoCampaigns(can_create: bool) -> impl IntoView {
+fn NoCampaigns(can_create: bool, postal_address_missing: bool) -> impl IntoView {
     let body = if can_create {
         "A campaign is one email to one or more of your lists. Name it above and press “New campaign”: the editor saves as you type, shows a live preview, and sends a test before the real thing."
     } else {
@@ -259,10 +268,13 @@ fn NoCampaigns(can_create: bool) -> impl IntoView {
             <h2 class="text-lg font-medium text-slate-900">"No campaigns yet"</h2>
             <p class="mx-auto mt-2 max-w-md text-sm text-slate-500">{body}</p>
             {can_create.then(|| view! {
-                <p class="mt-4 text-xs text-slate-500">
-                    "Before the first send: add your postal address in "
-                    <a href="/settings" class="text-indigo-600 hover:underline">"Settings"</a>
-                    " and readers to a list in "
+                <p class="mt-4 text-xs text-slate-500" data-testid="campaigns-before-first-send">
+                    {postal_address_missing.then(|| view! {
+                        "Before the first send: add your postal address in "
+                        <a href="/settings" class="text-indigo-600 hover:underline">"Settings"</a>
+                        ". "
+                    })}
+                    "Readers come from your lists in "
                     <a href="/audience" class="text-indigo-600 hover:underline">"Audience"</a>"."
                 </p>
             })}
@@ -307,8 +319,8 @@ fn CampaignTable(rows: Vec<CampaignRow>) -> impl IntoView {
                         view! {
                             <tr data-testid="campaign-row">
                                 <td class="max-w-xs py-3 pr-4">
-                                    <a href=href class="block truncate font-medium text-slate-800 hover:text-indigo-600">{r.name.clone()}</a>
-                                    <div class="truncate text-xs text-slate-500">{subject}</div>
+                                    <a href=href class="block truncate font-medium text-slate-800 hover:text-indigo-600" title=r.name.clone()>{r.name.clone()}</a>
+                                    <div class="truncate text-xs text-slate-500" title=subject.clone()>{subject.clone()}</div>
                                 </td>
                                 <td>
                                     <CampaignStatusBadge status=r.status percent=r.percent.unwrap_or(0)/>

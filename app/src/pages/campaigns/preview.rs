@@ -7,15 +7,17 @@ use super::detail::AfterSave;
 use crate::components::shell::Current;
 use crate::components::ui::{ActionError, Card, LoadError};
 use crate::error::AppError;
-use herald_types::CampaignId;
+use herald_types::{CampaignId, FieldError};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PreviewView {
     pub subject: String,
     pub html: String,
     pub text: String,
-    /// The template error, with its line and column.
+    /// The template error, with its line and column or its block.
     pub error: Option<String>,
+    /// The field the error is in, as the editor names its fields (`body.blocks.2.text`).
+    pub error_at: Option<String>,
     pub as_reader: String,
 }
 
@@ -45,7 +47,7 @@ pub async fn preview_campaign(id: CampaignId, reader: Option<i64>) -> Result<Pre
         Some(r) => (r.subject, r.html, r.text),
         None => Default::default(),
     };
-    Ok(PreviewView { subject, html, text, error: out.error, as_reader: out.as_reader })
+    Ok(PreviewView { subject, html, text, error: out.error, error_at: out.error_at, as_reader: out.as_reader })
 }
 
 /// Finds the reader to preview as: by id, or by email (exact, or the only one that matches).
@@ -125,6 +127,9 @@ pub async fn test_send_campaign(id: CampaignId, addresses: String) -> Result<Vec
 pub fn PreviewPanel(
     preview: Resource<Result<PreviewView, AppError>>,
     reader: RwSignal<Option<ReaderPick>>,
+    /// Where the editor marks the last render's template error (none on read-only pages).
+    #[prop(optional)]
+    mark: Option<RwSignal<Option<FieldError>>>,
 ) -> impl IntoView {
     let query = RwSignal::new(String::new());
     let mode = RwSignal::new(PreviewMode::Desktop);
@@ -134,17 +139,6 @@ pub fn PreviewPanel(
             reader.set(Some(pick));
         }
     });
-    let tab = move |this: PreviewMode, label: &'static str| {
-        view! {
-            <button type="button" aria-pressed=move || (mode.get() == this).to_string()
-                class=move || if mode.get() == this {
-                    "min-h-11 rounded-md bg-white px-3 py-1 text-xs font-medium text-slate-900 shadow-xs"
-                } else {
-                    "min-h-11 rounded-md px-3 py-1 text-xs font-medium text-slate-600 hover:text-slate-800"
-                }
-                on:click=move |_| mode.set(this)>{label}</button>
-        }
-    };
     view! {
         <Card title="Preview">
             <form class="mb-3 flex items-end gap-2" on:submit=move |ev| {
@@ -163,11 +157,7 @@ pub fn PreviewPanel(
             </form>
             <ActionError value=find.value()/>
             <div class="mb-3 flex items-center justify-between gap-3">
-                <div class="inline-flex rounded-lg bg-slate-100 p-0.5" role="group" aria-label="Preview format">
-                    {tab(PreviewMode::Desktop, "Desktop")}
-                    {tab(PreviewMode::Phone, "Phone")}
-                    {tab(PreviewMode::Plain, "Plain text")}
-                </div>
+                <PreviewModeTabs mode=mode/>
                 <span class="truncate text-xs text-slate-500" data-testid="preview-as">
                     <Transition>
                         {move || Suspend::new(async move {
@@ -179,12 +169,71 @@ pub fn PreviewPanel(
             <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Rendering…"</p> }>
                 {move || Suspend::new(async move {
                     match preview.await {
-                        Ok(p) => view! { <PreviewBody p=p mode=mode/> }.into_any(),
+                        Ok(p) => {
+                            if let Some(mark) = mark {
+                                let found = p.error.clone().map(|message| FieldError { field: p.error_at.clone(), message });
+                                // Marked once the render is shown (an effect: never while rendering).
+                                Effect::new(move |_| mark.set(found.clone()));
+                            }
+                            view! { <PreviewBody p=p mode=mode/> }.into_any()
+                        }
                         Err(e) => view! { <LoadError error=e/> }.into_any(),
                     }
                 })}
             </Transition>
         </Card>
+    }
+}
+
+/// The width a desktop mail client gives a message (wider than the 600 px most mail is laid out
+/// for, so its margins show).
+const DESKTOP_WIDTH: f64 = 700.0;
+/// The frame's height, `h-[36rem]`, in CSS pixels.
+const PREVIEW_HEIGHT: f64 = 576.0;
+
+/// Keeps `width` at the element's width, with a `ResizeObserver` (a column changes width with
+/// the window, and a tab that was hidden has none until shown).
+fn follow_width(element: NodeRef<leptos::html::Div>, width: RwSignal<f64>) {
+    #[cfg(feature = "hydrate")]
+    Effect::new(move |_| {
+        use leptos::wasm_bindgen::{JsCast, closure::Closure};
+        let Some(el) = element.get() else { return };
+        let measured = el.clone();
+        let changed = Closure::<dyn FnMut()>::new(move || {
+            let _ = width.try_set(f64::from(measured.client_width()));
+        });
+        let Ok(observer) = web_sys::ResizeObserver::new(changed.as_ref().unchecked_ref()) else { return };
+        observer.observe(&el);
+        width.set(f64::from(el.client_width()));
+        let kept = StoredValue::new_local((observer, changed));
+        on_cleanup(move || {
+            kept.try_with_value(|(observer, _)| observer.disconnect());
+        });
+    });
+    #[cfg(not(feature = "hydrate"))]
+    let _ = (element, width);
+}
+
+/// The switch between the preview's three views.
+#[component]
+pub fn PreviewModeTabs(mode: RwSignal<PreviewMode>) -> impl IntoView {
+    let tab = move |this: PreviewMode, label: &'static str| {
+        view! {
+            <button type="button" aria-pressed=move || (mode.get() == this).to_string()
+                class=move || if mode.get() == this {
+                    "min-h-11 rounded-md bg-white px-3 py-1 text-xs font-medium text-slate-900 shadow-xs"
+                } else {
+                    "min-h-11 rounded-md px-3 py-1 text-xs font-medium text-slate-600 hover:text-slate-800"
+                }
+                on:click=move |_| mode.set(this)>{label}</button>
+        }
+    };
+    view! {
+        <div class="inline-flex rounded-lg bg-slate-100 p-0.5" role="group" aria-label="Preview format">
+            {tab(PreviewMode::Desktop, "Desktop")}
+            {tab(PreviewMode::Phone, "Phone")}
+            {tab(PreviewMode::Plain, "Plain text")}
+        </div>
     }
 }
 
@@ -210,6 +259,10 @@ pub fn PreviewBody(p: PreviewView, mode: RwSignal<PreviewMode>) -> impl IntoView
     let html = p.html;
     let text = p.text;
     let plain = Memo::new(move |_| mode.get() == PreviewMode::Plain);
+    // The width the frame has to fit in, followed as the window or the column changes.
+    let frame_box = NodeRef::<leptos::html::Div>::new();
+    let width = RwSignal::new(0.0_f64);
+    follow_width(frame_box, width);
     view! {
         <div class="rounded-lg border border-slate-200">
             <div class="border-b border-slate-200 bg-slate-50 px-3 py-2 text-sm">
@@ -224,16 +277,27 @@ pub fn PreviewBody(p: PreviewView, mode: RwSignal<PreviewMode>) -> impl IntoView
                 // The tenant's HTML stays in a sandboxed frame (no scripts, no same-origin
                 // access): never in the app's own DOM. A phone is 390 CSS pixels wide: the frame
                 // is too, so the mail's own media queries (columns stacking) apply as on a phone.
+                // On a desktop the mail is laid out at DESKTOP_WIDTH, as a desktop mail client
+                // shows it, and scaled down to the column when the column is narrower.
                 // Switching width restyles the same frame rather than loading it again.
                 let phone = move || mode.get() == PreviewMode::Phone;
+                let scale = move || {
+                    let w = width.get();
+                    (!phone() && w > 0.0 && w < DESKTOP_WIDTH).then(|| w / DESKTOP_WIDTH)
+                };
                 view! {
-                    <div class=move || if phone() { "flex justify-center bg-slate-100 py-3" } else { "" }>
+                    <div node_ref=frame_box class=move || if phone() { "flex justify-center bg-slate-100 py-3" } else { "overflow-hidden rounded-b-lg" }
+                        style=move || scale().map(|s| format!("height:{:.0}px", PREVIEW_HEIGHT * s)).unwrap_or_default()>
                         <iframe sandbox="" srcdoc=html.clone() title="Email preview" data-testid="preview-frame"
                             data-width=move || if phone() { "phone" } else { "desktop" }
+                            style=move || scale().map(|s| format!(
+                                "width:{DESKTOP_WIDTH}px;height:{:.0}px;transform:scale({s:.4});transform-origin:0 0",
+                                PREVIEW_HEIGHT,
+                            )).unwrap_or_default()
                             class=move || if phone() {
                                 "block h-[36rem] w-[390px] max-w-full bg-white shadow"
                             } else {
-                                "block h-[36rem] w-full rounded-b-lg bg-white"
+                                "block h-[36rem] w-full min-w-0 bg-white"
                             }></iframe>
                     </div>
                 }.into_any()

@@ -234,10 +234,10 @@ fn ProgressBody(c: CampaignDetail, r: ReportView, buttons: Buttons) -> impl Into
     let subject = c.campaign.subject.clone();
     view! {
         <div class="mb-6">
-            <h1 class="truncate text-2xl font-semibold text-slate-900">{c.campaign.name.clone()}</h1>
+            <h1 class="truncate text-2xl font-semibold text-slate-900" title=c.campaign.name.clone()>{c.campaign.name.clone()}</h1>
             <div class="mt-1 flex flex-wrap items-center gap-3 text-sm text-slate-500">
                 <span data-testid="campaign-status"><CampaignStatusBadge status=status/></span>
-                <span class="truncate">"Subject: " {subject}</span>
+                <span class="min-w-0 truncate" title=subject.clone()>"Subject: " {subject.clone()}</span>
                 {p.started_at.map(|t| view! { <span>"Started " <LocalTimeOf at=t/></span> })}
                 {p.finished_at.map(|t| view! { <span>"Finished " <LocalTimeOf at=t/></span> })}
                 <a href=format!("/campaigns/{}/stats", id.get_value()) class="font-medium text-indigo-600 hover:underline"

@@ -121,6 +121,8 @@ pub fn SendPanel(
     let confirm_send = RwSignal::new(false);
     let confirm_delete = RwSignal::new(false);
     let schedule_error = RwSignal::new(None::<String>);
+    // The schedule's form: open on a scheduled campaign (to move it), else behind "Schedule…".
+    let show_schedule = RwSignal::new(scheduled);
 
     // The schedule, in the zone the author thinks in. Server rendering knows only UTC; once in
     // the browser, the zone list, the browser's zone and the local time arrive.
@@ -205,7 +207,9 @@ pub fn SendPanel(
                         on:click=move |_| { unschedule.dispatch(UnscheduleCampaign { id: id.get_value() }); }>"Cancel schedule"</button>
                 </div>
             })}
-            <div class="flex flex-wrap items-center gap-3">
+            // The three actions in one row at the top of the column, so they are in view
+            // beside the content without scrolling; the schedule's form opens under them.
+            <div class="flex flex-wrap items-center gap-2">
                 <button type="button" class="btn-primary" disabled=busy on:click=move |_| confirm_send.set(true)>
                     {move || match (send.pending().get(), form.repeat.every.get().is_empty()) {
                         (true, _) => "Starting…",
@@ -214,22 +218,32 @@ pub fn SendPanel(
                         (false, false) => "Start the schedule",
                     }}
                 </button>
-                <span class="text-xs text-slate-500">
-                    {move || if form.repeat.every.get().is_empty() {
-                        "Starts at once; you can pause or cancel while it sends."
-                    } else {
-                        "Each slot of the schedule sends an edition; you can stop the schedule at any time."
-                    }}
-                </span>
+                <button type="button" class="btn-secondary" aria-controls="schedule-form"
+                    aria-expanded=move || show_schedule.get().to_string()
+                    on:click=move |_| show_schedule.update(|s| *s = !*s)>
+                    {if scheduled { "Move the schedule" } else { "Schedule…" }}
+                </button>
+                {is_draft.then(|| view! {
+                    <button type="button" class="ml-auto text-sm text-red-600 hover:underline" on:click=move |_| confirm_delete.set(true)>"Delete draft"</button>
+                })}
             </div>
+            <p class="mt-2 text-xs text-slate-500">
+                {move || if form.repeat.every.get().is_empty() {
+                    "Sending starts at once; you can pause or cancel while it sends."
+                } else {
+                    "Each slot of the schedule sends an edition; you can stop the schedule at any time."
+                }}
+            </p>
             {move || save_failed.get().then(|| view! {
                 <p class="mt-3 rounded-md bg-amber-50 px-3 py-2 text-sm text-amber-800" role="alert">
                     "The latest changes are not saved (see the message under the title). Fix that first: sending uses the saved campaign."
                 </p>
             })}
             <ActionError value=send.value()/>
-            <form class="mt-5 border-t border-slate-100 pt-5" on:submit=move |ev| { ev.prevent_default(); do_schedule(); }>
-                <p class="label">{if scheduled { "Move the schedule" } else { "Or schedule it" }}</p>
+            <ActionError value=delete.value()/>
+            <form id="schedule-form" class="mt-4 border-t border-slate-100 pt-4" class:hidden=move || !show_schedule.get()
+                on:submit=move |ev| { ev.prevent_default(); do_schedule(); }>
+                <p class="label">{if scheduled { "Move the schedule" } else { "Schedule it" }}</p>
                 <div class="flex flex-wrap items-end gap-2">
                     <div>
                         <label for="schedule-at" class="sr-only">"Date and time"</label>
@@ -265,12 +279,6 @@ pub fn SendPanel(
                 <ActionError value=schedule.value()/>
                 <ActionError value=unschedule.value()/>
             </form>
-            {is_draft.then(|| view! {
-                <div class="mt-5 border-t border-slate-100 pt-5">
-                    <button type="button" class="text-sm text-red-600 hover:underline" on:click=move |_| confirm_delete.set(true)>"Delete draft"</button>
-                    <ActionError value=delete.value()/>
-                </div>
-            })}
         </Card>
         <ConfirmDialog open=confirm_send
             title=if asks { "Ask for approval to send this campaign?" } else { "Send this campaign now?" }
@@ -288,49 +296,80 @@ pub fn SendPanel(
     }
 }
 
-/// What "Send now" is about to do, in the confirmation dialog.
+/// What "Send now" is about to do, in the confirmation dialog: the exact number of readers
+/// (the fan-out's own count, as of the last save), who they are, and for an A/B test how the
+/// audience is split.
 #[component]
 pub fn SendSummary(form: Form, lists: Resource<Result<ListsView, AppError>>) -> impl IntoView {
     view! {
-        <Suspense>
+        <Suspense fallback=|| view! { <p>"Counting the readers…"</p> }>
             {move || Suspend::new(async move {
                 let v = lists.await.ok()?;
+                let eligible = form.audience.await.ok().map(|c| c.eligible);
                 let chosen = form.list_ids.get_untracked();
-                let (n, readers) = audience_estimate(&v, &chosen);
-                let names: Vec<String> = v.lists.iter().filter(|l| chosen.contains(&l.list.id.to_string())).map(|l| l.list.name.clone()).collect();
+                let (n, estimate) = audience_estimate(&v, &chosen);
+                let names: Vec<String> = v.lists.iter().filter(|l| chosen.contains(&l.list.id.to_string())).map(|l| format!("“{}”", l.list.name)).collect();
                 let subject = form.subject.get_untracked();
+                let subject = if subject.trim().is_empty() { "(no subject)".to_string() } else { subject.trim().to_string() };
                 let condition = form.attribute_filter.get_untracked();
                 let segments: Vec<String> = form.segment_ids.with_untracked(|chosen| {
-                    v.segments.iter().filter(|(id, _)| chosen.contains(&id.to_string())).map(|(_, name)| name.clone()).collect()
+                    v.segments.iter().filter(|(id, _)| chosen.contains(&id.to_string())).map(|(_, name)| format!("“{name}”")).collect()
                 });
+                let readers = |k: i64| format!("{k} reader{}", if k == 1 { "" } else { "s" });
+                // The exact count when the server gave one; the lists' sum (an upper bound) otherwise.
+                let total = eligible.map_or_else(|| format!("up to {}", readers(estimate)), readers);
+                let whom = if form.resend_of.is_some() {
+                    format!("“{subject}” goes to the {total} of the original campaign who have not opened it, clicked, unsubscribed or bounced since.")
+                } else if n == 0 && segments.is_empty() {
+                    "No list or segment is chosen yet: choose at least one.".to_string()
+                } else {
+                    let mut sources = Vec::new();
+                    if n > 0 {
+                        sources.push(format!("confirmed on {} {}", if n == 1 { "the list" } else { "the lists" }, names.join(", ")));
+                    }
+                    if !segments.is_empty() {
+                        sources.push(format!("in {} {}", if segments.len() == 1 { "the segment" } else { "the segments" }, segments.join(", ")));
+                    }
+                    let matching = if condition.trim().is_empty() { String::new() } else { format!(", matching {}", condition.trim()) };
+                    format!("“{subject}” goes to {total}: those {}{matching}.", sources.join(" or "))
+                };
+                let split = eligible.and_then(|n| ab_split(&form, n));
                 Some(view! {
-                    <p data-testid="send-summary">
-                        {if n == 0 && segments.is_empty() {
-                            "No list or segment is chosen yet: choose at least one.".to_string()
-                        } else if n == 0 {
-                            format!(
-                                "“{}” goes to the confirmed readers in {} ({}).",
-                                if subject.trim().is_empty() { "(no subject)" } else { subject.trim() },
-                                if segments.len() == 1 { "1 segment".to_string() } else { format!("{} segments", segments.len()) },
-                                segments.join(", "),
-                            )
-                        } else {
-                            format!(
-                                "“{}” goes to up to {readers} confirmed reader{} on {n} list{} ({}){}.",
-                                if subject.trim().is_empty() { "(no subject)" } else { subject.trim() },
-                                if readers == 1 { "" } else { "s" },
-                                if n == 1 { "" } else { "s" },
-                                names.join(", "),
-                                if condition.trim().is_empty() { String::new() } else { format!(" matching {}", condition.trim()) }
-                            )
-                        }}
-                    </p>
-                    {(n > 0 && !segments.is_empty()).then(|| view! {
-                        <p class="mt-2">{format!("Also the confirmed readers in {}.", segments.join(", "))}</p>
-                    })}
+                    <p data-testid="send-summary">{whom}</p>
+                    {split.map(|s| view! { <p class="mt-2" data-testid="send-split">{s}</p> })}
                     <p class="mt-2">"Suppressed and unsubscribed readers are skipped. Once started, the content can no longer be edited."</p>
                 })
             })}
         </Suspense>
     }
+}
+
+/// How an A/B test shares `total` readers out, in words, or `None` without a test. The counts
+/// are approximate: each reader's version comes from a hash of its id.
+fn ab_split(form: &Form, total: i64) -> Option<String> {
+    let ab = form.ab;
+    if !ab.on.get_untracked() {
+        return None;
+    }
+    let versions = ab.versions.get_untracked().clamp(1, super::editor_form::SLOTS) + 1;
+    let labels: Vec<String> = (0..versions).map(|i| herald_types::ab_test::variant_label(i).to_string()).collect();
+    let labels = match labels.split_last() {
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    let percent: i64 = ab.percent.get_untracked().trim().parse().unwrap_or(0).clamp(1, 100);
+    let testing = (total * percent + 50) / 100;
+    let each = testing / versions as i64;
+    if percent >= 100 {
+        return Some(format!(
+            "A/B test on everyone: each reader gets one of versions {labels} at random (about {each} each); no winner is sent afterwards."
+        ));
+    }
+    let hours = ab.window_hours.get_untracked().trim().parse::<u32>().unwrap_or(0);
+    Some(format!(
+        "A/B test: {percent} % of them (about {testing}) get one of versions {labels} at random, about {each} each. \
+         The other {} or so wait {hours} h, then get the version with the most {}, unless you pick one before then.",
+        total - testing,
+        ab.metric.get_untracked().label().to_lowercase(),
+    ))
 }

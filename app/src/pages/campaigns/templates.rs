@@ -186,7 +186,7 @@ fn TemplateRow(
     view! {
         <li class="flex flex-wrap items-center gap-3 px-4 py-3">
             <div class="min-w-0 flex-1">
-                <p class="truncate font-medium text-slate-900">{t.name.clone()}</p>
+                <p class="truncate font-medium text-slate-900" title=t.name.clone()>{t.name.clone()}</p>
                 <p class="truncate text-sm text-slate-500">
                     {if t.subject.is_empty() { "No subject".to_string() } else { t.subject.clone() }}
                     " · "{t.body_format.label()}" · saved "<LocalTimeOf at=t.updated_at/>

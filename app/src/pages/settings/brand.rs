@@ -1,7 +1,7 @@
 //! `/settings/brand`: the workspace's logo, colours, font and footer text. New
 //! campaigns, the starter layouts and the block editor's "Use the workspace's brand" take them;
-//! campaigns already written keep their own look. The preview shows the newsletter layout as
-//! the brand was last saved.
+//! campaigns already written keep their own look. The preview shows the newsletter layout in
+//! the brand as it is being edited (a moment after each change), saved or not.
 
 use herald_types::{Brand, CONTENT_WIDTH, Colour, Font, Invalid, Media};
 use leptos::prelude::*;
@@ -41,17 +41,22 @@ pub async fn update_brand(brand: Brand) -> Result<(), AppError> {
     Ok(())
 }
 
-/// The newsletter layout in the saved brand, as a sample reader sees it.
+/// The newsletter layout as a sample reader sees it: in `draft` (the form as it is, unsaved),
+/// or in the saved brand.
 #[server(prefix = "/rpc", endpoint = "brand_preview")]
-pub async fn brand_preview() -> Result<String, AppError> {
+pub async fn brand_preview(#[server(default)] draft: Option<Brand>) -> Result<String, AppError> {
     use crate::ssr::require_role;
     use herald_engine::{Role, campaigns::brand, campaigns::preview};
     let m = require_role(Role::Viewer).await?;
-    let layouts = brand::layouts(&m.state.db, m.tenant).await?;
-    let Some(newsletter) = layouts.into_iter().find(|l| l.layout == herald_types::Layout::Newsletter) else {
-        return Err(AppError::NotFound);
+    let brand = match draft {
+        Some(draft) => {
+            draft.validate()?;
+            draft
+        }
+        None => brand::get(&m.state.db, m.tenant).await?,
     };
-    preview::preview_document(&m.state.db, &m.state.base_url, m.tenant, &newsletter.body)
+    let newsletter = herald_types::Layout::Newsletter.document(&brand);
+    preview::preview_document(&m.state.db, &m.state.base_url, m.tenant, &newsletter)
         .await?
         .map_err(|e| AppError::Invalid(Invalid::new(e)))
 }
@@ -60,6 +65,8 @@ pub async fn brand_preview() -> Result<String, AppError> {
 pub fn BrandPage() -> impl IntoView {
     // Saving refreshes the preview only: the form already shows what was saved.
     let saved = RwSignal::new(0u32);
+    // The form as it is, once it has changed and its colours parse: the preview follows it.
+    let draft = RwSignal::new(None::<Brand>);
     let brand = Resource::new(|| (), |_| get_brand());
     // The preview is a sibling of the form, not inside its suspense: each has its own resource.
     view! {
@@ -69,21 +76,21 @@ pub fn BrandPage() -> impl IntoView {
                 <Suspense fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                     {move || Suspend::new(async move {
                         match brand.await {
-                            Ok(v) => view! { <BrandForm view=v saved=saved/> }.into_any(),
+                            Ok(v) => view! { <BrandForm view=v saved=saved draft=draft/> }.into_any(),
                             Err(e) => view! { <LoadError error=e/> }.into_any(),
                         }
                     })}
                 </Suspense>
             </div>
             <div class="min-w-0">
-                <BrandPreview saved=saved/>
+                <BrandPreview saved=saved draft=draft/>
             </div>
         </div>
     }
 }
 
 #[component]
-fn BrandForm(view: BrandView, saved: RwSignal<u32>) -> impl IntoView {
+fn BrandForm(view: BrandView, saved: RwSignal<u32>, draft: RwSignal<Option<Brand>>) -> impl IntoView {
     let ro = !view.can_edit;
     let b = view.brand;
     let accent = RwSignal::new(b.theme.accent.to_string());
@@ -113,9 +120,8 @@ fn BrandForm(view: BrandView, saved: RwSignal<u32>) -> impl IntoView {
         problems
             .with(|p| p.as_ref().and_then(|p| p.errors.iter().find(|e| e.field.is_none())).map(|e| e.message.clone()))
     };
-    let submit = move |ev: leptos::ev::SubmitEvent| {
-        ev.prevent_default();
-        done.set(false);
+    // The brand the form shows, or what to fix first (a colour that is not one).
+    let current = move || -> Result<Brand, Invalid> {
         let colour = |field: &str, s: RwSignal<String>| {
             Colour::parse(&s.get_untracked()).map_err(|e| Invalid::field(field, e.to_string()))
         };
@@ -124,15 +130,46 @@ fn BrandForm(view: BrandView, saved: RwSignal<u32>) -> impl IntoView {
             (Ok(a), Ok(b), Ok(t)) => (a, b, t),
             (a, b, t) => {
                 let errors = [a.err(), b.err(), t.err()].into_iter().flatten().flat_map(|e| e.errors).collect();
-                problems.set(Some(Invalid { errors }));
-                return;
+                return Err(Invalid { errors });
             }
         };
-        let brand = Brand {
+        Ok(Brand {
             theme: herald_types::Theme { accent, background, text, font: font.get_untracked() },
             logo_src: logo_src.get_untracked().trim().to_string(),
             logo_width: logo_width.get_untracked().trim().parse().unwrap_or(0),
             footer_text: footer_text.get_untracked(),
+        })
+    };
+    // The preview follows the form half a second after the last change (not on the first
+    // run, which is the page loading). A form that does not check out leaves it as it was.
+    let pause = StoredValue::new(None::<TimeoutHandle>);
+    Effect::new(move |first: Option<()>| {
+        for field in [accent, background, text, logo_src, logo_width, footer_text] {
+            field.track();
+        }
+        font.track();
+        if first.is_none() {
+            return;
+        }
+        if let Some(handle) = pause.get_value() {
+            handle.clear();
+        }
+        let show = move || {
+            if let Ok(brand) = current().and_then(|b| b.validate().map(|()| b)) {
+                draft.try_set(Some(brand));
+            }
+        };
+        pause.set_value(set_timeout_with_handle(show, std::time::Duration::from_millis(500)).ok());
+    });
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        done.set(false);
+        let brand = match current() {
+            Ok(brand) => brand,
+            Err(invalid) => {
+                problems.set(Some(invalid));
+                return;
+            }
         };
         // Checked here first, so a mistake is shown without a round trip.
         match brand.validate() {
@@ -240,10 +277,11 @@ fn BrandForm(view: BrandView, saved: RwSignal<u32>) -> impl IntoView {
 }
 
 #[component]
-fn BrandPreview(saved: RwSignal<u32>) -> impl IntoView {
-    let html = Resource::new(move || saved.get(), |_| brand_preview());
+fn BrandPreview(saved: RwSignal<u32>, draft: RwSignal<Option<Brand>>) -> impl IntoView {
+    let html = Resource::new(move || (saved.get(), draft.get()), |(_, draft)| brand_preview(draft));
     view! {
         <Card title="The newsletter layout in your brand">
+            <p class="mb-3 text-xs text-slate-500">"Follows your changes as you make them; “Save brand” keeps them."</p>
             <Transition fallback=|| view! { <p class="text-slate-500">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match html.await {

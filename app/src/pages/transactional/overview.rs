@@ -176,7 +176,7 @@ fn Messages(v: MessagesView, searching: bool) -> impl IntoView {
                         <tr data-testid="message-row">
                             <td class="py-2"><a href=href class="text-indigo-600 hover:underline">{r.to_email}</a>
                                 <div class="font-mono text-[11px] text-slate-500" title="Idempotency key">{r.idempotency_key}</div></td>
-                            <td class="max-w-xs truncate">{r.subject}</td>
+                            <td class="max-w-xs truncate" title=r.subject.clone()>{r.subject.clone()}</td>
                             <td><StatusBadge status=r.status/></td>
                             <td class="text-slate-600" data-testid="message-outcome">{outcome}</td>
                             <td class="text-slate-500">{template}</td>

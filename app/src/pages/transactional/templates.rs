@@ -55,7 +55,7 @@ fn TemplateTable(rows: Vec<Template>) -> impl IntoView {
                             <tr>
                                 <td class="py-2"><a href=href class="font-mono text-indigo-600 hover:underline">{t.name}</a>
                                     <div class="text-xs text-slate-500">{t.description}</div></td>
-                                <td class="max-w-xs truncate">{t.subject}</td>
+                                <td class="max-w-xs truncate" title=t.subject.clone()>{t.subject.clone()}</td>
                                 <td>{format!("v{}", t.version)}</td>
                                 <td class="text-slate-500"><LocalTimeOf at=t.updated_at/></td>
                             </tr>

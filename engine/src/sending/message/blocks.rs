@@ -20,7 +20,7 @@ use mrml::prelude::parser::ParserOptions;
 use mrml::prelude::parser::noop_loader::NoopIncludeLoader;
 use mrml::prelude::render::RenderOptions;
 
-use super::{BODY, BodyFormat, TemplateError};
+use super::{BODY, BlockAt, BodyFormat, TemplateError};
 
 const MUTED_COLOR: &str = "#6b7280";
 
@@ -32,6 +32,10 @@ const MUTED_COLOR: &str = "#6b7280";
 struct SetAside {
     prefix: String,
     pieces: Vec<String>,
+    /// The block field each piece came from (parallel to `pieces`), to name it in an error.
+    owners: Vec<Option<BlockAt>>,
+    /// The block field being written now.
+    here: Option<BlockAt>,
 }
 
 impl SetAside {
@@ -41,19 +45,26 @@ impl SetAside {
         loop {
             let prefix = format!("HRLD{:016x}N", rand::random::<u64>());
             if !json.contains(&prefix) {
-                return SetAside { prefix, pieces: Vec::new() };
+                return SetAside { prefix, pieces: Vec::new(), owners: Vec::new(), here: None };
             }
         }
     }
 
+    /// The pieces set aside from now on come from `field` of the block at `block`.
+    fn enter(&mut self, block: &Place, field: &str) {
+        self.here = Some(BlockAt { path: format!("{}.{field}", block.path), label: block.label.clone() });
+    }
+
     fn placeholder(&mut self, verbatim: String) -> String {
         self.pieces.push(verbatim);
+        self.owners.push(self.here.clone());
         format!("{}{}E", self.prefix, self.pieces.len() - 1)
     }
 
     /// `text` with every `{{ … }}`, `{% … %}` and `{# … #}` replaced by a placeholder. Put back,
     /// a tag is replaced by its value when the template runs, so its own quotes never reach the
-    /// HTML (even inside an attribute). An unclosed tag is left as it is: compiling reports it.
+    /// HTML (even inside an attribute). An unclosed tag is set aside with the rest of the text,
+    /// unchanged: compiling reports it, and the error falls in this block's piece.
     fn tags(&mut self, text: &str) -> String {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
@@ -68,8 +79,7 @@ impl SetAside {
                     continue;
                 }
             };
-            let Some(len) = rest[start + 2..].find(close) else { break };
-            let end = start + 2 + len + 2;
+            let end = rest[start + 2..].find(close).map_or(rest.len(), |len| start + 2 + len + 2);
             out.push_str(&rest[..start]);
             out.push_str(&self.placeholder(rest[start..end].to_string()));
             rest = &rest[end..];
@@ -78,9 +88,10 @@ impl SetAside {
         out
     }
 
-    /// Puts every piece back.
-    fn restore(&self, html: &str) -> String {
+    /// Puts every piece back, noting where each block's pieces landed.
+    fn restore(&self, html: &str) -> (String, Vec<(std::ops::Range<usize>, BlockAt, String)>) {
         let mut out = String::with_capacity(html.len() + self.pieces.iter().map(String::len).sum::<usize>());
+        let mut spans = Vec::new();
         let mut rest = html;
         while let Some(at) = rest.find(&self.prefix) {
             out.push_str(&rest[..at]);
@@ -89,6 +100,11 @@ impl SetAside {
             let piece = after[..digits].parse::<usize>().ok().and_then(|i| self.pieces.get(i));
             match piece {
                 Some(piece) if after[digits..].starts_with('E') => {
+                    let owner =
+                        after[..digits].parse::<usize>().ok().and_then(|i| self.owners.get(i).cloned().flatten());
+                    if let Some(owner) = owner {
+                        spans.push((out.len()..out.len() + piece.len(), owner, piece.clone()));
+                    }
                     out.push_str(piece);
                     rest = &after[digits + 1..];
                 }
@@ -99,7 +115,7 @@ impl SetAside {
             }
         }
         out.push_str(rest);
-        out
+        (out, spans)
     }
 
     fn leftover(&self, html: &str) -> bool {
@@ -110,21 +126,129 @@ impl SetAside {
 /// The body as the template sandbox reads it: a block document rendered to its HTML template,
 /// any other format as written.
 pub fn body_template(format: BodyFormat, body: &str) -> Result<Cow<'_, str>, TemplateError> {
+    Ok(mapped_body_template(format, body)?.0)
+}
+
+/// [`body_template`], with where each block's merge tags are in it (none for other formats).
+pub(crate) fn mapped_body_template(
+    format: BodyFormat,
+    body: &str,
+) -> Result<(Cow<'_, str>, Option<BlockMap>), TemplateError> {
     if format != BodyFormat::Blocks {
-        return Ok(Cow::Borrowed(body));
+        return Ok((Cow::Borrowed(body), None));
     }
     let doc = BlockDocument::parse(body).map_err(|e| TemplateError {
         field: BODY,
         line: None,
         column: None,
         message: e.to_string(),
+        block: None,
     })?;
-    blocks_to_template(&doc).map(Cow::Owned)
+    let (html, map) = mapped_blocks_to_template(&doc)?;
+    Ok((Cow::Owned(html), Some(map)))
+}
+
+/// Where each block's template pieces (merge tags, the HTML block's markup) are in the HTML
+/// template, by line and column, so that an error there names the block the author wrote.
+pub(crate) struct BlockMap {
+    spans: Vec<Span>,
+}
+
+struct Span {
+    /// 1-based line and column (in characters) where the piece starts, and where it ends.
+    start: (usize, usize),
+    end: (usize, usize),
+    at: BlockAt,
+    piece: String,
+}
+
+impl BlockMap {
+    fn new(html: &str, spans: Vec<(std::ops::Range<usize>, BlockAt, String)>) -> Self {
+        // One pass over the HTML turns every byte offset into its line and column.
+        let mut offsets: Vec<usize> = spans.iter().flat_map(|(r, ..)| [r.start, r.end]).collect();
+        offsets.sort_unstable();
+        offsets.dedup();
+        let mut positions = std::collections::HashMap::with_capacity(offsets.len());
+        let (mut line, mut column, mut next) = (1, 1, offsets.iter().peekable());
+        for (at, c) in html.char_indices().chain(std::iter::once((html.len(), '\0'))) {
+            while let Some(&&offset) = next.peek().filter(|&&&o| o <= at) {
+                positions.insert(offset, (line, column));
+                next.next();
+            }
+            if c == '\n' {
+                line += 1;
+                column = 1;
+            } else {
+                column += 1;
+            }
+        }
+        let spans = spans
+            .into_iter()
+            .filter_map(|(r, at, piece)| {
+                Some(Span { start: *positions.get(&r.start)?, end: *positions.get(&r.end)?, at, piece })
+            })
+            .collect();
+        BlockMap { spans }
+    }
+
+    /// `error` with the block it falls in named: the piece that holds its position; else (a tag
+    /// left open is reported where the template ends or goes wrong after it) the first block
+    /// field whose pieces do not parse on their own; else the last piece before it.
+    pub(crate) fn name(&self, mut error: TemplateError) -> TemplateError {
+        let Some(line) = error.line.filter(|_| error.field == BODY && error.block.is_none()) else { return error };
+        let at = (line, error.column.unwrap_or(1));
+        let holding = self.spans.iter().find(|s| s.start <= at && at < s.end);
+        let open = || self.first_unparsable();
+        let before = || self.spans.iter().rev().find(|s| s.start <= at);
+        error.block = holding.or_else(open).or_else(before).map(|s| Box::new(s.at.clone()));
+        error
+    }
+
+    /// The first span of the first block field whose pieces, put together, are not a template
+    /// on their own (parsing only: nothing is evaluated outside the sandbox).
+    fn first_unparsable(&self) -> Option<&Span> {
+        let mut i = 0;
+        while let Some(first) = self.spans.get(i) {
+            let same = self.spans[i..].iter().take_while(|s| s.at == first.at).count();
+            let source: String = self.spans[i..i + same].iter().map(|s| s.piece.as_str()).collect();
+            if minijinja::Environment::new().template_from_str(&source).is_err() {
+                return Some(first);
+            }
+            i += same;
+        }
+        None
+    }
+}
+
+/// A block's path and label as it is written, for [`SetAside::enter`].
+struct Place {
+    path: String,
+    label: String,
+}
+
+impl Place {
+    /// The `i`th (0-based) block of `blocks`, inside `parent` (none at the top).
+    fn of(parent: Option<&Place>, i: usize, block: &Block) -> Place {
+        let label = format!("block {} ({})", i + 1, block.label());
+        match parent {
+            None => Place { path: format!("body.blocks.{i}"), label },
+            Some(p) => Place { path: format!("{}.blocks.{i}", p.path), label: format!("{}, {label}", p.label) },
+        }
+    }
+
+    /// Column `c` (0-based) of a columns block.
+    fn column(&self, c: usize) -> Place {
+        Place { path: format!("{}.columns.{c}", self.path), label: format!("{}, column {}", self.label, c + 1) }
+    }
 }
 
 /// The document as an HTML template: a whole `<html>` document whose merge tags are still to be
 /// evaluated per reader. Errors are the document's (`mrml` refusing what was written).
 pub fn blocks_to_template(doc: &BlockDocument) -> Result<String, TemplateError> {
+    Ok(mapped_blocks_to_template(doc)?.0)
+}
+
+fn mapped_blocks_to_template(doc: &BlockDocument) -> Result<(String, BlockMap), TemplateError> {
     let mut aside = SetAside::for_document(doc);
     let mut mjml = String::with_capacity(4096);
     // Every value here is a checked `#rrggbb` colour or a constant font stack: nothing to escape.
@@ -143,7 +267,7 @@ pub fn blocks_to_template(doc: &BlockDocument) -> Result<String, TemplateError> 
          <mj-body width=\"{CONTENT_WIDTH}px\" background-color=\"{background}\">\
          <mj-wrapper padding=\"24px 0\"><mj-section background-color=\"#ffffff\" padding=\"16px 0\"><mj-column>"
     );
-    write_blocks(&mut mjml, &mut aside, accent, &doc.blocks, true);
+    write_blocks(&mut mjml, &mut aside, accent, &doc.blocks, None);
     mjml.push_str("</mj-column></mj-section></mj-wrapper></mj-body></mjml>");
 
     let options = ParserOptions { include_loader: Box::new(NoopIncludeLoader) };
@@ -152,17 +276,19 @@ pub fn blocks_to_template(doc: &BlockDocument) -> Result<String, TemplateError> 
         line: None,
         column: None,
         message: format!("the blocks could not be {stage}: {e}"),
+        block: None,
     };
     let parsed = mrml::parse_with_options(&mjml, &options).map_err(|e| failed("read", &e))?;
     let render = RenderOptions { disable_comments: true, social_icon_origin: None, fonts: Default::default() };
     let html = parsed.element.render(&render).map_err(|e| failed("laid out", &e))?;
-    let html = aside.restore(&html);
+    let (html, spans) = aside.restore(&html);
     if aside.leftover(&html) {
         // A placeholder was changed on its way through (it never should be): sending it would
         // show readers a code instead of their name.
         return Err(failed("put together", &"a merge tag was lost"));
     }
-    Ok(html)
+    let map = BlockMap::new(&html, spans);
+    Ok((html, map))
 }
 
 /// Blocks that are only text: a run of them shares one `<mj-text>` cell. Every cell is a table
@@ -175,29 +301,30 @@ fn is_text(block: &Block) -> bool {
     matches!(block, Block::Heading { .. } | Block::Paragraph { .. } | Block::Quote { .. } | Block::Code { .. })
 }
 
-/// `blocks` inside the running `<mj-column>`: runs of text in one cell each, columns (`top`
-/// level only) in a section of their own.
-fn write_blocks(mjml: &mut String, aside: &mut SetAside, accent: &Colour, blocks: &[Block], top: bool) {
+/// `blocks` inside the running `<mj-column>`: runs of text in one cell each, columns (top
+/// level only: `column` is none) in a section of their own.
+fn write_blocks(mjml: &mut String, aside: &mut SetAside, accent: &Colour, blocks: &[Block], column: Option<&Place>) {
     let mut in_text = false;
-    for block in blocks {
+    for (i, block) in blocks.iter().enumerate() {
+        let place = Place::of(column, i, block);
         let text = is_text(block);
         if text != in_text {
             mjml.push_str(if text { "<mj-text>" } else { "</mj-text>" });
             in_text = text;
         }
         match block {
-            _ if text => write_text(mjml, aside, block),
-            Block::Columns { columns } if top => {
+            _ if text => write_text(mjml, aside, &place, block),
+            Block::Columns { columns } if column.is_none() => {
                 // Columns need a section of their own: close the running one and open another.
                 mjml.push_str("</mj-column></mj-section><mj-section background-color=\"#ffffff\" padding=\"0\">");
-                for column in columns {
+                for (c, inner) in columns.iter().enumerate() {
                     mjml.push_str("<mj-column>");
-                    write_blocks(mjml, aside, accent, &column.blocks, false);
+                    write_blocks(mjml, aside, accent, &inner.blocks, Some(&place.column(c)));
                     mjml.push_str("</mj-column>");
                 }
                 mjml.push_str("</mj-section><mj-section background-color=\"#ffffff\" padding=\"0\"><mj-column>");
             }
-            other => write_block(mjml, aside, accent, other),
+            other => write_block(mjml, aside, accent, &place, other),
         }
     }
     if in_text {
@@ -207,7 +334,8 @@ fn write_blocks(mjml: &mut String, aside: &mut SetAside, accent: &Colour, blocks
 
 /// A text block's HTML, inside a shared `<mj-text>`. Each ends with a 12 px margin, as a
 /// paragraph does, so the run is spaced like separate cells were.
-fn write_text(mjml: &mut String, aside: &mut SetAside, block: &Block) {
+fn write_text(mjml: &mut String, aside: &mut SetAside, place: &Place, block: &Block) {
+    aside.enter(place, "text");
     match block {
         Block::Heading { text, level } => {
             let level = (*level).clamp(1, 3);
@@ -240,7 +368,8 @@ fn write_text(mjml: &mut String, aside: &mut SetAside, block: &Block) {
 }
 
 /// A block that is not text ([`is_text`]), as MJML of its own.
-fn write_block(mjml: &mut String, aside: &mut SetAside, accent: &Colour, block: &Block) {
+fn write_block(mjml: &mut String, aside: &mut SetAside, accent: &Colour, place: &Place, block: &Block) {
+    aside.enter(place, "text");
     match block {
         Block::Footer { text } => {
             let _ = write!(
@@ -251,24 +380,22 @@ fn write_block(mjml: &mut String, aside: &mut SetAside, accent: &Colour, block: 
         }
         Block::Image { src, alt, href, width } => {
             let width = (*width).clamp(16, CONTENT_WIDTH);
-            let _ = write!(
-                mjml,
-                "<mj-image src=\"{}\" alt=\"{}\" width=\"{width}px\"",
-                attribute(&aside.tags(src)),
-                attribute(&aside.tags(alt))
-            );
+            aside.enter(place, "src");
+            let src = attribute(&aside.tags(src));
+            aside.enter(place, "alt");
+            let alt = attribute(&aside.tags(alt));
+            let _ = write!(mjml, "<mj-image src=\"{src}\" alt=\"{alt}\" width=\"{width}px\"");
             if !href.trim().is_empty() {
+                aside.enter(place, "href");
                 let _ = write!(mjml, " href=\"{}\"", attribute(&aside.tags(href.trim())));
             }
             mjml.push_str(" />");
         }
         Block::Button { label, href } => {
-            let _ = write!(
-                mjml,
-                "<mj-button href=\"{}\">{}</mj-button>",
-                attribute(&aside.tags(href.trim())),
-                escape(&aside.tags(label))
-            );
+            aside.enter(place, "href");
+            let href = attribute(&aside.tags(href.trim()));
+            aside.enter(place, "label");
+            let _ = write!(mjml, "<mj-button href=\"{href}\">{}</mj-button>", escape(&aside.tags(label)));
         }
         Block::Divider => mjml.push_str("<mj-divider />"),
         Block::Spacer { height } => {
@@ -281,10 +408,12 @@ fn write_block(mjml: &mut String, aside: &mut SetAside, accent: &Colour, block: 
                 if i > 0 {
                     mjml.push_str(" &middot; ");
                 }
+                aside.enter(place, &format!("links.{i}.url"));
+                let url = attribute(&aside.tags(link.url.trim()));
+                aside.enter(place, &format!("links.{i}.label"));
                 let _ = write!(
                     mjml,
-                    "<a href=\"{}\" style=\"color:{accent};font-weight:600;text-decoration:none;\">{}</a>",
-                    attribute(&aside.tags(link.url.trim())),
+                    "<a href=\"{url}\" style=\"color:{accent};font-weight:600;text-decoration:none;\">{}</a>",
                     escape(&aside.tags(&link.label))
                 );
             }
@@ -293,15 +422,16 @@ fn write_block(mjml: &mut String, aside: &mut SetAside, accent: &Colour, block: 
         // Columns inside columns are refused on save; rendered flat should one get here.
         Block::Columns { columns } => {
             let inner: Vec<Block> = columns.iter().flat_map(|c| c.blocks.iter().cloned()).collect();
-            write_blocks(mjml, aside, accent, &inner, false);
+            write_blocks(mjml, aside, accent, &inner, Some(&place.column(0)));
         }
         Block::Html { html } => {
+            aside.enter(place, "html");
             let _ = write!(mjml, "<mj-text>{}</mj-text>", aside.placeholder(html.clone()));
         }
         // Text: written by `write_text`, in a shared cell.
         Block::Heading { .. } | Block::Paragraph { .. } | Block::Quote { .. } | Block::Code { .. } => {
             mjml.push_str("<mj-text>");
-            write_text(mjml, aside, block);
+            write_text(mjml, aside, place, block);
             mjml.push_str("</mj-text>");
         }
     }

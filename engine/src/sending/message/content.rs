@@ -56,7 +56,9 @@ pub struct Rendered {
     pub text: String,
 }
 
-/// A template mistake, positioned for the author: `body, line 3, column 7: unknown filter`.
+/// A template mistake, positioned for the author: `body, line 3, column 7: unknown filter`, or
+/// in a block document `body, block 3 (Paragraph): unknown filter` (its line in the generated
+/// HTML would mean nothing to the author).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TemplateError {
     /// `"subject"`, `"preheader"` or `"body"`.
@@ -66,11 +68,34 @@ pub struct TemplateError {
     /// 1-based, in characters.
     pub column: Option<usize>,
     pub message: String,
+    /// The block (and its field) the mistake is in, for a block document's body (boxed: every
+    /// render's result carries this error type).
+    pub block: Option<Box<BlockAt>>,
+}
+
+/// Where in a block document a piece of template came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockAt {
+    /// As the editor names the field's errors: `body.blocks.2.text`,
+    /// `body.blocks.1.columns.0.blocks.0.href`.
+    pub path: String,
+    /// As the author sees it: `block 3 (Paragraph)`, `block 2 (Two columns), column 1, block 1 (Button)`.
+    pub label: String,
+}
+
+impl TemplateError {
+    /// The form field to mark: the block's field when known, else `subject`, `preheader` or `body`.
+    pub fn location(&self) -> &str {
+        self.block.as_ref().map_or(self.field, |b| b.path.as_str())
+    }
 }
 
 impl fmt::Display for TemplateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.field)?;
+        if let Some(block) = &self.block {
+            return write!(f, ", {}: {}", block.label, self.message);
+        }
         if let Some(line) = self.line {
             write!(f, ", line {line}")?;
         }

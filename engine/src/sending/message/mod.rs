@@ -25,6 +25,7 @@ mod template;
 mod tests;
 mod text;
 
+use blocks::{BlockMap, mapped_body_template};
 pub use blocks::{blocks_to_template, body_template};
 pub use content::*;
 pub use dkim::*;

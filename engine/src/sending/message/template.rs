@@ -26,6 +26,8 @@ pub struct CompiledCampaign {
     address_html: String,
     /// A block body's unchanging start, kept out of the per-reader work (see [`Frame`]).
     frame: Option<Frame>,
+    /// Where a block body's merge tags came from, to name the block in an error.
+    blocks: Option<BlockMap>,
 }
 
 fn too_large() -> TemplateError {
@@ -34,6 +36,7 @@ fn too_large() -> TemplateError {
         line: None,
         column: None,
         message: format!("the rendered body is larger than {} MB", MAX_BODY_BYTES / (1024 * 1024)),
+        block: None,
     }
 }
 
@@ -126,8 +129,8 @@ impl CompiledCampaign {
         turn: Turn,
     ) -> Result<Result<Self, TemplateError>, Busy> {
         // A block document becomes its HTML template here, once per campaign.
-        let body = match body_template(content.format, &content.body) {
-            Ok(body) => body.into_owned(),
+        let (body, blocks) = match mapped_body_template(content.format, &content.body) {
+            Ok((body, blocks)) => (body.into_owned(), blocks),
             Err(e) => return Ok(Err(e)),
         };
         let uses_web_version =
@@ -152,7 +155,10 @@ impl CompiledCampaign {
         );
         let templates = match parsed {
             Ok(t) => Arc::new(t),
-            Err(e) => return Ok(Err(frame.as_ref().map_or(e.clone(), |f| f.place(e)))),
+            Err(e) => {
+                let e = frame.as_ref().map_or(e.clone(), |f| f.place(e));
+                return Ok(Err(blocks.as_ref().map_or(e.clone(), |b| b.name(e))));
+            }
         };
 
         let address_html = address_lines.iter().map(|(_, e)| e.as_str()).collect::<Vec<_>>().join("<br>");
@@ -167,6 +173,7 @@ impl CompiledCampaign {
             address_lines,
             address_html,
             frame,
+            blocks,
         };
         // Test-render for a reader without name or attributes. Mistakes in the template itself
         // (an unknown filter, function or test, wrong arguments, a runaway loop, a template that
@@ -227,7 +234,13 @@ impl CompiledCampaign {
         ctx: &MessageContext<'_>,
     ) -> Result<Result<RenderedBody, TemplateError>, Busy> {
         Ok(self.render_bodies(&[(recipient, ctx, None)]).await?.pop().unwrap_or_else(|| {
-            Err(TemplateError { field: BODY, line: None, column: None, message: "nothing was rendered".into() })
+            Err(TemplateError {
+                field: BODY,
+                line: None,
+                column: None,
+                message: "nothing was rendered".into(),
+                block: None,
+            })
         }))
     }
 
@@ -260,8 +273,12 @@ impl CompiledCampaign {
 
     /// A template error placed in the body as the author's template has it.
     fn place(&self, error: TemplateError) -> TemplateError {
-        match &self.frame {
+        let error = match &self.frame {
             Some(frame) => frame.place(error),
+            None => error,
+        };
+        match &self.blocks {
+            Some(blocks) => blocks.name(error),
             None => error,
         }
     }
@@ -459,7 +476,7 @@ pub(crate) fn template_error(field: &'static str, src: &str, e: &minijinja::Erro
         Some(detail) => format!("{}: {detail}", e.kind()),
         None => e.kind().to_string(),
     };
-    TemplateError { field, line, column, message }
+    TemplateError { field, line, column, message, block: None }
 }
 
 /// Collapses every run of whitespace and control characters (CR, LF, tab, U+2028…) into one

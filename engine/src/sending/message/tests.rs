@@ -710,7 +710,55 @@ fn a_block_body_set_aside_in_part_renders_as_if_whole() -> anyhow::Result<()> {
     let framed_error = compile(&bad(BodyFormat::Blocks, bad_doc.clone())).expect_err("an unknown filter");
     let whole_bad = blocks_to_template(&herald_types::BlockDocument::parse(&bad_doc)?)?;
     let plain_error = compile(&bad(BodyFormat::Html, whole_bad)).expect_err("an unknown filter");
-    assert_eq!(framed_error, plain_error);
+    assert_eq!(TemplateError { block: None, ..framed_error.clone() }, plain_error);
     assert!(framed_error.line.is_some() && framed_error.column > Some(1), "{framed_error}");
+    Ok(())
+}
+
+/// A mistake in a block document is reported in the block the author wrote it in, never as a
+/// line and column of the HTML Herald generated: in a paragraph, inside a column, in a button's
+/// link, in an HTML block, an unclosed tag, and a mistake found only when rendering for a reader.
+#[test]
+fn a_mistake_in_a_block_names_the_block_and_its_field() -> anyhow::Result<()> {
+    let doc = |blocks: &str| format!(r#"{{"version": 1, "blocks": [{blocks}]}}"#);
+    let heading = r#"{"type": "heading", "text": "Spring {{ reader.email }}", "level": 1}"#;
+    let named = |blocks: &str| -> anyhow::Result<(String, String)> {
+        let e = compile(&content(BodyFormat::Blocks, "x", &doc(blocks))).err().context("should fail")?;
+        let at = e.block.clone().context(format!("no block named: {e}"))?;
+        assert!(e.to_string().starts_with(&format!("body, {}: ", at.label)), "{e}");
+        assert!(!e.to_string().contains("line"), "{e}");
+        Ok((at.path, at.label))
+    };
+    let paragraph = r#"{"type": "paragraph", "text": "Hello {{ reader.name | nosuchfilter }}"}"#;
+    assert_eq!(
+        named(&format!("{heading}, {{\"type\": \"divider\"}}, {paragraph}"))?,
+        ("body.blocks.2.text".into(), "block 3 (Paragraph)".into())
+    );
+    let button = r#"{"type": "button", "label": "Go", "href": "https://example.com/?{{ reader.email | nope }}"}"#;
+    assert_eq!(
+        named(&format!(
+            r#"{heading}, {{"type": "columns", "columns": [{{"blocks": [{heading}]}}, {{"blocks": [{heading}, {button}]}}]}}"#
+        ))?,
+        ("body.blocks.1.columns.1.blocks.1.href".into(), "block 2 (Two columns), column 2, block 2 (Button)".into())
+    );
+    let html = r#"{"type": "html", "html": "<p>{% if reader.name %}</p>"}"#;
+    assert_eq!(named(&format!("{heading}, {html}, {heading}"))?.0, "body.blocks.1.html");
+    let unclosed = r#"{"type": "paragraph", "text": "Hi {{ reader.name, welcome"}"#;
+    assert_eq!(named(&format!("{heading}, {heading}, {unclosed}, {heading}"))?.0, "body.blocks.2.text");
+
+    // Data that fails one reader only: named too, when that reader's preview is rendered.
+    let per_reader = r#"{"type": "quote", "text": "You have {{ reader.attributes.tags | length }} tags"}"#;
+    let compiled = compile(&content(BodyFormat::Blocks, "x", &doc(&format!("{heading}, {per_reader}"))))?;
+    let none = serde_json::json!({});
+    let ctx = MessageContext { unsubscribe_url: UNSUB, web_version_url: WEB };
+    let e = block(compiled.render(&Recipient { email: "a@b.example", name: "", attributes: &none }, &ctx))
+        .err()
+        .context("no tags to count")?;
+    assert_eq!(e.location(), "body.blocks.1.text", "{e}");
+    assert_eq!(e.block.map(|b| b.label).as_deref(), Some("block 2 (Quote)"));
+
+    // Other formats keep their line and column.
+    let e = compile(&content(BodyFormat::Markdown, "x", "a\n{{ x | nope }}")).err().context("should fail")?;
+    assert_eq!((e.location(), e.line), ("body", Some(2)));
     Ok(())
 }

@@ -5,6 +5,7 @@
 
 mod branch;
 mod controls;
+mod mail_step;
 mod runs;
 mod server;
 mod steps;
@@ -23,8 +24,8 @@ use crate::error::AppError;
 use controls::{Controls, TestRun};
 use runs::{Figure, Runs};
 pub use server::{
-    AutomationEditView, AutomationEditorData, ChangeAutomation, SaveAutomation, TestAutomation, automation_edit_view,
-    change_automation, save_automation, test_automation,
+    AutomationEditView, AutomationEditorData, ChangeAutomation, PreviewAutomationMail, SaveAutomation, TestAutomation,
+    automation_edit_view, change_automation, preview_automation_mail, save_automation, test_automation,
 };
 use steps::{STEP_KINDS, StepEditor, new_step, starter_mail};
 use tag_select::TagSelect;
@@ -65,8 +66,11 @@ fn Editor(
         date_fields,
         fields,
         workspace_zone,
+        welcome_blocks,
+        mail_blocks,
         can_edit,
     } = v;
+    let mail_blocks = StoredValue::new(mail_blocks);
     provide_context(WorkspaceZone(workspace_zone));
     let fields = StoredValue::new(fields);
     let date_fields = StoredValue::new(date_fields);
@@ -86,7 +90,7 @@ fn Editor(
     let reentry = RwSignal::new(automation.as_ref().map_or(Reentry::Once, |a| a.reentry));
     let cap_exempt = RwSignal::new(automation.as_ref().is_none_or(|a| a.cap_exempt));
     let steps = RwSignal::new(automation.as_ref().map_or_else(
-        || vec![StepInput { id: None, action: starter_mail() }],
+        || vec![StepInput { id: None, action: starter_mail(welcome_blocks.clone()) }],
         |a| a.steps.iter().map(|s| StepInput { id: Some(s.id), action: s.action.clone() }).collect(),
     ));
     let removed_readers = RwSignal::new(RemovedStepReaders::Next);
@@ -286,7 +290,8 @@ fn Editor(
                                             on:click=move |_| steps.update(|s| { s.remove(i); })>"Remove"</button>
                                     })}
                                 </div>
-                                <StepEditor i=i action=step.action steps=steps lists=lists tags=tags segments=segments fields=fields editable=editable error=problem_at(format!("steps.{i}"))/>
+                                <StepEditor i=i action=step.action steps=steps lists=lists tags=tags segments=segments fields=fields editable=editable
+                                    error=problem_at(format!("steps.{i}")) problems=problems/>
                                 {stats.map(|s| view! {
                                     <p class="mt-2 text-xs text-slate-600" data-testid="step-figures">
                                         {format!("{} reached · {} waiting here", s.entered, s.waiting)}
@@ -304,7 +309,10 @@ fn Editor(
                         <select id="add-step" class="input w-auto" data-testid="add-step"
                             on:change=move |ev| {
                                 let kind = event_target_value(&ev);
-                                if let Some(action) = tags.with_value(|t| lists.with_value(|l| steps.with_untracked(|s| new_step(&kind, t, l, s)))) {
+                                let made = mail_blocks.with_value(|mail| {
+                                    tags.with_value(|t| lists.with_value(|l| steps.with_untracked(|s| new_step(&kind, t, l, s, mail))))
+                                });
+                                if let Some(action) = made {
                                     steps.update(|s| s.push(StepInput { id: None, action }));
                                 }
                                 added.update(|n| *n += 1);

@@ -22,6 +22,10 @@ pub struct AutomationEditorData {
     pub fields: Vec<(String, String)>,
     /// The workspace's time zone: where a "wait until" naming no zone falls.
     pub workspace_zone: String,
+    /// Block documents in the workspace's brand, as JSON: the welcome a new automation starts
+    /// with, and the mail a new email step starts with.
+    pub welcome_blocks: String,
+    pub mail_blocks: String,
     pub can_edit: bool,
 }
 
@@ -47,8 +51,21 @@ pub async fn automation_edit_view(id: String) -> Result<AutomationEditorData, Ap
         date_fields: Vec::new(),
         fields: Vec::new(),
         workspace_zone: herald_engine::workspaces::get(db, m.tenant).await?.time_zone,
+        welcome_blocks: String::new(),
+        mail_blocks: String::new(),
         can_edit: m.role.can_author(),
     };
+    let brand = herald_engine::campaigns::brand::get(db, m.tenant).await?;
+    data.mail_blocks = brand.dress(herald_types::BlockDocument::default().blocks).to_json();
+    data.welcome_blocks = brand
+        .dress(vec![
+            herald_types::Block::Heading { text: "Hi {{ reader.name | default(\"there\") }},".into(), level: 1 },
+            herald_types::Block::Paragraph {
+                text: "Thank you for joining. Here is what to expect from us, and how often.\n\nSee you in your inbox!"
+                    .into(),
+            },
+        ])
+        .to_json();
     for f in herald_engine::audience::fields::list(db, m.tenant).await? {
         if f.kind == herald_types::FieldKind::Date {
             data.date_fields.push((f.key.clone(), f.label.clone()));
@@ -62,6 +79,40 @@ pub async fn automation_edit_view(id: String) -> Result<AutomationEditorData, Ap
         data.runs = report::runs(db, m.tenant, id, None).await?;
     }
     Ok(data)
+}
+
+/// A mail step as a sample reader would get it, as the editor holds it (saved or not).
+#[server(prefix = "/rpc", endpoint = "preview_automation_mail", input = Json)]
+pub async fn preview_automation_mail(
+    subject: String,
+    preheader: String,
+    body_format: herald_types::BodyFormat,
+    body: String,
+) -> Result<crate::pages::campaigns::preview::PreviewView, AppError> {
+    use crate::pages::campaigns::preview::PreviewView;
+    use crate::ssr::{count_preview, require_role};
+    use herald_engine::{Role, campaigns::preview, sending::message::CampaignContent};
+    let m = require_role(Role::Viewer).await?;
+    count_preview(&m)?;
+    let content = CampaignContent { subject, preheader, format: body_format, body };
+    Ok(match preview::preview_content(&m.state.db, &m.state.base_url, m.tenant, &content).await? {
+        Ok(r) => PreviewView {
+            subject: r.subject,
+            html: r.html,
+            text: r.text,
+            error: None,
+            error_at: None,
+            as_reader: "a sample reader".into(),
+        },
+        Err(e) => PreviewView {
+            subject: String::new(),
+            html: String::new(),
+            text: String::new(),
+            error: Some(e.to_string()),
+            error_at: Some(e.location().to_string()),
+            as_reader: "a sample reader".into(),
+        },
+    })
 }
 
 /// Saves a new automation (`id` is `new`) or changes one; returns its id.

@@ -1,21 +1,22 @@
 //! The steps: the kinds one can add, a new step of each, the starter mail, and one step's inputs.
 
 use herald_types::{
-    BodyFormat, BranchCondition, BranchTarget, ListId, SegmentId, StepAction, StepInput, TagId, WaitUnit,
+    BodyFormat, BranchCondition, BranchTarget, FieldError, ListId, SegmentId, StepAction, StepInput, TagId, WaitUnit,
 };
 use leptos::prelude::*;
 
 use super::branch::BranchEditor;
+use super::mail_step::MailStep;
 use super::tag_select::TagSelect;
 use super::wait_until::WaitUntilEditor;
 
-/// The mail a new automation starts with.
-pub(super) fn starter_mail() -> StepAction {
+/// The mail a new automation starts with: `welcome`, blocks in the workspace's brand.
+pub(super) fn starter_mail(welcome: String) -> StepAction {
     StepAction::Email {
         subject: "Welcome to {{ workspace.name }}".into(),
         preheader: String::new(),
-        body_format: BodyFormat::Markdown,
-        body: "Hi {{ reader.name | default(\"there\") }},\n\nThank you for joining. Here is what to expect from us, and how often.\n\nSee you in your inbox!".into(),
+        body_format: BodyFormat::Blocks,
+        body: welcome,
     }
 }
 
@@ -25,16 +26,18 @@ pub(super) fn new_step(
     tags: &[(TagId, String)],
     lists: &[(ListId, String)],
     steps: &[StepInput],
+    mail: &str,
 ) -> Option<StepAction> {
     let first_tag = || tags.first().map(|(id, _)| *id).unwrap_or(TagId::NIL);
     let first_list = || lists.first().map(|(id, _)| *id).unwrap_or(ListId::NIL);
     let last_mail = steps.iter().rposition(|s| matches!(s.action, StepAction::Email { .. })).unwrap_or(0);
     Some(match kind {
+        // Blocks in the workspace's brand, as a new campaign starts.
         "email" => StepAction::Email {
             subject: String::new(),
             preheader: String::new(),
-            body_format: BodyFormat::Markdown,
-            body: String::new(),
+            body_format: BodyFormat::Blocks,
+            body: mail.to_string(),
         },
         "wait" => StepAction::Wait { amount: 1, unit: WaitUnit::Days },
         "wait_until" => StepAction::WaitUntil {
@@ -82,6 +85,8 @@ pub(super) fn StepEditor(
     fields: StoredValue<Vec<(String, String)>>,
     editable: bool,
     error: impl Fn() -> String + Send + Sync + 'static,
+    /// The last save's problems, every step's (a mail's blocks mark their own fields).
+    problems: Memo<Vec<FieldError>>,
 ) -> impl IntoView {
     let set = move |a: StepAction| {
         steps.update(|s| {
@@ -92,24 +97,8 @@ pub(super) fn StepEditor(
     };
     let current = move || steps.with_untracked(|s| s.get(i).map(|s| s.action.clone()));
     let inputs = match action {
-        StepAction::Email { subject, preheader, body, .. } => view! {
-            <div class="grid gap-2">
-                <label for=format!("step-{i}-subject") class="label">"Subject"</label>
-                <input id=format!("step-{i}-subject") class="input" disabled=!editable prop:value=subject data-testid="step-subject"
-                    on:change=move |ev| if let Some(StepAction::Email { preheader, body_format, body, .. }) = current() {
-                        set(StepAction::Email { subject: event_target_value(&ev), preheader, body_format, body });
-                    }/>
-                <label for=format!("step-{i}-preheader") class="label">"Preheader"</label>
-                <input id=format!("step-{i}-preheader") class="input" disabled=!editable prop:value=preheader
-                    on:change=move |ev| if let Some(StepAction::Email { subject, body_format, body, .. }) = current() {
-                        set(StepAction::Email { subject, preheader: event_target_value(&ev), body_format, body });
-                    }/>
-                <label for=format!("step-{i}-body") class="label">"Body (Markdown)"</label>
-                <textarea id=format!("step-{i}-body") class="input min-h-32 font-mono text-sm" disabled=!editable prop:value=body data-testid="step-body"
-                    on:change=move |ev| if let Some(StepAction::Email { subject, preheader, body_format, .. }) = current() {
-                        set(StepAction::Email { subject, preheader, body_format, body: event_target_value(&ev) });
-                    }></textarea>
-            </div>
+        StepAction::Email { subject, preheader, body_format, body } => view! {
+            <MailStep i=i subject=subject preheader=preheader body_format=body_format body=body steps=steps editable=editable problems=problems/>
         }.into_any(),
         StepAction::Wait { amount, unit } => view! {
             <div class="flex flex-wrap items-center gap-2">
