@@ -28,7 +28,7 @@ test("a welcome automation greets a reader who subscribes on the hosted page", a
   await page.getByRole("link", { name: "Make a welcome automation" }).click();
   await expect(page).toHaveURL(/\/automations\/new$/);
   await waitForHydration(page);
-  await expect(page.getByLabel("List")).toHaveValue(/[0-9a-f-]{36}/);
+  await expect(page.getByRole("combobox", { name: "List", exact: true })).toHaveValue(/[0-9a-f-]{36}/);
   await page.getByTestId("step-subject").first().fill("Welcome, {{ reader.name }}");
   await page.getByTestId("step-subject").first().press("Tab");
   await page.getByTestId("add-step").selectOption("wait");

@@ -52,6 +52,16 @@ test("write, preview, test-send and send a campaign to a three-reader list", asy
   await expect(page.getByTestId("campaigns-empty")).toBeVisible();
   // The postal address is given already: the empty state does not ask for it again.
   await expect(page.getByTestId("campaigns-before-first-send")).not.toContainText("postal address");
+  // A search that finds nothing says so, without a console warning (the list once read its
+  // filter outside a reactive context).
+  const warnings: string[] = [];
+  page.on("console", (m) => {
+    if (m.type() === "warning") warnings.push(m.text());
+  });
+  await gotoHydrated(page, "/campaigns?q=no+such+campaign");
+  await expect(page.getByTestId("campaigns-no-match")).toBeVisible();
+  expect(warnings).toEqual([]);
+  await gotoHydrated(page, "/campaigns");
   await page.getByLabel("Campaign name").fill("November issue");
   await page.getByRole("button", { name: "New campaign" }).click();
   await expect(page).toHaveURL(/\/campaigns\/[0-9a-f-]{36}$/);

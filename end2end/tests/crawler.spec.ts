@@ -127,7 +127,20 @@ async function expectNoOverflow(page: Page, what: string): Promise<void> {
       const r = el.getBoundingClientRect();
       if (r.right > width + 1 && culprits.length < 5 && !culprits.some((c) => el.parentElement?.closest(c))) {
         const id = el.getAttribute("data-testid");
-        culprits.push(id ? `[data-testid="${id}"]` : `${el.tagName.toLowerCase()}${el.className ? "." + String(el.className).split(" ").join(".") : ""}`);
+        // Classes escaped: Tailwind's `hover:underline` is not a valid selector as written.
+        const classes = String(el.className).split(" ").filter((c) => c.length > 0).map((c) => "." + CSS.escape(c)).join("");
+        culprits.push(id ? `[data-testid="${id}"]` : `${el.tagName.toLowerCase()}${classes}`);
+      }
+    }
+    // No box sticks out: then text overflows the box it is in (a long word in a block).
+    if (culprits.length === 0) {
+      for (const el of Array.from(document.querySelectorAll("body *"))) {
+        const box = el as HTMLElement;
+        const spills = box.scrollWidth > box.clientWidth + 1 && getComputedStyle(box).overflowX === "visible";
+        if (spills && box.getBoundingClientRect().left + box.scrollWidth > width + 1 && culprits.length < 5) {
+          const text = (box.textContent ?? "").trim().slice(0, 30);
+          culprits.push(`${box.tagName.toLowerCase()} "${text}" (its text)`);
+        }
       }
     }
     return { scrollWidth: document.documentElement.scrollWidth, width, culprits };

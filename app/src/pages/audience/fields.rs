@@ -175,8 +175,8 @@ fn FieldRow(field: Field, update: ServerAction<UpdateField>, delete: ServerActio
     view! {
         <li class="py-3" data-testid="field-row">
             <div class="flex flex-wrap items-center justify-between gap-3">
-                <div>
-                    <span class="font-medium text-slate-800" data-testid="field-label">{field.label.clone()}</span>
+                <div class="min-w-0">
+                    <span class="font-medium wrap-anywhere text-slate-800" data-testid="field-label">{field.label.clone()}</span>
                     <span class="badge ml-2">{field.kind.label()}</span>
                     <code class="ml-2 text-xs text-slate-500">{format!("{{{{ reader.fields.{} }}}}", field.key)}</code>
                     {(!field.choices.is_empty()).then(|| view! { <p class="mt-1 text-xs text-slate-500">{field.choices.join(" · ")}</p> })}

@@ -209,7 +209,7 @@ fn Mapping(
                                 let id = l.id.to_string();
                                 let ticked = { let id = id.clone(); move || chosen.with(|c| c.contains(&id)) };
                                 view! {
-                                    <label class="mr-4 inline-flex max-w-full items-center gap-2 text-sm break-words">
+                                    <label class="mr-4 inline-flex max-w-full items-center gap-2 text-sm wrap-anywhere">
                                         <input type="checkbox" prop:checked=ticked on:change=move |ev| {
                                             let on = event_target_checked(&ev);
                                             let id = id.clone();

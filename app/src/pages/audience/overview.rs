@@ -89,7 +89,7 @@ fn ListsBody(v: ListsView, save: ServerAction<SaveList>, delete: ServerAction<De
                             view! {
                                 <tr>
                                     <td class="py-3">
-                                        <a href=readers_href class="font-medium text-slate-800 hover:text-indigo-600">{l.name.clone()}</a>
+                                        <a href=readers_href class="font-medium wrap-anywhere text-slate-800 hover:text-indigo-600">{l.name.clone()}</a>
                                         <span class="badge ml-2">{l.visibility.as_str()}</span>
                                         <div class="text-xs text-slate-500">{l.description.clone()}</div>
                                     </td>

@@ -182,9 +182,9 @@ fn ReaderBody(
     let file_name = format!("reader-{}.json", r.id);
     let confirm_erase = RwSignal::new(false);
     view! {
-        <div class="mb-4 flex items-center justify-between">
-            <div>
-                <h2 class="text-xl font-semibold text-slate-900" data-testid="reader-email">{r.email.clone()}</h2>
+        <div class="mb-4 flex flex-wrap items-center justify-between gap-3">
+            <div class="min-w-0">
+                <h2 class="text-xl font-semibold wrap-anywhere text-slate-900" data-testid="reader-email">{r.email.clone()}</h2>
                 <p class="text-sm text-slate-500"><span class="badge">{r.status.as_str()}</span>
                     {r.suppressed.map(|s| view! { <span class="badge ml-2 bg-red-50 text-red-700">"suppressed: " {s.label()}</span> })}</p>
             </div>
@@ -249,8 +249,8 @@ fn ReaderBody(
                     view! {
                         <ul class="divide-y divide-slate-100 text-sm" data-testid="subscriptions">
                             {r.subscriptions.into_iter().map(|s| view! {
-                                <li class="flex justify-between py-2"><span>{s.list_name.clone()}</span>
-                                    <span><span class="badge">{s.status.as_str()}</span><span class="ml-2 text-xs text-slate-500"><LocalTimeOf at=s.since()/></span></span></li>
+                                <li class="flex justify-between gap-3 py-2"><span class="min-w-0 wrap-anywhere">{s.list_name.clone()}</span>
+                                    <span class="shrink-0"><span class="badge">{s.status.as_str()}</span><span class="ml-2 text-xs text-slate-500"><LocalTimeOf at=s.since()/></span></span></li>
                             }).collect_view()}
                         </ul>
                     }.into_any()

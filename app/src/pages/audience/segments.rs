@@ -86,7 +86,7 @@ fn SegmentRow(summary: SegmentSummary, delete: ServerAction<DeleteSegment>) -> i
     view! {
         <li class="flex flex-wrap items-center justify-between gap-3 py-3" data-testid="segment-row">
             <div class="min-w-0">
-                <a href=format!("/audience/segments/{}", id.0) class="font-medium text-indigo-700 hover:underline" data-testid="segment-name">
+                <a href=format!("/audience/segments/{}", id.0) class="font-medium wrap-anywhere text-indigo-700 hover:underline" data-testid="segment-name">
                     {segment.name.clone()}
                 </a>
                 <span class="ml-3 text-sm text-slate-600" data-testid="segment-count">{count}</span>

@@ -87,7 +87,7 @@ fn TagRow(tag: Tag, rename: ServerAction<RenameTag>, delete: ServerAction<Delete
             <Show when=move || editing.get() fallback={
                 let name = name.clone();
                 move || view! {
-                    <div>
+                    <div class="min-w-0">
                         <span class="badge max-w-full break-all normal-case" data-testid="tag-name">{name.clone()}</span>
                         <a href=readers_href.clone() class="ml-3 text-sm text-indigo-600 hover:underline" data-testid="tag-count">{count.clone()}</a>
                     </div>

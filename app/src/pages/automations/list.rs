@@ -77,7 +77,7 @@ pub fn AutomationsPage() -> impl IntoView {
                                     view! {
                                         <li class="flex flex-wrap items-center justify-between gap-3 py-3" data-testid="automation-row">
                                             <div class="min-w-0">
-                                                <a href=format!("/automations/{}", a.id) class="font-medium text-indigo-700 hover:underline">{a.name}</a>
+                                                <a href=format!("/automations/{}", a.id) class="font-medium wrap-anywhere text-indigo-700 hover:underline">{a.name}</a>
                                                 <span class=format!("ml-2 rounded-full px-2 py-0.5 text-xs font-medium {class}") data-testid="automation-status">{label}</span>
                                                 <p class="mt-1 text-sm text-slate-600 break-words">{row.trigger}" · "{steps}</p>
                                             </div>

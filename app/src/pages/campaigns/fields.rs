@@ -182,7 +182,7 @@ pub fn AudienceFields(form: Form, lists: Resource<Result<ListsView, AppError>>) 
                                                             form.changed.run(());
                                                         }/>
                                                     // A long name wraps, even without a space to break at.
-                                                    <span class="min-w-0 font-medium break-words text-slate-800">{l.list.name}</span>
+                                                    <span class="min-w-0 font-medium wrap-anywhere text-slate-800">{l.list.name}</span>
                                                     <span class="shrink-0 text-xs text-slate-500">{format!("{} confirmed", l.confirmed)}</span>
                                                 </label>
                                             }
@@ -461,7 +461,7 @@ fn SegmentChoices(form: Form, lists: Resource<Result<ListsView, AppError>>) -> i
                                                 form.segment_ids.update(|c| { c.retain(|x| *x != id); if on { c.push(id); } });
                                                 form.changed.run(());
                                             }/>
-                                        <span class="min-w-0 font-medium break-words text-slate-800">{name}</span>
+                                        <span class="min-w-0 font-medium wrap-anywhere text-slate-800">{name}</span>
                                     </label>
                                 }
                             }).collect_view()}

@@ -191,7 +191,8 @@ pub fn CampaignsPage() -> impl IntoView {
 /// Search and filters: a plain GET form, so the choice lands in the address (reload-proof).
 #[component]
 fn Filters(filter: impl Fn() -> CampaignFilter + Copy + Send + Sync + 'static) -> impl IntoView {
-    let current = filter();
+    // The form's first values, read once (the page reloads with a new address on submit).
+    let current = untrack(filter);
     view! {
         <form method="get" action="/campaigns" role="search" aria-label="Filter campaigns" data-testid="campaign-filters"
             class="mb-4 grid gap-3 rounded-xl border border-slate-200 bg-white p-4 sm:grid-cols-2 lg:grid-cols-[2fr_1fr_1fr_1fr_auto] lg:items-end">

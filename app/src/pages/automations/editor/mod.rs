@@ -157,7 +157,7 @@ fn Editor(
     };
     view! {
         <div class="mb-6 flex flex-wrap items-center justify-between gap-3">
-            <h1 class="text-2xl font-semibold text-slate-900 break-words">
+            <h1 class="min-w-0 text-2xl font-semibold wrap-anywhere text-slate-900">
                 {automation.as_ref().map_or_else(|| "New automation".to_string(), |a| a.name.clone())}
                 {status.map(|s| {
                     let (label, class) = super::list::status_badge(s);
