@@ -131,20 +131,28 @@ pub async fn preview(
     let unsubscribe = preview_unsubscribe_url(base_url);
     let as_reader =
         if sample.name.is_empty() { sample.email.clone() } else { format!("{} <{}>", sample.name, sample.email) };
-    Ok(match render_as(tenant, &c, &workspace, &sample, &unsubscribe, &preview_web_version_url(base_url)).await? {
-        Ok(r) => PreviewOutcome {
-            rendered: Some(PreviewMessage { subject: r.subject, html: r.html, text: r.text }),
-            error: None,
-            error_at: None,
-            as_reader,
-        },
-        Err(e) => PreviewOutcome {
-            rendered: None,
-            error: Some(e.to_string()),
-            error_at: Some(e.location().to_string()),
-            as_reader,
-        },
-    })
+    let rendered = render_as(tenant, &c, &workspace, &sample, &unsubscribe, &preview_web_version_url(base_url)).await?;
+    Ok(PreviewOutcome::of(rendered, as_reader))
+}
+
+impl PreviewOutcome {
+    /// A render's result as a preview shows it: the message, or the mistake and where it is.
+    pub fn of(rendered: std::result::Result<Rendered, message::TemplateError>, as_reader: String) -> Self {
+        match rendered {
+            Ok(r) => PreviewOutcome {
+                rendered: Some(PreviewMessage { subject: r.subject, html: r.html, text: r.text }),
+                error: None,
+                error_at: None,
+                as_reader,
+            },
+            Err(e) => PreviewOutcome {
+                rendered: None,
+                error: Some(e.to_string()),
+                error_at: Some(e.location().to_string()),
+                as_reader,
+            },
+        }
+    }
 }
 
 /// A block document (a starter layout, a template, the brand) as a sample reader sees it: the

@@ -42,12 +42,18 @@ pub async fn preview_campaign(id: CampaignId, reader: Option<i64>) -> Result<Pre
     use herald_engine::{Role, campaigns::preview};
     let m = require_role(Role::Viewer).await?;
     count_preview(&m)?;
-    let out = preview::preview(&m.state.db, &m.state.base_url, m.tenant, id, reader).await?;
-    let (subject, html, text) = match out.rendered {
-        Some(r) => (r.subject, r.html, r.text),
-        None => Default::default(),
-    };
-    Ok(PreviewView { subject, html, text, error: out.error, error_at: out.error_at, as_reader: out.as_reader })
+    Ok(preview::preview(&m.state.db, &m.state.base_url, m.tenant, id, reader).await?.into())
+}
+
+#[cfg(feature = "ssr")]
+impl From<herald_engine::campaigns::preview::PreviewOutcome> for PreviewView {
+    fn from(out: herald_engine::campaigns::preview::PreviewOutcome) -> Self {
+        let (subject, html, text) = match out.rendered {
+            Some(r) => (r.subject, r.html, r.text),
+            None => Default::default(),
+        };
+        PreviewView { subject, html, text, error: out.error, error_at: out.error_at, as_reader: out.as_reader }
+    }
 }
 
 /// Finds the reader to preview as: by id, or by email (exact, or the only one that matches).
@@ -169,14 +175,7 @@ pub fn PreviewPanel(
             <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Rendering…"</p> }>
                 {move || Suspend::new(async move {
                     match preview.await {
-                        Ok(p) => {
-                            if let Some(mark) = mark {
-                                let found = p.error.clone().map(|message| FieldError { field: p.error_at.clone(), message });
-                                // Marked once the render is shown (an effect: never while rendering).
-                                Effect::new(move |_| mark.set(found.clone()));
-                            }
-                            view! { <PreviewBody p=p mode=mode/> }.into_any()
-                        }
+                        Ok(p) => view! { <PreviewBody p=p mode=mode mark=mark/> }.into_any(),
                         Err(e) => view! { <LoadError error=e/> }.into_any(),
                     }
                 })}
@@ -246,7 +245,18 @@ pub enum PreviewMode {
 }
 
 #[component]
-pub fn PreviewBody(p: PreviewView, mode: RwSignal<PreviewMode>) -> impl IntoView {
+pub fn PreviewBody(
+    p: PreviewView,
+    mode: RwSignal<PreviewMode>,
+    /// Where an editor marks this render's template error (none on read-only pages).
+    #[prop(default = None)]
+    mark: Option<RwSignal<Option<FieldError>>>,
+) -> impl IntoView {
+    if let Some(mark) = mark {
+        let found = p.error.clone().map(|message| FieldError { field: p.error_at.clone(), message });
+        // Marked once the render is shown (an effect: never while rendering).
+        Effect::new(move |_| mark.set(found.clone()));
+    }
     if let Some(error) = p.error {
         return view! {
             <div role="alert" class="rounded-md border border-red-200 bg-red-50 px-3 py-2 text-sm text-red-700" data-testid="template-error">

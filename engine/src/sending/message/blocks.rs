@@ -97,12 +97,10 @@ impl SetAside {
             out.push_str(&rest[..at]);
             let after = &rest[at + self.prefix.len()..];
             let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-            let piece = after[..digits].parse::<usize>().ok().and_then(|i| self.pieces.get(i));
-            match piece {
+            let index = after[..digits].parse::<usize>().ok();
+            match index.and_then(|i| self.pieces.get(i)) {
                 Some(piece) if after[digits..].starts_with('E') => {
-                    let owner =
-                        after[..digits].parse::<usize>().ok().and_then(|i| self.owners.get(i).cloned().flatten());
-                    if let Some(owner) = owner {
+                    if let Some(owner) = index.and_then(|i| self.owners.get(i).cloned().flatten()) {
                         spans.push((out.len()..out.len() + piece.len(), owner, piece.clone()));
                     }
                     out.push_str(piece);

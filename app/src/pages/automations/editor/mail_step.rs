@@ -168,12 +168,7 @@ fn MailPreview(
                 <Transition fallback=|| view! { <p class="text-sm text-slate-500">"Rendering…"</p> }>
                     {move || Suspend::new(async move {
                         match preview.await {
-                            Ok(Some(p)) => {
-                                let found = p.error.clone().map(|message| FieldError { field: p.error_at.clone(), message });
-                                // Marked once the render is shown (an effect: never while rendering).
-                                Effect::new(move |_| mark.set(found.clone()));
-                                view! { <PreviewBody p=p mode=mode/> }.into_any()
-                            }
+                            Ok(Some(p)) => view! { <PreviewBody p=p mode=mode mark=Some(mark)/> }.into_any(),
                             Ok(None) => ().into_any(),
                             Err(e) => view! { <LoadError error=e/> }.into_any(),
                         }

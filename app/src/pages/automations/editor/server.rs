@@ -89,30 +89,13 @@ pub async fn preview_automation_mail(
     body_format: herald_types::BodyFormat,
     body: String,
 ) -> Result<crate::pages::campaigns::preview::PreviewView, AppError> {
-    use crate::pages::campaigns::preview::PreviewView;
     use crate::ssr::{count_preview, require_role};
     use herald_engine::{Role, campaigns::preview, sending::message::CampaignContent};
     let m = require_role(Role::Viewer).await?;
     count_preview(&m)?;
     let content = CampaignContent { subject, preheader, format: body_format, body };
-    Ok(match preview::preview_content(&m.state.db, &m.state.base_url, m.tenant, &content).await? {
-        Ok(r) => PreviewView {
-            subject: r.subject,
-            html: r.html,
-            text: r.text,
-            error: None,
-            error_at: None,
-            as_reader: "a sample reader".into(),
-        },
-        Err(e) => PreviewView {
-            subject: String::new(),
-            html: String::new(),
-            text: String::new(),
-            error: Some(e.to_string()),
-            error_at: Some(e.location().to_string()),
-            as_reader: "a sample reader".into(),
-        },
-    })
+    let rendered = preview::preview_content(&m.state.db, &m.state.base_url, m.tenant, &content).await?;
+    Ok(preview::PreviewOutcome::of(rendered, "a sample reader".into()).into())
 }
 
 /// Saves a new automation (`id` is `new`) or changes one; returns its id.
